@@ -1,0 +1,57 @@
+import type { JsonSchema, WorkspaceLimits } from '../tools/types.js'
+
+/** The 8 built-in coding tools, in AI4J's allCodingToolNames() order. */
+export const BUILTIN_NAMES = ['bash', 'read_file', 'write_file', 'apply_patch', 'glob', 'grep', 'edit', 'update_agents_md'] as const
+export type BuiltinName = typeof BUILTIN_NAMES[number]
+export const BUILTIN_READONLY: readonly BuiltinName[] = ['read_file', 'glob', 'grep']
+
+export function isBuiltinName (name: string): name is BuiltinName {
+  return (BUILTIN_NAMES as readonly string[]).includes(name)
+}
+
+/** A named read-only root (READ_ROOTS=skills=/opt/skills). `path` is the real path. */
+export interface ReadRoot {
+  name: string
+  path: string
+}
+
+/** A resolved workspace for one call: real paths only. */
+export interface Workspace {
+  /** Tenant key: the userId, or `_` without one. */
+  tenant: string
+  workspaceId: string
+  /** Real (symlink-free) absolute path of the workspace root. */
+  root: string
+  readRoots: readonly ReadRoot[]
+  limits: WorkspaceLimits
+}
+
+/**
+ * An expected failure inside a built-in tool. The built-in source turns it into a
+ * `{ ok: false }` outcome; the message is shown to the model, so it must not leak host
+ * paths outside the workspace. `reason` defaults to 'tool-error'.
+ */
+export class ToolError extends Error {
+  readonly reason: 'tool-error' | 'forbidden' | 'invalid-arguments' | 'timeout' | 'sandbox'
+  constructor (message: string, reason: ToolError['reason'] = 'tool-error') {
+    super(message)
+    this.name = 'ToolError'
+    this.reason = reason
+  }
+}
+
+/** Per-call context handed to a built-in tool. */
+export interface BuiltinCallContext {
+  workspace: Workspace
+  signal: AbortSignal
+}
+
+/** One built-in tool: schema plus implementation. `run` throws ToolError for expected failures. */
+export interface BuiltinTool {
+  name: BuiltinName
+  description: string
+  inputSchema: JsonSchema
+  /** True when a call may change the workspace (batch invokes serialise these per workspace). */
+  mutates: (args: Record<string, unknown>) => boolean
+  run: (args: Record<string, unknown>, ctx: BuiltinCallContext) => Promise<unknown>
+}

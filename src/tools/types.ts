@@ -1,0 +1,92 @@
+/**
+ * Core domain types shared by the router and every tool source.
+ * Nothing here imports Fastify: the HTTP layer adapts these values.
+ */
+
+/** Where a call was routed, in priority order (SPEC 1). */
+export const ROUTES = ['builtin', 'user_mcp', 'local_mcp', 'function', 'global_mcp'] as const
+export type Route = typeof ROUTES[number]
+
+/** A JSON Schema object as tools declare it. Passed through whole, never lossily converted. */
+export type JsonSchema = Record<string, unknown>
+
+/** A tool as a source offers it, before naming for a wire format. */
+export interface ToolSpec {
+  /** The tool's own name inside its source (MCP tool name, function name, built-in name). */
+  name: string
+  description: string
+  inputSchema: JsonSchema
+  title?: string
+  annotations?: Record<string, unknown>
+}
+
+/**
+ * Why a tool call failed. Expected failures are values, not exceptions:
+ * - invalid-arguments: arguments did not match the schema (the model should fix them and retry)
+ * - timeout: the tool ran past its deadline
+ * - upstream: a remote server failed or could not be reached
+ * - tool-error: the tool itself reported an error (exception, isError, bad result)
+ * - sandbox: the sandbox refused or could not run the command
+ * - forbidden: a path or operation the workspace policy refuses
+ * - cancelled: the caller went away
+ */
+export type ToolFailureReason =
+  | 'invalid-arguments'
+  | 'timeout'
+  | 'upstream'
+  | 'tool-error'
+  | 'sandbox'
+  | 'forbidden'
+  | 'cancelled'
+
+/** What a source returns for one call. */
+export type ToolOutcome =
+  | {
+    ok: true
+    /** A string is handed to the model as is; anything else is serialised as JSON. */
+    value: unknown
+    /** The tool's own error flag (MCP `isError`): the call worked but the tool reports failure. */
+    isError?: boolean
+    /** Structured side channel for observability; never shown to the model. */
+    trace?: unknown
+  }
+  | {
+    ok: false
+    reason: ToolFailureReason
+    message: string
+    trace?: unknown
+  }
+
+/** Per-request workspace selection as the caller sends it (SPEC 4 "Context"). */
+export interface WorkspaceRequest {
+  workspaceId?: string
+  readRoots?: string[]
+  limits?: Partial<WorkspaceLimits>
+  /** Admin only: an absolute root under WORKSPACE_BASES. */
+  workspaceRoot?: string
+}
+
+/** Limits for built-in tools; requests may only lower the server's maxima. */
+export interface WorkspaceLimits {
+  readMaxChars: number
+  commandTimeoutMs: number
+  bashLogChars: number
+  maxProcessOutputChars: number
+  outputMaxChars: number
+}
+
+/** Who is calling. `userId` undefined means no tenant (tenant key `_`). */
+export interface Caller {
+  userId: string | undefined
+  isAdmin: boolean
+}
+
+/** Everything a source needs for one call. Created per call, never shared between calls. */
+export interface CallContext {
+  callId: string
+  caller: Caller
+  signal: AbortSignal
+  workspace: WorkspaceRequest
+  /** Deadline for this call in ms (sources may apply a lower one of their own). */
+  timeoutMs: number
+}
