@@ -24,6 +24,11 @@ export interface Workspace {
   root: string
   readRoots: readonly ReadRoot[]
   limits: WorkspaceLimits
+  /**
+   * Host uid/gid the sandbox runs commands as. When set, files and directories the
+   * in-process file tools create are chowned to it so sandboxed commands can modify them.
+   */
+  owner?: { uid: number, gid: number }
 }
 
 /**
