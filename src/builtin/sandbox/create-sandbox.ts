@@ -1,0 +1,205 @@
+import { constants } from 'node:fs'
+import { access, chmod, chown, stat } from 'node:fs/promises'
+import { ToolError, type Workspace } from '../types.js'
+import { runProbe } from './probe.js'
+import { runToCompletion } from './run-to-completion.js'
+import { spawnSandboxed, type SpawnConfig } from './spawn.js'
+import { detectHostLayout, writeSyntheticEtc } from './system-files.js'
+import type {
+  EffectiveSandboxMode, ExecRequest, ExecResult, Sandbox, SandboxedProcess, SandboxLimits,
+  SandboxLogger, SandboxOptions, SandboxProbe, SandboxStats, SpawnRequest
+} from './types.js'
+
+export const DEFAULT_SANDBOX_LIMITS: Readonly<SandboxLimits> = {
+  cpuSeconds: 600,
+  fileSizeBytes: 1024 * 1024 * 1024,
+  maxProcesses: 256,
+  openFiles: 4096,
+  memoryBytes: 4 * 1024 * 1024 * 1024,
+  tmpSizeBytes: 256 * 1024 * 1024
+}
+
+/** Used by nobody else on a typical host, and never root. */
+export const DEFAULT_SANDBOX_UID = 65534
+
+const SEARCH_DIRS = ['/usr/bin', '/bin', '/usr/sbin', '/sbin', '/usr/local/bin']
+
+export const NONE_WARNING =
+  'SANDBOX=none: bash commands run UNSANDBOXED on the gateway host with the gateway\'s privileges ' +
+  '(only the environment is cleared). Use for local development only.'
+
+/** Thrown by createSandbox when SANDBOX=bwrap and bwrap does not work: start-up must stop. */
+export class SandboxUnavailableError extends Error {
+  readonly code = 'GW_SANDBOX_UNAVAILABLE'
+  constructor (reason: string) {
+    super(`SANDBOX=bwrap but the sandbox does not work on this host: ${reason}`)
+    this.name = 'SandboxUnavailableError'
+  }
+}
+
+async function findBinary (name: string, explicit: string | undefined): Promise<string> {
+  if (explicit !== undefined) return explicit
+  for (const dir of SEARCH_DIRS) {
+    const p = `${dir}/${name}`
+    try {
+      await access(p, constants.X_OK)
+      return p
+    } catch {}
+  }
+  // A path that fails to spawn with ENOENT, which the probe turns into an install hint.
+  return `/usr/bin/${name}`
+}
+
+function checkLimits (l: SandboxLimits): void {
+  for (const [k, v] of Object.entries(l)) {
+    if (!Number.isSafeInteger(v) || v < 0) throw new TypeError(`sandbox limit ${k} must be a non-negative integer`)
+  }
+  if (l.maxProcesses < 8) throw new TypeError('sandbox limit maxProcesses must be at least 8 (bwrap and sh need some)')
+}
+
+class SandboxImpl implements Sandbox {
+  readonly mode: EffectiveSandboxMode
+  readonly probe: SandboxProbe
+  readonly warning: string | undefined
+  readonly owner: { uid: number, gid: number } | undefined
+  readonly limits: Readonly<SandboxLimits>
+  readonly #cfg: SpawnConfig
+  readonly #canChown: boolean
+  readonly #removeEtc: () => Promise<void>
+  readonly #live = new Set<SandboxedProcess>()
+  readonly #logger: SandboxLogger | undefined
+  #execs = 0
+  #timeouts = 0
+  #closed = false
+
+  constructor (init: {
+    cfg: SpawnConfig
+    probe: SandboxProbe
+    warning: string | undefined
+    owner: { uid: number, gid: number } | undefined
+    canChown: boolean
+    removeEtc: () => Promise<void>
+    logger: SandboxLogger | undefined
+  }) {
+    this.#cfg = init.cfg
+    this.mode = init.cfg.mode
+    this.limits = Object.freeze({ ...init.cfg.limits })
+    this.probe = init.probe
+    this.warning = init.warning
+    this.owner = init.owner
+    this.#canChown = init.canChown
+    this.#removeEtc = init.removeEtc
+    this.#logger = init.logger
+  }
+
+  async prepareWorkspace (workspace: Workspace): Promise<void> {
+    if (this.owner === undefined) return
+    const st = await stat(workspace.root)
+    // The workspace manager may not chown yet; without this the sandbox uid cannot write its own workspace.
+    if (this.#canChown && (st.uid !== this.owner.uid || st.gid !== this.owner.gid)) {
+      await chown(workspace.root, this.owner.uid, this.owner.gid)
+    }
+    if ((st.mode & 0o700) !== 0o700) await chmod(workspace.root, (st.mode & 0o7777) | 0o700)
+  }
+
+  spawn (req: SpawnRequest): SandboxedProcess {
+    if (this.#closed) throw new ToolError('The sandbox is shutting down', 'sandbox')
+    const proc = spawnSandboxed(this.#cfg, req)
+    if (proc.spawnError === undefined) {
+      this.#live.add(proc)
+      proc.exited.then(() => this.#live.delete(proc), () => this.#live.delete(proc))
+    }
+    return proc
+  }
+
+  async exec (req: ExecRequest): Promise<ExecResult> {
+    await this.prepareWorkspace(req.workspace)
+    const proc = this.spawn({ ...req, stdin: 'ignore' })
+    this.#execs++
+    const r = await runToCompletion(proc, { timeoutMs: req.timeoutMs, maxOutputBytes: req.maxOutputBytes, signal: req.signal })
+    if (r.spawnError !== undefined) {
+      this.#logger?.warn({ err: r.spawnError.message }, 'sandbox: command could not be started')
+      throw new ToolError('The sandbox could not start the command', 'sandbox')
+    }
+    if (r.timedOut) this.#timeouts++
+    const { spawnError: _unused, ...result } = r
+    return result
+  }
+
+  stats (): SandboxStats {
+    return { mode: this.mode, execs: this.#execs, timeouts: this.#timeouts, running: this.#live.size }
+  }
+
+  async close (): Promise<void> {
+    this.#closed = true
+    const live = [...this.#live]
+    for (const p of live) p.kill()
+    await Promise.all(live.map(async (p) => await p.exited))
+    await this.#removeEtc()
+  }
+}
+
+/**
+ * Creates the sandbox for `bash`. Runs the start-up probe for `auto` and `bwrap`.
+ * `bwrap` with a failing probe throws SandboxUnavailableError; `auto` falls back to `none` with a warning.
+ */
+export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
+  const limits: SandboxLimits = { ...DEFAULT_SANDBOX_LIMITS, ...opts.limits }
+  checkLimits(limits)
+  const logger = opts.logger
+  const myUid = process.getuid?.() ?? -1
+  const myGid = process.getgid?.() ?? -1
+  const isRoot = myUid === 0
+  const uid = opts.uid ?? (isRoot ? DEFAULT_SANDBOX_UID : myUid)
+  const gid = opts.gid ?? (opts.uid !== undefined ? opts.uid : isRoot ? DEFAULT_SANDBOX_UID : myGid)
+
+  const layout = await detectHostLayout()
+  const etc = await writeSyntheticEtc()
+  const cfg: SpawnConfig = {
+    mode: 'bwrap',
+    bwrapPath: await findBinary('bwrap', opts.bwrapPath),
+    prlimitPath: await findBinary('prlimit', opts.prlimitPath),
+    switchTo: isRoot && (uid !== myUid || gid !== myGid) ? { uid, gid } : undefined,
+    limits,
+    etcDir: etc.dir,
+    layout
+  }
+  const checkedAt = (): string => new Date().toISOString()
+
+  const fallBackToNone = (probe: SandboxProbe): Sandbox => {
+    const warning = probe.ok ? NONE_WARNING : `${NONE_WARNING} Reason: ${probe.reason}`
+    logger?.warn({ sandbox: 'none', probe }, `!!! ${warning}`)
+    return new SandboxImpl({
+      cfg: { ...cfg, mode: 'none', switchTo: undefined },
+      probe,
+      warning,
+      owner: undefined,
+      canChown: false,
+      removeEtc: etc.remove,
+      logger
+    })
+  }
+
+  if (opts.mode === 'none') {
+    return fallBackToNone({ ok: false, reason: 'not probed: SANDBOX=none', checkedAt: checkedAt() })
+  }
+
+  let probe: SandboxProbe
+  if (uid === 0 || gid === 0) {
+    probe = { ok: false, reason: 'the sandbox uid/gid must not be 0 (process limits are ignored for root).', checkedAt: checkedAt() }
+  } else if (!isRoot && uid !== myUid) {
+    probe = { ok: false, reason: `only root can run the sandbox as uid ${uid}; the gateway runs as uid ${myUid}.`, checkedAt: checkedAt() }
+  } else {
+    probe = { ...await runProbe(cfg, isRoot ? { uid, gid } : undefined, uid), checkedAt: checkedAt() }
+  }
+
+  if (!probe.ok) {
+    if (opts.mode === 'bwrap') {
+      await etc.remove()
+      throw new SandboxUnavailableError(probe.reason)
+    }
+    return fallBackToNone(probe)
+  }
+  logger?.info?.({ sandbox: 'bwrap', uid, gid }, `sandbox: ${probe.reason}`)
+  return new SandboxImpl({ cfg, probe, warning: undefined, owner: { uid, gid }, canChown: isRoot, removeEtc: etc.remove, logger })
+}

@@ -1,0 +1,149 @@
+import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process'
+import { constants } from 'node:os'
+import { PassThrough } from 'node:stream'
+import { buildBwrapArgs, buildPrlimitArgs, sandboxEnv, type HostLayout } from './bwrap-args.js'
+import { childPids, signalQuietly } from './kill.js'
+import type { ExitInfo, SandboxedProcess, SandboxLimits, SpawnRequest } from './types.js'
+
+/** What a spawn needs from the sandbox that owns it. */
+export interface SpawnConfig {
+  mode: 'bwrap' | 'none'
+  bwrapPath: string
+  prlimitPath: string
+  /** Set only when the gateway must switch to another host uid (it runs as root). */
+  switchTo: { uid: number, gid: number } | undefined
+  limits: SandboxLimits
+  etcDir: string
+  layout: HostLayout
+}
+
+/** bwrap itself gets no gateway variables either: /proc/1/environ inside the sandbox is bwrap's. */
+const LAUNCHER_ENV = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C.UTF-8' }
+
+function exitInfo (code: number | null, signal: NodeJS.Signals | null): ExitInfo {
+  if (code !== null) return { exitCode: code, signal }
+  if (signal !== null) return { exitCode: 128 + (constants.signals[signal] ?? 0), signal }
+  return { exitCode: null, signal }
+}
+
+export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedProcess {
+  const stdio: StdioOptions = [req.stdin, 'pipe', 'pipe']
+  let child: ChildProcess
+  let spawnError: Error | undefined
+  try {
+    if (cfg.mode === 'bwrap') {
+      const bwrap = buildBwrapArgs({
+        workspaceRoot: req.workspace.root,
+        readRoots: req.workspace.readRoots.map((r) => r.path),
+        cwd: req.cwd,
+        command: req.command,
+        etcDir: cfg.etcDir,
+        layout: cfg.layout,
+        tmpSizeBytes: cfg.limits.tmpSizeBytes
+      })
+      child = spawn(cfg.prlimitPath, buildPrlimitArgs(cfg.limits, [cfg.bwrapPath, ...bwrap]), {
+        cwd: '/',
+        env: LAUNCHER_ENV,
+        // Own process group: a kill of -pid reaches bwrap and the namespace's init together.
+        detached: true,
+        stdio,
+        // libuv drops supplementary groups (setgroups(0)) when switching ids.
+        ...(cfg.switchTo ?? {})
+      })
+    } else {
+      child = spawn('/bin/sh', ['-c', req.command], {
+        cwd: req.cwd,
+        env: sandboxEnv(req.workspace.root),
+        detached: true,
+        stdio
+      })
+    }
+  } catch (err) {
+    // Synchronous failures (EPERM on uid switch, bad arguments): report like an async spawn error.
+    spawnError = err as Error
+    return failedProcess(spawnError)
+  }
+
+  let done = false
+  let resolveExit!: (e: ExitInfo) => void
+  const exited = new Promise<ExitInfo>((resolve) => { resolveExit = resolve })
+  const proc: SandboxedProcess & { spawnError: Error | undefined } = {
+    pid: child.pid,
+    stdout: child.stdout ?? new PassThrough(),
+    stderr: child.stderr ?? new PassThrough(),
+    stdin: child.stdin,
+    exited,
+    spawnError: undefined,
+    kill,
+    terminate
+  }
+  child.once('error', (err) => {
+    if (done) return
+    if (child.pid === undefined) {
+      done = true
+      proc.spawnError = err
+      resolveExit({ exitCode: null, signal: null })
+    }
+  })
+  // 'exit', not 'close': a process that escaped the kill could hold the pipes open forever.
+  child.once('exit', (code, signal) => {
+    done = true
+    resolveExit(exitInfo(code, signal))
+  })
+  // A writer on a dead process gets EPIPE; that is the caller's answer, not a crash.
+  child.stdin?.on('error', () => {})
+
+  function kill (): void {
+    // The pid is valid until 'exit' has been handled: libuv reaps and emits in the same callback.
+    if (done || child.pid === undefined) return
+    // The group holds bwrap and the namespace's init; with --die-with-parent and its own
+    // pid namespace, their death ends every process inside, including setsid'd orphans.
+    if (!signalQuietly(-child.pid, 'SIGKILL')) signalQuietly(child.pid, 'SIGKILL')
+  }
+
+  async function terminate (graceMs: number): Promise<ExitInfo> {
+    if (done || child.pid === undefined) return await exited
+    await sendTerm(child.pid)
+    let timer: NodeJS.Timeout | undefined
+    const graceOver = new Promise<'grace'>((resolve) => { timer = setTimeout(() => resolve('grace'), graceMs) })
+    const first = await Promise.race([exited, graceOver])
+    clearTimeout(timer)
+    if (first === 'grace') kill()
+    return await exited
+  }
+
+  async function sendTerm (pid: number): Promise<void> {
+    if (cfg.mode === 'none') {
+      signalQuietly(-pid, 'SIGTERM')
+      return
+    }
+    // bwrap does not forward SIGTERM. The command is the session leader (--new-session) two levels
+    // below bwrap (bwrap -> namespace init -> sh): SIGTERM its process group, as a terminal would.
+    for (const init of await childPids(pid)) {
+      const cmd = (await childPids(init))[0]
+      if (done) return
+      if (cmd !== undefined) {
+        signalQuietly(-cmd, 'SIGTERM')
+        return
+      }
+    }
+    if (!done) signalQuietly(pid, 'SIGTERM')
+  }
+
+  return proc
+}
+
+function failedProcess (err: Error): SandboxedProcess {
+  const empty = (): PassThrough => { const s = new PassThrough(); s.end(); return s }
+  const exited = Promise.resolve<ExitInfo>({ exitCode: null, signal: null })
+  return {
+    pid: undefined,
+    stdout: empty(),
+    stderr: empty(),
+    stdin: null,
+    exited,
+    spawnError: err,
+    kill: () => {},
+    terminate: async () => await exited
+  }
+}

@@ -1,0 +1,128 @@
+import type { Readable, Writable } from 'node:stream'
+import type { Workspace } from '../types.js'
+
+/** `SANDBOX` as configured. */
+export const SANDBOX_MODES = ['auto', 'bwrap', 'none'] as const
+export type SandboxMode = typeof SANDBOX_MODES[number]
+
+/** The mode actually in effect after the start-up probe. */
+export type EffectiveSandboxMode = 'bwrap' | 'none'
+
+/** Result of the start-up probe (reported by /readyz and /status). */
+export interface SandboxProbe {
+  ok: boolean
+  /** Human-readable: what was checked, or why it failed and what to do about it. */
+  reason: string
+  checkedAt: string
+}
+
+/** Resource limits applied to every sandboxed command (per process, via setrlimit). */
+export interface SandboxLimits {
+  /** RLIMIT_CPU, seconds of CPU time per process. */
+  cpuSeconds: number
+  /** RLIMIT_FSIZE, largest file a process may write. */
+  fileSizeBytes: number
+  /**
+   * RLIMIT_NPROC. The kernel counts every process of the sandbox's HOST uid, so this
+   * budget is shared by all concurrent sandboxes running as that uid.
+   */
+  maxProcesses: number
+  /** RLIMIT_NOFILE. */
+  openFiles: number
+  /** RLIMIT_DATA (heap + private writable mappings) per process; 0 = unlimited. */
+  memoryBytes: number
+  /** Size of the private /tmp tmpfs (and of /dev/shm). */
+  tmpSizeBytes: number
+}
+
+/** pino-compatible subset. */
+export interface SandboxLogger {
+  warn: (obj: Record<string, unknown>, msg: string) => void
+  info?: (obj: Record<string, unknown>, msg: string) => void
+}
+
+export interface SandboxOptions {
+  mode: SandboxMode
+  /** Host uid/gid the sandbox runs as. Default: 65534 when the gateway is root, else the gateway's own ids. */
+  uid?: number
+  gid?: number
+  limits?: Partial<SandboxLimits>
+  logger?: SandboxLogger
+  bwrapPath?: string
+  prlimitPath?: string
+}
+
+/** How one command is run. `cwd` is an absolute host path inside `workspace.root`. */
+export interface SpawnRequest {
+  workspace: Workspace
+  command: string
+  cwd: string
+  /** 'pipe' for background processes that accept `write`; exec uses /dev/null. */
+  stdin: 'ignore' | 'pipe'
+}
+
+export interface ExitInfo {
+  /** Exit status; a command killed by signal N reports 128 + N (bwrap's convention), null when unknown. */
+  exitCode: number | null
+  signal: NodeJS.Signals | null
+}
+
+/** A running sandboxed command. Killing it ends every process it started. */
+export interface SandboxedProcess {
+  /** Host pid of the sandbox leader (bwrap, or sh in mode none). */
+  readonly pid: number | undefined
+  readonly stdout: Readable
+  readonly stderr: Readable
+  readonly stdin: Writable | null
+  /** Resolves once the leader exited (never rejects; spawn failures resolve with exitCode null). */
+  readonly exited: Promise<ExitInfo>
+  /** Set when the process could not be started at all. */
+  readonly spawnError: Error | undefined
+  /** SIGTERM to the command's session, then SIGKILL of the whole sandbox after `graceMs`. */
+  terminate: (graceMs: number) => Promise<ExitInfo>
+  /** SIGKILL of the whole sandbox (namespace) now. */
+  kill: () => void
+}
+
+export interface ExecRequest extends Omit<SpawnRequest, 'stdin'> {
+  timeoutMs: number
+  /** Per stream: bytes kept (head + tail). */
+  maxOutputBytes: number
+  signal?: AbortSignal
+}
+
+export interface ExecResult {
+  stdout: string
+  stderr: string
+  exitCode: number
+  timedOut: boolean
+  /** The command produced so much output that it was killed. */
+  outputLimitExceeded: boolean
+  /** The caller's signal aborted the command. */
+  aborted: boolean
+}
+
+export interface SandboxStats {
+  mode: EffectiveSandboxMode
+  execs: number
+  timeouts: number
+  running: number
+}
+
+export interface Sandbox {
+  readonly mode: EffectiveSandboxMode
+  readonly probe: SandboxProbe
+  /** Set when commands are not isolated (mode none): show it in /readyz and /status. */
+  readonly warning: string | undefined
+  /** Host uid/gid sandboxed commands run as: workspaces must be owned by it. Undefined in mode none. */
+  readonly owner: { uid: number, gid: number } | undefined
+  readonly limits: Readonly<SandboxLimits>
+  /** Makes the workspace root usable by the sandbox uid (chown of the root dir when needed). */
+  prepareWorkspace: (workspace: Workspace) => Promise<void>
+  spawn: (req: SpawnRequest) => SandboxedProcess
+  /** Runs a command to completion with a wall-clock timeout and capped output. */
+  exec: (req: ExecRequest) => Promise<ExecResult>
+  stats: () => SandboxStats
+  /** Kills every command still running and removes the sandbox's scratch files. */
+  close: () => Promise<void>
+}
