@@ -1,0 +1,18 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Milliseconds spent inside tools for this request (the rest is gateway overhead). */
+    toolMs: number
+  }
+}
+
+/** Adds `x-gateway-overhead-ms` to every response: time in the gateway outside the tools. */
+export default fp(async function overheadPlugin (app: FastifyInstance) {
+  app.decorateRequest('toolMs', 0)
+  app.addHook('onSend', async (request, reply) => {
+    const overhead = Math.max(0, reply.elapsedTime - request.toolMs)
+    void reply.header('x-gateway-overhead-ms', overhead.toFixed(3))
+  })
+}, { name: 'gateway-overhead' })

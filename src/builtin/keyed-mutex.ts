@@ -1,0 +1,17 @@
+/** Runs tasks with the same key one after another; different keys run concurrently. */
+export class KeyedMutex {
+  readonly #tails = new Map<string, Promise<unknown>>()
+
+  async run<T> (key: string, task: () => Promise<T>): Promise<T> {
+    const previous = this.#tails.get(key) ?? Promise.resolve()
+    const current = previous.then(task, task)
+    const tail = current.then(() => {}, () => {})
+    this.#tails.set(key, tail)
+    try {
+      return await current
+    } finally {
+      // Drop the key once nothing is queued behind us, so the map does not grow forever.
+      if (this.#tails.get(key) === tail) this.#tails.delete(key)
+    }
+  }
+}

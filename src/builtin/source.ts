@@ -1,0 +1,63 @@
+import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource } from '../tools/source.js'
+import type { CallContext, ToolOutcome } from '../tools/types.js'
+import { KeyedMutex } from './keyed-mutex.js'
+import { ToolError } from './types.js'
+import type { BuiltinName, BuiltinTool, Workspace } from './types.js'
+import type { WorkspaceRequest, Caller } from '../tools/types.js'
+
+/** Resolves a request's workspace context to real paths (implemented by WorkspaceManager). */
+export interface WorkspaceResolver {
+  resolve: (req: WorkspaceRequest, caller: Caller) => Promise<Workspace>
+}
+
+/**
+ * Tier 1: the built-in coding tools, each call scoped to the request's workspace. Calls that
+ * may change a workspace are serialised per workspace, so concurrent edits (batch invokes,
+ * parallel requests) never lose an update.
+ */
+export class BuiltinSource implements ToolSource {
+  readonly route = 'builtin' as const
+  readonly #entries = new Map<string, CatalogEntry>()
+  readonly #workspaces: WorkspaceResolver
+  readonly #writes = new KeyedMutex()
+
+  constructor (tools: readonly BuiltinTool[], workspaces: WorkspaceResolver) {
+    this.#workspaces = workspaces
+    for (const tool of tools) {
+      this.#entries.set(tool.name, {
+        route: 'builtin',
+        source: 'builtin',
+        name: tool.name,
+        spec: { name: tool.name, description: tool.description, inputSchema: tool.inputSchema },
+        ref: tool
+      })
+    }
+  }
+
+  get names (): BuiltinName[] {
+    return [...this.#entries.keys()] as BuiltinName[]
+  }
+
+  async list (selection: Selection | 'all'): Promise<SourceListing> {
+    const names = selection === 'all' ? [...this.#entries.keys()] : (selection.names ?? [])
+    const tools = names.flatMap((n) => this.#entries.get(n) ?? [])
+    return { tools, matched: tools.map((t) => t.name), unavailable: [] }
+  }
+
+  async resolve (name: string, _scope: Scope): Promise<CatalogEntry | undefined> {
+    return this.#entries.get(name)
+  }
+
+  async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
+    const tool = entry.ref as BuiltinTool
+    try {
+      const workspace = await this.#workspaces.resolve(ctx.workspace, ctx.caller)
+      const run = async (): Promise<ToolOutcome> => ({ ok: true, value: await tool.run(args, { workspace, signal: ctx.signal }) })
+      if (!tool.mutates(args)) return await run()
+      return await this.#writes.run(`${workspace.tenant}\u0000${workspace.root}`, run)
+    } catch (err) {
+      if (err instanceof ToolError) return { ok: false, reason: err.reason, message: err.message }
+      throw err
+    }
+  }
+}

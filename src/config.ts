@@ -1,0 +1,107 @@
+import { Type } from '@sinclair/typebox'
+import type { Static } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+
+/**
+ * The gateway's configuration: one schema (SPEC 8 names), read from the environment by
+ * loadConfig. Every value is validated at start-up; a bad one stops the process with a
+ * message naming the variable.
+ */
+export const ConfigSchema = Type.Object({
+  port: Type.Integer({ minimum: 0, maximum: 65535, env: 'PORT', default: 8080, description: 'Port to listen on' }),
+  host: Type.Optional(Type.String({ minLength: 1, env: 'HOST', description: 'Interface to listen on (default 127.0.0.1 in open mode, else 0.0.0.0)' })),
+  redisUrl: Type.Optional(Type.String({ pattern: '^rediss?://', env: 'REDIS_URL', description: 'Registry in Redis; unset = in-memory registry' })),
+  redisKeyPrefix: Type.String({ minLength: 1, maxLength: 64, env: 'REDIS_KEY_PREFIX', default: 'tg:', description: 'Prefix of every Redis key' }),
+  workspacesDir: Type.String({ minLength: 1, env: 'WORKSPACES_DIR', default: './data/workspaces', description: 'Root of tenant workspaces' }),
+  workspaceBases: Type.Array(Type.String({ minLength: 1 }), { env: 'WORKSPACE_BASES', default: [], description: 'Where an admin workspaceRoot may point (comma list)' }),
+  readRoots: Type.Record(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' }), Type.String({ minLength: 1 }), { env: 'READ_ROOTS', default: {}, description: 'Named read-only roots, name=/path,...' }),
+  sandbox: Type.Union([Type.Literal('auto'), Type.Literal('bwrap'), Type.Literal('none')], { env: 'SANDBOX', default: 'auto', description: 'Sandbox for bash: auto, bwrap or none' }),
+  functionsDirs: Type.Array(Type.String({ minLength: 1 }), { env: 'FUNCTIONS_DIR', default: [], description: 'Extra directories of function tools (comma list)' }),
+  mcpServicesDirs: Type.Array(Type.String({ minLength: 1 }), { env: 'MCP_SERVICES_DIR', default: [], description: 'Extra directories of local MCP services (comma list)' }),
+  loadExamples: Type.Boolean({ env: 'LOAD_EXAMPLES', default: true, description: 'Load the example functions and MCP service shipped with the gateway' }),
+  mcpServersFile: Type.Optional(Type.String({ minLength: 1, env: 'MCP_SERVERS_FILE', description: 'Global servers, {"mcpServers": {...}}' })),
+  egressAllow: Type.Array(Type.String({ minLength: 1 }), { env: 'EGRESS_ALLOW', default: [], description: 'Hosts or CIDRs a tenant server may reach despite the SSRF guard' }),
+  secretsKey: Type.Optional(Type.String({ minLength: 1, env: 'SECRETS_KEY', description: 'Base64 32-byte key for secrets at rest' })),
+  apiKeys: Type.Optional(Type.String({ minLength: 1, env: 'API_KEYS', description: 'key:scope pairs; scope * = admin, else a userId' })),
+  apiKeysFile: Type.Optional(Type.String({ minLength: 1, env: 'API_KEYS_FILE', description: 'File with one key:scope pair per line' })),
+  rateLimitPerMinute: Type.Integer({ minimum: 1, env: 'RATE_LIMIT_PER_MINUTE', default: 600, description: 'Requests per minute per tenant' }),
+  maxConcurrentPerTenant: Type.Integer({ minimum: 1, env: 'MAX_CONCURRENT_PER_TENANT', default: 32, description: 'Concurrent invocations per tenant' }),
+  logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { env: 'LOG_LEVEL', default: 'info', description: 'pino log level' }),
+  bodyLimitBytes: Type.Integer({ minimum: 1024, env: 'BODY_LIMIT_BYTES', default: 2 * 1024 * 1024, description: 'Largest request body accepted (413 beyond)' }),
+  outputMaxChars: Type.Integer({ minimum: 1000, env: 'OUTPUT_MAX_CHARS', default: 100_000, description: 'Cap on every tool output string' }),
+  functionTimeoutMs: Type.Integer({ minimum: 1, env: 'FUNCTION_TIMEOUT_MS', default: 30_000, description: 'Deadline of a function or local MCP tool call' }),
+  invokeTimeoutMs: Type.Integer({ minimum: 1, maximum: 3_600_000, env: 'INVOKE_TIMEOUT_MS', default: 660_000, description: 'Upper bound of any single tool call' }),
+  mcpConnectTimeoutMs: Type.Integer({ minimum: 1, env: 'MCP_CONNECT_TIMEOUT_MS', default: 10_000, description: 'Connect timeout to a remote MCP server' }),
+  mcpListTimeoutMs: Type.Integer({ minimum: 1, env: 'MCP_LIST_TIMEOUT_MS', default: 5_000, description: 'Per-server deadline of a tool listing' }),
+  mcpCallTimeoutMs: Type.Integer({ minimum: 1, env: 'MCP_CALL_TIMEOUT_MS', default: 60_000, description: 'Default tools/call timeout of a remote server' }),
+  batchConcurrency: Type.Integer({ minimum: 1, maximum: 64, env: 'BATCH_CONCURRENCY', default: 8, description: 'Calls of one batch run at once' }),
+  batchMaxCalls: Type.Integer({ minimum: 1, maximum: 1000, env: 'BATCH_MAX_CALLS', default: 100, description: 'Most calls in one batch' }),
+  readMaxChars: Type.Integer({ minimum: 1, env: 'READ_MAX_CHARS', default: 12_000, description: 'read_file maximum chars' }),
+  commandTimeoutMs: Type.Integer({ minimum: 1, maximum: 600_000, env: 'COMMAND_TIMEOUT_MS', default: 30_000, description: 'bash command timeout maximum' }),
+  bashLogChars: Type.Integer({ minimum: 1, env: 'BASH_LOG_CHARS', default: 12_000, description: 'bash logs default chars' }),
+  maxProcessOutputChars: Type.Integer({ minimum: 1, env: 'MAX_PROCESS_OUTPUT_CHARS', default: 120_000, description: 'Background process log buffer' })
+})
+
+export type Config = Static<typeof ConfigSchema>
+
+export class ConfigError extends Error {
+  constructor (message: string) {
+    super(message)
+    this.name = 'ConfigError'
+  }
+}
+
+type Env = Record<string, string | undefined>
+
+/** Reads and validates the configuration; throws ConfigError naming every bad variable. */
+export function loadConfig (env: Env): Config {
+  const raw: Record<string, unknown> = {}
+  const problems: string[] = []
+  for (const [key, schema] of Object.entries(ConfigSchema.properties)) {
+    const name = (schema as unknown as { env: string }).env
+    const value = env[name]
+    if (value === undefined || value.trim() === '') continue
+    const parsed = parseValue(schema as unknown as Record<string, unknown>, value.trim())
+    if (parsed.ok) raw[key] = parsed.value
+    else problems.push(`${name}: ${parsed.message}`)
+  }
+  const withDefaults = Value.Default(ConfigSchema, raw)
+  for (const err of Value.Errors(ConfigSchema, withDefaults)) {
+    const key = err.path.split('/')[1] ?? ''
+    const name = (ConfigSchema.properties as Record<string, { env?: string }>)[key]?.env ?? err.path
+    problems.push(`${name}: ${err.message}${err.value !== undefined && typeof err.value !== 'object' ? ` (got ${JSON.stringify(err.value)})` : ''}`)
+  }
+  if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${[...new Set(problems)].join('\n  - ')}`)
+  return withDefaults as Config
+}
+
+function parseValue (schema: Record<string, unknown>, value: string): { ok: true, value: unknown } | { ok: false, message: string } {
+  switch (schema.type) {
+    case 'integer': {
+      if (!/^-?\d+$/.test(value)) return { ok: false, message: `expected an integer, got ${JSON.stringify(value)}` }
+      return { ok: true, value: Number(value) }
+    }
+    case 'boolean': {
+      if (/^(1|true|yes|on)$/i.test(value)) return { ok: true, value: true }
+      if (/^(0|false|no|off)$/i.test(value)) return { ok: true, value: false }
+      return { ok: false, message: `expected true or false, got ${JSON.stringify(value)}` }
+    }
+    case 'array':
+      return { ok: true, value: splitList(value) }
+    case 'object': {
+      const out: Record<string, string> = {}
+      for (const pair of splitList(value)) {
+        const eq = pair.indexOf('=')
+        if (eq <= 0) return { ok: false, message: `expected name=/path pairs, got ${JSON.stringify(pair)}` }
+        out[pair.slice(0, eq).trim()] = pair.slice(eq + 1).trim()
+      }
+      return { ok: true, value: out }
+    }
+    default:
+      return { ok: true, value }
+  }
+}
+
+function splitList (value: string): string[] {
+  return value.split(',').map((s) => s.trim()).filter((s) => s !== '')
+}

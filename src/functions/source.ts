@@ -1,0 +1,52 @@
+import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource } from '../tools/source.js'
+import type { CallContext, ToolOutcome } from '../tools/types.js'
+import { runWithDeadline } from '../tools/deadline.js'
+import type { FunctionTool } from './define.js'
+import type { LoadedFunction } from './loader.js'
+
+/** Tier 4: local function tools, exposed under their own names. */
+export class FunctionSource implements ToolSource {
+  readonly route = 'function' as const
+  readonly #entries = new Map<string, CatalogEntry>()
+  readonly #defaultTimeoutMs: number
+
+  constructor (functions: readonly LoadedFunction[], opts: { defaultTimeoutMs: number }) {
+    this.#defaultTimeoutMs = opts.defaultTimeoutMs
+    for (const { tool } of functions) {
+      this.#entries.set(tool.name, {
+        route: 'function',
+        source: tool.name,
+        name: tool.name,
+        spec: { name: tool.name, description: tool.description, inputSchema: tool.parameters },
+        ref: tool
+      })
+    }
+  }
+
+  get size (): number {
+    return this.#entries.size
+  }
+
+  async list (selection: Selection | 'all'): Promise<SourceListing> {
+    const names = selection === 'all' ? [...this.#entries.keys()] : (selection.names ?? [])
+    const tools = names.flatMap((n) => this.#entries.get(n) ?? [])
+    return { tools, matched: tools.map((t) => t.name), unavailable: [] }
+  }
+
+  async resolve (name: string, _scope: Scope): Promise<CatalogEntry | undefined> {
+    return this.#entries.get(name)
+  }
+
+  async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
+    const tool = entry.ref as FunctionTool
+    const timeoutMs = Math.min(tool.timeoutMs ?? this.#defaultTimeoutMs, ctx.timeoutMs)
+    return runWithDeadline(timeoutMs, ctx.signal, async (signal) => {
+      try {
+        const value = await tool.handler(args, { callId: ctx.callId, userId: ctx.caller.userId, signal })
+        return { ok: true, value }
+      } catch (err) {
+        return { ok: false, reason: 'tool-error', message: err instanceof Error ? err.message : String(err) }
+      }
+    }, `Function '${entry.name}' did not finish within ${timeoutMs} ms`)
+  }
+}

@@ -1,0 +1,162 @@
+import { randomUUID } from 'node:crypto'
+import { Ajv } from 'ajv'
+import type { ValidateFunction } from 'ajv'
+import type { Config } from './config.js'
+import { HttpError } from './errors.js'
+import { parseUserToolName } from './naming/names.js'
+import { InvokeBody } from './schemas/invoke.js'
+import type { InvokeBodyT } from './schemas/invoke.js'
+import { renderTools } from './tools/formats.js'
+import type { ToolFormat } from './tools/formats.js'
+import type { Diagnostic, InvokeOutcome, ToolRouter, Unresolved } from './tools/router.js'
+import type { Unavailable } from './tools/source.js'
+import { actingUserId } from './tools/tenancy.js'
+import type { Caller } from './tools/types.js'
+
+export interface ListToolsRequest {
+  functions?: string
+  mcp?: string
+  userId?: string
+  format?: ToolFormat
+  strict?: boolean
+}
+
+export interface ListToolsResponse {
+  tools: unknown[]
+  unresolved: Unresolved[]
+  unavailable: Unavailable[]
+  diagnostics: Diagnostic[]
+}
+
+export type BatchEntry =
+  | (Extract<InvokeOutcome, { ok: true }>['result'])
+  | { callId: string | null, name: string | null, isError: true, statusCode: number, error: { code: string, message: string } }
+
+/**
+ * The gateway's use cases, one method per HTTP operation: routes call exactly one of these.
+ * It applies tenancy (who may act for which userId) and request shaping on top of the router.
+ */
+export class Gateway {
+  readonly router: ToolRouter
+  readonly #config: Config
+  readonly #validateInvoke: ValidateFunction
+
+  constructor (config: Config, router: ToolRouter) {
+    this.#config = config
+    this.router = router
+    this.#validateInvoke = new Ajv({ strict: false, allErrors: false }).compile(InvokeBody)
+  }
+
+  async listTools (query: ListToolsRequest, caller: Caller, signal: AbortSignal): Promise<ListToolsResponse> {
+    const userId = actingUserId(caller, query.userId)
+    const listing = await this.router.list({ functions: splitComma(query.functions), mcp: splitComma(query.mcp) }, { userId, signal })
+    if (query.strict === true && listing.unresolved.length > 0) {
+      const names = listing.unresolved.map((u) => `${u.kind} '${u.name}' (${u.reason})`).join('; ')
+      throw new HttpError('GW_UNRESOLVED', `Unresolved names: ${names}`)
+    }
+    return {
+      tools: renderTools(listing.tools, query.format ?? 'openai'),
+      unresolved: listing.unresolved,
+      unavailable: listing.unavailable,
+      diagnostics: listing.diagnostics
+    }
+  }
+
+  async catalog (requestedUserId: string | undefined, caller: Caller, signal: AbortSignal): Promise<{ tools: unknown[], unavailable: Unavailable[], diagnostics: Diagnostic[] }> {
+    const userId = actingUserId(caller, requestedUserId)
+    const { tools, unavailable } = await this.router.catalog({ userId, signal })
+    const diagnostics: Diagnostic[] = tools.filter((t) => t.shadowedBy !== null).map((t) => ({
+      type: 'shadowed',
+      name: t.name,
+      route: t.route,
+      source: t.source,
+      exposedAs: null,
+      shadowedBy: t.shadowedBy ?? undefined,
+      message: `${t.route} tool '${t.name}' from '${t.source}' is shadowed by ${t.shadowedBy ?? ''}`
+    }))
+    return { tools, unavailable, diagnostics }
+  }
+
+  /** One call. Request-level failures are `{ ok: false }` with an HttpError. */
+  async invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal): Promise<InvokeOutcome> {
+    let userId: string | undefined
+    try {
+      userId = actingUserId(caller, body.userId)
+      // An admin (or open mode) may name the tenant through the encoded tool name alone.
+      const encoded = parseUserToolName(body.name)
+      if (userId === undefined && encoded && caller.isAdmin) userId = encoded.userId
+    } catch (err) {
+      if (err instanceof HttpError) return { ok: false, error: err, toolMs: 0 }
+      throw err
+    }
+    try {
+      return await this.router.invoke({
+        name: body.name,
+        arguments: body.arguments ?? {},
+        callId: body.callId ?? `call_${randomUUID().replace(/-/g, '')}`,
+        userId,
+        ...(body.allow ? { allow: body.allow } : {}),
+        includeTrace: body.trace === true,
+        ctx: {
+          caller,
+          signal,
+          workspace: body.context ?? {},
+          timeoutMs: this.#config.invokeTimeoutMs
+        }
+      })
+    } catch (err) {
+      if (err instanceof HttpError) return { ok: false, error: err, toolMs: 0 }
+      throw err
+    }
+  }
+
+  /**
+   * Runs calls concurrently (bounded) and returns results in order. Each entry is validated
+   * on its own: one bad call never fails the batch.
+   */
+  async invokeBatch (calls: unknown[], caller: Caller, signal: AbortSignal): Promise<{ results: BatchEntry[], toolMs: number }> {
+    if (calls.length > this.#config.batchMaxCalls) {
+      throw new HttpError('GW_BAD_REQUEST', `body/calls must have at most ${this.#config.batchMaxCalls} entries`)
+    }
+    const results: BatchEntry[] = new Array(calls.length)
+    let toolMs = 0
+    let next = 0
+    const worker = async (): Promise<void> => {
+      while (next < calls.length) {
+        const index = next++
+        const call = calls[index]
+        if (!this.#validateInvoke(call)) {
+          const err = this.#validateInvoke.errors?.[0]
+          const where = err ? `calls/${index}${err.instancePath}` : `calls/${index}`
+          results[index] = entryError(call, new HttpError('GW_BAD_REQUEST', `body/${where} ${err?.message ?? 'is invalid'}`))
+          continue
+        }
+        const outcome = await this.invoke(call as InvokeBodyT, caller, signal)
+        if (outcome.ok) {
+          toolMs += outcome.result.toolMs
+          results[index] = outcome.result
+        } else {
+          results[index] = entryError(call, outcome.error)
+        }
+      }
+    }
+    await Promise.all(Array.from({ length: Math.min(this.#config.batchConcurrency, calls.length) }, worker))
+    return { results, toolMs }
+  }
+}
+
+function entryError (call: unknown, error: HttpError): BatchEntry {
+  const c = (call !== null && typeof call === 'object' ? call : {}) as Record<string, unknown>
+  return {
+    callId: typeof c.callId === 'string' ? c.callId : null,
+    name: typeof c.name === 'string' ? c.name : null,
+    isError: true,
+    statusCode: error.statusCode,
+    error: { code: error.code, message: error.message }
+  }
+}
+
+function splitComma (value: string | undefined): string[] {
+  if (value === undefined) return []
+  return value.split(',').map((s) => s.trim()).filter((s) => s !== '')
+}

@@ -1,0 +1,70 @@
+import { flattenCallToolResult } from '../remote-mcp/flatten.js'
+import { runWithDeadline } from '../tools/deadline.js'
+import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource } from '../tools/source.js'
+import type { CallContext, ToolOutcome } from '../tools/types.js'
+import { closeService } from './loader.js'
+import type { LocalMcpService, LocalMcpTool } from './loader.js'
+
+/** Tier 3: in-process MCP services, exposed as apiFunctionName(service, tool). */
+export class LocalMcpSource implements ToolSource {
+  readonly route = 'local_mcp' as const
+  readonly #entries = new Map<string, CatalogEntry>()
+  readonly #services: LocalMcpService[]
+  readonly #callTimeoutMs: number
+
+  constructor (loaded: { services: LocalMcpService[], tools: LocalMcpTool[] }, opts: { callTimeoutMs: number }) {
+    this.#services = loaded.services
+    this.#callTimeoutMs = opts.callTimeoutMs
+    for (const t of loaded.tools) {
+      this.#entries.set(t.exposedName, {
+        route: 'local_mcp',
+        source: t.service.name,
+        name: t.exposedName,
+        spec: {
+          name: t.tool.name,
+          description: t.tool.description ?? '',
+          inputSchema: t.tool.inputSchema as Record<string, unknown>,
+          ...(t.tool.title ? { title: t.tool.title } : {}),
+          ...(t.tool.annotations ? { annotations: t.tool.annotations as Record<string, unknown> } : {})
+        },
+        ref: t
+      })
+    }
+  }
+
+  get size (): number {
+    return this.#entries.size
+  }
+
+  get serviceNames (): string[] {
+    return this.#services.map((s) => s.name)
+  }
+
+  async list (selection: Selection | 'all'): Promise<SourceListing> {
+    const names = selection === 'all' ? [...this.#entries.keys()] : (selection.names ?? [])
+    const tools = names.flatMap((n) => this.#entries.get(n) ?? [])
+    return { tools, matched: tools.map((t) => t.name), unavailable: [] }
+  }
+
+  async resolve (name: string, _scope: Scope): Promise<CatalogEntry | undefined> {
+    return this.#entries.get(name)
+  }
+
+  async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
+    const { service, tool } = entry.ref as LocalMcpTool
+    const timeoutMs = Math.min(this.#callTimeoutMs, ctx.timeoutMs)
+    return runWithDeadline(timeoutMs, ctx.signal, async (signal) => {
+      try {
+        const result = await service.client.callTool({ name: tool.name, arguments: args }, undefined, { signal, timeout: timeoutMs })
+        const flat = flattenCallToolResult(result)
+        return { ok: true, value: flat.text, isError: flat.isError, trace: flat.trace }
+      } catch (err) {
+        return { ok: false, reason: 'tool-error', message: `Local MCP service '${service.name}' failed: ${(err as Error).message}` }
+      }
+    }, `Local MCP tool '${entry.name}' did not finish within ${timeoutMs} ms`)
+  }
+
+  async close (): Promise<void> {
+    await Promise.allSettled(this.#services.map(async (s) => await closeService(s)))
+  }
+}

@@ -1,0 +1,200 @@
+import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
+import { encodeUserServiceName, encodeUserToolName, parseUserToolName, qualifiedName, toWireName } from '../naming/names.js'
+import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource, Unavailable } from '../tools/source.js'
+import type { CallContext, ToolOutcome } from '../tools/types.js'
+import { flattenCallToolResult } from './flatten.js'
+
+/** The registry scope a source reads: global servers, or one tenant's. */
+export type DirectoryScope = { kind: 'global' } | { kind: 'user', userId: string }
+
+/** The part of a registered server this source needs (the registry's StoredServer fits). */
+export interface RemoteServer {
+  serverId: string
+  config: {
+    enabled?: boolean
+    priority?: number
+    timeoutMs?: number
+    disabledTools?: string[]
+  }
+}
+
+/** Where registered servers are read from (the RegistryStore). */
+export interface ServerDirectory {
+  list: (scope: DirectoryScope) => Promise<RemoteServer[]>
+}
+
+/** How tools are listed and called on a registered server (the client pool). */
+export interface McpConnector {
+  /** `key` is AI4J's client key (`{serverId}` or `user_{userId}_service_{serverId}`). */
+  listTools: (key: string, server: RemoteServer, opts: { signal: AbortSignal, timeoutMs: number }) => Promise<Tool[]>
+  callTool: (key: string, server: RemoteServer, name: string, args: Record<string, unknown>, opts: { signal: AbortSignal, timeoutMs: number }) => Promise<CallToolResult>
+}
+
+export interface RemoteSourceOptions {
+  /** Each server's listing deadline: a slower server shows in `unavailable` and is skipped. */
+  listDeadlineMs: number
+  /** tools/call timeout when the server config sets none. */
+  callTimeoutMs: number
+}
+
+interface EntryRef {
+  server: RemoteServer
+  /** The pool key, fixed when the entry was resolved for its tenant. */
+  key: string
+}
+
+interface ServerTools {
+  server: RemoteServer
+  tools: Tool[]
+}
+
+/**
+ * Tiers 2 (a tenant's remote MCP servers, route `user_mcp`) and 5 (global servers,
+ * `global_mcp`). Isolation is keyed: tier 2 only ever reads the registry scope of the exact
+ * userId of the request.
+ */
+export class RemoteMcpSource implements ToolSource {
+  readonly route: 'user_mcp' | 'global_mcp'
+  readonly #directory: ServerDirectory
+  readonly #connector: McpConnector
+  readonly #opts: RemoteSourceOptions
+
+  constructor (route: 'user_mcp' | 'global_mcp', directory: ServerDirectory, connector: McpConnector, opts: RemoteSourceOptions) {
+    this.route = route
+    this.#directory = directory
+    this.#connector = connector
+    this.#opts = opts
+  }
+
+  #directoryScope (scope: Scope): DirectoryScope | undefined {
+    if (this.route === 'global_mcp') return { kind: 'global' }
+    return scope.userId === undefined ? undefined : { kind: 'user', userId: scope.userId }
+  }
+
+  #clientKey (scope: Scope, serverId: string): string {
+    return this.route === 'user_mcp' && scope.userId !== undefined ? encodeUserServiceName(scope.userId, serverId) : serverId
+  }
+
+  /** Servers in collision order: higher priority first, ties to the lexically smaller serverId. */
+  async #servers (scope: Scope): Promise<RemoteServer[]> {
+    const dirScope = this.#directoryScope(scope)
+    if (!dirScope) return []
+    const servers = await this.#directory.list(dirScope)
+    return servers.sort((a, b) => (b.config.priority ?? 0) - (a.config.priority ?? 0) || (a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0))
+  }
+
+  /** Lists each server in parallel, each against its own deadline. */
+  async #listServers (servers: RemoteServer[], scope: Scope): Promise<{ listed: ServerTools[], unavailable: Unavailable[] }> {
+    const settled = await Promise.all(servers.map(async (server) => {
+      if (server.config.enabled === false) return { server, error: 'The server is disabled' }
+      try {
+        const tools = await withTimeout(
+          this.#connector.listTools(this.#clientKey(scope, server.serverId), server, { signal: scope.signal, timeoutMs: this.#opts.listDeadlineMs }),
+          this.#opts.listDeadlineMs
+        )
+        const disabled = new Set(server.config.disabledTools ?? [])
+        return { server, tools: tools.filter((t) => !disabled.has(t.name)) }
+      } catch (err) {
+        return { server, error: describeError(err) }
+      }
+    }))
+    const listed: ServerTools[] = []
+    const unavailable: Unavailable[] = []
+    for (const s of settled) {
+      if ('tools' in s && s.tools) listed.push({ server: s.server, tools: s.tools })
+      else unavailable.push({ serverId: s.server.serverId, reason: s.error ?? 'unknown error' })
+    }
+    return { listed, unavailable }
+  }
+
+  #entry (scope: Scope, server: RemoteServer, tool: Tool): CatalogEntry {
+    const name = this.route === 'user_mcp' && scope.userId !== undefined ? encodeUserToolName(scope.userId, tool.name) : tool.name
+    return {
+      route: this.route,
+      source: server.serverId,
+      name,
+      qualifiedName: qualifiedName(server.serverId, tool.name),
+      priority: server.config.priority ?? 0,
+      spec: {
+        name: tool.name,
+        description: tool.description ?? '',
+        inputSchema: tool.inputSchema as Record<string, unknown>,
+        ...(tool.title ? { title: tool.title } : {}),
+        ...(tool.annotations ? { annotations: tool.annotations as Record<string, unknown> } : {})
+      },
+      ref: { server, key: this.#clientKey(scope, server.serverId) } satisfies EntryRef
+    }
+  }
+
+  async list (selection: Selection | 'all', scope: Scope): Promise<SourceListing> {
+    const all = await this.#servers(scope)
+    let servers = all
+    if (selection !== 'all') {
+      const wanted = new Set(selection.serverIds ?? [])
+      servers = all.filter((s) => wanted.has(s.serverId))
+    }
+    const { listed, unavailable } = await this.#listServers(servers, scope)
+    const tools = listed.flatMap(({ server, tools }) => tools.map((t) => this.#entry(scope, server, t)))
+    return { tools, matched: servers.map((s) => s.serverId), unavailable }
+  }
+
+  async resolve (name: string, scope: Scope): Promise<CatalogEntry | undefined> {
+    const servers = await this.#servers(scope)
+    // A qualified name names its server: try that one alone first (a raw tool name may contain `__` too).
+    const sep = name.indexOf('__')
+    const named = sep > 0 ? servers.filter((s) => s.serverId === name.slice(0, sep)) : []
+    if (named.length > 0) {
+      const hit = await this.#find(name, named, scope)
+      if (hit) return hit
+    }
+    return await this.#find(name, servers, scope)
+  }
+
+  async #find (name: string, servers: RemoteServer[], scope: Scope): Promise<CatalogEntry | undefined> {
+    const { listed } = await this.#listServers(servers, scope)
+    const encoded = parseUserToolName(name)
+    const raw = this.route === 'user_mcp' && encoded && encoded.userId === scope.userId ? encoded.toolName : name
+    // Servers are in priority order: the first one offering a raw name wins it.
+    for (const { server, tools } of listed) {
+      for (const tool of tools) {
+        const entry = this.#entry(scope, server, tool)
+        if (tool.name === raw || entry.name === name || toWireName(entry.name) === name ||
+            entry.qualifiedName === name || toWireName(entry.qualifiedName ?? '') === name) {
+          return entry
+        }
+      }
+    }
+    return undefined
+  }
+
+  async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
+    const { server, key } = entry.ref as EntryRef
+    const timeoutMs = Math.min(server.config.timeoutMs ?? this.#opts.callTimeoutMs, ctx.timeoutMs)
+    try {
+      const result = await this.#connector.callTool(key, server, entry.spec.name, args, { signal: ctx.signal, timeoutMs })
+      const flat = flattenCallToolResult(result)
+      return { ok: true, value: flat.text, isError: flat.isError, trace: flat.trace }
+    } catch (err) {
+      const code = (err as { code?: unknown }).code
+      const reason = code === 'GW_UPSTREAM_TIMEOUT' ? 'timeout' : 'upstream'
+      return { ok: false, reason, message: `MCP server '${server.serverId}' failed: ${describeError(err)}` }
+    }
+  }
+}
+
+function describeError (err: unknown): string {
+  return err instanceof Error ? err.message : String(err)
+}
+
+async function withTimeout<T> (promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const deadline = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
+  })
+  promise.catch(() => {})
+  try {
+    return await Promise.race([promise, deadline])
+  } finally {
+    clearTimeout(timer)
+  }
+}

@@ -1,0 +1,63 @@
+import { Type } from '@sinclair/typebox'
+import type { Static } from '@sinclair/typebox'
+import { ROUTES } from '../tools/types.js'
+import { IdString } from './common.js'
+
+const Limits = Type.Object({
+  readMaxChars: Type.Optional(Type.Integer({ minimum: 1 })),
+  commandTimeoutMs: Type.Optional(Type.Integer({ minimum: 1 })),
+  bashLogChars: Type.Optional(Type.Integer({ minimum: 1 })),
+  maxProcessOutputChars: Type.Optional(Type.Integer({ minimum: 1 })),
+  outputMaxChars: Type.Optional(Type.Integer({ minimum: 1 }))
+}, { additionalProperties: false, description: 'Can only lower the server maxima' })
+
+export const InvokeContext = Type.Object({
+  workspaceId: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$', description: 'Selects WORKSPACES_DIR/{tenant}/{workspaceId}; default "default"' })),
+  readRoots: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 32, description: 'Names of read-only roots configured with READ_ROOTS' })),
+  limits: Type.Optional(Limits),
+  workspaceRoot: Type.Optional(Type.String({ maxLength: 4096, description: 'Admin only: an absolute root under WORKSPACE_BASES' }))
+}, { additionalProperties: false })
+
+export const AllowList = Type.Object({
+  functions: Type.Optional(Type.Array(Type.String({ maxLength: 512 }), { maxItems: 1000 })),
+  mcp: Type.Optional(Type.Array(Type.String({ maxLength: 512 }), { maxItems: 1000 }))
+}, { additionalProperties: false, description: 'When given, only tools GET /tools would list for it can be invoked' })
+
+export const InvokeBody = Type.Object({
+  name: Type.String({ minLength: 1, maxLength: 512, description: 'The tool name the model called' }),
+  arguments: Type.Optional(Type.Union([Type.Object({}, { additionalProperties: true }), Type.String()], { description: 'An object, or the JSON string a model emitted' })),
+  userId: Type.Optional(IdString),
+  callId: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
+  allow: Type.Optional(AllowList),
+  context: Type.Optional(InvokeContext),
+  trace: Type.Optional(Type.Boolean({ default: false, description: 'Include the structured trace in the result' }))
+}, { additionalProperties: false, $id: 'InvokeBody' })
+export type InvokeBodyT = Static<typeof InvokeBody>
+
+export const InvokeResult = Type.Object({
+  callId: Type.String(),
+  name: Type.String(),
+  route: Type.Union(ROUTES.map((r) => Type.Literal(r))),
+  output: Type.String({ description: 'The string for the model; TOOL_ERROR: {...} on failure' }),
+  isError: Type.Boolean(),
+  error: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]),
+  truncated: Type.Boolean(),
+  trace: Type.Unknown({ description: 'Structured side channel, null unless trace: true was asked for' }),
+  durationMs: Type.Number()
+})
+
+export const BatchBody = Type.Object({
+  calls: Type.Array(Type.Unknown(), { minItems: 1, description: 'Invoke bodies; each is validated on its own so one bad call never fails the batch' })
+}, { additionalProperties: false })
+
+export const BatchEntryError = Type.Object({
+  callId: Type.Union([Type.String(), Type.Null()]),
+  name: Type.Union([Type.String(), Type.Null()]),
+  isError: Type.Literal(true),
+  statusCode: Type.Integer(),
+  error: Type.Object({ code: Type.String(), message: Type.String() })
+})
+
+export const BatchResponse = Type.Object({
+  results: Type.Array(Type.Union([InvokeResult, BatchEntryError]))
+})

@@ -1,0 +1,58 @@
+import { Type } from '@sinclair/typebox'
+import type { Static } from '@sinclair/typebox'
+import { FORMATS } from '../tools/formats.js'
+import { ROUTES } from '../tools/types.js'
+import { IdString } from './common.js'
+
+const CommaList = (description: string): ReturnType<typeof Type.String> => Type.String({ maxLength: 16384, description })
+
+export const ToolsQuery = Type.Object({
+  functions: Type.Optional(CommaList('Comma list of built-in, function and local MCP tool names; @builtin = all 8 built-ins, @builtin-readonly = read_file, glob, grep')),
+  mcp: Type.Optional(CommaList('Comma list of serverIds (the tenant\'s server if it has one, else the global one); user_{userId}_service_{serverId} is accepted too')),
+  userId: Type.Optional(IdString),
+  format: Type.Optional(Type.Union(FORMATS.map((f) => Type.Literal(f)), { default: 'openai', description: 'Provider format of the tool schemas' })),
+  strict: Type.Optional(Type.Boolean({ default: false, description: 'Any unresolved name is a 400 instead of an entry in `unresolved`' }))
+}, { additionalProperties: false })
+export type ToolsQueryT = Static<typeof ToolsQuery>
+
+const Route = Type.Union(ROUTES.map((r) => Type.Literal(r)))
+
+export const Unresolved = Type.Object({
+  kind: Type.Union([Type.Literal('function'), Type.Literal('mcp')]),
+  name: Type.String(),
+  reason: Type.String()
+})
+
+export const UnavailableServer = Type.Object({ serverId: Type.String(), reason: Type.String() })
+
+export const Diagnostic = Type.Object({
+  type: Type.String(),
+  name: Type.String(),
+  route: Route,
+  source: Type.String(),
+  exposedAs: Type.Union([Type.String(), Type.Null()]),
+  shadowedBy: Type.Optional(Route),
+  message: Type.String()
+})
+
+export const ToolsResponse = Type.Object({
+  tools: Type.Array(Type.Object({}, { additionalProperties: true }), { description: 'Tool schemas in the requested format' }),
+  unresolved: Type.Array(Unresolved),
+  unavailable: Type.Array(UnavailableServer),
+  diagnostics: Type.Array(Diagnostic)
+})
+
+export const CatalogQuery = Type.Object({
+  userId: Type.Optional(IdString)
+}, { additionalProperties: false })
+
+export const CatalogResponse = Type.Object({
+  tools: Type.Array(Type.Object({
+    name: Type.String(),
+    route: Route,
+    source: Type.String(),
+    shadowedBy: Type.Union([Route, Type.Null()])
+  })),
+  unavailable: Type.Array(UnavailableServer),
+  diagnostics: Type.Array(Diagnostic)
+})

@@ -1,0 +1,387 @@
+import { performance } from 'node:perf_hooks'
+import { BUILTIN_NAMES, BUILTIN_READONLY } from '../builtin/types.js'
+import { HttpError } from '../errors.js'
+import { isValidId, parseUserServiceName, parseUserToolName, toWireName } from '../naming/names.js'
+import { capOutput, stringifyToolValue, toolErrorCode, toolErrorOutput } from './output.js'
+import { sameEntry } from './source.js'
+import type { CatalogEntry, Scope, ToolSource, Unavailable } from './source.js'
+import type { CallContext, Route, ToolFailureReason, ToolOutcome } from './types.js'
+import { ROUTES } from './types.js'
+import { ArgumentValidator } from './validate.js'
+
+/** A name of the allow-list that matched nothing. */
+export interface Unresolved {
+  kind: 'function' | 'mcp'
+  name: string
+  reason: string
+}
+
+/** Why a tool is exposed under another name, or not at all. */
+export interface Diagnostic {
+  type: 'shadowed' | 'renamed' | 'duplicate'
+  /** The natural name that could not be used as is. */
+  name: string
+  route: Route
+  source: string
+  /** The name the tool is exposed under in this listing (null when it is not exposed). */
+  exposedAs: string | null
+  /** The route that wins over this tool for `name`, for `shadowed`. */
+  shadowedBy?: Route
+  message: string
+}
+
+export interface ListedTool {
+  /** The wire name the model sees; /invoke resolves it through the same catalog. */
+  name: string
+  entry: CatalogEntry
+}
+
+export interface Listing {
+  tools: ListedTool[]
+  unresolved: Unresolved[]
+  unavailable: Unavailable[]
+  diagnostics: Diagnostic[]
+}
+
+export interface AllowList {
+  functions?: readonly string[]
+  mcp?: readonly string[]
+}
+
+export interface InvokeRequest {
+  name: string
+  /** An object, or the JSON string a model emitted (parsed here so a bad one is a tool-level error). */
+  arguments: Record<string, unknown> | string
+  callId: string
+  /** The tenant the call acts for (already checked against the caller). */
+  userId: string | undefined
+  allow?: AllowList
+  ctx: Omit<CallContext, 'callId'>
+  /** Include the source's structured trace in the result. */
+  includeTrace: boolean
+}
+
+export interface InvokeResult {
+  callId: string
+  name: string
+  route: Route
+  output: string
+  isError: boolean
+  error: { code: string, message: string } | null
+  truncated: boolean
+  trace: unknown
+  durationMs: number
+  /** Time spent inside the tool itself; the rest is gateway overhead. */
+  toolMs: number
+}
+
+export type InvokeOutcome = { ok: true, result: InvokeResult } | { ok: false, error: HttpError, toolMs: 0 }
+
+export interface CatalogRow {
+  name: string
+  route: Route
+  source: string
+  shadowedBy: Route | null
+}
+
+export interface RouterOptions {
+  /** One source per route; missing routes simply offer nothing. */
+  sources: Partial<Record<Route, ToolSource>>
+  outputMaxChars: number
+  validator?: ArgumentValidator
+}
+
+/** Group tokens of `functions=` (SPEC 2). */
+const GROUPS: Record<string, readonly string[]> = {
+  '@builtin': BUILTIN_NAMES,
+  '@builtin-readonly': BUILTIN_READONLY
+}
+
+/** Routes the `functions=` list may name, in priority order. */
+const NAMED_ROUTES: readonly Route[] = ['builtin', 'local_mcp', 'function']
+
+/**
+ * The tool router (SPEC 1-3): assembles request-scoped listings from an allow-list and
+ * routes calls by the fixed five-tier priority. Listing and invoking share one policy: with
+ * an allow-list, /invoke resolves the name in exactly the listing /tools would return.
+ */
+export class ToolRouter {
+  readonly #sources: Array<[Route, ToolSource]>
+  readonly #outputMaxChars: number
+  readonly #validator: ArgumentValidator
+
+  constructor (opts: RouterOptions) {
+    this.#sources = ROUTES.flatMap((r) => {
+      const s = opts.sources[r]
+      return s ? [[r, s] as [Route, ToolSource]] : []
+    })
+    this.#outputMaxChars = opts.outputMaxChars
+    this.#validator = opts.validator ?? new ArgumentValidator()
+  }
+
+  #source (route: Route): ToolSource | undefined {
+    return this.#sources.find(([r]) => r === route)?.[1]
+  }
+
+  /**
+   * Resolves a model-facing name through the full priority (SPEC 1). An encoded
+   * `user_{u}_tool_{t}` name goes straight to tier 2 of tenant u and never falls back.
+   */
+  async resolve (name: string, scope: Scope): Promise<{ ok: true, entry: CatalogEntry } | { ok: false, error: HttpError }> {
+    const builtin = await this.#source('builtin')?.resolve(name, scope)
+    if (builtin) return { ok: true, entry: builtin }
+    const encoded = parseUserToolName(name)
+    if (encoded) {
+      if (scope.userId !== encoded.userId) {
+        return { ok: false, error: new HttpError('GW_TENANT_MISMATCH', `Tool '${name}' belongs to another tenant than the request's`) }
+      }
+      const entry = await this.#source('user_mcp')?.resolve(name, scope)
+      return entry ? { ok: true, entry } : { ok: false, error: notFound(name) }
+    }
+    for (const [route, source] of this.#sources) {
+      if (route === 'builtin' || (route === 'user_mcp' && scope.userId === undefined)) continue
+      const entry = await source.resolve(name, scope)
+      if (entry) return { ok: true, entry }
+    }
+    return { ok: false, error: notFound(name) }
+  }
+
+  /** The request-scoped listing of GET /tools: only what the allow-list names. */
+  async list (allow: AllowList, scope: Scope): Promise<Listing> {
+    const unresolved: Unresolved[] = []
+    const unavailable: Unavailable[] = []
+    const candidates: CatalogEntry[] = []
+
+    const names = expandFunctionNames(allow.functions ?? [])
+    for (const name of names) {
+      let found: CatalogEntry | undefined
+      for (const route of NAMED_ROUTES) {
+        found = await this.#source(route)?.resolve(name, scope)
+        if (found) break
+      }
+      if (found) candidates.push(found)
+      else unresolved.push({ kind: 'function', name, reason: 'No built-in, local MCP or function tool has this name' })
+    }
+
+    const { serverIds, userOnly, errors } = parseServerSelection(allow.mcp ?? [], scope.userId)
+    unresolved.push(...errors)
+    let pending = serverIds
+    for (const route of ['user_mcp', 'global_mcp'] as const) {
+      const source = this.#source(route)
+      if (!source || pending.length === 0) continue
+      if (route === 'user_mcp' && scope.userId === undefined) continue
+      const selected = route === 'global_mcp' ? pending.filter((id) => !userOnly.has(id)) : pending
+      const listing = await source.list({ serverIds: selected }, scope)
+      candidates.push(...listing.tools)
+      unavailable.push(...listing.unavailable)
+      const matched = new Set(listing.matched)
+      pending = pending.filter((id) => !matched.has(id))
+    }
+    for (const id of pending) {
+      unresolved.push({
+        kind: 'mcp',
+        name: id,
+        reason: userOnly.has(id) ? 'The tenant has no server with this id' : 'No server with this id is registered for the tenant or globally'
+      })
+    }
+
+    const { tools, diagnostics } = await this.#expose(candidates, scope)
+    return { tools, unresolved, unavailable, diagnostics }
+  }
+
+  /**
+   * Gives each candidate the name a model will see. A natural name that the full priority
+   * would route elsewhere is replaced by the qualified name, so every listed name routes to
+   * exactly the listed tool.
+   */
+  async #expose (candidates: CatalogEntry[], scope: Scope): Promise<{ tools: ListedTool[], diagnostics: Diagnostic[] }> {
+    const tools: ListedTool[] = []
+    const diagnostics: Diagnostic[] = []
+    const byWire = new Map<string, CatalogEntry>()
+    for (const entry of candidates) {
+      let natural = entry.name
+      const winner = await this.resolve(natural, scope)
+      if (!winner.ok || !sameEntry(winner.entry, entry)) {
+        const fallback = entry.qualifiedName
+        const shadowedBy = winner.ok ? winner.entry.route : undefined
+        if (!fallback) {
+          diagnostics.push({ type: 'shadowed', name: natural, route: entry.route, source: entry.source, exposedAs: null, shadowedBy, message: `'${natural}' routes to ${shadowedBy ?? 'another tool'}; this tool has no other name` })
+          continue
+        }
+        diagnostics.push({ type: 'shadowed', name: natural, route: entry.route, source: entry.source, exposedAs: toWireName(fallback), shadowedBy, message: `'${natural}' routes to ${shadowedBy ?? 'another tool'}; exposed under its qualified name` })
+        natural = fallback
+      }
+      const wire = toWireName(natural)
+      const existing = byWire.get(wire)
+      if (existing) {
+        if (!sameEntry(existing, entry)) {
+          diagnostics.push({ type: 'duplicate', name: natural, route: entry.route, source: entry.source, exposedAs: null, message: `Wire name '${wire}' is already used by ${existing.route} ${existing.source}` })
+        }
+        continue
+      }
+      if (wire !== natural) {
+        diagnostics.push({ type: 'renamed', name: natural, route: entry.route, source: entry.source, exposedAs: wire, message: 'Shortened or sanitised to fit ^[a-zA-Z][a-zA-Z0-9_-]{0,63}$' })
+      }
+      byWire.set(wire, entry)
+      tools.push({ name: wire, entry })
+    }
+    return { tools, diagnostics }
+  }
+
+  /** Every name each tier could offer the tenant, with shadowing (GET /catalog). */
+  async catalog (scope: Scope): Promise<{ tools: CatalogRow[], unavailable: Unavailable[] }> {
+    const rows: CatalogRow[] = []
+    const unavailable: Unavailable[] = []
+    for (const [route, source] of this.#sources) {
+      if (route === 'user_mcp' && scope.userId === undefined) continue
+      const listing = await source.list('all', scope)
+      unavailable.push(...listing.unavailable)
+      for (const entry of listing.tools) {
+        const winner = await this.resolve(entry.name, scope)
+        const shadowedBy = winner.ok && !sameEntry(winner.entry, entry) ? winner.entry.route : null
+        rows.push({ name: toWireName(shadowedBy && entry.qualifiedName ? entry.qualifiedName : entry.name), route, source: entry.source, shadowedBy })
+      }
+    }
+    return { tools: rows, unavailable }
+  }
+
+  /** POST /invoke: resolve, enforce the allow-list, validate, call, shape the result. */
+  async invoke (req: InvokeRequest): Promise<InvokeOutcome> {
+    const started = performance.now()
+    const scope: Scope = { userId: req.userId, signal: req.ctx.signal }
+    let entry: CatalogEntry
+    if (req.allow) {
+      const listing = await this.list(req.allow, scope)
+      const hit = listing.tools.find((t) => t.name === req.name) ??
+        listing.tools.find((t) => t.entry.name === req.name || t.entry.qualifiedName === req.name)
+      if (!hit) {
+        const any = await this.resolve(req.name, scope)
+        if (!any.ok) return { ok: false, error: any.error, toolMs: 0 }
+        return { ok: false, error: new HttpError('GW_NOT_ALLOWED', `Tool '${req.name}' is not in the request's allow-list`), toolMs: 0 }
+      }
+      entry = hit.entry
+    } else {
+      const resolved = await this.resolve(req.name, scope)
+      if (!resolved.ok) return { ok: false, error: resolved.error, toolMs: 0 }
+      entry = resolved.entry
+    }
+
+    const ctx: CallContext = { ...req.ctx, callId: req.callId }
+    const args = parseArguments(req.arguments)
+    const checked = args.ok ? this.#validator.validate(entry.spec.inputSchema, args.value) : args
+    let outcome: ToolOutcome
+    let toolMs = 0
+    if (!args.ok || !checked.ok) {
+      outcome = { ok: false, reason: 'invalid-arguments', message: (checked as { message: string }).message }
+    } else {
+      const toolStart = performance.now()
+      outcome = await callSafely(this.#sourceFor(entry), entry, args.value, ctx)
+      toolMs = performance.now() - toolStart
+    }
+    const result = this.#shape(req, entry, outcome)
+    result.toolMs = toolMs
+    result.durationMs = round(performance.now() - started)
+    return { ok: true, result }
+  }
+
+  #sourceFor (entry: CatalogEntry): ToolSource {
+    const source = this.#source(entry.route)
+    if (!source) throw new Error(`no source for route ${entry.route}`)
+    return source
+  }
+
+  #shape (req: InvokeRequest, entry: CatalogEntry, outcome: ToolOutcome): InvokeResult {
+    const base = { callId: req.callId, name: req.name, route: entry.route, durationMs: 0, toolMs: 0 }
+    const trace = req.includeTrace ? (outcome.trace ?? null) : null
+    let failure: { reason: ToolFailureReason, message: string } | undefined
+    let text = ''
+    if (!outcome.ok) {
+      failure = { reason: outcome.reason, message: outcome.message }
+    } else {
+      const str = stringifyToolValue(outcome.value)
+      if (!str.ok) failure = { reason: 'tool-error', message: str.message }
+      else if (outcome.isError === true) failure = { reason: 'tool-error', message: str.text }
+      else text = str.text
+    }
+    if (failure) {
+      const message = failure.message.length > 4000 ? capOutput(failure.message, 4000).text : failure.message
+      const capped = capOutput(toolErrorOutput(failure.reason, message, req.name, req.callId), this.#outputMaxChars)
+      return { ...base, output: capped.text, isError: true, error: { code: toolErrorCode(failure.reason), message }, truncated: capped.truncated, trace }
+    }
+    const capped = capOutput(text, this.#outputMaxChars)
+    return { ...base, output: capped.text, isError: false, error: null, truncated: capped.truncated, trace }
+  }
+}
+
+/** A source that throws has a bug, but the caller still gets a tool-level error, never a 500. */
+async function callSafely (source: ToolSource, entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
+  try {
+    return await source.call(entry, args, ctx)
+  } catch (err) {
+    return { ok: false, reason: 'tool-error', message: `The tool failed: ${(err as Error)?.message ?? String(err)}` }
+  }
+}
+
+/** Models emit arguments as a JSON string; an empty string means no arguments. */
+function parseArguments (raw: Record<string, unknown> | string): { ok: true, value: Record<string, unknown> } | { ok: false, message: string } {
+  if (typeof raw !== 'string') return { ok: true, value: raw }
+  if (raw.trim() === '') return { ok: true, value: {} }
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(raw)
+  } catch (err) {
+    return { ok: false, message: `Invalid arguments: not valid JSON (${(err as Error).message})` }
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    return { ok: false, message: 'Invalid arguments: the JSON must be an object' }
+  }
+  return { ok: true, value: parsed as Record<string, unknown> }
+}
+
+function notFound (name: string): HttpError {
+  return new HttpError('GW_TOOL_NOT_FOUND', `No tool named '${name.length > 200 ? name.slice(0, 200) + '...' : name}'`)
+}
+
+function round (ms: number): number {
+  return Math.round(ms * 1000) / 1000
+}
+
+/** Expands group tokens and removes duplicates, keeping the first occurrence's order. */
+export function expandFunctionNames (names: readonly string[]): string[] {
+  const out = new Set<string>()
+  for (const raw of names) {
+    const name = raw.trim()
+    if (name === '') continue
+    const group = GROUPS[name]
+    if (group) group.forEach((n) => out.add(n))
+    else out.add(name)
+  }
+  return [...out]
+}
+
+/**
+ * Splits `mcp=` into serverIds. The AI4J form `user_{u}_service_{s}` names tenant u's server
+ * s only (never a global one) and must name the request's own tenant.
+ */
+export function parseServerSelection (ids: readonly string[], userId: string | undefined): { serverIds: string[], userOnly: Set<string>, errors: Unresolved[] } {
+  const serverIds: string[] = []
+  const userOnly = new Set<string>()
+  const errors: Unresolved[] = []
+  for (const raw of ids) {
+    const id = raw.trim()
+    if (id === '') continue
+    const encoded = parseUserServiceName(id)
+    if (encoded) {
+      if (encoded.userId !== userId) throw new HttpError('GW_TENANT_MISMATCH', `Server '${id}' belongs to another tenant than the request's`)
+      userOnly.add(encoded.serverId)
+      if (!serverIds.includes(encoded.serverId)) serverIds.push(encoded.serverId)
+      continue
+    }
+    if (!isValidId(id)) {
+      errors.push({ kind: 'mcp', name: id, reason: 'Not a valid serverId (^[A-Za-z0-9][A-Za-z0-9-]{0,63}$)' })
+      continue
+    }
+    if (!serverIds.includes(id)) serverIds.push(id)
+  }
+  return { serverIds, userOnly, errors }
+}

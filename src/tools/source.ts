@@ -1,0 +1,69 @@
+import type { CallContext, Route, ToolOutcome, ToolSpec } from './types.js'
+
+/** One tool as a source offers it to one tenant, with everything needed to name, route and call it. */
+export interface CatalogEntry {
+  route: Route
+  /** `builtin`, the function's name, the local MCP service's name, or the serverId. */
+  source: string
+  /**
+   * The natural exposed name in this tier's scheme (SPEC 1), before wire shortening:
+   * built-in name, function name, apiFunctionName(service, tool), `user_{u}_tool_{t}`, or the
+   * MCP tool's own name for global servers.
+   */
+  name: string
+  /** `{serverId}__{toolName}` for MCP tools; the fallback name when `name` is shadowed. */
+  qualifiedName?: string
+  spec: ToolSpec
+  /** Collision rank among servers of one tier: higher wins, ties to the smaller serverId. */
+  priority?: number
+  /** Opaque handle the owning source uses in call(). */
+  ref?: unknown
+}
+
+/** A request-scoped allow-list, already split by kind. An empty or absent list selects nothing. */
+export interface Selection {
+  /** From `functions=` after group expansion: built-in, function and local MCP tool names. */
+  names?: readonly string[]
+  /** From `mcp=`: serverIds. */
+  serverIds?: readonly string[]
+}
+
+export interface Scope {
+  /** The tenant whose tier-2 servers take part; undefined means none. */
+  userId: string | undefined
+  signal: AbortSignal
+}
+
+export interface Unavailable {
+  serverId: string
+  reason: string
+}
+
+export interface SourceListing {
+  tools: CatalogEntry[]
+  /** The selected names or serverIds this source owns (so lower tiers are not asked for them). */
+  matched: string[]
+  /** Selected servers this source owns that could not be listed (dead, slow, disabled). */
+  unavailable: Unavailable[]
+}
+
+/**
+ * One source of tools. The router asks sources in priority order (SPEC 1) and never looks
+ * inside them: listing, resolving a name, and calling all go through this interface.
+ */
+export interface ToolSource {
+  readonly route: Route
+  /** Tools for the selection, or every tool the source can offer the scope ('all', for /catalog). */
+  list: (selection: Selection | 'all', scope: Scope) => Promise<SourceListing>
+  /**
+   * The entry a model-facing name refers to in this source, if any. Sources accept their
+   * natural names, qualified names and the wire names derived from either.
+   */
+  resolve: (name: string, scope: Scope) => Promise<CatalogEntry | undefined>
+  /** Runs the tool. Arguments were already validated against `entry.spec.inputSchema`. */
+  call: (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext) => Promise<ToolOutcome>
+}
+
+export function sameEntry (a: CatalogEntry, b: CatalogEntry): boolean {
+  return a.route === b.route && a.source === b.source && a.spec.name === b.spec.name
+}
