@@ -1,0 +1,519 @@
+import { createHash } from 'node:crypto'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { SseError } from '@modelcontextprotocol/sdk/client/sse.js'
+import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
+import { ErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import type { CallToolResult, Implementation, Tool } from '@modelcontextprotocol/sdk/types.js'
+import { redactSecrets, UpstreamError } from './errors.js'
+import type { UpstreamErrorCode } from './errors.js'
+import { createTransport, silentLogger } from './transports.js'
+import type { ConnectSpec, ConnectType, McpLogger, TransportHandle } from './transports.js'
+
+/** Construction options of {@link McpClientPool}. All durations in milliseconds. */
+export interface McpClientPoolOptions {
+  /** Deadline for spawning/connecting plus the initialize handshake. */
+  connectTimeoutMs: number
+  /** Deadline for a whole tools/list (all pages). */
+  listTimeoutMs: number
+  /** Default deadline for tools/call (a spec's timeoutMs or the call's timeoutMs override it). */
+  callTimeoutMs: number
+  /** A client unused for this long is closed (its stdio child killed). */
+  idleMs: number
+  /** At most this many clients; creating one more closes the least recently used. */
+  maxClients: number
+  /** A cached tool list older than this is refreshed on the next listTools. */
+  toolsTtlMs: number
+  /** fetch for HTTP transports (the SSRF guard's); defaults to the global fetch. */
+  fetch?: FetchLike
+  logger?: McpLogger
+  /** What the gateway calls itself in the initialize handshake. */
+  clientInfo: Implementation
+  /** How long close()/invalidate() wait for clients to close before giving up on them. Default 5000. */
+  closeTimeoutMs?: number
+}
+
+/** Per-request options of listTools. */
+export interface ListToolsOptions {
+  /** The caller went away: stop waiting (a shared connect or refresh carries on for others). */
+  signal?: AbortSignal
+}
+
+/** Per-request options of callTool. */
+export interface CallToolOptions {
+  /** Aborting sends notifications/cancelled to the server and fails the call with GW_CANCELLED. */
+  signal?: AbortSignal
+  /** Deadline for this call (default: the spec's timeoutMs, else the pool's callTimeoutMs). */
+  timeoutMs?: number
+}
+
+/** One client in {@link McpClientPoolStats}. */
+export interface McpClientStats {
+  type: ConnectType
+  connected: boolean
+  /** Tools in the cached list (0 before the first listing). */
+  tools: number
+  /** Epoch ms of the last listTools/callTool. */
+  lastUsedAt: number
+  /** Abort listeners on the transport-wide signal (bounded by in-flight requests; see transports.ts). */
+  abortListeners: number
+}
+
+/** What stats() returns (AI4J's getGatewayStatus shape, per client key). */
+export interface McpClientPoolStats {
+  totalClients: number
+  connectedClients: number
+  clients: Record<string, McpClientStats>
+}
+
+/** Which clients invalidate() drops: an exact key, a key prefix, or a predicate on the key. */
+export type InvalidateTarget = string | { prefix: string } | ((key: string) => boolean)
+
+interface Connection {
+  client: Client
+  handle: TransportHandle
+  closed: boolean
+}
+
+interface Entry {
+  /** Caller key + config hash. */
+  id: string
+  key: string
+  spec: ConnectSpec
+  secrets: string[]
+  conn: Connection | undefined
+  connecting: Promise<Connection> | undefined
+  tools: Tool[] | undefined
+  toolsFetchedAt: number
+  /** Bumped by notifications/tools/list_changed; a refresh that started before is not fresh. */
+  toolsVersion: number
+  toolsFetchedVersion: number
+  refreshing: Promise<Tool[]> | undefined
+  lastUsedAt: number
+  inFlight: number
+  idleTimer: NodeJS.Timeout | undefined
+  closed: boolean
+}
+
+/** Stable hash of a spec: the same config always gives the same hash, any change a new one. */
+export function hashConnectSpec (spec: ConnectSpec): string {
+  return createHash('sha256').update(canonicalJson(spec)).digest('hex').slice(0, 16)
+}
+
+function canonicalJson (value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
+  if (value !== null && typeof value === 'object') {
+    const obj = value as Record<string, unknown>
+    return `{${Object.keys(obj).filter((k) => obj[k] !== undefined).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(',')}}`
+  }
+  return JSON.stringify(value) ?? 'null'
+}
+
+const MAX_LIST_PAGES = 1000
+
+/**
+ * Pool of MCP clients for remote servers (SPEC 5 "Connection pool").
+ *
+ * - Clients are keyed by the caller's key (`{serverId}`, `user_{userId}_service_{serverId}`)
+ *   plus a hash of the ConnectSpec: a changed config never reuses the old client, and the old
+ *   client of that key is closed.
+ * - Connected lazily and single-flight: concurrent first calls share one connect.
+ * - Closed after `idleMs` without use; at most `maxClients` (LRU eviction closes the client;
+ *   when every client is busy the oldest is still evicted, failing its in-flight calls, because
+ *   the bound is what protects the host).
+ * - Tool lists are cached per client and refreshed after `toolsTtlMs` or on
+ *   notifications/tools/list_changed; a failed refresh keeps the previous list (and logs).
+ * - A stale streamable-HTTP session (404) or a dropped connection is re-initialised and
+ *   tools/list retried once; tools/call is never replayed: it fails with GW_UPSTREAM_ERROR and
+ *   the next call gets a fresh session.
+ */
+export class McpClientPool {
+  readonly #opts: Required<Omit<McpClientPoolOptions, 'fetch'>> & { fetch?: FetchLike }
+  readonly #log: McpLogger
+  readonly #entries = new Map<string, Entry>()
+  #closed = false
+
+  constructor (options: McpClientPoolOptions) {
+    this.#opts = { closeTimeoutMs: 5000, logger: silentLogger, ...options }
+    this.#log = this.#opts.logger
+  }
+
+  /** Lists the server's tools (all pages), from the cache when fresh. Throws UpstreamError. */
+  async listTools (key: string, spec: ConnectSpec, options: ListToolsOptions = {}): Promise<Tool[]> {
+    const entry = this.#acquire(key, spec)
+    try {
+      const fresh = entry.tools !== undefined &&
+        entry.toolsFetchedVersion === entry.toolsVersion &&
+        Date.now() - entry.toolsFetchedAt < this.#opts.toolsTtlMs
+      if (fresh && entry.tools !== undefined) return entry.tools
+      const previous = entry.tools
+      try {
+        return await this.#waitFor(this.#refresh(entry), options.signal, entry)
+      } catch (err) {
+        // A stale list beats no list: a failed or cancelled refresh never empties what routing uses.
+        if (previous !== undefined && !options.signal?.aborted) {
+          this.#log.warn({ mcpClient: key, err: this.#safeMessage(entry, err) }, 'tools/list refresh failed; keeping the previous list')
+          return previous
+        }
+        throw this.#toUpstream(entry, err, 'list')
+      }
+    } finally {
+      this.#release(entry)
+    }
+  }
+
+  /**
+   * Calls a tool and returns the raw CallToolResult (a tool-level failure is `isError: true`,
+   * not an exception). Throws UpstreamError for connect, timeout, cancellation and protocol
+   * failures. Never retried: a call may have side effects.
+   */
+  async callTool (key: string, spec: ConnectSpec, name: string, args: Record<string, unknown> | undefined, options: CallToolOptions = {}): Promise<CallToolResult> {
+    const entry = this.#acquire(key, spec)
+    // The SDK adds an abort listener to the signal it is given and never removes it, so it gets a
+    // per-call signal; the caller's long-lived signal then only carries our own removable link.
+    const perCall = new AbortController()
+    const onAbort = (): void => { perCall.abort(options.signal?.reason) }
+    options.signal?.addEventListener('abort', onAbort, { once: true })
+    try {
+      options.signal?.throwIfAborted()
+      const conn = await this.#waitFor(this.#connect(entry), options.signal, entry)
+      const timeout = options.timeoutMs ?? spec.timeoutMs ?? this.#opts.callTimeoutMs
+      try {
+        const result = await conn.client.callTool({ name, arguments: args ?? {} }, undefined, { timeout, signal: perCall.signal })
+        return result as CallToolResult
+      } catch (err) {
+        if (options.signal?.aborted === true) throw new UpstreamError('GW_CANCELLED', `tools/call ${name} was cancelled by the caller`)
+        if (isDeadConnection(err)) this.#dropConnection(entry, conn, 'tools/call failed on a dead connection')
+        throw this.#toUpstream(entry, err, 'call', timeout)
+      }
+    } catch (err) {
+      throw this.#toUpstream(entry, err, 'call')
+    } finally {
+      options.signal?.removeEventListener('abort', onAbort)
+      this.#release(entry)
+    }
+  }
+
+  /**
+   * Closes and forgets the clients matching `target`: a string is an exact key (never a prefix:
+   * user `1` must not drop user `1-2`'s clients), `{ prefix }` matches keys starting with it
+   * (e.g. `{ prefix: 'user_42_service_' }`, safe because ids contain no `_`), a function decides
+   * per key. Returns how many clients were dropped.
+   */
+  async invalidate (target: InvalidateTarget): Promise<number> {
+    const match = typeof target === 'function'
+      ? target
+      : typeof target === 'string'
+        ? (k: string) => k === target
+        : (k: string) => k.startsWith(target.prefix)
+    const victims = [...this.#entries.values()].filter((e) => match(e.key))
+    await this.#bounded(Promise.all(victims.map(async (e) => { await this.#closeEntry(e, 'invalidated') })))
+    return victims.length
+  }
+
+  /** Snapshot of the pool for GET /status. */
+  stats (): McpClientPoolStats {
+    const clients: Record<string, McpClientStats> = {}
+    let connected = 0
+    for (const e of this.#entries.values()) {
+      const isConnected = e.conn !== undefined && !e.conn.closed
+      if (isConnected) connected++
+      clients[e.key] = {
+        type: e.spec.type,
+        connected: isConnected,
+        tools: e.tools?.length ?? 0,
+        lastUsedAt: e.lastUsedAt,
+        abortListeners: e.conn?.handle.abortListenerCount() ?? 0
+      }
+    }
+    return { totalClients: this.#entries.size, connectedClients: connected, clients }
+  }
+
+  /** Closes every client (stdio children included) within closeTimeoutMs; later calls fail. */
+  async close (): Promise<void> {
+    this.#closed = true
+    const all = [...this.#entries.values()]
+    await this.#bounded(Promise.all(all.map(async (e) => { await this.#closeEntry(e, 'pool closed') })))
+  }
+
+  #acquire (key: string, spec: ConnectSpec): Entry {
+    if (this.#closed) throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client pool is closed')
+    const id = `${key}#${hashConnectSpec(spec)}`
+    let entry = this.#entries.get(id)
+    if (entry === undefined) {
+      // Same key, other config: that client belongs to a config that no longer exists.
+      for (const other of this.#entries.values()) {
+        if (other.key === key) this.#closeEntry(other, 'config changed').catch(() => {})
+      }
+      entry = {
+        id,
+        key,
+        spec,
+        secrets: [...Object.values(spec.headers ?? {}), ...Object.values(spec.env ?? {})],
+        conn: undefined,
+        connecting: undefined,
+        tools: undefined,
+        toolsFetchedAt: 0,
+        toolsVersion: 0,
+        toolsFetchedVersion: -1,
+        refreshing: undefined,
+        lastUsedAt: Date.now(),
+        inFlight: 0,
+        idleTimer: undefined,
+        closed: false
+      }
+      this.#entries.set(id, entry)
+      this.#evictOverflow(entry)
+    } else {
+      // Map order is the LRU order: re-insert on use.
+      this.#entries.delete(id)
+      this.#entries.set(id, entry)
+    }
+    entry.inFlight++
+    entry.lastUsedAt = Date.now()
+    if (entry.idleTimer !== undefined) {
+      clearTimeout(entry.idleTimer)
+      entry.idleTimer = undefined
+    }
+    return entry
+  }
+
+  #release (entry: Entry): void {
+    entry.inFlight--
+    entry.lastUsedAt = Date.now()
+    if (entry.inFlight > 0 || entry.closed) return
+    entry.idleTimer = setTimeout(() => {
+      entry.idleTimer = undefined
+      if (entry.inFlight === 0) this.#closeEntry(entry, 'idle').catch(() => {})
+    }, this.#opts.idleMs)
+    entry.idleTimer.unref()
+  }
+
+  #evictOverflow (keep: Entry): void {
+    while (this.#entries.size > this.#opts.maxClients) {
+      const candidates = [...this.#entries.values()].filter((e) => e !== keep)
+      const victim = candidates.find((e) => e.inFlight === 0) ?? candidates[0]
+      if (victim === undefined) return
+      this.#closeEntry(victim, 'evicted (pool full)').catch(() => {})
+    }
+  }
+
+  async #closeEntry (entry: Entry, why: string): Promise<void> {
+    if (this.#entries.get(entry.id) === entry) this.#entries.delete(entry.id)
+    if (entry.closed) return
+    entry.closed = true
+    if (entry.idleTimer !== undefined) clearTimeout(entry.idleTimer)
+    this.#log.debug({ mcpClient: entry.key, why }, 'closing MCP client')
+    const conn = entry.conn
+    entry.conn = undefined
+    const pending = entry.connecting
+    const closing: Array<Promise<void>> = []
+    if (conn !== undefined) closing.push(this.#closeConnection(entry, conn))
+    // A connect still in flight is closed by #connect itself when it sees entry.closed.
+    if (pending !== undefined) closing.push(pending.then(() => {}, () => {}))
+    await Promise.all(closing)
+  }
+
+  async #closeConnection (entry: Entry, conn: Connection): Promise<void> {
+    if (conn.closed) return
+    conn.closed = true
+    const transport = conn.handle.transport
+    // Tell a streamable-HTTP server the session is over (frees its state); best effort and
+    // bounded, since close() below aborts whatever is still pending.
+    if (conn.handle.type === 'streamable_http' && 'terminateSession' in transport && typeof transport.terminateSession === 'function') {
+      const terminate = (transport.terminateSession as () => Promise<void>).call(transport)
+      await Promise.race([terminate.catch(() => {}), delay(1000)])
+    }
+    // For stdio, close() ends stdin, then SIGTERM, then SIGKILL (SDK), so the child is reaped.
+    await conn.client.close().catch((err: unknown) => {
+      this.#log.debug({ mcpClient: entry.key, err: this.#safeMessage(entry, err) }, 'error closing MCP client')
+    })
+  }
+
+  #dropConnection (entry: Entry, conn: Connection, why: string): void {
+    if (entry.conn === conn) entry.conn = undefined
+    if (!conn.closed) {
+      this.#log.info({ mcpClient: entry.key, why }, 'dropping MCP connection; the next request reconnects')
+      this.#closeConnection(entry, conn).catch(() => {})
+    }
+  }
+
+  /** Single-flight connect: every caller of one entry shares the same attempt. */
+  #connect (entry: Entry): Promise<Connection> {
+    if (entry.closed) return Promise.reject(new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client was closed (registry change, eviction or shutdown)'))
+    if (entry.conn !== undefined && !entry.conn.closed) return Promise.resolve(entry.conn)
+    entry.connecting ??= this.#openConnection(entry).finally(() => { entry.connecting = undefined })
+    return entry.connecting
+  }
+
+  async #openConnection (entry: Entry): Promise<Connection> {
+    let handle: TransportHandle
+    try {
+      handle = createTransport(entry.spec, { fetch: this.#opts.fetch, logger: this.#log, label: entry.key })
+    } catch (err) {
+      throw new UpstreamError('GW_UPSTREAM_CONNECT', this.#safeMessage(entry, err))
+    }
+    const client = new Client(this.#opts.clientInfo, { capabilities: {} })
+    const conn: Connection = { client, handle, closed: false }
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+      entry.toolsVersion++
+      // Refresh in the background so the next listTools is served fresh; failures keep the old list.
+      if (!entry.closed && entry.tools !== undefined) this.#refresh(entry).catch(() => {})
+    })
+    client.onclose = () => {
+      conn.closed = true
+      if (entry.conn === conn) entry.conn = undefined
+    }
+    client.onerror = (err) => {
+      // The legacy SSE stream cannot resume a session: once it breaks, the session is gone.
+      if (err instanceof SseError && entry.conn === conn) this.#dropConnection(entry, conn, 'SSE stream error')
+      this.#log.debug({ mcpClient: entry.key, err: this.#safeMessage(entry, err) }, 'MCP transport error')
+    }
+    try {
+      await client.connect(handle.transport, { timeout: this.#opts.connectTimeoutMs })
+    } catch (err) {
+      conn.closed = true
+      await client.close().catch(() => {})
+      const timedOut = err instanceof McpError && err.code === ErrorCode.RequestTimeout
+      const message = timedOut
+        ? `Connecting to the MCP server timed out after ${this.#opts.connectTimeoutMs} ms`
+        : `Could not connect to the MCP server: ${this.#safeMessage(entry, err)}`
+      throw new UpstreamError('GW_UPSTREAM_CONNECT', message)
+    }
+    if (entry.closed) {
+      await this.#closeConnection(entry, conn)
+      throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client was closed while connecting')
+    }
+    entry.conn = conn
+    return conn
+  }
+
+  /** Single-flight tools/list refresh that updates the cache only on success. */
+  #refresh (entry: Entry): Promise<Tool[]> {
+    entry.refreshing ??= this.#listAllWithRetry(entry).finally(() => { entry.refreshing = undefined })
+    return entry.refreshing
+  }
+
+  async #listAllWithRetry (entry: Entry): Promise<Tool[]> {
+    const version = entry.toolsVersion
+    const deadline = Date.now() + this.#opts.listTimeoutMs
+    let tools: Tool[]
+    const conn = await this.#connect(entry)
+    try {
+      tools = await this.#listAll(conn, deadline)
+    } catch (err) {
+      // tools/list is idempotent, so a stale session or a dropped connection is re-initialised
+      // and the listing retried once (SPEC 5). Anything else (timeout, server error) is final.
+      if (!isDeadConnection(err) || entry.closed) throw err
+      this.#dropConnection(entry, conn, 'tools/list failed on a dead connection; retrying once')
+      tools = await this.#listAll(await this.#connect(entry), deadline)
+    }
+    if (!entry.closed) {
+      entry.tools = tools
+      entry.toolsFetchedAt = Date.now()
+      entry.toolsFetchedVersion = version
+    }
+    return tools
+  }
+
+  async #listAll (conn: Connection, deadline: number): Promise<Tool[]> {
+    const tools: Tool[] = []
+    let cursor: string | undefined
+    const seen = new Set<string>()
+    for (let page = 0; page < MAX_LIST_PAGES; page++) {
+      const timeout = deadline - Date.now()
+      if (timeout <= 0) throw new McpError(ErrorCode.RequestTimeout, 'Request timed out')
+      const result = await conn.client.listTools(cursor === undefined ? {} : { cursor }, { timeout })
+      tools.push(...result.tools)
+      cursor = result.nextCursor
+      if (cursor === undefined) return tools
+      // A server that repeats a cursor would make us loop until the deadline.
+      if (seen.has(cursor)) throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP server repeated a tools/list cursor')
+      seen.add(cursor)
+    }
+    throw new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server returned more than ${MAX_LIST_PAGES} tools/list pages`)
+  }
+
+  /** Waits for a shared promise, giving up (GW_CANCELLED) when this caller's signal aborts. */
+  async #waitFor<T> (promise: Promise<T>, signal: AbortSignal | undefined, entry: Entry): Promise<T> {
+    if (signal === undefined) return promise
+    signal.throwIfAborted()
+    let onAbort: (() => void) | undefined
+    const aborted = new Promise<never>((_resolve, reject) => {
+      onAbort = () => reject(new UpstreamError('GW_CANCELLED', `The request to MCP server ${entry.key} was cancelled by the caller`))
+      signal.addEventListener('abort', onAbort, { once: true })
+    })
+    // The shared promise may still reject later; nobody else may be listening.
+    promise.catch(() => {})
+    try {
+      return await Promise.race([promise, aborted])
+    } finally {
+      if (onAbort !== undefined) signal.removeEventListener('abort', onAbort)
+    }
+  }
+
+  #toUpstream (entry: Entry, err: unknown, op: 'list' | 'call', timeoutMs?: number): UpstreamError {
+    if (err instanceof UpstreamError) return err
+    if (isAbortError(err)) return new UpstreamError('GW_CANCELLED', 'The request was cancelled by the caller')
+    const what = op === 'list' ? 'tools/list' : 'tools/call'
+    const code: UpstreamErrorCode = classify(err)
+    if (code === 'GW_UPSTREAM_TIMEOUT') {
+      const ms = op === 'list' ? this.#opts.listTimeoutMs : timeoutMs
+      return new UpstreamError(code, `${what} timed out${ms !== undefined ? ` after ${ms} ms` : ''}`)
+    }
+    if (isSessionExpired(err)) {
+      return new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server no longer knows this session (HTTP 404); the ${what} was not replayed, the next request starts a new session`)
+    }
+    return new UpstreamError(code, `${what} failed: ${this.#safeMessage(entry, err)}`)
+  }
+
+  #safeMessage (entry: Entry, err: unknown): string {
+    const raw = err instanceof Error ? err.message : String(err)
+    return redactSecrets(raw, entry.secrets).slice(0, 2000)
+  }
+
+  async #bounded (work: Promise<unknown>): Promise<void> {
+    let timer: NodeJS.Timeout | undefined
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        this.#log.warn({ closeTimeoutMs: this.#opts.closeTimeoutMs }, 'MCP clients did not close in time; continuing')
+        resolve()
+      }, this.#opts.closeTimeoutMs)
+    })
+    try {
+      await Promise.race([work.then(() => {}, () => {}), timeout])
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+}
+
+function delay (ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref())
+}
+
+function isAbortError (err: unknown): boolean {
+  return err instanceof Error && err.name === 'AbortError'
+}
+
+function isSessionExpired (err: unknown): boolean {
+  return err instanceof StreamableHTTPError && err.code === 404
+}
+
+/**
+ * Errors after which the connection cannot be used again: a stale session, a closed
+ * connection (stdio child gone), a broken SSE stream, a network failure.
+ */
+function isDeadConnection (err: unknown): boolean {
+  if (isSessionExpired(err)) return true
+  if (err instanceof McpError) return err.code === ErrorCode.ConnectionClosed
+  if (err instanceof SseError) return true
+  if (err instanceof TypeError && /fetch failed/i.test(err.message)) return true
+  return err instanceof Error && /^Not connected$/.test(err.message)
+}
+
+function classify (err: unknown): UpstreamErrorCode {
+  if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) return 'GW_UPSTREAM_TIMEOUT'
+  if (err instanceof TypeError && /fetch failed/i.test(err.message)) return 'GW_UPSTREAM_CONNECT'
+  return 'GW_UPSTREAM_ERROR'
+}

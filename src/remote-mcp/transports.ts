@@ -1,0 +1,270 @@
+import { getEventListeners } from 'node:events'
+import type { Readable } from 'node:stream'
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js'
+import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+
+/** Remote MCP transports the gateway speaks (SPEC 5; aliases are normalised by the registry). */
+export const CONNECT_TYPES = ['streamable_http', 'sse', 'stdio'] as const
+export type ConnectType = typeof CONNECT_TYPES[number]
+
+/**
+ * What the pool needs to reach one MCP server. Secrets (header and env values) are already
+ * decrypted; nothing here is ever logged or put into an error message.
+ */
+export interface ConnectSpec {
+  type: ConnectType
+  /** http(s) URL of the MCP endpoint (streamable_http) or of the SSE stream (sse). */
+  url?: string
+  /** Extra request headers (e.g. Authorization) sent with every HTTP request. */
+  headers?: Record<string, string>
+  /** stdio: the executable to spawn (no shell). */
+  command?: string
+  args?: string[]
+  /** stdio: added to the SDK's minimal default environment; the gateway's own env is never passed. */
+  env?: Record<string, string>
+  cwd?: string
+  /** Default deadline for tools/call on this server (the caller may pass a lower one). */
+  timeoutMs?: number
+}
+
+/** Pino-like logger; every method takes a bindings object and a message. */
+export interface McpLogger {
+  debug: (obj: Record<string, unknown>, msg?: string) => void
+  info: (obj: Record<string, unknown>, msg?: string) => void
+  warn: (obj: Record<string, unknown>, msg?: string) => void
+  error: (obj: Record<string, unknown>, msg?: string) => void
+}
+
+export const silentLogger: McpLogger = { debug () {}, info () {}, warn () {}, error () {} }
+
+/** Options for {@link createTransport}. */
+export interface CreateTransportOptions {
+  /**
+   * fetch used for every HTTP request of the transport (the SSRF guard supplies one that checks
+   * the address actually dialled). Defaults to the global fetch.
+   */
+  fetch?: FetchLike
+  logger?: McpLogger
+  /** Label put into log lines (the pool key); never the URL's credentials or headers. */
+  label?: string
+  /** Bytes of a stdio child's stderr copied into the logs; the rest is drained and dropped. */
+  stderrCapBytes?: number
+}
+
+/** A transport plus what the pool needs to manage it. */
+export interface TransportHandle {
+  transport: Transport
+  type: ConnectType
+  /** stdio: the child's pid once started, else null. */
+  pid: () => number | null
+  /**
+   * Abort listeners currently registered on the transport-wide AbortSignal the SDK passes to
+   * fetch (0 for stdio). Stays bounded by the number of in-flight requests; see isolateAbortSignals.
+   */
+  abortListenerCount: () => number
+}
+
+export class ConnectSpecError extends Error {
+  readonly code = 'GW_BAD_MCP_CONFIG'
+  constructor (message: string) {
+    super(message)
+    this.name = 'ConnectSpecError'
+  }
+}
+
+const DEFAULT_STDERR_CAP = 64 * 1024
+
+/**
+ * Builds the SDK client transport for `spec`. Throws ConnectSpecError for a spec that cannot
+ * work (missing url or command, non-http URL); the registry validates earlier, this is the
+ * last line.
+ */
+export function createTransport (spec: ConnectSpec, options: CreateTransportOptions = {}): TransportHandle {
+  const logger = options.logger ?? silentLogger
+  const label = options.label ?? spec.type
+  if (spec.type === 'stdio') return createStdio(spec, logger, label, options.stderrCapBytes ?? DEFAULT_STDERR_CAP)
+  if (spec.type !== 'streamable_http' && spec.type !== 'sse') {
+    throw new ConnectSpecError(`Unknown MCP transport type: ${String(spec.type)}`)
+  }
+  const url = parseHttpUrl(spec.url)
+  const isolated = isolateAbortSignals(refuseRedirects(options.fetch ?? globalThis.fetch))
+  // redirect 'manual' makes the SDK hand the POSTs to our fetch unchanged (it would otherwise
+  // follow same-origin redirects itself); refuseRedirects then fails any 3xx, including on the
+  // GET stream, because SPEC 5 says redirects are never followed.
+  const requestInit: RequestInit = { headers: { ...(spec.headers ?? {}) }, redirect: 'manual' }
+  const transport = spec.type === 'streamable_http'
+    ? new StreamableHTTPClientTransport(url, { requestInit, fetch: isolated.fetch })
+    : new SSEClientTransport(url, { requestInit, fetch: isolated.fetch })
+  return { transport, type: spec.type, pid: () => null, abortListenerCount: isolated.sharedListenerCount }
+}
+
+function parseHttpUrl (raw: string | undefined): URL {
+  if (raw === undefined || raw === '') throw new ConnectSpecError('An HTTP MCP server needs a url')
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    throw new ConnectSpecError('The MCP server url is not a valid URL')
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ConnectSpecError(`The MCP server url must be http or https, not ${url.protocol}`)
+  }
+  return url
+}
+
+function createStdio (spec: ConnectSpec, logger: McpLogger, label: string, capBytes: number): TransportHandle {
+  if (spec.command === undefined || spec.command === '') throw new ConnectSpecError('A stdio MCP server needs a command')
+  const transport = new StdioClientTransport({
+    command: spec.command,
+    args: spec.args ?? [],
+    // Only the SDK's minimal allow-list (HOME, PATH, ...) plus the server's own config: the
+    // gateway's env holds SECRETS_KEY, API keys and Redis credentials.
+    env: { ...getDefaultEnvironment(), ...(spec.env ?? {}) },
+    // Piped, never inherited: a chatty or hostile child must not write into the gateway's logs
+    // unbounded, and an unread pipe would block the child once the kernel buffer fills.
+    stderr: 'pipe',
+    ...(spec.cwd !== undefined ? { cwd: spec.cwd } : {})
+  })
+  const stderr = transport.stderr as Readable | null
+  if (stderr !== null) drainStderr(stderr, logger, label, capBytes)
+  return { transport, type: 'stdio', pid: () => transport.pid, abortListenerCount: () => 0 }
+}
+
+/** Logs a child's stderr line by line up to `capBytes`, then keeps draining silently. */
+function drainStderr (stream: Readable, logger: McpLogger, label: string, capBytes: number): void {
+  let logged = 0
+  let pending = ''
+  let capped = false
+  const emit = (line: string): void => {
+    if (line === '') return
+    if (logged >= capBytes) {
+      if (!capped) {
+        capped = true
+        logger.warn({ mcpClient: label, capBytes }, 'stdio MCP server stderr exceeds the cap; further output dropped')
+      }
+      return
+    }
+    const room = capBytes - logged
+    const text = line.length > room ? line.slice(0, room) : line
+    logged += text.length
+    logger.info({ mcpClient: label, stderr: text }, 'stdio MCP server stderr')
+  }
+  stream.setEncoding('utf8')
+  stream.on('data', (chunk: string) => {
+    if (capped) return
+    pending += chunk
+    let nl = pending.indexOf('\n')
+    while (nl !== -1) {
+      emit(pending.slice(0, nl).replace(/\r$/, ''))
+      pending = pending.slice(nl + 1)
+      nl = pending.indexOf('\n')
+    }
+    // A child that never writes a newline must not grow this buffer without bound.
+    if (pending.length > capBytes) {
+      emit(pending)
+      pending = ''
+    }
+  })
+  stream.on('end', () => { emit(pending); pending = '' })
+  stream.on('error', () => {})
+}
+
+/** Thrown by refuseRedirects; the SDK surfaces it as a transport error. */
+export class RedirectRefusedError extends Error {
+  readonly code = 'GW_UPSTREAM_REDIRECT'
+  constructor (status: number) {
+    super(`The MCP server answered with a redirect (HTTP ${status}); redirects are not followed`)
+    this.name = 'RedirectRefusedError'
+  }
+}
+
+/** Wraps fetch so that no redirect is ever followed, whatever the SDK asks for. */
+export function refuseRedirects (base: FetchLike): FetchLike {
+  return async (url, init) => {
+    const response = await base(url, { ...init, redirect: 'manual' })
+    if ((response.status >= 300 && response.status < 400) || response.type === 'opaqueredirect') {
+      await response.body?.cancel().catch(() => {})
+      throw new RedirectRefusedError(response.status)
+    }
+    return response
+  }
+}
+
+/**
+ * Why: @modelcontextprotocol/sdk 1.32.2's StreamableHTTPClientTransport (and SSEClientTransport)
+ * pass one transport-wide AbortSignal to every fetch. undici adds an abort listener to that
+ * signal per request and removes it only when the Request is garbage-collected, so a long-lived
+ * pooled client accumulates listeners and Node prints MaxListenersExceededWarning after ~1,500
+ * calls. Here each request gets its own AbortController, linked to the shared signal by one
+ * listener that we remove as soon as the response body is finished (read to the end, cancelled
+ * or errored) or the fetch fails. Aborting the shared signal (transport close) still aborts
+ * every in-flight request. The body must stay abortable until it is consumed (fetch semantics),
+ * which is why the link lives until then and not only until the headers arrive.
+ */
+export function isolateAbortSignals (base: FetchLike): { fetch: FetchLike, sharedListenerCount: () => number } {
+  let lastShared: WeakRef<AbortSignal> | undefined
+  const isolatedFetch: FetchLike = async (url, init) => {
+    const shared = init?.signal ?? undefined
+    if (shared === undefined || shared === null) return base(url, init)
+    lastShared = new WeakRef(shared)
+    shared.throwIfAborted()
+    const own = new AbortController()
+    const onAbort = (): void => { own.abort(shared.reason) }
+    shared.addEventListener('abort', onAbort, { once: true })
+    let released = false
+    const release = (): void => {
+      if (released) return
+      released = true
+      shared.removeEventListener('abort', onAbort)
+    }
+    let response: Response
+    try {
+      response = await base(url, { ...init, signal: own.signal })
+    } catch (err) {
+      release()
+      throw err
+    }
+    if (response.body === null) {
+      release()
+      return response
+    }
+    return new Response(releaseWhenDone(response.body, release), {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers
+    })
+  }
+  return {
+    fetch: isolatedFetch,
+    sharedListenerCount: () => {
+      const shared = lastShared?.deref()
+      return shared === undefined ? 0 : getEventListeners(shared, 'abort').length
+    }
+  }
+}
+
+function releaseWhenDone (body: ReadableStream<Uint8Array>, release: () => void): ReadableStream<Uint8Array> {
+  const reader = body.getReader()
+  return new ReadableStream<Uint8Array>({
+    async pull (controller) {
+      try {
+        const { value, done } = await reader.read()
+        if (done) {
+          release()
+          controller.close()
+          return
+        }
+        controller.enqueue(value)
+      } catch (err) {
+        release()
+        controller.error(err)
+      }
+    },
+    async cancel (reason) {
+      release()
+      await reader.cancel(reason).catch(() => {})
+    }
+  })
+}
