@@ -1,4 +1,5 @@
-import { readdir, readFile } from 'node:fs/promises'
+import { readdir, readFile, readlink } from 'node:fs/promises'
+import { setTimeout as sleep } from 'node:timers/promises'
 
 /** process.kill that treats "already gone" as success. */
 export function signalQuietly (pid: number, signal: NodeJS.Signals): boolean {
@@ -39,4 +40,38 @@ export async function childPids (pid: number): Promise<number[]> {
     }
   }))
   return out.sort((a, b) => a - b)
+}
+
+/** Alive = exists, is not a zombie, and (when known) is still in the given pid namespace (not a reused pid). */
+async function isAlive (pid: number, pidNs: number | undefined): Promise<boolean> {
+  let stat: string
+  try {
+    stat = await readFile(`/proc/${pid}/stat`, 'utf8')
+  } catch {
+    return false
+  }
+  const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3)
+  if (state === 'Z' || state === 'X') return false
+  if (pidNs === undefined) return true
+  try {
+    return (await readlink(`/proc/${pid}/ns/pid`)) === `pid:[${pidNs}]`
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code !== 'ENOENT'
+  }
+}
+
+/**
+ * Waits until the init of a sandbox's pid namespace is dead or a zombie. The kernel kills and reaps
+ * every other process of the namespace before its init can become a zombie, so afterwards nothing the
+ * command started (setsid'd orphans included) is left. Bounded: gives up after `maxMs`.
+ */
+export async function waitForNamespaceEnd (initPid: number, pidNs: number | undefined, maxMs: number): Promise<boolean> {
+  const deadline = Date.now() + maxMs
+  let delay = 1
+  while (await isAlive(initPid, pidNs)) {
+    if (Date.now() >= deadline) return false
+    await sleep(delay)
+    delay = Math.min(delay * 2, 25)
+  }
+  return true
 }

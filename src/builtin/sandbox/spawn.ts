@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process'
 import { constants } from 'node:os'
-import { PassThrough } from 'node:stream'
+import { PassThrough, type Readable } from 'node:stream'
 import { buildBwrapArgs, buildPrlimitArgs, sandboxEnv, type HostLayout } from './bwrap-args.js'
-import { childPids, signalQuietly } from './kill.js'
+import { childPids, signalQuietly, waitForNamespaceEnd } from './kill.js'
 import type { ExitInfo, SandboxedProcess, SandboxLimits, SpawnRequest } from './types.js'
 
 /** What a spawn needs from the sandbox that owns it. */
@@ -26,13 +26,39 @@ function exitInfo (code: number | null, signal: NodeJS.Signals | null): ExitInfo
   return { exitCode: null, signal }
 }
 
+/** Upper bound for the kernel to tear a namespace down after bwrap exited. */
+const NAMESPACE_END_MAX_MS = 5000
+
+interface NamespaceInfo { initPid: number, pidNs: number | undefined }
+
+/** bwrap --info-fd: JSON with the host pid of the namespace's init and the namespace inodes. */
+function readInfo (stream: Readable | null | undefined): Promise<NamespaceInfo | undefined> {
+  return new Promise((resolve) => {
+    if (stream == null) { resolve(undefined); return }
+    let text = ''
+    stream.setEncoding('utf8')
+    stream.on('data', (d: string) => { if (text.length < 65536) text += d })
+    stream.on('error', () => resolve(undefined))
+    stream.once('close', () => {
+      try {
+        const j = JSON.parse(text) as Record<string, unknown>
+        const initPid = j['child-pid']
+        const pidNs = j['pid-namespace']
+        resolve(typeof initPid === 'number' ? { initPid, pidNs: typeof pidNs === 'number' ? pidNs : undefined } : undefined)
+      } catch {
+        resolve(undefined)
+      }
+    })
+  })
+}
+
 export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedProcess {
-  const stdio: StdioOptions = [req.stdin, 'pipe', 'pipe']
+  const stdio: StdioOptions = cfg.mode === 'bwrap' ? [req.stdin, 'pipe', 'pipe', 'pipe'] : [req.stdin, 'pipe', 'pipe']
   let child: ChildProcess
   let spawnError: Error | undefined
   try {
     if (cfg.mode === 'bwrap') {
-      const bwrap = buildBwrapArgs({
+      const bwrap = ['--info-fd', '3', ...buildBwrapArgs({
         workspaceRoot: req.workspace.root,
         readRoots: req.workspace.readRoots.map((r) => r.path),
         cwd: req.cwd,
@@ -40,7 +66,7 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
         etcDir: cfg.etcDir,
         layout: cfg.layout,
         tmpSizeBytes: cfg.limits.tmpSizeBytes
-      })
+      })]
       child = spawn(cfg.prlimitPath, buildPrlimitArgs(cfg.limits, [cfg.bwrapPath, ...bwrap]), {
         cwd: '/',
         env: LAUNCHER_ENV,
@@ -85,10 +111,16 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
       resolveExit({ exitCode: null, signal: null })
     }
   })
+  const info = cfg.mode === 'bwrap' ? readInfo(child.stdio[3] as Readable | null) : Promise.resolve(undefined)
   // 'exit', not 'close': a process that escaped the kill could hold the pipes open forever.
   child.once('exit', (code, signal) => {
     done = true
-    resolveExit(exitInfo(code, signal))
+    const status = exitInfo(code, signal)
+    // bwrap exits as soon as the command does; --die-with-parent then SIGKILLs the namespace's init,
+    // asynchronously. Resolve only once that happened, so "exited" means nothing is left running.
+    info.then(async (ns) => {
+      if (ns !== undefined) await waitForNamespaceEnd(ns.initPid, ns.pidNs, NAMESPACE_END_MAX_MS)
+    }).catch(() => {}).finally(() => resolveExit(status))
   })
   // A writer on a dead process gets EPIPE; that is the caller's answer, not a crash.
   child.stdin?.on('error', () => {})

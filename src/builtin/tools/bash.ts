@@ -1,0 +1,150 @@
+import { realpath, stat } from 'node:fs/promises'
+import { relative, resolve, sep } from 'node:path'
+import type { ProcessManager } from '../processes/process-manager.js'
+import type { Sandbox } from '../sandbox/types.js'
+import { ToolError, type BuiltinTool, type Workspace } from '../types.js'
+
+export const BASH_ACTIONS = ['exec', 'start', 'status', 'logs', 'write', 'stop', 'list'] as const
+export type BashAction = typeof BASH_ACTIONS[number]
+
+/** Hard ceiling for exec timeouts whatever the limits say (SPEC 4). */
+export const MAX_COMMAND_TIMEOUT_MS = 600_000
+/** Per-stream capture bounds for exec (AI4J keeps 10 MiB; the workspace's output cap is usually lower). */
+const MIN_OUTPUT_BYTES = 1024
+const MAX_OUTPUT_BYTES = 10 * 1024 * 1024
+const MAX_PATH_CHARS = 4096
+
+const MUTATING: ReadonlySet<string> = new Set(['exec', 'start', 'write', 'stop'])
+
+export const TIMEOUT_HINT =
+  'For long-running commands use action=start, then logs/status/write/stop with the returned processId.'
+
+export const BASH_INPUT_SCHEMA = {
+  type: 'object',
+  properties: {
+    action: {
+      type: 'string',
+      enum: [...BASH_ACTIONS],
+      description: 'exec runs a command and waits; start runs it in the background; status, logs, write, stop and list manage background processes.'
+    },
+    command: { type: 'string', description: 'Shell command (sh -c) for exec and start.' },
+    cwd: { type: 'string', description: 'Working directory relative to the workspace root (default: the root).' },
+    timeoutMs: { type: 'integer', minimum: 1, description: 'exec timeout in milliseconds (default and maximum: the workspace limit, at most 600000).' },
+    processId: { type: 'string', description: 'Background process id (proc_...) for status, logs, write and stop.' },
+    offset: { type: 'integer', minimum: 0, description: 'logs: absolute character offset to read from (use nextOffset of the previous call).' },
+    limit: { type: 'integer', minimum: 1, description: 'logs: maximum characters to return.' },
+    input: { type: 'string', description: 'write: text sent to the process stdin as is (no newline added).' }
+  },
+  required: ['action']
+} as const
+
+export interface BashToolDeps {
+  sandbox: Sandbox
+  processes: ProcessManager
+}
+
+function optString (args: Record<string, unknown>, name: string): string | undefined {
+  const v = args[name]
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'string') throw new ToolError(`${name} must be a string`, 'invalid-arguments')
+  return v
+}
+
+function optInt (args: Record<string, unknown>, name: string, min: number): number | undefined {
+  const v = args[name]
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw new ToolError(`${name} must be a number`, 'invalid-arguments')
+  return Math.max(min, Math.floor(v))
+}
+
+function requireString (args: Record<string, unknown>, name: string, action: string): string {
+  const v = optString(args, name)
+  if (v === undefined || v.trim() === '') throw new ToolError(`${name} is required for action ${action}`, 'invalid-arguments')
+  return v
+}
+
+function inside (root: string, p: string): boolean {
+  return p === root || p.startsWith(root.endsWith(sep) ? root : root + sep)
+}
+
+/** The working directory: inside the workspace after following symlinks, and a directory. */
+async function resolveCwd (ws: Workspace, cwd: string | undefined): Promise<{ abs: string, rel: string }> {
+  const raw = cwd === undefined || cwd.trim() === '' ? '.' : cwd
+  if (raw.includes('\0')) throw new ToolError('cwd must not contain NUL bytes', 'invalid-arguments')
+  if (raw.length > MAX_PATH_CHARS) throw new ToolError('cwd is too long', 'invalid-arguments')
+  const lexical = resolve(ws.root, raw)
+  if (!inside(ws.root, lexical)) throw new ToolError(`Path escapes workspace root: ${raw}`, 'forbidden')
+  let real: string
+  try {
+    real = await realpath(lexical)
+  } catch {
+    throw new ToolError(`Working directory does not exist: ${raw}`)
+  }
+  if (!inside(ws.root, real)) throw new ToolError(`Path escapes workspace root: ${raw}`, 'forbidden')
+  if (!(await stat(real)).isDirectory()) throw new ToolError(`Working directory is not a directory: ${raw}`)
+  const rel = relative(ws.root, real).split(sep).join('/')
+  return { abs: real, rel: rel === '' ? '.' : rel }
+}
+
+/** `bash` with AI4J's actions and result shapes; every command runs in the sandbox. */
+export function createBashTool ({ sandbox, processes }: BashToolDeps): BuiltinTool {
+  return {
+    name: 'bash',
+    description:
+      'Run shell commands in the workspace (sandboxed: no network, workspace read-write, read roots read-only). ' +
+      'action=exec waits for the result; for long-running commands use action=start and then logs/status/write/stop/list.',
+    inputSchema: BASH_INPUT_SCHEMA as unknown as Record<string, unknown>,
+    mutates: (args) => {
+      const a = typeof args.action === 'string' ? args.action.trim() : ''
+      return a === '' || MUTATING.has(a)
+    },
+    run: async (args, ctx) => {
+      const ws = ctx.workspace
+      const rawAction = optString(args, 'action') ?? ''
+      const action = rawAction.trim() === '' ? 'exec' : rawAction.trim()
+      switch (action) {
+        case 'exec': {
+          const command = requireString(args, 'command', 'exec')
+          const cwd = await resolveCwd(ws, optString(args, 'cwd'))
+          const ceiling = Math.min(ws.limits.commandTimeoutMs, MAX_COMMAND_TIMEOUT_MS)
+          const timeoutMs = Math.min(optInt(args, 'timeoutMs', 1) ?? ceiling, ceiling)
+          const maxOutputBytes = Math.min(MAX_OUTPUT_BYTES, Math.max(MIN_OUTPUT_BYTES, ws.limits.outputMaxChars))
+          const r = await sandbox.exec({ workspace: ws, command, cwd: cwd.abs, timeoutMs, maxOutputBytes, signal: ctx.signal })
+          let stderr = r.stderr
+          const note = (line: string): void => { stderr = stderr === '' || stderr.endsWith('\n') ? stderr + line : `${stderr}\n${line}` }
+          if (r.timedOut) note(`Command timed out after ${timeoutMs} ms and was killed. ${TIMEOUT_HINT}`)
+          if (r.outputLimitExceeded) note('Command produced too much output and was killed.')
+          return {
+            command,
+            workingDirectory: cwd.rel,
+            stdout: r.stdout,
+            stderr,
+            exitCode: r.exitCode,
+            timedOut: r.timedOut
+          }
+        }
+        case 'start': {
+          const command = requireString(args, 'command', 'start')
+          const cwd = await resolveCwd(ws, optString(args, 'cwd'))
+          return await processes.start(ws, { command, cwd: cwd.abs, workingDirectory: cwd.rel })
+        }
+        case 'status':
+          return processes.status(ws, requireString(args, 'processId', 'status'))
+        case 'logs':
+          return processes.logs(ws, requireString(args, 'processId', 'logs'), optInt(args, 'offset', 0), optInt(args, 'limit', 1))
+        case 'write': {
+          const id = requireString(args, 'processId', 'write')
+          const input = optString(args, 'input')
+          if (input === undefined) throw new ToolError('input is required for action write', 'invalid-arguments')
+          return await processes.write(ws, id, input)
+        }
+        case 'stop':
+          return await processes.stop(ws, requireString(args, 'processId', 'stop'))
+        case 'list':
+          return processes.list(ws)
+        default:
+          throw new ToolError(`Unsupported bash action: ${rawAction}`, 'invalid-arguments')
+      }
+    }
+  }
+}
