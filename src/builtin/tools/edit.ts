@@ -1,0 +1,94 @@
+import { constants as fsConstants } from 'node:fs'
+import { open } from 'node:fs/promises'
+import { ToolError } from '../types.js'
+import type { BuiltinTool } from '../types.js'
+import { fsError, resolveWritePath, writeFileAtomic } from '../workspace/paths.js'
+import { looksBinary, objectSchema, optBool, str } from './schemas.js'
+
+/** Editing loads the whole file; past this size the tool refuses rather than ballooning memory. */
+export const EDIT_MAX_BYTES = 10 * 1024 * 1024
+
+export interface EditResult {
+  path: string
+  replacements: number
+}
+
+function count (haystack: string, needle: string): number {
+  return haystack.split(needle).length - 1
+}
+
+export const editTool: BuiltinTool = {
+  name: 'edit',
+  description: 'Replace an exact, literal string in a workspace file. old_string must match exactly once ' +
+    '(whitespace and indentation included) unless replaceAll is true. No regex: "$&" and similar are inserted literally.',
+  inputSchema: objectSchema({
+    path: { type: 'string', description: 'File path relative to the workspace root.' },
+    old_string: { type: 'string', description: 'Exact text to find (non-empty). Include enough surrounding context to make it unique.' },
+    new_string: { type: 'string', description: 'Replacement text (must differ from old_string).' },
+    replaceAll: { type: 'boolean', description: 'Replace every occurrence instead of requiring exactly one. Default false.' }
+  }, ['path', 'old_string', 'new_string']),
+  mutates: () => true,
+  async run (args, ctx): Promise<EditResult> {
+    const input = str(args, 'path')
+    let oldStr = str(args, 'old_string')
+    let newStr = str(args, 'new_string')
+    const replaceAll = optBool(args, 'replaceAll') ?? false
+    if (oldStr.length === 0) throw new ToolError('old_string must not be empty', 'invalid-arguments')
+    if (oldStr === newStr) throw new ToolError('old_string and new_string must be different', 'invalid-arguments')
+
+    const target = await resolveWritePath(ctx.workspace, input)
+    const original = await readText(target.abs, target.rel)
+
+    let n = count(original, oldStr)
+    // A model usually sends '\n'; in a CRLF file, retry with CRLF so the file keeps its line endings.
+    if (n === 0 && original.includes('\r\n') && oldStr.includes('\n') && !oldStr.includes('\r')) {
+      const crlfOld = oldStr.replace(/\n/g, '\r\n')
+      const crlfCount = count(original, crlfOld)
+      if (crlfCount > 0) {
+        oldStr = crlfOld
+        newStr = newStr.replace(/\r?\n/g, '\r\n')
+        n = crlfCount
+      }
+    }
+    if (n === 0) {
+      throw new ToolError(`old_string not found in file: ${target.rel}. Ensure whitespace and indentation match exactly.`)
+    }
+    if (n > 1 && !replaceAll) {
+      throw new ToolError(`old_string is not unique — found ${n} occurrences in ${target.rel}. Provide more context or set replaceAll=true`)
+    }
+    // split/join, never String.prototype.replace with a string: '$&', '$1', "$'" must stay literal.
+    const parts = original.split(oldStr)
+    const updated = replaceAll
+      ? parts.join(newStr)
+      : (parts[0] ?? '') + newStr + parts.slice(1).join(oldStr)
+    await writeFileAtomic(ctx.workspace, target, updated)
+    return { path: target.rel, replacements: replaceAll ? n : 1 }
+  }
+}
+
+async function readText (abs: string, rel: string): Promise<string> {
+  let fh
+  try {
+    fh = await open(abs, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK)
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new ToolError(`File does not exist: ${rel}`)
+    throw fsError(err, rel)
+  }
+  try {
+    const st = await fh.stat()
+    if (st.isDirectory()) throw new ToolError(`Path is a directory: ${rel}`)
+    if (!st.isFile()) throw new ToolError(`Not a regular file: ${rel}`)
+    if (st.size > EDIT_MAX_BYTES) throw new ToolError(`File is too large to edit (${st.size} bytes, max ${EDIT_MAX_BYTES}): ${rel}`)
+    const buf = await fh.readFile()
+    if (looksBinary(buf)) throw new ToolError(`File appears to be binary and cannot be edited: ${rel}`)
+    try {
+      // ignoreBOM keeps a leading BOM in the text, so writing back preserves it.
+      return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(buf)
+    } catch {
+      throw new ToolError(`File is not valid UTF-8 text: ${rel}`)
+    }
+  } finally {
+    await fh.close()
+  }
+}

@@ -1,0 +1,48 @@
+import { lstat } from 'node:fs/promises'
+import { ToolError } from '../types.js'
+import type { BuiltinTool } from '../types.js'
+import { resolveWritePath, writeFileAtomic } from '../workspace/paths.js'
+import { objectSchema, optStr, str } from './schemas.js'
+
+const MODES = ['create', 'overwrite', 'append'] as const
+type WriteMode = typeof MODES[number]
+
+export interface WriteFileResult {
+  path: string
+  mode: WriteMode
+  created: boolean
+  appended: boolean
+  bytesWritten: number
+}
+
+// AI4J also returns resolvedPath; we do not: it is a host path and must not reach the model.
+export const writeFileTool: BuiltinTool = {
+  name: 'write_file',
+  description: 'Write a UTF-8 text file in the workspace. mode "create" fails if the file exists, "overwrite" (default) replaces it, ' +
+    '"append" adds to the end. Parent directories are created. Read-only roots, .git/hooks, .ssh and .aws are not writable.',
+  inputSchema: objectSchema({
+    path: { type: 'string', description: 'File path relative to the workspace root.' },
+    content: { type: 'string', description: 'Text to write.' },
+    mode: { type: 'string', enum: [...MODES], description: 'create | overwrite | append. Default overwrite.' }
+  }, ['path', 'content']),
+  mutates: () => true,
+  async run (args, ctx): Promise<WriteFileResult> {
+    const input = str(args, 'path')
+    const content = str(args, 'content')
+    const modeArg = optStr(args, 'mode') ?? 'overwrite'
+    if (!(MODES as readonly string[]).includes(modeArg)) {
+      throw new ToolError(`mode must be one of ${MODES.join(', ')}`, 'invalid-arguments')
+    }
+    const mode = modeArg as WriteMode
+    const target = await resolveWritePath(ctx.workspace, input)
+    if (mode === 'create') {
+      const st = await lstat(target.abs).catch(() => undefined)
+      if (st !== undefined) {
+        if (st.isDirectory()) throw new ToolError(`Path is a directory: ${target.rel}`)
+        throw new ToolError(`File already exists: ${target.rel}`)
+      }
+    }
+    const { created, bytesWritten } = await writeFileAtomic(ctx.workspace, target, content, { append: mode === 'append' })
+    return { path: target.rel, mode, created, appended: mode === 'append', bytesWritten }
+  }
+}

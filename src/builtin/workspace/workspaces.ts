@@ -1,0 +1,164 @@
+/**
+ * Turns a request's workspace context (SPEC 4 "Context") into a resolved Workspace: the tenant's
+ * directory under WORKSPACES_DIR (or an admin's root under WORKSPACE_BASES), the named read roots
+ * the server exposes, and limits that can only be lowered.
+ */
+import { realpathSync, mkdirSync, statSync } from 'node:fs'
+import { chown, lstat, mkdir, realpath, stat } from 'node:fs/promises'
+import path from 'node:path'
+import type { Caller, WorkspaceLimits, WorkspaceRequest } from '../../tools/types.js'
+import { ToolError } from '../types.js'
+import type { ReadRoot, Workspace } from '../types.js'
+import { isInside } from './paths.js'
+
+export interface WorkspaceManagerOptions {
+  /** Root of tenant workspaces (WORKSPACES_DIR); created when missing. */
+  workspacesDir: string
+  /** Where an admin `workspaceRoot` may point (WORKSPACE_BASES). */
+  workspaceBases: string[]
+  /** Named read-only roots (READ_ROOTS): name -> host path. */
+  readRoots: Record<string, string>
+  /** Server maxima; requests may only lower them. */
+  maxLimits: WorkspaceLimits
+  /** Host uid/gid sandboxed commands run as; created directories are chowned to it. */
+  owner?: { uid: number, gid: number }
+}
+
+const WORKSPACE_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
+const TENANT_RE = /^(?:[A-Za-z0-9][A-Za-z0-9-]{0,63}|_)$/
+const LIMIT_KEYS = ['readMaxChars', 'commandTimeoutMs', 'bashLogChars', 'maxProcessOutputChars', 'outputMaxChars'] as const
+
+export class WorkspaceManager {
+  readonly #workspacesDir: string
+  readonly #bases: readonly string[]
+  readonly #readRoots: ReadonlyMap<string, string>
+  readonly #maxLimits: WorkspaceLimits
+  readonly #owner: { uid: number, gid: number } | undefined
+
+  constructor (opts: WorkspaceManagerOptions) {
+    // Configuration is validated once, at start-up, so a typo fails fast instead of per call.
+    mkdirSync(opts.workspacesDir, { recursive: true, mode: 0o700 })
+    this.#workspacesDir = realpathSync(opts.workspacesDir)
+    this.#bases = opts.workspaceBases.map((b) => realDir(b, `WORKSPACE_BASES entry ${b}`))
+    const roots = new Map<string, string>()
+    for (const [name, hostPath] of Object.entries(opts.readRoots)) {
+      if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(name)) throw new Error(`READ_ROOTS: invalid root name "${name}"`)
+      roots.set(name, realDir(hostPath, `READ_ROOTS entry ${name}`))
+    }
+    this.#readRoots = roots
+    for (const key of LIMIT_KEYS) {
+      const v = opts.maxLimits[key]
+      if (!Number.isFinite(v) || v <= 0) throw new Error(`maxLimits.${key} must be a positive number`)
+    }
+    this.#maxLimits = { ...opts.maxLimits }
+    this.#owner = opts.owner
+  }
+
+  /** Names of the configured read roots (never their host paths). */
+  get readRootNames (): string[] {
+    return [...this.#readRoots.keys()]
+  }
+
+  async resolve (req: WorkspaceRequest, caller: Caller): Promise<Workspace> {
+    const workspaceId = req.workspaceId ?? 'default'
+    if (typeof workspaceId !== 'string' || !WORKSPACE_ID_RE.test(workspaceId) || workspaceId === '.' || workspaceId === '..') {
+      throw new ToolError('workspaceId must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$', 'invalid-arguments')
+    }
+    const tenant = caller.userId ?? '_'
+    // Validated upstream too; checked again because it becomes a directory name.
+    if (!TENANT_RE.test(tenant)) throw new ToolError('Invalid tenant id', 'invalid-arguments')
+
+    const readRoots = this.#pickReadRoots(req.readRoots)
+    const limits = this.#limits(req.limits)
+    const root = req.workspaceRoot !== undefined
+      ? await this.#adminRoot(req.workspaceRoot, caller)
+      : await this.#tenantRoot(tenant, workspaceId)
+
+    const ws: Workspace = { tenant, workspaceId, root, readRoots, limits }
+    if (this.#owner !== undefined) ws.owner = { ...this.#owner }
+    return ws
+  }
+
+  #pickReadRoots (names: unknown): ReadRoot[] {
+    if (names === undefined) return []
+    if (!Array.isArray(names)) throw new ToolError('readRoots must be an array of root names', 'invalid-arguments')
+    const out: ReadRoot[] = []
+    for (const name of names) {
+      if (typeof name !== 'string') throw new ToolError('readRoots must be an array of root names', 'invalid-arguments')
+      const p = this.#readRoots.get(name)
+      if (p === undefined) {
+        const shown = name.length > 64 ? `${name.slice(0, 64)}...` : name
+        throw new ToolError(`Read root "${shown}" is not configured on this server`, 'forbidden')
+      }
+      if (!out.some((r) => r.name === name)) out.push({ name, path: p })
+    }
+    return out
+  }
+
+  #limits (requested: Partial<WorkspaceLimits> | undefined): WorkspaceLimits {
+    const limits = { ...this.#maxLimits }
+    if (requested === undefined || requested === null) return limits
+    if (typeof requested !== 'object') throw new ToolError('limits must be an object', 'invalid-arguments')
+    for (const key of LIMIT_KEYS) {
+      const v: unknown = requested[key]
+      if (v === undefined) continue
+      if (typeof v !== 'number' || !Number.isFinite(v) || Math.floor(v) <= 0) {
+        throw new ToolError(`limits.${key} must be a positive integer`, 'invalid-arguments')
+      }
+      limits[key] = Math.min(Math.floor(v), this.#maxLimits[key])
+    }
+    return limits
+  }
+
+  async #adminRoot (requested: unknown, caller: Caller): Promise<string> {
+    if (!caller.isAdmin) throw new ToolError('workspaceRoot is accepted only for admin callers', 'forbidden')
+    if (typeof requested !== 'string' || !path.isAbsolute(requested) || requested.includes('\0') || requested.length > 4096) {
+      throw new ToolError('workspaceRoot must be an absolute path', 'invalid-arguments')
+    }
+    const denied = new ToolError('workspaceRoot must be an existing directory under a configured WORKSPACE_BASES entry', 'forbidden')
+    let real: string
+    try {
+      real = await realpath(requested)
+      if (!(await stat(real)).isDirectory()) throw denied
+    } catch {
+      throw denied
+    }
+    if (!this.#bases.some((b) => isInside(b, real))) throw denied
+    return real
+  }
+
+  async #tenantRoot (tenant: string, workspaceId: string): Promise<string> {
+    const tenantDir = path.join(this.#workspacesDir, tenant)
+    const wsDir = path.join(tenantDir, workspaceId)
+    await this.#ensureDir(tenantDir)
+    await this.#ensureDir(wsDir)
+    const real = await realpath(wsDir)
+    // A symlink planted at either level would move the tenant's root somewhere else.
+    if (real !== wsDir) throw new ToolError('Workspace directory is not a plain directory', 'forbidden')
+    return real
+  }
+
+  async #ensureDir (dir: string): Promise<void> {
+    let created = false
+    try {
+      await mkdir(dir, { mode: 0o700 })
+      created = true
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new ToolError('Cannot create the workspace directory')
+    }
+    const st = await lstat(dir)
+    if (!st.isDirectory()) throw new ToolError('Workspace directory is not a plain directory', 'forbidden')
+    if (created && this.#owner !== undefined) await chown(dir, this.#owner.uid, this.#owner.gid)
+  }
+}
+
+function realDir (p: string, what: string): string {
+  let real: string
+  try {
+    real = realpathSync(p)
+  } catch {
+    throw new Error(`${what}: path does not exist`)
+  }
+  if (!statSync(real).isDirectory()) throw new Error(`${what}: not a directory`)
+  return real
+}
