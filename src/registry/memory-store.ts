@@ -1,0 +1,129 @@
+import { assertScope, assertServerId } from './errors.js'
+import type { ServerConfig } from './server-config.js'
+import type { RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredServer } from './types.js'
+
+interface ScopeState {
+  version: number
+  servers: Map<string, StoredServer>
+}
+
+/** Map key of a scope. `_` cannot occur in a userId, so `g` and `u_{userId}` never collide. */
+function scopeKey (scope: RegistryScope): string {
+  return scope.kind === 'global' ? 'g' : `u_${scope.userId}`
+}
+
+function copy (entry: StoredServer): StoredServer {
+  return structuredClone(entry)
+}
+
+/**
+ * The embedded registry (no REDIS_URL): one process, nothing persisted. Entries are copied
+ * in and out so a caller mutating a returned config cannot change what is stored.
+ */
+export class MemoryRegistryStore implements RegistryStore {
+  readonly backend = 'memory' as const
+  #scopes = new Map<string, ScopeState>()
+  #listeners = new Set<RegistryListener>()
+  #closed = false
+
+  #state (scope: RegistryScope, create: boolean): ScopeState | undefined {
+    assertScope(scope)
+    const key = scopeKey(scope)
+    let state = this.#scopes.get(key)
+    if (state === undefined && create) {
+      state = { version: 0, servers: new Map() }
+      this.#scopes.set(key, state)
+    }
+    return state
+  }
+
+  #emit (change: RegistryChange): void {
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(change)
+      } catch {
+        // A broken listener must not fail the write that already happened.
+      }
+    }
+  }
+
+  #checkOpen (): void {
+    if (this.#closed) throw new Error('registry store is closed')
+  }
+
+  async list (scope: RegistryScope): Promise<StoredServer[]> {
+    return (await this.snapshot(scope)).servers
+  }
+
+  async snapshot (scope: RegistryScope): Promise<{ version: number, servers: StoredServer[] }> {
+    this.#checkOpen()
+    const state = this.#state(scope, false)
+    if (state === undefined) return { version: 0, servers: [] }
+    const servers = [...state.servers.values()].map(copy).sort((a, b) => a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0)
+    return { version: state.version, servers }
+  }
+
+  async get (scope: RegistryScope, serverId: string): Promise<StoredServer | undefined> {
+    this.#checkOpen()
+    assertServerId(serverId)
+    const entry = this.#state(scope, false)?.servers.get(serverId)
+    return entry === undefined ? undefined : copy(entry)
+  }
+
+  async put (scope: RegistryScope, serverId: string, config: ServerConfig): Promise<{ version: number, created: boolean }> {
+    this.#checkOpen()
+    assertServerId(serverId)
+    const state = this.#state(scope, true) as ScopeState
+    const created = !state.servers.has(serverId)
+    state.version += 1
+    const version = state.version
+    state.servers.set(serverId, { serverId, config: structuredClone(config), version, updatedAt: new Date().toISOString() })
+    this.#emit({ op: 'put', scope: { ...scope }, serverId, version })
+    return { version, created }
+  }
+
+  async delete (scope: RegistryScope, serverId: string): Promise<{ version: number, deleted: boolean }> {
+    this.#checkOpen()
+    assertServerId(serverId)
+    const state = this.#state(scope, false)
+    if (state === undefined || !state.servers.has(serverId)) return { version: state?.version ?? 0, deleted: false }
+    state.servers.delete(serverId)
+    state.version += 1
+    const version = state.version
+    // The state (and its version counter) is kept even when empty: versions never go back.
+    this.#emit({ op: 'delete', scope: { ...scope }, serverId, version })
+    return { version, deleted: true }
+  }
+
+  async version (scope: RegistryScope): Promise<number> {
+    this.#checkOpen()
+    return this.#state(scope, false)?.version ?? 0
+  }
+
+  async listUserIds (): Promise<string[]> {
+    this.#checkOpen()
+    const ids: string[] = []
+    for (const [key, state] of this.#scopes) {
+      if (key.startsWith('u_') && state.servers.size > 0) ids.push(key.slice(2))
+    }
+    return ids.sort()
+  }
+
+  subscribe (listener: RegistryListener): () => void {
+    this.#listeners.add(listener)
+    return () => { this.#listeners.delete(listener) }
+  }
+
+  async ping (): Promise<void> {
+    this.#checkOpen()
+  }
+
+  async close (): Promise<void> {
+    this.#closed = true
+    this.#listeners.clear()
+  }
+}
+
+export function createMemoryRegistryStore (): MemoryRegistryStore {
+  return new MemoryRegistryStore()
+}

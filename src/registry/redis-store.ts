@@ -1,0 +1,342 @@
+import { randomUUID } from 'node:crypto'
+import { Redis, ReplyError } from 'ioredis'
+import { assertScope, assertServerId, RegistryUnavailableError } from './errors.js'
+import { quitWithTimeout } from './redis-quit-with-timeout.js'
+import type { ServerConfig } from './server-config.js'
+import type { RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredServer } from './types.js'
+
+/**
+ * Redis registry (SPEC 5), shared by every gateway instance. Layout, with `{p}` the key prefix:
+ * - `{p}srv:g`, `{p}srv:u:{userId}`: hash per scope, field = serverId, value = JSON
+ *   `{ version, updatedAt, config }`
+ * - `{p}ver:g`, `{p}ver:u:{userId}`: version counter per scope (INCR, never reset)
+ * - `{p}srv:users`: set of userIds that have at least one server
+ * - `{p}events`: pub/sub channel, one JSON message per change
+ *
+ * Writes run as Lua scripts rather than MULTI/EXEC: a script is just as atomic, and it can
+ * also embed the new version in the entry and in the event, skip the increment when a delete
+ * finds nothing, and publish in the same atomic step (with MULTI the publish would either lack
+ * the version or follow the EXEC, and a crash in between would lose the invalidation).
+ */
+
+export interface RedisRegistryStoreOptions {
+  /** `redis://host:port/db`. */
+  url: string
+  /** Prefix of every key and of the channel. Default `tg:`. */
+  keyPrefix?: string
+  /** Bound on every command; past it the call fails with RegistryUnavailableError. Default 2000. */
+  commandTimeoutMs?: number
+  /** Bound on establishing a TCP connection. Default 2000. */
+  connectTimeoutMs?: number
+  /** Upper bound of the reconnect back-off. Default 2000. */
+  maxReconnectDelayMs?: number
+  /** Bound on `close()` per connection (QUIT, then a hard disconnect). Default 1000. */
+  closeTimeoutMs?: number
+  /** Connection errors (ioredis emits them while reconnecting). Messages may name the host. */
+  onError?: (err: Error) => void
+}
+
+const PUT_SCRIPT = `
+local v = redis.call('INCR', KEYS[2])
+local created = redis.call('HSET', KEYS[1], ARGV[1], '{"version":' .. v .. ',' .. string.sub(ARGV[2], 2))
+if ARGV[5] ~= '' then redis.call('SADD', KEYS[3], ARGV[5]) end
+redis.call('PUBLISH', ARGV[3], '{"version":' .. v .. ',' .. string.sub(ARGV[4], 2))
+return {v, created}
+`
+
+const DELETE_SCRIPT = `
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
+  return {tonumber(redis.call('GET', KEYS[2])) or 0, 0}
+end
+local v = redis.call('INCR', KEYS[2])
+if ARGV[5] ~= '' and redis.call('HLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[3], ARGV[5]) end
+redis.call('PUBLISH', ARGV[3], '{"version":' .. v .. ',' .. string.sub(ARGV[4], 2))
+return {v, 1}
+`
+
+interface ScriptCommands {
+  tgRegistryPut (hashKey: string, versionKey: string, usersKey: string, serverId: string, entryJson: string, channel: string, eventJson: string, userId: string): Promise<[number, number]>
+  tgRegistryDelete (hashKey: string, versionKey: string, usersKey: string, serverId: string, unused: string, channel: string, eventJson: string, userId: string): Promise<[number, number]>
+}
+
+interface WireEvent {
+  version: number
+  op: 'put' | 'delete'
+  scope: RegistryScope
+  serverId: string
+  origin: string
+}
+
+function parseEvent (message: string): WireEvent | undefined {
+  let value: unknown
+  try {
+    value = JSON.parse(message)
+  } catch {
+    return undefined
+  }
+  if (typeof value !== 'object' || value === null) return undefined
+  const e = value as Record<string, unknown>
+  const scope = e.scope as Record<string, unknown> | null | undefined
+  if (typeof e.version !== 'number' || (e.op !== 'put' && e.op !== 'delete') || typeof e.serverId !== 'string' || typeof e.origin !== 'string') return undefined
+  if (typeof scope !== 'object' || scope === null) return undefined
+  if (scope.kind === 'global') return { version: e.version, op: e.op, serverId: e.serverId, origin: e.origin, scope: { kind: 'global' } }
+  if (scope.kind === 'user' && typeof scope.userId === 'string') {
+    return { version: e.version, op: e.op, serverId: e.serverId, origin: e.origin, scope: { kind: 'user', userId: scope.userId } }
+  }
+  return undefined
+}
+
+function compareIds (a: StoredServer, b: StoredServer): number {
+  return a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0
+}
+
+export class RedisRegistryStore implements RegistryStore {
+  readonly backend = 'redis' as const
+  readonly keyPrefix: string
+  /** Tags this instance's events so its own echo from pub/sub is not delivered twice. */
+  readonly instanceId = randomUUID()
+  #client: Redis & ScriptCommands
+  #subscriber: Redis
+  #listeners = new Set<RegistryListener>()
+  #subscriberWasReady = false
+  #closeTimeoutMs: number
+  #readyTimeoutMs: number
+  #closed = false
+  #onError: (err: Error) => void
+
+  constructor (options: RedisRegistryStoreOptions) {
+    this.keyPrefix = options.keyPrefix ?? 'tg:'
+    this.#closeTimeoutMs = options.closeTimeoutMs ?? 1000
+    this.#onError = options.onError ?? (() => {})
+    const maxDelay = options.maxReconnectDelayMs ?? 2000
+    this.#readyTimeoutMs = 2 * (options.connectTimeoutMs ?? 2000) + (options.commandTimeoutMs ?? 2000)
+    const common = {
+      lazyConnect: true,
+      connectTimeout: options.connectTimeoutMs ?? 2000,
+      // Reconnect forever with a capped back-off: a Redis restart must heal without a gateway restart.
+      retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times, 10), maxDelay)
+    }
+    this.#client = new Redis(options.url, {
+      ...common,
+      // Fail fast instead of queueing while disconnected: a request gets a 503 now, never hangs.
+      enableOfflineQueue: false,
+      // A write in flight when the connection drops is not replayed: the script is not idempotent
+      // (it increments the version), so the caller gets a 503 and decides.
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      commandTimeout: options.commandTimeoutMs ?? 2000
+    }) as Redis & ScriptCommands
+    this.#client.defineCommand('tgRegistryPut', { numberOfKeys: 3, lua: PUT_SCRIPT })
+    this.#client.defineCommand('tgRegistryDelete', { numberOfKeys: 3, lua: DELETE_SCRIPT })
+    this.#client.on('error', (err: Error) => this.#onError(err))
+
+    this.#subscriber = new Redis(options.url, {
+      ...common,
+      // Subscribed by hand on every 'ready' so a resync is announced only once the
+      // subscription is live again (see #onSubscriberReady).
+      autoResubscribe: false
+    })
+    this.#subscriber.on('error', (err: Error) => this.#onError(err))
+    this.#subscriber.on('ready', () => { this.#onSubscriberReady() })
+    this.#subscriber.on('message', (channel: string, message: string) => {
+      if (channel === this.#channel) this.#onMessage(message)
+    })
+  }
+
+  get #channel (): string {
+    return `${this.keyPrefix}events`
+  }
+
+  /**
+   * Starts both connections; resolves once commands can run and the event subscription is
+   * live, so no change made after it resolves can be missed.
+   */
+  async connect (): Promise<void> {
+    let timer: NodeJS.Timeout | undefined
+    // connectTimeout only bounds the TCP handshake; a peer that accepts and never answers
+    // would stall the ready check, so the whole start is bounded too.
+    const deadline = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => reject(new Error('timed out waiting for Redis')), this.#readyTimeoutMs)
+    })
+    try {
+      await Promise.race([this.#start(), deadline])
+    } catch (err) {
+      throw new RegistryUnavailableError('registry unavailable: cannot connect to Redis', { cause: err })
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  async #start (): Promise<void> {
+    await Promise.all([this.#client.connect(), this.#subscriber.connect()])
+    await this.#subscriber.subscribe(this.#channel)
+    this.#subscriberWasReady = true
+  }
+
+  #onSubscriberReady (): void {
+    // The first connection is subscribed by connect(); this handles reconnections.
+    if (!this.#subscriberWasReady || this.#closed) return
+    this.#subscriber.subscribe(this.#channel).then(() => {
+      // Messages published while this connection was down are gone: tell listeners to drop
+      // what they cached, now that no further change can be missed.
+      this.#emit({ op: 'resync' })
+    }, (err: unknown) => {
+      this.#onError(err instanceof Error ? err : new Error(String(err)))
+    })
+  }
+
+  #onMessage (message: string): void {
+    const event = parseEvent(message)
+    if (event === undefined || event.origin === this.instanceId) return
+    this.#emit({ op: event.op, scope: event.scope, serverId: event.serverId, version: event.version })
+  }
+
+  #emit (change: RegistryChange): void {
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(change)
+      } catch {
+        // A broken listener must not fail the write that already happened.
+      }
+    }
+  }
+
+  #hashKey (scope: RegistryScope): string {
+    return scope.kind === 'global' ? `${this.keyPrefix}srv:g` : `${this.keyPrefix}srv:u:${scope.userId}`
+  }
+
+  #versionKey (scope: RegistryScope): string {
+    return scope.kind === 'global' ? `${this.keyPrefix}ver:g` : `${this.keyPrefix}ver:u:${scope.userId}`
+  }
+
+  get #usersKey (): string {
+    return `${this.keyPrefix}srv:users`
+  }
+
+  /** Runs a command, turning every connection-level failure into RegistryUnavailableError. */
+  async #run<T> (fn: () => Promise<T>): Promise<T> {
+    if (this.#closed) throw new Error('registry store is closed')
+    try {
+      return await fn()
+    } catch (err) {
+      // A reply error is Redis rejecting the command itself: a bug, not an outage.
+      if (err instanceof ReplyError) throw err
+      throw new RegistryUnavailableError('registry unavailable: Redis is not reachable', { cause: err })
+    }
+  }
+
+  #parseEntry (scope: RegistryScope, serverId: string, raw: string): StoredServer {
+    let value: unknown
+    try {
+      value = JSON.parse(raw)
+    } catch {
+      value = undefined
+    }
+    const e = value as { version?: unknown, updatedAt?: unknown, config?: unknown } | undefined
+    if (typeof e !== 'object' || e === null || typeof e.config !== 'object' || e.config === null || typeof e.updatedAt !== 'string') {
+      const where = scope.kind === 'global' ? 'global' : `user ${scope.userId}`
+      throw new Error(`corrupt registry entry ${where}/${serverId}`)
+    }
+    const entry: StoredServer = { serverId, config: e.config as ServerConfig, updatedAt: e.updatedAt }
+    if (typeof e.version === 'number') entry.version = e.version
+    return entry
+  }
+
+  async list (scope: RegistryScope): Promise<StoredServer[]> {
+    return (await this.snapshot(scope)).servers
+  }
+
+  async snapshot (scope: RegistryScope): Promise<{ version: number, servers: StoredServer[] }> {
+    assertScope(scope)
+    const results = await this.#run(() => this.#client.multi().hgetall(this.#hashKey(scope)).get(this.#versionKey(scope)).exec())
+    if (results === null) throw new RegistryUnavailableError('registry unavailable: transaction aborted')
+    const [hashResult, versionResult] = results
+    if (hashResult?.[0] != null) throw hashResult[0]
+    if (versionResult?.[0] != null) throw versionResult[0]
+    const hash = (hashResult?.[1] ?? {}) as Record<string, string>
+    const servers = Object.entries(hash).map(([id, raw]) => this.#parseEntry(scope, id, raw)).sort(compareIds)
+    return { version: Number(versionResult?.[1] ?? 0), servers }
+  }
+
+  async get (scope: RegistryScope, serverId: string): Promise<StoredServer | undefined> {
+    assertScope(scope)
+    assertServerId(serverId)
+    const raw = await this.#run(() => this.#client.hget(this.#hashKey(scope), serverId))
+    return raw === null ? undefined : this.#parseEntry(scope, serverId, raw)
+  }
+
+  async put (scope: RegistryScope, serverId: string, config: ServerConfig): Promise<{ version: number, created: boolean }> {
+    assertScope(scope)
+    assertServerId(serverId)
+    // Serialised here; the script splices `"version":N,` in after the opening brace.
+    const entryJson = JSON.stringify({ updatedAt: new Date().toISOString(), config })
+    const eventJson = JSON.stringify({ op: 'put', scope, serverId, origin: this.instanceId })
+    const userId = scope.kind === 'user' ? scope.userId : ''
+    const [version, created] = await this.#run(() => this.#client.tgRegistryPut(
+      this.#hashKey(scope), this.#versionKey(scope), this.#usersKey, serverId, entryJson, this.#channel, eventJson, userId))
+    this.#emit({ op: 'put', scope: { ...scope }, serverId, version })
+    return { version, created: created === 1 }
+  }
+
+  async delete (scope: RegistryScope, serverId: string): Promise<{ version: number, deleted: boolean }> {
+    assertScope(scope)
+    assertServerId(serverId)
+    const eventJson = JSON.stringify({ op: 'delete', scope, serverId, origin: this.instanceId })
+    const userId = scope.kind === 'user' ? scope.userId : ''
+    const [version, deleted] = await this.#run(() => this.#client.tgRegistryDelete(
+      this.#hashKey(scope), this.#versionKey(scope), this.#usersKey, serverId, '', this.#channel, eventJson, userId))
+    if (deleted === 1) this.#emit({ op: 'delete', scope: { ...scope }, serverId, version })
+    return { version, deleted: deleted === 1 }
+  }
+
+  async version (scope: RegistryScope): Promise<number> {
+    assertScope(scope)
+    const raw = await this.#run(() => this.#client.get(this.#versionKey(scope)))
+    return raw === null ? 0 : Number(raw)
+  }
+
+  async listUserIds (): Promise<string[]> {
+    const ids = await this.#run(() => this.#client.smembers(this.#usersKey))
+    return ids.sort()
+  }
+
+  subscribe (listener: RegistryListener): () => void {
+    this.#listeners.add(listener)
+    return () => { this.#listeners.delete(listener) }
+  }
+
+  async ping (): Promise<void> {
+    await this.#run(() => this.#client.ping())
+  }
+
+  /** True while the command connection is up (for /readyz without a round trip). */
+  get connected (): boolean {
+    return this.#client.status === 'ready'
+  }
+
+  async close (): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    this.#listeners.clear()
+    await Promise.all([
+      quitWithTimeout(this.#client, this.#closeTimeoutMs),
+      quitWithTimeout(this.#subscriber, this.#closeTimeoutMs)
+    ])
+  }
+}
+
+/**
+ * Creates the store and waits for its first connection. Redis not answering within the
+ * connect timeout rejects with RegistryUnavailableError (and the connections are closed);
+ * after that, outages make individual calls fail fast and the store reconnects by itself.
+ */
+export async function createRedisRegistryStore (options: RedisRegistryStoreOptions): Promise<RedisRegistryStore> {
+  const store = new RedisRegistryStore(options)
+  try {
+    await store.connect()
+  } catch (err) {
+    await store.close()
+    throw err
+  }
+  return store
+}

@@ -1,0 +1,65 @@
+import type { ServerConfig } from './server-config.js'
+
+/** Whose servers: the global (admin) set, or one tenant's. Keys are built from the exact userId. */
+export type RegistryScope = { kind: 'global' } | { kind: 'user', userId: string }
+
+/** One registered server as stored. `config` is as given to `put` (sealed secrets stay sealed). */
+export interface StoredServer {
+  serverId: string
+  config: ServerConfig
+  /** The scope's version right after this entry was written. */
+  version?: number
+  /** ISO 8601 time of the last write of this entry. */
+  updatedAt: string
+}
+
+/**
+ * A change to the registry, delivered to every subscriber of every instance.
+ * - `put` / `delete`: `serverId` in `scope` changed; `version` is the scope's version after it.
+ * - `resync`: this instance may have missed changes (its event connection dropped and came
+ *   back): drop everything cached from the registry.
+ */
+export type RegistryChange =
+  | { op: 'put' | 'delete', scope: RegistryScope, serverId: string, version: number }
+  | { op: 'resync' }
+
+export type RegistryListener = (change: RegistryChange) => void
+
+/**
+ * Storage of remote MCP server configs (SPEC 5), one interface with an in-memory
+ * implementation (the embedded default) and a Redis one (production, shared by instances).
+ *
+ * Every scope has a version counter that grows by one with every change to that scope
+ * (never reset, not even when the scope becomes empty), so `(scope, version)` identifies one
+ * state of the scope and is a safe cache key.
+ *
+ * Ids must match ID_PATTERN: callers validate them first, a store throws a RangeError on an
+ * invalid id (a bug). The Redis store throws `RegistryUnavailableError` when Redis cannot be
+ * reached; the memory store never does.
+ */
+export interface RegistryStore {
+  readonly backend: 'memory' | 'redis'
+  /** All servers of the scope, sorted by serverId. */
+  list (scope: RegistryScope): Promise<StoredServer[]>
+  /** The scope's servers and its version, read atomically (a consistent cache fill). */
+  snapshot (scope: RegistryScope): Promise<{ version: number, servers: StoredServer[] }>
+  get (scope: RegistryScope, serverId: string): Promise<StoredServer | undefined>
+  /** Creates or replaces. Atomic with the version increment; concurrent writers never lose an increment. */
+  put (scope: RegistryScope, serverId: string, config: ServerConfig): Promise<{ version: number, created: boolean }>
+  /** Deleting a missing server changes nothing: `deleted` false and the current version. */
+  delete (scope: RegistryScope, serverId: string): Promise<{ version: number, deleted: boolean }>
+  /** 0 for a scope that was never written. */
+  version (scope: RegistryScope): Promise<number>
+  /** userIds that have at least one server, sorted. */
+  listUserIds (): Promise<string[]>
+  /**
+   * Calls `listener` for every change made by ANY instance sharing the store, including
+   * this one (its own changes are delivered before `put`/`delete` resolve). Returns an
+   * unsubscribe function. A throwing listener does not affect the write or other listeners.
+   */
+  subscribe (listener: RegistryListener): () => void
+  /** Resolves when the backend answers; throws RegistryUnavailableError otherwise. */
+  ping (): Promise<void>
+  /** Releases connections within a bounded time; never throws; idempotent. */
+  close (): Promise<void>
+}

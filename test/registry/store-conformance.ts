@@ -1,0 +1,225 @@
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import type { ServerConfig } from '../../src/registry/server-config.js'
+import type { RegistryChange, RegistryScope, RegistryStore } from '../../src/registry/types.js'
+
+/**
+ * One behavioural contract for every RegistryStore implementation. Each test gets fresh
+ * stores from the factory (an empty namespace) and releases them afterwards.
+ */
+export interface StoreFixture {
+  store: RegistryStore
+  /** Another store over the same data, as a second gateway process would have (shared backends only). */
+  peer?: () => Promise<RegistryStore>
+  /** Removes whatever the stores left behind (Redis keys). Called after the stores are closed. */
+  cleanup: () => Promise<void>
+}
+
+export type StoreFactory = () => Promise<StoreFixture>
+
+const G: RegistryScope = { kind: 'global' }
+const user = (userId: string): RegistryScope => ({ kind: 'user', userId })
+
+function http (url: string, extra: Partial<ServerConfig> = {}): ServerConfig {
+  return { type: 'streamable_http', url, enabled: true, priority: 0, ...extra }
+}
+
+/** The first change matching `match`; the test's own timeout bounds the wait. */
+function nextChange (store: RegistryStore, match: (c: RegistryChange) => boolean): Promise<RegistryChange> {
+  return new Promise((resolve) => {
+    const off = store.subscribe((change) => {
+      if (match(change)) {
+        off()
+        resolve(change)
+      }
+    })
+  })
+}
+
+export function registryStoreConformance (label: string, factory: StoreFactory): void {
+  const TIMEOUT = { timeout: 20_000 }
+
+  async function setup (t: { after: (fn: () => Promise<void>) => void }): Promise<StoreFixture & { peers: RegistryStore[] }> {
+    const fixture = await factory()
+    const peers: RegistryStore[] = []
+    t.after(async () => {
+      await Promise.all([fixture.store.close(), ...peers.map(async (p) => { await p.close() })])
+      await fixture.cleanup()
+    })
+    return { ...fixture, peers }
+  }
+
+  test(`${label}: put, get, list, delete`, TIMEOUT, async (t) => {
+    const { store } = await setup(t)
+    assert.deepEqual(await store.list(G), [])
+    assert.equal(await store.get(G, 'github'), undefined)
+
+    const first = await store.put(G, 'github', http('https://a.example/mcp', { headers: { Authorization: 'Bearer x' }, description: 'gh' }))
+    assert.equal(first.created, true)
+    const second = await store.put(G, 'github', http('https://b.example/mcp', { priority: 5 }))
+    assert.equal(second.created, false)
+    assert.ok(second.version > first.version)
+    await store.put(G, 'alpha', http('https://c.example/mcp', { disabledTools: [] }))
+
+    const got = await store.get(G, 'github')
+    assert.ok(got)
+    assert.equal(got.serverId, 'github')
+    assert.deepEqual(got.config, http('https://b.example/mcp', { priority: 5 }))
+    assert.equal(got.version, second.version)
+    assert.ok(!Number.isNaN(Date.parse(got.updatedAt)))
+
+    const list = await store.list(G)
+    assert.deepEqual(list.map((s) => s.serverId), ['alpha', 'github'], 'sorted by serverId')
+    assert.deepEqual(list[0]?.config.disabledTools, [], 'empty arrays survive storage')
+
+    const removed = await store.delete(G, 'github')
+    assert.equal(removed.deleted, true)
+    assert.equal(await store.get(G, 'github'), undefined)
+    assert.deepEqual((await store.list(G)).map((s) => s.serverId), ['alpha'])
+
+    const again = await store.delete(G, 'github')
+    assert.equal(again.deleted, false)
+    assert.equal(again.version, removed.version, 'deleting nothing leaves the version alone')
+  })
+
+  test(`${label}: versions count every change per scope and never go back`, TIMEOUT, async (t) => {
+    const { store } = await setup(t)
+    assert.equal(await store.version(G), 0)
+    assert.equal(await store.version(user('7')), 0)
+    assert.equal((await store.put(user('7'), 's1', http('https://a.example/'))).version, 1)
+    assert.equal((await store.put(user('7'), 's1', http('https://b.example/'))).version, 2)
+    assert.equal((await store.put(user('7'), 's2', http('https://c.example/'))).version, 3)
+    assert.equal((await store.delete(user('7'), 's1')).version, 4)
+    assert.equal((await store.delete(user('7'), 's2')).version, 5)
+    assert.equal(await store.version(user('7')), 5, 'an emptied scope keeps its counter')
+    assert.equal((await store.put(user('7'), 's1', http('https://d.example/'))).version, 6)
+    assert.equal(await store.version(G), 0, 'other scopes untouched')
+    const snap = await store.snapshot(user('7'))
+    assert.equal(snap.version, 6)
+    assert.deepEqual(snap.servers.map((s) => s.serverId), ['s1'])
+  })
+
+  test(`${label}: user 1, user 1-2 and global are isolated`, TIMEOUT, async (t) => {
+    const { store } = await setup(t)
+    await store.put(user('1'), 'a', http('https://one.example/'))
+    await store.put(user('1-2'), 'a', http('https://one-two.example/'))
+    await store.put(user('1-2'), 'b', http('https://one-two-b.example/'))
+    await store.put(user('12'), 'c', http('https://twelve.example/'))
+    await store.put(G, 'a', http('https://global.example/'))
+
+    assert.deepEqual((await store.list(user('1'))).map((s) => [s.serverId, s.config.url]), [['a', 'https://one.example/']])
+    assert.deepEqual((await store.list(user('1-2'))).map((s) => s.serverId), ['a', 'b'])
+    assert.equal((await store.get(user('1'), 'b')), undefined)
+    assert.equal((await store.get(G, 'b')), undefined)
+    assert.equal((await store.get(G, 'a'))?.config.url, 'https://global.example/')
+
+    assert.equal((await store.delete(user('1'), 'b')).deleted, false, 'user 1 cannot remove what user 1-2 has')
+    assert.equal((await store.delete(user('1'), 'a')).deleted, true)
+    assert.equal((await store.get(user('1-2'), 'a'))?.config.url, 'https://one-two.example/')
+    assert.equal((await store.get(G, 'a'))?.config.url, 'https://global.example/')
+
+    assert.equal(await store.version(user('1')), 2)
+    assert.equal(await store.version(user('1-2')), 2)
+    assert.equal(await store.version(user('12')), 1)
+    assert.equal(await store.version(G), 1)
+    assert.deepEqual(await store.listUserIds(), ['1-2', '12'], 'a user without servers is not listed')
+  })
+
+  test(`${label}: 50 concurrent puts to one tenant lose no increment`, TIMEOUT, async (t) => {
+    const { store } = await setup(t)
+    const scope = user('race')
+    const urls = Array.from({ length: 50 }, (_, i) => `https://w${i}.example/`)
+    const results = await Promise.all(urls.map((url) => store.put(scope, 'same', http(url))))
+    assert.equal(await store.version(scope), 50)
+    assert.deepEqual(results.map((r) => r.version).sort((a, b) => a - b), Array.from({ length: 50 }, (_, i) => i + 1), 'every write got its own version')
+    assert.equal(results.filter((r) => r.created).length, 1, 'exactly one write created the entry')
+    const list = await store.list(scope)
+    assert.equal(list.length, 1)
+    assert.ok(urls.includes(list[0]?.config.url ?? ''), 'final state is one of the writes')
+    const last = results.find((r) => r.version === 50)
+    assert.ok(last)
+    assert.equal(list[0]?.version, 50, 'the entry is the last write')
+
+    const distinct = await Promise.all(urls.map((url, i) => store.put(user('race-2'), `s${i}`, http(url))))
+    assert.equal(distinct.filter((r) => r.created).length, 50)
+    assert.equal((await store.list(user('race-2'))).length, 50)
+    assert.equal(await store.version(user('race-2')), 50)
+  })
+
+  test(`${label}: subscribers see their own instance's changes`, TIMEOUT, async (t) => {
+    const { store } = await setup(t)
+    const seen: RegistryChange[] = []
+    const off = store.subscribe((c) => seen.push(c))
+    store.subscribe(() => { throw new Error('a broken listener') })
+    await store.put(user('9'), 'x', http('https://x.example/'))
+    await store.delete(user('9'), 'x')
+    await store.delete(user('9'), 'x')
+    off()
+    await store.put(G, 'y', http('https://y.example/'))
+    assert.deepEqual(seen, [
+      { op: 'put', scope: { kind: 'user', userId: '9' }, serverId: 'x', version: 1 },
+      { op: 'delete', scope: { kind: 'user', userId: '9' }, serverId: 'x', version: 2 }
+    ])
+  })
+
+  test(`${label}: stored configs are copies`, TIMEOUT, async (t) => {
+    const { store } = await setup(t)
+    const config = http('https://a.example/', { headers: { A: '1' } })
+    await store.put(G, 'a', config)
+    config.headers = { A: 'mutated' }
+    const got = await store.get(G, 'a')
+    assert.deepEqual(got?.config.headers, { A: '1' })
+    if (got?.config.headers !== undefined) got.config.headers.A = 'mutated again'
+    assert.deepEqual((await store.get(G, 'a'))?.config.headers, { A: '1' })
+  })
+
+  test(`${label}: invalid ids are refused`, TIMEOUT, async (t) => {
+    const { store } = await setup(t)
+    await assert.rejects(store.put(user('a_b'), 's', http('https://a.example/')), RangeError)
+    await assert.rejects(store.put(G, 'a_b', http('https://a.example/')), RangeError)
+    await assert.rejects(store.get(user(''), 's'), RangeError)
+    await assert.rejects(store.list(user('x'.repeat(65))), RangeError)
+    await assert.rejects(store.delete(G, '-x'), RangeError)
+    assert.deepEqual(await store.listUserIds(), [])
+  })
+
+  test(`${label}: ping and an idempotent close`, TIMEOUT, async (t) => {
+    const { store } = await setup(t)
+    await store.ping()
+    await store.close()
+    await store.close()
+    await assert.rejects(store.ping())
+  })
+
+  test(`${label}: two instances see each other's changes`, TIMEOUT, async (t) => {
+    const fixture = await setup(t)
+    if (fixture.peer === undefined) {
+      t.skip(`${label} is a single-process store`)
+      return
+    }
+    const a = fixture.store
+    const b = await fixture.peer()
+    fixture.peers.push(b)
+
+    const aSeen: RegistryChange[] = []
+    a.subscribe((c) => aSeen.push(c))
+
+    const bSawPut = nextChange(b, (c) => c.op === 'put' && c.serverId === 'shared')
+    const put = await a.put(user('42'), 'shared', http('https://shared.example/'))
+    assert.deepEqual(await bSawPut, { op: 'put', scope: { kind: 'user', userId: '42' }, serverId: 'shared', version: put.version })
+    assert.equal((await b.get(user('42'), 'shared'))?.config.url, 'https://shared.example/')
+    assert.equal(await b.version(user('42')), put.version)
+
+    const aSawDelete = nextChange(a, (c) => c.op === 'delete' && c.serverId === 'shared')
+    const del = await b.delete(user('42'), 'shared')
+    assert.deepEqual(await aSawDelete, { op: 'delete', scope: { kind: 'user', userId: '42' }, serverId: 'shared', version: del.version })
+    assert.equal(await a.get(user('42'), 'shared'), undefined)
+
+    // A's own put was published before B's delete on the same channel, so its echo (if any)
+    // has been delivered by now: A must have seen its own change exactly once.
+    assert.deepEqual(aSeen.map((c) => c.op === 'resync' ? 'resync' : `${c.op}:${c.serverId}:${c.version}`), [
+      `put:shared:${put.version}`,
+      `delete:shared:${del.version}`
+    ])
+  })
+}
