@@ -4,12 +4,12 @@ import { defineMcpService } from '../../src/local-mcp/loader.js'
 
 /**
  * An example local MCP service: text utilities a model gets wrong by itself (counting,
- * slugs). Exposed as `text_tools_stats` and `text_tools_slugify`.
+ * slugs). Exposed as `text_stats` and `text_slugify`.
  */
 export const textTools = defineMcpService({
-  name: 'text-tools',
+  name: 'text',
   server: () => {
-    const server = new McpServer({ name: 'text-tools', version: '1.0.0' })
+    const server = new McpServer({ name: 'text', version: '1.0.0' })
     server.registerTool('stats', {
       title: 'Text statistics',
       description: 'Count characters, words, lines and sentences of a text exactly.',

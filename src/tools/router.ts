@@ -18,7 +18,7 @@ export interface Unresolved {
 
 /** Why a tool is exposed under another name, or not at all. */
 export interface Diagnostic {
-  type: 'shadowed' | 'renamed' | 'duplicate'
+  type: 'shadowed' | 'renamed' | 'duplicate' | 'ambiguous'
   /** The natural name that could not be used as is. */
   name: string
   route: Route
@@ -198,9 +198,13 @@ export class ToolRouter {
     const tools: ListedTool[] = []
     const diagnostics: Diagnostic[] = []
     const byWire = new Map<string, CatalogEntry>()
+    const userSource = scope.userId === undefined ? undefined : this.#source('user_mcp')
+    // Raw names are checked without the tenant: tenant servers are listed under encoded
+    // names, so only built-ins, local tools and other global servers can take a raw name.
+    const rawScope: Scope = { userId: undefined, signal: scope.signal }
     for (const entry of candidates) {
       let natural = entry.name
-      const winner = await this.resolve(natural, scope)
+      const winner = await this.resolve(natural, entry.route === 'user_mcp' ? scope : rawScope)
       if (!winner.ok || !sameEntry(winner.entry, entry)) {
         const fallback = entry.qualifiedName
         const shadowedBy = winner.ok ? winner.entry.route : undefined
@@ -210,6 +214,11 @@ export class ToolRouter {
         }
         diagnostics.push({ type: 'shadowed', name: natural, route: entry.route, source: entry.source, exposedAs: toWireName(fallback), shadowedBy, message: `'${natural}' routes to ${shadowedBy ?? 'another tool'}; exposed under its qualified name` })
         natural = fallback
+      } else if (userSource && entry.route !== 'user_mcp' && entry.route !== 'builtin') {
+        const tenantTool = await userSource.resolve(natural, scope)
+        if (tenantTool) {
+          diagnostics.push({ type: 'ambiguous', name: natural, route: entry.route, source: entry.source, exposedAs: toWireName(natural), shadowedBy: 'user_mcp', message: `The tenant's server '${tenantTool.source}' also has a tool '${natural}': an invoke with userId and without \`allow\` routes it there (SPEC 1); pass \`allow\` to route by this listing` })
+        }
       }
       const wire = toWireName(natural)
       const existing = byWire.get(wire)

@@ -1,0 +1,28 @@
+import fp from 'fastify-plugin'
+import swagger from '@fastify/swagger'
+import swaggerUi from '@fastify/swagger-ui'
+import type { FastifyInstance } from 'fastify'
+
+/**
+ * OpenAPI 3.1 generated from the route schemas (the single source of truth), served at
+ * GET /openapi.json with Swagger UI at GET /docs. `npm run openapi` writes openapi.yaml.
+ */
+export default fp(async function docsPlugin (app: FastifyInstance) {
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'tool-gateway',
+        version: '0.1.0',
+        description: 'Multi-tenant gateway that lists tool schemas for LLMs from an explicit allow-list and executes the calls models return, routed by a fixed priority: built-in > tenant remote MCP > local MCP > local function > global remote MCP.'
+      },
+      tags: [
+        { name: 'tools', description: 'Listing tools for a model' },
+        { name: 'invoke', description: 'Executing tool calls' },
+        { name: 'operations', description: 'Health and documentation' }
+      ]
+    }
+  })
+  await app.register(swaggerUi, { routePrefix: '/docs' })
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger())
+}, { name: 'gateway-docs' })

@@ -1,0 +1,45 @@
+import type { FastifyInstance } from 'fastify'
+import { errorResponses } from '../src/schemas/common.js'
+import { BatchBody, BatchResponse, InvokeBody, InvokeResult } from '../src/schemas/invoke.js'
+import type { InvokeBodyT } from '../src/schemas/invoke.js'
+import { abortOnClientGone } from './abort.js'
+
+/** POST /invoke and POST /invoke/batch (SPEC 3). */
+export default async function invokeRoutes (app: FastifyInstance): Promise<void> {
+  app.post<{ Body: InvokeBodyT }>('/invoke', {
+    schema: {
+      summary: 'Execute a tool call the model returned',
+      description: '200 once the name resolved and the caller is allowed, whatever the tool did (isError tells). HTTP errors are for calls that never reached a tool.',
+      tags: ['invoke'],
+      body: InvokeBody,
+      response: { 200: InvokeResult, ...errorResponses(400, 401, 403, 404, 413, 415, 429, 503) }
+    }
+  }, async (request, reply) => {
+    const outcome = await app.services.gateway.invoke(request.body, request.caller, abortOnClientGone(reply))
+    if (!outcome.ok) throw outcome.error
+    const { toolMs, ...result } = outcome.result
+    request.toolMs = toolMs
+    request.log.info({ tool: result.name, route: result.route, tenant: request.body.userId ?? null, outcome: result.isError ? result.error?.code : 'ok', durationMs: result.durationMs }, 'invoke')
+    return result
+  })
+
+  app.post<{ Body: { calls: unknown[] } }>('/invoke/batch', {
+    schema: {
+      summary: 'Execute several tool calls concurrently; results in order',
+      description: 'Each entry is the /invoke result, or for a call that never reached a tool { callId, name, isError: true, statusCode, error }. Writes to one workspace are serialised.',
+      tags: ['invoke'],
+      body: BatchBody,
+      response: { 200: BatchResponse, ...errorResponses(400, 401, 403, 413, 415, 429, 503) }
+    }
+  }, async (request, reply) => {
+    const { results, toolMs } = await app.services.gateway.invokeBatch(request.body.calls, request.caller, abortOnClientGone(reply))
+    request.toolMs = toolMs
+    request.log.info({ calls: results.length, errors: results.filter((r) => r.isError).length }, 'invoke batch')
+    return { results: results.map((r) => ('toolMs' in r ? stripToolMs(r) : r)) }
+  })
+}
+
+function stripToolMs<T extends { toolMs: number }> (r: T): Omit<T, 'toolMs'> {
+  const { toolMs: _omit, ...rest } = r
+  return rest
+}

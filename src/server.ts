@@ -1,0 +1,53 @@
+import closeWithGrace from 'close-with-grace'
+import { buildApp } from './app.js'
+import { ConfigError, loadConfig } from './config.js'
+import type { Config } from './config.js'
+import { DiscoveryError } from './discovery/modules.js'
+
+/**
+ * Process entry: the only place that reads process.env, listens and handles signals.
+ */
+async function main (): Promise<void> {
+  let config: Config
+  try {
+    config = loadConfig(process.env)
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`tool-gateway: ${err.message}\n`)
+      process.exit(2)
+    }
+    throw err
+  }
+
+  let app: Awaited<ReturnType<typeof buildApp>>
+  try {
+    app = await buildApp(config)
+  } catch (err) {
+    if (err instanceof DiscoveryError || err instanceof ConfigError || (err as { startupError?: boolean }).startupError === true) {
+      process.stderr.write(`tool-gateway: start-up failed: ${(err as Error).message}\n`)
+      process.exit(1)
+    }
+    throw err
+  }
+
+  closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
+    if (err) app.log.error({ err }, 'closing after an error')
+    else app.log.info({ signal }, 'closing')
+    await app.close()
+  })
+
+  const open = !config.apiKeys && !config.apiKeysFile
+  const host = config.host ?? (open ? '127.0.0.1' : '0.0.0.0')
+  await app.listen({ port: config.port, host })
+  const address = app.server.address()
+  const port = typeof address === 'object' && address ? address.port : config.port
+  if (open) {
+    app.log.warn('No API keys configured: running OPEN (every caller is admin) for local development; bound to %s', host)
+  }
+  app.log.info(`tool-gateway listening on http://${host}:${port}  try: curl 'http://${host}:${port}/tools?functions=current_time,calculate'`)
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`tool-gateway: fatal: ${(err as Error)?.stack ?? String(err)}\n`)
+  process.exit(1)
+})
