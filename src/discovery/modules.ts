@@ -21,8 +21,8 @@ const MODULE_EXTENSIONS = new Set(['.js', '.mjs', '.ts', '.mts'])
 export async function listModuleFiles (dirs: readonly string[]): Promise<{ files: string[], problems: string[] }> {
   const files: string[] = []
   const problems: string[] = []
-  for (const dir of dirs) {
-    const abs = resolve(dir)
+  for (const dir of new Set(dirs.map((d) => resolve(d)))) {
+    const abs = dir
     let names: string[]
     try {
       if (!(await stat(abs)).isDirectory()) {
