@@ -237,7 +237,7 @@ async function rgSearchDir (q: Query, c: Collector, baseAbs: string, baseDisplay
   const listArgs = [...common, '--files', '--null', '--', baseAbs]
   const [search, list] = await Promise.all([runRg(searchArgs, searchPath, q.signal), runRg(listArgs, searchPath, q.signal)])
   if (q.signal.aborted) throw new ToolError('Cancelled')
-  if (search.overflow || list.overflow || (search.code !== 0 && search.code !== 1) || list.code !== 0) return false
+  if (search.overflow || list.overflow || (search.code !== 0 && search.code !== 1) || (list.code !== 0 && list.code !== 1)) return false
 
   const found: Array<{ file: string, line: number, content: string }> = []
   const out = search.out
