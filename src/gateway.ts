@@ -98,7 +98,8 @@ export class Gateway {
         ...(body.allow ? { allow: body.allow } : {}),
         includeTrace: body.trace === true,
         ctx: {
-          caller,
+          // Tools see the tenant the call acts for (an admin acting for a userId is that tenant).
+          caller: { userId, isAdmin: caller.isAdmin },
           signal,
           workspace: body.context ?? {},
           timeoutMs: this.#config.invokeTimeoutMs

@@ -1,4 +1,6 @@
 import { fileURLToPath } from 'node:url'
+import { createBuiltins } from './builtin/index.js'
+import type { Builtins } from './builtin/index.js'
 import type { Config } from './config.js'
 import { Gateway } from './gateway.js'
 import { FunctionSource } from './functions/source.js'
@@ -25,6 +27,8 @@ export interface Services {
   router: ToolRouter
   functions: FunctionSource
   localMcp: LocalMcpSource
+  /** Tier 1 internals (sandbox, processes), absent when a test supplies its own built-in source. */
+  builtins: Builtins | undefined
   /** Closes every resource (MCP clients, processes, Redis) within a bounded time. */
   close: () => Promise<void>
 }
@@ -54,9 +58,17 @@ export async function createServices (config: Config, logger: Logger, overrides:
   )
   closers.push(async () => await localMcp.close())
 
+  let builtin = overrides.builtin
+  let builtins: Builtins | undefined
+  if (!builtin) {
+    builtins = await createBuiltins(config, logger)
+    closers.push(async () => await builtins?.close())
+    builtin = builtins.source
+  }
+
   const remoteOpts = { listDeadlineMs: config.mcpListTimeoutMs, callTimeoutMs: config.mcpCallTimeoutMs }
   const sources: Partial<Record<string, ToolSource>> = {
-    builtin: overrides.builtin,
+    builtin,
     local_mcp: localMcp,
     function: functions
   }
@@ -75,6 +87,7 @@ export async function createServices (config: Config, logger: Logger, overrides:
     router,
     functions,
     localMcp,
+    builtins,
     close: async () => {
       for (const close of closers.reverse()) {
         await close().catch((err: unknown) => logger.error({ err }, 'error while closing'))

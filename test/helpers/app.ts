@@ -1,3 +1,6 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
@@ -6,10 +9,13 @@ import type { ServiceOverrides } from '../../src/services.js'
 
 /**
  * Builds the app on test config (no listening, silent logs) and closes it after the test.
- * `env` uses the real variable names, so tests exercise loadConfig too.
+ * `env` uses the real variable names, so tests exercise loadConfig too. Workspaces live in a
+ * fresh temp dir; the sandbox is off unless `env` sets SANDBOX (the sandbox has its own tests).
  */
 export async function buildTestApp (t: TestContext, opts: { env?: Record<string, string>, overrides?: ServiceOverrides } = {}): Promise<FastifyInstance> {
-  const config = loadConfig({ SANDBOX: 'none', LOG_LEVEL: 'silent', ...opts.env })
+  const workspaces = await mkdtemp(join(tmpdir(), 'tg-ws-'))
+  t.after(async () => await rm(workspaces, { recursive: true, force: true }))
+  const config = loadConfig({ SANDBOX: 'none', LOG_LEVEL: 'silent', WORKSPACES_DIR: workspaces, ...opts.env })
   const app = await buildApp(config, { logger: false, ...(opts.overrides ? { overrides: opts.overrides } : {}) })
   t.after(async () => await app.close())
   return app

@@ -1,0 +1,69 @@
+import type { Config } from '../config.js'
+import type { Logger } from '../services.js'
+import { ProcessManager } from './processes/index.js'
+import { createSandbox } from './sandbox/index.js'
+import type { Sandbox } from './sandbox/index.js'
+import { BuiltinSource } from './source.js'
+import { applyPatchTool } from './tools/apply-patch.js'
+import { createBashTool } from './tools/bash.js'
+import { editTool } from './tools/edit.js'
+import { globTool } from './tools/glob.js'
+import { grepTool } from './tools/grep.js'
+import { readFileTool } from './tools/read-file.js'
+import { updateAgentsMdTool } from './tools/update-agents-md.js'
+import { writeFileTool } from './tools/write-file.js'
+import type { BuiltinTool } from './types.js'
+import { WorkspaceManager } from './workspace/workspaces.js'
+
+/** Tier 1 assembled: the 8 tools, the workspaces they run in, the sandbox and background processes. */
+export interface Builtins {
+  source: BuiltinSource
+  sandbox: Sandbox
+  processes: ProcessManager
+  workspaces: WorkspaceManager
+  /** Kills every sandboxed and background process. */
+  close: () => Promise<void>
+}
+
+/**
+ * Builds tier 1. The sandbox probe runs here, at start-up: with SANDBOX=bwrap a failing probe
+ * throws (start-up stops with what to install or which container options to set).
+ */
+export async function createBuiltins (config: Config, logger: Logger): Promise<Builtins> {
+  const sandbox = await createSandbox({ mode: config.sandbox, logger })
+  const workspaces = new WorkspaceManager({
+    workspacesDir: config.workspacesDir,
+    workspaceBases: config.workspaceBases,
+    readRoots: config.readRoots,
+    maxLimits: {
+      readMaxChars: config.readMaxChars,
+      commandTimeoutMs: config.commandTimeoutMs,
+      bashLogChars: config.bashLogChars,
+      maxProcessOutputChars: config.maxProcessOutputChars,
+      outputMaxChars: config.outputMaxChars
+    },
+    ...(sandbox.owner ? { owner: sandbox.owner } : {})
+  })
+  const processes = new ProcessManager({ sandbox })
+  // AI4J's allCodingToolNames() order.
+  const tools: BuiltinTool[] = [
+    createBashTool({ sandbox, processes }),
+    readFileTool,
+    writeFileTool,
+    applyPatchTool,
+    globTool,
+    grepTool,
+    editTool,
+    updateAgentsMdTool
+  ]
+  return {
+    source: new BuiltinSource(tools, workspaces),
+    sandbox,
+    processes,
+    workspaces,
+    close: async () => {
+      await processes.killAll()
+      await sandbox.close()
+    }
+  }
+}
