@@ -110,6 +110,23 @@ function canonicalJson (value: unknown): string {
 }
 
 const MAX_LIST_PAGES = 1000
+const MAX_CONNECT_ATTEMPTS = 5
+
+/** Internal: a connect attempt that failed on a socket the server had already closed. */
+class StaleSocketError extends Error {
+  readonly upstream: UpstreamError
+  constructor (upstream: UpstreamError) {
+    super(upstream.message)
+    this.upstream = upstream
+  }
+}
+
+/** fetch failed on a kept-alive socket the peer had closed (undici UND_ERR_SOCKET, ECONNRESET, EPIPE). */
+function isStaleSocket (err: unknown): boolean {
+  if (!(err instanceof TypeError) || !/fetch failed/i.test(err.message)) return false
+  const code = (err.cause as { code?: unknown } | undefined)?.code
+  return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE'
+}
 
 /**
  * Pool of MCP clients for remote servers (SPEC 5 "Connection pool").
@@ -347,6 +364,23 @@ export class McpClientPool {
   }
 
   async #openConnection (entry: Entry): Promise<Connection> {
+    const deadline = Date.now() + this.#opts.connectTimeoutMs
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#tryConnect(entry, Math.max(1, deadline - Date.now()))
+      } catch (err) {
+        // After a server restart, fetch's keep-alive pool can still hold sockets the server
+        // already closed; a POST on one fails at once with UND_ERR_SOCKET and is never retried by
+        // fetch. initialize has no side effects, so a fresh attempt (which takes another or a new
+        // socket) is safe; each failure discards one stale socket.
+        if (err instanceof StaleSocketError && attempt < MAX_CONNECT_ATTEMPTS && Date.now() < deadline && !entry.closed) continue
+        if (err instanceof StaleSocketError) throw err.upstream
+        throw err
+      }
+    }
+  }
+
+  async #tryConnect (entry: Entry, timeoutMs: number): Promise<Connection> {
     let handle: TransportHandle
     try {
       handle = createTransport(entry.spec, { fetch: this.#opts.fetch, logger: this.#log, label: entry.key })
@@ -370,7 +404,7 @@ export class McpClientPool {
       this.#log.debug({ mcpClient: entry.key, err: this.#safeMessage(entry, err) }, 'MCP transport error')
     }
     try {
-      await client.connect(handle.transport, { timeout: this.#opts.connectTimeoutMs })
+      await client.connect(handle.transport, { timeout: timeoutMs })
     } catch (err) {
       conn.closed = true
       await client.close().catch(() => {})
@@ -378,7 +412,8 @@ export class McpClientPool {
       const message = timedOut
         ? `Connecting to the MCP server timed out after ${this.#opts.connectTimeoutMs} ms`
         : `Could not connect to the MCP server: ${this.#safeMessage(entry, err)}`
-      throw new UpstreamError('GW_UPSTREAM_CONNECT', message)
+      const upstream = new UpstreamError('GW_UPSTREAM_CONNECT', message)
+      throw isStaleSocket(err) ? new StaleSocketError(upstream) : upstream
     }
     if (entry.closed) {
       await this.#closeConnection(entry, conn)
@@ -437,14 +472,14 @@ export class McpClientPool {
   /** Waits for a shared promise, giving up (GW_CANCELLED) when this caller's signal aborts. */
   async #waitFor<T> (promise: Promise<T>, signal: AbortSignal | undefined, entry: Entry): Promise<T> {
     if (signal === undefined) return promise
-    signal.throwIfAborted()
+    // The shared promise may reject after this caller left, with nobody else listening.
+    promise.catch(() => {})
+    if (signal.aborted) throw new UpstreamError('GW_CANCELLED', `The request to MCP server ${entry.key} was cancelled by the caller`)
     let onAbort: (() => void) | undefined
     const aborted = new Promise<never>((_resolve, reject) => {
       onAbort = () => reject(new UpstreamError('GW_CANCELLED', `The request to MCP server ${entry.key} was cancelled by the caller`))
       signal.addEventListener('abort', onAbort, { once: true })
     })
-    // The shared promise may still reject later; nobody else may be listening.
-    promise.catch(() => {})
     try {
       return await Promise.race([promise, aborted])
     } finally {
@@ -463,6 +498,11 @@ export class McpClientPool {
     }
     if (isSessionExpired(err)) {
       return new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server no longer knows this session (HTTP 404); the ${what} was not replayed, the next request starts a new session`)
+    }
+    if (op === 'call' && isDeadConnection(err)) {
+      // The call may or may not have reached the server: reporting it as a connect failure would
+      // invite a blind retry of something that may have had side effects.
+      return new UpstreamError('GW_UPSTREAM_ERROR', `The connection to the MCP server was lost (${this.#safeMessage(entry, err)}); the tools/call was not replayed, the next call reconnects`)
     }
     return new UpstreamError(code, `${what} failed: ${this.#safeMessage(entry, err)}`)
   }

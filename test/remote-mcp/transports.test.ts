@@ -31,7 +31,7 @@ test('createTransport rejects specs that cannot work', () => {
 test('streamable HTTP: headers and the injected fetch are used for every request, with redirect manual', async (t) => {
   const fx = await startStreamableHttpFixture()
   t.after(() => fx.close())
-  const seen: Array<{ auth: string | null, redirect: RequestRedirect | undefined }> = []
+  const seen: Array<{ auth: string | null, redirect: RequestInit['redirect'] }> = []
   const injected: FetchLike = async (url, init) => {
     seen.push({ auth: new Headers(init?.headers).get('authorization'), redirect: init?.redirect })
     return fetch(url, init)
