@@ -210,7 +210,10 @@ test('bwrap: read roots are visible read-only at their real path', async (t) => 
 test('close() kills commands still running', async (t) => {
   const sb = await createSandbox({ mode: 'bwrap' })
   const ws = await makeWorkspace(t)
-  const p = sb.spawn({ workspace: ws, command: 'sleep 120', cwd: ws.root, stdin: 'ignore' })
+  await sb.prepareWorkspace(ws)
+  const p = sb.spawn({ workspace: ws, command: 'echo up; sleep 120', cwd: ws.root, stdin: 'ignore' })
+  // Wait until the command really runs (bwrap set up the namespace) before closing.
+  await new Promise((resolve) => p.stdout.once('data', resolve))
   assert.equal(sb.stats().running, 1)
   await sb.close()
   const exit = await p.exited
@@ -222,6 +225,7 @@ test('close() kills commands still running', async (t) => {
 test('terminate() sends SIGTERM to the command first (a trap can clean up)', { timeout: 30_000 }, async (t) => {
   const sb = await bwrapSandbox(t)
   const ws = await makeWorkspace(t)
+  await sb.prepareWorkspace(ws)
   const p = sb.spawn({ workspace: ws, command: 'trap "echo got-term; exit 5" TERM; echo ready; while :; do sleep 0.1; done', cwd: ws.root, stdin: 'ignore' })
   let out = ''
   p.stdout.on('data', (d: Buffer) => { out += d.toString() })

@@ -1,4 +1,5 @@
-import { chown, mkdtemp, realpath, rm } from 'node:fs/promises'
+import { constants } from 'node:fs'
+import { access, chown, mkdtemp, realpath, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { sandboxEnv } from './bwrap-args.js'
@@ -46,6 +47,13 @@ function field (out: string, name: string): string | undefined {
  * the uid bwrap runs as (bwrap nests two user namespaces, so uid_map inside cannot show it).
  */
 export async function runProbe (cfg: SpawnConfig, owner: { uid: number, gid: number } | undefined, hostUid: number): Promise<ProbeResult> {
+  for (const bin of [cfg.bwrapPath, cfg.prlimitPath]) {
+    try {
+      await access(bin, constants.X_OK)
+    } catch {
+      return { ok: false, reason: `${bin} is not installed or not executable: ${INSTALL_HINT}` }
+    }
+  }
   const root = await realpath(await mkdtemp(join(tmpdir(), 'tool-gateway-probe-')))
   try {
     if (owner !== undefined) await chown(root, owner.uid, owner.gid)

@@ -149,15 +149,12 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
       signalQuietly(-pid, 'SIGTERM')
       return
     }
-    // bwrap does not forward SIGTERM. The command is the session leader (--new-session) two levels
-    // below bwrap (bwrap -> namespace init -> sh): SIGTERM its process group, as a terminal would.
+    // bwrap does not forward SIGTERM. With --new-session the namespace's init (bwrap's child) leads
+    // the session and process group the command runs in; as pid 1 it ignores signals it has no
+    // handler for, so SIGTERM to that group reaches the command and its jobs only, as a terminal would.
     for (const init of await childPids(pid)) {
-      const cmd = (await childPids(init))[0]
       if (done) return
-      if (cmd !== undefined) {
-        signalQuietly(-cmd, 'SIGTERM')
-        return
-      }
+      if (signalQuietly(-init, 'SIGTERM')) return
     }
     if (!done) signalQuietly(pid, 'SIGTERM')
   }
