@@ -1,4 +1,4 @@
-import { assertScope, assertServerId } from './errors.js'
+import { assertScope, assertServerId, RegistryUnavailableError } from './errors.js'
 import type { ServerConfig } from './server-config.js'
 import type { RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredServer } from './types.js'
 
@@ -48,7 +48,8 @@ export class MemoryRegistryStore implements RegistryStore {
   }
 
   #checkOpen (): void {
-    if (this.#closed) throw new Error('registry store is closed')
+    // During shutdown a late request gets a 503, as with the Redis store.
+    if (this.#closed) throw new RegistryUnavailableError('registry unavailable: store is closed')
   }
 
   async list (scope: RegistryScope): Promise<StoredServer[]> {

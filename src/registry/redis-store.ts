@@ -215,7 +215,8 @@ export class RedisRegistryStore implements RegistryStore {
 
   /** Runs a command, turning every connection-level failure into RegistryUnavailableError. */
   async #run<T> (fn: () => Promise<T>): Promise<T> {
-    if (this.#closed) throw new Error('registry store is closed')
+    // During shutdown a late request gets a 503 like any other unreachable registry.
+    if (this.#closed) throw new RegistryUnavailableError('registry unavailable: store is closed')
     try {
       return await fn()
     } catch (err) {

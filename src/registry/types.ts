@@ -35,7 +35,7 @@ export type RegistryListener = (change: RegistryChange) => void
  *
  * Ids must match ID_PATTERN: callers validate them first, a store throws a RangeError on an
  * invalid id (a bug). The Redis store throws `RegistryUnavailableError` when Redis cannot be
- * reached; the memory store never does.
+ * reached; both throw it for calls after `close()` (a request racing shutdown gets a 503).
  */
 export interface RegistryStore {
   readonly backend: 'memory' | 'redis'

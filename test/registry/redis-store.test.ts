@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { Redis } from 'ioredis'
+import { createRegistryStore } from '../../src/registry/create-store.js'
 import { RegistryUnavailableError } from '../../src/registry/errors.js'
 import { createRedisRegistryStore, RedisRegistryStore, type RedisRegistryStoreOptions } from '../../src/registry/redis-store.js'
 import type { ServerConfig } from '../../src/registry/server-config.js'
@@ -70,6 +71,19 @@ if (!available) {
     const defaults = new RedisRegistryStore({ url: REDIS_URL })
     assert.equal(defaults.keyPrefix, 'tg:')
     await defaults.close()
+  })
+
+  test('createRegistryStore: Redis when REDIS_URL is set, with REDIS_KEY_PREFIX', TIMEOUT, async () => {
+    const keyPrefix = uniquePrefix()
+    const store = await createRegistryStore({ redisUrl: REDIS_URL, keyPrefix })
+    try {
+      assert.equal(store.backend, 'redis')
+      await store.put({ kind: 'global' }, 'x', config)
+      assert.equal(await countKeys(keyPrefix), 2)
+    } finally {
+      await store.close()
+      await deleteKeys(keyPrefix)
+    }
   })
 
   test('redis store: test keys are removed afterwards', TIMEOUT, async () => {

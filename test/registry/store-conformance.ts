@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { RegistryUnavailableError } from '../../src/registry/errors.js'
 import type { ServerConfig } from '../../src/registry/server-config.js'
 import type { RegistryChange, RegistryScope, RegistryStore } from '../../src/registry/types.js'
 
@@ -188,7 +189,8 @@ export function registryStoreConformance (label: string, factory: StoreFactory):
     await store.ping()
     await store.close()
     await store.close()
-    await assert.rejects(store.ping())
+    await assert.rejects(store.ping(), RegistryUnavailableError)
+    await assert.rejects(store.list(G), RegistryUnavailableError)
   })
 
   test(`${label}: two instances see each other's changes`, TIMEOUT, async (t) => {
