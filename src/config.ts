@@ -105,3 +105,19 @@ function parseValue (schema: Record<string, unknown>, value: string): { ok: true
 function splitList (value: string): string[] {
   return value.split(',').map((s) => s.trim()).filter((s) => s !== '')
 }
+
+/** The README's configuration table, generated from the schema (a test keeps them equal). */
+export function renderConfigTable (): string {
+  const rows = Object.values(ConfigSchema.properties).map((schema) => {
+    const s = schema as unknown as { env: string, description?: string, default?: unknown }
+    const def = s.default === undefined
+      ? 'unset'
+      : Array.isArray(s.default) && s.default.length === 0
+        ? 'unset'
+        : typeof s.default === 'object' && s.default !== null && Object.keys(s.default).length === 0
+          ? 'unset'
+          : `\`${String(s.default)}\``
+    return `| \`${s.env}\` | ${s.description ?? ''} | ${def} |`
+  })
+  return ['| variable | meaning | default |', '|---|---|---|', ...rows].join('\n')
+}

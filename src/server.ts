@@ -23,11 +23,10 @@ async function main (): Promise<void> {
   try {
     app = await buildApp(config)
   } catch (err) {
-    if (err instanceof DiscoveryError || err instanceof ConfigError || (err as { startupError?: boolean }).startupError === true) {
-      process.stderr.write(`tool-gateway: start-up failed: ${(err as Error).message}\n`)
-      process.exit(1)
-    }
-    throw err
+    // Discovery, sandbox probe, workspace and registry problems: say what is wrong, no stack.
+    const detail = err instanceof DiscoveryError || err instanceof ConfigError ? '' : `\n${(err as Error)?.stack ?? ''}`
+    process.stderr.write(`tool-gateway: start-up failed: ${(err as Error)?.message ?? String(err)}${config.logLevel === 'debug' || config.logLevel === 'trace' ? detail : ''}\n`)
+    process.exit(1)
   }
 
   closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {

@@ -3,7 +3,7 @@
  * directory under WORKSPACES_DIR (or an admin's root under WORKSPACE_BASES), the named read roots
  * the server exposes, and limits that can only be lowered.
  */
-import { realpathSync, mkdirSync, statSync } from 'node:fs'
+import { chmodSync, mkdirSync, realpathSync, statSync } from 'node:fs'
 import { chown, lstat, mkdir, realpath, stat } from 'node:fs/promises'
 import path from 'node:path'
 import type { Caller, WorkspaceLimits, WorkspaceRequest } from '../../tools/types.js'
@@ -37,8 +37,15 @@ export class WorkspaceManager {
 
   constructor (opts: WorkspaceManagerOptions) {
     // Configuration is validated once, at start-up, so a typo fails fast instead of per call.
-    mkdirSync(opts.workspacesDir, { recursive: true, mode: 0o700 })
+    // The sandbox runs as another uid and must traverse every directory down to the workspace
+    // it binds; execute-only (no read) keeps the tenant list private.
+    mkdirSync(opts.workspacesDir, { recursive: true, mode: opts.owner ? 0o711 : 0o700 })
     this.#workspacesDir = realpathSync(opts.workspacesDir)
+    if (opts.owner) {
+      const mode = statSync(this.#workspacesDir).mode & 0o777
+      if ((mode & 0o011) !== 0o011) chmodSync(this.#workspacesDir, mode | 0o011)
+      assertTraversable(this.#workspacesDir, opts.owner.uid)
+    }
     this.#bases = opts.workspaceBases.map((b) => realDir(b, `WORKSPACE_BASES entry ${b}`))
     const roots = new Map<string, string>()
     for (const [name, hostPath] of Object.entries(opts.readRoots)) {
@@ -161,4 +168,15 @@ function realDir (p: string, what: string): string {
   }
   if (!statSync(real).isDirectory()) throw new Error(`${what}: not a directory`)
   return real
+}
+
+/** Start-up check: a directory above WORKSPACES_DIR the sandbox uid cannot enter breaks every bash call. */
+function assertTraversable (dir: string, uid: number): void {
+  for (let current = path.dirname(dir); ; current = path.dirname(current)) {
+    const st = statSync(current)
+    if ((st.mode & 0o001) === 0 && st.uid !== uid) {
+      throw new Error(`WORKSPACES_DIR: the sandbox uid ${uid} cannot enter ${current} (mode ${(st.mode & 0o777).toString(8)}); give it o+x or move WORKSPACES_DIR`)
+    }
+    if (current === path.dirname(current)) return
+  }
 }
