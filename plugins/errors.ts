@@ -54,10 +54,10 @@ export default fp(async function errorsPlugin (app: FastifyInstance) {
     } else {
       request.log.info({ code, statusCode }, message)
     }
-    void reply.code(statusCode).type('application/json').send(errorBody(statusCode, code, message))
+    reply.code(statusCode).type('application/json').send(errorBody(statusCode, code, message))
   })
 
   app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).send(errorBody(404, 'GW_NOT_FOUND', `Route ${request.method} ${request.url.split('?')[0] ?? ''} not found`))
+    reply.code(404).send(errorBody(404, 'GW_NOT_FOUND', `Route ${request.method} ${request.url.split('?')[0] ?? ''} not found`))
   })
 }, { name: 'gateway-errors' })

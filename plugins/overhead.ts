@@ -20,6 +20,6 @@ export default fp(async function overheadPlugin (app: FastifyInstance) {
   })
   app.addHook('onSend', async (request, reply) => {
     const overhead = Math.max(0, performance.now() - request.startedAt - request.toolMs)
-    void reply.header('x-gateway-overhead-ms', overhead.toFixed(3))
+    reply.header('x-gateway-overhead-ms', overhead.toFixed(3))
   })
 }, { name: 'gateway-overhead' })

@@ -1,9 +1,8 @@
 import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource } from '../tools/source.js'
-import type { CallContext, ToolOutcome } from '../tools/types.js'
+import type { CallContext, Caller, ToolOutcome, WorkspaceRequest } from '../tools/types.js'
 import { KeyedMutex } from './keyed-mutex.js'
 import { ToolError } from './types.js'
 import type { BuiltinName, BuiltinTool, Workspace } from './types.js'
-import type { WorkspaceRequest, Caller } from '../tools/types.js'
 
 /** Resolves a request's workspace context to real paths (implemented by WorkspaceManager). */
 export interface WorkspaceResolver {
