@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto'
 import { createSandbox } from '../../src/builtin/sandbox/create-sandbox.js'
 import type { ExecResult, Sandbox } from '../../src/builtin/sandbox/types.js'
 import type { Workspace } from '../../src/builtin/types.js'
+import { ProcessManager } from '../../src/builtin/processes/process-manager.js'
 
 // A uid no other test file uses, so the fork bomb's RLIMIT_NPROC budget (counted per host uid) is its own.
 const UID = 61_234
@@ -60,16 +61,16 @@ async function run (command: string, timeoutMs = 20_000): Promise<ExecResult> {
   return await sandbox.exec({ workspace: ws, command, cwd: ws.root, timeoutMs, maxOutputBytes: 65536 })
 }
 
-/** Host processes (outside any namespace view) whose argv contains `marker`. */
-async function hostProcessesWith (marker: string): Promise<number[]> {
+/** Host processes (outside any namespace view) whose whole argv is `cmd` (not a shell or bwrap mentioning it). */
+async function hostProcessesWith (cmd: string): Promise<number[]> {
   const found: number[] = []
   for (const name of await readdir('/proc')) {
     if (!/^\d+$/.test(name)) continue
     try {
-      const cmd = (await readFile(`/proc/${name}/cmdline`, 'utf8')).split('\0').join(' ')
+      const argv = (await readFile(`/proc/${name}/cmdline`, 'utf8')).split('\0').filter(Boolean).join(' ')
       const st = (await readFile(`/proc/${name}/stat`, 'utf8'))
       const state = st.slice(st.lastIndexOf(')') + 2, st.lastIndexOf(')') + 3)
-      if (cmd.includes(marker) && state !== 'Z') found.push(Number(name))
+      if (argv === cmd && state !== 'Z') found.push(Number(name))
     } catch {}
   }
   return found
@@ -126,8 +127,9 @@ test('another workspace cannot be read by relative or absolute path', async () =
 })
 
 test('host files outside the curated system are absent: /etc/shadow, /root, the project', async () => {
-  const r = await run('cat /etc/shadow; ls /root; ls /work; head -c 100 /etc/passwd')
+  const r = await run('cat /etc/shadow; ls /root; ls /work; ls /etc/ssl/private; head -c 100 /etc/passwd')
   assert.match(r.stderr, /\/etc\/shadow: No such file or directory/)
+  assert.match(r.stderr, /\/etc\/ssl\/private': No such file or directory/)
   assert.ok(!r.stdout.includes('root:x:0:0:root:/root:/bin/bash'), 'the host passwd is visible')
   assert.ok(!existsSync('/etc/shadow') || !r.stdout.includes('root:$'))
 })
@@ -219,6 +221,18 @@ test('orphans die with the sandbox: setsid nohup after exec returns, and after a
   assert.equal(r2.timedOut, true)
   assert.deepEqual(await hostProcessesWith(`sleep ${m2}`), [])
   assert.deepEqual(await hostProcessesOfUid(UID), [])
+})
+
+test('a stopped background process takes its setsid orphans with it', async (t) => {
+  const pm = new ProcessManager({ sandbox, reapIntervalMs: 0, stopGraceMs: 300 })
+  t.after(async () => { await pm.killAll() })
+  const marker = `${5000 + Math.floor(Math.random() * 900)}.5`
+  const s = await pm.start(ws, { command: `setsid nohup sleep ${marker} >/dev/null 2>&1 & echo spawned; sleep 300`, cwd: ws.root, workingDirectory: '.' })
+  for (let i = 0; i < 500 && (await hostProcessesWith(`sleep ${marker}`)).length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+  assert.equal((await hostProcessesWith(`sleep ${marker}`)).length, 1, 'the orphan should be running before stop')
+  const stopped = await pm.stop(ws, s.processId)
+  assert.equal(stopped.status, 'STOPPED')
+  assert.deepEqual(await hostProcessesWith(`sleep ${marker}`), [])
 })
 
 test('no controlling terminal to inject into: the command runs in its own session (TIOCSTI)', async () => {

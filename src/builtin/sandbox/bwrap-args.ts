@@ -12,7 +12,9 @@ export const HOST_ETC_ENTRIES = [
   '/etc/ld.so.conf',
   '/etc/ld.so.conf.d',
   '/etc/alternatives',
-  '/etc/ssl',
+  // Not all of /etc/ssl: /etc/ssl/private holds host keys.
+  '/etc/ssl/certs',
+  '/etc/ssl/openssl.cnf',
   '/etc/ca-certificates',
   '/etc/ca-certificates.conf',
   '/etc/localtime',
