@@ -7,13 +7,15 @@ import type { Config } from './config.js'
 import { formatValidationErrors } from './schemas/error-format.js'
 import { createServices } from './services.js'
 import type { ServiceOverrides, Services } from './services.js'
-import callerPlugin from '../plugins/caller.js'
+import authPlugin from '../plugins/auth.js'
 import docsPlugin from '../plugins/docs.js'
 import errorsPlugin from '../plugins/errors.js'
 import gatewayPlugin from '../plugins/gateway.js'
 import overheadPlugin from '../plugins/overhead.js'
+import rateLimitPlugin from '../plugins/rate-limit.js'
 import healthRoutes from '../routes/health.js'
 import invokeRoutes from '../routes/invoke.js'
+import registryRoutes from '../routes/registry.js'
 import toolsRoutes from '../routes/tools.js'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => void
@@ -59,16 +61,39 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   addFormats(bodyAjv)
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : queryAjv).compile(schema))
 
+  // An empty body with a JSON content type (curl -X DELETE -H 'content-type: application/json')
+  // is "no body", not malformed JSON; routes that need a body still reject it by schema.
+  const jsonParser = app.getDefaultJsonParser('error', 'error')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = body.toString()
+    if (text.trim() === '') {
+      done(null, undefined)
+      return
+    }
+    jsonParser(request, text, done)
+  })
+
   const services = opts.services ?? await createServices(config, app.log, opts.overrides)
 
   await app.register(errorsPlugin)
   await app.register(docsPlugin)
   await app.register(gatewayPlugin, { services })
-  await app.register(callerPlugin)
+  // Before auth: a request refused by auth or the rate limit still gets its overhead header right.
   await app.register(overheadPlugin)
+  await app.register(authPlugin, { apiKeys: config.apiKeys, apiKeysFile: config.apiKeysFile })
+  // After auth (buckets are per tenant) and before every route (it hooks routes as they are added).
+  await app.register(rateLimitPlugin, {
+    perMinute: config.rateLimitPerMinute,
+    maxConcurrent: config.maxConcurrentPerTenant,
+    batchConcurrency: config.batchConcurrency,
+    redisUrl: config.redisUrl,
+    redisKeyPrefix: config.redisKeyPrefix
+  })
 
   await app.register(healthRoutes)
   await app.register(toolsRoutes)
   await app.register(invokeRoutes)
+  await app.register(registryRoutes)
   return app
 }

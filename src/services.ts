@@ -1,23 +1,48 @@
+import { readFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import { createBuiltins } from './builtin/index.js'
 import type { Builtins } from './builtin/index.js'
 import type { Config } from './config.js'
+import { DiscoveryError } from './discovery/modules.js'
 import { Gateway } from './gateway.js'
 import { FunctionSource } from './functions/source.js'
 import { loadFunctions } from './functions/loader.js'
 import { LocalMcpSource } from './local-mcp/source.js'
 import { loadLocalMcpServices } from './local-mcp/loader.js'
+import { encodeUserServiceName } from './naming/names.js'
+import { createRegistryStore } from './registry/create-store.js'
+import { ServerRegistry } from './registry/registry-service.js'
+import { secretBoxFromEnv } from './registry/secrets.js'
+import type { RegistryStore } from './registry/types.js'
+import { PoolConnector } from './remote-mcp/connector.js'
+import { RegistryDirectory } from './remote-mcp/directory.js'
+import { McpClientPool } from './remote-mcp/pool.js'
+import type { McpClientPoolStats } from './remote-mcp/pool.js'
 import { RemoteMcpSource } from './remote-mcp/source.js'
 import type { McpConnector, ServerDirectory } from './remote-mcp/source.js'
+import { createEgressPolicy, guardedFetch } from './remote-mcp/ssrf.js'
 import { ToolRouter } from './tools/router.js'
 import type { ToolSource } from './tools/source.js'
+import type { Route } from './tools/types.js'
 
 /** The logger the domain uses (pino's interface, so Fastify's logger fits). */
 export interface Logger {
-  info: (obj: unknown, msg?: string) => void
-  warn: (obj: unknown, msg?: string) => void
-  error: (obj: unknown, msg?: string) => void
-  debug: (obj: unknown, msg?: string) => void
+  info: (obj: any, msg?: string) => void
+  warn: (obj: any, msg?: string) => void
+  error: (obj: any, msg?: string) => void
+  debug: (obj: any, msg?: string) => void
+}
+
+/** GET /status: AI4J's getGatewayStatus shape plus the sandbox and the registry backend. */
+export interface GatewayStatus {
+  totalClients: number
+  globalClients: number
+  userClients: number
+  connectedClients: number
+  totalTools: number
+  clients: McpClientPoolStats['clients']
+  sandbox: { mode: string, probe: unknown, warning: string | null }
+  registry: { backend: 'memory' | 'redis', secretsEncrypted: boolean }
 }
 
 /** Everything the HTTP layer needs, built once per process from the config. */
@@ -25,10 +50,12 @@ export interface Services {
   config: Config
   gateway: Gateway
   router: ToolRouter
+  registry: ServerRegistry
   functions: FunctionSource
   localMcp: LocalMcpSource
   /** Tier 1 internals (sandbox, processes), absent when a test supplies its own built-in source. */
   builtins: Builtins | undefined
+  status: () => GatewayStatus
   /** Closes every resource (MCP clients, processes, Redis) within a bounded time. */
   close: () => Promise<void>
 }
@@ -36,6 +63,9 @@ export interface Services {
 /** Parts tests (or embedders) may supply instead of the defaults built from the config. */
 export interface ServiceOverrides {
   builtin?: ToolSource
+  /** The registry store (tests share one between two apps to act as two instances). */
+  store?: RegistryStore
+  /** Replaces the registry directory and the client pools (router tests with in-process servers). */
   directory?: ServerDirectory
   connector?: McpConnector
 }
@@ -45,9 +75,31 @@ const EXAMPLES = {
   mcpServices: fileURLToPath(new URL('../examples/mcp-services', import.meta.url))
 }
 
-/** Start-up discovery and wiring (SPEC 1 "scan"): throws DiscoveryError / ConfigError to stop start-up. */
+/** A start-up problem the process reports and exits on (no stack trace needed). */
+export class StartupError extends Error {
+  constructor (message: string) {
+    super(message)
+    this.name = 'StartupError'
+  }
+}
+
+/** Start-up discovery and wiring (SPEC 1 "scan"). Throws to stop start-up, naming the problem. */
 export async function createServices (config: Config, logger: Logger, overrides: ServiceOverrides = {}): Promise<Services> {
   const closers: Array<() => Promise<void>> = []
+  const close = async (): Promise<void> => {
+    for (const fn of closers.splice(0).reverse()) {
+      await fn().catch((err: unknown) => logger.error({ err }, 'error while closing'))
+    }
+  }
+  try {
+    return await build(config, logger, overrides, closers, close)
+  } catch (err) {
+    await close()
+    throw err
+  }
+}
+
+async function build (config: Config, logger: Logger, overrides: ServiceOverrides, closers: Array<() => Promise<void>>, close: () => Promise<void>): Promise<Services> {
   const functionDirs = [...(config.loadExamples ? [EXAMPLES.functions] : []), ...config.functionsDirs]
   const serviceDirs = [...(config.loadExamples ? [EXAMPLES.mcpServices] : []), ...config.mcpServicesDirs]
 
@@ -62,36 +114,106 @@ export async function createServices (config: Config, logger: Logger, overrides:
   let builtins: Builtins | undefined
   if (!builtin) {
     builtins = await createBuiltins(config, logger)
-    closers.push(async () => await builtins?.close())
+    const b = builtins
+    closers.push(async () => await b.close())
     builtin = builtins.source
   }
 
-  const remoteOpts = { listDeadlineMs: config.mcpListTimeoutMs, callTimeoutMs: config.mcpCallTimeoutMs }
-  const sources: Partial<Record<string, ToolSource>> = {
-    builtin,
-    local_mcp: localMcp,
-    function: functions
+  // Remote MCP (tiers 2 and 5): registry store, secrets, SSRF policy, client pools.
+  const box = secretBoxFromEnv({ SECRETS_KEY: config.secretsKey, SECRETS_KEY_PREVIOUS: config.secretsKeyPrevious })
+  if (!box.ok) throw new StartupError(box.message)
+  let egress
+  try {
+    egress = createEgressPolicy(config.egressAllow)
+  } catch (err) {
+    throw new StartupError(`EGRESS_ALLOW: ${(err as Error).message}`)
   }
-  if (overrides.directory && overrides.connector) {
-    sources.user_mcp = new RemoteMcpSource('user_mcp', overrides.directory, overrides.connector, remoteOpts)
-    sources.global_mcp = new RemoteMcpSource('global_mcp', overrides.directory, overrides.connector, remoteOpts)
+  const store = overrides.store ?? await createRegistryStore({ redisUrl: config.redisUrl, keyPrefix: config.redisKeyPrefix })
+  if (!overrides.store) closers.push(async () => await store.close())
+  if (!box.box.encrypted) {
+    const level = store.backend === 'redis' ? 'warn' : 'info'
+    logger[level]({ registry: store.backend }, store.backend === 'redis'
+      ? '!!! SECRETS_KEY is not set: MCP server headers and env values are stored in Redis in PLAINTEXT'
+      : 'SECRETS_KEY is not set: secrets of registered servers are kept unencrypted in memory')
+  }
+  const registry = new ServerRegistry(store, box.box, egress)
+
+  const poolOptions = {
+    connectTimeoutMs: config.mcpConnectTimeoutMs,
+    listTimeoutMs: config.mcpListTimeoutMs,
+    callTimeoutMs: config.mcpCallTimeoutMs,
+    idleMs: config.mcpIdleMs,
+    maxClients: config.mcpMaxClients,
+    toolsTtlMs: config.mcpToolsTtlMs,
+    clientInfo: { name: 'tool-gateway', version: '0.1.0' },
+    logger
+  }
+  const tenantFetch = guardedFetch(egress, { connectTimeoutMs: config.mcpConnectTimeoutMs })
+  closers.push(async () => await tenantFetch.close())
+  const pools = {
+    tenant: new McpClientPool({ ...poolOptions, fetch: tenantFetch }),
+    global: new McpClientPool(poolOptions)
+  }
+  closers.push(async () => { await Promise.all([pools.tenant.close(), pools.global.close()]) })
+  let directory = overrides.directory
+  if (!directory) {
+    const dir = new RegistryDirectory(store, box.box, {
+      logger,
+      // A change anywhere (any instance) drops that server's client here: a removal disconnects it.
+      onServerChanged: (scope, serverId) => {
+        if (scope.kind === 'global') void pools.global.invalidate(serverId)
+        else void pools.tenant.invalidate(encodeUserServiceName(scope.userId, serverId))
+      },
+      onResync: () => {
+        void pools.global.invalidate(() => true)
+        void pools.tenant.invalidate(() => true)
+      }
+    })
+    closers.push(async () => dir.close())
+    directory = dir
+  }
+  const connector = overrides.connector ?? new PoolConnector(pools)
+
+  if (config.mcpServersFile) {
+    let document: unknown
+    try {
+      document = JSON.parse(await readFile(config.mcpServersFile, 'utf8'))
+    } catch (err) {
+      throw new StartupError(`MCP_SERVERS_FILE ${config.mcpServersFile}: ${(err as Error).message}`)
+    }
+    const { loaded, problems } = await registry.loadServersFile(document, config.mcpServersFile)
+    if (problems.length > 0) throw new DiscoveryError('MCP_SERVERS_FILE could not be loaded', problems)
+    logger.info({ servers: loaded, file: config.mcpServersFile }, 'global MCP servers loaded')
   }
 
+  const remoteOpts = { listDeadlineMs: config.mcpListTimeoutMs, callTimeoutMs: config.mcpCallTimeoutMs }
+  const sources: Partial<Record<Route, ToolSource>> = {
+    builtin,
+    user_mcp: new RemoteMcpSource('user_mcp', directory, connector, remoteOpts),
+    local_mcp: localMcp,
+    function: functions,
+    global_mcp: new RemoteMcpSource('global_mcp', directory, connector, remoteOpts)
+  }
   const router = new ToolRouter({ sources, outputMaxChars: config.outputMaxChars })
   const gateway = new Gateway(config, router)
-  logger.info({ functions: functions.size, localMcpTools: localMcp.size, localMcpServices: localMcp.serviceNames }, 'tools discovered')
+  logger.info({ functions: functions.size, localMcpTools: localMcp.size, localMcpServices: localMcp.serviceNames, registry: store.backend }, 'tools discovered')
 
-  return {
-    config,
-    gateway,
-    router,
-    functions,
-    localMcp,
-    builtins,
-    close: async () => {
-      for (const close of closers.reverse()) {
-        await close().catch((err: unknown) => logger.error({ err }, 'error while closing'))
-      }
+  const status = (): GatewayStatus => {
+    const g = pools.global.stats()
+    const u = pools.tenant.stats()
+    const clients = { ...g.clients, ...u.clients }
+    const sandbox = builtins?.sandbox
+    return {
+      totalClients: g.totalClients + u.totalClients,
+      globalClients: g.totalClients,
+      userClients: u.totalClients,
+      connectedClients: g.connectedClients + u.connectedClients,
+      totalTools: Object.values(clients).reduce((n, c) => n + c.tools, 0),
+      clients,
+      sandbox: { mode: sandbox?.mode ?? 'external', probe: sandbox?.probe ?? null, warning: sandbox?.warning ?? null },
+      registry: { backend: store.backend, secretsEncrypted: box.box.encrypted }
     }
   }
+
+  return { config, gateway, router, registry, functions, localMcp, builtins, status, close }
 }

@@ -16,6 +16,10 @@ export interface RemoteServer {
     timeoutMs?: number
     disabledTools?: string[]
   }
+  /** The registry scope it was read from (the connector picks the SSRF-guarded pool for tenants). */
+  scope?: DirectoryScope
+  /** Set when the entry cannot be used (e.g. its secrets cannot be decrypted): listed as unavailable. */
+  error?: string
 }
 
 /** Where registered servers are read from (the RegistryStore). */
@@ -86,6 +90,7 @@ export class RemoteMcpSource implements ToolSource {
   /** Lists each server in parallel, each against its own deadline. */
   async #listServers (servers: RemoteServer[], scope: Scope): Promise<{ listed: ServerTools[], unavailable: Unavailable[] }> {
     const settled = await Promise.all(servers.map(async (server) => {
+      if (server.error !== undefined) return { server, error: server.error }
       if (server.config.enabled === false) return { server, error: 'The server is disabled' }
       try {
         const tools = await withTimeout(
@@ -165,6 +170,15 @@ export class RemoteMcpSource implements ToolSource {
       }
     }
     return undefined
+  }
+
+  /** One server's tools as MCP Tool objects (GET /users/{u}/mcp/servers/{s}/tools). */
+  async serverTools (serverId: string, scope: Scope): Promise<{ ok: true, tools: Tool[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }> {
+    const server = (await this.#servers(scope)).find((s) => s.serverId === serverId)
+    if (!server) return { ok: false, reason: 'not-found', message: `No server '${serverId}' is registered ${this.route === 'user_mcp' ? 'for this tenant' : 'globally'}` }
+    const { listed, unavailable } = await this.#listServers([server], scope)
+    if (listed[0]) return { ok: true, tools: listed[0].tools }
+    return { ok: false, reason: 'unavailable', message: `Server '${serverId}' could not be listed: ${unavailable[0]?.reason ?? 'unknown error'}` }
   }
 
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {

@@ -237,6 +237,15 @@ export class ToolRouter {
     return { tools, diagnostics }
   }
 
+  /** A remote server's live tool list, for debugging with curl. */
+  async liveTools (route: 'user_mcp' | 'global_mcp', serverId: string, scope: Scope): Promise<{ ok: true, tools: unknown[] } | { ok: false, error: HttpError }> {
+    const source = this.#source(route)
+    if (!source?.serverTools) return { ok: false, error: new HttpError('GW_SERVER_NOT_FOUND', 'No remote MCP servers are configured') }
+    const result = await source.serverTools(serverId, scope)
+    if (result.ok) return { ok: true, tools: result.tools }
+    return { ok: false, error: new HttpError(result.reason === 'not-found' ? 'GW_SERVER_NOT_FOUND' : 'GW_UPSTREAM_ERROR', result.message) }
+  }
+
   /** Every name each tier could offer the tenant, with shadowing (GET /catalog). */
   async catalog (scope: Scope): Promise<{ tools: CatalogRow[], unavailable: Unavailable[] }> {
     const rows: CatalogRow[] = []

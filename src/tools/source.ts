@@ -62,6 +62,8 @@ export interface ToolSource {
   resolve: (name: string, scope: Scope) => Promise<CatalogEntry | undefined>
   /** Runs the tool. Arguments were already validated against `entry.spec.inputSchema`. */
   call: (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext) => Promise<ToolOutcome>
+  /** Sources of servers (tiers 2 and 5): one server's live tool list, for debugging. */
+  serverTools?: (serverId: string, scope: Scope) => Promise<{ ok: true, tools: unknown[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }>
 }
 
 export function sameEntry (a: CatalogEntry, b: CatalogEntry): boolean {

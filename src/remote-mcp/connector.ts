@@ -1,0 +1,46 @@
+import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
+import type { ServerConfig } from '../registry/server-config.js'
+import type { McpClientPool } from './pool.js'
+import type { McpConnector, RemoteServer } from './source.js'
+import type { ConnectSpec } from './transports.js'
+
+/** The transport part of a (decrypted) server config. */
+export function toConnectSpec (config: ServerConfig): ConnectSpec {
+  return {
+    type: config.type,
+    ...(config.url !== undefined ? { url: config.url } : {}),
+    ...(config.headers !== undefined ? { headers: config.headers } : {}),
+    ...(config.command !== undefined ? { command: config.command } : {}),
+    ...(config.args !== undefined ? { args: config.args } : {}),
+    ...(config.env !== undefined ? { env: config.env } : {}),
+    ...(config.timeoutMs !== undefined ? { timeoutMs: config.timeoutMs } : {})
+  }
+}
+
+/**
+ * Connects the remote sources to the client pools. Tenant servers go through a pool whose
+ * fetch is SSRF-guarded (checked against the address actually dialled); global servers are
+ * the operator's and use a plain pool.
+ */
+export class PoolConnector implements McpConnector {
+  readonly #tenantPool: McpClientPool
+  readonly #globalPool: McpClientPool
+
+  constructor (pools: { tenant: McpClientPool, global: McpClientPool }) {
+    this.#tenantPool = pools.tenant
+    this.#globalPool = pools.global
+  }
+
+  #pool (server: RemoteServer): McpClientPool {
+    return server.scope?.kind === 'global' ? this.#globalPool : this.#tenantPool
+  }
+
+  async listTools (key: string, server: RemoteServer, opts: { signal: AbortSignal, timeoutMs: number }): Promise<Tool[]> {
+    const signal = AbortSignal.any([opts.signal, AbortSignal.timeout(opts.timeoutMs)])
+    return await this.#pool(server).listTools(key, toConnectSpec(server.config as ServerConfig), { signal })
+  }
+
+  async callTool (key: string, server: RemoteServer, name: string, args: Record<string, unknown>, opts: { signal: AbortSignal, timeoutMs: number }): Promise<CallToolResult> {
+    return await this.#pool(server).callTool(key, toConnectSpec(server.config as ServerConfig), name, args, opts)
+  }
+}

@@ -1,0 +1,106 @@
+import type { Logger } from '../services.js'
+import { secretContext } from '../registry/secrets.js'
+import type { SecretBox } from '../registry/secrets.js'
+import type { RegistryChange, RegistryScope, RegistryStore } from '../registry/types.js'
+import type { RemoteServer, ServerDirectory } from './source.js'
+
+interface CacheEntry {
+  servers: RemoteServer[]
+  fresh: boolean
+}
+
+export interface DirectoryOptions {
+  /** Called when a server's registry entry changed or was removed (any instance): drop its client. */
+  onServerChanged: (scope: RegistryScope, serverId: string) => void
+  /** Called when this instance may have missed changes: drop every client. */
+  onResync: () => void
+  logger: Logger
+}
+
+function scopeKey (scope: RegistryScope): string {
+  return scope.kind === 'global' ? 'g' : `u:${scope.userId}`
+}
+
+/**
+ * The registry as the remote sources read it: decrypted configs, cached per scope and
+ * invalidated by the store's change events (from every instance, over pub/sub). When the
+ * store is unreachable, the last known servers of a scope keep serving (stale-if-error), so
+ * a Redis outage does not take down tools that were already known.
+ */
+export class RegistryDirectory implements ServerDirectory {
+  readonly #store: RegistryStore
+  readonly #box: SecretBox
+  readonly #opts: DirectoryOptions
+  readonly #cache = new Map<string, CacheEntry>()
+  readonly #inflight = new Map<string, Promise<RemoteServer[]>>()
+  readonly #unsubscribe: () => void
+
+  constructor (store: RegistryStore, box: SecretBox, opts: DirectoryOptions) {
+    this.#store = store
+    this.#box = box
+    this.#opts = opts
+    this.#unsubscribe = store.subscribe((change) => this.#onChange(change))
+  }
+
+  #onChange (change: RegistryChange): void {
+    if (change.op === 'resync') {
+      for (const entry of this.#cache.values()) entry.fresh = false
+      this.#inflight.clear()
+      this.#opts.onResync()
+      return
+    }
+    const key = scopeKey(change.scope)
+    const entry = this.#cache.get(key)
+    if (entry) entry.fresh = false
+    this.#inflight.delete(key)
+    this.#opts.onServerChanged(change.scope, change.serverId)
+  }
+
+  async list (scope: RegistryScope): Promise<RemoteServer[]> {
+    const key = scopeKey(scope)
+    const cached = this.#cache.get(key)
+    if (cached?.fresh) return cached.servers
+    let pending = this.#inflight.get(key)
+    if (!pending) {
+      pending = this.#load(scope)
+      this.#inflight.set(key, pending)
+      // Only the load that is still current may fill the cache; a change during the load
+      // removed it from #inflight, so its (possibly stale) result is not kept.
+      pending.then((servers) => {
+        if (this.#inflight.get(key) === pending) {
+          this.#cache.set(key, { servers, fresh: true })
+          this.#inflight.delete(key)
+        }
+      }, () => {
+        if (this.#inflight.get(key) === pending) this.#inflight.delete(key)
+      })
+    }
+    try {
+      return await pending
+    } catch (err) {
+      if (cached) {
+        this.#opts.logger.warn({ err, scope: key }, 'registry unreachable: serving the last known servers')
+        return cached.servers
+      }
+      throw err
+    }
+  }
+
+  async #load (scope: RegistryScope): Promise<RemoteServer[]> {
+    const stored = await this.#store.list(scope)
+    return stored.map((s) => {
+      const opened = this.#box.openConfig(s.config, secretContext(scope, s.serverId))
+      if (!opened.ok) {
+        this.#opts.logger.error({ scope: scopeKey(scope), serverId: s.serverId, reason: opened.reason }, 'cannot decrypt a server config')
+        return { serverId: s.serverId, config: s.config, scope, error: `Its stored secrets cannot be decrypted (${opened.reason}); re-register it` }
+      }
+      return { serverId: s.serverId, config: opened.config, scope }
+    })
+  }
+
+  close (): void {
+    this.#unsubscribe()
+    this.#cache.clear()
+    this.#inflight.clear()
+  }
+}

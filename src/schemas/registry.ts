@@ -1,0 +1,50 @@
+import { Type } from '@sinclair/typebox'
+import { ServerConfigInputSchema, ServerConfigSchema } from '../registry/server-config.js'
+import { IdString } from './common.js'
+
+export const ServerParams = Type.Object({ serverId: IdString })
+export const UserParams = Type.Object({ userId: IdString })
+export const UserServerParams = Type.Object({ userId: IdString, serverId: IdString })
+
+// Without $id: each route compiles its own copy, and Ajv refuses an $id registered twice.
+const { $id: _configId, ...ServerConfigShape } = ServerConfigSchema
+const { $id: _inputId, ...ServerConfigInputShape } = ServerConfigInputSchema
+
+export const ServerView = Type.Object({
+  serverId: Type.String(),
+  config: ServerConfigShape as typeof ServerConfigSchema,
+  updatedAt: Type.String()
+}, { description: 'A registered server; header and env values are masked' })
+
+export const ServerList = Type.Object({ servers: Type.Array(ServerView) })
+
+export const PutServerBody = ServerConfigInputShape as typeof ServerConfigInputSchema
+
+export const PutServerResponse = Type.Object({
+  serverId: Type.String(),
+  created: Type.Boolean(),
+  version: Type.Integer({ description: 'The scope version after the write' }),
+  server: ServerView
+})
+
+export const DeleteServerResponse = Type.Object({
+  serverId: Type.String(),
+  deleted: Type.Literal(true),
+  version: Type.Integer()
+})
+
+export const LiveToolsResponse = Type.Object({
+  serverId: Type.String(),
+  tools: Type.Array(Type.Object({}, { additionalProperties: true }), { description: 'The server\'s tools/list, as MCP Tool objects' })
+})
+
+export const StatusResponse = Type.Object({
+  totalClients: Type.Integer(),
+  globalClients: Type.Integer(),
+  userClients: Type.Integer(),
+  connectedClients: Type.Integer(),
+  totalTools: Type.Integer(),
+  clients: Type.Record(Type.String(), Type.Object({}, { additionalProperties: true })),
+  sandbox: Type.Object({ mode: Type.String(), probe: Type.Unknown(), warning: Type.Union([Type.String(), Type.Null()]) }),
+  registry: Type.Object({ backend: Type.String(), secretsEncrypted: Type.Boolean() })
+})
