@@ -35,15 +35,19 @@ async function main (): Promise<void> {
     await app.close()
   })
 
-  const open = !config.apiKeys && !config.apiKeysFile
+  // The auth plugin decides (a key file with no key is a start-up error, never open mode).
+  const open = app.authMode === 'open'
   const host = config.host ?? (open ? '127.0.0.1' : '0.0.0.0')
   await app.listen({ port: config.port, host })
   const address = app.server.address()
   const port = typeof address === 'object' && address ? address.port : config.port
   if (open) {
     app.log.warn('No API keys configured: running OPEN (every caller is admin) for local development; bound to %s', host)
+  } else {
+    app.log.info(`API keys required (Authorization: Bearer <key>): ${app.apiKeyCounts.admin} admin, ${app.apiKeyCounts.tenant} tenant key(s)`)
   }
-  app.log.info(`tool-gateway listening on http://${host}:${port}  try: curl 'http://${host}:${port}/tools?functions=current_time,calculate'`)
+  const auth = open ? '' : " -H 'authorization: Bearer <key>'"
+  app.log.info(`tool-gateway listening on http://${host}:${port}  try: curl${auth} 'http://${host}:${port}/tools?functions=current_time,calculate'`)
 }
 
 main().catch((err: unknown) => {

@@ -1,0 +1,110 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { loadApiKeys } from '../src/auth/api-keys.js'
+import type { ApiKeys } from '../src/auth/api-keys.js'
+import { HttpError } from '../src/errors.js'
+import type { Caller } from '../src/tools/types.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** `open`: no key configured, every caller is admin (local development). `keyed`: Bearer keys required. */
+    authMode: 'open' | 'keyed'
+    /** How many keys of each kind are configured (counts only; for the start-up announcement). */
+    apiKeyCounts: { admin: number, tenant: number }
+  }
+  interface FastifyRequest {
+    /** Who is calling: set before any route runs. */
+    caller: Caller
+    /** The non-reversible id of the key that authenticated the request (rate-limit buckets); undefined when open or public. */
+    apiKeyId: string | undefined
+  }
+}
+
+/**
+ * Routes anyone may call without a key: health, readiness, metrics and the API docs. An entry
+ * ending in `/*` also covers everything under it (Swagger UI's assets). Matched against the
+ * route pattern Fastify resolved, not the raw URL, so `/healthz/../tools` or `/docs%2F..`
+ * tricks cannot reach a private route as "public".
+ */
+export const PUBLIC_ROUTES: readonly string[] = ['/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/docs/*']
+
+/** Whether a request targets a public route (GET/HEAD only). */
+export function isPublicRoute (request: FastifyRequest, publicRoutes: readonly string[] = PUBLIC_ROUTES): boolean {
+  if (request.method !== 'GET' && request.method !== 'HEAD') return false
+  const url = request.routeOptions.url
+  if (url === undefined) return false
+  return publicRoutes.some((p) => p.endsWith('/*') ? url === p.slice(0, -2) || url.startsWith(p.slice(0, -1)) : url === p)
+}
+
+/** Longer Authorization headers are refused before any hashing (keys are at most 512 chars). */
+export const MAX_AUTHORIZATION_LENGTH = 8 * 1024
+
+const REALM = 'Bearer realm="tool-gateway"'
+
+export interface AuthPluginOptions {
+  /** API_KEYS / API_KEYS_FILE as in the config; neither set = open mode. */
+  apiKeys?: string | undefined
+  apiKeysFile?: string | undefined
+  /** Override of PUBLIC_ROUTES (e.g. without `/metrics` when metrics need a key). */
+  publicRoutes?: readonly string[]
+}
+
+function refuse (reply: FastifyReply, error: 'invalid_request' | 'invalid_token' | undefined, code: 'GW_UNAUTHORIZED' | 'GW_BAD_REQUEST', message: string): HttpError {
+  // RFC 6750 section 3: every refusal names the scheme; error= says what was wrong.
+  reply.header('www-authenticate', error === undefined ? REALM : `${REALM}, error="${error}"`)
+  return new HttpError(code, message)
+}
+
+/**
+ * Authenticates every request and sets `request.caller` (SPEC 6). Without configured keys the
+ * gateway runs open: every caller is admin. With keys, every non-public route needs
+ * `Authorization: Bearer <key>`; an admin key acts for any tenant, a tenant key only as its
+ * userId (tenancy.ts enforces that where a userId is named). The key is never logged: failure
+ * messages say what was wrong, not what was sent.
+ */
+export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPluginOptions) {
+  const keys: ApiKeys = await loadApiKeys({ apiKeys: opts.apiKeys, apiKeysFile: opts.apiKeysFile })
+  const publicRoutes = opts.publicRoutes ?? PUBLIC_ROUTES
+  const open = keys.size === 0
+  app.decorate('authMode', open ? 'open' as const : 'keyed' as const)
+  app.decorate('apiKeyCounts', keys.counts())
+  app.decorateRequest('caller', null as unknown as Caller)
+  app.decorateRequest('apiKeyId', undefined)
+
+  if (open) {
+    app.addHook('onRequest', async (request) => {
+      request.caller = { userId: undefined, isAdmin: true }
+    })
+    return
+  }
+
+  app.addHook('onRequest', async (request, reply) => {
+    // Public routes act as nobody: not admin, no tenant.
+    request.caller = { userId: undefined, isAdmin: false }
+    if (isPublicRoute(request, publicRoutes)) return
+
+    const header: unknown = request.headers.authorization
+    if (header === undefined || header === '') {
+      throw refuse(reply, undefined, 'GW_UNAUTHORIZED', 'Missing Authorization header: send Authorization: Bearer <API key>')
+    }
+    // Node's HTTP parser refuses CR/LF and keeps one Authorization header; other entry points
+    // (inject, proxies, HTTP/2) may not, so both are checked here too.
+    if (typeof header !== 'string') throw refuse(reply, 'invalid_request', 'GW_BAD_REQUEST', 'More than one Authorization header')
+    if (header.length > MAX_AUTHORIZATION_LENGTH) throw refuse(reply, 'invalid_request', 'GW_BAD_REQUEST', `Authorization header longer than ${MAX_AUTHORIZATION_LENGTH} bytes`)
+    // eslint-disable-next-line no-control-regex
+    if (/[\u0000-\u001f\u007f]/.test(header)) throw refuse(reply, 'invalid_request', 'GW_BAD_REQUEST', 'Control characters in the Authorization header')
+
+    const space = header.indexOf(' ')
+    const scheme = space < 0 ? header : header.slice(0, space)
+    if (scheme.toLowerCase() !== 'bearer') throw refuse(reply, undefined, 'GW_UNAUTHORIZED', 'Unsupported Authorization scheme: use Bearer')
+    const token = space < 0 ? '' : header.slice(space + 1).trim()
+    if (token === '') throw refuse(reply, 'invalid_token', 'GW_UNAUTHORIZED', 'Empty API key')
+
+    const entry = keys.lookup(token)
+    if (entry === undefined) throw refuse(reply, 'invalid_token', 'GW_UNAUTHORIZED', 'Unknown API key')
+    request.apiKeyId = entry.id
+    request.caller = entry.scope.kind === 'admin'
+      ? { userId: undefined, isAdmin: true }
+      : { userId: entry.scope.userId, isAdmin: false }
+  })
+}, { name: 'gateway-auth' })
