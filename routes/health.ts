@@ -1,7 +1,15 @@
 import type { FastifyInstance } from 'fastify'
 import { Type } from '@sinclair/typebox'
 
-/** GET /healthz: the process is up and serving. */
+const Readiness = Type.Object({
+  ready: Type.Boolean(),
+  reasons: Type.Array(Type.String()),
+  registry: Type.Object({ backend: Type.String(), reachable: Type.Boolean() }),
+  sandbox: Type.Object({ mode: Type.String(), ok: Type.Boolean(), reason: Type.String(), warning: Type.Union([Type.String(), Type.Null()]) }),
+  sources: Type.Object({ builtin: Type.Integer(), functions: Type.Integer(), localMcpTools: Type.Integer() })
+})
+
+/** GET /healthz (the process is up) and GET /readyz (it can serve). */
 export default async function healthRoutes (app: FastifyInstance): Promise<void> {
   app.get('/healthz', {
     schema: {
@@ -10,4 +18,16 @@ export default async function healthRoutes (app: FastifyInstance): Promise<void>
       response: { 200: Type.Object({ status: Type.Literal('ok') }) }
     }
   }, async () => ({ status: 'ok' as const }))
+
+  app.get('/readyz', {
+    schema: {
+      summary: 'Readiness: registry reachable, sandbox probe result, loaded sources (503 with the reasons when not ready)',
+      description: 'sandbox.warning is set when bash runs unsandboxed (SANDBOX=none or auto without bubblewrap).',
+      tags: ['operations'],
+      response: { 200: Readiness, 503: Readiness }
+    }
+  }, async (_request, reply) => {
+    const readiness = await app.services.readiness()
+    return await reply.code(readiness.ready ? 200 : 503).send(readiness)
+  })
 }

@@ -45,6 +45,15 @@ export interface GatewayStatus {
   registry: { backend: 'memory' | 'redis', secretsEncrypted: boolean }
 }
 
+/** GET /readyz. `ready` false means 503: the reasons say why. */
+export interface Readiness {
+  ready: boolean
+  reasons: string[]
+  registry: { backend: 'memory' | 'redis', reachable: boolean }
+  sandbox: { mode: string, ok: boolean, reason: string, warning: string | null }
+  sources: { builtin: number, functions: number, localMcpTools: number }
+}
+
 /** Everything the HTTP layer needs, built once per process from the config. */
 export interface Services {
   config: Config
@@ -56,6 +65,8 @@ export interface Services {
   /** Tier 1 internals (sandbox, processes), absent when a test supplies its own built-in source. */
   builtins: Builtins | undefined
   status: () => GatewayStatus
+  /** GET /readyz: can this instance serve (registry reachable, sandbox probe)? */
+  readiness: () => Promise<Readiness>
   /** Closes every resource (MCP clients, processes, Redis) within a bounded time. */
   close: () => Promise<void>
 }
@@ -215,5 +226,26 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     }
   }
 
-  return { config, gateway, router, registry, functions, localMcp, builtins, status, close }
+  const readiness = async (): Promise<Readiness> => {
+    const reasons: string[] = []
+    let reachable = true
+    try {
+      await store.ping()
+    } catch (err) {
+      reachable = false
+      reasons.push(`registry (${store.backend}) unreachable: ${(err as Error).message}`)
+    }
+    const sandbox = builtins?.sandbox
+    const probeOk = sandbox ? sandbox.probe.ok || sandbox.mode === 'none' : true
+    if (!probeOk) reasons.push(`sandbox probe failed: ${sandbox?.probe.reason ?? ''}`)
+    return {
+      ready: reasons.length === 0,
+      reasons,
+      registry: { backend: store.backend, reachable },
+      sandbox: { mode: sandbox?.mode ?? 'external', ok: sandbox?.probe.ok ?? true, reason: sandbox?.probe.reason ?? '', warning: sandbox?.warning ?? null },
+      sources: { builtin: builtins ? 8 : 0, functions: functions.size, localMcpTools: localMcp.size }
+    }
+  }
+
+  return { config, gateway, router, registry, functions, localMcp, builtins, status, readiness, close }
 }

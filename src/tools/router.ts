@@ -215,7 +215,8 @@ export class ToolRouter {
         diagnostics.push({ type: 'shadowed', name: natural, route: entry.route, source: entry.source, exposedAs: toWireName(fallback), shadowedBy, message: `'${natural}' routes to ${shadowedBy ?? 'another tool'}; exposed under its qualified name` })
         natural = fallback
       } else if (userSource && entry.route !== 'user_mcp' && entry.route !== 'builtin') {
-        const tenantTool = await userSource.resolve(natural, scope)
+        // Only a diagnostic: a registry outage must not fail a listing that names no tenant server.
+        const tenantTool = await userSource.resolve(natural, scope).catch(() => undefined)
         if (tenantTool) {
           diagnostics.push({ type: 'ambiguous', name: natural, route: entry.route, source: entry.source, exposedAs: toWireName(natural), shadowedBy: 'user_mcp', message: `The tenant's server '${tenantTool.source}' also has a tool '${natural}': an invoke with userId and without \`allow\` routes it there (SPEC 1); pass \`allow\` to route by this listing` })
         }
