@@ -1,3 +1,5 @@
+import { once } from 'node:events'
+import { setTimeout as delay } from 'node:timers/promises'
 import fp from 'fastify-plugin'
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
@@ -31,6 +33,46 @@ export interface RateLimitPluginOptions {
 }
 
 const INVOKE_ROUTES = new Set(['/invoke', '/invoke/batch'])
+
+/** Most buckets kept in memory; beyond it expired windows, then the oldest, are dropped. */
+const MEMORY_BUCKETS = 50_000
+
+/**
+ * Fixed one-minute windows in memory (no REDIS_URL). Replaces the plugin's LocalStore, which
+ * hands every request the same mutable counter object: requests of one burst that interleave
+ * all read the final count and are all refused, even the first `max` of them.
+ */
+class MemoryWindowStore {
+  readonly #windows = new Map<string, { count: number, resetAt: number }>()
+
+  incr (key: string, callback: (error: Error | null, result?: { current: number, ttl: number }) => void, timeWindow: number): void {
+    const now = Date.now()
+    let window = this.#windows.get(key)
+    if (window === undefined || window.resetAt <= now) {
+      this.#windows.delete(key)
+      if (this.#windows.size >= MEMORY_BUCKETS) this.#evict(now)
+      window = { count: 0, resetAt: now + timeWindow }
+      this.#windows.set(key, window)
+    }
+    window.count++
+    // A copy: the caller reads it after an await, when later requests have counted too.
+    callback(null, { current: window.count, ttl: window.resetAt - now })
+  }
+
+  #evict (now: number): void {
+    for (const [key, w] of this.#windows) if (w.resetAt <= now) this.#windows.delete(key)
+    // Insertion order is window-start order: the first entries are the oldest windows.
+    for (const key of this.#windows.keys()) {
+      if (this.#windows.size < MEMORY_BUCKETS) break
+      this.#windows.delete(key)
+    }
+  }
+
+  child (): MemoryWindowStore {
+    // Routes share the one global limit (no per-route config), so children share the windows.
+    return this
+  }
+}
 
 function requestedUserId (request: FastifyRequest): string | undefined {
   for (const source of [request.params, request.query, request.body]) {
@@ -83,6 +125,13 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     })
     const client = redis
     app.addHook('onClose', async () => { await quitWithTimeout(client, 2000) })
+    // Give Redis a bounded moment to connect, so the first requests are counted; a Redis that
+    // is down at start-up is not fatal (requests go unlimited until it is back).
+    const ready = await Promise.race([
+      once(client, 'ready').then(() => true, () => false),
+      delay(2000, false, { ref: false })
+    ])
+    if (!ready) app.log.warn('rate-limit Redis not reachable at start-up; requests are not rate limited until it is')
   }
 
   await app.register(rateLimit, {
@@ -98,7 +147,7 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     },
     allowList: (request) => isPublicRoute(request),
     skipOnError: true,
-    ...(redis !== undefined ? { redis, nameSpace: `${opts.redisKeyPrefix}rl:` } : {}),
+    ...(redis !== undefined ? { redis, nameSpace: `${opts.redisKeyPrefix}rl:` } : { store: MemoryWindowStore as never }),
     errorResponseBuilder: (_request, context) => new HttpError('GW_RATE_LIMITED', `Rate limit of ${context.max} requests per minute exceeded; retry in ${context.after}`)
   })
 
@@ -134,6 +183,10 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     }
     inFlight.set(bucket, current + slots)
     held.set(request, { bucket, slots })
+    // onResponse does not run when the client left after sending its body (the response never
+    // finishes, and onRequestAbort only covers requests cut off mid-body); the response's
+    // 'close' event fires in every case. The tool sees the same disconnect (abortOnClientGone).
+    reply.raw.once('close', () => { release(request) })
   })
   // Released once, whichever comes first: the response finished, or the client went away.
   app.addHook('onResponse', async (request) => { release(request) })

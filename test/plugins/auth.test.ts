@@ -198,6 +198,18 @@ test('tenant key, the four places a userId can be named: another tenant is 403, 
   assert.deepEqual(res.json().tools, [])
 })
 
+test('tenant key on the registry routes: only its own /users/{userId}, never the global servers\' admin routes', async (t) => {
+  const a = await keyed(t)
+  const acme = bearer(ACME)
+  assertError(await a.inject({ method: 'GET', url: '/users/globex/mcp/servers', headers: acme }), 403, 'GW_TENANT_MISMATCH')
+  assertError(await a.inject({ method: 'DELETE', url: '/users/globex/mcp/servers/s', headers: acme }), 403, 'GW_TENANT_MISMATCH')
+  assertError(await a.inject({ method: 'PUT', url: '/users/globex/mcp/servers/s', headers: acme, payload: { type: 'streamable_http', url: 'https://example.com/mcp' } }), 403, 'GW_TENANT_MISMATCH')
+  assertError(await a.inject({ method: 'PUT', url: '/mcp/servers/s', headers: acme, payload: { type: 'streamable_http', url: 'https://example.com/mcp' } }), 403, 'GW_FORBIDDEN')
+  assert.deepEqual((await a.inject({ method: 'GET', url: '/users/acme/mcp/servers', headers: acme })).json(), { servers: [] })
+  assert.equal((await a.inject({ method: 'GET', url: '/users/globex/mcp/servers', headers: bearer(ADMIN) })).statusCode, 200)
+  assert.equal((await a.inject({ method: 'GET', url: '/users/globex/mcp/servers' })).statusCode, 401)
+})
+
 test('a tenant key without any userId acts as its own tenant: its workspace, not the admin\'s or another tenant\'s', async (t) => {
   const a = await keyed(t)
   const write = await a.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'write_file', arguments: { path: 'notes.md', content: 'acme only' } } })
