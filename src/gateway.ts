@@ -40,6 +40,7 @@ export class Gateway {
   readonly router: ToolRouter
   readonly #config: Config
   readonly #validateInvoke: ValidateFunction
+  readonly #listings = new VersionedCache<ListToolsResponse>(1000)
 
   constructor (config: Config, router: ToolRouter) {
     this.#config = config
@@ -47,19 +48,34 @@ export class Gateway {
     this.#validateInvoke = new Ajv({ strict: false, allErrors: false }).compile(InvokeBody)
   }
 
+  /**
+   * GET /tools. Listings are cached per (tenant, allow-list, format) against the catalog
+   * version of every source, so a registry change (on any instance) or a tool-list change
+   * is seen at once, and a warm listing costs a few lookups. Listings with an unavailable
+   * server are not cached: the next request tries it again.
+   */
   async listTools (query: ListToolsRequest, caller: Caller, signal: AbortSignal): Promise<ListToolsResponse> {
     const userId = actingUserId(caller, query.userId)
-    const listing = await this.router.list({ functions: splitComma(query.functions), mcp: splitComma(query.mcp) }, { userId, signal })
-    if (query.strict === true && listing.unresolved.length > 0) {
-      const names = listing.unresolved.map((u) => `${u.kind} '${u.name}' (${u.reason})`).join('; ')
+    const scope = { userId, signal }
+    const format = query.format ?? 'openai'
+    const key = JSON.stringify([userId ?? null, query.functions ?? '', query.mcp ?? '', format])
+    const version = await this.router.catalogVersion(scope)
+    let response = this.#listings.get(key, version)
+    if (!response) {
+      const listing = await this.router.list({ functions: splitComma(query.functions), mcp: splitComma(query.mcp) }, scope)
+      response = {
+        tools: renderTools(listing.tools, format),
+        unresolved: listing.unresolved,
+        unavailable: listing.unavailable,
+        diagnostics: listing.diagnostics
+      }
+      if (listing.unavailable.length === 0) this.#listings.set(key, version, response)
+    }
+    if (query.strict === true && response.unresolved.length > 0) {
+      const names = response.unresolved.map((u) => `${u.kind} '${u.name}' (${u.reason})`).join('; ')
       throw new HttpError('GW_UNRESOLVED', `Unresolved names: ${names}`)
     }
-    return {
-      tools: renderTools(listing.tools, query.format ?? 'openai'),
-      unresolved: listing.unresolved,
-      unavailable: listing.unavailable,
-      diagnostics: listing.diagnostics
-    }
+    return response
   }
 
   async catalog (requestedUserId: string | undefined, caller: Caller, signal: AbortSignal): Promise<{ tools: unknown[], unavailable: Unavailable[], diagnostics: Diagnostic[] }> {
@@ -143,6 +159,32 @@ export class Gateway {
     }
     await Promise.all(Array.from({ length: Math.min(this.#config.batchConcurrency, calls.length) }, worker))
     return { results, toolMs }
+  }
+}
+
+/** A bounded map whose entries are valid only for the exact version tokens they were stored with. */
+class VersionedCache<T> {
+  readonly #max: number
+  readonly #entries = new Map<string, { version: unknown[], value: T }>()
+
+  constructor (max: number) {
+    this.#max = max
+  }
+
+  get (key: string, version: unknown[]): T | undefined {
+    const hit = this.#entries.get(key)
+    if (!hit) return undefined
+    if (hit.version.length !== version.length || hit.version.some((v, i) => v !== version[i])) {
+      this.#entries.delete(key)
+      return undefined
+    }
+    return hit.value
+  }
+
+  set (key: string, version: unknown[], value: T): void {
+    this.#entries.delete(key)
+    this.#entries.set(key, { version, value })
+    if (this.#entries.size > this.#max) this.#entries.delete(this.#entries.keys().next().value as string)
   }
 }
 

@@ -1,5 +1,5 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
-import { encodeUserServiceName, encodeUserToolName, parseUserToolName, qualifiedName, toWireName } from '../naming/names.js'
+import { encodeUserServiceName, encodeUserToolName, qualifiedName, toWireName } from '../naming/names.js'
 import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource, Unavailable } from '../tools/source.js'
 import type { CallContext, ToolOutcome } from '../tools/types.js'
 import { flattenCallToolResult } from './flatten.js'
@@ -52,6 +52,19 @@ interface ServerTools {
   tools: Tool[]
 }
 
+/** How long a name index may be reused without relisting (tool lists change rarely; registry changes are seen at once). */
+const INDEX_TTL_MS = 1000
+const MAX_INDEXES = 1000
+
+function sameItems<T> (a: readonly T[], b: readonly T[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i])
+}
+
+/** Collision order: higher priority first, ties to the lexically smaller serverId (a sorted copy). */
+function sortByPriority (servers: readonly RemoteServer[]): RemoteServer[] {
+  return [...servers].sort((a, b) => (b.config.priority ?? 0) - (a.config.priority ?? 0) || (a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0))
+}
+
 /**
  * Tiers 2 (a tenant's remote MCP servers, route `user_mcp`) and 5 (global servers,
  * `global_mcp`). Isolation is keyed: tier 2 only ever reads the registry scope of the exact
@@ -62,6 +75,7 @@ export class RemoteMcpSource implements ToolSource {
   readonly #directory: ServerDirectory
   readonly #connector: McpConnector
   readonly #opts: RemoteSourceOptions
+  readonly #indexes = new Map<string, { snapshot: RemoteServer[], toolLists: Tool[][], builtAt: number, byName: Map<string, CatalogEntry> }>()
 
   constructor (route: 'user_mcp' | 'global_mcp', directory: ServerDirectory, connector: McpConnector, opts: RemoteSourceOptions) {
     this.route = route
@@ -79,12 +93,11 @@ export class RemoteMcpSource implements ToolSource {
     return this.route === 'user_mcp' && scope.userId !== undefined ? encodeUserServiceName(scope.userId, serverId) : serverId
   }
 
-  /** Servers in collision order: higher priority first, ties to the lexically smaller serverId. */
+  /** The scope's servers in collision order. */
   async #servers (scope: Scope): Promise<RemoteServer[]> {
     const dirScope = this.#directoryScope(scope)
     if (!dirScope) return []
-    const servers = await this.#directory.list(dirScope)
-    return servers.sort((a, b) => (b.config.priority ?? 0) - (a.config.priority ?? 0) || (a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0))
+    return sortByPriority(await this.#directory.list(dirScope))
   }
 
   /** Lists each server in parallel, each against its own deadline. */
@@ -144,32 +157,56 @@ export class RemoteMcpSource implements ToolSource {
   }
 
   async resolve (name: string, scope: Scope): Promise<CatalogEntry | undefined> {
-    const servers = await this.#servers(scope)
-    // A qualified name names its server: try that one alone first (a raw tool name may contain `__` too).
-    const sep = name.indexOf('__')
-    const named = sep > 0 ? servers.filter((s) => s.serverId === name.slice(0, sep)) : []
-    if (named.length > 0) {
-      const hit = await this.#find(name, named, scope)
-      if (hit) return hit
-    }
-    return await this.#find(name, servers, scope)
+    return (await this.#index(scope))?.get(name)
   }
 
-  async #find (name: string, servers: RemoteServer[], scope: Scope): Promise<CatalogEntry | undefined> {
-    const { listed } = await this.#listServers(servers, scope)
-    const encoded = parseUserToolName(name)
-    const raw = this.route === 'user_mcp' && encoded && encoded.userId === scope.userId ? encoded.toolName : name
-    // Servers are in priority order: the first one offering a raw name wins it.
-    for (const { server, tools } of listed) {
-      for (const tool of tools) {
-        const entry = this.#entry(scope, server, tool)
-        if (tool.name === raw || entry.name === name || toWireName(entry.name) === name ||
-            entry.qualifiedName === name || toWireName(entry.qualifiedName ?? '') === name) {
-          return entry
-        }
-      }
+  /** Changes (a new object) whenever the names or tools this source offers the scope change. */
+  async catalogToken (scope: Scope): Promise<unknown> {
+    return await this.#index(scope)
+  }
+
+  /**
+   * Every name this source answers to for a scope, built from one listing of its servers:
+   * qualified names first (they name their server explicitly), then natural names, raw tool
+   * names (the first server in priority order wins) and the wire forms of all of them. Reused
+   * while the registry snapshot is the same and for at most INDEX_TTL_MS, so a listing that
+   * resolves hundreds of names lists each server once, not once per name.
+   */
+  async #index (scope: Scope): Promise<Map<string, CatalogEntry> | undefined> {
+    const dirScope = this.#directoryScope(scope)
+    if (!dirScope) return undefined
+    const key = dirScope.kind === 'global' ? 'g' : `u:${dirScope.userId}`
+    const snapshot = await this.#directory.list(dirScope)
+    const cached = this.#indexes.get(key)
+    if (cached && cached.snapshot === snapshot && Date.now() - cached.builtAt < INDEX_TTL_MS) return cached.byName
+    const { listed } = await this.#listServers(sortByPriority(snapshot), scope)
+    const toolLists = listed.map((l) => l.tools)
+    // Same registry snapshot and the very same tool lists (the pool returns its cached arrays):
+    // keep the index object, so listings cached against it stay valid.
+    if (cached && cached.snapshot === snapshot && sameItems(cached.toolLists, toolLists)) {
+      cached.builtAt = Date.now()
+      return cached.byName
     }
-    return undefined
+    const byName = new Map<string, CatalogEntry>()
+    const add = (alias: string, entry: CatalogEntry): void => {
+      if (!byName.has(alias)) byName.set(alias, entry)
+    }
+    const entries = listed.flatMap(({ server, tools }) => tools.map((tool) => this.#entry(scope, server, tool)))
+    for (const entry of entries) {
+      add(entry.qualifiedName ?? '', entry)
+      add(toWireName(entry.qualifiedName ?? ''), entry)
+    }
+    for (const entry of entries) {
+      add(entry.name, entry)
+      add(toWireName(entry.name), entry)
+      add(entry.spec.name, entry)
+    }
+    byName.delete('')
+    this.#indexes.delete(key)
+    this.#indexes.set(key, { snapshot, toolLists, builtAt: Date.now(), byName })
+    // A bounded cache: the least recently built scope goes first.
+    if (this.#indexes.size > MAX_INDEXES) this.#indexes.delete(this.#indexes.keys().next().value as string)
+    return byName
   }
 
   /** One server's tools as MCP Tool objects (GET /users/{u}/mcp/servers/{s}/tools). */

@@ -238,6 +238,14 @@ export class ToolRouter {
     return { tools, diagnostics }
   }
 
+  /** Tokens that stay identical (===) while nothing any source offers the scope changes. */
+  async catalogVersion (scope: Scope): Promise<unknown[]> {
+    return await Promise.all(this.#sources.map(async ([route, source]) => {
+      if (route === 'user_mcp' && scope.userId === undefined) return undefined
+      return await source.catalogToken?.(scope)
+    }))
+  }
+
   /** A remote server's live tool list, for debugging with curl. */
   async liveTools (route: 'user_mcp' | 'global_mcp', serverId: string, scope: Scope): Promise<{ ok: true, tools: unknown[] } | { ok: false, error: HttpError }> {
     const source = this.#source(route)

@@ -62,6 +62,11 @@ export interface ToolSource {
   resolve: (name: string, scope: Scope) => Promise<CatalogEntry | undefined>
   /** Runs the tool. Arguments were already validated against `entry.spec.inputSchema`. */
   call: (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext) => Promise<ToolOutcome>
+  /**
+   * For sources whose tools change at run time: a value that is the same object (===) for as
+   * long as what the source offers the scope is unchanged. Listings are cached against it.
+   */
+  catalogToken?: (scope: Scope) => Promise<unknown>
   /** Sources of servers (tiers 2 and 5): one server's live tool list, for debugging. */
   serverTools?: (serverId: string, scope: Scope) => Promise<{ ok: true, tools: unknown[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }>
 }
