@@ -178,3 +178,23 @@ test('MCP_SERVERS_FILE loads global servers at start-up; a broken file stops sta
   await writeFile(file, JSON.stringify({ mcpServers: { bad: { type: 'carrier-pigeon', url: 'http://x' } } }))
   await assert.rejects(buildTestApp(t, { env: { MCP_SERVERS_FILE: file } }), /server 'bad'.*type/s)
 })
+
+test('listings are cached, and follow a server\'s notifications/tools/list_changed', async (t) => {
+  const http = await fixture(t, 'http', 'L')
+  const app = await buildTestApp(t)
+  assert.equal((await put(app, '/mcp/servers/live', { type: 'http', url: http.url })).status, 201)
+  const names = async (): Promise<string[]> => (await app.inject({ method: 'GET', url: '/tools?mcp=live' })).json().tools.map((x: any) => x.function.name)
+  assert.ok(!(await names()).includes('brand_new'))
+  const requestsBefore = http.stats.requests
+  await names()
+  await names()
+  assert.equal(http.stats.requests, requestsBefore, 'warm listings do not touch the server')
+  http.addTool('brand_new')
+  let seen = false
+  for (let i = 0; i < 50 && !seen; i++) {
+    seen = (await names()).includes('brand_new')
+    if (!seen) await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  assert.ok(seen, 'the new tool is listed after list_changed')
+  assert.equal((await invoke(app, { name: 'brand_new', arguments: {} })).output, 'L:brand_new')
+})
