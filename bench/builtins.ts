@@ -1,0 +1,292 @@
+/**
+ * Issue 6 row 5 / issue 3 "Speed": the built-in tools, called through their BuiltinTool `run`
+ * interface on a Workspace from WorkspaceManager, against the natural baselines measured in the
+ * same run (rg, fast-glob, a raw read, an unsandboxed spawn).
+ */
+import { spawn } from 'node:child_process'
+import { chmod, open } from 'node:fs/promises'
+import path from 'node:path'
+import fg from 'fast-glob'
+import { ProcessManager } from '../src/builtin/processes/process-manager.js'
+import { buildBwrapArgs, buildPrlimitArgs } from '../src/builtin/sandbox/bwrap-args.js'
+import { createSandbox } from '../src/builtin/sandbox/create-sandbox.js'
+import { detectHostLayout, writeSyntheticEtc } from '../src/builtin/sandbox/system-files.js'
+import { createBashTool } from '../src/builtin/tools/bash.js'
+import { globTool } from '../src/builtin/tools/glob.js'
+import { createGrepTool } from '../src/builtin/tools/grep.js'
+import { readFileTool } from '../src/builtin/tools/read-file.js'
+import type { BuiltinTool, Workspace } from '../src/builtin/types.js'
+import { WorkspaceManager } from '../src/builtin/workspace/workspaces.js'
+import { BIG_LINE_BYTES, generateBigFile, generateTree } from './fixtures/tree.js'
+import { makeRow, median, percentile, round, timeInterleaved, timePair } from './stats.js'
+import type { BenchContext, Row } from './types.js'
+
+const TREE = { topDirs: 20, subdirs: 50, filesPerDir: 50, needleEvery: 50, seed: 42 }
+const BIG_FILE_BYTES = 1024 * 1024 * 1024
+const PATTERN = 'NEEDLE_[0-9]+'
+const READ_CHARS = 12_000
+
+const LIMITS = { readMaxChars: READ_CHARS, commandTimeoutMs: 30_000, bashLogChars: 12_000, maxProcessOutputChars: 120_000, outputMaxChars: 100_000 }
+
+interface Collected { code: number | null, bytes: number, lines: number }
+
+/** Spawns a command, collects stdout (as the tools do) and resolves on close. */
+function runCollect (cmd: string, args: readonly string[], signal: AbortSignal): Promise<Collected> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], signal })
+    const chunks: Buffer[] = []
+    child.stdout.on('data', (d: Buffer) => { chunks.push(d) })
+    child.stderr.resume()
+    child.on('error', reject)
+    child.on('close', (code) => {
+      const out = Buffer.concat(chunks)
+      let lines = 0
+      for (let i = out.indexOf(10); i !== -1; i = out.indexOf(10, i + 1)) lines++
+      resolve({ code, bytes: out.length, lines })
+    })
+  })
+}
+
+/** The best a line-addressed read can do without an index: count '\n' in raw buffers up to line N. */
+async function rawScanToLine (file: string, startLine: number, chars: number): Promise<string> {
+  const fh = await open(file, 'r')
+  try {
+    const buf = Buffer.allocUnsafe(1024 * 1024)
+    let pos = 0
+    let line = 1
+    for (;;) {
+      const { bytesRead } = await fh.read(buf, 0, buf.length, pos)
+      if (bytesRead === 0) return ''
+      let i = 0
+      while (line < startLine) {
+        const nl = buf.indexOf(10, i)
+        if (nl === -1 || nl >= bytesRead) break
+        line++
+        i = nl + 1
+      }
+      if (line === startLine) {
+        const out = Buffer.allocUnsafe(chars * 2)
+        const r = await fh.read(out, 0, out.length, pos + i)
+        return out.subarray(0, r.bytesRead).toString('utf8').slice(0, chars)
+      }
+      pos += bytesRead
+    }
+  } finally {
+    await fh.close()
+  }
+}
+
+function spawnWait (cmd: string, args: readonly string[], opts: { uid?: number, gid?: number } = {}): Promise<number | null> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...opts })
+    child.stdout.resume()
+    child.stderr.resume()
+    child.on('error', reject)
+    child.on('close', (code) => resolve(code))
+  })
+}
+
+function msNote (xs: readonly number[]): string {
+  return `n=${xs.length}`
+}
+
+export async function run (ctx: BenchContext): Promise<Row[]> {
+  const rows: Row[] = []
+  const signal = ctx.signal
+
+  // Sandbox first: the workspace manager chowns workspaces to the sandbox uid.
+  const sandbox = await createSandbox({ mode: 'bwrap' })
+  ctx.defer(async () => { await sandbox.close() })
+  const processes = new ProcessManager({ sandbox, reapIntervalMs: 0 })
+  ctx.defer(async () => { await processes.killAll() })
+  // The sandbox uid must be able to traverse down to the workspace.
+  await chmod(ctx.tmpDir, 0o711)
+  const manager = new WorkspaceManager({
+    workspacesDir: path.join(ctx.tmpDir, 'workspaces'),
+    workspaceBases: [],
+    readRoots: {},
+    maxLimits: LIMITS,
+    ...(sandbox.owner !== undefined ? { owner: sandbox.owner } : {})
+  })
+  const caller = { userId: 'bench', isAdmin: false }
+  const treeWs = await manager.resolve({ workspaceId: 'tree' }, caller)
+  // The big file lives in its own workspace so the grep and glob rows (and the rg baseline, which
+  // has no size cap) walk only the 50,000-file tree.
+  const bigWs = await manager.resolve({ workspaceId: 'big' }, caller)
+
+  const call = async (tool: BuiltinTool, ws: Workspace, args: Record<string, unknown>): Promise<Record<string, unknown>> =>
+    await tool.run(args, { workspace: ws, signal }) as Record<string, unknown>
+
+  // --- bash exec true ---------------------------------------------------------------------------
+  // First, while the process is small (spawn cost grows with the parent's memory); the command does
+  // not care that the workspace is still empty.
+  const bash = createBashTool({ sandbox, processes })
+  const execTrue = async (): Promise<void> => {
+    const r = await call(bash, treeWs, { action: 'exec', command: 'true' })
+    if (r.exitCode !== 0) throw new Error(`bash exec true exited with ${String(r.exitCode)}: ${String(r.stderr)}`)
+  }
+  const spawnTrue = async (): Promise<void> => {
+    const code = await spawnWait('true', [])
+    if (code !== 0) throw new Error(`true exited with ${code}`)
+  }
+  // The same prlimit + bwrap + sh argv spawned bare: the sandbox's own cost, without the tool.
+  const layout = await detectHostLayout()
+  const etc = await writeSyntheticEtc()
+  ctx.defer(etc.remove)
+  const argv = buildPrlimitArgs(sandbox.limits, ['/usr/bin/bwrap', ...buildBwrapArgs({
+    workspaceRoot: treeWs.root, readRoots: [], cwd: treeWs.root, command: 'true', etcDir: etc.dir, layout, tmpSizeBytes: sandbox.limits.tmpSizeBytes
+  })])
+  const ids = sandbox.owner !== undefined && process.getuid?.() === 0 ? { uid: sandbox.owner.uid, gid: sandbox.owner.gid } : {}
+  const bareBwrap = async (): Promise<void> => {
+    const code = await spawnWait('/usr/bin/prlimit', argv, ids)
+    if (code !== 0) throw new Error(`bare bwrap exited with ${code}`)
+  }
+  const rssMiB = Math.round(process.memoryUsage().rss / 2 ** 20)
+  const bs = await timeInterleaved({ tool: execTrue, bare: bareBwrap, spawn: spawnTrue }, { warmup: 3, reps: 61, signal })
+  const p99 = (xs: number[]): number => round(percentile(xs, 99))
+  rows.push(makeRow({
+    id: '5.6',
+    name: 'bash exec true, bwrap sandbox, vs unsandboxed spawn of true',
+    metric: 'p50 ms',
+    value: median(bs.tool),
+    baseline: median(bs.spawn),
+    target: { on: 'value', op: '<', limit: 30 },
+    notes: `p99 ${p99(bs.tool)} ms (spawn: ${p99(bs.spawn)}); ${msNote(bs.tool)}; parent RSS ${rssMiB} MiB`,
+    detail: { p99: p99(bs.tool), baselineP99: p99(bs.spawn), parentRssMiB: rssMiB }
+  }))
+  rows.push(makeRow({
+    id: '5.7',
+    name: 'the same prlimit + bwrap + sh -c true argv spawned bare, vs spawn of true',
+    metric: 'p50 ms',
+    value: median(bs.bare),
+    baseline: median(bs.spawn),
+    target: null,
+    notes: `the sandbox's own cost, same rounds as 5.6 (5.6 minus this is the tool's); p99 ${p99(bs.bare)} ms`
+  }))
+  ctx.log(`bash: tool ${round(median(bs.tool))}, bare bwrap ${round(median(bs.bare))}, spawn ${round(median(bs.spawn))} ms`)
+
+  let t0 = Date.now()
+  const tree = await generateTree(treeWs.root, TREE)
+  ctx.log(`tree: ${tree.files} files in ${tree.dirs} dirs, ${(tree.bytes / 2 ** 20).toFixed(0)} MiB, ${JSON.stringify(tree.byExt)}, ` +
+    `${tree.needleLines} needle lines in ${tree.needleFiles} files (${Date.now() - t0} ms)`)
+  t0 = Date.now()
+  const bigFile = path.join(bigWs.root, 'big.txt')
+  const big = await generateBigFile(bigFile, BIG_FILE_BYTES)
+  ctx.log(`big file: ${big.lines} lines, ${BIG_FILE_BYTES / 2 ** 20} MiB of real text (${Date.now() - t0} ms)`)
+
+  // --- grep -------------------------------------------------------------------------------------
+  const grepRg = createGrepTool({ engine: 'rg' })
+  const grepNode = createGrepTool({ engine: 'node' })
+  const rgArgs = ['--no-config', '-n', '-e', PATTERN, '--', treeWs.root]
+  const rgBase = async (): Promise<Collected> => {
+    const r = await runCollect('rg', rgArgs, signal)
+    if (r.code !== 0) throw new Error(`rg exited with ${r.code}`)
+    return r
+  }
+  const rgCheck = await rgBase()
+  const toolCheck = await call(grepRg, treeWs, { pattern: PATTERN })
+  const same = toolCheck.totalMatches === rgCheck.lines && rgCheck.lines === tree.needleLines
+  ctx.log(`grep: tool totalMatches=${String(toolCheck.totalMatches)} filesSearched=${String(toolCheck.filesSearched)}; rg lines=${rgCheck.lines}`)
+
+  const g = await timePair(() => call(grepRg, treeWs, { pattern: PATTERN }), rgBase, { warmup: 1, reps: 9, signal })
+  rows.push(makeRow({
+    id: '5.1',
+    name: `grep tool, rg engine, /${PATTERN}/ vs rg -n`,
+    metric: 'median ms',
+    value: median(g.subject),
+    baseline: median(g.baseline),
+    target: { on: 'ratio', op: '<=', limit: 1.5 },
+    notes: `${tree.files} files; ${String(toolCheck.totalMatches)} matches (rg: ${rgCheck.lines})${same ? '' : ' MISMATCH'}; ${msNote(g.subject)}`,
+    detail: { toolMin: round(Math.min(...g.subject)), rgMin: round(Math.min(...g.baseline)), matches: Number(toolCheck.totalMatches) }
+  }))
+  ctx.log(`grep rg: ${round(median(g.subject))} vs ${round(median(g.baseline))} ms`)
+
+  // Slow (tens of seconds here): one interleaved rep, after the rg rows warmed the page cache.
+  const gn = await timePair(() => call(grepNode, treeWs, { pattern: PATTERN }), rgBase, { warmup: 0, reps: 1, signal })
+  rows.push(makeRow({
+    id: '5.2',
+    name: `grep tool, Node engine, /${PATTERN}/ vs rg -n`,
+    metric: 'median ms',
+    value: median(gn.subject),
+    baseline: median(gn.baseline),
+    target: null,
+    notes: `fallback engine (no rg, or a pattern rg cannot pre-filter); ${msNote(gn.subject)}`
+  }))
+  ctx.log(`grep node: ${round(median(gn.subject))} vs ${round(median(gn.baseline))} ms`)
+
+  // --- glob -------------------------------------------------------------------------------------
+  // The same options the tool passes to fast-glob (src/builtin/tools/glob.ts).
+  const fgOptions = {
+    cwd: treeWs.root,
+    onlyFiles: true,
+    dot: true,
+    followSymbolicLinks: false,
+    ignore: ['**/.git/**', '**/node_modules/**'],
+    suppressErrors: true,
+    unique: true
+  }
+  let fgCount = 0
+  const gl = await timePair(
+    () => call(globTool, treeWs, { pattern: '**/*.ts' }),
+    async () => { fgCount = (await fg.glob('**/*.ts', fgOptions)).length },
+    { warmup: 2, reps: 9, signal })
+  const globCheck = await call(globTool, treeWs, { pattern: '**/*.ts', maxResults: 1_000_000 })
+  rows.push(makeRow({
+    id: '5.3',
+    name: 'glob tool **/*.ts vs fast-glob (same options)',
+    metric: 'median ms',
+    value: median(gl.subject),
+    baseline: median(gl.baseline),
+    target: { on: 'ratio', op: '<=', limit: 1.5 },
+    notes: `${fgCount} matches (tool: ${String(globCheck.count)} with maxResults 1e6; default returns 1000); ${msNote(gl.subject)}`
+  }))
+  ctx.log(`glob: ${round(median(gl.subject))} vs ${round(median(gl.baseline))} ms`)
+
+  // --- read_file --------------------------------------------------------------------------------
+  const nearStart = 1001
+  const rawRead = async (line: number): Promise<void> => {
+    const fh = await open(bigFile, 'r')
+    try {
+      const buf = Buffer.allocUnsafe(READ_CHARS)
+      await fh.read(buf, 0, READ_CHARS, (line - 1) * BIG_LINE_BYTES)
+    } finally {
+      await fh.close()
+    }
+  }
+  const readArgs = { path: 'big.txt', startLine: nearStart, endLine: nearStart + 299 }
+  const rs = await timePair(() => call(readFileTool, bigWs, readArgs), () => rawRead(nearStart), { warmup: 3, reps: 31, signal })
+  const rsCheck = await call(readFileTool, bigWs, readArgs)
+  const rsContent = String(rsCheck.content)
+  const rsOk = rsContent.length === READ_CHARS && rsContent.startsWith(String(nearStart).padStart(12, '0'))
+  rows.push(makeRow({
+    id: '5.4',
+    name: `read_file 12,000 chars at line ${nearStart} of a 1 GiB file vs fs read of the same bytes`,
+    metric: 'p50 ms',
+    value: median(rs.subject),
+    baseline: median(rs.baseline),
+    target: { on: 'value', op: '<', limit: 50 },
+    notes: `${rsContent.length} chars${rsOk ? '' : ' WRONG CONTENT'}; p99 ${round(percentile(rs.subject, 99))} ms; ${msNote(rs.subject)}`,
+    detail: { p99: round(percentile(rs.subject, 99)) }
+  }))
+  ctx.log(`read near start: ${round(median(rs.subject))} vs ${round(median(rs.baseline))} ms`)
+
+  // Deep: the tool has no byte offset, so a startLine near the end streams the whole file.
+  const deepLine = big.lines - 1000
+  const deepArgs = { path: 'big.txt', startLine: deepLine, endLine: deepLine + 299 }
+  const rd = await timePair(() => call(readFileTool, bigWs, deepArgs), () => rawScanToLine(bigFile, deepLine, READ_CHARS), { warmup: 0, reps: 3, signal })
+  const rdCheck = await call(readFileTool, bigWs, { ...deepArgs, maxChars: 64 })
+  const rdOk = String(rdCheck.content).startsWith(String(deepLine).padStart(12, '0'))
+  rows.push(makeRow({
+    id: '5.5',
+    name: `read_file 12,000 chars at line ${deepLine} (~1 GiB deep) vs raw Node '\\n' scan to that line`,
+    metric: 'median ms',
+    value: median(rd.subject),
+    baseline: median(rd.baseline),
+    target: { on: 'value', op: '<', limit: 50 },
+    notes: `startLine is line-addressed: the whole file before it is read and split${rdOk ? '' : ' WRONG CONTENT'}; ${msNote(rd.subject)}`
+  }))
+  ctx.log(`read deep: ${round(median(rd.subject))} vs ${round(median(rd.baseline))} ms`)
+
+  // Measured out of order (bash first); reported in row order.
+  return rows.sort((a, b) => a.id.localeCompare(b.id, 'en', { numeric: true }))
+}
