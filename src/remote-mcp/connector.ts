@@ -1,5 +1,6 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
 import type { ServerConfig } from '../registry/server-config.js'
+import { UpstreamError } from './errors.js'
 import type { McpClientPool } from './pool.js'
 import type { McpConnector, RemoteServer } from './source.js'
 import type { ConnectSpec } from './transports.js'
@@ -36,8 +37,18 @@ export class PoolConnector implements McpConnector {
   }
 
   async listTools (key: string, server: RemoteServer, opts: { signal: AbortSignal, timeoutMs: number }): Promise<Tool[]> {
-    const signal = AbortSignal.any([opts.signal, AbortSignal.timeout(opts.timeoutMs)])
-    return await this.#pool(server).listTools(key, toConnectSpec(server.config as ServerConfig), { signal })
+    const deadline = AbortSignal.timeout(opts.timeoutMs)
+    const signal = AbortSignal.any([opts.signal, deadline])
+    try {
+      return await this.#pool(server).listTools(key, toConnectSpec(server.config as ServerConfig), { signal })
+    } catch (err) {
+      // The pool reports any abort of its signal as the caller's cancellation; when it was our
+      // deadline, the server is slow or hung, and `unavailable` must say so.
+      if (deadline.aborted && !opts.signal.aborted) {
+        throw new UpstreamError('GW_UPSTREAM_TIMEOUT', `The MCP server did not connect and list its tools within ${opts.timeoutMs} ms`)
+      }
+      throw err
+    }
   }
 
   async callTool (key: string, server: RemoteServer, name: string, args: Record<string, unknown>, opts: { signal: AbortSignal, timeoutMs: number }): Promise<CallToolResult> {

@@ -73,6 +73,8 @@ interface Connection {
   client: Client
   handle: TransportHandle
   closed: boolean
+  /** A liveness ping after a broken response stream is in flight. */
+  probing?: boolean
 }
 
 interface Entry {
@@ -401,6 +403,20 @@ export class McpClientPool {
     client.onerror = (err) => {
       // The legacy SSE stream cannot resume a session: once it breaks, the session is gone.
       if (err instanceof SseError && entry.conn === conn) this.#dropConnection(entry, conn, 'SSE stream error')
+      // Streamable HTTP: when the server crashes or shuts down, a POST's response stream that
+      // breaks or ends before its answer is never resumed by the SDK (no event ids), so the call
+      // would wait out its whole timeout; the only signs are transport errors (the broken stream,
+      // the failed reconnects of the GET stream). A ping tells a dead server from one bad stream;
+      // dropping the connection fails the pending calls now (GW_UPSTREAM_ERROR, not replayed).
+      else if (conn.handle.type === 'streamable_http' && entry.conn === conn && !conn.closed && conn.probing !== true) {
+        conn.probing = true
+        conn.client.ping({ timeout: this.#opts.connectTimeoutMs }).then(() => { conn.probing = false }, (pingErr: unknown) => {
+          // A JSON-RPC error answer (a server without ping) still proves the server is there.
+          const answered = pingErr instanceof McpError && pingErr.code !== ErrorCode.RequestTimeout && pingErr.code !== ErrorCode.ConnectionClosed
+          if (answered) conn.probing = false
+          else this.#dropConnection(entry, conn, 'a transport error, and the server does not answer ping')
+        })
+      }
       this.#log.debug({ mcpClient: entry.key, err: this.#safeMessage(entry, err) }, 'MCP transport error')
     }
     try {
