@@ -47,6 +47,17 @@ interface EntryRef {
   key: string
 }
 
+interface ScopeIndex {
+  /** The registry snapshot it was built from (the directory returns the same array while fresh). */
+  snapshot: RemoteServer[]
+  /** The tool lists it was built from (the pool returns the same arrays while cached). */
+  toolLists: Tool[][]
+  builtAt: number
+  byName: Map<string, CatalogEntry>
+  /** Enabled servers that could not be listed: their qualified names still route to them. */
+  unlisted: Map<string, RemoteServer>
+}
+
 interface ServerTools {
   server: RemoteServer
   tools: Tool[]
@@ -75,7 +86,7 @@ export class RemoteMcpSource implements ToolSource {
   readonly #directory: ServerDirectory
   readonly #connector: McpConnector
   readonly #opts: RemoteSourceOptions
-  readonly #indexes = new Map<string, { snapshot: RemoteServer[], toolLists: Tool[][], builtAt: number, byName: Map<string, CatalogEntry> }>()
+  readonly #indexes = new Map<string, ScopeIndex>()
 
   constructor (route: 'user_mcp' | 'global_mcp', directory: ServerDirectory, connector: McpConnector, opts: RemoteSourceOptions) {
     this.route = route
@@ -157,13 +168,25 @@ export class RemoteMcpSource implements ToolSource {
   }
 
   async resolve (name: string, scope: Scope): Promise<CatalogEntry | undefined> {
-    return (await this.#index(scope))?.get(name)
+    const index = await this.#index(scope)
+    if (!index) return undefined
+    const hit = index.byName.get(name)
+    if (hit) return hit
+    // `{serverId}__{tool}` on a registered server that could not be listed: the name is
+    // explicit, so route it there and let the call report the server's failure (a tool-level
+    // upstream error the model can act on) instead of claiming the tool does not exist.
+    const sep = name.indexOf('__')
+    const server = sep > 0 ? index.unlisted.get(name.slice(0, sep)) : undefined
+    if (!server || name.length === sep + 2) return undefined
+    return this.#entry(scope, server, { name: name.slice(sep + 2), inputSchema: { type: 'object' } })
   }
 
   /** Changes (a new object) whenever the names or tools this source offers the scope change. */
   async catalogToken (scope: Scope): Promise<unknown> {
     return await this.#index(scope)
   }
+
+
 
   /**
    * Every name this source answers to for a scope, built from one listing of its servers:
@@ -172,20 +195,20 @@ export class RemoteMcpSource implements ToolSource {
    * while the registry snapshot is the same and for at most INDEX_TTL_MS, so a listing that
    * resolves hundreds of names lists each server once, not once per name.
    */
-  async #index (scope: Scope): Promise<Map<string, CatalogEntry> | undefined> {
+  async #index (scope: Scope): Promise<ScopeIndex | undefined> {
     const dirScope = this.#directoryScope(scope)
     if (!dirScope) return undefined
     const key = dirScope.kind === 'global' ? 'g' : `u:${dirScope.userId}`
     const snapshot = await this.#directory.list(dirScope)
     const cached = this.#indexes.get(key)
-    if (cached && cached.snapshot === snapshot && Date.now() - cached.builtAt < INDEX_TTL_MS) return cached.byName
+    if (cached && cached.snapshot === snapshot && Date.now() - cached.builtAt < INDEX_TTL_MS) return cached
     const { listed } = await this.#listServers(sortByPriority(snapshot), scope)
     const toolLists = listed.map((l) => l.tools)
     // Same registry snapshot and the very same tool lists (the pool returns its cached arrays):
     // keep the index object, so listings cached against it stay valid.
     if (cached && cached.snapshot === snapshot && sameItems(cached.toolLists, toolLists)) {
       cached.builtAt = Date.now()
-      return cached.byName
+      return cached
     }
     const byName = new Map<string, CatalogEntry>()
     const add = (alias: string, entry: CatalogEntry): void => {
@@ -202,11 +225,14 @@ export class RemoteMcpSource implements ToolSource {
       add(entry.spec.name, entry)
     }
     byName.delete('')
+    const listedIds = new Set(listed.map((l) => l.server.serverId))
+    const unlisted = new Map(snapshot.filter((s) => !listedIds.has(s.serverId) && s.config.enabled !== false && s.error === undefined).map((s) => [s.serverId, s]))
+    const index: ScopeIndex = { snapshot, toolLists, builtAt: Date.now(), byName, unlisted }
     this.#indexes.delete(key)
-    this.#indexes.set(key, { snapshot, toolLists, builtAt: Date.now(), byName })
+    this.#indexes.set(key, index)
     // A bounded cache: the least recently built scope goes first.
     if (this.#indexes.size > MAX_INDEXES) this.#indexes.delete(this.#indexes.keys().next().value as string)
-    return byName
+    return index
   }
 
   /** One server's tools as MCP Tool objects (GET /users/{u}/mcp/servers/{s}/tools). */

@@ -310,9 +310,7 @@ test('a stdio server that exits at start: unavailable with a clear reason, no ch
   assert.deepEqual(left.filter((p) => p.cmdline.includes('stdio-exit.ts') || p.state === 'Z'), [], 'no child or zombie left')
 })
 
-test('a qualified name on a registered server that cannot be listed is a tool-level upstream error, not a 404', {
-  todo: 'RemoteMcpSource.resolve answers undefined when the named server is unavailable, so /invoke says 404 GW_TOOL_NOT_FOUND'
-}, async (t) => {
+test('a qualified name on a registered server that cannot be listed is a tool-level upstream error, not a 404', async (t) => {
   const good = await goodFixture(t)
   const gw = await app(t)
   await register(gw, 'good', { type: 'http', url: good.url })

@@ -1,6 +1,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { readdir, readFile } from 'node:fs/promises'
+import { copyFile, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildTestApp } from '../helpers/app.js'
 import { minimalStdioFixture } from '../fixtures/mcp/index.js'
@@ -23,8 +25,13 @@ async function processesMatching (needle: string): Promise<number[]> {
 
 test('stdio servers are always reaped: 150 register/invoke/remove cycles through the gateway leave no process', async (t) => {
   const app = await buildTestApp(t)
-  const fixture = minimalStdioFixture()
-  const needle = fixture.args[0] ?? 'stdio-minimal.sh'
+  // A private copy of the script: other test files run the same fixture concurrently, and
+  // only this test's processes must be counted.
+  const dir = await mkdtemp(join(tmpdir(), 'tg-reap-'))
+  t.after(async () => await rm(dir, { recursive: true, force: true }))
+  const needle = join(dir, 'stdio-minimal.sh')
+  await copyFile(minimalStdioFixture().args[0] ?? '', needle)
+  const fixture = { command: '/bin/sh', args: [needle] }
   assert.deepEqual(await processesMatching(needle), [])
   for (let i = 0; i < 150; i++) {
     const id = `cli-${i % 7}`
