@@ -25,9 +25,14 @@ export default async function registryRoutes (app: FastifyInstance): Promise<voi
   const registry = app.services.registry
   const tags = ['registry']
 
+  // Admin only: global configs name the operator's internal URLs and commands. Tenants see
+  // which tools global servers offer through GET /catalog.
   app.get('/mcp/servers', {
-    schema: { summary: 'Global MCP servers (secrets masked)', tags, response: { 200: ServerList, ...errorResponses(401, 429, 503) } }
-  }, async () => ({ servers: await registry.list({ kind: 'global' }) }))
+    schema: { summary: 'Global MCP servers (admin; secrets masked)', tags, response: { 200: ServerList, ...errorResponses(401, 403, 429, 503) } }
+  }, async (request) => {
+    requireAdmin(request)
+    return { servers: await registry.list({ kind: 'global' }) }
+  })
 
   app.put<{ Params: Static<typeof ServerParams>, Body: Static<typeof PutServerBody> }>('/mcp/servers/:serverId', {
     schema: {

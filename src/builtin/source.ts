@@ -1,4 +1,5 @@
 import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource } from '../tools/source.js'
+import { StaticCatalog } from '../tools/static-catalog.js'
 import type { CallContext, Caller, ToolOutcome, WorkspaceRequest } from '../tools/types.js'
 import { KeyedMutex } from './keyed-mutex.js'
 import { ToolError } from './types.js'
@@ -16,14 +17,14 @@ export interface WorkspaceResolver {
  */
 export class BuiltinSource implements ToolSource {
   readonly route = 'builtin' as const
-  readonly #entries = new Map<string, CatalogEntry>()
+  readonly #catalog = new StaticCatalog()
   readonly #workspaces: WorkspaceResolver
   readonly #writes = new KeyedMutex()
 
   constructor (tools: readonly BuiltinTool[], workspaces: WorkspaceResolver) {
     this.#workspaces = workspaces
     for (const tool of tools) {
-      this.#entries.set(tool.name, {
+      this.#catalog.add({
         route: 'builtin',
         source: 'builtin',
         name: tool.name,
@@ -34,17 +35,15 @@ export class BuiltinSource implements ToolSource {
   }
 
   get names (): BuiltinName[] {
-    return [...this.#entries.keys()] as BuiltinName[]
+    return this.#catalog.names as BuiltinName[]
   }
 
   async list (selection: Selection | 'all'): Promise<SourceListing> {
-    const names = selection === 'all' ? [...this.#entries.keys()] : (selection.names ?? [])
-    const tools = names.flatMap((n) => this.#entries.get(n) ?? [])
-    return { tools, matched: tools.map((t) => t.name), unavailable: [] }
+    return this.#catalog.list(selection)
   }
 
   async resolve (name: string, _scope: Scope): Promise<CatalogEntry | undefined> {
-    return this.#entries.get(name)
+    return this.#catalog.get(name)
   }
 
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {

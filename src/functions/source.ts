@@ -1,4 +1,5 @@
 import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource } from '../tools/source.js'
+import { StaticCatalog } from '../tools/static-catalog.js'
 import type { CallContext, ToolOutcome } from '../tools/types.js'
 import { runWithDeadline } from '../tools/deadline.js'
 import type { FunctionTool } from './define.js'
@@ -7,13 +8,13 @@ import type { LoadedFunction } from './loader.js'
 /** Tier 4: local function tools, exposed under their own names. */
 export class FunctionSource implements ToolSource {
   readonly route = 'function' as const
-  readonly #entries = new Map<string, CatalogEntry>()
+  readonly #catalog = new StaticCatalog()
   readonly #defaultTimeoutMs: number
 
   constructor (functions: readonly LoadedFunction[], opts: { defaultTimeoutMs: number }) {
     this.#defaultTimeoutMs = opts.defaultTimeoutMs
     for (const { tool } of functions) {
-      this.#entries.set(tool.name, {
+      this.#catalog.add({
         route: 'function',
         source: tool.name,
         name: tool.name,
@@ -24,17 +25,15 @@ export class FunctionSource implements ToolSource {
   }
 
   get size (): number {
-    return this.#entries.size
+    return this.#catalog.size
   }
 
   async list (selection: Selection | 'all'): Promise<SourceListing> {
-    const names = selection === 'all' ? [...this.#entries.keys()] : (selection.names ?? [])
-    const tools = names.flatMap((n) => this.#entries.get(n) ?? [])
-    return { tools, matched: tools.map((t) => t.name), unavailable: [] }
+    return this.#catalog.list(selection)
   }
 
   async resolve (name: string, _scope: Scope): Promise<CatalogEntry | undefined> {
-    return this.#entries.get(name)
+    return this.#catalog.get(name)
   }
 
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {

@@ -1,6 +1,7 @@
 import { flattenCallToolResult } from '../remote-mcp/flatten.js'
 import { runWithDeadline } from '../tools/deadline.js'
 import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource } from '../tools/source.js'
+import { StaticCatalog } from '../tools/static-catalog.js'
 import type { CallContext, ToolOutcome } from '../tools/types.js'
 import { closeService } from './loader.js'
 import type { LocalMcpService, LocalMcpTool } from './loader.js'
@@ -8,7 +9,7 @@ import type { LocalMcpService, LocalMcpTool } from './loader.js'
 /** Tier 3: in-process MCP services, exposed as apiFunctionName(service, tool). */
 export class LocalMcpSource implements ToolSource {
   readonly route = 'local_mcp' as const
-  readonly #entries = new Map<string, CatalogEntry>()
+  readonly #catalog = new StaticCatalog()
   readonly #services: LocalMcpService[]
   readonly #callTimeoutMs: number
 
@@ -16,7 +17,7 @@ export class LocalMcpSource implements ToolSource {
     this.#services = loaded.services
     this.#callTimeoutMs = opts.callTimeoutMs
     for (const t of loaded.tools) {
-      this.#entries.set(t.exposedName, {
+      this.#catalog.add({
         route: 'local_mcp',
         source: t.service.name,
         name: t.exposedName,
@@ -33,7 +34,7 @@ export class LocalMcpSource implements ToolSource {
   }
 
   get size (): number {
-    return this.#entries.size
+    return this.#catalog.size
   }
 
   get serviceNames (): string[] {
@@ -41,13 +42,11 @@ export class LocalMcpSource implements ToolSource {
   }
 
   async list (selection: Selection | 'all'): Promise<SourceListing> {
-    const names = selection === 'all' ? [...this.#entries.keys()] : (selection.names ?? [])
-    const tools = names.flatMap((n) => this.#entries.get(n) ?? [])
-    return { tools, matched: tools.map((t) => t.name), unavailable: [] }
+    return this.#catalog.list(selection)
   }
 
   async resolve (name: string, _scope: Scope): Promise<CatalogEntry | undefined> {
-    return this.#entries.get(name)
+    return this.#catalog.get(name)
   }
 
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {

@@ -215,6 +215,8 @@ test('with API keys: a tenant registers stdio -> 403, manages only its own serve
   assert.equal(res.statusCode, 403)
   res = await app.inject({ method: 'GET', url: '/status', headers: tenant })
   assert.equal(res.statusCode, 403)
+  res = await app.inject({ method: 'GET', url: '/mcp/servers', headers: tenant })
+  assert.equal(res.statusCode, 403)
   res = await app.inject({ method: 'PUT', url: '/users/acme/mcp/servers/web', headers: tenant, payload: { type: 'http', url: 'http://127.0.0.1:9/mcp' } })
   assert.equal(res.statusCode, 201, res.body)
   // the admin may register stdio for a tenant, and global servers
