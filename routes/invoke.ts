@@ -19,7 +19,7 @@ export default async function invokeRoutes (app: FastifyInstance): Promise<void>
     if (!outcome.ok) throw outcome.error
     const { toolMs, ...result } = outcome.result
     request.toolMs = toolMs
-    request.log.info({ tool: result.name, route: result.route, tenant: request.body.userId ?? null, outcome: result.isError ? result.error?.code : 'ok', durationMs: result.durationMs }, 'invoke')
+    request.log.info({ tool: result.name, route: result.route, tenant: request.body.userId ?? request.caller.userId ?? null, outcome: result.isError ? result.error?.code : 'ok', durationMs: result.durationMs }, 'invoke')
     return result
   })
 
