@@ -7,10 +7,11 @@ import type { Config } from './config.js'
 import { formatValidationErrors } from './schemas/error-format.js'
 import { createServices } from './services.js'
 import type { ServiceOverrides, Services } from './services.js'
-import authPlugin from '../plugins/auth.js'
+import authPlugin, { PUBLIC_ROUTES } from '../plugins/auth.js'
 import docsPlugin from '../plugins/docs.js'
 import errorsPlugin from '../plugins/errors.js'
 import gatewayPlugin from '../plugins/gateway.js'
+import metricsPlugin from '../plugins/metrics.js'
 import overheadPlugin from '../plugins/overhead.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
 import healthRoutes from '../routes/health.js'
@@ -81,7 +82,11 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(gatewayPlugin, { services })
   // Before auth: a request refused by auth or the rate limit still gets its overhead header right.
   await app.register(overheadPlugin)
-  await app.register(authPlugin, { apiKeys: config.apiKeys, apiKeysFile: config.apiKeysFile })
+  await app.register(authPlugin, {
+    apiKeys: config.apiKeys,
+    apiKeysFile: config.apiKeysFile,
+    publicRoutes: config.metricsRequireKey ? PUBLIC_ROUTES.filter((r) => r !== '/metrics') : PUBLIC_ROUTES
+  })
   // After auth (buckets are per tenant) and before every route (it hooks routes as they are added).
   await app.register(rateLimitPlugin, {
     perMinute: config.rateLimitPerMinute,
@@ -91,6 +96,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     redisKeyPrefix: config.redisKeyPrefix
   })
 
+  // After the overhead plugin (it reads the header that plugin sets) and before the routes it measures.
+  await app.register(metricsPlugin)
   await app.register(healthRoutes)
   await app.register(toolsRoutes)
   await app.register(invokeRoutes)

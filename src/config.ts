@@ -27,6 +27,8 @@ export const ConfigSchema = Type.Object({
   apiKeysFile: Type.Optional(Type.String({ minLength: 1, env: 'API_KEYS_FILE', description: 'File with one key:scope pair per line' })),
   rateLimitPerMinute: Type.Integer({ minimum: 1, env: 'RATE_LIMIT_PER_MINUTE', default: 600, description: 'Requests per minute per tenant' }),
   maxConcurrentPerTenant: Type.Integer({ minimum: 1, env: 'MAX_CONCURRENT_PER_TENANT', default: 32, description: 'Concurrent invocations per tenant' }),
+  metricsRequireKey: Type.Boolean({ env: 'METRICS_REQUIRE_KEY', default: false, description: 'GET /metrics needs an API key (any configured key; a tenant key for a scraper is enough)' }),
+  shutdownGraceMs: Type.Integer({ minimum: 0, maximum: 600_000, env: 'SHUTDOWN_GRACE_MS', default: 10_000, description: 'On SIGTERM, how long in-flight requests may finish before they are cut off and their processes killed' }),
   logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { env: 'LOG_LEVEL', default: 'info', description: 'pino log level' }),
   bodyLimitBytes: Type.Integer({ minimum: 1024, env: 'BODY_LIMIT_BYTES', default: 2 * 1024 * 1024, description: 'Largest request body accepted (413 beyond)' }),
   outputMaxChars: Type.Integer({ minimum: 1000, env: 'OUTPUT_MAX_CHARS', default: 100_000, description: 'Cap on every tool output string' }),

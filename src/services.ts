@@ -13,6 +13,7 @@ import { encodeUserServiceName } from './naming/names.js'
 import { createRegistryStore } from './registry/create-store.js'
 import { ServerRegistry } from './registry/registry-service.js'
 import { secretBoxFromEnv } from './registry/secrets.js'
+import { isRegistryUnavailableError } from './registry/errors.js'
 import type { RegistryStore } from './registry/types.js'
 import { PoolConnector } from './remote-mcp/connector.js'
 import { RegistryDirectory } from './remote-mcp/directory.js'
@@ -54,6 +55,14 @@ export interface Readiness {
   sources: { builtin: number, functions: number, localMcpTools: number }
 }
 
+/** Failures counted inside the domain, where the HTTP layer cannot see them (GET /metrics). */
+export interface ServiceCounters {
+  /** Remote MCP list/call operations that failed to connect (GW_UPSTREAM_CONNECT). */
+  mcpConnectFailures: number
+  /** Registry operations that failed because the backend (Redis) was unreachable. */
+  registryUnavailable: number
+}
+
 /** Everything the HTTP layer needs, built once per process from the config. */
 export interface Services {
   config: Config
@@ -67,6 +76,8 @@ export interface Services {
   status: () => GatewayStatus
   /** GET /readyz: can this instance serve (registry reachable, sandbox probe)? */
   readiness: () => Promise<Readiness>
+  /** Monotonic failure counts for metrics. */
+  counters: Readonly<ServiceCounters>
   /** Closes every resource (MCP clients, processes, Redis) within a bounded time. */
   close: () => Promise<void>
 }
@@ -139,8 +150,10 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   } catch (err) {
     throw new StartupError(`EGRESS_ALLOW: ${(err as Error).message}`)
   }
-  const store = overrides.store ?? await createRegistryStore({ redisUrl: config.redisUrl, keyPrefix: config.redisKeyPrefix })
-  if (!overrides.store) closers.push(async () => await store.close())
+  const counters: ServiceCounters = { mcpConnectFailures: 0, registryUnavailable: 0 }
+  const rawStore = overrides.store ?? await createRegistryStore({ redisUrl: config.redisUrl, keyPrefix: config.redisKeyPrefix })
+  if (!overrides.store) closers.push(async () => await rawStore.close())
+  const store = countUnavailable(rawStore, counters)
   if (!box.box.encrypted) {
     const level = store.backend === 'redis' ? 'warn' : 'info'
     logger[level]({ registry: store.backend }, store.backend === 'redis'
@@ -183,7 +196,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     closers.push(async () => dir.close())
     directory = dir
   }
-  const connector = overrides.connector ?? new PoolConnector(pools)
+  const connector = countConnectFailures(overrides.connector ?? new PoolConnector(pools), counters)
 
   if (config.mcpServersFile) {
     let document: unknown
@@ -247,5 +260,46 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     }
   }
 
-  return { config, gateway, router, registry, functions, localMcp, builtins, status, readiness, close }
+  return { config, gateway, router, registry, functions, localMcp, builtins, status, readiness, counters, close }
+}
+
+/** The store, counting the operations that fail because the backend is unreachable. */
+function countUnavailable (store: RegistryStore, counters: ServiceCounters): RegistryStore {
+  const counted = async <T>(work: Promise<T>): Promise<T> => {
+    try {
+      return await work
+    } catch (err) {
+      if (isRegistryUnavailableError(err)) counters.registryUnavailable++
+      throw err
+    }
+  }
+  return {
+    backend: store.backend,
+    list: async (scope) => await counted(store.list(scope)),
+    snapshot: async (scope) => await counted(store.snapshot(scope)),
+    get: async (scope, serverId) => await counted(store.get(scope, serverId)),
+    put: async (scope, serverId, config) => await counted(store.put(scope, serverId, config)),
+    delete: async (scope, serverId) => await counted(store.delete(scope, serverId)),
+    version: async (scope) => await counted(store.version(scope)),
+    listUserIds: async () => await counted(store.listUserIds()),
+    subscribe: (listener) => store.subscribe(listener),
+    ping: async () => await counted(store.ping()),
+    close: async () => await store.close()
+  }
+}
+
+/** The connector, counting list/call operations that could not connect (GW_UPSTREAM_CONNECT). */
+function countConnectFailures (connector: McpConnector, counters: ServiceCounters): McpConnector {
+  const counted = async <T>(work: Promise<T>): Promise<T> => {
+    try {
+      return await work
+    } catch (err) {
+      if ((err as { code?: unknown } | null)?.code === 'GW_UPSTREAM_CONNECT') counters.mcpConnectFailures++
+      throw err
+    }
+  }
+  return {
+    listTools: async (key, server, opts) => await counted(connector.listTools(key, server, opts)),
+    callTool: async (key, server, name, args, opts) => await counted(connector.callTool(key, server, name, args, opts))
+  }
 }

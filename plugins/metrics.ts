@@ -1,0 +1,103 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { Type } from '@sinclair/typebox'
+import { createMetrics } from '../src/metrics.js'
+import type { GatewayMetrics, InvocationRecord } from '../src/metrics.js'
+import { errorResponses } from '../src/schemas/common.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Prometheus metrics of this app (GET /metrics renders them). */
+    metrics: GatewayMetrics
+  }
+}
+
+const INVOKE_ROUTES = new Set(['/invoke', '/invoke/batch'])
+
+interface ResultLike {
+  route?: unknown
+  isError?: unknown
+  error?: { code?: unknown } | null
+  durationMs?: unknown
+  statusCode?: unknown
+}
+
+/** One entry of an /invoke or /invoke/batch answer as a metrics record. */
+function toRecord (endpoint: string, r: ResultLike): InvocationRecord {
+  if (typeof r.statusCode === 'number') {
+    // A batch entry that never reached a tool, or a refused request ({ statusCode, code }).
+    const code = r.error?.code ?? (r as { code?: unknown }).code
+    return { endpoint, route: undefined, outcome: typeof code === 'string' ? code : 'other', durationMs: undefined }
+  }
+  const code = r.error?.code
+  return {
+    endpoint,
+    route: typeof r.route === 'string' ? r.route : undefined,
+    outcome: r.isError === true ? (typeof code === 'string' ? code : 'other') : 'ok',
+    durationMs: typeof r.durationMs === 'number' ? r.durationMs : undefined
+  }
+}
+
+/**
+ * GET /metrics (Prometheus text format) and the hooks that feed it: invocation outcomes and
+ * latencies from the /invoke answers, the gateway overhead from the x-gateway-overhead-ms
+ * header (registered after the overhead plugin, so it reads the value that was sent).
+ * Public unless METRICS_REQUIRE_KEY (the auth plugin's public routes decide).
+ */
+export default fp(async function metricsPlugin (app: FastifyInstance) {
+  const services = app.services
+  const builtins = services.builtins
+  const metrics = createMetrics({
+    status: () => services.status(),
+    counters: services.counters,
+    sandbox: builtins !== undefined ? () => builtins.sandbox.stats() : undefined,
+    processes: builtins !== undefined ? () => builtins.processes.stats() : undefined,
+    invocationsInFlight: () => {
+      let n = 0
+      for (const v of app.invocationsInFlight.values()) n += v
+      return n
+    }
+  })
+  app.decorate('metrics', metrics)
+
+  const isInvoke = (request: FastifyRequest): boolean =>
+    request.method === 'POST' && INVOKE_ROUTES.has(request.routeOptions.url ?? '')
+
+  // preSerialization sees the answer as an object, for results and for errors alike (the error
+  // handler sends its body through it too), before anything is turned into a string.
+  app.addHook('preSerialization', async (request, _reply, payload) => {
+    if (!isInvoke(request) || payload === null || typeof payload !== 'object') return payload
+    const endpoint = request.routeOptions.url ?? ''
+    const results = (payload as { results?: unknown }).results
+    if (Array.isArray(results)) {
+      for (const r of results) metrics.recordInvocation(toRecord(endpoint, (r ?? {}) as ResultLike))
+    } else {
+      metrics.recordInvocation(toRecord(endpoint, payload as ResultLike))
+    }
+    return payload
+  })
+
+  app.addHook('onResponse', async (request, reply) => {
+    const header = reply.getHeader('x-gateway-overhead-ms')
+    const overheadMs = typeof header === 'string' ? Number(header) : NaN
+    if (Number.isFinite(overheadMs)) metrics.recordOverhead(request.routeOptions.url ?? 'unmatched', overheadMs)
+  })
+
+  app.get('/metrics', {
+    schema: {
+      summary: 'Prometheus metrics (text exposition format)',
+      description: 'Public unless METRICS_REQUIRE_KEY=true, then any API key. Labels never carry userIds, tool names or arguments.',
+      tags: ['operations'],
+      response: {
+        200: {
+          description: 'Prometheus text format 0.0.4',
+          content: { 'text/plain': { schema: Type.String() } }
+        },
+        ...errorResponses(401)
+      }
+    }
+  }, async (_request, reply) => {
+    const body = await metrics.render()
+    return await reply.type(metrics.contentType).send(body)
+  })
+}, { name: 'gateway-metrics', dependencies: ['gateway-services', 'gateway-overhead', 'gateway-rate-limit'] })

@@ -1,0 +1,157 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { HTTP_ERROR_CODES, TOOL_ERROR_CODES } from './errors.js'
+import type { GatewayStatus, ServiceCounters } from './services.js'
+import { ROUTES } from './tools/types.js'
+
+/**
+ * What the metrics read from the domain at scrape time. Every part is optional so a test
+ * app (or an embedder) without built-ins still exposes the rest.
+ */
+export interface MetricSources {
+  status: () => Pick<GatewayStatus, 'globalClients' | 'userClients' | 'connectedClients'>
+  counters: Readonly<ServiceCounters>
+  sandbox?: (() => { execs: number, timeouts: number, running: number }) | undefined
+  processes?: (() => { spawned: number, running: number }) | undefined
+  /** In-flight invocations on this instance, summed over tenants (never per tenant). */
+  invocationsInFlight?: (() => number) | undefined
+}
+
+/** One tool call as the HTTP layer saw it. */
+export interface InvocationRecord {
+  /** The HTTP route pattern: `/invoke` or `/invoke/batch`. */
+  endpoint: string
+  /** The tier that served the call; undefined when the call never reached a tool. */
+  route: string | undefined
+  /** `ok`, the tool error code (isError results), or the GW_ code of a refused call. */
+  outcome: string
+  /** Time spent in the tool (result.durationMs); undefined for refused calls. */
+  durationMs: number | undefined
+}
+
+export interface GatewayMetrics {
+  readonly contentType: string
+  recordInvocation: (record: InvocationRecord) => void
+  /** The same number as the x-gateway-overhead-ms header of the response. */
+  recordOverhead: (endpoint: string, overheadMs: number) => void
+  /** The Prometheus text exposition: the gateway's metrics and the process defaults. */
+  render: () => Promise<string>
+}
+
+// Label values come from fixed sets only: an unexpected value becomes `other`, so no caller
+// input (tool names, userIds, arbitrary paths) can grow the series count.
+const KNOWN_ROUTES = new Set<string>(ROUTES)
+const KNOWN_OUTCOMES = new Set<string>(['ok', ...Object.keys(HTTP_ERROR_CODES), ...Object.values(TOOL_ERROR_CODES)])
+const KNOWN_ENDPOINTS = new Set(['/invoke', '/invoke/batch'])
+
+/** Tool calls run from milliseconds (built-ins) up to INVOKE_TIMEOUT_MS (11 minutes). */
+const INVOKE_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 660]
+/** The gateway's own time per request: sub-millisecond when healthy. */
+const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1]
+
+// Process metrics (CPU, memory, event loop, GC) describe the process, not an app: collected
+// once per process, so building many apps (tests) does not stack GC observers and monitors.
+let processRegistry: Registry | undefined
+function processMetrics (): Registry {
+  if (processRegistry === undefined) {
+    processRegistry = new Registry()
+    collectDefaultMetrics({ register: processRegistry })
+  }
+  return processRegistry
+}
+
+/** A counter that mirrors a monotonic number kept elsewhere (read at scrape time). */
+function mirroredCounter (registry: Registry, name: string, help: string, read: () => number | undefined, labels: Record<string, string> = {}): Counter {
+  let seen = 0
+  return new Counter({
+    name,
+    help,
+    registers: [registry],
+    collect () {
+      const now = read()
+      if (now === undefined) return
+      if (now > seen) this.inc(labels, now - seen)
+      seen = Math.max(seen, now)
+    }
+  })
+}
+
+/**
+ * The gateway's Prometheus metrics (no Fastify here: the plugin feeds and serves them).
+ * Labels are bounded on purpose: no userId, tool name or argument ever becomes a label.
+ */
+export function createMetrics (sources: MetricSources): GatewayMetrics {
+  const registry = new Registry()
+
+  const invocations = new Counter({
+    name: 'gateway_invocations_total',
+    help: 'Tool calls by endpoint, serving tier (route; none = refused before a tool) and outcome (ok, the tool error code, or the GW_ code of a refused call)',
+    labelNames: ['endpoint', 'route', 'outcome'] as const,
+    registers: [registry]
+  })
+  const invokeDuration = new Histogram({
+    name: 'gateway_invoke_duration_seconds',
+    help: 'Time spent in the tool per call, by serving tier',
+    labelNames: ['route'] as const,
+    buckets: INVOKE_BUCKETS,
+    registers: [registry]
+  })
+  const overhead = new Histogram({
+    name: 'gateway_overhead_seconds',
+    help: 'Time in the gateway outside tools per request (the x-gateway-overhead-ms header), by route pattern',
+    labelNames: ['endpoint'] as const,
+    buckets: OVERHEAD_BUCKETS,
+    registers: [registry]
+  })
+
+  const gauge = (name: string, help: string, read: () => Array<[Record<string, string>, number]>, labelNames: string[] = []): Gauge =>
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      collect () {
+        for (const [labels, value] of read()) this.set(labels, value)
+      }
+    })
+
+  gauge('gateway_mcp_clients', 'Remote MCP clients in the pools, by pool', () => {
+    const s = sources.status()
+    return [[{ pool: 'global' }, s.globalClients], [{ pool: 'tenant' }, s.userClients]]
+  }, ['pool'])
+  gauge('gateway_mcp_clients_connected', 'Remote MCP clients with an open connection', () => [[{}, sources.status().connectedClients]])
+  mirroredCounter(registry, 'gateway_mcp_connect_failures_total', 'Remote MCP list or call operations that could not connect to the server', () => sources.counters.mcpConnectFailures)
+  mirroredCounter(registry, 'gateway_registry_unavailable_total', 'Registry operations that failed because the backend (Redis) was unreachable', () => sources.counters.registryUnavailable)
+
+  const sandbox = sources.sandbox
+  const processes = sources.processes
+  if (sandbox !== undefined) {
+    mirroredCounter(registry, 'gateway_sandbox_execs_total', 'bash commands run to completion in the sandbox', () => sandbox().execs)
+    mirroredCounter(registry, 'gateway_sandbox_timeouts_total', 'Sandboxed bash commands killed at their timeout', () => sandbox().timeouts)
+    gauge('gateway_sandbox_running', 'Sandboxed processes alive now (commands and background processes)', () => [[{}, sandbox().running]])
+  }
+  if (processes !== undefined) {
+    mirroredCounter(registry, 'gateway_background_processes_started_total', 'Background processes started (bash action start)', () => processes().spawned)
+    gauge('gateway_background_processes_running', 'Background processes running now', () => [[{}, processes().running]])
+  }
+  const inFlight = sources.invocationsInFlight
+  if (inFlight !== undefined) {
+    gauge('gateway_invocations_in_flight', 'Tool invocations in progress on this instance (all tenants)', () => [[{}, inFlight()]])
+  }
+
+  return {
+    contentType: registry.contentType,
+    recordInvocation (r) {
+      const route = r.route !== undefined && KNOWN_ROUTES.has(r.route) ? r.route : 'none'
+      invocations.inc({
+        endpoint: KNOWN_ENDPOINTS.has(r.endpoint) ? r.endpoint : 'other',
+        route,
+        outcome: KNOWN_OUTCOMES.has(r.outcome) ? r.outcome : 'other'
+      })
+      if (r.durationMs !== undefined && route !== 'none') invokeDuration.observe({ route }, r.durationMs / 1000)
+    },
+    recordOverhead (endpoint, overheadMs) {
+      overhead.observe({ endpoint }, overheadMs / 1000)
+    },
+    render: async () => await Registry.merge([processMetrics(), registry]).metrics()
+  }
+}
