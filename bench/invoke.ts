@@ -1,0 +1,82 @@
+/**
+ * Issue 6 row 1: POST /invoke of a local function tool (bench_echo, bench/fixtures/functions)
+ * through the real gateway process vs a bare Fastify process (same logger level, timeouts,
+ * request ids) answering the same JSON on the same route. Both are loaded with autocannon from
+ * this process, in interleaved rounds after a warm-up.
+ */
+import path from 'node:path'
+import { closeHttp, freePort, gatewayEnv, httpOk, load, loadInterleaved, nodeFlags, REPO_ROOT, spawnChild, startGateway, TSX_IMPORT, waitReady } from './fixtures/procs.js'
+import type { LoadResult } from './fixtures/procs.js'
+import { makeRow, median, round } from './stats.js'
+import type { BenchContext, Row } from './types.js'
+
+const CONNECTIONS = 10
+const SECONDS = 4
+const ROUNDS = 4
+const BODY = JSON.stringify({ name: 'bench_echo', arguments: { text: 'hello' }, callId: 'call_bench' })
+
+function summary (rs: readonly LoadResult[]): { rps: number, p50: number, p99: number, n: number, bad: number } {
+  return {
+    rps: median(rs.map((r) => r.rps)),
+    p50: median(rs.map((r) => r.p50)),
+    p99: median(rs.map((r) => r.p99)),
+    n: rs.reduce((a, r) => a + r.requests, 0),
+    bad: rs.reduce((a, r) => a + r.non2xx + r.errors, 0)
+  }
+}
+
+export async function run (ctx: BenchContext): Promise<Row[]> {
+  ctx.defer(closeHttp)
+  const gw = await startGateway(ctx, gatewayEnv(ctx, { FUNCTIONS_DIR: path.join(REPO_ROOT, 'bench/fixtures/functions') }))
+  const answer = await httpOk('POST', `${gw.url}/invoke`, JSON.parse(BODY)) as Record<string, unknown>
+  if (answer.output !== 'hello' || answer.isError !== false) throw new Error(`unexpected answer ${JSON.stringify(answer)}`)
+
+  const barePort = await freePort()
+  const bare = spawnChild(ctx, {
+    name: 'bare-fastify',
+    command: process.execPath,
+    args: [...nodeFlags('bare'), '--import', TSX_IMPORT, path.join(REPO_ROOT, 'bench/fixtures/bare-fastify.ts')],
+    env: { PORT: String(barePort), LOG_LEVEL: 'info', BARE_RESPONSE: JSON.stringify(answer) }
+  })
+  const bareUrl = `http://127.0.0.1:${barePort}`
+  await waitReady(bare, `${bareUrl}/healthz`)
+  ctx.log(`gateway pid ${gw.pid}, bare Fastify pid ${bare.pid}; ${CONNECTIONS} connections, ${ROUNDS} x ${SECONDS} s each`)
+
+  const target = (url: string) => async (seconds: number) =>
+    await load({ url: `${url}/invoke`, method: 'POST', body: BODY, connections: CONNECTIONS, seconds })
+  const res = await loadInterleaved(ctx, { gateway: target(gw.url), bare: target(bareUrl) }, { warmupSeconds: 2, seconds: SECONDS, rounds: ROUNDS })
+  const g = summary(res.gateway)
+  const b = summary(res.bare)
+  const common = `${CONNECTIONS} connections, median of ${res.gateway.length} interleaved ${SECONDS} s rounds; LOG_LEVEL=info both`
+  const bad = g.bad + b.bad > 0 ? `; ${g.bad} non-2xx/errors (bare ${b.bad})` : ''
+  return [
+    makeRow({
+      id: '1.1',
+      name: 'POST /invoke of a local function vs a bare Fastify route (same JSON): throughput',
+      metric: 'req/s',
+      value: g.rps,
+      baseline: b.rps,
+      target: { on: 'ratio', op: '>=', limit: 0.6 },
+      notes: `${common}; ${g.n} + ${b.n} requests${bad}`,
+      detail: { connections: CONNECTIONS, seconds: SECONDS, rounds: res.gateway.length, gatewayRps: res.gateway.map((r) => round(r.rps)).join(' '), bareRps: res.bare.map((r) => round(r.rps)).join(' ') }
+    }),
+    makeRow({
+      id: '1.2',
+      name: 'the same, latency p50',
+      metric: 'p50 ms',
+      value: g.p50,
+      baseline: b.p50,
+      target: null,
+      notes: `under the load of 1.1 (${CONNECTIONS} connections)`
+    }),
+    makeRow({
+      id: '1.3',
+      name: 'the same, latency p99',
+      metric: 'p99 ms',
+      value: g.p99,
+      baseline: b.p99,
+      target: null,
+      notes: `under the load of 1.1 (${CONNECTIONS} connections)`
+    })
+  ]
+}

@@ -1,0 +1,73 @@
+/**
+ * Issue 6 row 2 / issue 4 "Speed": POST /invoke of the `echo` tool of a streamable-HTTP MCP
+ * fixture server (its own process) through the real gateway process vs the SDK client calling
+ * the same server directly, from this process:
+ * - 2.1 added p50 latency at concurrency 1 (interleaved single calls; the gateway is called with
+ *   a keep-alive undici client, the server directly with the SDK client);
+ * - 2.2 throughput at concurrency 32 (autocannon with 32 connections vs 32 closed loops of
+ *   SDK callTool), interleaved rounds.
+ */
+import { callEcho, closedLoop, connectClient } from './fixtures/mcp-client.js'
+import { closeHttp, gatewayEnv, http, httpOk, load, loadInterleaved, startGateway, startMcpServers } from './fixtures/procs.js'
+import { makeRow, median, percentile, round, timePair } from './stats.js'
+import type { BenchContext, Row } from './types.js'
+
+const C = 32
+const SECONDS = 4
+const ROUNDS = 3
+
+export async function run (ctx: BenchContext): Promise<Row[]> {
+  ctx.defer(closeHttp)
+  const { urls } = await startMcpServers(ctx, 1, 'fixture')
+  const serverUrl = urls[0] as string
+  const gw = await startGateway(ctx, gatewayEnv(ctx))
+  await httpOk('PUT', `${gw.url}/mcp/servers/echo`, { type: 'streamable_http', url: serverUrl })
+  const body = { name: 'echo__echo', arguments: { text: 'hello' } }
+  const bodyText = JSON.stringify(body)
+  const viaGateway = async (): Promise<void> => {
+    const r = await http('POST', `${gw.url}/invoke`, body)
+    if (r.status !== 200 || !r.body.includes('"output":"m0:hello"')) throw new Error(`gateway answered ${r.status}: ${r.body.slice(0, 300)}`)
+  }
+  await viaGateway()
+  const client = await connectClient(ctx, serverUrl)
+  const direct = async (): Promise<void> => { await callEcho(client, 'hello') }
+  await direct()
+
+  // --- concurrency 1: added latency ---------------------------------------------------------------
+  const c1 = await timePair(viaGateway, direct, { warmup: 200, reps: 1500, signal: ctx.signal })
+  const gP50 = median(c1.subject)
+  const dP50 = median(c1.baseline)
+  ctx.log(`c=1: gateway p50 ${round(gP50)} ms, direct ${round(dP50)} ms (n=${c1.subject.length})`)
+
+  // --- concurrency 32: throughput -----------------------------------------------------------------
+  const res = await loadInterleaved(ctx, {
+    gateway: async (seconds) => await load({ url: `${gw.url}/invoke`, method: 'POST', body: bodyText, connections: C, seconds }),
+    direct: async (seconds) => await closedLoop(direct, C, seconds)
+  }, { warmupSeconds: 2, seconds: SECONDS, rounds: ROUNDS })
+  const gRps = median(res.gateway.map((r) => r.rps))
+  const dRps = median(res.direct.map((r) => r.rps))
+  const bad = [...res.gateway, ...res.direct].reduce((a, r) => a + r.non2xx + r.errors, 0)
+
+  return [
+    makeRow({
+      id: '2.1',
+      name: 'POST /invoke of a streamable-HTTP MCP echo vs the SDK client directly: latency at concurrency 1',
+      metric: 'p50 ms',
+      value: gP50,
+      baseline: dP50,
+      target: { on: 'delta', op: '<', limit: 1 },
+      notes: `added p50 ${round(gP50 - dP50)} ms; p99 ${round(percentile(c1.subject, 99))} vs ${round(percentile(c1.baseline, 99))} ms; n=${c1.subject.length} interleaved`,
+      detail: { addedP50: round(gP50 - dP50), p99: round(percentile(c1.subject, 99)), baselineP99: round(percentile(c1.baseline, 99)) }
+    }),
+    makeRow({
+      id: '2.2',
+      name: 'the same at concurrency 32: throughput',
+      metric: 'req/s',
+      value: gRps,
+      baseline: dRps,
+      target: { on: 'ratio', op: '>=', limit: 0.7 },
+      notes: `autocannon ${C} connections vs ${C} SDK callTool loops, median of ${res.gateway.length} interleaved ${SECONDS} s rounds; p50 ${round(median(res.gateway.map((r) => r.p50)))} vs ${round(median(res.direct.map((r) => r.p50)))} ms${bad > 0 ? `; ${bad} errors` : ''}`,
+      detail: { gatewayRps: res.gateway.map((r) => round(r.rps)).join(' '), directRps: res.direct.map((r) => round(r.rps)).join(' ') }
+    })
+  ]
+}
