@@ -29,10 +29,13 @@ async function main (): Promise<void> {
     process.exit(1)
   }
 
-  closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
+  // The hard bound: the drain (SHUTDOWN_GRACE_MS), then killing processes and closing MCP
+  // clients and Redis (each bounded on its own). Past it close-with-grace exits 1.
+  closeWithGrace({ delay: config.shutdownGraceMs + 15_000 }, async ({ signal, err }) => {
     if (err) app.log.error({ err }, 'closing after an error')
-    else app.log.info({ signal }, 'closing')
-    await app.close()
+    else app.log.info({ signal, graceMs: config.shutdownGraceMs }, 'closing: no new connections, waiting for in-flight requests')
+    await closeGracefully(app, config.shutdownGraceMs)
+    app.log.info('closed')
   })
 
   // The auth plugin decides (a key file with no key is a start-up error, never open mode).
@@ -48,6 +51,31 @@ async function main (): Promise<void> {
   }
   const auth = open ? '' : " -H 'authorization: Bearer <key>'"
   app.log.info(`tool-gateway listening on http://${host}:${port}  try: curl${auth} 'http://${host}:${port}/tools?functions=current_time,calculate'`)
+}
+
+/**
+ * app.close() stops accepting at once, waits for in-flight requests, then runs the onClose
+ * hooks (background and sandboxed processes killed, MCP clients and Redis closed). A request
+ * still running after `graceMs` has its connection destroyed: that aborts its tool (the
+ * sandbox kills the command) and lets the close proceed.
+ */
+async function closeGracefully (app: Awaited<ReturnType<typeof buildApp>>, graceMs: number): Promise<void> {
+  const closing = app.close()
+  // server.close() only drops the keep-alive connections idle at that moment; one whose last
+  // response finishes during the drain would otherwise hold the close until keepAliveTimeout.
+  const sweep = setInterval(() => { app.server.closeIdleConnections() }, 100)
+  let timer: NodeJS.Timeout | undefined
+  const drained = await Promise.race([
+    closing.then(() => true),
+    new Promise<false>((resolve) => { timer = setTimeout(() => resolve(false), graceMs) })
+  ])
+  clearTimeout(timer)
+  clearInterval(sweep)
+  if (!drained) {
+    app.log.warn({ graceMs }, 'in-flight requests did not finish in time; cutting them off')
+    app.server.closeAllConnections()
+    await closing
+  }
 }
 
 main().catch((err: unknown) => {
