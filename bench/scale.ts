@@ -1,0 +1,162 @@
+/**
+ * Issue 6 row 6: 10,000 tenants x 3 streamable-HTTP servers registered through the REST API in a
+ * real Redis (127.0.0.1:6379, or REDIS_URL; a unique REDIS_KEY_PREFIX whose keys are deleted
+ * after). The servers point at 3 shared fixture servers in one child process.
+ * - 6.1 gateway RSS before (started, warmed up) and after (30,000 servers registered and a sample
+ *   of tenants listed: every listed tenant has its own pooled clients);
+ * - 6.2 GET /tools for a random tenant (its first listing: the gateway connects its 3 servers)
+ *   and 6.3 the same tenants listed again (warm);
+ * - 6.4 registry write throughput: PUT /users/{u}/mcp/servers/{s} with 32 in flight, vs GET
+ *   /healthz at the same concurrency (the HTTP floor of the same gateway).
+ */
+import { randomBytes } from 'node:crypto'
+import { Redis } from 'ioredis'
+import { closeHttp, gatewayEnv, http, httpOk, pool, rssMiB, startGateway, startMcpServers } from './fixtures/procs.js'
+import { makeRow, median, percentile, round, timeMs } from './stats.js'
+import type { BenchContext, Row } from './types.js'
+
+const TENANTS = 10_000
+const PER_TENANT = 3
+const WRITERS = 32
+const SAMPLE = 200
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+const uid = (i: number): string => `t${String(i).padStart(5, '0')}`
+const SERVER_IDS = ['a', 'b', 'c']
+
+async function deleteKeys (redis: Redis, prefix: string): Promise<number> {
+  let cursor = '0'
+  let n = 0
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
+    cursor = next
+    if (keys.length > 0) n += await redis.del(...keys)
+  } while (cursor !== '0')
+  return n
+}
+
+export async function run (ctx: BenchContext): Promise<Row[]> {
+  ctx.defer(closeHttp)
+  const prefix = `tg-bench-${randomBytes(6).toString('hex')}:`
+  const redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 2000 })
+  redis.on('error', () => {})
+  await redis.connect()
+  ctx.defer(async () => {
+    const n = await deleteKeys(redis, prefix)
+    ctx.log(`deleted ${n} Redis keys under ${prefix}`)
+    redis.disconnect()
+  })
+
+  const { urls } = await startMcpServers(ctx, PER_TENANT, 'fixture')
+  const gw = await startGateway(ctx, gatewayEnv(ctx, { REDIS_URL, REDIS_KEY_PREFIX: prefix, EGRESS_ALLOW: '127.0.0.1/32' }))
+  const put = async (t: number, s: number): Promise<void> => {
+    await httpOk('PUT', `${gw.url}/users/${uid(t)}/mcp/servers/${SERVER_IDS[s] as string}`, { type: 'streamable_http', url: urls[s] })
+  }
+  const toolsUrl = (t: number): string => `${gw.url}/tools?userId=${uid(t)}&mcp=${SERVER_IDS.join(',')}`
+  const list = async (t: number): Promise<void> => {
+    const r = await http('GET', toolsUrl(t))
+    if (r.status !== 200) throw new Error(`GET /tools ${uid(t)} -> ${r.status}: ${r.body.slice(0, 300)}`)
+    const tools = (JSON.parse(r.body) as { tools: unknown[] }).tools.length
+    if (tools !== 27) throw new Error(`GET /tools ${uid(t)} listed ${tools} tools, expected 27: ${r.body.slice(0, 300)}`)
+  }
+
+  // Warm-up of every path measured, on tenants outside the measured range, then RSS "before".
+  for (let w = 0; w < 20; w++) {
+    for (let s = 0; s < PER_TENANT; s++) await put(TENANTS + w, s)
+    await list(TENANTS + w)
+    await list(TENANTS + w)
+  }
+  await pool(400, WRITERS, async () => { await httpOk('GET', `${gw.url}/healthz`) })
+  const rssBefore = await rssMiB(gw.pid)
+
+  // Registry writes, with GET /healthz at the same concurrency before and after as the floor.
+  const floor = async (): Promise<number> => {
+    const n = 3000
+    const ms = await timeMs(() => pool(n, WRITERS, async () => { await httpOk('GET', `${gw.url}/healthz`) }))
+    return n / (ms / 1000)
+  }
+  const floorBefore = await floor()
+  let written = 0
+  const writeMs = await timeMs(() => pool(TENANTS * PER_TENANT, WRITERS, async (i) => {
+    if (ctx.signal.aborted) return
+    await put(Math.floor(i / PER_TENANT), i % PER_TENANT)
+    written++
+  }))
+  const floorAfter = await floor()
+  const putsPerSec = written / (writeMs / 1000)
+  const rssRegistered = await rssMiB(gw.pid)
+  const hashes = await redis.scard(`${prefix}srv:users`).catch(() => -1)
+  ctx.log(`${written} PUTs in ${round(writeMs / 1000)} s = ${round(putsPerSec)}/s (healthz ${round(floorBefore)} / ${round(floorAfter)} req/s); ` +
+    `${hashes} tenant hashes in Redis; RSS ${round(rssBefore)} -> ${round(rssRegistered)} MiB`)
+  if (written < TENANTS * PER_TENANT) throw new Error(`only ${written} of ${TENANTS * PER_TENANT} servers registered before the budget ran out`)
+
+  // Random tenants (without repetition), listed for the first time, then again.
+  const sample: number[] = []
+  const seen = new Set<number>()
+  while (sample.length < SAMPLE) {
+    const t = Math.floor(Math.random() * TENANTS)
+    if (!seen.has(t)) { seen.add(t); sample.push(t) }
+  }
+  const firstMs: number[] = []
+  for (const t of sample) firstMs.push(await timeMs(() => list(t)))
+  // Warm: interleaved with GET /healthz, the floor of any request on this (noisy) machine.
+  const warmMs: number[] = []
+  const healthMs: number[] = []
+  for (let r = 0; r < 3; r++) {
+    for (const t of sample) {
+      warmMs.push(await timeMs(() => list(t)))
+      healthMs.push(await timeMs(() => httpOk('GET', `${gw.url}/healthz`)))
+    }
+  }
+  const rssAfter = await rssMiB(gw.pid)
+  ctx.log(`first listing p50 ${round(median(firstMs))} p99 ${round(percentile(firstMs, 99))} ms; warm p50 ${round(median(warmMs))} p99 ${round(percentile(warmMs, 99))} ms; RSS ${round(rssAfter)} MiB`)
+
+  return [
+    makeRow({
+      id: '6.1',
+      name: `gateway RSS after registering ${TENANTS.toLocaleString('en')} tenants x ${PER_TENANT} servers in Redis, vs before`,
+      metric: 'MiB',
+      value: rssRegistered,
+      baseline: rssBefore,
+      target: { on: 'delta', op: '<', limit: 50 },
+      notes: `growth ${round(rssRegistered - rssBefore)} MiB (started and warmed up before)`,
+      detail: { rssBefore: round(rssBefore), rssRegistered: round(rssRegistered), rssAfter: round(rssAfter) }
+    }),
+    makeRow({
+      id: '6.1b',
+      name: `the same after listing ${SAMPLE} of those tenants (${SAMPLE * PER_TENANT} pooled MCP clients)`,
+      metric: 'MiB',
+      value: rssAfter,
+      baseline: rssBefore,
+      target: null,
+      notes: `growth ${round(rssAfter - rssBefore)} MiB: ~${round((rssAfter - rssRegistered) * 1024 / (SAMPLE * PER_TENANT))} KiB per pooled client; the pool holds up to MCP_MAX_CLIENTS (default 1000)`
+    }),
+    makeRow({
+      id: '6.2',
+      name: 'GET /tools for a random tenant (first listing: connects its 3 servers)',
+      metric: 'p99 ms',
+      value: percentile(firstMs, 99),
+      baseline: null,
+      target: { on: 'value', op: '<', limit: 10 },
+      notes: `p50 ${round(median(firstMs))} ms; ${SAMPLE} random tenants of ${TENANTS.toLocaleString('en')}, sequential`
+    }),
+    makeRow({
+      id: '6.3',
+      name: 'GET /tools for the same random tenants again (warm) vs GET /healthz',
+      metric: 'p99 ms',
+      value: percentile(warmMs, 99),
+      baseline: percentile(healthMs, 99),
+      target: { on: 'value', op: '<', limit: 10 },
+      notes: `p50 ${round(median(warmMs))} ms (healthz ${round(median(healthMs))}); ${warmMs.length} calls, sequential, interleaved with healthz`
+    }),
+    makeRow({
+      id: '6.4',
+      name: `registry writes: PUT /users/{u}/mcp/servers/{s} into Redis, ${WRITERS} in flight, vs GET /healthz`,
+      metric: 'req/s',
+      value: putsPerSec,
+      baseline: (floorBefore + floorAfter) / 2,
+      target: null,
+      notes: `${written} PUTs in ${round(writeMs / 1000)} s; healthz measured before and after (${round(floorBefore)}, ${round(floorAfter)} req/s)`
+    })
+  ]
+}
