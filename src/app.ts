@@ -16,6 +16,7 @@ import overheadPlugin from '../plugins/overhead.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
 import healthRoutes from '../routes/health.js'
 import invokeRoutes from '../routes/invoke.js'
+import mcpRoutes from '../routes/mcp.js'
 import registryRoutes from '../routes/registry.js'
 import toolsRoutes from '../routes/tools.js'
 
@@ -102,5 +103,6 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(toolsRoutes)
   await app.register(invokeRoutes)
   await app.register(registryRoutes)
+  await app.register(mcpRoutes)
   return app
 }

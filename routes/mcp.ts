@@ -1,0 +1,114 @@
+import { performance } from 'node:perf_hooks'
+import { Type } from '@sinclair/typebox'
+import type { FastifyError, FastifyInstance } from 'fastify'
+import { HTTP_ERROR_CODES, HttpError } from '../src/errors.js'
+import type { HttpErrorCode } from '../src/errors.js'
+import { McpEndpoint } from '../src/mcp-server/endpoint.js'
+import type { McpEndpointOptions } from '../src/mcp-server/endpoint.js'
+import { JsonRpcErrorResponse, McpQuery, PARSE_ERROR, jsonRpcError } from '../src/mcp-server/schemas.js'
+import type { McpQueryT } from '../src/mcp-server/schemas.js'
+
+export type McpRoutesOptions = Pick<McpEndpointOptions, 'pollMs' | 'maxStreams'>
+
+const SCOPE = 'The endpoint URL carries the allow-list and tenant of GET /tools (functions, mcp, userId; a tenant key acts as its own userId), so tools/list is exactly GET /tools?format=mcp for the same query and tools/call is POST /invoke with that allow-list.'
+const errors = Object.fromEntries([400, 401, 403, 405, 406, 413, 415, 429].map((c) => [c, JsonRpcErrorResponse]))
+
+/**
+ * POST/GET/DELETE /mcp: the gateway itself as an MCP server over streamable HTTP (the SDK's
+ * transport on the raw request/response). Every error on these routes is a JSON-RPC error
+ * body, so MCP clients can read it, with the HTTP status of the other routes.
+ */
+export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise<void> {
+  const endpoint = new McpEndpoint({
+    gateway: app.services.gateway,
+    ...opts,
+    onError: (err, what) => app.log.error({ err }, what)
+  })
+  // SSE streams would keep the HTTP server from closing.
+  app.addHook('preClose', async () => { await endpoint.close() })
+
+  // Malformed JSON is a JSON-RPC parse error here (-32700), not the gateway's GW_MALFORMED_JSON body.
+  const jsonParser = app.getDefaultJsonParser('error', 'error')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = body.toString()
+    if (text.trim() === '') {
+      done(request.method === 'POST' ? new HttpError('GW_MALFORMED_JSON', 'Parse error: empty body') : null, undefined)
+      return
+    }
+    jsonParser(request, text, (err, value) => {
+      done(err ? new HttpError('GW_MALFORMED_JSON', `Parse error: ${err.message}`) : null, value)
+    })
+  })
+
+  app.setErrorHandler((err: FastifyError | HttpError, request, reply) => {
+    const { statusCode, code } = classify(err)
+    const message = statusCode >= 500 ? 'Internal error; the request id is in the logs' : err.message
+    if (statusCode >= 500) request.log.error({ err }, 'request failed')
+    else request.log.info({ code, statusCode }, message)
+    reply.code(statusCode).type('application/json').send(jsonRpcError(statusCode, code, message, code === 'GW_MALFORMED_JSON' ? PARSE_ERROR : undefined))
+  })
+
+  app.post<{ Querystring: McpQueryT }>('/mcp', {
+    schema: {
+      summary: 'MCP (streamable HTTP, stateless): JSON-RPC requests and notifications from an MCP client',
+      description: `${SCOPE} Stateless: no Mcp-Session-Id, any instance answers any request. Answers are application/json; unknown tools and tools outside the allow-list are JSON-RPC errors (-32602), tool failures are results with isError. Send Accept: application/json, text/event-stream.`,
+      tags: ['tools', 'invoke'],
+      querystring: McpQuery,
+      body: Type.Unknown({ description: 'A JSON-RPC 2.0 message or batch (MCP)' }),
+      response: { 200: Type.Unknown({ description: 'The JSON-RPC response(s)' }), 202: Type.Null({ description: 'Only notifications or responses were sent' }), ...errors }
+    }
+  }, async (request, reply) => {
+    const exchange = endpoint.exchange(request.query, request.caller)
+    reply.hijack()
+    await endpoint.post(request.raw, reply.raw, request.body, exchange, {
+      onCall: (record) => {
+        const tenant = exchange.tenant ?? null
+        if (!record.ok) {
+          request.log.info({ tool: record.name, tenant, outcome: record.error.code, via: 'mcp' }, 'invoke')
+          return
+        }
+        const { result } = record
+        request.toolMs += result.toolMs
+        request.log.info({ tool: result.name, route: result.route, tenant, outcome: result.isError ? result.error?.code : 'ok', durationMs: result.durationMs, via: 'mcp' }, 'invoke')
+        if (result.trace !== null) request.log.debug({ tool: result.name, callId: result.callId, trace: result.trace }, 'invoke trace')
+      },
+      overheadMs: () => performance.now() - request.startedAt - request.toolMs
+    })
+  })
+
+  app.get<{ Querystring: McpQueryT }>('/mcp', {
+    schema: {
+      summary: 'MCP (streamable HTTP): SSE stream of notifications/tools/list_changed',
+      description: `${SCOPE} The stream sends notifications/tools/list_changed when the listing for the same key and URL changes (a registry change, a remote server's own tool list); nothing else. Send Accept: text/event-stream.`,
+      tags: ['tools'],
+      querystring: McpQuery,
+      response: { 200: Type.Unknown({ description: 'text/event-stream' }), ...errors }
+    }
+  }, async (request, reply) => {
+    const exchange = endpoint.exchange(request.query, request.caller)
+    reply.hijack()
+    await endpoint.get(request.raw, reply.raw, exchange)
+  })
+
+  app.delete('/mcp', {
+    schema: {
+      summary: 'MCP session termination: not used (the endpoint is stateless)',
+      description: 'The endpoint issues no Mcp-Session-Id, so there is no session to end: always 405.',
+      tags: ['tools'],
+      response: errors
+    }
+  }, async (_request, reply) => {
+    reply.header('allow', 'GET, POST')
+    throw new HttpError('GW_METHOD_NOT_ALLOWED', 'Stateless MCP endpoint: there is no session to terminate')
+  })
+}
+
+function classify (err: FastifyError | HttpError): { statusCode: number, code: string } {
+  if (err instanceof HttpError) return { statusCode: err.statusCode, code: err.code }
+  if (typeof err.code === 'string' && err.code in HTTP_ERROR_CODES) return { statusCode: HTTP_ERROR_CODES[err.code as HttpErrorCode], code: err.code }
+  if (err.validation) return { statusCode: 400, code: 'GW_BAD_REQUEST' }
+  const statusCode = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500
+  const byStatus: Record<number, HttpErrorCode> = { 413: 'GW_PAYLOAD_TOO_LARGE', 415: 'GW_UNSUPPORTED_MEDIA_TYPE', 429: 'GW_RATE_LIMITED', 404: 'GW_NOT_FOUND' }
+  return { statusCode, code: statusCode === 500 ? 'GW_INTERNAL' : byStatus[statusCode] ?? 'GW_BAD_REQUEST' }
+}

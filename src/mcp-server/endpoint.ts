@@ -1,0 +1,179 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import type { Gateway } from '../gateway.js'
+import type { RegistryListener } from '../registry/types.js'
+import { parseServerSelection } from '../tools/router.js'
+import { actingUserId } from '../tools/tenancy.js'
+import type { Caller } from '../tools/types.js'
+import { ListChangedNotifier } from './notifier.js'
+import { jsonRpcError } from './schemas.js'
+import { createGatewayMcpServer, splitComma } from './server.js'
+import type { McpCallRecord, McpScope } from './server.js'
+
+export interface McpEndpointOptions {
+  gateway: Gateway
+  /** How often open notification streams' listings are compared (ms). */
+  pollMs?: number
+  /** Open GET notification streams this instance holds at most; more get 429. */
+  maxStreams?: number
+  /** Registry change events, so a change is notified at once instead of at the next poll. */
+  subscribe?: (listener: RegistryListener) => () => void
+  onError?: (err: unknown, what: string) => void
+}
+
+/** One checked request: who acts for which tenant with which allow-list. */
+export interface McpExchange {
+  scope: McpScope
+  caller: Caller
+  /** The tenant the exchange acts for (actingUserId of the caller and the URL's userId). */
+  tenant: string | undefined
+  serverIds: string[]
+}
+
+export interface PostHooks {
+  onCall?: (record: McpCallRecord) => void
+  /** Read when the response head is written: the gateway overhead so far, in ms. */
+  overheadMs?: () => number
+}
+
+export const DEFAULT_POLL_MS = 2000
+export const DEFAULT_MAX_STREAMS = 1000
+
+/**
+ * The /mcp endpoint without the web framework: MCP over streamable HTTP on raw Node
+ * request/response objects.
+ *
+ * Stateless: every POST gets a fresh SDK Server and transport and no session id, so any
+ * instance serves any request and nothing has to expire. The tenant and allow-list come
+ * from the request itself (API key + URL), so a client can never switch tenant mid-way.
+ *
+ * Notifications: a client that keeps a GET /mcp SSE stream open (the SDK client opens one
+ * after initialize) gets notifications/tools/list_changed on it when its listing changes;
+ * the stream is bound to the key and URL of that GET. It holds no other state: losing it
+ * (another instance, a restart) only means the client reconnects.
+ */
+export class McpEndpoint {
+  readonly #gateway: Gateway
+  readonly #notifier: ListChangedNotifier
+  readonly #maxStreams: number
+  readonly #streams = new Set<{ server: Server, res: ServerResponse }>()
+  readonly #onError: (err: unknown, what: string) => void
+
+  constructor (opts: McpEndpointOptions) {
+    this.#gateway = opts.gateway
+    this.#maxStreams = opts.maxStreams ?? DEFAULT_MAX_STREAMS
+    this.#onError = opts.onError ?? (() => {})
+    this.#notifier = new ListChangedNotifier({
+      gateway: opts.gateway,
+      pollMs: opts.pollMs ?? DEFAULT_POLL_MS,
+      ...(opts.subscribe ? { subscribe: opts.subscribe } : {}),
+      onError: (err) => this.#onError(err, 'list_changed check failed')
+    })
+  }
+
+  /** Open notification streams on this instance. */
+  get streams (): number {
+    return this.#streams.size
+  }
+
+  /**
+   * Checks the tenant and allow-list before any MCP message is read: another tenant's userId
+   * or `user_{u}_service_{s}` name is a 403 (HttpError) for the whole exchange.
+   */
+  exchange (scope: McpScope, caller: Caller): McpExchange {
+    const tenant = actingUserId(caller, scope.userId)
+    const { serverIds } = parseServerSelection(splitComma(scope.mcp), tenant)
+    return { scope, caller, tenant, serverIds }
+  }
+
+  /** POST /mcp: one JSON-RPC message or batch, answered as JSON. `body` is already parsed. */
+  async post (req: IncomingMessage, res: ServerResponse, body: unknown, ex: McpExchange, hooks: PostHooks = {}): Promise<void> {
+    const gone = new AbortController()
+    const server = createGatewayMcpServer({
+      gateway: this.#gateway,
+      scope: ex.scope,
+      caller: ex.caller,
+      signal: gone.signal,
+      ...(hooks.onCall ? { onCall: hooks.onCall } : {}),
+      onError: (err) => this.#onError(err, 'MCP request failed')
+    })
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
+    if (hooks.overheadMs) addOverheadHeader(res, hooks.overheadMs)
+    res.once('close', () => {
+      if (!res.writableFinished) gone.abort(new Error('client disconnected'))
+      server.close().catch(() => {})
+    })
+    try {
+      await server.connect(transport)
+      await transport.handleRequest(req, res, body)
+    } catch (err) {
+      this.#fail(res, err)
+    }
+  }
+
+  /** GET /mcp: an SSE stream that carries notifications/tools/list_changed for the exchange's listing. */
+  async get (req: IncomingMessage, res: ServerResponse, ex: McpExchange): Promise<void> {
+    if (this.#streams.size >= this.#maxStreams) {
+      const message = `Too many open MCP notification streams on this instance (at most ${this.#maxStreams}); retry later`
+      writeJson(res, 429, jsonRpcError(429, 'GW_RATE_LIMITED', message), { 'retry-after': '60' })
+      return
+    }
+    const server = createGatewayMcpServer({ gateway: this.#gateway, scope: ex.scope, caller: ex.caller })
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
+    const stream = { server, res }
+    this.#streams.add(stream)
+    let unwatch: (() => void) | undefined
+    let closed = false
+    res.once('close', () => {
+      closed = true
+      this.#streams.delete(stream)
+      unwatch?.()
+      server.close().catch(() => {})
+    })
+    try {
+      // The current listing is known before the stream opens: a change after it is notified.
+      unwatch = await this.#notifier.watch(ex.scope, ex.tenant, ex.caller, server, ex.serverIds)
+      if (closed) unwatch()
+      await server.connect(transport)
+      await transport.handleRequest(req, res)
+    } catch (err) {
+      this.#streams.delete(stream)
+      unwatch?.()
+      await server.close().catch(() => {})
+      this.#fail(res, err)
+    }
+  }
+
+  /** A failure after the response was handed to the SDK: logged; a 500 if nothing was sent yet. */
+  #fail (res: ServerResponse, err: unknown): void {
+    this.#onError(err, 'MCP exchange failed')
+    if (!res.headersSent) writeJson(res, 500, jsonRpcError(500, 'GW_INTERNAL', 'Internal error; the request id is in the logs'))
+    else res.destroy()
+  }
+
+  /** Ends every open stream (before the HTTP server closes: SSE streams would keep it open). */
+  async close (): Promise<void> {
+    this.#notifier.close()
+    const open = [...this.#streams]
+    this.#streams.clear()
+    await Promise.all(open.map(async ({ server, res }) => {
+      await server.close().catch(() => {})
+      res.destroy()
+    }))
+  }
+}
+
+function writeJson (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers })
+  res.end(JSON.stringify(body))
+}
+
+/** Sets x-gateway-overhead-ms as the head is written, when the tools have run (JSON responses). */
+function addOverheadHeader (res: ServerResponse, overheadMs: () => number): void {
+  const writeHead = res.writeHead
+  res.writeHead = function (this: ServerResponse, ...args: Parameters<ServerResponse['writeHead']>) {
+    if (!res.headersSent) res.setHeader('x-gateway-overhead-ms', Math.max(0, overheadMs()).toFixed(3))
+    return writeHead.apply(this, args)
+  } as ServerResponse['writeHead']
+}

@@ -1,0 +1,158 @@
+import type { Gateway } from '../gateway.js'
+import type { RegistryChange, RegistryListener } from '../registry/types.js'
+import type { Caller } from '../tools/types.js'
+import type { McpScope } from './server.js'
+
+/** Whatever can tell a connected client that its tool list changed (an SDK Server on a GET stream). */
+export interface ListChangedTarget {
+  sendToolListChanged: () => Promise<void>
+}
+
+export interface ListChangedNotifierOptions {
+  gateway: Gateway
+  /** How often open streams' listings are compared with what their client last could see. */
+  pollMs: number
+  /** Registry change events (every instance's): a change to a watched scope is checked at once. */
+  subscribe?: (listener: RegistryListener) => () => void
+  onError?: (err: unknown, scope: McpScope) => void
+}
+
+interface Group {
+  /** The acting tenant (already checked against the caller), the allow-list and a caller allowed to list it. */
+  scope: McpScope
+  tenant: string | undefined
+  caller: Caller
+  serverIds: Set<string>
+  targets: Set<ListChangedTarget>
+  fingerprint: string | undefined
+  checking: Promise<void> | undefined
+  again: boolean
+}
+
+/**
+ * Sends notifications/tools/list_changed to the clients that keep a GET /mcp stream open,
+ * when the listing their endpoint URL gives them changes. Streams with the same tenant and
+ * allow-list share one check. A listing is compared as a whole (names and schemas), so
+ * every cause is seen: a registry change on any instance, a remote server's own
+ * list_changed, a server becoming unreachable. Checks run every `pollMs` and, with
+ * `subscribe`, at once on a registry change of the tenant's scope or the global one; a
+ * warm check costs what a cached GET /tools costs.
+ */
+export class ListChangedNotifier {
+  readonly #opts: ListChangedNotifierOptions
+  readonly #groups = new Map<string, Group>()
+  readonly #abort = new AbortController()
+  #timer: NodeJS.Timeout | undefined
+  #unsubscribe: (() => void) | undefined
+  #closed = false
+
+  constructor (opts: ListChangedNotifierOptions) {
+    this.#opts = opts
+  }
+
+  get streams (): number {
+    let n = 0
+    for (const g of this.#groups.values()) n += g.targets.size
+    return n
+  }
+
+  /**
+   * Watches the listing of `scope` (tenant already resolved: `tenant` is the acting userId)
+   * for `target` until the returned function is called. Resolves once the current listing is
+   * known, so a change after that is never missed.
+   */
+  async watch (scope: McpScope, tenant: string | undefined, caller: Caller, target: ListChangedTarget, serverIds: readonly string[]): Promise<() => void> {
+    if (this.#closed) throw new Error('notifier closed')
+    const key = JSON.stringify([tenant ?? null, scope.functions ?? '', scope.mcp ?? ''])
+    let group = this.#groups.get(key)
+    if (!group) {
+      group = { scope, tenant, caller, serverIds: new Set(serverIds), targets: new Set(), fingerprint: undefined, checking: undefined, again: false }
+      this.#groups.set(key, group)
+    }
+    group.targets.add(target)
+    this.#start()
+    if (group.fingerprint === undefined) await this.#check(group, false)
+    const watched = group
+    return () => {
+      watched.targets.delete(target)
+      if (watched.targets.size === 0 && this.#groups.get(key) === watched) this.#groups.delete(key)
+      if (this.#groups.size === 0) this.#stop()
+    }
+  }
+
+  /** Checks every watched listing now (also what the timer does). */
+  async checkAll (): Promise<void> {
+    await Promise.all([...this.#groups.values()].map(async (g) => await this.#check(g, true)))
+  }
+
+  #onChange (change: RegistryChange): void {
+    for (const group of this.#groups.values()) {
+      if (affects(change, group)) this.#check(group, true).catch(() => {})
+    }
+  }
+
+  async #check (group: Group, notify: boolean): Promise<void> {
+    if (group.checking) {
+      // A change during a check is looked at again afterwards, never lost.
+      group.again = true
+      return await group.checking
+    }
+    group.checking = (async () => {
+      do {
+        group.again = false
+        let fingerprint: string
+        try {
+          const listing = await this.#opts.gateway.listTools({ ...group.scope, format: 'mcp' }, group.caller, this.#abort.signal)
+          fingerprint = JSON.stringify(listing.tools)
+        } catch (err) {
+          // Keep the last known listing: the next check tries again.
+          if (!this.#closed) this.#opts.onError?.(err, group.scope)
+          return
+        }
+        const previous = group.fingerprint
+        group.fingerprint = fingerprint
+        if (notify && previous !== undefined && previous !== fingerprint) {
+          for (const target of group.targets) {
+            target.sendToolListChanged().catch(() => { /* the stream is closing */ })
+          }
+        }
+      } while (group.again && !this.#closed)
+    })()
+    try {
+      await group.checking
+    } finally {
+      group.checking = undefined
+    }
+  }
+
+  #start (): void {
+    if (this.#timer === undefined) {
+      this.#timer = setInterval(() => { this.checkAll().catch(() => {}) }, this.#opts.pollMs)
+      this.#timer.unref()
+    }
+    if (this.#unsubscribe === undefined && this.#opts.subscribe) {
+      this.#unsubscribe = this.#opts.subscribe((change) => this.#onChange(change))
+    }
+  }
+
+  #stop (): void {
+    clearInterval(this.#timer)
+    this.#timer = undefined
+    this.#unsubscribe?.()
+    this.#unsubscribe = undefined
+  }
+
+  close (): void {
+    this.#closed = true
+    this.#abort.abort(new Error('closing'))
+    this.#stop()
+    this.#groups.clear()
+  }
+}
+
+/** Whether a registry change can change a listing: its tenant's scope or the global one, and a server it names. */
+function affects (change: RegistryChange, group: Group): boolean {
+  if (change.op === 'resync') return true
+  if (change.scope.kind === 'user' && change.scope.userId !== group.tenant) return false
+  return group.serverIds.has(change.serverId)
+}

@@ -1,0 +1,40 @@
+import { Type } from '@sinclair/typebox'
+import type { Static } from '@sinclair/typebox'
+import { ToolsQuery } from '../schemas/tools.js'
+
+/** The /mcp endpoint URL's query: GET /tools' allow-list and tenant (the format is always mcp). */
+export const McpQuery = Type.Object({
+  functions: ToolsQuery.properties.functions,
+  mcp: ToolsQuery.properties.mcp,
+  userId: ToolsQuery.properties.userId
+}, { additionalProperties: false })
+export type McpQueryT = Static<typeof McpQuery>
+
+/** A JSON-RPC error response: how /mcp refuses a request, at any stage. */
+export const JsonRpcErrorResponse = Type.Object({
+  jsonrpc: Type.Literal('2.0'),
+  id: Type.Union([Type.String(), Type.Number(), Type.Null()]),
+  error: Type.Object({
+    code: Type.Integer({ description: '-32700 parse error, -32600 invalid request, -32000 refused by the gateway (the HTTP status tells why)' }),
+    message: Type.String(),
+    data: Type.Optional(Type.Object({
+      statusCode: Type.Integer(),
+      code: Type.String({ description: 'The gateway\'s stable GW_ code' })
+    }))
+  })
+}, { description: 'JSON-RPC error (MCP clients read it; the HTTP status is the same as on other routes)' })
+
+export interface JsonRpcErrorBody {
+  jsonrpc: '2.0'
+  id: null
+  error: { code: number, message: string, data: { statusCode: number, code: string } }
+}
+
+/** JSON-RPC parse error: the body is not JSON. */
+export const PARSE_ERROR = -32700
+/** The gateway refused the HTTP request (auth, tenancy, size, rate): the status says which. */
+export const REFUSED = -32000
+
+export function jsonRpcError (statusCode: number, code: string, message: string, rpcCode = REFUSED): JsonRpcErrorBody {
+  return { jsonrpc: '2.0', id: null, error: { code: rpcCode, message, data: { statusCode, code } } }
+}

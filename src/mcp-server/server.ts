@@ -1,0 +1,112 @@
+import { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js'
+import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
+import { HttpError } from '../errors.js'
+import type { Gateway } from '../gateway.js'
+import type { InvokeResult } from '../tools/router.js'
+import type { Caller } from '../tools/types.js'
+
+/** The allow-list and tenant of an /mcp endpoint URL: the query of GET /tools without `format`. */
+export interface McpScope {
+  functions?: string
+  mcp?: string
+  userId?: string
+}
+
+/** What one tools/call did, for the HTTP layer's log line and overhead accounting. */
+export type McpCallRecord =
+  | { ok: true, result: InvokeResult }
+  | { ok: false, name: string, error: HttpError }
+
+export interface GatewayMcpServerOptions {
+  gateway: Gateway
+  scope: McpScope
+  caller: Caller
+  /** Aborted when the HTTP exchange ends early (the client went away). */
+  signal?: AbortSignal
+  /** Called once per tools/call, success or refusal. */
+  onCall?: (record: McpCallRecord) => void
+  /** Unexpected failures (bugs, an unreachable registry): the client gets -32603 without details. */
+  onError?: (err: unknown) => void
+}
+
+export const SERVER_INFO = { name: 'tool-gateway', version: '0.1.0' } as const
+
+/**
+ * An MCP server (one per HTTP exchange: stateless) whose tools/list is exactly GET
+ * /tools?format=mcp for the same tenant and allow-list, and whose tools/call is POST /invoke
+ * with `allow` set to that allow-list: same routing, same isError, same truncation. The
+ * trace never goes to the client (onCall gets it, for the logs).
+ */
+export function createGatewayMcpServer (opts: GatewayMcpServerOptions): Server {
+  const { gateway, scope, caller } = opts
+  const server = new Server(SERVER_INFO, {
+    capabilities: { tools: { listChanged: true } },
+    instructions: 'Tools of tool-gateway for this API key and allow-list (the functions, mcp and userId query parameters of the endpoint URL).'
+  })
+  const allow = { functions: splitComma(scope.functions), mcp: splitComma(scope.mcp) }
+  const report = (err: unknown): McpError => {
+    if (!(err instanceof HttpError) && !(err instanceof McpError)) opts.onError?.(err)
+    return toMcpError(err)
+  }
+
+  server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => {
+    try {
+      const listing = await gateway.listTools({ ...scope, format: 'mcp' }, caller, withSignal(extra.signal, opts.signal))
+      return { tools: listing.tools as Tool[] }
+    } catch (err) {
+      throw report(err)
+    }
+  })
+
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+    const { name } = request.params
+    let outcome
+    try {
+      outcome = await gateway.invoke({
+        name,
+        arguments: request.params.arguments ?? {},
+        ...(scope.userId !== undefined ? { userId: scope.userId } : {}),
+        allow,
+        trace: true
+      }, caller, withSignal(extra.signal, opts.signal))
+    } catch (err) {
+      throw report(err)
+    }
+    if (!outcome.ok) {
+      opts.onCall?.({ ok: false, name, error: outcome.error })
+      throw toMcpError(outcome.error)
+    }
+    opts.onCall?.({ ok: true, result: outcome.result })
+    return { content: [{ type: 'text', text: outcome.result.output }], isError: outcome.result.isError }
+  })
+
+  return server
+}
+
+/**
+ * Request-level failures (unknown tool, not in the allow-list, another tenant's tool) are
+ * JSON-RPC errors, as MCP has them for unknown tools: -32602 for the caller's mistakes,
+ * -32603 for the gateway's own. `data` carries the gateway's stable code.
+ */
+export function toMcpError (err: unknown): McpError {
+  if (err instanceof McpError) return err
+  if (err instanceof HttpError) {
+    const code = err.statusCode >= 500 ? ErrorCode.InternalError : ErrorCode.InvalidParams
+    return new McpError(code, err.message, { code: err.code, statusCode: err.statusCode })
+  }
+  const typed = err as { code?: unknown, message?: unknown } | null
+  if (typeof typed?.code === 'string' && typed.code.startsWith('GW_')) {
+    return new McpError(ErrorCode.InternalError, String(typed.message ?? 'Internal error'), { code: typed.code })
+  }
+  return new McpError(ErrorCode.InternalError, 'Internal error; the request id is in the logs', { code: 'GW_INTERNAL' })
+}
+
+function withSignal (a: AbortSignal, b: AbortSignal | undefined): AbortSignal {
+  return b === undefined ? a : AbortSignal.any([a, b])
+}
+
+export function splitComma (value: string | undefined): string[] {
+  if (value === undefined) return []
+  return value.split(',').map((s) => s.trim()).filter((s) => s !== '')
+}
