@@ -41,7 +41,7 @@ export default async function registryRoutes (app: FastifyInstance): Promise<voi
       tags,
       params: ServerParams,
       body: PutServerBody,
-      response: { 200: PutServerResponse, 201: PutServerResponse, ...errorResponses(400, 401, 403, 429, 503) }
+      response: { 200: PutServerResponse, 201: PutServerResponse, ...errorResponses(400, 401, 403, 413, 415, 429, 503) }
     }
   }, async (request, reply) => {
     requireAdmin(request)
@@ -71,7 +71,7 @@ export default async function registryRoutes (app: FastifyInstance): Promise<voi
       tags,
       params: UserServerParams,
       body: PutServerBody,
-      response: { 200: PutServerResponse, 201: PutServerResponse, ...errorResponses(400, 401, 403, 429, 503) }
+      response: { 200: PutServerResponse, 201: PutServerResponse, ...errorResponses(400, 401, 403, 413, 415, 429, 503) }
     }
   }, async (request, reply) => {
     const scope = userScope(request)
@@ -105,7 +105,7 @@ export default async function registryRoutes (app: FastifyInstance): Promise<voi
   })
 
   app.get('/status', {
-    schema: { summary: 'Client pool and gateway status (AI4J getGatewayStatus shape + sandbox + registry)', tags: ['operations'], response: { 200: StatusResponse, ...errorResponses(401, 403) } }
+    schema: { summary: 'Client pool and gateway status (AI4J getGatewayStatus shape + sandbox + registry)', tags: ['operations'], response: { 200: StatusResponse, ...errorResponses(401, 403, 429) } }
   }, async (request) => {
     requireAdmin(request)
     return app.services.status()

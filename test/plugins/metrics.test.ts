@@ -142,7 +142,8 @@ test('an unreachable registry is counted', async (t) => {
 })
 
 test('MCP pool size and connect failures', async (t) => {
-  const app = await buildTestApp(t)
+  // A stdio server started through tsx can take seconds on a loaded machine.
+  const app = await buildTestApp(t, { env: { MCP_LIST_TIMEOUT_MS: '60000', MCP_CONNECT_TIMEOUT_MS: '60000' } })
   const put = async (serverId: string, body: unknown): Promise<void> => {
     const res = await app.inject({ method: 'PUT', url: `/mcp/servers/${serverId}`, payload: body as Record<string, unknown> })
     assert.equal(res.statusCode, 201, res.body)
