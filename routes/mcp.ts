@@ -11,7 +11,7 @@ import type { McpQueryT } from '../src/mcp-server/schemas.js'
 export type McpRoutesOptions = Pick<McpEndpointOptions, 'pollMs' | 'maxStreams'>
 
 const SCOPE = 'The endpoint URL carries the allow-list and tenant of GET /tools (functions, mcp, userId; a tenant key acts as its own userId), so tools/list is exactly GET /tools?format=mcp for the same query and tools/call is POST /invoke with that allow-list.'
-const errors = Object.fromEntries([400, 401, 403, 405, 406, 413, 415, 429].map((c) => [c, JsonRpcErrorResponse]))
+const errors = (...codes: number[]): Record<number, typeof JsonRpcErrorResponse> => Object.fromEntries(codes.map((c) => [c, JsonRpcErrorResponse]))
 
 /**
  * POST/GET/DELETE /mcp: the gateway itself as an MCP server over streamable HTTP (the SDK's
@@ -56,7 +56,7 @@ export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOp
       tags: ['tools', 'invoke'],
       querystring: McpQuery,
       body: Type.Unknown({ description: 'A JSON-RPC 2.0 message or batch (MCP)' }),
-      response: { 200: Type.Unknown({ description: 'The JSON-RPC response(s)' }), 202: Type.Null({ description: 'Only notifications or responses were sent' }), ...errors }
+      response: { 200: Type.Unknown({ description: 'The JSON-RPC response(s)' }), 202: Type.Null({ description: 'Only notifications or responses were sent' }), ...errors(400, 401, 403, 413, 415, 429) }
     }
   }, async (request, reply) => {
     const exchange = endpoint.exchange(request.query, request.caller)
@@ -83,7 +83,7 @@ export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOp
       description: `${SCOPE} The stream sends notifications/tools/list_changed when the listing for the same key and URL changes (a registry change, a remote server's own tool list); nothing else. Send Accept: text/event-stream.`,
       tags: ['tools'],
       querystring: McpQuery,
-      response: { 200: Type.Unknown({ description: 'text/event-stream' }), ...errors }
+      response: { 200: Type.Unknown({ description: 'text/event-stream' }), ...errors(401, 403, 406, 429) }
     }
   }, async (request, reply) => {
     const exchange = endpoint.exchange(request.query, request.caller)
@@ -96,7 +96,7 @@ export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOp
       summary: 'MCP session termination: not used (the endpoint is stateless)',
       description: 'The endpoint issues no Mcp-Session-Id, so there is no session to end: always 405.',
       tags: ['tools'],
-      response: errors
+      response: errors(405)
     }
   }, async (_request, reply) => {
     reply.header('allow', 'GET, POST')
