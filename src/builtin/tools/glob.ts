@@ -4,12 +4,14 @@ import fg from 'fast-glob'
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
 import { isInside, quoteInput, resolveReadPath } from '../workspace/paths.js'
-import { objectSchema, optInt, optStr, str } from './schemas.js'
+import { mapLimit, objectSchema, optInt, optStr, str } from './schemas.js'
 
 export const GLOB_DEFAULT_MAX_RESULTS = 1000
 /** Entries collected before sorting; beyond it the walk stops and the result is marked truncated. */
 const GLOB_SCAN_CAP = 200_000
 const SKIP_DIRS = ['.git', 'node_modules']
+/** realpath calls in flight for the containment check (each is one thread-pool job). */
+const REALPATH_CONCURRENCY = 16
 
 export interface GlobResult {
   pattern: string
@@ -41,6 +43,72 @@ export function comparePaths (a: string, b: string): number {
     if (c !== 0) return c
   }
   return as.length - bs.length
+}
+
+const NON_ASCII = /[\u0080-\uffff]/
+
+/**
+ * A string whose plain `<` order is exactly comparePaths' order, computed once per path instead
+ * of once per comparison (comparePaths splits and encodes both sides on every call, which is most
+ * of the cost of sorting tens of thousands of paths). '/' becomes '\0', which sorts below every
+ * byte a name can hold, so comparing the joined strings bytewise compares segment by segment and
+ * puts a path before its own extensions ("a" < "a/x" < "a.ts"). Non-ASCII text is spelled as its
+ * UTF-8 bytes, one latin1 code unit per byte, so that code-unit order is byte order (UTF-16 order
+ * differs from UTF-8 order above U+D7FF).
+ */
+export function pathSortKey (p: string): string {
+  const joined = p.replaceAll('/', '\0')
+  return NON_ASCII.test(joined) ? Buffer.from(joined, 'utf8').toString('latin1') : joined
+}
+
+/** Sorts paths in comparePaths order (in place) and returns the array. */
+export function sortPaths (paths: string[]): string[] {
+  const keyed = paths.map((p) => ({ p, k: pathSortKey(p) }))
+  keyed.sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : 0))
+  for (let i = 0; i < keyed.length; i++) paths[i] = (keyed[i] as { p: string }).p
+  return paths
+}
+
+/**
+ * Collects fast-glob's stream through 'data' events: `for await` over the same stream costs an
+ * extra promise per entry, which made the walk ~20-40% slower than fast-glob's own array API on
+ * 20,000 matches. The stream (not the array API) is kept so the walk stops at GLOB_SCAN_CAP.
+ */
+function collect (stream: NodeJS.ReadableStream & { destroy: () => void }, signal: AbortSignal): Promise<{ found: string[], truncated: boolean }> {
+  return new Promise((resolve, reject) => {
+    const found: string[] = []
+    let settled = false
+    const finish = (truncated: boolean): void => {
+      if (settled) return
+      settled = true
+      signal.removeEventListener('abort', onAbort)
+      resolve({ found, truncated })
+    }
+    const onAbort = (): void => {
+      stream.destroy()
+      finish(false)
+    }
+    signal.addEventListener('abort', onAbort, { once: true })
+    stream.on('data', (entry: unknown) => {
+      if (settled) return
+      found.push(String(entry))
+      if (found.length >= GLOB_SCAN_CAP) {
+        stream.destroy()
+        finish(true)
+      }
+    })
+    stream.on('end', () => finish(false))
+    // With suppressErrors fast-glob does not emit walk errors; destroy() after the cap or an abort
+    // may still surface one, and then the result is already settled.
+    stream.on('error', (err) => {
+      if (settled) return
+      settled = true
+      signal.removeEventListener('abort', onAbort)
+      reject(err)
+    })
+    stream.on('close', () => finish(false))
+    if (signal.aborted) onAbort()
+  })
 }
 
 export const globTool: BuiltinTool = {
@@ -78,36 +146,28 @@ export const globTool: BuiltinTool = {
       if (real !== undefined && !isInside(area, real)) throw new ToolError(`Path escapes workspace root: ${quoteInput(pattern)}`, 'forbidden')
     }
 
-    let truncated = false
-    const found: string[] = []
-    const stream = fg.stream(pattern, options)
-    const onAbort = (): void => { (stream as unknown as { destroy: () => void }).destroy() }
-    ctx.signal.addEventListener('abort', onAbort, { once: true })
-    try {
-      for await (const entry of stream) {
-        found.push(String(entry))
-        if (found.length >= GLOB_SCAN_CAP) { truncated = true; break }
-      }
-    } finally {
-      ctx.signal.removeEventListener('abort', onAbort)
-    }
+    const stream = fg.stream(pattern, options) as unknown as NodeJS.ReadableStream & { destroy: () => void }
+    let { found, truncated } = await collect(stream, ctx.signal)
     if (ctx.signal.aborted) throw new ToolError('Cancelled')
 
-    // Defence in depth: every match's directory must really be inside the area.
-    const dirOk = new Map<string, boolean>()
+    // Defence in depth: every match's directory must really be inside the area. The distinct
+    // directories (one per ~20 matches on a source tree) are resolved concurrently: one after the
+    // other, their thread-pool round trips were a quarter of the call.
+    found = found.filter((m) => !m.split('/').includes('..'))
+    const dirOf = found.map((m) => path.dirname(path.resolve(base.abs, m)))
+    const dirs = [...new Set(dirOf)]
+    const oks = await mapLimit(dirs, REALPATH_CONCURRENCY, async (dir) => {
+      const real = await realpath(dir).catch(() => undefined)
+      return real !== undefined && isInside(area, real)
+    })
+    const dirOk = new Map(dirs.map((d, i) => [d, oks[i] as boolean]))
     const kept: string[] = []
-    for (const m of found) {
-      if (m.split('/').includes('..')) continue
-      const dir = path.dirname(path.resolve(base.abs, m))
-      let ok = dirOk.get(dir)
-      if (ok === undefined) {
-        const real = await realpath(dir).catch(() => undefined)
-        ok = real !== undefined && isInside(area, real)
-        dirOk.set(dir, ok)
-      }
-      if (ok) kept.push(base.rel === '.' ? m : path.posix.join(base.rel, m))
+    for (let i = 0; i < found.length; i++) {
+      if (dirOk.get(dirOf[i] as string) !== true) continue
+      const m = found[i] as string
+      kept.push(base.rel === '.' ? m : path.posix.join(base.rel, m))
     }
-    kept.sort(comparePaths)
+    sortPaths(kept)
     if (kept.length > maxResults) truncated = true
     const matches = kept.slice(0, maxResults)
     return { pattern, path: base.rel, matches, count: matches.length, truncated }

@@ -1,13 +1,13 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { constants as fsConstants } from 'node:fs'
-import { lstat, open, readdir, readFile } from 'node:fs/promises'
+import { lstat, open, readdir } from 'node:fs/promises'
 import path from 'node:path'
 import picomatch from 'picomatch'
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
 import { fsError, quoteInput, resolveReadPath } from '../workspace/paths.js'
-import { comparePaths } from './glob.js'
-import { looksBinary, objectSchema, optBool, optInt, optStr, str, BINARY_SNIFF_BYTES } from './schemas.js'
+import { pathSortKey } from './glob.js'
+import { looksBinary, mapLimit, objectSchema, optBool, optInt, optStr, str, BINARY_SNIFF_BYTES } from './schemas.js'
 
 export const GREP_DEFAULT_MAX_RESULTS = 100
 export const GREP_MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -93,25 +93,74 @@ function splitLines (buf: Buffer): Array<string | undefined> {
   return lines
 }
 
-function searchBuffer (q: Query, c: Collector, display: string, buf: Buffer): void {
-  if (looksBinary(buf)) return
+/** What one file contributes, computed as soon as it is read so its buffer can be dropped. */
+interface FileOutcome {
+  searched: boolean
+  /** The file's first matches, already cut; at most the collector's free slots when it was searched. */
+  matches: Array<{ line: number, content: string }>
+  total: number
+}
+
+const NOT_SEARCHED: FileOutcome = { searched: false, matches: [], total: 0 }
+
+function searchBuffer (q: Query, buf: Buffer, room: number): FileOutcome {
+  const out: FileOutcome = { searched: true, matches: [], total: 0 }
+  if (looksBinary(buf)) return out
   const lines = splitLines(buf)
-  let hit = false
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]
     if (line === undefined || !q.re.test(line)) continue
-    hit = true
-    c.add(display, i + 1, line)
+    out.total++
+    if (out.matches.length < room) out.matches.push({ line: i + 1, content: cutLine(line) })
   }
-  if (hit) c.filesMatched++
+  return out
 }
 
-function byName (a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a), Buffer.from(b))
+function addOutcome (c: Collector, display: string, o: FileOutcome): void {
+  if (o.searched) c.filesSearched++
+  if (o.total === 0) return
+  c.filesMatched++
+  c.totalMatches += o.total
+  for (const m of o.matches) {
+    if (c.matches.length >= c.max) break
+    c.matches.push({ file: display, line: m.line, content: m.content })
+  }
 }
 
-/** Pure-Node engine: sorted walk, no symlinks followed, same filters as the rg command line. */
-async function nodeSearchDir (q: Query, c: Collector, dirAbs: string, display: string): Promise<void> {
+/** Files read and searched ahead of the one being collected (Node engine). */
+const NODE_FILES_IN_FLIGHT = 32
+/** Bytes of file contents held by those reads at once; one file is always let through. */
+const NODE_BYTES_IN_FLIGHT = 32 * 1024 * 1024
+
+/** A FIFO byte budget: keeps 32 reads ahead from holding 32 x 10 MiB on a tree of big files. */
+class ByteBudget {
+  private used = 0
+  private readonly waiting: Array<{ n: number, go: () => void }> = []
+  constructor (private readonly cap: number) {}
+  async take (n: number): Promise<void> {
+    if (this.waiting.length === 0 && (this.used === 0 || this.used + n <= this.cap)) {
+      this.used += n
+      return
+    }
+    await new Promise<void>((resolve) => { this.waiting.push({ n, go: resolve }) })
+  }
+
+  give (n: number): void {
+    this.used -= n
+    for (;;) {
+      const w = this.waiting[0]
+      if (w === undefined || (this.used !== 0 && this.used + w.n > this.cap)) return
+      this.waiting.shift()
+      this.used += w.n
+      w.go()
+    }
+  }
+}
+
+interface WalkEntry { abs: string, display: string }
+
+/** Files under dirAbs in sorted walk order (bytewise names), no symlinks, .git/node_modules skipped. */
+async function * walkFiles (q: Query, dirAbs: string, display: string): AsyncGenerator<WalkEntry> {
   if (q.signal.aborted) throw new ToolError('Cancelled')
   let entries
   try {
@@ -119,26 +168,97 @@ async function nodeSearchDir (q: Query, c: Collector, dirAbs: string, display: s
   } catch {
     return
   }
-  entries.sort((a, b) => byName(a.name, b.name))
-  for (const e of entries) {
+  // Bytewise name order; the key is computed once per name, not once per comparison.
+  const keyed = entries.map((e) => ({ e, k: pathSortKey(e.name) }))
+  keyed.sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : 0))
+  for (const { e } of keyed) {
     if (SKIP_NAMES.has(e.name)) continue
     const abs = path.join(dirAbs, e.name)
     const disp = display === '.' ? e.name : `${display}/${e.name}`
+    // Dirent types come from the directory itself (lstat semantics): a symlink is neither.
     if (e.isDirectory()) {
-      await nodeSearchDir(q, c, abs, disp)
+      yield * walkFiles(q, abs, disp)
     } else if (e.isFile()) {
       if (q.include !== undefined && !q.include(e.name)) continue
-      await nodeSearchFile(q, c, abs, disp)
+      yield { abs, display: disp }
     }
   }
 }
 
+/**
+ * Pure-Node engine: sorted walk, no symlinks followed, same filters as the rg command line. Each
+ * file costs several thread-pool round trips (open, stat, read, close); awaiting them one file at
+ * a time left the CPU idle most of the walk, so up to NODE_FILES_IN_FLIGHT files are read and
+ * searched ahead while results are still collected strictly in walk order.
+ */
+async function nodeSearchDir (q: Query, c: Collector, dirAbs: string, display: string): Promise<void> {
+  const budget = new ByteBudget(NODE_BYTES_IN_FLIGHT)
+  const window: Array<{ display: string, outcome: Promise<FileOutcome> }> = []
+  const drainOne = async (): Promise<void> => {
+    const head = window.shift() as { display: string, outcome: Promise<FileOutcome> }
+    addOutcome(c, head.display, await head.outcome)
+  }
+  // On cancellation (the walk throws) the reads still in flight finish on their own: they never
+  // reject and close their handles.
+  for await (const f of walkFiles(q, dirAbs, display)) {
+    // Slots still free when the file is searched: by the time it is collected there are no more.
+    window.push({ display: f.display, outcome: loadAndSearch(q, f.abs, budget, () => c.max - c.matches.length) })
+    if (window.length >= NODE_FILES_IN_FLIGHT) await drainOne()
+  }
+  while (window.length > 0) await drainOne()
+}
+
 async function nodeSearchFile (q: Query, c: Collector, abs: string, display: string): Promise<void> {
-  const st = await lstat(abs).catch(() => undefined)
-  if (st === undefined || !st.isFile() || st.size > GREP_MAX_FILE_BYTES) return
-  c.filesSearched++
-  const buf = await readFile(abs, { flag: fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW }).catch(() => undefined)
-  if (buf !== undefined) searchBuffer(q, c, display, buf)
+  addOutcome(c, display, await loadAndSearch(q, abs, new ByteBudget(NODE_BYTES_IN_FLIGHT), () => c.max - c.matches.length))
+}
+
+/**
+ * Reads one file and searches it. Never rejects. The file is opened first and checked with
+ * fstat on the open handle (one path lookup instead of lstat + open): O_NOFOLLOW refuses a final
+ * symlink, O_NONBLOCK keeps a FIFO swapped in from hanging the open, and only a regular file of at
+ * most GREP_MAX_FILE_BYTES is read. Counting matches the former lstat-first order: a regular file
+ * within the size cap counts as searched even when it cannot be opened or read.
+ */
+async function loadAndSearch (q: Query, abs: string, budget: ByteBudget, room: () => number): Promise<FileOutcome> {
+  let fh
+  try {
+    fh = await open(abs, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY)
+  } catch {
+    // Not openable (permissions, gone, a symlink swapped in): count it as lstat would have.
+    const st = await lstat(abs).catch(() => undefined)
+    return st !== undefined && st.isFile() && st.size <= GREP_MAX_FILE_BYTES ? { searched: true, matches: [], total: 0 } : NOT_SEARCHED
+  }
+  let held = 0
+  try {
+    const st = await fh.stat()
+    if (!st.isFile() || st.size > GREP_MAX_FILE_BYTES) return NOT_SEARCHED
+    let buf: Buffer
+    try {
+      if (st.size === 0) {
+        // Size unknown to stat (empty, or a procfs-like file): read to EOF as readFile does.
+        buf = await fh.readFile()
+      } else {
+        held = st.size
+        await budget.take(held)
+        buf = Buffer.allocUnsafe(st.size)
+        let got = 0
+        while (got < buf.length) {
+          const { bytesRead } = await fh.read(buf, got, buf.length - got, got)
+          if (bytesRead === 0) break
+          got += bytesRead
+        }
+        buf = buf.subarray(0, got)
+      }
+    } catch {
+      return { searched: true, matches: [], total: 0 }
+    }
+    return searchBuffer(q, buf, Math.max(0, room()))
+  } catch {
+    return NOT_SEARCHED
+  } finally {
+    if (held > 0) budget.give(held)
+    await fh.close().catch(() => undefined)
+  }
 }
 
 /**
@@ -229,21 +349,39 @@ function runRg (args: string[], searchPath: string, signal: AbortSignal): Promis
   })
 }
 
-/** ripgrep engine. Returns undefined when rg cannot answer exactly (error, output cap): Node then does. */
+/** Binary sniffs (open, read 8 KiB, close) in flight at once for the files rg matched. */
+const SNIFF_CONCURRENCY = 16
+
+/**
+ * ripgrep's --stats block, printed after the last match (which always starts with the absolute
+ * search path, never with '\n'). rg 13 prints "\n<n> matches\n<n> matched lines\n<n> files
+ * contained matches\n<n> files searched\n..." (the header lines are fixed); anything else
+ * means the output is not what this parser expects and the Node engine answers instead.
+ */
+const RG_STATS = /^\n\d+ matches\n\d+ matched lines\n\d+ files contained matches\n(\d+) files searched\n/
+
+/** ripgrep engine. Returns false when rg cannot answer exactly (error, output cap): Node then does. */
 async function rgSearchDir (q: Query, c: Collector, baseAbs: string, baseDisplay: string, searchPath: string): Promise<boolean> {
-  const common = rgFilterArgs(q)
-  const searchArgs = [...common, '--text', '--encoding=none', '--no-heading', '--with-filename', '--line-number',
-    '--null', '--color=never', q.caseInsensitive ? '--ignore-case' : '--case-sensitive', `--regexp=${q.pattern}`, '--', baseAbs]
-  const listArgs = [...common, '--files', '--null', '--', baseAbs]
-  const [search, list] = await Promise.all([runRg(searchArgs, searchPath, q.signal), runRg(listArgs, searchPath, q.signal)])
+  // One rg run: --stats counts the files it searched, with the same filters (size cap, globs,
+  // hidden, no symlinks) as the matches, so no second `rg --files` walk is needed for filesSearched.
+  // Unreadable files do not count there, but they make rg exit 2, and then Node answers anyway.
+  const searchArgs = [...rgFilterArgs(q), '--text', '--encoding=none', '--no-heading', '--with-filename', '--line-number',
+    '--null', '--color=never', '--stats', q.caseInsensitive ? '--ignore-case' : '--case-sensitive', `--regexp=${q.pattern}`, '--', baseAbs]
+  const search = await runRg(searchArgs, searchPath, q.signal)
   if (q.signal.aborted) throw new ToolError('Cancelled')
-  if (search.overflow || list.overflow || (search.code !== 0 && search.code !== 1) || (list.code !== 0 && list.code !== 1)) return false
+  if (search.overflow || (search.code !== 0 && search.code !== 1)) return false
 
   const found: Array<{ file: string, line: number, content: string }> = []
   const out = search.out
-  const binary = new Map<string, boolean>()
   let pos = 0
+  let searched: number | undefined
   while (pos < out.length) {
+    if (out[pos] === 0x0a) {
+      const m = RG_STATS.exec(out.subarray(pos).toString('latin1'))
+      if (m === null) return false
+      searched = Number(m[1])
+      break
+    }
     const nul = out.indexOf(0, pos)
     if (nul === -1) return false
     const fileAbs = out.subarray(pos, nul).toString('utf8')
@@ -261,24 +399,31 @@ async function rgSearchDir (q: Query, c: Collector, baseAbs: string, baseDisplay
       continue
     }
     if (!q.re.test(text)) continue
-    let isBin = binary.get(fileAbs)
-    if (isBin === undefined) {
-      isBin = await sniffBinary(fileAbs)
-      binary.set(fileAbs, isBin)
-    }
-    if (isBin) continue
-    const rel = path.relative(baseAbs, fileAbs).split(path.sep).join('/')
-    found.push({ file: baseDisplay === '.' ? rel : `${baseDisplay}/${rel}`, line: lineNo, content: text })
+    found.push({ file: fileAbs, line: lineNo, content: text })
   }
-  found.sort((a, b) => comparePaths(a.file, b.file) || a.line - b.line)
-  let last: string | undefined
+  if (searched === undefined) return false
+
+  // rg searched with --text; binary files (a NUL in the first 8 KiB) are dropped here, as the
+  // Node engine drops them. The sniffs are independent: run them side by side, not one by one.
+  const files = [...new Set(found.map((m) => m.file))]
+  const binary = await mapLimit(files, SNIFF_CONCURRENCY, sniffBinary)
+  if (q.signal.aborted) throw new ToolError('Cancelled')
+  const isBinary = new Map(files.map((f, i) => [f, binary[i] as boolean]))
+
+  const kept: Array<{ file: string, key: string, line: number, content: string }> = []
   for (const m of found) {
+    if (isBinary.get(m.file) === true) continue
+    const rel = path.relative(baseAbs, m.file).split(path.sep).join('/')
+    const file = baseDisplay === '.' ? rel : `${baseDisplay}/${rel}`
+    kept.push({ file, key: pathSortKey(file), line: m.line, content: m.content })
+  }
+  kept.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.line - b.line))
+  let last: string | undefined
+  for (const m of kept) {
     if (m.file !== last) { c.filesMatched++; last = m.file }
     c.add(m.file, m.line, m.content)
   }
-  let files = 0
-  for (const b of list.out) if (b === 0) files++
-  c.filesSearched = files
+  c.filesSearched = searched
   return true
 }
 

@@ -1,10 +1,11 @@
 import { constants as fsConstants } from 'node:fs'
 import { open } from 'node:fs/promises'
+import type { FileHandle } from 'node:fs/promises'
 import { StringDecoder } from 'node:string_decoder'
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
 import { fsError, resolveReadPath } from '../workspace/paths.js'
-import { BINARY_SNIFF_BYTES, objectSchema, optInt, str } from './schemas.js'
+import { BINARY_SNIFF_BYTES, looksBinary, objectSchema, optInt, str } from './schemas.js'
 
 const CHUNK_BYTES = 64 * 1024
 
@@ -18,7 +19,8 @@ export interface ReadFileResult {
 
 /**
  * Streams the file: reading stops after endLine or once maxChars are collected, so a slice of a
- * huge file costs what the slice costs. Lines are split on '\n'; a trailing '\r' is dropped.
+ * huge file costs what the slice costs plus counting the lines before it (see skipToLine and the
+ * line-offset index). Lines are split on '\n'; a trailing '\r' is dropped.
  */
 export const readFileTool: BuiltinTool = {
   name: 'read_file',
@@ -43,6 +45,158 @@ export const readFileTool: BuiltinTool = {
   }
 }
 
+/** Chunk size while counting lines before startLine: the bytes are only scanned for '\n', never decoded. */
+const SKIP_CHUNK_BYTES = 1024 * 1024
+
+/*
+ * Line-offset index. startLine is a line number, so the first read at line N of a file has to
+ * count the newlines before it (about 0.5 s per GiB here). A reader paging through a big log asks
+ * again and again, so the scan leaves a checkpoint every LINE_INDEX_STEP lines (the byte offset
+ * where that line starts), and the next read deep in the same file seeks to the nearest checkpoint
+ * below its startLine and counts at most LINE_INDEX_STEP lines from there.
+ *
+ * Bounded: LINE_INDEX_MAX_FILES files (least recently used dropped), LINE_INDEX_MAX_POINTS
+ * checkpoints each (8 bytes apiece: 128 KiB per file, 4 MiB in all; lines past the last checkpoint
+ * are counted from it). An entry is keyed by device and inode and is valid only while size, mtime
+ * and ctime are unchanged; ctime cannot be set by a user, and files changed less than
+ * LINE_INDEX_SETTLE_MS before the scan are not indexed, so a rewrite within the same (coarse,
+ * millisecond-range) timestamp tick cannot leave a stale entry behind. Offsets are not secret: a
+ * caller can only use an entry after opening the same file through the workspace checks, and each
+ * use re-checks that the byte before the checkpoint is a '\n'.
+ */
+const LINE_INDEX_STEP = 65_536
+const LINE_INDEX_MAX_POINTS = 16_384
+const LINE_INDEX_MAX_FILES = 32
+const LINE_INDEX_SETTLE_MS = 1000
+
+interface LineIndex {
+  size: number
+  mtimeMs: number
+  ctimeMs: number
+  /** offsets[k]: byte offset of line 1 + k * LINE_INDEX_STEP; contiguous from offsets[0] = 0. */
+  offsets: number[]
+}
+
+const lineIndexes = new Map<string, LineIndex>()
+
+interface FileId { dev: number, ino: number, size: number, mtimeMs: number, ctimeMs: number }
+
+function indexKey (st: FileId): string {
+  return `${st.dev}:${st.ino}`
+}
+
+function findIndex (st: FileId): LineIndex | undefined {
+  const key = indexKey(st)
+  const idx = lineIndexes.get(key)
+  if (idx === undefined) return undefined
+  if (idx.size !== st.size || idx.mtimeMs !== st.mtimeMs || idx.ctimeMs !== st.ctimeMs) {
+    lineIndexes.delete(key)
+    return undefined
+  }
+  // Most recently used last: Map iteration order is insertion order.
+  lineIndexes.delete(key)
+  lineIndexes.set(key, idx)
+  return idx
+}
+
+function storeIndex (st: FileId, idx: LineIndex): void {
+  const key = indexKey(st)
+  lineIndexes.delete(key)
+  lineIndexes.set(key, idx)
+  while (lineIndexes.size > LINE_INDEX_MAX_FILES) {
+    const oldest = lineIndexes.keys().next().value as string
+    lineIndexes.delete(oldest)
+  }
+}
+
+function dropIndex (st: FileId, idx: LineIndex): void {
+  if (lineIndexes.get(indexKey(st)) === idx) lineIndexes.delete(indexKey(st))
+}
+
+/** For tests: forget every line index. */
+export function clearLineIndexCache (): void {
+  lineIndexes.clear()
+}
+
+/** For tests: the indexed files' checkpoint counts. */
+export function lineIndexCacheInfo (): { files: number, checkpoints: number } {
+  let checkpoints = 0
+  for (const idx of lineIndexes.values()) checkpoints += idx.offsets.length
+  return { files: lineIndexes.size, checkpoints }
+}
+
+function binaryError (rel: string): ToolError {
+  return new ToolError(`File appears to be binary and cannot be read as text: ${rel}`)
+}
+
+/**
+ * Finds the byte offset where line `start` (> 1) begins by counting 0x0a bytes in raw buffers:
+ * a '\n' byte is a newline whatever the surrounding UTF-8 looks like (it never belongs to a
+ * multi-byte sequence, and invalid bytes before it decode to U+FFFD without swallowing it), so
+ * the count is the one decoding would give, without decoding. Returns undefined when the file has
+ * fewer lines. Also performs the binary sniff on the file's first bytes.
+ */
+async function skipToLine (fh: FileHandle, st: FileId, rel: string, start: number, signal: AbortSignal): Promise<number | undefined> {
+  let idx = findIndex(st)
+  let line = 1
+  let pos = 0
+  if (idx !== undefined) {
+    const k = Math.min(Math.floor((start - 1) / LINE_INDEX_STEP), idx.offsets.length - 1)
+    if (k > 0) {
+      const at = idx.offsets[k] as number
+      // The checkpoint must sit right after a '\n' (cheap guard against a stale entry).
+      const one = Buffer.alloc(1)
+      const { bytesRead } = await fh.read(one, 0, 1, at - 1)
+      if (bytesRead === 1 && one[0] === 0x0a) {
+        line = 1 + k * LINE_INDEX_STEP
+        pos = at
+      } else {
+        dropIndex(st, idx)
+        idx = undefined
+      }
+    }
+  }
+  // New checkpoints are kept only for a file that has settled (see LINE_INDEX_SETTLE_MS).
+  const record = Date.now() - st.ctimeMs >= LINE_INDEX_SETTLE_MS
+  const fresh = idx === undefined && record ? { size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, offsets: [0] } : undefined
+  const target = idx ?? fresh
+  if (pos > 0) {
+    // Seeking past the start: the binary sniff still looks at the file's first bytes.
+    const head = Buffer.alloc(BINARY_SNIFF_BYTES)
+    const { bytesRead } = await fh.read(head, 0, head.length, 0)
+    if (looksBinary(head, bytesRead)) throw binaryError(rel)
+    if (line === start) return pos
+  }
+  const buf = Buffer.allocUnsafe(SKIP_CHUNK_BYTES)
+  // Small first reads keep a startLine near the top as cheap as before; long skips use big chunks.
+  let want = CHUNK_BYTES
+  let found: number | undefined
+  while (found === undefined) {
+    if (signal.aborted) throw new ToolError('Cancelled', 'tool-error')
+    const { bytesRead } = await fh.read(buf, 0, want, pos)
+    want = Math.min(want * 2, SKIP_CHUNK_BYTES)
+    if (pos === 0 && looksBinary(buf, bytesRead)) throw binaryError(rel)
+    if (bytesRead === 0) break
+    const view = buf.subarray(0, bytesRead)
+    let i = 0
+    for (;;) {
+      const nl = view.indexOf(0x0a, i)
+      if (nl === -1) break
+      line++
+      i = nl + 1
+      if (line === start) { found = pos + i; break }
+      if ((line - 1) % LINE_INDEX_STEP === 0 && target !== undefined) {
+        const k = (line - 1) / LINE_INDEX_STEP
+        // Contiguous only: a concurrent reader of the same file may have added it already.
+        if (k === target.offsets.length && k < LINE_INDEX_MAX_POINTS) target.offsets.push(pos + i)
+      }
+    }
+    pos += bytesRead
+  }
+  if (fresh !== undefined && fresh.offsets.length > 1) storeIndex(st, fresh)
+  return found
+}
+
 async function readSlice (abs: string, rel: string, start: number, end: number, limit: number, signal: AbortSignal): Promise<ReadFileResult> {
   let fh
   try {
@@ -58,10 +212,21 @@ async function readSlice (abs: string, rel: string, start: number, end: number, 
     if (st.isDirectory()) throw new ToolError(`Path is a directory: ${rel}`)
     if (!st.isFile()) throw new ToolError(`Not a regular file: ${rel}`)
 
+    // Lines before startLine are located without decoding (skipToLine); decoding starts right
+    // after the last skipped '\n', where a UTF-8 decoder holds no pending bytes, so a fresh
+    // decoder there yields exactly what one decoder running from the start would.
+    let pos = 0
+    let first = true
+    if (start > 1) {
+      const at = await skipToLine(fh, st, rel, start, signal)
+      if (at === undefined) return { path: rel, content: '', startLine: start, endLine: start - 1, truncated: false }
+      pos = at
+      first = false
+    }
+
     const decoder = new StringDecoder('utf8')
     const buf = Buffer.allocUnsafe(CHUNK_BYTES)
-    let first = true
-    let lineNo = 1
+    let lineNo = start
     let partial = ''
     let content = ''
     let lastIncluded = start - 1
@@ -89,12 +254,11 @@ async function readSlice (abs: string, rel: string, start: number, end: number, 
 
     while (!done) {
       if (signal.aborted) throw new ToolError('Cancelled', 'tool-error')
-      const { bytesRead } = await fh.read(buf, 0, CHUNK_BYTES, null)
+      const { bytesRead } = await fh.read(buf, 0, CHUNK_BYTES, pos)
+      pos += bytesRead
       if (first) {
         first = false
-        if (buf.subarray(0, Math.min(bytesRead, BINARY_SNIFF_BYTES)).includes(0)) {
-          throw new ToolError(`File appears to be binary and cannot be read as text: ${rel}`)
-        }
+        if (looksBinary(buf, bytesRead)) throw binaryError(rel)
       }
       const text = bytesRead === 0 ? decoder.end() : decoder.write(buf.subarray(0, bytesRead))
       let from = 0
@@ -118,8 +282,6 @@ async function readSlice (abs: string, rel: string, start: number, end: number, 
         truncated = true
         break
       }
-      // A line before startLine is only counted, never kept: memory stays flat on long lines.
-      if (lineNo < start) partial = ''
       if (bytesRead === 0) {
         if (partial.length > 0) {
           if (partial.endsWith('\r')) partial = partial.slice(0, -1)
