@@ -83,7 +83,7 @@ export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOp
       description: `${SCOPE} The stream sends notifications/tools/list_changed when the listing for the same key and URL changes (a registry change, a remote server's own tool list); nothing else. Send Accept: text/event-stream.`,
       tags: ['tools'],
       querystring: McpQuery,
-      response: { 200: Type.Unknown({ description: 'text/event-stream' }), ...errors(401, 403, 406, 429) }
+      response: { 200: Type.Unknown({ description: 'text/event-stream' }), ...errors(400, 401, 403, 406, 429) }
     }
   }, async (request, reply) => {
     const exchange = endpoint.exchange(request.query, request.caller)
@@ -96,7 +96,7 @@ export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOp
       summary: 'MCP session termination: not used (the endpoint is stateless)',
       description: 'The endpoint issues no Mcp-Session-Id, so there is no session to end: always 405.',
       tags: ['tools'],
-      response: errors(405)
+      response: errors(401, 405, 429)
     }
   }, async (_request, reply) => {
     reply.header('allow', 'GET, POST')
