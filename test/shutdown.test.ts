@@ -24,6 +24,8 @@ async function processesMentioning (needle: string): Promise<Array<{ pid: number
   return found
 }
 
+interface ToolResult { isError: boolean, output: string }
+
 async function waitFor (what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
   const until = Date.now() + timeoutMs
   while (!(await check())) {
@@ -62,10 +64,10 @@ async function exitCode (gw: GatewayProcess, boundMs: number): Promise<number | 
 
 test('SIGTERM: in-flight call finishes with 200, background and sandboxed processes are killed, exit 0, no orphans', async (t) => {
   const { gw, workspaces, invoke } = await setup(t, 8000)
-  const mode = (await (await fetch(`${gw.url}/readyz`)).json()).sandbox.mode as string
+  const mode = ((await (await fetch(`${gw.url}/readyz`)).json()) as { sandbox: { mode: string } }).sandbox.mode
 
   const marker = String(Math.floor(Math.random() * 1e6))
-  const started = await (await invoke({ action: 'start', command: `sleep 300${marker}` })).json()
+  const started = await (await invoke({ action: 'start', command: `sleep 300${marker}` })).json() as ToolResult
   assert.equal(started.isError, false, started.output)
   await waitFor('the background sleep', async () => (await processesMentioning(`300${marker}`)).length > 0)
 
@@ -76,7 +78,7 @@ test('SIGTERM: in-flight call finishes with 200, background and sandboxed proces
 
   const res = await inFlight
   assert.equal(res.status, 200)
-  const body = await res.json()
+  const body = await res.json() as ToolResult
   assert.equal(body.isError, false, body.output)
   assert.match(body.output, new RegExp(`finished-${marker}`))
 
