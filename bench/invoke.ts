@@ -5,7 +5,7 @@
  * this process, in interleaved rounds after a warm-up.
  */
 import path from 'node:path'
-import { closeHttp, freePort, gatewayEnv, httpOk, load, loadInterleaved, nodeFlags, REPO_ROOT, spawnChild, startGateway, TSX_IMPORT, waitReady } from './fixtures/procs.js'
+import { closeHttp, cpuMs, freePort, gatewayEnv, httpOk, load, loadInterleaved, LOG_LEVEL, nodeFlags, REPO_ROOT, spawnChild, startGateway, TSX_IMPORT, waitReady } from './fixtures/procs.js'
 import type { LoadResult } from './fixtures/procs.js'
 import { makeRow, median, round } from './stats.js'
 import type { BenchContext, Row } from './types.js'
@@ -36,20 +36,29 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     name: 'bare-fastify',
     command: process.execPath,
     args: [...nodeFlags('bare'), '--import', TSX_IMPORT, path.join(REPO_ROOT, 'bench/fixtures/bare-fastify.ts')],
-    env: { PORT: String(barePort), LOG_LEVEL: 'info', BARE_RESPONSE: JSON.stringify(answer) }
+    env: { PORT: String(barePort), LOG_LEVEL, BARE_RESPONSE: JSON.stringify(answer) }
   })
   const bareUrl = `http://127.0.0.1:${barePort}`
   await waitReady(bare, `${bareUrl}/healthz`)
   ctx.log(`gateway pid ${gw.pid}, bare Fastify pid ${bare.pid}; ${CONNECTIONS} connections, ${ROUNDS} x ${SECONDS} s each`)
 
-  const target = (url: string) => async (seconds: number) =>
-    await load({ url: `${url}/invoke`, method: 'POST', body: BODY, connections: CONNECTIONS, seconds })
-  const res = await loadInterleaved(ctx, { gateway: target(gw.url), bare: target(bareUrl) }, { warmupSeconds: 2, seconds: SECONDS, rounds: ROUNDS })
+  // CPU time of each server per request (from /proc): steadier than req/s on a shared machine.
+  const cpu = { gateway: { ms: 0, requests: 0 }, bare: { ms: 0, requests: 0 } }
+  const target = (url: string, pid: number, acc: { ms: number, requests: number }) => async (seconds: number) => {
+    const c0 = await cpuMs(pid)
+    const r = await load({ url: `${url}/invoke`, method: 'POST', body: BODY, connections: CONNECTIONS, seconds })
+    acc.ms += await cpuMs(pid) - c0
+    acc.requests += r.requests + r.non2xx
+    return r
+  }
+  const res = await loadInterleaved(ctx, { gateway: target(gw.url, gw.pid, cpu.gateway), bare: target(bareUrl, bare.pid, cpu.bare) }, { warmupSeconds: 2, seconds: SECONDS, rounds: ROUNDS })
+  const usGw = 1000 * cpu.gateway.ms / cpu.gateway.requests
+  const usBare = 1000 * cpu.bare.ms / cpu.bare.requests
   const g = summary(res.gateway)
   const b = summary(res.bare)
-  const common = `${CONNECTIONS} connections, median of ${res.gateway.length} interleaved ${SECONDS} s rounds; LOG_LEVEL=info both`
+  const common = `${CONNECTIONS} connections, median of ${res.gateway.length} interleaved ${SECONDS} s rounds; LOG_LEVEL=${LOG_LEVEL} both`
   const bad = g.bad + b.bad > 0 ? `; ${g.bad} non-2xx/errors (bare ${b.bad})` : ''
-  return [
+  const rows = [
     makeRow({
       id: '1.1',
       name: 'POST /invoke of a local function vs a bare Fastify route (same JSON): throughput',
@@ -57,8 +66,17 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       value: g.rps,
       baseline: b.rps,
       target: { on: 'ratio', op: '>=', limit: 0.6 },
-      notes: `${common}; ${g.n} + ${b.n} requests${bad}`,
+      notes: `${common}; ${g.n} + ${b.n} requests${bad}; see 1.4 for CPU per request`,
       detail: { connections: CONNECTIONS, seconds: SECONDS, rounds: res.gateway.length, gatewayRps: res.gateway.map((r) => round(r.rps)).join(' '), bareRps: res.bare.map((r) => round(r.rps)).join(' ') }
+    }),
+    makeRow({
+      id: '1.4',
+      name: 'the same, server CPU time per request (user + system, /proc)',
+      metric: 'us/req',
+      value: usGw,
+      baseline: usBare,
+      target: null,
+      notes: `all rounds and warm-ups of 1.1; ratio ${round(usBare / usGw)} is the throughput ratio a CPU-bound server would reach`
     }),
     makeRow({
       id: '1.2',
@@ -79,4 +97,5 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       notes: `under the load of 1.1 (${CONNECTIONS} connections)`
     })
   ]
+  return rows.sort((a, b) => a.id.localeCompare(b.id, 'en', { numeric: true }))
 }

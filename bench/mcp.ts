@@ -8,7 +8,7 @@
  *   SDK callTool), interleaved rounds.
  */
 import { callEcho, closedLoop, connectClient } from './fixtures/mcp-client.js'
-import { closeHttp, gatewayEnv, http, httpOk, load, loadInterleaved, startGateway, startMcpServers } from './fixtures/procs.js'
+import { closeHttp, cpuMs, gatewayEnv, http, httpOk, load, loadInterleaved, startGateway, startMcpServers } from './fixtures/procs.js'
 import { makeRow, median, percentile, round, timePair } from './stats.js'
 import type { BenchContext, Row } from './types.js'
 
@@ -34,14 +34,24 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   await direct()
 
   // --- concurrency 1: added latency ---------------------------------------------------------------
+  const cpu0 = await cpuMs(gw.pid)
   const c1 = await timePair(viaGateway, direct, { warmup: 200, reps: 1500, signal: ctx.signal })
+  const gwUsPerCall = 1000 * (await cpuMs(gw.pid) - cpu0) / (c1.subject.length + 200)
   const gP50 = median(c1.subject)
   const dP50 = median(c1.baseline)
   ctx.log(`c=1: gateway p50 ${round(gP50)} ms, direct ${round(dP50)} ms (n=${c1.subject.length})`)
 
   // --- concurrency 32: throughput -----------------------------------------------------------------
+  let gwCpu = 0
+  let gwCalls = 0
   const res = await loadInterleaved(ctx, {
-    gateway: async (seconds) => await load({ url: `${gw.url}/invoke`, method: 'POST', body: bodyText, connections: C, seconds }),
+    gateway: async (seconds) => {
+      const t0 = await cpuMs(gw.pid)
+      const r = await load({ url: `${gw.url}/invoke`, method: 'POST', body: bodyText, connections: C, seconds })
+      gwCpu += await cpuMs(gw.pid) - t0
+      gwCalls += r.requests
+      return r
+    },
     direct: async (seconds) => await closedLoop(direct, C, seconds)
   }, { warmupSeconds: 2, seconds: SECONDS, rounds: ROUNDS })
   const gRps = median(res.gateway.map((r) => r.rps))
@@ -56,8 +66,8 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       value: gP50,
       baseline: dP50,
       target: { on: 'delta', op: '<', limit: 1 },
-      notes: `added p50 ${round(gP50 - dP50)} ms; p99 ${round(percentile(c1.subject, 99))} vs ${round(percentile(c1.baseline, 99))} ms; n=${c1.subject.length} interleaved`,
-      detail: { addedP50: round(gP50 - dP50), p99: round(percentile(c1.subject, 99)), baselineP99: round(percentile(c1.baseline, 99)) }
+      notes: `added p50 ${round(gP50 - dP50)} ms; gateway CPU ${round(gwUsPerCall)} us per call; p99 ${round(percentile(c1.subject, 99))} vs ${round(percentile(c1.baseline, 99))} ms; n=${c1.subject.length} interleaved`,
+      detail: { gatewayCpuUsPerCall: round(gwUsPerCall), addedP50: round(gP50 - dP50), p99: round(percentile(c1.subject, 99)), baselineP99: round(percentile(c1.baseline, 99)) }
     }),
     makeRow({
       id: '2.2',
@@ -66,7 +76,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       value: gRps,
       baseline: dRps,
       target: { on: 'ratio', op: '>=', limit: 0.7 },
-      notes: `autocannon ${C} connections vs ${C} SDK callTool loops, median of ${res.gateway.length} interleaved ${SECONDS} s rounds; p50 ${round(median(res.gateway.map((r) => r.p50)))} vs ${round(median(res.direct.map((r) => r.p50)))} ms${bad > 0 ? `; ${bad} errors` : ''}`,
+      notes: `autocannon ${C} connections vs ${C} SDK callTool loops, median of ${res.gateway.length} interleaved ${SECONDS} s rounds; p50 ${round(median(res.gateway.map((r) => r.p50)))} vs ${round(median(res.direct.map((r) => r.p50)))} ms; gateway CPU ${round(1000 * gwCpu / gwCalls)} us per call${bad > 0 ? `; ${bad} errors` : ''}`,
       detail: { gatewayRps: res.gateway.map((r) => round(r.rps)).join(' '), directRps: res.direct.map((r) => round(r.rps)).join(' ') }
     })
   ]

@@ -11,7 +11,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
-import { closeHttp, gatewayEnv, http, httpOk, pool, rssMiB, startGateway, startMcpServers } from './fixtures/procs.js'
+import { closeHttp, cpuMs, gatewayEnv, http, httpOk, pool, rssMiB, startGateway, startMcpServers } from './fixtures/procs.js'
 import { makeRow, median, percentile, round, timeMs } from './stats.js'
 import type { BenchContext, Row } from './types.js'
 
@@ -47,7 +47,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     redis.disconnect()
   })
 
-  const { urls } = await startMcpServers(ctx, PER_TENANT, 'fixture')
+  const { urls, child: fixtures } = await startMcpServers(ctx, PER_TENANT, 'fixture')
   const gw = await startGateway(ctx, gatewayEnv(ctx, { REDIS_URL, REDIS_KEY_PREFIX: prefix, EGRESS_ALLOW: '127.0.0.1/32' }))
   const put = async (t: number, s: number): Promise<void> => {
     await httpOk('PUT', `${gw.url}/users/${uid(t)}/mcp/servers/${SERVER_IDS[s] as string}`, { type: 'streamable_http', url: urls[s] })
@@ -97,8 +97,12 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     const t = Math.floor(Math.random() * TENANTS)
     if (!seen.has(t)) { seen.add(t); sample.push(t) }
   }
+  // CPU of the gateway and of the fixture servers during the first listings: where the time goes.
   const firstMs: number[] = []
+  const [g0, f0] = [await cpuMs(gw.pid), await cpuMs(fixtures.pid)]
   for (const t of sample) firstMs.push(await timeMs(() => list(t)))
+  const gwFirstCpu = (await cpuMs(gw.pid) - g0) / SAMPLE
+  const fixFirstCpu = (await cpuMs(fixtures.pid) - f0) / SAMPLE
   // Warm: interleaved with GET /healthz, the floor of any request on this (noisy) machine.
   const warmMs: number[] = []
   const healthMs: number[] = []
@@ -138,7 +142,8 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       value: percentile(firstMs, 99),
       baseline: null,
       target: { on: 'value', op: '<', limit: 10 },
-      notes: `p50 ${round(median(firstMs))} ms; ${SAMPLE} random tenants of ${TENANTS.toLocaleString('en')}, sequential`
+      notes: `p50 ${round(median(firstMs))} ms; ${SAMPLE} random tenants of ${TENANTS.toLocaleString('en')}, sequential; CPU per listing: gateway ${round(gwFirstCpu)} ms, fixture servers ${round(fixFirstCpu)} ms (3 sessions)`,
+      detail: { gatewayCpuMsPerListing: round(gwFirstCpu), fixtureCpuMsPerListing: round(fixFirstCpu) }
     }),
     makeRow({
       id: '6.3',

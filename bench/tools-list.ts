@@ -8,7 +8,7 @@
  * - 4.3 cold: the first GET after a registry change (PUT of a 21st server, then GET naming it),
  *   against the warm p50.
  */
-import { closeHttp, gatewayEnv, http, httpOk, load, startGateway, startMcpServers } from './fixtures/procs.js'
+import { closeHttp, cpuMs, gatewayEnv, http, httpOk, load, startGateway, startMcpServers } from './fixtures/procs.js'
 import { makeRow, median, percentile, round, timeInterleaved, timeMs } from './stats.js'
 import type { BenchContext, Row } from './types.js'
 
@@ -47,7 +47,9 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     const r = await http('GET', toolsUrl())
     if (r.status !== 200 || r.body.length !== bytes) throw new Error(`GET /tools -> ${r.status}, ${r.body.length} bytes (expected ${bytes})`)
   }
+  const cpu0 = await cpuMs(gw.pid)
   const warm = await timeInterleaved({ tools: warmList, healthz }, { warmup: 50, reps: 1000, signal: ctx.signal })
+  const warmCpuMs = (await cpuMs(gw.pid) - cpu0) / (warm.tools.length + 50)
   ctx.log(`warm: p50 ${round(median(warm.tools))} p99 ${round(percentile(warm.tools, 99))} ms; healthz p50 ${round(median(warm.healthz))} ms`)
 
   await load({ url: toolsUrl(), connections: 8, seconds: 1 })
@@ -75,7 +77,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       value: percentile(warm.tools, 99),
       baseline: percentile(warm.healthz, 99),
       target: { on: 'value', op: '<', limit: 5 },
-      notes: `p50 ${round(warmP50)} ms (healthz ${round(median(warm.healthz))}); ${SERVERS * TOOLS} tools, ${Math.round(bytes / 1024)} KiB JSON; n=${warm.tools.length} interleaved`,
+      notes: `p50 ${round(warmP50)} ms (healthz ${round(median(warm.healthz))}); gateway CPU ${round(warmCpuMs)} ms per listing (+ healthz); ${SERVERS * TOOLS} tools, ${Math.round(bytes / 1024)} KiB JSON; n=${warm.tools.length} interleaved`,
       detail: { p50: round(warmP50), healthzP50: round(median(warm.healthz)), bytes, firstListingMs: round(first) }
     }),
     makeRow({
