@@ -185,12 +185,14 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
       logger,
       // A change anywhere (any instance) drops that server's client here: a removal disconnects it.
       onServerChanged: (scope, serverId) => {
-        if (scope.kind === 'global') void pools.global.invalidate(serverId)
-        else void pools.tenant.invalidate(encodeUserServiceName(scope.userId, serverId))
+        const dropped = scope.kind === 'global'
+          ? pools.global.invalidate(serverId)
+          : pools.tenant.invalidate(encodeUserServiceName(scope.userId, serverId))
+        dropped.catch((err: unknown) => logger.warn({ err, serverId }, 'closing a removed server\'s client failed'))
       },
       onResync: () => {
-        void pools.global.invalidate(() => true)
-        void pools.tenant.invalidate(() => true)
+        Promise.all([pools.global.invalidate(() => true), pools.tenant.invalidate(() => true)])
+          .catch((err: unknown) => logger.warn({ err }, 'dropping clients after a registry resync failed'))
       }
     })
     closers.push(async () => dir.close())

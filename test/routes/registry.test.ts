@@ -27,7 +27,8 @@ async function invoke (app: FastifyInstance, body: Record<string, unknown>): Pro
 test('global servers over streamable HTTP, SSE and stdio: register, list, invoke, remove', async (t) => {
   const http = await fixture(t, 'http', 'H')
   const sse = await fixture(t, 'sse', 'S')
-  const app = await buildTestApp(t)
+  // A stdio server under tsx can take seconds to start on a loaded machine: a generous deadline.
+  const app = await buildTestApp(t, { env: { MCP_LIST_TIMEOUT_MS: '30000', MCP_CONNECT_TIMEOUT_MS: '30000' } })
   let r = await put(app, '/mcp/servers/web', { type: 'http', url: http.url, priority: 2 })
   assert.equal(r.status, 201, JSON.stringify(r.json))
   assert.equal(r.json.created, true)
