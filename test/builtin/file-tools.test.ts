@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { mkdir, mkdtemp, open, readFile, realpath, rm, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { readFileTool } from '../../src/builtin/tools/read-file.js'
+import { clearLineIndexCache, lineIndexCacheInfo, readFileTool } from '../../src/builtin/tools/read-file.js'
 import { writeFileTool } from '../../src/builtin/tools/write-file.js'
 import { editTool } from '../../src/builtin/tools/edit.js'
 import { updateAgentsMdTool } from '../../src/builtin/tools/update-agents-md.js'
@@ -156,4 +156,70 @@ test('update_agents_md uses .agents/AGENTS.md when only that exists', async (t) 
   assert.deepEqual(await run(updateAgentsMdTool, { action: 'read' }), { action: 'read', path: '.agents/AGENTS.md', exists: true, content: 'nested' })
   await run(updateAgentsMdTool, { action: 'append', text: 'more' })
   assert.equal(await readFile(path.join(root, '.agents', 'AGENTS.md'), 'utf8'), 'nested\nmore')
+})
+
+/** What read_file must return, computed the slow obvious way: decode everything, split, slice. */
+function expectedSlice (bytes: Buffer, start: number, end: number, limit: number): { content: string, endLine: number, truncated: boolean } {
+  const lines = bytes.toString('utf8').split('\n')
+  if (lines[lines.length - 1] === '') lines.pop()
+  const picked = lines.slice(start - 1, end).map((l) => (l.endsWith('\r') ? l.slice(0, -1) : l))
+  const full = picked.join('\n')
+  if (full.length <= limit) return { content: full, endLine: start - 1 + picked.length, truncated: false }
+  let content = full.slice(0, limit)
+  if (/[\ud800-\udbff]$/.test(content)) content = content.slice(0, -1)
+  return { content, endLine: start + (full.slice(0, limit).split('\n').length - 1), truncated: true }
+}
+
+test('read_file deep in a file: line counting over raw bytes, multi-byte text, CRLF, invalid UTF-8, past the end', async (t) => {
+  const { root, run } = await setup(t)
+  const parts: Buffer[] = []
+  for (let i = 1; i <= 150_000; i++) {
+    parts.push(Buffer.from(`${i} ${'é😀'.repeat(i % 5)}${i % 7 === 0 ? '\r' : ''}`))
+    // Invalid bytes right before some newlines: they must not swallow the '\n'.
+    if (i % 1000 === 0) parts.push(Buffer.from([0xe2, 0x82]))
+    parts.push(Buffer.from('\n'))
+  }
+  parts.push(Buffer.from('last line, no newline'))
+  const bytes = Buffer.concat(parts)
+  await writeFile(path.join(root, 'deep.txt'), bytes)
+  for (const [start, end] of [[2, 3], [999, 1002], [65_536, 65_540], [65_537, 65_537], [131_073, 131_080], [149_999, 150_010], [150_001, 150_001], [150_002, 150_002], [200_000, 200_001]] as const) {
+    const r = await run(readFileTool, { path: 'deep.txt', startLine: start, endLine: end })
+    assert.deepEqual(r, { path: 'deep.txt', startLine: start, ...expectedSlice(bytes, start, end, 12000) }, `${start}-${end}`)
+  }
+  const open = await run(readFileTool, { path: 'deep.txt', startLine: 140_000, maxChars: 5000 })
+  assert.deepEqual(open, { path: 'deep.txt', startLine: 140_000, ...expectedSlice(bytes, 140_000, Infinity, 5000) })
+})
+
+test('read_file line-offset index: repeated deep reads agree with a cold read, a rewrite invalidates it, memory is bounded', async (t) => {
+  const { root, run } = await setup(t)
+  clearLineIndexCache()
+  t.after(() => clearLineIndexCache())
+  const make = (prefix: string): Buffer => Buffer.from(Array.from({ length: 300_000 }, (_, i) => `${prefix}${i + 1}${'.'.repeat(i % 11)}`).join('\n') + '\n')
+  const v1 = make('L')
+  await writeFile(path.join(root, 'log.txt'), v1)
+  const small = Buffer.from('a\n'.repeat(70_000))
+  for (let i = 0; i < 33; i++) await writeFile(path.join(root, `small${i}.txt`), small)
+  // Files changed within the last second are not indexed (coarse timestamps): let it settle.
+  await new Promise((resolve) => setTimeout(resolve, 1100))
+  const starts = [299_990, 65_537, 131_072, 196_609, 250_000, 2, 300_000, 300_001]
+  const cold: unknown[] = []
+  for (const s of starts) cold.push(await run(readFileTool, { path: 'log.txt', startLine: s, endLine: s + 3 }))
+  // One checkpoint per 65,536 lines scanned: lines 1, 65537, 131073, 196609, 262145.
+  assert.deepEqual(lineIndexCacheInfo(), { files: 1, checkpoints: 5 })
+  for (const [i, s] of starts.entries()) {
+    assert.deepEqual(cold[i], { path: 'log.txt', startLine: s, ...expectedSlice(v1, s, s + 3, 12000) })
+    assert.deepEqual(await run(readFileTool, { path: 'log.txt', startLine: s, endLine: s + 3 }), cold[i], String(s))
+  }
+  // Same size, lines shifted by one byte: the old offsets would now land mid-line.
+  const v2 = Buffer.concat([Buffer.from('M'), make('L').subarray(0, v1.length - 1)])
+  assert.equal(v2.length, v1.length)
+  await writeFile(path.join(root, 'log.txt'), v2)
+  for (const s of [299_990, 65_537, 131_072]) {
+    assert.deepEqual(await run(readFileTool, { path: 'log.txt', startLine: s, endLine: s + 3 }), { path: 'log.txt', startLine: s, ...expectedSlice(v2, s, s + 3, 12000) })
+  }
+  // Just rewritten: the stale entry is gone and the new content is not indexed yet.
+  assert.deepEqual(lineIndexCacheInfo(), { files: 0, checkpoints: 0 })
+  // At most 32 files are indexed; the least recently used goes first.
+  for (let i = 0; i < 33; i++) assert.equal((await run(readFileTool, { path: `small${i}.txt`, startLine: 70_000 })).content, 'a')
+  assert.deepEqual(lineIndexCacheInfo(), { files: 32, checkpoints: 64 })
 })

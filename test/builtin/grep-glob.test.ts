@@ -4,7 +4,9 @@ import { spawnSync } from 'node:child_process'
 import { mkdir, mkdtemp, realpath, rm, symlink, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { globTool } from '../../src/builtin/tools/glob.js'
+import fc from 'fast-check'
+import fg from 'fast-glob'
+import { comparePaths, globTool, pathSortKey, sortPaths } from '../../src/builtin/tools/glob.js'
 import { createGrepTool, grepTool, rgPortable } from '../../src/builtin/tools/grep.js'
 import { ToolError } from '../../src/builtin/types.js'
 import type { BuiltinTool, Workspace } from '../../src/builtin/types.js'
@@ -156,4 +158,103 @@ test('grep: ripgrep and Node engines give identical results', { skip: !HAS_RG },
   for (const q of queries) {
     assert.deepEqual(await run(rg, q), await run(node, q), JSON.stringify(q))
   }
+})
+
+test('grep: filesSearched counts the same files with both engines, size cap and include applied', async (t) => {
+  const { run } = await setup(t)
+  // 17 regular files outside .git/node_modules; big.txt (10 MiB + 1 byte) is over the cap and not
+  // counted, exact.txt (exactly 10 MiB) and empty.txt are; the two symlinks are not files.
+  const engines = HAS_RG ? [createGrepTool({ engine: 'rg' }), createGrepTool({ engine: 'node' })] : [createGrepTool({ engine: 'node' })]
+  for (const grep of engines) {
+    assert.equal((await run(grep, { pattern: 'TODO' })).filesSearched, 17)
+    assert.equal((await run(grep, { pattern: 'no-such-thing' })).filesSearched, 17)
+    assert.equal((await run(grep, { pattern: 'TODO', include: '*.txt' })).filesSearched, 9)
+    assert.equal((await run(grep, { pattern: 'TODO', path: 'src' })).filesSearched, 3)
+  }
+})
+
+/** A tree whose names exercise the bytewise path order, with more files than the Node engine reads ahead. */
+async function wideTree (root: string): Promise<void> {
+  const names = ['a', 'a.b', 'a-b', 'a_b', 'B', 'b', 'é', 'z\u00ff', '\u{1F600}', '\uE000', '10', '9', '.dot']
+  let n = 0
+  for (const d of names) {
+    for (const sub of ['', 'x/', 'x.y/']) {
+      for (const f of names) {
+        const rel = `w/${d}/${sub}${f}.txt`
+        await mkdir(path.dirname(path.join(root, rel)), { recursive: true })
+        n++
+        await writeFile(path.join(root, rel), n % 3 === 0 ? `hit ${n}\nmiss\nhit again ${n}\n` : `miss ${n}\n`)
+      }
+    }
+  }
+}
+
+test('grep: a wide tree gives the same sorted results with both engines and in walk order', async (t) => {
+  const { root, run } = await setup(t)
+  await wideTree(root)
+  const node = createGrepTool({ engine: 'node' })
+  const all = await run(node, { pattern: '^hit', path: 'w', maxResults: 100_000 })
+  const matches = all.matches as Array<{ file: string, line: number }>
+  assert.equal(all.filesSearched, 13 * 3 * 13)
+  assert.equal(all.filesMatched, 169)
+  assert.equal(all.totalMatches, 338)
+  const sorted = [...matches].sort((a, b) => comparePaths(a.file, b.file) || a.line - b.line)
+  assert.deepEqual(matches, sorted)
+  // maxResults keeps the first matches in walk order, not the first files read.
+  const few = await run(node, { pattern: '^hit', path: 'w', maxResults: 7 })
+  assert.deepEqual(few.matches, matches.slice(0, 7))
+  assert.equal(few.totalMatches, 338)
+  if (HAS_RG) {
+    const rg = createGrepTool({ engine: 'rg' })
+    for (const q of [{ pattern: '^hit', path: 'w', maxResults: 100_000 }, { pattern: 'hit', maxResults: 5 }, { pattern: 'miss', include: '*.txt' }]) {
+      assert.deepEqual(await run(rg, q), await run(node, q), JSON.stringify(q))
+    }
+  }
+})
+
+test('grep: Node engine reads ahead within its byte budget (files bigger than the budget in total)', async (t) => {
+  const { root, run } = await setup(t)
+  // 5 x 9 MiB: more than the 32 MiB the engine holds at once, so reads wait for each other.
+  const line = Buffer.from('x'.repeat(1023) + '\n')
+  const body = Buffer.concat(Array.from({ length: 9 * 1024 }, () => line))
+  for (let i = 0; i < 5; i++) {
+    await mkdir(path.join(root, 'big', String(i)), { recursive: true })
+    await writeFile(path.join(root, 'big', String(i), 'f.txt'), Buffer.concat([body, Buffer.from(`needle ${i}\n`)]))
+  }
+  const r = await run(createGrepTool({ engine: 'node' }), { pattern: 'needle', path: 'big' })
+  assert.deepEqual((r.matches as Array<{ file: string, line: number }>).map((m) => `${m.file}:${m.line}`),
+    [0, 1, 2, 3, 4].map((i) => `big/${i}/f.txt:${9 * 1024 + 1}`))
+  assert.equal(r.filesSearched, 5)
+})
+
+test('pathSortKey orders exactly like comparePaths', () => {
+  const seg = fc.stringMatching(/^[a-zA-Z0-9._\- \u00e9\u00ff\u4e00\uE000\uFFFD\u{1F600}\u{10000}]{1,4}$/u)
+  const p = fc.array(seg, { minLength: 1, maxLength: 4 }).map((s) => s.join('/'))
+  fc.assert(fc.property(p, p, (a, b) => {
+    const ka = pathSortKey(a)
+    const kb = pathSortKey(b)
+    assert.equal(Math.sign(ka < kb ? -1 : ka > kb ? 1 : 0), Math.sign(comparePaths(a, b)), `${a} | ${b}`)
+  }), { numRuns: 5000 })
+  const paths = ['a.ts', 'a/x.txt', 'a', 'é/1', '\uE000', '\u{1F600}', 'a-b/c', 'B', 'a/x']
+  assert.deepEqual(sortPaths([...paths]), [...paths].sort(comparePaths))
+})
+
+test('glob: a wide tree comes back in comparePaths order, the same files fast-glob finds', async (t) => {
+  const { root, run } = await setup(t)
+  await wideTree(root)
+  const r = await run(globTool, { pattern: '**/*.txt', path: 'w', maxResults: 100_000 })
+  const expected = (await fg.glob('**/*.txt', { cwd: path.join(root, 'w'), dot: true, onlyFiles: true, followSymbolicLinks: false }))
+    .map((m) => `w/${m}`).sort(comparePaths)
+  assert.equal(expected.length, 13 * 3 * 13)
+  assert.deepEqual(r.matches, expected)
+  const few = await run(globTool, { pattern: '**/*.txt', path: 'w', maxResults: 10 })
+  assert.deepEqual(few.matches, expected.slice(0, 10))
+  assert.equal(few.truncated, true)
+})
+
+test('glob: cancellation is a clean error', async (t) => {
+  const { ws } = await setup(t)
+  const ac = new AbortController()
+  ac.abort()
+  await assert.rejects(globTool.run({ pattern: '**/*' }, { workspace: ws, signal: ac.signal }), /Cancelled/)
 })
