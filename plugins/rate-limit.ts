@@ -32,7 +32,8 @@ export interface RateLimitPluginOptions {
   redisKeyPrefix: string
 }
 
-const INVOKE_ROUTES = new Set(['/invoke', '/invoke/batch'])
+// POST /mcp carries tools/call: it counts like /invoke (GET /mcp is a long-lived notification stream and does not).
+const INVOKE_ROUTES = new Set(['/invoke', '/invoke/batch', '/mcp'])
 
 /** Most buckets kept in memory; beyond it expired windows, then the oldest, are dropped. */
 const MEMORY_BUCKETS = 50_000

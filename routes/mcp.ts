@@ -21,6 +21,7 @@ const errors = (...codes: number[]): Record<number, typeof JsonRpcErrorResponse>
 export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise<void> {
   const endpoint = new McpEndpoint({
     gateway: app.services.gateway,
+    subscribe: app.services.subscribe,
     ...opts,
     onError: (err, what) => app.log.error({ err }, what)
   })

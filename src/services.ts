@@ -74,6 +74,8 @@ export interface Services {
   /** Tier 1 internals (sandbox, processes), absent when a test supplies its own built-in source. */
   builtins: Builtins | undefined
   status: () => GatewayStatus
+  /** Registry change events from every instance (the /mcp endpoint notifies list_changed on them). */
+  subscribe: RegistryStore['subscribe']
   /** GET /readyz: can this instance serve (registry reachable, sandbox probe)? */
   readiness: () => Promise<Readiness>
   /** Monotonic failure counts for metrics. */
@@ -262,7 +264,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     }
   }
 
-  return { config, gateway, router, registry, functions, localMcp, builtins, status, readiness, counters, close }
+  return { config, gateway, router, registry, functions, localMcp, builtins, status, readiness, counters, close, subscribe: (listener) => store.subscribe(listener) }
 }
 
 /** The store, counting the operations that fail because the backend is unreachable. */
