@@ -147,20 +147,32 @@ export const globTool: BuiltinTool = {
     }
 
     const stream = fg.stream(pattern, options) as unknown as NodeJS.ReadableStream & { destroy: () => void }
-    let { found, truncated } = await collect(stream, ctx.signal)
+    const { found, truncated: capped } = await collect(stream, ctx.signal)
+    let truncated = capped
     if (ctx.signal.aborted) throw new ToolError('Cancelled')
 
     // Defence in depth: every match's directory must really be inside the area. The distinct
     // directories (one per ~20 matches on a source tree) are resolved concurrently: one after the
-    // other, their thread-pool round trips were a quarter of the call.
-    found = found.filter((m) => !m.split('/').includes('..'))
-    const dirOf = found.map((m) => path.dirname(path.resolve(base.abs, m)))
-    const dirs = [...new Set(dirOf)]
-    const oks = await mapLimit(dirs, REALPATH_CONCURRENCY, async (dir) => {
-      const real = await realpath(dir).catch(() => undefined)
+    // other, their thread-pool round trips were a quarter of the call. A match's directory is
+    // taken from its relative path ("a/b/c.ts" -> "a/b") and resolved once per directory, which
+    // is what path.dirname(path.resolve(base, match)) gives for a file entry, without resolving
+    // every match.
+    const dirOf = new Array<string>(found.length)
+    const dirs = new Set<string>()
+    for (let i = 0; i < found.length; i++) {
+      const m = found[i] as string
+      if (m.includes('..') && m.split('/').includes('..')) { dirOf[i] = ''; continue }
+      const slash = m.lastIndexOf('/')
+      const d = slash === -1 ? '.' : m.slice(0, slash)
+      dirOf[i] = d
+      dirs.add(d)
+    }
+    const dirList = [...dirs]
+    const oks = await mapLimit(dirList, REALPATH_CONCURRENCY, async (d) => {
+      const real = await realpath(path.resolve(base.abs, d)).catch(() => undefined)
       return real !== undefined && isInside(area, real)
     })
-    const dirOk = new Map(dirs.map((d, i) => [d, oks[i] as boolean]))
+    const dirOk = new Map(dirList.map((d, i) => [d, oks[i] as boolean]))
     const kept: string[] = []
     for (let i = 0; i < found.length; i++) {
       if (dirOk.get(dirOf[i] as string) !== true) continue
