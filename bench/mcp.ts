@@ -10,6 +10,7 @@
 import { callEcho, closedLoop, connectClient } from './fixtures/mcp-client.js'
 import { closeHttp, cpuMs, gatewayEnv, http, httpOk, load, loadInterleaved, startGateway, startMcpServers } from './fixtures/procs.js'
 import { makeRow, median, percentile, round, timePair } from './stats.js'
+import type { LoadResult } from './fixtures/procs.js'
 import type { BenchContext, Row } from './types.js'
 
 const C = 32
@@ -18,7 +19,7 @@ const ROUNDS = 3
 
 export async function run (ctx: BenchContext): Promise<Row[]> {
   ctx.defer(closeHttp)
-  const { urls } = await startMcpServers(ctx, 1, 'fixture')
+  const { urls, child: fixture } = await startMcpServers(ctx, 1, 'fixture')
   const serverUrl = urls[0] as string
   const gw = await startGateway(ctx, gatewayEnv(ctx))
   await httpOk('PUT', `${gw.url}/mcp/servers/echo`, { type: 'streamable_http', url: serverUrl })
@@ -42,18 +43,26 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   ctx.log(`c=1: gateway p50 ${round(gP50)} ms, direct ${round(dP50)} ms (n=${c1.subject.length})`)
 
   // --- concurrency 32: throughput -----------------------------------------------------------------
-  let gwCpu = 0
-  let gwCalls = 0
+  // CPU of every process involved (this one: load generator or SDK client; the gateway; the
+  // fixture server), per call: a throughput-independent view of the same rounds.
+  const total = { gateway: { cpu: 0, calls: 0, own: 0 }, direct: { cpu: 0, calls: 0, own: 0 } }
+  const measured = async (side: 'gateway' | 'direct', fn: () => Promise<LoadResult>): Promise<LoadResult> => {
+    const self0 = process.cpuUsage()
+    const [g0, f0] = [await cpuMs(gw.pid), await cpuMs(fixture.pid)]
+    const r = await fn()
+    const self = process.cpuUsage(self0)
+    const gw1 = await cpuMs(gw.pid) - g0
+    total[side].cpu += (self.user + self.system) / 1000 + gw1 + (await cpuMs(fixture.pid) - f0)
+    total[side].own += side === 'gateway' ? gw1 : 0
+    total[side].calls += r.requests
+    return r
+  }
   const res = await loadInterleaved(ctx, {
-    gateway: async (seconds) => {
-      const t0 = await cpuMs(gw.pid)
-      const r = await load({ url: `${gw.url}/invoke`, method: 'POST', body: bodyText, connections: C, seconds })
-      gwCpu += await cpuMs(gw.pid) - t0
-      gwCalls += r.requests
-      return r
-    },
-    direct: async (seconds) => await closedLoop(direct, C, seconds)
+    gateway: async (seconds) => await measured('gateway', async () => await load({ url: `${gw.url}/invoke`, method: 'POST', body: bodyText, connections: C, seconds })),
+    direct: async (seconds) => await measured('direct', async () => await closedLoop(direct, C, seconds))
   }, { warmupSeconds: 2, seconds: SECONDS, rounds: ROUNDS })
+  const gwCpu = total.gateway.own
+  const gwCalls = total.gateway.calls
   const gRps = median(res.gateway.map((r) => r.rps))
   const dRps = median(res.direct.map((r) => r.rps))
   const bad = [...res.gateway, ...res.direct].reduce((a, r) => a + r.non2xx + r.errors, 0)
@@ -78,6 +87,15 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       target: { on: 'ratio', op: '>=', limit: 0.7 },
       notes: `autocannon ${C} connections vs ${C} SDK callTool loops, median of ${res.gateway.length} interleaved ${SECONDS} s rounds; p50 ${round(median(res.gateway.map((r) => r.p50)))} vs ${round(median(res.direct.map((r) => r.p50)))} ms; gateway CPU ${round(1000 * gwCpu / gwCalls)} us per call${bad > 0 ? `; ${bad} errors` : ''}`,
       detail: { gatewayRps: res.gateway.map((r) => round(r.rps)).join(' '), directRps: res.direct.map((r) => round(r.rps)).join(' ') }
+    }),
+    makeRow({
+      id: '2.3',
+      name: 'the same rounds: CPU per call of all processes (client, gateway, MCP server)',
+      metric: 'ms/call',
+      value: total.gateway.cpu / total.gateway.calls,
+      baseline: total.direct.cpu / total.direct.calls,
+      target: null,
+      notes: `gateway side = autocannon + gateway + fixture; direct = SDK client + fixture; the gateway process alone ${round(gwCpu / gwCalls)} ms/call; /proc and process.cpuUsage, 10 ms resolution`
     })
   ]
 }
