@@ -258,3 +258,22 @@ test('glob: cancellation is a clean error', async (t) => {
   ac.abort()
   await assert.rejects(globTool.run({ pattern: '**/*' }, { workspace: ws, signal: ac.signal }), /Cancelled/)
 })
+
+test('grep: rg output split across many chunks parses as the Node engine reads it', { skip: !HAS_RG }, async (t) => {
+  const { root, run } = await setup(t)
+  await mkdir(path.join(root, 'chunks'))
+  // A 2 MB matching line (one record over dozens of pipe reads), a file name holding a newline
+  // and a NUL-free colon, and 20,000 short matches (output boundaries fall mid-record).
+  await writeFile(path.join(root, 'chunks', 'long.txt'), `start ${'y'.repeat(2_000_000)} HIT end\nafter HIT\n`)
+  await writeFile(path.join(root, 'chunks', 'new\nline:name.txt'), 'HIT in an odd name\n')
+  await writeFile(path.join(root, 'chunks', 'many.txt'), Array.from({ length: 20_000 }, (_, i) => `HIT ${i} ${'é'.repeat(i % 9)}`).join('\n'))
+  const rg = createGrepTool({ engine: 'rg' })
+  const node = createGrepTool({ engine: 'node' })
+  for (const q of [{ pattern: 'HIT', path: 'chunks', maxResults: 100_000 }, { pattern: 'HIT', path: 'chunks', maxResults: 3 }, { pattern: 'odd', path: 'chunks' }]) {
+    const a = await run(rg, q)
+    assert.deepEqual(a, await run(node, q), JSON.stringify(q))
+  }
+  const r = await run(rg, { pattern: 'HIT', path: 'chunks', maxResults: 100_000 })
+  assert.equal(r.totalMatches, 20_003)
+  assert.equal(r.filesSearched, 3)
+})

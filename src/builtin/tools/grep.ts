@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { constants as fsConstants } from 'node:fs'
+import { close as fsClose, constants as fsConstants, open as fsOpen, read as fsRead } from 'node:fs'
 import { lstat, open, readdir } from 'node:fs/promises'
 import path from 'node:path'
 import picomatch from 'picomatch'
@@ -7,7 +7,7 @@ import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
 import { fsError, quoteInput, resolveReadPath } from '../workspace/paths.js'
 import { pathSortKey } from './glob.js'
-import { looksBinary, mapLimit, objectSchema, optBool, optInt, optStr, str, BINARY_SNIFF_BYTES } from './schemas.js'
+import { createLimiter, looksBinary, objectSchema, optBool, optInt, optStr, str, BINARY_SNIFF_BYTES } from './schemas.js'
 
 export const GREP_DEFAULT_MAX_RESULTS = 100
 export const GREP_MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -320,12 +320,12 @@ function rgFilterArgs (q: Query): string[] {
   return args
 }
 
-interface RunResult { code: number | null, out: Buffer, overflow: boolean }
+interface RunResult { code: number | null, overflow: boolean }
 
-function runRg (args: string[], searchPath: string, signal: AbortSignal): Promise<RunResult> {
+/** Runs rg, handing each stdout chunk to `onData` as it arrives (so parsing overlaps the search). */
+function runRg (args: string[], searchPath: string, signal: AbortSignal, onData: (d: Buffer) => void): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn('rg', args, { env: { PATH: searchPath }, stdio: ['ignore', 'pipe', 'pipe'] })
-    const chunks: Buffer[] = []
     let size = 0
     let overflow = false
     const onAbort = (): void => { child.kill('SIGKILL') }
@@ -338,13 +338,13 @@ function runRg (args: string[], searchPath: string, signal: AbortSignal): Promis
         child.kill('SIGKILL')
         return
       }
-      chunks.push(d)
+      onData(d)
     })
     child.stderr.resume()
     child.on('error', (err) => { signal.removeEventListener('abort', onAbort); reject(err) })
     child.on('close', (code) => {
       signal.removeEventListener('abort', onAbort)
-      resolve({ code, out: Buffer.concat(chunks), overflow })
+      resolve({ code, overflow })
     })
   })
 }
@@ -360,6 +360,77 @@ const SNIFF_CONCURRENCY = 16
  */
 const RG_STATS = /^\n\d+ matches\n\d+ matched lines\n\d+ files contained matches\n(\d+) files searched\n/
 
+interface RgMatch { file: string, line: number, content: string }
+
+/**
+ * Incremental parser of `rg --null --line-number --with-filename --stats` output: records
+ * "<abs path>\0<line>:<content>\n" (the path is read up to its NUL first, so a name holding '\n'
+ * parses; content may hold NULs under --text), then the stats block. Lines that are not valid
+ * UTF-8 or that the JS RegExp rejects are dropped here; `onFile` sees each file with a kept line
+ * once, as soon as it appears, so its binary sniff runs while rg is still searching.
+ */
+class RgOutputParser {
+  readonly found: RgMatch[] = []
+  /** Chunks of the record being received; joined only once a '\n' arrives (linear in the output). */
+  private pending: Buffer[] = []
+  private stats: Buffer[] | undefined
+  private bad = false
+  private readonly seen = new Set<string>()
+  constructor (private readonly q: Query, private readonly onFile: (fileAbs: string) => void) {}
+
+  push (d: Buffer): void {
+    if (this.bad) return
+    if (this.stats !== undefined) { this.stats.push(d); return }
+    this.pending.push(d)
+    // Every record and the stats block end in '\n': without one nothing can complete yet.
+    if (d.indexOf(0x0a) === -1) return
+    const buf = this.pending.length === 1 ? d : Buffer.concat(this.pending)
+    this.pending = []
+    let pos = 0
+    while (pos < buf.length) {
+      if (buf[pos] === 0x0a) {
+        this.stats = [buf.subarray(pos)]
+        return
+      }
+      const nul = buf.indexOf(0, pos)
+      if (nul === -1) break
+      const colon = buf.indexOf(0x3a, nul + 1)
+      if (colon === -1) break
+      const nl = buf.indexOf(0x0a, colon + 1)
+      if (nl === -1) break
+      this.record(buf.subarray(pos, nul), buf.subarray(nul + 1, colon), buf.subarray(colon + 1, nl))
+      if (this.bad) return
+      pos = nl + 1
+    }
+    if (pos < buf.length) this.pending.push(buf.subarray(pos))
+  }
+
+  private record (pathBytes: Buffer, lineBytes: Buffer, raw: Buffer): void {
+    const lineNo = Number(lineBytes.toString('latin1'))
+    if (!Number.isSafeInteger(lineNo) || lineNo < 1) { this.bad = true; return }
+    let text: string
+    try {
+      text = fatalUtf8.decode(raw)
+    } catch {
+      return
+    }
+    if (!this.q.re.test(text)) return
+    const file = pathBytes.toString('utf8')
+    this.found.push({ file, line: lineNo, content: text })
+    if (!this.seen.has(file)) {
+      this.seen.add(file)
+      this.onFile(file)
+    }
+  }
+
+  /** filesSearched from the stats block; undefined when the output was not as expected. */
+  end (): number | undefined {
+    if (this.bad || this.stats === undefined || this.pending.length > 0) return undefined
+    const m = RG_STATS.exec(Buffer.concat(this.stats).toString('latin1'))
+    return m === null ? undefined : Number(m[1])
+  }
+}
+
 /** ripgrep engine. Returns false when rg cannot answer exactly (error, output cap): Node then does. */
 async function rgSearchDir (q: Query, c: Collector, baseAbs: string, baseDisplay: string, searchPath: string): Promise<boolean> {
   // One rg run: --stats counts the files it searched, with the same filters (size cap, globs,
@@ -367,51 +438,24 @@ async function rgSearchDir (q: Query, c: Collector, baseAbs: string, baseDisplay
   // Unreadable files do not count there, but they make rg exit 2, and then Node answers anyway.
   const searchArgs = [...rgFilterArgs(q), '--text', '--encoding=none', '--no-heading', '--with-filename', '--line-number',
     '--null', '--color=never', '--stats', q.caseInsensitive ? '--ignore-case' : '--case-sensitive', `--regexp=${q.pattern}`, '--', baseAbs]
-  const search = await runRg(searchArgs, searchPath, q.signal)
+  // rg searched with --text; binary files (a NUL in the first 8 KiB) are dropped afterwards, as
+  // the Node engine drops them. The sniffs start as soon as a file shows up in rg's output and run
+  // side by side: one by one after rg had finished, they added ~15% to the call.
+  const limit = createLimiter(SNIFF_CONCURRENCY)
+  const sniffs = new Map<string, Promise<boolean>>()
+  const parser = new RgOutputParser(q, (file) => { sniffs.set(file, limit(() => sniffBinary(file))) })
+  const search = await runRg(searchArgs, searchPath, q.signal, (d) => parser.push(d))
   if (q.signal.aborted) throw new ToolError('Cancelled')
+  // Sniffs still running on a false return finish on their own: they never reject.
   if (search.overflow || (search.code !== 0 && search.code !== 1)) return false
-
-  const found: Array<{ file: string, line: number, content: string }> = []
-  const out = search.out
-  let pos = 0
-  let searched: number | undefined
-  while (pos < out.length) {
-    if (out[pos] === 0x0a) {
-      const m = RG_STATS.exec(out.subarray(pos).toString('latin1'))
-      if (m === null) return false
-      searched = Number(m[1])
-      break
-    }
-    const nul = out.indexOf(0, pos)
-    if (nul === -1) return false
-    const fileAbs = out.subarray(pos, nul).toString('utf8')
-    const colon = out.indexOf(0x3a, nul + 1)
-    if (colon === -1) return false
-    const lineNo = Number(out.subarray(nul + 1, colon).toString('latin1'))
-    let nl = out.indexOf(0x0a, colon + 1)
-    if (nl === -1) nl = out.length
-    const raw = out.subarray(colon + 1, nl)
-    pos = nl + 1
-    let text: string
-    try {
-      text = fatalUtf8.decode(raw)
-    } catch {
-      continue
-    }
-    if (!q.re.test(text)) continue
-    found.push({ file: fileAbs, line: lineNo, content: text })
-  }
+  const searched = parser.end()
   if (searched === undefined) return false
-
-  // rg searched with --text; binary files (a NUL in the first 8 KiB) are dropped here, as the
-  // Node engine drops them. The sniffs are independent: run them side by side, not one by one.
-  const files = [...new Set(found.map((m) => m.file))]
-  const binary = await mapLimit(files, SNIFF_CONCURRENCY, sniffBinary)
+  const isBinary = new Map<string, boolean>()
+  for (const [file, p] of sniffs) isBinary.set(file, await p)
   if (q.signal.aborted) throw new ToolError('Cancelled')
-  const isBinary = new Map(files.map((f, i) => [f, binary[i] as boolean]))
 
   const kept: Array<{ file: string, key: string, line: number, content: string }> = []
-  for (const m of found) {
+  for (const m of parser.found) {
     if (isBinary.get(m.file) === true) continue
     const rel = path.relative(baseAbs, m.file).split(path.sep).join('/')
     const file = baseDisplay === '.' ? rel : `${baseDisplay}/${rel}`
@@ -427,18 +471,21 @@ async function rgSearchDir (q: Query, c: Collector, baseAbs: string, baseDisplay
   return true
 }
 
-async function sniffBinary (abs: string): Promise<boolean> {
-  let fh
-  try {
-    fh = await open(abs, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK)
-    const buf = Buffer.alloc(BINARY_SNIFF_BYTES)
-    const { bytesRead } = await fh.read(buf, 0, buf.length, 0)
-    return looksBinary(buf, bytesRead)
-  } catch {
-    return true
-  } finally {
-    await fh?.close()
-  }
+/**
+ * Whether a file's first 8 KiB hold a NUL byte (unreadable counts as binary). Callback fs rather
+ * than a FileHandle: for the ~1,000 sniffs of a big search that is half the time and a third of
+ * the CPU, which rg, still searching on the same cores, gets instead.
+ */
+function sniffBinary (abs: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    fsOpen(abs, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK, (err, fd) => {
+      if (err !== null) { resolve(true); return }
+      const buf = Buffer.allocUnsafe(BINARY_SNIFF_BYTES)
+      fsRead(fd, buf, 0, buf.length, 0, (readErr, bytesRead) => {
+        fsClose(fd, () => { resolve(readErr !== null ? true : looksBinary(buf, bytesRead)) })
+      })
+    })
+  })
 }
 
 export function createGrepTool (opts: GrepToolOptions = {}): BuiltinTool {
