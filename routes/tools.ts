@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Static } from '@sinclair/typebox'
 import { errorResponses } from '../src/schemas/common.js'
 import { CatalogQuery, CatalogResponse, ToolsQuery, ToolsResponse } from '../src/schemas/tools.js'
+import { listingJson } from '../src/gateway.js'
 import { abortOnClientGone } from './abort.js'
 
 /** GET /tools (SPEC 2) and GET /catalog. */
@@ -14,7 +15,9 @@ export default async function toolsRoutes (app: FastifyInstance): Promise<void> 
       response: { 200: ToolsResponse, ...errorResponses(400, 401, 403, 429, 503) }
     }
   }, async (request, reply) => {
-    return await app.services.gateway.listTools(request.query, request.caller, abortOnClientGone(reply))
+    const listing = await app.services.gateway.listTools(request.query, request.caller, abortOnClientGone(reply))
+    // Cached listings keep their serialised bytes: no re-serialisation of a large catalog per request.
+    return await reply.type('application/json; charset=utf-8').send(listingJson(listing))
   })
 
   app.get<{ Querystring: Static<typeof CatalogQuery> }>('/catalog', {

@@ -21,6 +21,19 @@ export interface ListToolsRequest {
   strict?: boolean
 }
 
+/** Serialised listings, cached with the listing: a warm GET /tools writes bytes it already has. */
+const serialised = new WeakMap<ListToolsResponse, Buffer>()
+
+/** The JSON bytes of a listing, computed once per cached listing object. */
+export function listingJson (response: ListToolsResponse): Buffer {
+  let bytes = serialised.get(response)
+  if (!bytes) {
+    bytes = Buffer.from(JSON.stringify(response))
+    serialised.set(response, bytes)
+  }
+  return bytes
+}
+
 export interface ListToolsResponse {
   tools: unknown[]
   unresolved: Unresolved[]
