@@ -7,7 +7,7 @@ import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
 import { fsError, quoteInput, resolveReadPath } from '../workspace/paths.js'
 import { pathSortKey } from './glob.js'
-import { createLimiter, looksBinary, objectSchema, optBool, optInt, optStr, str, BINARY_SNIFF_BYTES } from './schemas.js'
+import { looksBinary, mapLimit, objectSchema, optBool, optInt, optStr, str, BINARY_SNIFF_BYTES } from './schemas.js'
 
 export const GREP_DEFAULT_MAX_RESULTS = 100
 export const GREP_MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -382,7 +382,7 @@ interface RgMatch { file: string, line: number, content: string }
  * "<abs path>\0<line>:<content>\n" (the path is read up to its NUL first, so a name holding '\n'
  * parses; content may hold NULs under --text), then the stats block. Lines that are not valid
  * UTF-8 or that the JS RegExp rejects are dropped here; `onFile` sees each file with a kept line
- * once, as soon as it appears, so its binary sniff runs while rg is still searching.
+ * once. Parsing as the output arrives keeps only the kept lines in memory, not the whole output.
  */
 class RgOutputParser {
   readonly found: RgMatch[] = []
@@ -453,20 +453,19 @@ async function rgSearchDir (q: Query, c: Collector, baseAbs: string, baseDisplay
   // Unreadable files do not count there, but they make rg exit 2, and then Node answers anyway.
   const searchArgs = [...rgFilterArgs(q), '--text', '--encoding=none', '--no-heading', '--with-filename', '--line-number',
     '--null', '--color=never', '--stats', q.caseInsensitive ? '--ignore-case' : '--case-sensitive', `--regexp=${q.pattern}`, '--', baseAbs]
-  // rg searched with --text; binary files (a NUL in the first 8 KiB) are dropped afterwards, as
-  // the Node engine drops them. The sniffs start as soon as a file shows up in rg's output and run
-  // side by side: one by one after rg had finished, they added ~15% to the call.
-  const limit = createLimiter(SNIFF_CONCURRENCY)
-  const sniffs = new Map<string, Promise<boolean>>()
-  const parser = new RgOutputParser(q, (file) => { sniffs.set(file, limit(() => sniffBinary(file))) })
+  const files: string[] = []
+  const parser = new RgOutputParser(q, (file) => { files.push(file) })
   const search = await runRg(searchArgs, searchPath, q.signal, (d) => parser.push(d))
   if (q.signal.aborted) throw new ToolError('Cancelled')
-  // Sniffs still running on a false return finish on their own: they never reject.
   if (search.overflow || (search.code !== 0 && search.code !== 1)) return false
   const searched = parser.end()
   if (searched === undefined) return false
-  const isBinary = new Map<string, boolean>()
-  for (const [file, p] of sniffs) isBinary.set(file, await p)
+  // rg searched with --text; binary files (a NUL in the first 8 KiB) are dropped here, as the
+  // Node engine drops them. The sniffs are independent and run side by side (one by one they
+  // added ~15% to the call). They start once rg has exited: started as files appeared in its
+  // output they overlapped the search but, on two cores, slowed rg by more than they saved.
+  const binary = await mapLimit(files, SNIFF_CONCURRENCY, sniffBinary)
+  const isBinary = new Map(files.map((f, i) => [f, binary[i] as boolean]))
   if (q.signal.aborted) throw new ToolError('Cancelled')
 
   const kept: Array<{ file: string, key: string, line: number, content: string }> = []

@@ -63,27 +63,3 @@ export async function mapLimit<T, R> (items: readonly T[], limit: number, fn: (i
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
   return out
 }
-
-/**
- * Runs at most `limit` of the functions passed to the returned wrapper at once; the others wait
- * in call order. For work discovered while a stream is still being read (mapLimit needs the list
- * up front). A finishing call hands its slot straight to the next waiter, so the bound is exact.
- */
-export function createLimiter (limit: number): <T>(fn: () => Promise<T>) => Promise<T> {
-  let active = 0
-  const waiting: Array<() => void> = []
-  const release = (): void => {
-    const next = waiting.shift()
-    if (next !== undefined) next()
-    else active--
-  }
-  return async <T>(fn: () => Promise<T>): Promise<T> => {
-    if (active < limit) active++
-    else await new Promise<void>((resolve) => { waiting.push(resolve) })
-    try {
-      return await fn()
-    } finally {
-      release()
-    }
-  }
-}
