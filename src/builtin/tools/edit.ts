@@ -1,8 +1,6 @@
-import { constants as fsConstants } from 'node:fs'
-import { open } from 'node:fs/promises'
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
-import { fsError, resolveWritePath, writeFileAtomic } from '../workspace/paths.js'
+import { openRegularFile, resolveWritePath, writeFileAtomic } from '../workspace/paths.js'
 import { looksBinary, objectSchema, optBool, str } from './schemas.js'
 
 /** Editing loads the whole file; past this size the tool refuses rather than ballooning memory. */
@@ -67,18 +65,8 @@ export const editTool: BuiltinTool = {
 }
 
 async function readText (abs: string, rel: string): Promise<string> {
-  let fh
+  const { fh, st } = await openRegularFile(abs, rel)
   try {
-    fh = await open(abs, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK)
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code
-    if (code === 'ENOENT' || code === 'ENOTDIR') throw new ToolError(`File does not exist: ${rel}`)
-    throw fsError(err, rel)
-  }
-  try {
-    const st = await fh.stat()
-    if (st.isDirectory()) throw new ToolError(`Path is a directory: ${rel}`)
-    if (!st.isFile()) throw new ToolError(`Not a regular file: ${rel}`)
     if (st.size > EDIT_MAX_BYTES) throw new ToolError(`File is too large to edit (${st.size} bytes, max ${EDIT_MAX_BYTES}): ${rel}`)
     const buf = await fh.readFile()
     if (looksBinary(buf)) throw new ToolError(`File appears to be binary and cannot be edited: ${rel}`)

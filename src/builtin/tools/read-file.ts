@@ -1,10 +1,8 @@
-import { constants as fsConstants } from 'node:fs'
-import { open } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import { StringDecoder } from 'node:string_decoder'
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
-import { fsError, resolveReadPath } from '../workspace/paths.js'
+import { openRegularFile, resolveReadPath } from '../workspace/paths.js'
 import { BINARY_SNIFF_BYTES, looksBinary, objectSchema, optInt, str } from './schemas.js'
 
 const CHUNK_BYTES = 64 * 1024
@@ -198,20 +196,8 @@ async function skipToLine (fh: FileHandle, st: FileId, rel: string, start: numbe
 }
 
 async function readSlice (abs: string, rel: string, start: number, end: number, limit: number, signal: AbortSignal): Promise<ReadFileResult> {
-  let fh
+  const { fh, st } = await openRegularFile(abs, rel)
   try {
-    // O_NONBLOCK: opening a FIFO must not hang the call; O_NOFOLLOW: abs is already real.
-    fh = await open(abs, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK)
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code
-    if (code === 'ENOENT' || code === 'ENOTDIR') throw new ToolError(`File does not exist: ${rel}`)
-    throw fsError(err, rel)
-  }
-  try {
-    const st = await fh.stat()
-    if (st.isDirectory()) throw new ToolError(`Path is a directory: ${rel}`)
-    if (!st.isFile()) throw new ToolError(`Not a regular file: ${rel}`)
-
     // Lines before startLine are located without decoding (skipToLine); decoding starts right
     // after the last skipped '\n', where a UTF-8 decoder holds no pending bytes, so a fresh
     // decoder there yields exactly what one decoder running from the start would.

@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto'
 import { constants as fsConstants } from 'node:fs'
 import { chown, lstat, mkdir, open, readlink, realpath, rename, unlink } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
+import type { Stats } from 'node:fs'
 import path from 'node:path'
 import { ToolError } from '../types.js'
 import type { ReadRoot, Workspace } from '../types.js'
@@ -363,4 +364,29 @@ export async function removePath (ws: Workspace, target: ResolvedPath): Promise<
   if (st.isDirectory()) throw new ToolError(`Path is a directory: ${target.rel}`)
   // Unlinking a symlink or a hard link removes only the workspace's name, never the outside inode.
   await unlink(target.abs).catch((err: unknown) => { throw fsError(err, target.rel) })
+}
+
+/**
+ * Opens a resolved path for reading as a regular file, with AI4J's messages for the usual
+ * failures. O_NONBLOCK: opening a FIFO must not hang the call; O_NOFOLLOW: `abs` is already
+ * real, so a link swapped in since resolution is refused. The caller closes the handle.
+ */
+export async function openRegularFile (abs: string, rel: string): Promise<{ fh: FileHandle, st: Stats }> {
+  let fh: FileHandle
+  try {
+    fh = await open(abs, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK)
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new ToolError(`File does not exist: ${rel}`)
+    throw fsError(err, rel)
+  }
+  try {
+    const st = await fh.stat()
+    if (st.isDirectory()) throw new ToolError(`Path is a directory: ${rel}`)
+    if (!st.isFile()) throw new ToolError(`Not a regular file: ${rel}`)
+    return { fh, st }
+  } catch (err) {
+    await fh.close()
+    throw err
+  }
 }
