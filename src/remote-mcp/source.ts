@@ -186,8 +186,6 @@ export class RemoteMcpSource implements ToolSource {
     return await this.#index(scope)
   }
 
-
-
   /**
    * Every name this source answers to for a scope, built from one listing of its servers:
    * qualified names first (they name their server explicitly), then natural names, raw tool

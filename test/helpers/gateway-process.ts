@@ -32,7 +32,7 @@ export async function startGateway (t: TestContext, env: Record<string, string>)
       if (m) { clearTimeout(timer); resolve(Number(m[1])) }
     }
     child.stdout?.on('data', onData)
-    void exited.then((code) => { clearTimeout(timer); reject(new Error(`the gateway exited with ${code}:\n${logs}`)) })
+    exited.then((code) => { clearTimeout(timer); reject(new Error(`the gateway exited with ${code}:\n${logs}`)) }, () => {})
   })
   return {
     url: `http://127.0.0.1:${port}`,
