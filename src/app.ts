@@ -8,6 +8,7 @@ import { formatValidationErrors } from './schemas/error-format.js'
 import { createServices } from './services.js'
 import type { ServiceOverrides, Services } from './services.js'
 import authPlugin, { PUBLIC_ROUTES } from '../plugins/auth.js'
+import bodyTimeoutPlugin from '../plugins/body-timeout.js'
 import docsPlugin from '../plugins/docs.js'
 import errorsPlugin from '../plugins/errors.js'
 import gatewayPlugin from '../plugins/gateway.js'
@@ -44,7 +45,9 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     },
     bodyLimit: config.bodyLimitBytes,
     // Slow or stalled uploads (slowloris) are cut off instead of holding a socket forever.
-    requestTimeout: 60_000,
+    // Node's own backstop (whole request); plugins/body-timeout.ts enforces the body deadline.
+    requestTimeout: config.requestTimeoutMs * 2,
+    // Node checks request timeouts every 30 s by default; check often enough to honour short ones.
     connectionTimeout: 0,
     keepAliveTimeout: 72_000,
     genReqId: (req) => {
@@ -83,6 +86,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(gatewayPlugin, { services })
   // Before auth: a request refused by auth or the rate limit still gets its overhead header right.
   await app.register(overheadPlugin)
+  await app.register(bodyTimeoutPlugin, { timeoutMs: config.requestTimeoutMs })
   await app.register(authPlugin, {
     apiKeys: config.apiKeys,
     apiKeysFile: config.apiKeysFile,

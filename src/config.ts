@@ -31,6 +31,7 @@ export const ConfigSchema = Type.Object({
   shutdownGraceMs: Type.Integer({ minimum: 0, maximum: 600_000, env: 'SHUTDOWN_GRACE_MS', default: 10_000, description: 'On SIGTERM, how long in-flight requests may finish before they are cut off and their processes killed' }),
   logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { env: 'LOG_LEVEL', default: 'info', description: 'pino log level' }),
   bodyLimitBytes: Type.Integer({ minimum: 1024, env: 'BODY_LIMIT_BYTES', default: 2 * 1024 * 1024, description: 'Largest request body accepted (413 beyond)' }),
+  requestTimeoutMs: Type.Integer({ minimum: 100, env: 'REQUEST_TIMEOUT_MS', default: 60_000, description: 'Longest time to receive a whole request (slow or stalled uploads get 408)' }),
   outputMaxChars: Type.Integer({ minimum: 1000, env: 'OUTPUT_MAX_CHARS', default: 100_000, description: 'Cap on every tool output string' }),
   functionTimeoutMs: Type.Integer({ minimum: 1, env: 'FUNCTION_TIMEOUT_MS', default: 30_000, description: 'Deadline of a function or local MCP tool call' }),
   invokeTimeoutMs: Type.Integer({ minimum: 1, maximum: 3_600_000, env: 'INVOKE_TIMEOUT_MS', default: 660_000, description: 'Upper bound of any single tool call' }),
