@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process'
 import { constants } from 'node:os'
 import { PassThrough, type Readable } from 'node:stream'
@@ -36,19 +37,34 @@ function readInfo (stream: Readable | null | undefined): Promise<NamespaceInfo |
   return new Promise((resolve) => {
     if (stream == null) { resolve(undefined); return }
     let text = ''
-    stream.setEncoding('utf8')
-    stream.on('data', (d: string) => { if (text.length < 65536) text += d })
-    stream.on('error', () => resolve(undefined))
-    stream.once('close', () => {
+    let settled = false
+    // bwrap writes one JSON object and keeps nothing else on this pipe; a process inside the
+    // namespace may still hold its write end, so the object is taken as soon as it parses and
+    // the pipe is then closed on our side (an open pipe would keep the gateway's loop alive).
+    const finish = (info: NamespaceInfo | undefined): void => {
+      if (settled) return
+      settled = true
+      stream.destroy()
+      resolve(info)
+    }
+    const parse = (): NamespaceInfo | undefined | null => {
       try {
         const j = JSON.parse(text) as Record<string, unknown>
         const initPid = j['child-pid']
         const pidNs = j['pid-namespace']
-        resolve(typeof initPid === 'number' ? { initPid, pidNs: typeof pidNs === 'number' ? pidNs : undefined } : undefined)
+        return typeof initPid === 'number' ? { initPid, pidNs: typeof pidNs === 'number' ? pidNs : undefined } : undefined
       } catch {
-        resolve(undefined)
+        return null
       }
+    }
+    stream.setEncoding('utf8')
+    stream.on('data', (d: string) => {
+      if (text.length < 65536) text += d
+      const info = parse()
+      if (info !== null) finish(info)
     })
+    stream.on('error', () => finish(undefined))
+    stream.once('close', () => { const info = parse(); finish(info ?? undefined) })
   })
 }
 
@@ -118,9 +134,14 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
     const status = exitInfo(code, signal)
     // bwrap exits as soon as the command does; --die-with-parent then SIGKILLs the namespace's init,
     // asynchronously. Resolve only once that happened, so "exited" means nothing is left running.
-    info.then(async (ns) => {
+    // Bounded: bwrap that died before writing its info must not leave `exited` pending forever.
+    const infoOrNothing = Promise.race([info, sleep(NAMESPACE_END_MAX_MS, undefined, { ref: false }).then(() => undefined)])
+    infoOrNothing.then(async (ns) => {
       if (ns !== undefined) await waitForNamespaceEnd(ns.initPid, ns.pidNs, NAMESPACE_END_MAX_MS)
-    }).catch(() => {}).finally(() => resolveExit(status))
+    }).catch(() => {}).finally(() => {
+      ;(child.stdio[3] as Readable | null | undefined)?.destroy()
+      resolveExit(status)
+    })
   })
   // A writer on a dead process gets EPIPE; that is the caller's answer, not a crash.
   child.stdin?.on('error', () => {})
