@@ -29,6 +29,7 @@ function exitInfo (code: number | null, signal: NodeJS.Signals | null): ExitInfo
 
 /** Upper bound for the kernel to tear a namespace down after bwrap exited. */
 const NAMESPACE_END_MAX_MS = 5000
+const PIPE_DRAIN_MS = 1000
 
 interface NamespaceInfo { initPid: number, pidNs: number | undefined }
 
@@ -140,6 +141,10 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
       if (ns !== undefined) await waitForNamespaceEnd(ns.initPid, ns.pidNs, NAMESPACE_END_MAX_MS)
     }).catch(() => {}).finally(() => {
       ;(child.stdio[3] as Readable | null | undefined)?.destroy()
+      // The namespace is gone (or its end timed out): after a moment to drain what is buffered,
+      // close our ends of the output pipes, so a process that still holds their write ends can
+      // never keep the gateway's event loop alive.
+      setTimeout(() => { child.stdout?.destroy(); child.stderr?.destroy() }, PIPE_DRAIN_MS).unref()
       resolveExit(status)
     })
   })
