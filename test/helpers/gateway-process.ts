@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
-import type { TestContext } from 'node:test'
 
 export interface GatewayProcess {
   url: string
@@ -11,11 +10,16 @@ export interface GatewayProcess {
   stop: (graceMs?: number) => Promise<number | null>
 }
 
+/** Where to register clean-up: a node:test TestContext, or anything with the same `after`. */
+export interface CleanupScope {
+  after: (fn: () => unknown) => void
+}
+
 /**
  * Starts the real server (`src/server.ts`, as `npm start` does) on a free port and waits for
- * it to listen. Killed after the test in any case.
+ * it to listen. Killed after the test (or when `scope` cleans up) in any case.
  */
-export async function startGateway (t: TestContext, env: Record<string, string>): Promise<GatewayProcess> {
+export async function startGateway (t: CleanupScope, env: Record<string, string>): Promise<GatewayProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
     env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', API_KEYS: '', API_KEYS_FILE: '', REDIS_URL: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
