@@ -2,37 +2,15 @@ import { test } from 'node:test'
 import type { TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
 import { startGateway } from './helpers/gateway-process.js'
 import type { GatewayProcess } from './helpers/gateway-process.js'
-
-/** Processes whose command line mentions `needle` (the sandbox's bwrap, its shell, the sleeps). */
-async function processesMentioning (needle: string): Promise<Array<{ pid: number, cmdline: string }>> {
-  const found: Array<{ pid: number, cmdline: string }> = []
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue
-    try {
-      const cmdline = (await readFile(`/proc/${entry}/cmdline`, 'utf8')).replace(/\0/g, ' ')
-      if (cmdline.includes(needle)) found.push({ pid: Number(entry), cmdline })
-    } catch {
-      // exited while we looked
-    }
-  }
-  return found
-}
+import { processesMatching, waitUntil } from './helpers/proc.js'
 
 interface ToolResult { isError: boolean, output: string }
-
-async function waitFor (what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const until = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`)
-    await delay(50)
-  }
-}
 
 async function setup (t: TestContext, graceMs: number): Promise<{ gw: GatewayProcess, workspaces: string, invoke: (args: Record<string, unknown>) => Promise<Response> }> {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-shutdown-'))
@@ -40,7 +18,7 @@ async function setup (t: TestContext, graceMs: number): Promise<{ gw: GatewayPro
   const gw = await startGateway(t, { SANDBOX: 'auto', WORKSPACES_DIR: workspaces, SHUTDOWN_GRACE_MS: String(graceMs), LOG_LEVEL: 'info' })
   // Whatever happens, nothing of ours outlives the test (the assertions below say whether it had to).
   t.after(async () => {
-    for (const p of await processesMentioning(workspaces)) {
+    for (const p of await processesMatching(workspaces)) {
       try { process.kill(p.pid, 'SIGKILL') } catch {}
     }
   })
@@ -69,11 +47,11 @@ test('SIGTERM: in-flight call finishes with 200, background and sandboxed proces
   const marker = String(Math.floor(Math.random() * 1e6))
   const started = await (await invoke({ action: 'start', command: `sleep 300${marker}` })).json() as ToolResult
   assert.equal(started.isError, false, started.output)
-  await waitFor('the background sleep', async () => (await processesMentioning(`300${marker}`)).length > 0)
+  await waitUntil('the background sleep', async () => (await processesMatching(`300${marker}`)).length > 0)
 
   // The in-flight call: sleeps, then prints. It must be allowed to finish.
   const inFlight = invoke({ action: 'exec', command: `sleep 2.${marker} && echo finished-${marker}` })
-  await waitFor('the in-flight sleep', async () => (await processesMentioning(`2.${marker}`)).some((p) => p.cmdline.startsWith('sleep')))
+  await waitUntil('the in-flight sleep', async () => (await processesMatching(`2.${marker}`)).some((p) => p.cmdline.startsWith('sleep')))
   assert.equal(gw.child.kill('SIGTERM'), true)
 
   const res = await inFlight
@@ -84,7 +62,7 @@ test('SIGTERM: in-flight call finishes with 200, background and sandboxed proces
 
   assert.equal(await exitCode(gw, 8000 + 20_000), 0, gw.logs())
   // Nothing of the gateway's survives it: not the background sleep, not a bwrap, not a shell.
-  const left = [...await processesMentioning(marker), ...await processesMentioning(workspaces)]
+  const left = [...await processesMatching(marker), ...await processesMatching(workspaces)]
   assert.deepEqual(left, [], `orphans left (sandbox mode ${mode})`)
   assert.match(gw.logs(), /closing/)
   // It drained: the in-flight call ended on its own, nothing had to be cut off.
@@ -98,7 +76,7 @@ test('SIGTERM: a call still running after SHUTDOWN_GRACE_MS is cut off, its comm
     (r) => r.status,
     () => 'connection closed' as const
   )
-  await waitFor('the long sleep', async () => (await processesMentioning(`120${marker}`)).some((p) => p.cmdline.startsWith('sleep')))
+  await waitUntil('the long sleep', async () => (await processesMatching(`120${marker}`)).some((p) => p.cmdline.startsWith('sleep')))
   gw.child.kill('SIGTERM')
 
   // After SIGTERM the server accepts no new work.
@@ -109,5 +87,5 @@ test('SIGTERM: a call still running after SHUTDOWN_GRACE_MS is cut off, its comm
   assert.equal(await exitCode(gw, 1000 + 20_000), 0, gw.logs())
   assert.equal(await inFlight, 'connection closed')
   assert.match(gw.logs(), /did not finish in time/)
-  assert.deepEqual([...await processesMentioning(marker), ...await processesMentioning(workspaces)], [])
+  assert.deepEqual([...await processesMatching(marker), ...await processesMatching(workspaces)], [])
 })

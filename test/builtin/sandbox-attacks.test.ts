@@ -2,7 +2,7 @@
 // unsandboxed (or badly sandboxed) run would violate, so each one can fail.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { chmod, mkdir, mkdtemp, readdir, readFile, realpath, rm, stat, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, mkdtemp, readFile, realpath, rm, stat, writeFile } from 'node:fs/promises'
 import { existsSync } from 'node:fs'
 import { createServer, type Server } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -12,6 +12,7 @@ import { createSandbox } from '../../src/builtin/sandbox/create-sandbox.js'
 import type { ExecResult, Sandbox } from '../../src/builtin/sandbox/types.js'
 import type { Workspace } from '../../src/builtin/types.js'
 import { ProcessManager } from '../../src/builtin/processes/process-manager.js'
+import { allProcesses } from '../helpers/proc.js'
 
 // A uid no other test file uses, so the fork bomb's RLIMIT_NPROC budget (counted per host uid) is its own.
 const UID = 61_234
@@ -63,31 +64,11 @@ async function run (command: string, timeoutMs = 20_000): Promise<ExecResult> {
 
 /** Host processes (outside any namespace view) whose whole argv is `cmd` (not a shell or bwrap mentioning it). */
 async function hostProcessesWith (cmd: string): Promise<number[]> {
-  const found: number[] = []
-  for (const name of await readdir('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const argv = (await readFile(`/proc/${name}/cmdline`, 'utf8')).split('\0').filter(Boolean).join(' ')
-      const st = (await readFile(`/proc/${name}/stat`, 'utf8'))
-      const state = st.slice(st.lastIndexOf(')') + 2, st.lastIndexOf(')') + 3)
-      if (argv === cmd && state !== 'Z') found.push(Number(name))
-    } catch {}
-  }
-  return found
+  return (await allProcesses()).filter((p) => p.state !== 'Z' && p.cmdline === cmd).map((p) => p.pid)
 }
 
 async function hostProcessesOfUid (uid: number): Promise<number[]> {
-  const found: number[] = []
-  for (const name of await readdir('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const status = await readFile(`/proc/${name}/status`, 'utf8')
-      const m = /^Uid:\s+(\d+)/m.exec(status)
-      const state = /^State:\s+(\S)/m.exec(status)?.[1]
-      if (m?.[1] === String(uid) && state !== 'Z') found.push(Number(name))
-    } catch {}
-  }
-  return found
+  return (await allProcesses()).filter((p) => p.state !== 'Z' && p.uid === uid).map((p) => p.pid)
 }
 
 test('the probe passed and commands run as a non-root uid inside and outside', async () => {

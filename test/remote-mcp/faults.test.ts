@@ -7,13 +7,15 @@
 import { test } from 'node:test'
 import type { TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import { buildTestApp } from '../helpers/app.js'
+import { allProcesses } from '../helpers/proc.js'
+import type { ProcInfo } from '../helpers/proc.js'
 import { startStreamableHttpFixture, stdioFixture } from '../fixtures/mcp/index.js'
 import type { HttpFixture } from '../fixtures/mcp/index.js'
 import { startFaultyHttpServer } from '../fixtures/mcp/faulty/raw-http.js'
@@ -101,25 +103,9 @@ async function until<T> (check: () => T | Promise<T>, ok: (v: T) => boolean, ms 
   return value
 }
 
-interface ChildProc { pid: number, state: string, cmdline: string }
-
-/** Direct children of this process, from /proc (state Z is a zombie: exited, not reaped). */
-async function children (): Promise<ChildProc[]> {
-  const out: ChildProc[] = []
-  for (const name of await readdir('/proc')) {
-    if (!/^\d+$/.test(name)) continue
-    try {
-      const stat = await readFile(`/proc/${name}/stat`, 'utf8')
-      // comm may contain spaces and parentheses: the fields after it start past the last ')'.
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      if (Number(fields[1]) !== process.pid) continue
-      const cmdline = (await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '')).split('\0').join(' ')
-      out.push({ pid: Number(name), state: fields[0] ?? '?', cmdline })
-    } catch {
-      // The process went away while we looked.
-    }
-  }
-  return out
+/** Direct children of this process (state Z is a zombie: exited, not reaped). */
+async function children (): Promise<ProcInfo[]> {
+  return (await allProcesses()).filter((p) => p.ppid === process.pid)
 }
 
 const TSX_IMPORT = import.meta.resolve('tsx')

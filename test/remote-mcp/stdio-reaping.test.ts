@@ -1,27 +1,11 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { copyFile, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { copyFile, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { buildTestApp } from '../helpers/app.js'
 import { minimalStdioFixture } from '../fixtures/mcp/index.js'
-
-/** Live processes (not zombies) whose command line mentions `needle`. */
-async function processesMatching (needle: string): Promise<number[]> {
-  const pids: number[] = []
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const cmdline = (await readFile(`/proc/${entry}/cmdline`, 'utf8')).replace(/\0/g, ' ')
-      const stat = await readFile(`/proc/${entry}/stat`, 'utf8')
-      if (cmdline.includes(needle) && !/\) Z /.test(stat)) pids.push(Number(entry))
-    } catch {
-      // the process ended while we looked
-    }
-  }
-  return pids
-}
+import { processesMatching, waitUntil } from '../helpers/proc.js'
 
 test('stdio servers are always reaped: 150 register/invoke/remove cycles through the gateway leave no process', async (t) => {
   const app = await buildTestApp(t)
@@ -43,11 +27,6 @@ test('stdio servers are always reaped: 150 register/invoke/remove cycles through
     assert.equal(del.statusCode, 200)
   }
   // closing is asynchronous (stdin EOF, then SIGTERM/SIGKILL by the SDK): wait, bounded
-  let left = await processesMatching(needle)
-  for (let i = 0; i < 100 && left.length > 0; i++) {
-    await sleep(100)
-    left = await processesMatching(needle)
-  }
-  assert.deepEqual(left, [], 'no stdio server left running')
+  await waitUntil('every stdio server to exit', async () => (await processesMatching(needle)).length === 0, 10_000)
   assert.equal((await app.inject({ method: 'GET', url: '/status' })).json().totalClients, 0)
 })
