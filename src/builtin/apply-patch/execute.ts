@@ -106,6 +106,15 @@ async function exists (abs: string): Promise<boolean> {
   }
 }
 
+/** True when `abs` is readable and holds exactly `bytes`. */
+async function holds (abs: string, bytes: Buffer): Promise<boolean> {
+  try {
+    return (await readFile(abs)).equals(bytes)
+  } catch {
+    return false
+  }
+}
+
 /** The staging area: one entry per resolved path the patch touches. */
 class Stage {
   readonly #ws: Workspace
@@ -163,7 +172,9 @@ class Stage {
       try {
         kind = (await stat(dir)).isDirectory() ? 'dir' : 'file'
       } catch (err) {
-        if (errnoCode(err) !== 'ENOENT') throw new ToolError(`Failed to write file ${rel}: ${describe(err)}`)
+        // ENOTDIR: a file higher up, which the walk reaches next (a file this patch deletes, or a refusal).
+        const code = errnoCode(err)
+        if (code !== 'ENOENT' && code !== 'ENOTDIR') throw new ToolError(`Failed to write file ${rel}: ${describe(err)}`)
         kind = 'missing'
       }
       if (kind === 'dir') return
@@ -266,10 +277,14 @@ async function commit (ws: Workspace, stage: Stage, io: PatchIo): Promise<void> 
     }
   } catch (err) {
     const failed: string[] = []
-    for (const e of attempted.reverse()) {
+    const undo = attempted.reverse()
+    // Files the patch created go first, then the folders made for them, and only then are the
+    // files that existed restored: one of them may have become one of those folders ("Delete a"
+    // then "Add a/b"), and can only be written back once its name is free again.
+    for (const e of undo) {
+      if (e.original !== null) continue
       try {
-        if (e.original !== null) await io.writeFileAtomic(ws, e.target, e.original)
-        else if (await exists(e.target.abs)) await io.removePath(ws, e.target)
+        if (await exists(e.target.abs)) await io.removePath(ws, e.target)
       } catch {
         failed.push(e.target.rel)
       }
@@ -277,6 +292,16 @@ async function commit (ws: Workspace, stage: Stage, io: PatchIo): Promise<void> 
     // Deepest first; rmdir only removes empty directories, so nothing else is lost.
     for (const dir of [...stage.newDirs].sort((a, b) => b.length - a.length)) {
       await rmdir(dir).catch(() => {})
+    }
+    for (const e of undo) {
+      if (e.original === null) continue
+      try {
+        // The failing write has usually not reached its file (the temp file is gone): rewriting
+        // a file that still holds its original needs free space a full disk does not have.
+        if (!(await holds(e.target.abs, e.original))) await io.writeFileAtomic(ws, e.target, e.original)
+      } catch {
+        failed.push(e.target.rel)
+      }
     }
     const restored = failed.length === 0
       ? 'every change already written was rolled back'

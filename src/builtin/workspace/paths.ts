@@ -8,7 +8,7 @@
  */
 import { randomBytes } from 'node:crypto'
 import { constants as fsConstants } from 'node:fs'
-import { chown, lstat, mkdir, open, readlink, realpath, rename, unlink } from 'node:fs/promises'
+import { chown, lstat, mkdir, open, readlink, realpath, rename, rmdir, unlink } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import type { Stats } from 'node:fs'
 import path from 'node:path'
@@ -220,9 +220,9 @@ async function chownTo (ws: Workspace, target: string | FileHandle): Promise<voi
 /**
  * Create the missing parents of `target` one level at a time. Each created level is checked to be
  * a plain directory whose real path is still inside the root, so a symlink planted concurrently is
- * not followed further.
+ * not followed further. Every directory created is pushed to `made`, outermost first.
  */
-async function ensureParents (ws: Workspace, target: ResolvedPath): Promise<void> {
+async function ensureParents (ws: Workspace, target: ResolvedPath, made: string[]): Promise<void> {
   const dir = path.dirname(target.abs)
   const rel = path.relative(ws.root, dir)
   if (rel === '') return
@@ -245,7 +245,10 @@ async function ensureParents (ws: Workspace, target: ResolvedPath): Promise<void
     } else if (!st.isDirectory()) {
       throw new ToolError(`Parent is not a directory: ${target.rel}`)
     }
-    if (created) await chownTo(ws, cur)
+    if (created) {
+      made.push(cur)
+      await chownTo(ws, cur)
+    }
   }
   const realDir = await realpath(dir)
   if (!isInside(ws.root, realDir)) throw escapeError(target.rel)
@@ -276,9 +279,13 @@ export async function writeFileAtomic (
   data: string | Buffer,
   opts: { append?: boolean } = {}
 ): Promise<{ created: boolean, bytesWritten: number }> {
+  const madeDirs: string[] = []
   try {
-    return await writeInner(ws, target, data, opts)
+    return await writeInner(ws, target, data, opts, madeDirs)
   } catch (err) {
+    // A failed write leaves nothing behind, not even the folders made for it (a full disk fails
+    // the write after they exist). Deepest first; rmdir removes only folders still empty.
+    for (const dir of madeDirs.reverse()) await rmdir(dir).catch(() => {})
     throw fsError(err, target.rel)
   }
 }
@@ -287,11 +294,12 @@ async function writeInner (
   ws: Workspace,
   target: ResolvedPath,
   data: string | Buffer,
-  opts: { append?: boolean }
+  opts: { append?: boolean },
+  madeDirs: string[]
 ): Promise<{ created: boolean, bytesWritten: number }> {
   if (target.readOnly) throw new ToolError(`Path is in a read-only root: ${target.rel}`, 'forbidden')
   if (!isInside(ws.root, target.abs) || target.abs === ws.root) throw escapeError(target.rel)
-  await ensureParents(ws, target)
+  await ensureParents(ws, target, madeDirs)
 
   let existing: { mode: number, uid: number, gid: number } | undefined
   try {
