@@ -9,68 +9,18 @@
 import { test } from 'node:test'
 import type { TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn, spawnSync } from 'node:child_process'
-import type { ChildProcess } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
-import { createServer } from 'node:net'
-import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
 import { buildTestApp } from '../helpers/app.js'
+import { freePort, killRedisServer, requireRedisServer, startRedisServer } from '../helpers/redis-server.js'
 import { startStreamableHttpFixture } from '../fixtures/mcp/index.js'
 import type { HttpFixture } from '../fixtures/mcp/index.js'
 
 const PREFIX = 'tg-outage:'
-
-function redisInstalled (): boolean {
-  return spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).error === undefined
-}
-
-async function freePort (): Promise<number> {
-  const server = createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as AddressInfo
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
-}
-
-/** A private redis-server; killed after the test whatever happens. */
-async function startRedis (t: TestContext, port: number, dir: string): Promise<ChildProcess> {
-  const child = spawn('redis-server', [
-    '--port', String(port), '--bind', '127.0.0.1', '--save', '', '--daemonize', 'no',
-    // Every write reaches the file before the reply, so a SIGKILL right after a PUT loses nothing.
-    '--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir
-  ], { stdio: ['ignore', 'pipe', 'pipe'] })
-  t.after(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL') })
-  let out = ''
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`redis-server did not start:\n${out}`)), 10_000)
-    child.stdout?.on('data', (chunk: Buffer) => {
-      out += chunk.toString()
-      if (out.includes('Ready to accept connections')) {
-        clearTimeout(timer)
-        resolve()
-      }
-    })
-    child.once('exit', (code) => {
-      clearTimeout(timer)
-      reject(new Error(`redis-server exited with ${String(code)}:\n${out}`))
-    })
-  })
-  child.stdout?.resume()
-  child.stderr?.resume()
-  return child
-}
-
-async function kill (child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  child.kill('SIGKILL')
-  await exited
-}
 
 async function fixture (t: TestContext, marker: string): Promise<HttpFixture> {
   const f = await startStreamableHttpFixture({ marker })
@@ -109,15 +59,11 @@ async function until<T> (check: () => Promise<T>, ok: (v: T) => boolean, ms = 15
 }
 
 test('Redis killed and restarted under a running gateway: 503 on the registry, known tools keep working, data and pub/sub come back', async (t) => {
-  if (!redisInstalled()) {
-    if (process.env.CI === 'true') throw new Error('redis-server is required under CI=true')
-    t.skip('redis-server is not installed')
-    return
-  }
+  if (!requireRedisServer(t)) return
   const dir = await mkdtemp(join(tmpdir(), 'tg-redis-outage-'))
   t.after(async () => await rm(dir, { recursive: true, force: true }))
   const port = await freePort()
-  let redis = await startRedis(t, port, dir)
+  let redis = await startRedisServer(t, port, dir)
 
   const glob = await fixture(t, 'G')
   const ten = await fixture(t, 'T')
@@ -142,7 +88,7 @@ test('Redis killed and restarted under a running gateway: 503 on the registry, k
   assert.ok((await toolNames(a, 'mcp=ten&userId=u1')).includes('user_u1_tool_echo'))
   assert.equal(await echo(a, 'user_u1_tool_echo', 'warm', 'u1'), 'T:warm')
 
-  await kill(redis)
+  await killRedisServer(redis)
 
   // Registry routes: 503 with a clear message, for reads and writes, global and tenant.
   const outage: Array<['GET' | 'PUT' | 'DELETE', string, Record<string, unknown>?]> = [
@@ -171,7 +117,7 @@ test('Redis killed and restarted under a running gateway: 503 on the registry, k
   assert.equal(await echo(a, 'user_u1_tool_echo', 'during', 'u1'), 'T:during')
 
   // Back on the same port with the same data dir: nothing registered is lost, reconnect is automatic.
-  redis = await startRedis(t, port, dir)
+  redis = await startRedisServer(t, port, dir)
   const servers = await until(async () => await req(a, 'GET', '/mcp/servers'), (r) => r.status === 200)
   assert.equal(servers.status, 200, JSON.stringify(servers.json))
   assert.deepEqual(servers.json.servers.map((s: any) => s.serverId), ['glob'])
@@ -207,5 +153,5 @@ test('Redis killed and restarted under a running gateway: 503 on the registry, k
   assert.equal(await echo(b, 'user_u1_tool_echo', 'b', 'u1'), 'T:b')
 
   probe.disconnect()
-  await kill(redis)
+  await killRedisServer(redis)
 })
