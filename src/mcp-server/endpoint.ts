@@ -10,6 +10,7 @@ import { ListChangedNotifier } from './notifier.js'
 import { jsonRpcError } from './schemas.js'
 import { createGatewayMcpServer, splitComma } from './server.js'
 import type { McpCallRecord, McpScope } from './server.js'
+import { fanOutAbortController } from '../tools/signals.js'
 
 export interface McpEndpointOptions {
   gateway: Gateway
@@ -89,7 +90,7 @@ export class McpEndpoint {
 
   /** POST /mcp: one JSON-RPC message or batch, answered as JSON. `body` is already parsed. */
   async post (req: IncomingMessage, res: ServerResponse, body: unknown, ex: McpExchange, hooks: PostHooks = {}): Promise<void> {
-    const gone = new AbortController()
+    const gone = fanOutAbortController()
     const server = createGatewayMcpServer({
       gateway: this.#gateway,
       scope: ex.scope,

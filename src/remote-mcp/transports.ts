@@ -1,4 +1,4 @@
-import { getEventListeners } from 'node:events'
+import { getEventListeners, setMaxListeners } from 'node:events'
 import type { Readable } from 'node:stream'
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js'
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
@@ -205,11 +205,18 @@ export function refuseRedirects (base: FetchLike): FetchLike {
  */
 export function isolateAbortSignals (base: FetchLike): { fetch: FetchLike, sharedListenerCount: () => number } {
   let lastShared: WeakRef<AbortSignal> | undefined
+  const quieted = new WeakSet<AbortSignal>()
   const isolatedFetch: FetchLike = async (url, init) => {
     const shared = init?.signal ?? undefined
     if (shared === undefined || shared === null) return base(url, init)
     lastShared = new WeakRef(shared)
     shared.throwIfAborted()
+    // One link per request in flight, each removed when its body is done: bounded by the
+    // client's concurrency, so Node's leak warning (at 11) is noise here.
+    if (!quieted.has(shared)) {
+      quieted.add(shared)
+      setMaxListeners(0, shared)
+    }
     const own = new AbortController()
     const onAbort = (): void => { own.abort(shared.reason) }
     shared.addEventListener('abort', onAbort, { once: true })
