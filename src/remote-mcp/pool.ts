@@ -95,6 +95,8 @@ interface Entry {
   inFlight: number
   idleTimer: NodeJS.Timeout | undefined
   closed: boolean
+  /** Why it was retired: out of the pool, closed when its last running call ends. */
+  retired: string | undefined
 }
 
 /** Stable hash of a spec: the same config always gives the same hash, any change a new one. */
@@ -150,6 +152,8 @@ export class McpClientPool {
   readonly #opts: Required<Omit<McpClientPoolOptions, 'fetch'>> & { fetch?: FetchLike }
   readonly #log: McpLogger
   readonly #entries = new Map<string, Entry>()
+  /** Clients taken out of #entries while calls still ran on them (see #retire). */
+  readonly #retiring = new Set<Entry>()
   #closed = false
 
   constructor (options: McpClientPoolOptions) {
@@ -226,7 +230,7 @@ export class McpClientPool {
         ? (k: string) => k === target
         : (k: string) => k.startsWith(target.prefix)
     const victims = [...this.#entries.values()].filter((e) => match(e.key))
-    await this.#bounded(Promise.all(victims.map(async (e) => { await this.#closeEntry(e, 'invalidated') })))
+    await this.#bounded(Promise.all(victims.map(async (e) => { await this.#retire(e, 'invalidated') })))
     return victims.length
   }
 
@@ -251,7 +255,7 @@ export class McpClientPool {
   /** Closes every client (stdio children included) within closeTimeoutMs; later calls fail. */
   async close (): Promise<void> {
     this.#closed = true
-    const all = [...this.#entries.values()]
+    const all = [...this.#entries.values(), ...this.#retiring]
     await this.#bounded(Promise.all(all.map(async (e) => { await this.#closeEntry(e, 'pool closed') })))
   }
 
@@ -262,7 +266,7 @@ export class McpClientPool {
     if (entry === undefined) {
       // Same key, other config: that client belongs to a config that no longer exists.
       for (const other of this.#entries.values()) {
-        if (other.key === key) this.#closeEntry(other, 'config changed').catch(() => {})
+        if (other.key === key) this.#retire(other, 'config changed').catch(() => {})
       }
       entry = {
         id,
@@ -279,7 +283,8 @@ export class McpClientPool {
         lastUsedAt: Date.now(),
         inFlight: 0,
         idleTimer: undefined,
-        closed: false
+        closed: false,
+        retired: undefined
       }
       this.#entries.set(id, entry)
       this.#evictOverflow(entry)
@@ -301,6 +306,10 @@ export class McpClientPool {
     entry.inFlight--
     entry.lastUsedAt = Date.now()
     if (entry.inFlight > 0 || entry.closed) return
+    if (entry.retired !== undefined) {
+      this.#closeEntry(entry, entry.retired).catch(() => {})
+      return
+    }
     entry.idleTimer = setTimeout(() => {
       entry.idleTimer = undefined
       if (entry.inFlight === 0) this.#closeEntry(entry, 'idle').catch(() => {})
@@ -317,8 +326,26 @@ export class McpClientPool {
     }
   }
 
+  /**
+   * Takes a client out of the pool (the next call gets a new one) without cutting off the calls
+   * running on it: a registry change or a resync must not fail work that was already accepted.
+   * It closes when its last call ends; those are bounded by their own timeouts, and close()
+   * still cuts them off.
+   */
+  async #retire (entry: Entry, why: string): Promise<void> {
+    if (this.#entries.get(entry.id) === entry) this.#entries.delete(entry.id)
+    if (entry.inFlight === 0 || entry.closed) {
+      await this.#closeEntry(entry, why)
+      return
+    }
+    this.#log.debug({ mcpClient: entry.key, why, running: entry.inFlight }, 'retiring MCP client after its running calls')
+    entry.retired = why
+    this.#retiring.add(entry)
+  }
+
   async #closeEntry (entry: Entry, why: string): Promise<void> {
     if (this.#entries.get(entry.id) === entry) this.#entries.delete(entry.id)
+    this.#retiring.delete(entry)
     if (entry.closed) return
     entry.closed = true
     if (entry.idleTimer !== undefined) clearTimeout(entry.idleTimer)

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { McpClientPool } from '../../src/remote-mcp/pool.js'
 import type { McpClientPoolOptions } from '../../src/remote-mcp/pool.js'
 import { UpstreamError } from '../../src/remote-mcp/errors.js'
+import { waitUntil } from '../helpers/proc.js'
 import type { ConnectSpec, McpLogger } from '../../src/remote-mcp/transports.js'
 import {
   createPagedServer, minimalStdioFixture, startSseFixture, startStreamableHttpFixture, stdioFixture
@@ -274,6 +275,39 @@ test('invalidate: exact keys, explicit prefixes, predicates; user 1 never drops 
   assert.deepEqual(Object.keys(pool.stats().clients), ['gh2'])
   // The next use reconnects lazily.
   assert.ok((await pool.listTools('gh', spec)).length > 0)
+})
+
+test('invalidate and a config change retire a busy client: its running calls finish, new calls get a new client, it closes after the last call', async (t) => {
+  const fx = await startStreamableHttpFixture()
+  t.after(() => fx.close())
+  const pool = makePool(t)
+  const spec: ConnectSpec = { type: 'streamable_http', url: fx.url }
+  // invalidate (a registry change, or a resync after a Redis reconnect) while a call runs
+  const running = pool.callTool('k', spec, 'slow', { ms: 1500 })
+  await waitUntil('fx.stats.toolCalls === 1', () => fx.stats.toolCalls === 1)
+  assert.equal(await pool.invalidate('k'), 1)
+  assert.deepEqual(Object.keys(pool.stats().clients), [])
+  assert.equal(textOf(await pool.callTool('k', spec, 'echo', { text: 'new' })), 'fixture:new')
+  assert.equal(fx.stats.sessions, 2, 'the new call did not reuse the retired client')
+  assert.equal(textOf(await running), 'slept 1500')
+  await waitUntil('fx.stats.activeSessions === 1', () => fx.stats.activeSessions === 1)
+
+  // a changed config (same key) while a call runs on the old one
+  const again = pool.callTool('k', spec, 'slow', { ms: 1500 })
+  await waitUntil('fx.stats.toolCalls === 3', () => fx.stats.toolCalls === 3)
+  const changed: ConnectSpec = { ...spec, headers: { 'x-v': '2' } }
+  assert.equal(textOf(await pool.callTool('k', changed, 'echo', { text: 'v2' })), 'fixture:v2')
+  assert.equal(textOf(await again), 'slept 1500')
+  await waitUntil('fx.stats.activeSessions === 1', () => fx.stats.activeSessions === 1)
+  assert.equal(fx.stats.sessions, 3)
+
+  // pool.close() does not wait for a retired client's calls: they are cut off, nothing stays open
+  const cut = pool.callTool('k', changed, 'slow', { ms: 30_000 })
+  await waitUntil('fx.stats.toolCalls === 5', () => fx.stats.toolCalls === 5)
+  await pool.invalidate('k')
+  await pool.close()
+  await assert.rejects(cut, UpstreamError)
+  await waitUntil('fx.stats.activeSessions === 0', () => fx.stats.activeSessions === 0)
 })
 
 test('connect failures are GW_UPSTREAM_CONNECT, and stdio children are reaped', async (t) => {
