@@ -7,6 +7,7 @@ import { createSandbox, SandboxUnavailableError, NONE_WARNING } from '../../src/
 import { buildBwrapArgs, buildPrlimitArgs } from '../../src/builtin/sandbox/bwrap-args.js'
 import { HeadTailCapture } from '../../src/builtin/sandbox/output-capture.js'
 import type { Sandbox, SandboxLogger } from '../../src/builtin/sandbox/types.js'
+import { ToolError } from '../../src/builtin/types.js'
 import type { Workspace } from '../../src/builtin/types.js'
 
 async function makeWorkspace (t: { after: (fn: () => Promise<void>) => void }): Promise<Workspace> {
@@ -220,6 +221,20 @@ test('close() kills commands still running', async (t) => {
   assert.equal(exit.signal, 'SIGKILL')
   assert.equal(sb.stats().running, 0)
   assert.throws(() => sb.spawn({ workspace: ws, command: 'true', cwd: ws.root, stdin: 'ignore' }), /shutting down/)
+})
+
+test('an exec cut off by close() is a clear tool error, not an exit code the command never returned', async (t) => {
+  const sb = await createSandbox({ mode: 'bwrap' })
+  const ws = await makeWorkspace(t)
+  await sb.prepareWorkspace(ws)
+  // Settled while close() still waits for the process: observe it from the start.
+  const running = sb.exec({ workspace: ws, command: 'echo up; sleep 120', cwd: ws.root, timeoutMs: 600_000, maxOutputBytes: 4096 }).then((r) => r, (err: unknown) => err)
+  while (sb.stats().running === 0) await new Promise((resolve) => setTimeout(resolve, 20))
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  await sb.close()
+  const outcome = await running
+  assert.ok(outcome instanceof ToolError, `expected a ToolError, got ${JSON.stringify(outcome)}`)
+  assert.match(outcome.message, /shutting down/)
 })
 
 test('terminate() sends SIGTERM to the command first (a trap can clean up)', { timeout: 30_000 }, async (t) => {

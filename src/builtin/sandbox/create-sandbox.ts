@@ -67,6 +67,8 @@ class SandboxImpl implements Sandbox {
   readonly #canChown: boolean
   readonly #removeEtc: () => Promise<void>
   readonly #live = new Set<SandboxedProcess>()
+  /** Processes close() killed: their execs report the shutdown, not an exit code. */
+  readonly #cutOff = new WeakSet<SandboxedProcess>()
   readonly #logger: SandboxLogger | undefined
   #execs = 0
   #timeouts = 0
@@ -121,6 +123,8 @@ class SandboxImpl implements Sandbox {
       this.#logger?.warn({ err: r.spawnError.message }, 'sandbox: command could not be started')
       throw new ToolError('The sandbox could not start the command', 'sandbox')
     }
+    // Killed by our own close(): its exit status says nothing about the command.
+    if (this.#cutOff.has(proc)) throw new ToolError('The command was stopped: the gateway is shutting down', 'sandbox')
     if (r.timedOut) this.#timeouts++
     const { spawnError: _unused, ...result } = r
     return result
@@ -133,7 +137,10 @@ class SandboxImpl implements Sandbox {
   async close (): Promise<void> {
     this.#closed = true
     const live = [...this.#live]
-    for (const p of live) p.kill()
+    for (const p of live) {
+      this.#cutOff.add(p)
+      p.kill()
+    }
     await Promise.all(live.map(async (p) => await p.exited))
     await this.#removeEtc()
   }
