@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { loadApiKeys } from '../src/auth/api-keys.js'
+import { AuthFailureGuard } from '../src/auth/failure-guard.js'
 import type { ApiKeys } from '../src/auth/api-keys.js'
 import { HttpError } from '../src/errors.js'
 import type { Caller } from '../src/tools/types.js'
@@ -47,6 +48,8 @@ export interface AuthPluginOptions {
   apiKeysFile?: string | undefined
   /** Override of PUBLIC_ROUTES (e.g. without `/metrics` when metrics need a key). */
   publicRoutes?: readonly string[]
+  /** Wrong keys per client address per minute before it is refused (AUTH_FAILURES_PER_MINUTE); 0 = off. */
+  failuresPerMinute?: number
 }
 
 function refuse (reply: FastifyReply, error: 'invalid_request' | 'invalid_token' | undefined, code: 'GW_UNAUTHORIZED' | 'GW_BAD_REQUEST', message: string): HttpError {
@@ -66,6 +69,7 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
   const keys: ApiKeys = await loadApiKeys({ apiKeys: opts.apiKeys, apiKeysFile: opts.apiKeysFile })
   const publicRoutes = opts.publicRoutes ?? PUBLIC_ROUTES
   const open = keys.size === 0
+  const guard = new AuthFailureGuard(opts.failuresPerMinute ?? 0)
   app.decorate('authMode', open ? 'open' as const : 'keyed' as const)
   app.decorate('apiKeyCounts', keys.counts())
   app.decorateRequest('caller', null as unknown as Caller)
@@ -82,6 +86,12 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
     // Public routes act as nobody: not admin, no tenant.
     request.caller = { userId: undefined, isAdmin: false }
     if (isPublicRoute(request, publicRoutes)) return
+    const blockedMs = guard.blockedFor(request.ip)
+    if (blockedMs > 0) {
+      const seconds = Math.ceil(blockedMs / 1000)
+      reply.header('retry-after', String(seconds))
+      throw new HttpError('GW_RATE_LIMITED', `Too many failed authentications from this address; retry in ${seconds} seconds`)
+    }
 
     const header: unknown = request.headers.authorization
     if (header === undefined || header === '') {
@@ -101,7 +111,10 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
     if (token === '') throw refuse(reply, 'invalid_token', 'GW_UNAUTHORIZED', 'Empty API key')
 
     const entry = keys.lookup(token)
-    if (entry === undefined) throw refuse(reply, 'invalid_token', 'GW_UNAUTHORIZED', 'Unknown API key')
+    if (entry === undefined) {
+      guard.recordFailure(request.ip)
+      throw refuse(reply, 'invalid_token', 'GW_UNAUTHORIZED', 'Unknown API key')
+    }
     request.apiKeyId = entry.id
     request.caller = entry.scope.kind === 'admin'
       ? { userId: undefined, isAdmin: true }

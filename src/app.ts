@@ -90,7 +90,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(authPlugin, {
     apiKeys: config.apiKeys,
     apiKeysFile: config.apiKeysFile,
-    publicRoutes: config.metricsRequireKey ? PUBLIC_ROUTES.filter((r) => r !== '/metrics') : PUBLIC_ROUTES
+    publicRoutes: config.metricsRequireKey ? PUBLIC_ROUTES.filter((r) => r !== '/metrics') : PUBLIC_ROUTES,
+    failuresPerMinute: config.authFailuresPerMinute
   })
   // After auth (buckets are per tenant) and before every route (it hooks routes as they are added).
   await app.register(rateLimitPlugin, {

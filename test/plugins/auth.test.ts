@@ -77,6 +77,36 @@ test('missing, wrong-scheme, empty and unknown keys: 401 GW_UNAUTHORIZED with WW
   }
 })
 
+test('key guessing: after AUTH_FAILURES_PER_MINUTE wrong keys an address gets 429 for the rest of the minute, even with a right key; other addresses are unaffected', async (t) => {
+  const app = await keyed(t, { AUTH_FAILURES_PER_MINUTE: '5' })
+  const attacker = { remoteAddress: '203.0.113.7' }
+  const guess = async (key: string, from = attacker): Promise<LightMyRequestResponse> =>
+    await app.inject({ method: 'GET', url: '/tools', headers: bearer(key), ...from })
+  for (let i = 0; i < 5; i++) assertUnauthorized(await guess(`guess-${i}-0123456789abcdef`), /Unknown API key/)
+  // The sixth attempt is refused before the key is looked at: a right guess now cannot be told apart.
+  for (const key of ['guess-5-0123456789abcdef', ADMIN]) {
+    const res = await guess(key)
+    assert.match(String(assertError(res, 429, 'GW_RATE_LIMITED').message), /failed authentications/)
+    const retryAfter = Number(res.headers['retry-after'])
+    assert.ok(retryAfter >= 1 && retryAfter <= 60, `retry-after ${String(res.headers['retry-after'])}`)
+  }
+  // Another address, the right key: served. Public routes stay open to the blocked address.
+  assert.equal((await guess(ADMIN, { remoteAddress: '198.51.100.1' })).statusCode, 200)
+  assert.equal((await app.inject({ method: 'GET', url: '/healthz', ...attacker })).statusCode, 200)
+  // A missing header is a misconfigured client, not a guess: it does not count.
+  const other = { remoteAddress: '198.51.100.2' }
+  for (let i = 0; i < 10; i++) assertUnauthorized(await app.inject({ method: 'GET', url: '/tools', ...other }), /Missing Authorization/)
+  assert.equal((await guess(ACME, other)).statusCode, 200)
+})
+
+test('AUTH_FAILURES_PER_MINUTE=0 turns the key-guessing guard off', async (t) => {
+  const app = await keyed(t, { AUTH_FAILURES_PER_MINUTE: '0' })
+  for (let i = 0; i < 50; i++) {
+    assertUnauthorized(await app.inject({ method: 'GET', url: '/tools', headers: bearer(`guess-${i}-0123456789abcdef`) }), /Unknown API key/)
+  }
+  assert.equal((await app.inject({ method: 'GET', url: '/tools', headers: bearer(ADMIN) })).statusCode, 200)
+})
+
 test('header injection and oversize Authorization headers: a clean 400, never a 500 or a pass', async (t) => {
   const a = await keyed(t)
   for (const header of [`Bearer ${ADMIN}\r\nX-Injected: 1`, `Bearer ${ADMIN}\n`, `Bearer ${ADMIN}\u0000`, `Bearer\t${ADMIN}`, `Bearer ${ADMIN}\u007f`]) {
