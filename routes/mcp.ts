@@ -66,10 +66,12 @@ export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOp
       onCall: (record) => {
         const tenant = exchange.tenant ?? null
         if (!record.ok) {
+          app.metrics.recordInvocation({ endpoint: '/mcp', route: undefined, outcome: record.error.code, durationMs: undefined })
           request.log.info({ tool: record.name, tenant, outcome: record.error.code, via: 'mcp' }, 'invoke')
           return
         }
         const { result } = record
+        app.metrics.recordInvocation({ endpoint: '/mcp', route: result.route, outcome: result.isError ? (result.error?.code ?? 'other') : 'ok', durationMs: result.durationMs })
         request.toolMs += result.toolMs
         request.log.info({ tool: result.name, route: result.route, tenant, outcome: result.isError ? result.error?.code : 'ok', durationMs: result.durationMs, via: 'mcp' }, 'invoke')
         if (result.trace !== null) request.log.debug({ tool: result.name, callId: result.callId, trace: result.trace }, 'invoke trace')

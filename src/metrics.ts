@@ -18,7 +18,7 @@ export interface MetricSources {
 
 /** One tool call as the HTTP layer saw it. */
 export interface InvocationRecord {
-  /** The HTTP route pattern: `/invoke` or `/invoke/batch`. */
+  /** The HTTP route pattern: `/invoke`, `/invoke/batch` or `/mcp` (tools/call). */
   endpoint: string
   /** The tier that served the call; undefined when the call never reached a tool. */
   route: string | undefined
@@ -41,7 +41,7 @@ export interface GatewayMetrics {
 // input (tool names, userIds, arbitrary paths) can grow the series count.
 const KNOWN_ROUTES = new Set<string>(ROUTES)
 const KNOWN_OUTCOMES = new Set<string>(['ok', ...Object.keys(HTTP_ERROR_CODES), ...Object.values(TOOL_ERROR_CODES)])
-const KNOWN_ENDPOINTS = new Set(['/invoke', '/invoke/batch'])
+const KNOWN_ENDPOINTS = new Set(['/invoke', '/invoke/batch', '/mcp'])
 
 /** Tool calls run from milliseconds (built-ins) up to INVOKE_TIMEOUT_MS (11 minutes). */
 const INVOKE_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 660]

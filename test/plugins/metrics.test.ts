@@ -64,6 +64,30 @@ test('invocations are counted by endpoint, tier and outcome; latency is observed
   assert.ok(!m.some((s) => s.name === 'gateway_invoke_duration_seconds_count' && s.labels.route === 'none'))
 })
 
+test('tool calls over POST /mcp are counted under endpoint /mcp, like /invoke', async (t) => {
+  const app = await buildTestApp(t)
+  const rpc = async (id: number, name: string, args: Record<string, unknown>): Promise<any> => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/mcp?functions=calculate',
+      headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json' },
+      payload: { jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args } }
+    })
+    assert.equal(res.statusCode, 200, res.body)
+    return res.json()
+  }
+  assert.equal((await rpc(1, 'calculate', { expression: '2*3' })).result.isError, false)
+  assert.equal((await rpc(2, 'calculate', { expression: 42 })).result.isError, true)
+  assert.ok((await rpc(3, 'read_file', { path: 'x' })).error, 'outside the allow-list is a JSON-RPC error')
+
+  const m = await scrape(app)
+  const inv = (route: string, outcome: string): number => value(m, 'gateway_invocations_total', { endpoint: '/mcp', route, outcome })
+  assert.equal(inv('function', 'ok'), 1)
+  assert.equal(inv('function', 'GW_INVALID_ARGUMENTS'), 1)
+  assert.equal(inv('none', 'GW_NOT_ALLOWED'), 1)
+  assert.ok(m.some((s) => s.name === 'gateway_invoke_duration_seconds_count' && s.labels.route === 'function' && s.value >= 1))
+})
+
 test('no userId, tool name or argument ever appears in the metrics; label names are a fixed set', async (t) => {
   const app = await buildTestApp(t)
   await invoke(app, { name: 'calculate', userId: 'tenant-zebra-41', arguments: { expression: '1234567+1' } })
