@@ -39,12 +39,17 @@ export class PoolConnector implements McpConnector {
   async listTools (key: string, server: RemoteServer, opts: { signal: AbortSignal, timeoutMs: number }): Promise<Tool[]> {
     const deadline = AbortSignal.timeout(opts.timeoutMs)
     const signal = AbortSignal.any([opts.signal, deadline])
+    const pool = this.#pool(server)
+    const spec = toConnectSpec(server.config as ServerConfig)
     try {
-      return await this.#pool(server).listTools(key, toConnectSpec(server.config as ServerConfig), { signal })
+      return await pool.listTools(key, spec, { signal })
     } catch (err) {
       // The pool reports any abort of its signal as the caller's cancellation; when it was our
-      // deadline, the server is slow or hung, and `unavailable` must say so.
+      // deadline, the server is slow or hung: a list it gave before is better than none (the
+      // refresh goes on in the background), else `unavailable` must say it timed out.
       if (deadline.aborted && !opts.signal.aborted) {
+        const stale = pool.cachedTools(key, spec)
+        if (stale !== undefined) return stale
         throw new UpstreamError('GW_UPSTREAM_TIMEOUT', `The MCP server did not connect and list its tools within ${opts.timeoutMs} ms`)
       }
       throw err

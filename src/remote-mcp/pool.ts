@@ -161,6 +161,15 @@ export class McpClientPool {
     this.#log = this.#opts.logger
   }
 
+  /**
+   * The last tool list fetched for this client, fresh or not, without any I/O; undefined when
+   * none was fetched yet. For a caller whose deadline ran out while a refresh is still under
+   * way (the refresh goes on and updates the cache when it lands).
+   */
+  cachedTools (key: string, spec: ConnectSpec): Tool[] | undefined {
+    return this.#entries.get(`${key}#${hashConnectSpec(spec)}`)?.tools
+  }
+
   /** Lists the server's tools (all pages), from the cache when fresh. Throws UpstreamError. */
   async listTools (key: string, spec: ConnectSpec, options: ListToolsOptions = {}): Promise<Tool[]> {
     const entry = this.#acquire(key, spec)

@@ -13,6 +13,8 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
+import { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import { buildTestApp } from '../helpers/app.js'
 import { allProcesses } from '../helpers/proc.js'
 import type { ProcInfo } from '../helpers/proc.js'
@@ -310,4 +312,40 @@ test('a qualified name on a registered server that cannot be listed is a tool-le
     assert.doesNotMatch(r.json.output, /<html/i)
   }
   await assertServing(gw, 'good', 'good')
+})
+
+test('a server whose tools/list turns slow after the cache TTL: the listing serves the previous list within its deadline, calls keep working, the slow refresh lands later', { timeout: 60_000 }, async (t) => {
+  let listDelayMs = 0
+  let lists = 0
+  const tools = [{ name: 'echo', description: 'echo', inputSchema: { type: 'object' as const, properties: { text: { type: 'string' } } } }]
+  const fx = await startStreamableHttpFixture({
+    factory: () => {
+      const server = new Server({ name: 'slow-list', version: '1.0.0' }, { capabilities: { tools: {} } })
+      server.setRequestHandler(ListToolsRequestSchema, async () => {
+        lists++
+        await sleep(listDelayMs)
+        return { tools: lists === 1 ? tools : [...tools, { ...tools[0], name: 'echo2' }] }
+      })
+      server.setRequestHandler(CallToolRequestSchema, async (req) => ({ content: [{ type: 'text' as const, text: `slow-list:${String(req.params.arguments?.text)}` }] }))
+      return server
+    }
+  })
+  t.after(async () => await fx.close())
+  const gw = await app(t, { MCP_TOOLS_TTL_MS: '1000', MCP_LIST_TIMEOUT_MS: '1000' })
+  await register(gw, 'sl', { type: 'streamable_http', url: fx.url })
+  const first = await listTools(gw, 'mcp=sl')
+  assert.deepEqual(first.tools.map((x: { name: string }) => x.name), ['echo'])
+
+  listDelayMs = 4000
+  await sleep(1200) // past the TTL: the next listing refreshes, and the refresh outlasts the deadline
+  const stale = await listTools(gw, 'mcp=sl')
+  assert.deepEqual(stale.unavailable, [], JSON.stringify(stale.unavailable))
+  assert.deepEqual(stale.tools.map((x: { name: string }) => x.name), ['echo'])
+  const call = await invoke(gw, { name: 'echo', arguments: { text: 'meanwhile' } })
+  assert.equal(call.json.output, 'slow-list:meanwhile', JSON.stringify(call.json))
+
+  // The refresh was not abandoned: once it answers, listings show the new list.
+  listDelayMs = 0
+  const fresh = await until(async () => await listTools(gw, 'mcp=sl'), (l) => l.tools.length === 2, 15_000)
+  assert.deepEqual(fresh.tools.map((x: { name: string }) => x.name).sort(), ['echo', 'echo2'])
 })
