@@ -52,7 +52,7 @@ export default fp(async function errorsPlugin (app: FastifyInstance) {
       request.log.error({ err }, 'request failed')
       if (code === 'GW_INTERNAL') message = 'Internal error; the request id is in the logs'
     } else {
-      request.log.info({ code, statusCode }, message)
+      request.logFields = { ...request.logFields, code, error: message }
     }
     reply.code(statusCode).type('application/json').send(errorBody(statusCode, code, message))
   })

@@ -19,7 +19,7 @@ export default async function invokeRoutes (app: FastifyInstance): Promise<void>
     if (!outcome.ok) throw outcome.error
     const { toolMs, ...result } = outcome.result
     request.toolMs = toolMs
-    request.log.info({ tool: result.name, route: result.route, tenant: request.body.userId ?? request.caller.userId ?? null, outcome: result.isError ? result.error?.code : 'ok', durationMs: result.durationMs }, 'invoke')
+    request.logFields = { tool: result.name, route: result.route, tenant: request.body.userId ?? request.caller.userId ?? null, outcome: result.isError ? result.error?.code : 'ok', durationMs: result.durationMs }
     return result
   })
 
@@ -34,7 +34,7 @@ export default async function invokeRoutes (app: FastifyInstance): Promise<void>
   }, async (request, reply) => {
     const { results, toolMs } = await app.services.gateway.invokeBatch(request.body.calls, request.caller, abortOnClientGone(reply))
     request.toolMs = toolMs
-    request.log.info({ calls: results.length, errors: results.filter((r) => r.isError).length }, 'invoke batch')
+    request.logFields = { calls: results.length, errors: results.filter((r) => r.isError).length }
     return { results: results.map((r) => ('toolMs' in r ? stripToolMs(r) : r)) }
   })
 }

@@ -8,6 +8,7 @@ import { formatValidationErrors } from './schemas/error-format.js'
 import { createServices } from './services.js'
 import type { ServiceOverrides, Services } from './services.js'
 import authPlugin, { PUBLIC_ROUTES } from '../plugins/auth.js'
+import requestLogPlugin from '../plugins/request-log.js'
 import bodyTimeoutPlugin from '../plugins/body-timeout.js'
 import docsPlugin from '../plugins/docs.js'
 import errorsPlugin from '../plugins/errors.js'
@@ -43,6 +44,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
       level: config.logLevel,
       redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'headers.authorization', '*.headers.authorization', '*.secretsKey', '*.apiKeys'], censor: '[redacted]' }
     },
+    // plugins/request-log.ts writes one line per request instead.
+    disableRequestLogging: true,
     bodyLimit: config.bodyLimitBytes,
     // Slow or stalled uploads (slowloris) are cut off instead of holding a socket forever.
     // Node's own backstop (whole request); plugins/body-timeout.ts enforces the body deadline.
@@ -81,6 +84,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
 
   const services = opts.services ?? await createServices(config, app.log, opts.overrides)
 
+  await app.register(requestLogPlugin)
   await app.register(errorsPlugin)
   await app.register(docsPlugin)
   await app.register(gatewayPlugin, { services })
