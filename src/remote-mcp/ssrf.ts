@@ -351,10 +351,16 @@ export function guardedLookup (policy: EgressPolicy): (hostname: string, options
 export interface GuardedFetchOptions {
   /** Bound on establishing a connection (TCP + TLS). Default 10000. */
   connectTimeoutMs?: number
+  /** Distinct origins one connection pool serves before a fresh one takes over. Default 256. */
+  maxOriginsPerAgent?: number
 }
 
-/** A fetch for tenant servers. `close()` releases its connection pool. */
-export type GuardedFetch = ((input: string | URL | Request, init?: RequestInit) => Promise<Response>) & { close: () => Promise<void> }
+/** A fetch for tenant servers. `close()` releases its connection pools. */
+export type GuardedFetch = ((input: string | URL | Request, init?: RequestInit) => Promise<Response>) & {
+  close: () => Promise<void>
+  /** Origins on the current connection pool, and pools created so far. */
+  stats: () => { origins: number, pools: number }
+}
 
 function isRedirect (status: number): boolean {
   return status >= 300 && status < 400 && status !== 304
@@ -366,10 +372,33 @@ function isRedirect (status: number): boolean {
  * through its own connection pool, and any 3xx answer as an error (never followed).
  */
 export function guardedFetch (policy: EgressPolicy, options: GuardedFetchOptions = {}): GuardedFetch {
-  const agent = new Agent({
+  const newAgent = (): Agent => new Agent({
     connect: { lookup: guardedLookup(policy), timeout: options.connectTimeoutMs ?? 10_000 },
     maxRedirections: 0
   })
+  // undici's Agent keeps a pool per origin it ever dispatched to and never drops it (~20 KiB
+  // each), so one agent for the process would grow with every tenant server ever contacted.
+  // After maxOrigins distinct origins a fresh agent takes new requests; the old one closes
+  // gracefully (its streaming responses finish) and is then garbage.
+  const maxOrigins = options.maxOriginsPerAgent ?? 256
+  let agent = newAgent()
+  let origins = new Set<string>()
+  let pools = 1
+  const retired = new Set<Agent>()
+  const agentFor = (origin: string): Agent => {
+    if (!origins.has(origin)) {
+      if (origins.size >= maxOrigins) {
+        const old = agent
+        retired.add(old)
+        old.close().catch(() => {}).finally(() => retired.delete(old))
+        agent = newAgent()
+        origins = new Set()
+        pools++
+      }
+      origins.add(origin)
+    }
+    return agent
+  }
   const fetchFn = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
     const isRequest = typeof input === 'object' && !(input instanceof URL)
     const target = parseTarget(isRequest ? input.url : input)
@@ -380,7 +409,7 @@ export function guardedFetch (policy: EgressPolicy, options: GuardedFetchOptions
     const base: Record<string, unknown> = isRequest
       ? { method: input.method, headers: input.headers, body: input.body, signal: input.signal, duplex: 'half' }
       : {}
-    const requestInit = { ...base, ...init, redirect: 'manual', dispatcher: agent } as unknown as UndiciRequestInit
+    const requestInit = { ...base, ...init, redirect: 'manual', dispatcher: agentFor(target.origin) } as unknown as UndiciRequestInit
     let response: Awaited<ReturnType<typeof undiciFetch>>
     try {
       response = await undiciFetch(target, requestInit)
@@ -396,5 +425,11 @@ export function guardedFetch (policy: EgressPolicy, options: GuardedFetchOptions
     }
     return response as unknown as Response
   }
-  return Object.assign(fetchFn, { close: async () => { await agent.close() } })
+  return Object.assign(fetchFn, {
+    close: async () => {
+      // Retired pools may still hold long-lived streams (MCP GET streams): cut those off.
+      await Promise.all([agent.close(), ...[...retired].map(async (a) => { await a.destroy().catch(() => {}) })])
+    },
+    stats: () => ({ origins: origins.size, pools })
+  })
 }

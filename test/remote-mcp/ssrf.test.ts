@@ -216,3 +216,31 @@ test('guardedFetch checks the address actually dialled (DNS rebinding)', { timeo
   assert.equal(await res.text(), 'reached')
   assert.deepEqual(hits, ['/'])
 })
+
+test('guardedFetch keeps no per-origin state forever: past maxOriginsPerAgent it moves to a fresh connection pool, and a response still streaming on the old one completes', { timeout: 20_000 }, async (t) => {
+  // undici's Agent never forgets an origin it dispatched to (~20 KiB each): with one shared
+  // agent, every tenant server ever contacted stayed in memory for the life of the process.
+  const servers = await Promise.all(Array.from({ length: 8 }, async (_, i) => await listen((req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain' })
+    if (req.url === '/slow') {
+      res.write('first ')
+      setTimeout(() => res.end('last'), 500)
+    } else {
+      res.end(`server ${i}`)
+    }
+  })))
+  const fetch = guardedFetch(createEgressPolicy(['127.0.0.1/32']), { maxOriginsPerAgent: 3 })
+  t.after(async () => {
+    await fetch.close()
+    await Promise.all(servers.map(async (s) => await closeServer(s.server)))
+  })
+  const slow = await fetch(`http://127.0.0.1:${servers[0]?.port ?? 0}/slow`)
+  for (const [i, s] of servers.entries()) {
+    const res = await fetch(`http://127.0.0.1:${s.port}/`)
+    assert.equal(await res.text(), `server ${i}`)
+  }
+  assert.equal(await slow.text(), 'first last')
+  const stats = fetch.stats()
+  assert.ok(stats.origins <= 3, `${stats.origins} origins on the current pool`)
+  assert.equal(stats.pools, 3, 'origins 1-3, 4-6, 7-8 (origin 1 again counts on the first)')
+})
