@@ -7,19 +7,35 @@ import type { JsonSchema } from './types.js'
 // ajv-formats is CommonJS; under NodeNext its default export arrives wrapped.
 const addFormats = addFormatsModule as unknown as (ajv: Ajv | Ajv2020) => void
 
+/** Options of {@link ArgumentValidator}. */
+export interface ArgumentValidatorOptions {
+  /** Distinct schemas kept compiled (least recently used dropped first). Default 5000. */
+  maxSchemas?: number
+}
+
 /**
  * Validates tool arguments against the tool's own JSON Schema before anything runs (SPEC 3).
  * MCP servers publish draft-07 and 2020-12 schemas, so both dialects are supported. A schema
  * Ajv cannot compile is not the caller's fault: the call proceeds and the tool validates.
+ *
+ * Memory stays bounded: every MCP connect and tool-list refresh brings new schema objects, so
+ * compiled validators are shared by schema content, and Ajv (which keeps every schema it ever
+ * compiled, even after removeSchema) is replaced once it has compiled 2 x maxSchemas of them.
  */
 export class ArgumentValidator {
-  readonly #draft07 = new Ajv({ strict: false, allErrors: true, validateFormats: true })
-  readonly #draft2020 = new Ajv2020({ strict: false, allErrors: true, validateFormats: true })
-  readonly #cache = new WeakMap<JsonSchema, ValidateFunction | null>()
+  readonly #maxSchemas: number
+  #draft07!: Ajv
+  #draft2020!: Ajv2020
+  #compilesOnAjv = 0
+  #compiles = 0
+  /** Fast path by object identity; entries die with their schema objects. */
+  #byObject = new WeakMap<JsonSchema, ValidateFunction | null>()
+  /** By content, least recently used first. */
+  readonly #byContent = new Map<string, ValidateFunction | null>()
 
-  constructor () {
-    addFormats(this.#draft07)
-    addFormats(this.#draft2020)
+  constructor (options: ArgumentValidatorOptions = {}) {
+    this.#maxSchemas = options.maxSchemas ?? 5000
+    this.#freshAjv()
   }
 
   /** `{ ok: true }`, or a message naming each failing field, written for a model to act on. */
@@ -29,20 +45,69 @@ export class ArgumentValidator {
     return { ok: false, message: formatErrors(fn.errors ?? []) }
   }
 
+  /** Compiles so far, schemas cached now, and compiles held by the current Ajv instances. */
+  stats (): { compiles: number, cached: number, compilesOnCurrentAjv: number } {
+    return { compiles: this.#compiles, cached: this.#byContent.size, compilesOnCurrentAjv: this.#compilesOnAjv }
+  }
+
+  #freshAjv (): void {
+    this.#draft07 = new Ajv({ strict: false, allErrors: true, validateFormats: true })
+    this.#draft2020 = new Ajv2020({ strict: false, allErrors: true, validateFormats: true })
+    addFormats(this.#draft07)
+    addFormats(this.#draft2020)
+    this.#compilesOnAjv = 0
+  }
+
   #compile (schema: JsonSchema): ValidateFunction | null {
-    const cached = this.#cache.get(schema)
-    if (cached !== undefined) return cached
-    let fn: ValidateFunction | null
+    const known = this.#byObject.get(schema)
+    if (known !== undefined) return known
+    const key = contentKey(schema)
+    if (key === undefined) {
+      // Not plain JSON (a cycle, a BigInt): cached by identity only.
+      const fn = this.#compileNew(schema)
+      this.#byObject.set(schema, fn)
+      return fn
+    }
+    let fn = this.#byContent.get(key)
+    if (fn !== undefined) {
+      this.#byContent.delete(key)
+    } else {
+      if (this.#compilesOnAjv >= 2 * this.#maxSchemas) {
+        // The old instances are garbage once the validators compiled by them are dropped.
+        this.#freshAjv()
+        this.#byContent.clear()
+        this.#byObject = new WeakMap()
+      }
+      fn = this.#compileNew(schema)
+    }
+    this.#byContent.set(key, fn)
+    while (this.#byContent.size > this.#maxSchemas) {
+      const oldest = this.#byContent.keys().next().value as string
+      this.#byContent.delete(oldest)
+    }
+    this.#byObject.set(schema, fn)
+    return fn
+  }
+
+  #compileNew (schema: JsonSchema): ValidateFunction | null {
+    this.#compiles++
+    this.#compilesOnAjv++
     try {
       const dialect = typeof schema.$schema === 'string' && schema.$schema.includes('2020-12') ? this.#draft2020 : this.#draft07
       // $id would register globally in Ajv and clash between servers publishing the same id.
       const { $id: _ignored, ...rest } = schema
-      fn = dialect.compile(rest)
+      return dialect.compile(rest)
     } catch {
-      fn = null
+      return null
     }
-    this.#cache.set(schema, fn)
-    return fn
+  }
+}
+
+function contentKey (schema: JsonSchema): string | undefined {
+  try {
+    return JSON.stringify(schema)
+  } catch {
+    return undefined
   }
 }
 
