@@ -351,7 +351,7 @@ export function guardedLookup (policy: EgressPolicy): (hostname: string, options
 export interface GuardedFetchOptions {
   /** Bound on establishing a connection (TCP + TLS). Default 10000. */
   connectTimeoutMs?: number
-  /** Distinct origins one connection pool serves before a fresh one takes over. Default 256. */
+  /** Distinct origins one connection pool serves before a fresh one takes over. Default 64. */
   maxOriginsPerAgent?: number
 }
 
@@ -380,7 +380,7 @@ export function guardedFetch (policy: EgressPolicy, options: GuardedFetchOptions
   // each), so one agent for the process would grow with every tenant server ever contacted.
   // After maxOrigins distinct origins a fresh agent takes new requests; the old one closes
   // gracefully (its streaming responses finish) and is then garbage.
-  const maxOrigins = options.maxOriginsPerAgent ?? 256
+  const maxOrigins = options.maxOriginsPerAgent ?? 64
   let agent = newAgent()
   let origins = new Set<string>()
   let pools = 1
