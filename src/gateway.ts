@@ -8,6 +8,7 @@ import { InvokeBody } from './schemas/invoke.js'
 import type { InvokeBodyT } from './schemas/invoke.js'
 import { renderTools } from './tools/formats.js'
 import type { ToolFormat } from './tools/formats.js'
+import { VersionedCache } from './tools/versioned-cache.js'
 import type { Diagnostic, InvokeOutcome, ToolRouter, Unresolved } from './tools/router.js'
 import type { Unavailable } from './tools/source.js'
 import { actingUserId } from './tools/tenancy.js'
@@ -53,7 +54,8 @@ export class Gateway {
   readonly router: ToolRouter
   readonly #config: Config
   readonly #validateInvoke: ValidateFunction
-  readonly #listings = new VersionedCache<ListToolsResponse>(1000)
+  // 1,000 listings or 64 MiB of their JSON, whichever comes first (a listing can be 200 KiB).
+  readonly #listings = new VersionedCache<ListToolsResponse>({ maxEntries: 1000, maxBytes: 64 * 1024 * 1024, sizeOf: (r) => listingJson(r).length })
 
   constructor (config: Config, router: ToolRouter) {
     this.#config = config
@@ -172,32 +174,6 @@ export class Gateway {
     }
     await Promise.all(Array.from({ length: Math.min(this.#config.batchConcurrency, calls.length) }, worker))
     return { results, toolMs }
-  }
-}
-
-/** A bounded map whose entries are valid only for the exact version tokens they were stored with. */
-class VersionedCache<T> {
-  readonly #max: number
-  readonly #entries = new Map<string, { version: unknown[], value: T }>()
-
-  constructor (max: number) {
-    this.#max = max
-  }
-
-  get (key: string, version: unknown[]): T | undefined {
-    const hit = this.#entries.get(key)
-    if (!hit) return undefined
-    if (hit.version.length !== version.length || hit.version.some((v, i) => v !== version[i])) {
-      this.#entries.delete(key)
-      return undefined
-    }
-    return hit.value
-  }
-
-  set (key: string, version: unknown[], value: T): void {
-    this.#entries.delete(key)
-    this.#entries.set(key, { version, value })
-    if (this.#entries.size > this.#max) this.#entries.delete(this.#entries.keys().next().value as string)
   }
 }
 
