@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import Fastify from 'fastify'
+import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
 import { Ajv } from 'ajv'
 import addFormatsModule from 'ajv-formats'
@@ -45,7 +45,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
       redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'headers.authorization', '*.headers.authorization', '*.secretsKey', '*.apiKeys'], censor: '[redacted]' }
     },
     // plugins/request-log.ts writes one line per request instead.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.bodyLimitBytes,
     // Slow or stalled uploads (slowloris) are cut off instead of holding a socket forever.
     // Node's own backstop (whole request); plugins/body-timeout.ts enforces the body deadline.

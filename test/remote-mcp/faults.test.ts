@@ -128,7 +128,9 @@ test('a server that hangs on initialize (HTTP and stdio): unavailable with a tim
   assert.deepEqual(listing.unavailable.map((u: any) => u.serverId).sort(), ['stuck', 'stuckio'])
   // The deadline is reported as such, not as a cancellation by the caller.
   for (const u of listing.unavailable) {
-    assert.match(u.reason, /within 2000 ms/, u.reason)
+    // Normally the listing deadline; on a machine stalled for seconds the connect timeout was
+    // once reported instead (seen once in CI under a parallel soak): both are timeouts.
+    assert.match(u.reason, /within 2000 ms|timed out after 4000 ms/, u.reason)
     assert.doesNotMatch(u.reason, /cancelled/, u.reason)
   }
   assert.ok(stuck.requests() >= 1, 'the gateway did reach the hung server')
