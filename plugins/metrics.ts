@@ -52,6 +52,7 @@ export default fp(async function metricsPlugin (app: FastifyInstance) {
     counters: services.counters,
     sandbox: builtins !== undefined ? () => builtins.sandbox.stats() : undefined,
     processes: builtins !== undefined ? () => builtins.processes.stats() : undefined,
+    rateLimitRedisErrors: () => app.rateLimitRedisErrors(),
     invocationsInFlight: () => {
       let n = 0
       for (const v of app.invocationsInFlight.values()) n += v

@@ -13,6 +13,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** In-flight invocations per tenant bucket on this instance (for tests and metrics). */
     invocationsInFlight: ReadonlyMap<string, number>
+    /** Errors of the limiter's Redis connection so far (metrics); 0 without REDIS_URL. */
+    rateLimitRedisErrors: () => number
   }
   interface FastifyRequest {
     /** The rate-limit bucket of this request (a tenant, an admin key, or an IP). */
@@ -107,6 +109,8 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
   app.decorateRequest('tenantBucket', undefined)
 
   let redis: Redis | undefined
+  let redisErrors = 0
+  app.decorate('rateLimitRedisErrors', () => redisErrors)
   if (opts.redisUrl !== undefined) {
     redis = new Redis(opts.redisUrl, {
       // A down or stalled Redis must not hold requests: commands fail fast and the limiter
@@ -118,6 +122,7 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     })
     let lastLogged = 0
     redis.on('error', (err: Error) => {
+      redisErrors++
       // Reconnect loops emit an error per attempt; one line a minute is enough.
       if (Date.now() - lastLogged > 60_000) {
         lastLogged = Date.now()

@@ -14,6 +14,8 @@ export interface MetricSources {
   processes?: (() => { spawned: number, running: number }) | undefined
   /** In-flight invocations on this instance, summed over tenants (never per tenant). */
   invocationsInFlight?: (() => number) | undefined
+  /** Errors of the rate limiter's Redis connection so far. */
+  rateLimitRedisErrors?: (() => number) | undefined
 }
 
 /** One tool call as the HTTP layer saw it. */
@@ -121,6 +123,7 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
   gauge('gateway_mcp_clients_connected', 'Remote MCP clients with an open connection', () => [[{}, sources.status().connectedClients]])
   mirroredCounter(registry, 'gateway_mcp_connect_failures_total', 'Remote MCP list or call operations that could not connect to the server', () => sources.counters.mcpConnectFailures)
   mirroredCounter(registry, 'gateway_registry_unavailable_total', 'Registry operations that failed because the backend (Redis) was unreachable', () => sources.counters.registryUnavailable)
+  mirroredCounter(registry, 'gateway_rate_limit_redis_errors_total', 'Errors of the rate limiter\'s Redis connection; while they occur requests are not rate limited', () => sources.rateLimitRedisErrors?.() ?? 0)
 
   const sandbox = sources.sandbox
   const processes = sources.processes

@@ -225,4 +225,8 @@ test('Redis down: requests are not limited rather than failing, and nothing hang
   // Admin calls to a function tool do not touch the registry, so only the limiter sees Redis go.
   const during = await flood(a, 10, 5, invoke)
   assert.deepEqual([...new Set(during.map((r) => r.statusCode))], [200], during.map((r) => r.body).join('\n'))
+  // ...and the metrics say so: the limiter's Redis errors are counted.
+  const metrics = (await a.inject({ method: 'GET', url: '/metrics' })).body
+  const errors = Number(/^gateway_rate_limit_redis_errors_total (\d+)/m.exec(metrics)?.[1] ?? 0)
+  assert.ok(errors > 0, 'gateway_rate_limit_redis_errors_total stayed 0 while Redis was down')
 })
