@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url'
 import { applyPatchTool } from '../../src/builtin/tools/apply-patch.js'
 import { ToolError } from '../../src/builtin/types.js'
 import type { Workspace } from '../../src/builtin/types.js'
+import { testWorkspace } from '../helpers/workspace.js'
 
 const CORPUS = fileURLToPath(new URL('../fixtures/apply-patch-scenarios/', import.meta.url))
 
@@ -59,13 +60,7 @@ async function snapshot (dir: string): Promise<Tree> {
 }
 
 async function makeWorkspace (root: string): Promise<Workspace> {
-  return {
-    tenant: '_',
-    workspaceId: 'conformance',
-    root: await realpath(root),
-    readRoots: [],
-    limits: { readMaxChars: 12000, commandTimeoutMs: 30000, bashLogChars: 12000, maxProcessOutputChars: 120000, outputMaxChars: 100000 }
-  }
+  return testWorkspace(await realpath(root), { workspaceId: 'conformance' })
 }
 
 const scenarios = (await readdir(CORPUS, { withFileTypes: true }))

@@ -10,6 +10,7 @@ import { applyPatchTool } from '../../src/builtin/tools/apply-patch.js'
 import { ToolError } from '../../src/builtin/types.js'
 import type { Workspace } from '../../src/builtin/types.js'
 import { removePath, writeFileAtomic } from '../../src/builtin/workspace/paths.js'
+import { testWorkspace } from '../helpers/workspace.js'
 
 interface Fixture {
   ws: Workspace
@@ -32,13 +33,7 @@ async function fixture (t: TestContext, files: Record<string, string> = {}): Pro
     await mkdir(join(root, rel, '..'), { recursive: true })
     await writeFile(join(root, rel), content)
   }
-  const ws: Workspace = {
-    tenant: '_',
-    workspaceId: 'test',
-    root,
-    readRoots: [],
-    limits: { readMaxChars: 12000, commandTimeoutMs: 30000, bashLogChars: 12000, maxProcessOutputChars: 120000, outputMaxChars: 100000 }
-  }
+  const ws = testWorkspace(root)
   return {
     ws,
     root,

@@ -30,8 +30,8 @@ import { applyPatch } from '../../src/builtin/apply-patch/execute.js'
 import type { ApplyPatchResult, PatchIo } from '../../src/builtin/apply-patch/execute.js'
 import { applyPatchTool } from '../../src/builtin/tools/apply-patch.js'
 import { ToolError } from '../../src/builtin/types.js'
-import type { Workspace } from '../../src/builtin/types.js'
 import { removePath, writeFileAtomic } from '../../src/builtin/workspace/paths.js'
+import { testWorkspace } from '../helpers/workspace.js'
 
 const TIMEOUT = { timeout: 60_000 }
 /** Runs per property: the whole file stays well under a minute on a loaded CI machine. */
@@ -498,13 +498,7 @@ async function harness (t: TestContext): Promise<Harness> {
   const pristine = await snapshot(layout.root, false)
   let outsideBefore = sorted(await snapshot(layout.outside, true))
   const baseNames = (await readdir(layout.base)).sort()
-  const ws: Workspace = {
-    tenant: 't',
-    workspaceId: 'fuzz',
-    root: layout.root,
-    readRoots: [],
-    limits: { readMaxChars: 12000, commandTimeoutMs: 30000, bashLogChars: 12000, maxProcessOutputChars: 120000, outputMaxChars: 100000 }
-  }
+  const ws = testWorkspace(layout.root, { tenant: 't', workspaceId: 'fuzz' })
   const signal = new AbortController().signal
   // A refused patch leaves the workspace as it was (asserted below), so only a success needs a reset.
   let dirty = false
