@@ -7,6 +7,7 @@ import { Redis } from 'ioredis'
 import { HttpError } from '../src/errors.js'
 import { isValidId } from '../src/naming/names.js'
 import { quitWithTimeout } from '../src/registry/redis-quit-with-timeout.js'
+import type { CallLimits } from '../src/mcp-server/budget.js'
 import { isPublicRoute } from './auth.js'
 
 declare module 'fastify' {
@@ -19,6 +20,11 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The rate-limit bucket of this request (a tenant, an admin key, or an IP). */
     tenantBucket: string | undefined
+    /**
+     * For POST /mcp: how many of its tools/call may run this minute and how many at once (the
+     * slots it holds). A JSON-RPC batch counts each call; the endpoint enforces both.
+     */
+    callBudget: CallLimits | undefined
   }
 }
 
@@ -49,6 +55,11 @@ class MemoryWindowStore {
   readonly #windows = new Map<string, { count: number, resetAt: number }>()
 
   incr (key: string, callback: (error: Error | null, result?: { current: number, ttl: number }) => void, timeWindow: number): void {
+    callback(null, this.incrBy(key, 1, timeWindow))
+  }
+
+  /** Counts `n` at once (the calls of a batch beyond the request itself); returns a copy of the window. */
+  incrBy (key: string, n: number, timeWindow: number): { current: number, ttl: number } {
     const now = Date.now()
     let window = this.#windows.get(key)
     if (window === undefined || window.resetAt <= now) {
@@ -57,9 +68,9 @@ class MemoryWindowStore {
       window = { count: 0, resetAt: now + timeWindow }
       this.#windows.set(key, window)
     }
-    window.count++
+    window.count += n
     // A copy: the caller reads it after an await, when later requests have counted too.
-    callback(null, { current: window.count, ttl: window.resetAt - now })
+    return { current: window.count, ttl: window.resetAt - now }
   }
 
   #evict (now: number): void {
@@ -100,6 +111,27 @@ export function bucketOf (request: FastifyRequest): string {
   return `ip:${request.ip}`
 }
 
+/** How many tools/call a POST /mcp body carries (one message or a JSON-RPC batch). */
+export function mcpToolCalls (body: unknown): number {
+  const messages = Array.isArray(body) ? body : [body]
+  let n = 0
+  for (const m of messages) {
+    if (m !== null && typeof m === 'object' && (m as { method?: unknown }).method === 'tools/call') n++
+  }
+  return n
+}
+
+/** Adds `n` to a Redis window the way the plugin's own script counts (the key expires with its window). */
+const INCR_BY_LUA = `
+local current = redis.call('INCRBY', KEYS[1], ARGV[1])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  ttl = tonumber(ARGV[2])
+end
+return {current, ttl}
+`
+
 /**
  * Per-tenant request rate (@fastify/rate-limit, in Redis when REDIS_URL is set so every
  * instance shares one limit) and a per-tenant cap on concurrent invocations (this instance).
@@ -107,6 +139,7 @@ export function bucketOf (request: FastifyRequest): string {
  */
 export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: RateLimitPluginOptions) {
   app.decorateRequest('tenantBucket', undefined)
+  app.decorateRequest('callBudget', undefined)
 
   let redis: Redis | undefined
   let redisErrors = 0
@@ -140,6 +173,28 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     if (!ready) app.log.warn('rate-limit Redis not reachable at start-up; requests are not rate limited until it is')
   }
 
+  // One store instance the batch counting below can reach too (the plugin constructs its store
+  // with `new`; a function returning an object makes `new` return that object).
+  const memoryStore = new MemoryWindowStore()
+  function sharedMemoryStore (): MemoryWindowStore { return memoryStore }
+  const nameSpace = `${opts.redisKeyPrefix}rl:`
+
+  /**
+   * Counts `n` more requests in `bucket`'s current window (the plugin counted the request itself
+   * as one). Returns the count after them, or undefined when Redis fails (like the plugin's
+   * skipOnError: an outage does not turn into refusals).
+   */
+  const countMore = async (bucket: string, n: number): Promise<number | undefined> => {
+    if (n <= 0) return undefined
+    if (redis === undefined) return memoryStore.incrBy(bucket, n, 60_000).current
+    try {
+      const [current] = await redis.eval(INCR_BY_LUA, 1, `${nameSpace}${bucket}`, n, 60_000) as [number, number]
+      return current
+    } catch {
+      return undefined
+    }
+  }
+
   await app.register(rateLimit, {
     global: true,
     max: opts.perMinute,
@@ -153,7 +208,7 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     },
     allowList: (request) => isPublicRoute(request),
     skipOnError: true,
-    ...(redis !== undefined ? { redis, nameSpace: `${opts.redisKeyPrefix}rl:` } : { store: MemoryWindowStore as never }),
+    ...(redis !== undefined ? { redis, nameSpace } : { store: sharedMemoryStore as never }),
     errorResponseBuilder: (_request, context) => new HttpError('GW_RATE_LIMITED', `Rate limit of ${context.max} requests per minute exceeded; retry in ${context.after}`)
   })
 
@@ -179,9 +234,28 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     if (aborted.has(request)) throw new HttpError('GW_BAD_REQUEST', 'Client disconnected')
     const bucket = request.tenantBucket ?? bucketOf(request)
     // A batch holds as many slots as calls it can run at once (BATCH_CONCURRENCY), capped at
-    // the limit itself so that a big batch always fits when the tenant is otherwise idle.
+    // the limit itself so that a big batch always fits when the tenant is otherwise idle. A
+    // JSON-RPC batch on /mcp is a batch too: each tools/call in it counts (the endpoint runs
+    // at most `slots` of them at once, see src/mcp-server/budget.ts).
+    const isMcp = request.routeOptions.url === '/mcp'
     const calls = (request.body as { calls?: unknown } | undefined)?.calls
-    const slots = Array.isArray(calls) ? Math.max(1, Math.min(calls.length, opts.batchConcurrency, opts.maxConcurrent)) : 1
+    const count = isMcp ? mcpToolCalls(request.body) : Array.isArray(calls) ? calls.length : 1
+    const slots = count > 1 ? Math.max(1, Math.min(count, opts.batchConcurrency, opts.maxConcurrent)) : 1
+
+    // Per minute, each call of a batch counts (the plugin counted the request as one). /invoke/batch
+    // cannot answer part of a batch, so a batch that does not fit is refused whole; /mcp answers
+    // the calls over the limit with a JSON-RPC error each.
+    let allowed = count
+    if (count > 1) {
+      const after = await countMore(bucket, count - 1)
+      if (after !== undefined) allowed = Math.max(0, Math.min(count, opts.perMinute - (after - count)))
+      if (allowed < count && !isMcp) {
+        reply.header('retry-after', '60')
+        throw new HttpError('GW_RATE_LIMITED', `Rate limit of ${opts.perMinute} requests per minute exceeded: this batch of ${count} calls does not fit in what is left of the minute; retry later or send fewer calls`)
+      }
+    }
+    if (isMcp) request.callBudget = { calls: allowed, concurrency: slots }
+
     const current = inFlight.get(bucket) ?? 0
     if (current + slots > opts.maxConcurrent) {
       reply.header('retry-after', '1')

@@ -8,7 +8,7 @@ import type { McpEndpointOptions } from '../src/mcp-server/endpoint.js'
 import { JsonRpcErrorResponse, McpQuery, PARSE_ERROR, jsonRpcError } from '../src/mcp-server/schemas.js'
 import type { McpQueryT } from '../src/mcp-server/schemas.js'
 
-export type McpRoutesOptions = Pick<McpEndpointOptions, 'pollMs' | 'maxStreams'>
+export type McpRoutesOptions = Pick<McpEndpointOptions, 'pollMs' | 'maxStreams' | 'maxStreamsPerTenant'>
 
 const SCOPE = 'The endpoint URL carries the allow-list and tenant of GET /tools (functions, mcp, userId; a tenant key acts as its own userId), so tools/list is exactly GET /tools?format=mcp for the same query and tools/call is POST /invoke with that allow-list.'
 const errors = (...codes: number[]): Record<number, typeof JsonRpcErrorResponse> => Object.fromEntries(codes.map((c) => [c, JsonRpcErrorResponse]))
@@ -63,6 +63,8 @@ export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOp
     const exchange = endpoint.exchange(request.query, request.caller)
     reply.hijack()
     await endpoint.post(request.raw, reply.raw, request.body, exchange, {
+      // Set by the rate-limit plugin: each tools/call of a batch counts against the tenant's limits.
+      ...(request.callBudget !== undefined ? { limits: request.callBudget } : {}),
       onCall: (record) => {
         const tenant = exchange.tenant ?? null
         if (!record.ok) {
@@ -91,7 +93,8 @@ export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOp
   }, async (request, reply) => {
     const exchange = endpoint.exchange(request.query, request.caller)
     reply.hijack()
-    await endpoint.get(request.raw, reply.raw, exchange)
+    // Each tenant (rate-limit bucket) gets a share of the instance's streams.
+    await endpoint.get(request.raw, reply.raw, exchange, ...(request.tenantBucket !== undefined ? [request.tenantBucket] : []))
   })
 
   app.delete('/mcp', {

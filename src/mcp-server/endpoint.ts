@@ -10,6 +10,7 @@ import { ListChangedNotifier } from './notifier.js'
 import { jsonRpcError } from './schemas.js'
 import { createGatewayMcpServer, splitComma } from './server.js'
 import type { McpCallRecord, McpScope } from './server.js'
+import type { CallLimits } from './budget.js'
 import { fanOutAbortController } from '../tools/signals.js'
 
 export interface McpEndpointOptions {
@@ -18,6 +19,8 @@ export interface McpEndpointOptions {
   pollMs?: number
   /** Open GET notification streams this instance holds at most; more get 429. */
   maxStreams?: number
+  /** Open GET notification streams one tenant holds at most on this instance (default: streamShare(maxStreams)). */
+  maxStreamsPerTenant?: number
   /** Registry change events, so a change is notified at once instead of at the next poll. */
   subscribe?: (listener: RegistryListener) => () => void
   onError?: (err: unknown, what: string) => void
@@ -33,6 +36,8 @@ export interface McpExchange {
 }
 
 export interface PostHooks {
+  /** The tenant's per-minute and concurrency share for this exchange (each tools/call counts). */
+  limits?: CallLimits
   onCall?: (record: McpCallRecord) => void
   /** Read when the response head is written: the gateway overhead so far, in ms. */
   overheadMs?: () => number
@@ -40,6 +45,15 @@ export interface PostHooks {
 
 export const DEFAULT_POLL_MS = 2000
 export const DEFAULT_MAX_STREAMS = 1000
+
+/**
+ * A tenant's share of the instance's notification streams: a tenth, at least 4. One tenant can
+ * no longer hold them all (every other tenant would get 429); an MCP client needs one stream
+ * per endpoint URL, so 100 (of the default 1000) is plenty for any honest tenant.
+ */
+export function streamShare (maxStreams: number): number {
+  return Math.min(maxStreams, Math.max(4, Math.ceil(maxStreams / 10)))
+}
 
 /**
  * The /mcp endpoint without the web framework: MCP over streamable HTTP on raw Node
@@ -58,12 +72,16 @@ export class McpEndpoint {
   readonly #gateway: Gateway
   readonly #notifier: ListChangedNotifier
   readonly #maxStreams: number
+  readonly #maxStreamsPerTenant: number
   readonly #streams = new Set<{ server: Server, res: ServerResponse }>()
+  /** Open streams per tenant key (only keys with at least one). */
+  readonly #tenantStreams = new Map<string, number>()
   readonly #onError: (err: unknown, what: string) => void
 
   constructor (opts: McpEndpointOptions) {
     this.#gateway = opts.gateway
     this.#maxStreams = opts.maxStreams ?? DEFAULT_MAX_STREAMS
+    this.#maxStreamsPerTenant = opts.maxStreamsPerTenant ?? streamShare(this.#maxStreams)
     this.#onError = opts.onError ?? (() => {})
     this.#notifier = new ListChangedNotifier({
       gateway: opts.gateway,
@@ -97,6 +115,7 @@ export class McpEndpoint {
       caller: ex.caller,
       signal: gone.signal,
       ...(hooks.onCall ? { onCall: hooks.onCall } : {}),
+      ...(hooks.limits ? { limits: hooks.limits } : {}),
       onError: (err) => this.#onError(err, 'MCP request failed')
     })
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
@@ -113,12 +132,31 @@ export class McpEndpoint {
     }
   }
 
-  /** GET /mcp: an SSE stream that carries notifications/tools/list_changed for the exchange's listing. */
-  async get (req: IncomingMessage, res: ServerResponse, ex: McpExchange): Promise<void> {
+  /**
+   * GET /mcp: an SSE stream that carries notifications/tools/list_changed for the exchange's
+   * listing. `tenantKey` names whose share the stream counts against (the rate-limit bucket:
+   * a tenant, or an admin key); by default the exchange's tenant.
+   */
+  async get (req: IncomingMessage, res: ServerResponse, ex: McpExchange, tenantKey = ex.tenant !== undefined ? `t:${ex.tenant}` : 'admin'): Promise<void> {
     if (this.#streams.size >= this.#maxStreams) {
       const message = `Too many open MCP notification streams on this instance (at most ${this.#maxStreams}); retry later`
       writeJson(res, 429, jsonRpcError(429, 'GW_RATE_LIMITED', message), { 'retry-after': '60' })
       return
+    }
+    const held = this.#tenantStreams.get(tenantKey) ?? 0
+    if (held >= this.#maxStreamsPerTenant) {
+      const message = `Too many open MCP notification streams for this tenant on this instance (at most ${this.#maxStreamsPerTenant}); close one or retry later`
+      writeJson(res, 429, jsonRpcError(429, 'GW_RATE_LIMITED', message), { 'retry-after': '60' })
+      return
+    }
+    this.#tenantStreams.set(tenantKey, held + 1)
+    let counted = true
+    const uncount = (): void => {
+      if (!counted) return
+      counted = false
+      const left = (this.#tenantStreams.get(tenantKey) ?? 1) - 1
+      if (left > 0) this.#tenantStreams.set(tenantKey, left)
+      else this.#tenantStreams.delete(tenantKey)
     }
     const server = createGatewayMcpServer({ gateway: this.#gateway, scope: ex.scope, caller: ex.caller })
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
@@ -129,6 +167,7 @@ export class McpEndpoint {
     res.once('close', () => {
       closed = true
       this.#streams.delete(stream)
+      uncount()
       unwatch?.()
       server.close().catch(() => {})
     })
@@ -140,6 +179,7 @@ export class McpEndpoint {
       await transport.handleRequest(req, res)
     } catch (err) {
       this.#streams.delete(stream)
+      uncount()
       unwatch?.()
       await server.close().catch(() => {})
       this.#fail(res, err)
@@ -158,6 +198,7 @@ export class McpEndpoint {
     this.#notifier.close()
     const open = [...this.#streams]
     this.#streams.clear()
+    this.#tenantStreams.clear()
     await Promise.all(open.map(async ({ server, res }) => {
       await server.close().catch(() => {})
       res.destroy()

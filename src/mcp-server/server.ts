@@ -4,7 +4,10 @@ import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
 import { HttpError } from '../errors.js'
 import type { Gateway } from '../gateway.js'
 import type { InvokeResult } from '../tools/router.js'
+import { REFUSED } from './schemas.js'
 import type { Caller } from '../tools/types.js'
+import { CallBudget } from './budget.js'
+import type { CallLimits } from './budget.js'
 
 /** The allow-list and tenant of an /mcp endpoint URL: the query of GET /tools without `format`. */
 export interface McpScope {
@@ -28,6 +31,8 @@ export interface GatewayMcpServerOptions {
   onCall?: (record: McpCallRecord) => void
   /** Unexpected failures (bugs, an unreachable registry): the client gets -32603 without details. */
   onError?: (err: unknown) => void
+  /** The tenant's limits for this exchange (each tools/call of a batch counts); unset = unlimited. */
+  limits?: CallLimits
 }
 
 export const SERVER_INFO = { name: 'tool-gateway', version: '0.1.0' } as const
@@ -45,6 +50,7 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions): Server {
     instructions: 'Tools of tool-gateway for this API key and allow-list (the functions, mcp and userId query parameters of the endpoint URL).'
   })
   const allow = { functions: splitComma(scope.functions), mcp: splitComma(scope.mcp) }
+  const budget = opts.limits !== undefined ? new CallBudget(opts.limits) : undefined
   const report = (err: unknown): McpError => {
     if (!(err instanceof HttpError) && !(err instanceof McpError)) opts.onError?.(err)
     return toMcpError(err)
@@ -61,15 +67,21 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions): Server {
 
   server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
     const { name } = request.params
+    const refused = budget?.take()
+    if (refused !== undefined) {
+      opts.onCall?.({ ok: false, name, error: refused })
+      throw toMcpError(refused)
+    }
+    const invoke = async (): ReturnType<Gateway['invoke']> => await gateway.invoke({
+      name,
+      arguments: request.params.arguments ?? {},
+      ...(scope.userId !== undefined ? { userId: scope.userId } : {}),
+      allow,
+      trace: true
+    }, caller, withSignal(extra.signal, opts.signal))
     let outcome
     try {
-      outcome = await gateway.invoke({
-        name,
-        arguments: request.params.arguments ?? {},
-        ...(scope.userId !== undefined ? { userId: scope.userId } : {}),
-        allow,
-        trace: true
-      }, caller, withSignal(extra.signal, opts.signal))
+      outcome = budget !== undefined ? await budget.run(invoke) : await invoke()
     } catch (err) {
       throw report(err)
     }
@@ -92,7 +104,8 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions): Server {
 export function toMcpError (err: unknown): McpError {
   if (err instanceof McpError) return err
   if (err instanceof HttpError) {
-    const code = err.statusCode >= 500 ? ErrorCode.InternalError : ErrorCode.InvalidParams
+    // A rate limit is not the caller's invalid params: -32000, the gateway refused (as on the HTTP level).
+    const code = err.statusCode >= 500 ? ErrorCode.InternalError : err.statusCode === 429 ? REFUSED : ErrorCode.InvalidParams
     return new McpError(code, err.message, { code: err.code, statusCode: err.statusCode })
   }
   const typed = err as { code?: unknown, message?: unknown } | null

@@ -1,0 +1,47 @@
+import { HttpError } from '../errors.js'
+
+/** What one POST /mcp exchange may run: decided by the HTTP layer's per-tenant limits. */
+export interface CallLimits {
+  /** tools/call this exchange may still run this minute (RATE_LIMIT_PER_MINUTE, each call counted). */
+  calls: number
+  /** tools/call it may run at once: the concurrency slots the exchange holds (MAX_CONCURRENT_PER_TENANT). */
+  concurrency: number
+}
+
+/**
+ * The per-exchange share of a tenant's limits. The MCP SDK runs every request of a JSON-RPC
+ * batch at once, so without this a batch of 40 tools/call would run 40 upstream calls while
+ * holding one slot. Calls past `calls` are refused (a JSON-RPC error each, the others still
+ * run); calls within it wait for one of the exchange's `concurrency` slots, in arrival order.
+ */
+export class CallBudget {
+  #calls: number
+  #free: number
+  readonly #waiting: Array<() => void> = []
+
+  constructor (limits: CallLimits) {
+    this.#calls = Math.max(0, limits.calls)
+    this.#free = Math.max(1, limits.concurrency)
+  }
+
+  /** Counts one call against the minute's allowance; the refusal when none is left. */
+  take (): HttpError | undefined {
+    if (this.#calls <= 0) return new HttpError('GW_RATE_LIMITED', 'Rate limit per minute exceeded for this tenant: each tools/call of a batch counts; this call was not run, retry later')
+    this.#calls--
+    return undefined
+  }
+
+  /** Runs `fn` in one of the exchange's slots, waiting for one when all are busy. */
+  async run<T> (fn: () => Promise<T>): Promise<T> {
+    if (this.#free > 0) this.#free--
+    else await new Promise<void>((resolve) => { this.#waiting.push(resolve) })
+    try {
+      return await fn()
+    } finally {
+      // A slot goes straight to the next waiter (the count stays the same) or back to the pool.
+      const next = this.#waiting.shift()
+      if (next !== undefined) next()
+      else this.#free++
+    }
+  }
+}
