@@ -1,6 +1,6 @@
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
-import { openRegularFile, resolveWritePath, writeFileAtomic } from '../workspace/paths.js'
+import { locateWritable, readFileCapped, writeFileAtomic } from '../workspace/tree.js'
 import { looksBinary, objectSchema, optBool, str } from './schemas.js'
 
 /** Editing loads the whole file; past this size the tool refuses rather than ballooning memory. */
@@ -33,9 +33,13 @@ export const editTool: BuiltinTool = {
     const replaceAll = optBool(args, 'replaceAll') ?? false
     if (oldStr.length === 0) throw new ToolError('old_string must not be empty', 'invalid-arguments')
     if (oldStr === newStr) throw new ToolError('old_string and new_string must be different', 'invalid-arguments')
+    // Text tools edit text: a NUL would turn the file binary (and is how a model's output gets mangled).
+    if (oldStr.includes('\0') || newStr.includes('\0')) throw new ToolError('old_string and new_string must not contain NUL bytes', 'invalid-arguments')
 
-    const target = await resolveWritePath(ctx.workspace, input)
-    const original = await readText(target.abs, target.rel)
+    // Refuse read roots and protected paths before reading anything.
+    await (await locateWritable(ctx.workspace, input)).close()
+    const { data, rel } = await readFileCapped(ctx.workspace, input, EDIT_MAX_BYTES, 'edit')
+    const original = decodeText(data, rel)
 
     let n = count(original, oldStr)
     // A model usually sends '\n'; in a CRLF file, retry with CRLF so the file keeps its line endings.
@@ -49,34 +53,27 @@ export const editTool: BuiltinTool = {
       }
     }
     if (n === 0) {
-      throw new ToolError(`old_string not found in file: ${target.rel}. Ensure whitespace and indentation match exactly.`)
+      throw new ToolError(`old_string not found in file: ${rel}. Ensure whitespace and indentation match exactly.`)
     }
     if (n > 1 && !replaceAll) {
-      throw new ToolError(`old_string is not unique — found ${n} occurrences in ${target.rel}. Provide more context or set replaceAll=true`)
+      throw new ToolError(`old_string is not unique — found ${n} occurrences in ${rel}. Provide more context or set replaceAll=true`)
     }
     // split/join, never String.prototype.replace with a string: '$&', '$1', "$'" must stay literal.
     const parts = original.split(oldStr)
     const updated = replaceAll
       ? parts.join(newStr)
       : (parts[0] ?? '') + newStr + parts.slice(1).join(oldStr)
-    await writeFileAtomic(ctx.workspace, target, updated)
-    return { path: target.rel, replacements: replaceAll ? n : 1 }
+    await writeFileAtomic(ctx.workspace, input, updated)
+    return { path: rel, replacements: replaceAll ? n : 1 }
   }
 }
 
-async function readText (abs: string, rel: string): Promise<string> {
-  const { fh, st } = await openRegularFile(abs, rel)
+function decodeText (buf: Buffer, rel: string): string {
+  if (looksBinary(buf)) throw new ToolError(`File appears to be binary and cannot be edited: ${rel}`)
   try {
-    if (st.size > EDIT_MAX_BYTES) throw new ToolError(`File is too large to edit (${st.size} bytes, max ${EDIT_MAX_BYTES}): ${rel}`)
-    const buf = await fh.readFile()
-    if (looksBinary(buf)) throw new ToolError(`File appears to be binary and cannot be edited: ${rel}`)
-    try {
-      // ignoreBOM keeps a leading BOM in the text, so writing back preserves it.
-      return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(buf)
-    } catch {
-      throw new ToolError(`File is not valid UTF-8 text: ${rel}`)
-    }
-  } finally {
-    await fh.close()
+    // ignoreBOM keeps a leading BOM in the text, so writing back preserves it.
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(buf)
+  } catch {
+    throw new ToolError(`File is not valid UTF-8 text: ${rel}`)
   }
 }

@@ -2,7 +2,7 @@ import type { FileHandle } from 'node:fs/promises'
 import { StringDecoder } from 'node:string_decoder'
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
-import { openRegularFile, resolveReadPath } from '../workspace/paths.js'
+import { openForRead } from '../workspace/tree.js'
 import { BINARY_SNIFF_BYTES, looksBinary, objectSchema, optInt, str } from './schemas.js'
 
 const CHUNK_BYTES = 64 * 1024
@@ -38,8 +38,8 @@ export const readFileTool: BuiltinTool = {
     if (endLine !== undefined && endLine < startLine) throw new ToolError('endLine must be >= startLine', 'invalid-arguments')
     const serverMax = ctx.workspace.limits.readMaxChars
     const limit = Math.min(optInt(args, 'maxChars', 1) ?? serverMax, serverMax)
-    const target = await resolveReadPath(ctx.workspace, input)
-    return await readSlice(target.abs, target.rel, startLine, endLine ?? Number.POSITIVE_INFINITY, limit, ctx.signal)
+    const { fh, st, rel } = await openForRead(ctx.workspace, input)
+    return await readSlice(fh, st, rel, startLine, endLine ?? Number.POSITIVE_INFINITY, limit, ctx.signal)
   }
 }
 
@@ -195,8 +195,8 @@ async function skipToLine (fh: FileHandle, st: FileId, rel: string, start: numbe
   return found
 }
 
-async function readSlice (abs: string, rel: string, start: number, end: number, limit: number, signal: AbortSignal): Promise<ReadFileResult> {
-  const { fh, st } = await openRegularFile(abs, rel)
+/** Reads lines start..end from an open regular file; closes `fh`. */
+async function readSlice (fh: FileHandle, st: FileId, rel: string, start: number, end: number, limit: number, signal: AbortSignal): Promise<ReadFileResult> {
   try {
     // Lines before startLine are located without decoding (skipToLine); decoding starts right
     // after the last skipped '\n', where a UTF-8 decoder holds no pending bytes, so a fresh

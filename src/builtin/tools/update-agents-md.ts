@@ -1,8 +1,6 @@
-import { constants as fsConstants } from 'node:fs'
-import { lstat, open } from 'node:fs/promises'
 import { ToolError } from '../types.js'
 import type { BuiltinTool, Workspace } from '../types.js'
-import { fsError, resolveReadPath, resolveWritePath, writeFileAtomic } from '../workspace/paths.js'
+import { openForRead, writeFileAtomic } from '../workspace/tree.js'
 import { objectSchema, optStr, str } from './schemas.js'
 
 /** Same cap as Codex's project-doc limit. */
@@ -12,8 +10,8 @@ const ACTIONS = ['read', 'write', 'append'] as const
 
 async function exists (ws: Workspace, rel: string): Promise<boolean> {
   try {
-    const r = await resolveReadPath(ws, rel)
-    return (await lstat(r.abs)).isFile()
+    await (await openForRead(ws, rel)).fh.close()
+    return true
   } catch {
     return false
   }
@@ -26,20 +24,20 @@ async function locate (ws: Workspace): Promise<string> {
   return 'AGENTS.md'
 }
 
-async function readCapped (abs: string, rel: string): Promise<string | undefined> {
-  let fh
+/** The file's text (at most the cap), undefined when it does not exist; `size` is its full size. */
+async function readCapped (ws: Workspace, rel: string): Promise<{ text: string, size: number } | undefined> {
+  let opened
   try {
-    fh = await open(abs, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK)
+    opened = await openForRead(ws, rel)
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
-    throw fsError(err, rel)
+    if (err instanceof ToolError && err.message.startsWith('File does not exist')) return undefined
+    throw err
   }
+  const { fh, st } = opened
   try {
-    const st = await fh.stat()
-    if (!st.isFile()) throw new ToolError(`Not a regular file: ${rel}`)
     const buf = Buffer.alloc(Math.min(st.size, AGENTS_MD_MAX_BYTES))
     const { bytesRead } = await fh.read(buf, 0, buf.length, 0)
-    return buf.subarray(0, bytesRead).toString('utf8')
+    return { text: buf.subarray(0, bytesRead).toString('utf8'), size: st.size }
   } finally {
     await fh.close()
   }
@@ -63,11 +61,9 @@ export const updateAgentsMdTool: BuiltinTool = {
     }
     const rel = await locate(ws)
     if (action === 'read') {
-      const r = await resolveReadPath(ws, rel)
-      const content = await readCapped(r.abs, r.rel)
-      return { action, path: r.rel, exists: content !== undefined, content: content ?? '' }
+      const current = await readCapped(ws, rel)
+      return { action, path: rel, exists: current !== undefined, content: current?.text ?? '' }
     }
-    const target = await resolveWritePath(ws, rel)
     let next: string
     if (action === 'write') {
       const content = optStr(args, 'content')
@@ -76,11 +72,11 @@ export const updateAgentsMdTool: BuiltinTool = {
     } else {
       const text = optStr(args, 'text')
       if (text === undefined) throw new ToolError('text is required for action append', 'invalid-arguments')
-      const st = await lstat(target.abs).catch(() => undefined)
-      if (st !== undefined && st.size > AGENTS_MD_MAX_BYTES) {
-        throw new ToolError(`${target.rel} is already over the ${AGENTS_MD_MAX_BYTES}-byte cap`)
+      const existing = await readCapped(ws, rel)
+      if (existing !== undefined && existing.size > AGENTS_MD_MAX_BYTES) {
+        throw new ToolError(`${rel} is already over the ${AGENTS_MD_MAX_BYTES}-byte cap`)
       }
-      const current = (await readCapped(target.abs, target.rel)) ?? ''
+      const current = existing?.text ?? ''
       const sep = current.length > 0 && !current.endsWith('\n') ? '\n' : ''
       next = current + sep + text
     }
@@ -88,7 +84,7 @@ export const updateAgentsMdTool: BuiltinTool = {
     if (size > AGENTS_MD_MAX_BYTES) {
       throw new ToolError(`AGENTS.md would be ${size} bytes, over the ${AGENTS_MD_MAX_BYTES}-byte cap; shorten it`)
     }
-    const { created, bytesWritten } = await writeFileAtomic(ws, target, next)
-    return { action, path: target.rel, created, bytesWritten }
+    const { created, bytesWritten, rel: written } = await writeFileAtomic(ws, rel, next)
+    return { action, path: written, created, bytesWritten }
   }
 }

@@ -1,7 +1,6 @@
-import { lstat } from 'node:fs/promises'
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
-import { resolveWritePath, writeFileAtomic } from '../workspace/paths.js'
+import { writeFileAtomic } from '../workspace/tree.js'
 import { objectSchema, optStr, str } from './schemas.js'
 
 const MODES = ['create', 'overwrite', 'append'] as const
@@ -34,15 +33,10 @@ export const writeFileTool: BuiltinTool = {
       throw new ToolError(`mode must be one of ${MODES.join(', ')}`, 'invalid-arguments')
     }
     const mode = modeArg as WriteMode
-    const target = await resolveWritePath(ctx.workspace, input)
-    if (mode === 'create') {
-      const st = await lstat(target.abs).catch(() => undefined)
-      if (st !== undefined) {
-        if (st.isDirectory()) throw new ToolError(`Path is a directory: ${target.rel}`)
-        throw new ToolError(`File already exists: ${target.rel}`)
-      }
-    }
-    const { created, bytesWritten } = await writeFileAtomic(ctx.workspace, target, content, { append: mode === 'append' })
-    return { path: target.rel, mode, created, appended: mode === 'append', bytesWritten }
+    const { created, bytesWritten, rel } = await writeFileAtomic(ctx.workspace, input, content, {
+      append: mode === 'append',
+      exclusive: mode === 'create'
+    })
+    return { path: rel, mode, created, appended: mode === 'append', bytesWritten }
   }
 }

@@ -1,0 +1,587 @@
+/**
+ * File operations on a tenant's tree that no directory entry can redirect (SPEC 11, first bullet).
+ *
+ * A tenant controls every entry below its workspace root and can swap any of them for a symlink at
+ * any moment (a `renameat2(RENAME_EXCHANGE)` loop in a background process). Checking a path and
+ * then using it by name is therefore always a race, and the gateway runs as root. So nothing here
+ * ever hands a multi-component path to the kernel: the root is opened once, and every further
+ * component is opened relative to the directory fd of the one before it, through
+ * `/proc/self/fd/<fd>/<name>` with `O_NOFOLLOW` (Node has no `openat`; the magic link resolves to
+ * the open directory itself, not to its name, and `<name>` holds no slash, so the only thing the
+ * kernel could follow is `<name>` itself, which `O_NOFOLLOW` refuses). Creating, renaming, deleting
+ * and stat-ing work the same way on (directory fd, name) pairs, and `rename`, `unlink`, `mkdir`,
+ * `rmdir`, `lstat` and `readlink` never follow a final symlink.
+ *
+ * Symlinks inside the tree are still honoured the way `openat2(RESOLVE_BENEATH)` honours them: we
+ * read the link and walk its target ourselves, component by component, from the directory the link
+ * is in (relative targets, `..` never above the root) or from a root (absolute targets that point
+ * into the workspace or a read root); anything else is an escape. A swap during the walk can only
+ * make the walk fail or land on another entry beneath the same root.
+ *
+ * Linux only (`/proc/self/fd`), like the sandbox.
+ */
+import { randomBytes } from 'node:crypto'
+import { constants as fsConstants } from 'node:fs'
+import type { Dirent, Stats } from 'node:fs'
+import { lstat, mkdir, open, opendir, readlink, rename, rmdir, unlink } from 'node:fs/promises'
+import type { FileHandle } from 'node:fs/promises'
+import path from 'node:path'
+import { ToolError } from '../types.js'
+import type { ReadRoot, Workspace } from '../types.js'
+import { checkPathInput, fsError, isInside, quoteInput } from './paths.js'
+
+const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = fsConstants
+const O_CLOEXEC = 0o2000000
+/** Flags for a directory on the way down: never a symlink, never anything but a directory. */
+const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+/** Flags to open a leaf for reading: a FIFO must not block the call, a symlink is never followed. */
+const READ_FLAGS = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
+
+/** Like the kernel's MAXSYMLINKS. */
+const MAX_SYMLINK_HOPS = 40
+
+/** The path the kernel resolves as `name` inside the directory open as `dir`, following nothing. */
+export function at (dir: FileHandle, name = ''): string {
+  return name === '' ? `/proc/self/fd/${dir.fd}` : `/proc/self/fd/${dir.fd}/${name}`
+}
+
+/** What a request is about to do with a location. */
+export type Intent =
+  /** Read: the final component may be an in-tree symlink (followed, beneath a root). */
+  | 'read'
+  /** Change or delete an entry: the final component is taken as it is (a symlink is not followed). */
+  | 'write'
+  /** Like 'write', and missing parent directories are created (owned by the workspace's owner). */
+  | 'create'
+
+/**
+ * One entry beneath a root: its parent directory held open, and its name in it. Valid until
+ * `close()`; every operation on it goes through `at(parent, name)`.
+ */
+export interface Location {
+  parent: FileHandle
+  /** Final component; '' when the location is the root itself. */
+  name: string
+  /** Display path: the caller's input made workspace-relative with '/', or absolute for read roots. */
+  rel: string
+  /** In a read root: nothing may change it. */
+  readOnly: boolean
+  /** The real components below the root, symlinks resolved (for the protected-path rules). */
+  chain: readonly string[]
+  /** Directories this resolution created, outermost first, as chains below the workspace root. */
+  made: ReadonlyArray<readonly string[]>
+  close: () => Promise<void>
+}
+
+interface Area { base: string, readRoot: ReadRoot | undefined }
+
+function escapeError (input: string): ToolError {
+  return new ToolError(`Path escapes workspace root: ${quoteInput(input)}`, 'forbidden')
+}
+
+function readOnlyError (input: string): ToolError {
+  return new ToolError(`Path is in a read-only root: ${quoteInput(input)}`, 'forbidden')
+}
+
+function code (err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code
+}
+
+/** Which root an absolute path lies in (the workspace first), or undefined. */
+function areaOf (ws: Workspace, abs: string): Area | undefined {
+  if (isInside(ws.root, abs)) return { base: ws.root, readRoot: undefined }
+  for (const rr of ws.readRoots) if (isInside(rr.path, abs)) return { base: rr.path, readRoot: rr }
+  return undefined
+}
+
+function components (base: string, abs: string): string[] {
+  const rel = path.relative(base, abs)
+  return rel === '' ? [] : rel.split(path.sep)
+}
+
+function display (ws: Workspace, lexAbs: string, area: Area): string {
+  if (area.readRoot !== undefined) return lexAbs
+  const rel = path.relative(ws.root, lexAbs)
+  return rel === '' ? '.' : rel.split(path.sep).join('/')
+}
+
+/** Segments that are never writable, compared case-folded and NFC-normalised. */
+const PROTECTED_SINGLE = new Set(['.ssh', '.aws'])
+
+export function isProtected (segments: readonly string[]): boolean {
+  const segs = segments.filter((s) => s !== '' && s !== '.').map((s) => s.normalize('NFC').toLowerCase())
+  for (let i = 0; i < segs.length; i++) {
+    const s = segs[i] as string
+    if (PROTECTED_SINGLE.has(s)) return true
+    if (s === '.git' && segs[i + 1] === 'hooks') return true
+  }
+  return false
+}
+
+/**
+ * Opens a root directory. Roots are trusted paths: the workspace root's parent belongs to the
+ * gateway (a tenant cannot rename or replace it; inside the sandbox it is a mount point), read
+ * roots are the operator's.
+ */
+async function openBase (base: string): Promise<FileHandle> {
+  return await open(base, DIR_FLAGS)
+}
+
+/** Walks `chain` down from the root with no symlink followed (used after a `..` in a link target). */
+async function openChain (base: string, chain: readonly string[]): Promise<FileHandle> {
+  let dir = await openBase(base)
+  try {
+    for (const c of chain) {
+      const next = await open(at(dir, c), DIR_FLAGS)
+      await dir.close()
+      dir = next
+    }
+    return dir
+  } catch (err) {
+    await dir.close().catch(() => {})
+    throw err
+  }
+}
+
+/** The target of `name` in `dir` when it is a symlink, else undefined. */
+async function linkTarget (dir: FileHandle, name: string): Promise<string | undefined> {
+  try {
+    return await readlink(at(dir, name))
+  } catch (err) {
+    if (code(err) === 'EINVAL' || code(err) === 'ENOENT') return undefined
+    throw err
+  }
+}
+
+/**
+ * Resolves `input` beneath the workspace (or a read root) into an open parent directory and a
+ * final name, following in-tree symlinks ourselves. See the module comment.
+ */
+export async function locate (ws: Workspace, input: string, intent: Intent): Promise<Location> {
+  checkPathInput(input)
+  const lexAbs = path.isAbsolute(input) ? path.resolve(input) : path.resolve(ws.root, input)
+  let area = areaOf(ws, lexAbs)
+  // Relative inputs are resolved lexically first (`a/../b` is `b`), as before: never above the root.
+  if (area === undefined || (!path.isAbsolute(input) && area.readRoot !== undefined)) throw escapeError(input)
+  if (intent !== 'read' && area.readRoot !== undefined) throw readOnlyError(input)
+  const rel = display(ws, lexAbs, area)
+
+  let todo = components(area.base, lexAbs)
+  let chain: string[] = []
+  const made: string[][] = []
+  let hops = 0
+  let dir = await openBase(area.base)
+
+  // Replaces the walk's position with where a symlink's target points.
+  const follow = async (target: string, rest: string[]): Promise<void> => {
+    if (++hops > MAX_SYMLINK_HOPS) throw new ToolError(`Too many levels of symbolic links: ${quoteInput(input)}`, 'forbidden')
+    if (path.isAbsolute(target)) {
+      const abs = path.resolve(target)
+      const next = areaOf(ws, abs)
+      if (next === undefined) throw escapeError(input)
+      if (intent !== 'read' && next.readRoot !== undefined) throw readOnlyError(input)
+      await dir.close()
+      dir = await openBase(next.base)
+      area = next
+      chain = []
+      todo = [...components(next.base, abs), ...rest]
+    } else {
+      todo = [...target.split('/'), ...rest]
+    }
+  }
+
+  try {
+    for (;;) {
+      const c = todo.shift()
+      if (c === undefined) {
+        // The root itself (or a link to it).
+        return location(dir, '', rel, area, chain, made)
+      }
+      if (c === '' || c === '.') continue
+      if (c === '..') {
+        if (chain.length === 0) throw escapeError(input)
+        chain.pop()
+        await dir.close()
+        dir = await openChain(area.base, chain)
+        continue
+      }
+      if (todo.every((t) => t === '' || t === '.')) {
+        // The final component. Reads follow a symlink here too; writes act on the entry itself.
+        if (intent === 'read') {
+          const target = await linkTarget(dir, c)
+          if (target !== undefined) { await follow(target, []); continue }
+        }
+        return location(dir, c, rel, area, [...chain, c], made)
+      }
+      try {
+        const next = await open(at(dir, c), DIR_FLAGS)
+        await dir.close()
+        dir = next
+        chain.push(c)
+      } catch (err) {
+        const e = code(err)
+        if (e === 'ELOOP' || e === 'ENOTDIR') {
+          const target = await linkTarget(dir, c)
+          if (target === undefined) throw new ToolError(`Not a directory: ${quoteInput(input)}`)
+          await follow(target, todo)
+          continue
+        }
+        if (e === 'ENOENT' && intent === 'create') {
+          await makeDir(ws, dir, c)
+          made.push([...chain, c])
+          todo.unshift(c)
+          continue
+        }
+        if (e === 'ENOENT') throw new ToolError(`File does not exist: ${quoteInput(input)}`)
+        throw err
+      }
+    }
+  } catch (err) {
+    await dir.close().catch(() => {})
+    throw fsError(err, input)
+  }
+}
+
+function location (dir: FileHandle, name: string, rel: string, area: Area, chain: string[], made: string[][]): Location {
+  let closed = false
+  return {
+    parent: dir,
+    name,
+    rel,
+    readOnly: area.readRoot !== undefined,
+    chain,
+    made,
+    close: async () => {
+      if (closed) return
+      closed = true
+      await dir.close().catch(() => {})
+    }
+  }
+}
+
+/** mkdir of one level, owned by the workspace owner. EEXIST is fine: the caller opens it again. */
+async function makeDir (ws: Workspace, dir: FileHandle, name: string): Promise<void> {
+  try {
+    await mkdir(at(dir, name), { mode: 0o755 })
+  } catch (err) {
+    if (code(err) === 'EEXIST') return
+    throw err
+  }
+  if (ws.owner === undefined) return
+  // Opened without following: if the new directory was swapped for a link already, chown nothing.
+  const fh = await open(at(dir, name), DIR_FLAGS)
+  try {
+    await fh.chown(ws.owner.uid, ws.owner.gid)
+  } finally {
+    await fh.close()
+  }
+}
+
+/** Removes the directories a failed write created, deepest first; only ones still empty go. */
+async function removeMade (ws: Workspace, made: ReadonlyArray<readonly string[]>): Promise<void> {
+  for (const chain of [...made].reverse()) {
+    const parentChain = chain.slice(0, -1)
+    const name = chain[chain.length - 1] as string
+    try {
+      const parent = await openChain(ws.root, parentChain)
+      try {
+        await rmdir(at(parent, name))
+      } finally {
+        await parent.close()
+      }
+    } catch {
+      // Best effort: a folder someone filled meanwhile stays.
+    }
+  }
+}
+
+/** Refusals shared by every writer: read roots, protected segments, the root itself. */
+function checkWritable (loc: Location, lexicalRel: string): void {
+  if (loc.readOnly) throw readOnlyError(loc.rel)
+  if (loc.name === '') throw new ToolError(`Path is a directory: ${loc.rel}`)
+  if (isProtected(lexicalRel.split('/')) || isProtected(loc.chain)) {
+    throw new ToolError(`Path is protected and cannot be written: ${loc.rel}`, 'forbidden')
+  }
+}
+
+/** A regular file opened for reading, checked on the fd. */
+export interface OpenedFile { fh: FileHandle, st: Stats, rel: string, readOnly: boolean }
+
+/**
+ * Opens `name` in `dir` as a regular file for reading, or undefined when it is not one (a symlink
+ * swapped in, a FIFO, a directory, gone). Used by walkers.
+ */
+export async function openFileIn (dir: FileHandle, name: string): Promise<{ fh: FileHandle, st: Stats } | undefined> {
+  let fh: FileHandle
+  try {
+    fh = await open(at(dir, name), READ_FLAGS)
+  } catch {
+    return undefined
+  }
+  try {
+    const st = await fh.stat()
+    if (st.isFile()) return { fh, st }
+  } catch {}
+  await fh.close().catch(() => {})
+  return undefined
+}
+
+/**
+ * Opens a file for reading with AI4J's messages for the usual failures (SPEC 4). The caller
+ * closes `fh`. `allowDirectory` returns a directory too (glob and grep bases).
+ */
+export async function openForRead (ws: Workspace, input: string, opts: { allowDirectory?: boolean } = {}): Promise<OpenedFile> {
+  const loc = await locate(ws, input, 'read')
+  try {
+    let fh: FileHandle
+    try {
+      // The root itself: /proc/self/fd/N is a magic link to the open directory, so it is reopened
+      // by following it (O_NOFOLLOW would refuse the magic link), which can reach nothing else.
+      fh = await open(at(loc.parent, loc.name), loc.name === '' ? READ_FLAGS & ~O_NOFOLLOW : READ_FLAGS)
+    } catch (err) {
+      if (code(err) === 'ENOENT' || code(err) === 'ENOTDIR') throw new ToolError(`File does not exist: ${loc.rel}`)
+      throw fsError(err, loc.rel)
+    }
+    try {
+      const st = await fh.stat()
+      if (st.isDirectory() && opts.allowDirectory !== true) throw new ToolError(`Path is a directory: ${loc.rel}`)
+      if (!st.isFile() && !st.isDirectory()) throw new ToolError(`Not a regular file: ${loc.rel}`)
+      return { fh, st, rel: loc.rel, readOnly: loc.readOnly }
+    } catch (err) {
+      await fh.close()
+      throw err
+    }
+  } finally {
+    await loc.close()
+  }
+}
+
+/** Reads a whole regular file, refusing one larger than `maxBytes` (checked on the fd). */
+export async function readFileCapped (ws: Workspace, input: string, maxBytes: number, what = 'read'): Promise<{ data: Buffer, rel: string }> {
+  const { fh, st, rel } = await openForRead(ws, input)
+  try {
+    if (st.size > maxBytes) throw new ToolError(`File is too large to ${what} (${st.size} bytes, max ${maxBytes}): ${rel}`)
+    // Read at most maxBytes + 1 whatever the size says now: the file may grow under us.
+    const buf = Buffer.allocUnsafe(Math.min(st.size, maxBytes) + 1)
+    let got = 0
+    for (;;) {
+      const { bytesRead } = await fh.read(buf, got, buf.length - got, got)
+      if (bytesRead === 0) break
+      got += bytesRead
+      if (got === buf.length) break
+    }
+    if (got > maxBytes) throw new ToolError(`File is too large to ${what} (more than ${maxBytes} bytes): ${rel}`)
+    return { data: buf.subarray(0, got), rel }
+  } finally {
+    await fh.close()
+  }
+}
+
+export interface WriteOptions {
+  append?: boolean
+  /** Fail when the file exists (write_file mode create). */
+  exclusive?: boolean
+}
+
+/**
+ * Writes `data` to the file at `input` atomically: a temp file in the same directory (opened
+ * O_EXCL|O_NOFOLLOW beneath the parent's fd), then a rename of that fd-relative name over the
+ * target. Missing parents are created. A target that is a symlink, a directory, not a regular
+ * file, or a file with several hard links is refused; with `append` the existing content is
+ * copied from an fd checked to be that regular file. A failed write leaves nothing behind, not
+ * even the folders made for it.
+ */
+export async function writeFileAtomic (
+  ws: Workspace,
+  input: string,
+  data: string | Buffer,
+  opts: WriteOptions = {}
+): Promise<{ created: boolean, bytesWritten: number, rel: string }> {
+  const loc = await locate(ws, input, 'create')
+  try {
+    const lexicalRel = loc.rel
+    checkWritable(loc, lexicalRel)
+    return { ...await writeAt(ws, loc, data, opts), rel: loc.rel }
+  } catch (err) {
+    await removeMade(ws, loc.made)
+    throw fsError(err, loc.rel)
+  } finally {
+    await loc.close()
+  }
+}
+
+async function writeAt (ws: Workspace, loc: Location, data: string | Buffer, opts: WriteOptions): Promise<{ created: boolean, bytesWritten: number }> {
+  let existing: Stats | undefined
+  try {
+    existing = await lstat(at(loc.parent, loc.name))
+  } catch (err) {
+    if (code(err) !== 'ENOENT') throw err
+  }
+  if (existing !== undefined) {
+    if (existing.isSymbolicLink()) throw new ToolError(`Refusing to write through a symbolic link: ${loc.rel}`, 'forbidden')
+    if (existing.isDirectory()) throw new ToolError(`Path is a directory: ${loc.rel}`)
+    if (opts.exclusive === true) throw new ToolError(`File already exists: ${loc.rel}`)
+    if (!existing.isFile()) throw new ToolError(`Not a regular file: ${loc.rel}`)
+    if (existing.nlink > 1) throw new ToolError(`Refusing to write to a file with multiple hard links: ${loc.rel}`, 'forbidden')
+  }
+
+  const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data
+  const tmpName = `.${loc.name.slice(0, 200)}.${randomBytes(6).toString('hex')}.tg-tmp`
+  const mode = existing !== undefined ? existing.mode & 0o7777 : 0o644
+  const fh = await open(at(loc.parent, tmpName), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+  let renamed = false
+  try {
+    if (opts.append === true && existing !== undefined) {
+      const src = await openFileIn(loc.parent, loc.name)
+      if (src === undefined) throw new ToolError(`Not a regular file: ${loc.rel}`)
+      try {
+        if (src.st.nlink > 1) throw new ToolError(`Refusing to write to a file with multiple hard links: ${loc.rel}`, 'forbidden')
+        const buf = Buffer.allocUnsafe(256 * 1024)
+        for (;;) {
+          const { bytesRead } = await src.fh.read(buf, 0, buf.length, null)
+          if (bytesRead === 0) break
+          await fh.write(buf, 0, bytesRead)
+        }
+      } finally {
+        await src.fh.close()
+      }
+    }
+    if (bytes.length > 0) await fh.write(bytes, 0, bytes.length)
+    if (ws.owner !== undefined) {
+      await fh.chown(ws.owner.uid, ws.owner.gid)
+    } else if (existing !== undefined && process.getuid?.() === 0) {
+      // Running as root: keep the replaced file's owner instead of silently taking it over.
+      await fh.chown(existing.uid, existing.gid)
+    }
+    if (existing !== undefined) await fh.chmod(mode)
+    await fh.close()
+    // rename() never follows: whatever `name` is by now (even a link swapped in), it is replaced.
+    await rename(at(loc.parent, tmpName), at(loc.parent, loc.name))
+    renamed = true
+  } finally {
+    await fh.close().catch(() => {})
+    if (!renamed) await unlink(at(loc.parent, tmpName)).catch(() => {})
+  }
+  return { created: existing === undefined, bytesWritten: bytes.length }
+}
+
+/** Deletes a file (never a directory). Unlinking a link removes only the workspace's name. */
+export async function removeFile (ws: Workspace, input: string): Promise<{ rel: string }> {
+  const loc = await locate(ws, input, 'write')
+  try {
+    checkWritable(loc, loc.rel)
+    let st: Stats
+    try {
+      st = await lstat(at(loc.parent, loc.name))
+    } catch (err) {
+      if (code(err) === 'ENOENT') throw new ToolError(`File does not exist: ${loc.rel}`)
+      throw err
+    }
+    if (st.isDirectory()) throw new ToolError(`Path is a directory: ${loc.rel}`)
+    await unlink(at(loc.parent, loc.name))
+    return { rel: loc.rel }
+  } catch (err) {
+    throw fsError(err, loc.rel)
+  } finally {
+    await loc.close()
+  }
+}
+
+/** A location resolved for writing, checked against the read-only and protected rules. */
+export async function locateWritable (ws: Workspace, input: string, intent: 'write' | 'create' = 'write'): Promise<Location> {
+  const loc = await locate(ws, input, intent)
+  try {
+    checkWritable(loc, loc.rel)
+    return loc
+  } catch (err) {
+    await loc.close()
+    throw err
+  }
+}
+
+/** Renames (dir fd, name) to (dir fd, name); neither side follows a symlink. */
+export async function renameAt (from: FileHandle, fromName: string, to: FileHandle, toName: string): Promise<void> {
+  await rename(at(from, fromName), at(to, toName))
+}
+
+/** lstat of (dir fd, name): the entry itself, never what a link points to. */
+export async function lstatAt (dir: FileHandle, name: string): Promise<Stats | undefined> {
+  try {
+    return await lstat(at(dir, name))
+  } catch (err) {
+    if (code(err) === 'ENOENT' || code(err) === 'ENOTDIR') return undefined
+    throw err
+  }
+}
+
+export { removeMade as removeCreatedDirs }
+
+/** One entry met by `walk`. `dir` is open only until the generator resumes. */
+export interface WalkEntry {
+  dir: FileHandle
+  name: string
+  /** Path relative to the walk's base, '/'-separated. */
+  rel: string
+  kind: 'file' | 'dir' | 'symlink' | 'other'
+}
+
+export interface WalkOptions {
+  /** Directory names never entered (and not yielded). */
+  skip?: ReadonlySet<string>
+  signal?: AbortSignal
+  /** Stop after this many entries (a bound on work for huge trees). */
+  maxEntries?: number
+  /** Directories deeper than this are not entered (each level holds an fd while it is walked). */
+  maxDepth?: number
+}
+
+export const WALK_MAX_DEPTH = 256
+
+function kindOf (d: Dirent): WalkEntry['kind'] {
+  if (d.isFile()) return 'file'
+  if (d.isDirectory()) return 'dir'
+  if (d.isSymbolicLink()) return 'symlink'
+  return 'other'
+}
+
+/**
+ * Depth-first walk below an open directory, in name order per directory. Directories are entered
+ * by fd with O_NOFOLLOW|O_DIRECTORY, so a directory swapped for a symlink mid-walk is skipped, not
+ * followed; symlinks are yielded as such and never entered. The base handle stays the caller's.
+ */
+export async function * walk (base: FileHandle, opts: WalkOptions = {}): AsyncGenerator<WalkEntry> {
+  let seen = 0
+  const maxDepth = opts.maxDepth ?? WALK_MAX_DEPTH
+  async function * inside (dir: FileHandle, prefix: string, depth: number): AsyncGenerator<WalkEntry> {
+    const entries: Dirent[] = []
+    const handle = await opendir(at(dir), { bufferSize: 256 })
+    try {
+      for await (const d of handle) entries.push(d)
+    } catch {
+      // A directory removed under us: what was read is all there is.
+    }
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    for (const d of entries) {
+      if (opts.signal?.aborted === true) return
+      if (opts.maxEntries !== undefined && seen >= opts.maxEntries) return
+      const kind = kindOf(d)
+      if (kind === 'dir' && opts.skip?.has(d.name) === true) continue
+      seen++
+      const rel = prefix === '' ? d.name : `${prefix}/${d.name}`
+      yield { dir, name: d.name, rel, kind }
+      if (kind !== 'dir' || depth >= maxDepth) continue
+      let sub: FileHandle
+      try {
+        sub = await open(at(dir, d.name), DIR_FLAGS)
+      } catch {
+        continue
+      }
+      try {
+        yield * inside(sub, rel, depth + 1)
+      } finally {
+        await sub.close().catch(() => {})
+      }
+    }
+  }
+  yield * inside(base, '', 1)
+}
