@@ -9,7 +9,7 @@ import type { PatchIo } from '../../src/builtin/apply-patch/execute.js'
 import { applyPatchTool } from '../../src/builtin/tools/apply-patch.js'
 import { ToolError } from '../../src/builtin/types.js'
 import type { Workspace } from '../../src/builtin/types.js'
-import { removePath, writeFileAtomic } from '../../src/builtin/workspace/paths.js'
+import { renameAt, writeFileAtomic } from '../../src/builtin/workspace/tree.js'
 import { testWorkspace } from '../helpers/workspace.js'
 
 interface Fixture {
@@ -259,11 +259,11 @@ test('a write failing midway is rolled back: restored files, removed new files a
   const f = await fixture(t, { 'a.txt': 'alpha\n', 'd.txt': 'delete me\n' })
   let writes = 0
   const io: PatchIo = {
-    removePath,
-    writeFileAtomic: async (ws, target, data, opts) => {
-      const r = await writeFileAtomic(ws, target, data, opts)
+    renameAt,
+    writeFileAtomic: async (ws, input, data) => {
+      const r = await writeFileAtomic(ws, input, data)
       // The second write of the commit lands on disk and then fails (as a failing chown would).
-      if (++writes === 2) throw Object.assign(new Error(`ENOSPC: no space left, write '${target.abs}'`), { code: 'ENOSPC' })
+      if (++writes === 2) throw Object.assign(new Error(`ENOSPC: no space left, write '${join(ws.root, input)}'`), { code: 'ENOSPC' })
       return r
     }
   }

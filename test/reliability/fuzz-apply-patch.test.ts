@@ -30,7 +30,7 @@ import { applyPatch } from '../../src/builtin/apply-patch/execute.js'
 import type { ApplyPatchResult, PatchIo } from '../../src/builtin/apply-patch/execute.js'
 import { applyPatchTool } from '../../src/builtin/tools/apply-patch.js'
 import { ToolError } from '../../src/builtin/types.js'
-import { removePath, writeFileAtomic } from '../../src/builtin/workspace/paths.js'
+import { renameAt, writeFileAtomic } from '../../src/builtin/workspace/tree.js'
 import { testWorkspace } from '../helpers/workspace.js'
 
 const TIMEOUT = { timeout: 60_000 }
@@ -627,8 +627,8 @@ test('apply_patch with the disk failing at a random write or delete of the commi
       throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' })
     }
     const io: PatchIo = {
-      removePath: async (ws, target) => { await failing(async () => { await removePath(ws, target) }) },
-      writeFileAtomic: async (ws, target, data, opts) => await failing(async () => await writeFileAtomic(ws, target, data, opts))
+      renameAt: async (from, fromName, to, toName) => { await failing(async () => { await renameAt(from, fromName, to, toName) }) },
+      writeFileAtomic: async (ws, input, data) => await failing(async () => await writeFileAtomic(ws, input, data))
     }
     const text = render(ops)
     // The harness asserts that a failed call left the workspace exactly as it was.
