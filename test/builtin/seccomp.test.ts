@@ -3,12 +3,13 @@
 // argv. Each integration test also runs the attack without the filter, to show the assertion can fail.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { spawn, type StdioOptions } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
 import { chmod, mkdtemp, realpath, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { buildBwrapArgs, type HostLayout } from '../../src/builtin/sandbox/bwrap-args.js'
+import type { Readable } from 'node:stream'
+import { buildBwrapArgs, buildPrlimitArgs, type HostLayout } from '../../src/builtin/sandbox/bwrap-args.js'
 import { detectHostLayout, writeSyntheticEtc } from '../../src/builtin/sandbox/system-files.js'
 import {
   AUDIT_ARCH, CLONE_NEWUSER, DENIED_SYSCALLS, SECCOMP_ARCHES, SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO,
@@ -165,6 +166,7 @@ for (const arch of SECCOMP_ARCHES) {
 // ---- The filter under real bwrap, with the sandbox's argv ----
 
 const UID = 61_377 // a uid no other test file uses
+const LIMITS = { cpuSeconds: 60, fileSizeBytes: 1 << 20, maxProcesses: 64, openFiles: 256, memoryBytes: 1 << 30, tmpSizeBytes: 16 << 20 }
 const native = (SECCOMP_ARCHES as readonly string[]).includes(process.arch) ? process.arch as SeccompArch : undefined
 let base: string
 let etc: { dir: string, remove: () => Promise<void> }
@@ -182,28 +184,40 @@ after(async () => {
   await rm(base, { recursive: true, force: true })
 })
 
-interface Ran { code: number | null, signal: NodeJS.Signals | null, stdout: string, stderr: string }
+interface Ran { code: number | null, signal: NodeJS.Signals | null, stdout: string, stderr: string, info: string }
 
-/** `sh -c command` in bwrap with buildBwrapArgs' argv; the filter (if any) on fd 3. */
-function sandboxed (command: string, filter: Buffer | undefined): Promise<Ran> {
+/**
+ * `sh -c command` in bwrap with buildBwrapArgs' argv and the filter (if any) on fd 3. With
+ * `likeSpawner`, the layout spawn.ts uses: prlimit execs bwrap, `--info-fd 3`, the filter on fd 4.
+ */
+function sandboxed (command: string, filter: Buffer | undefined, likeSpawner = false): Promise<Ran> {
   const args = buildBwrapArgs({
     workspaceRoot: base, readRoots: [], cwd: base, command, etcDir: etc.dir, layout, tmpSizeBytes: 16 * 1024 * 1024
   })
-  const child = spawn('bwrap', filter === undefined ? args : [...seccompArgs(3), ...args], {
+  const fd = likeSpawner ? 4 : 3
+  const bwrapArgs = [...(likeSpawner ? ['--info-fd', '3'] : []), ...(filter === undefined ? [] : seccompArgs(fd)), ...args]
+  const [file, argv] = likeSpawner
+    ? ['prlimit', buildPrlimitArgs(LIMITS, ['bwrap', ...bwrapArgs])]
+    : ['bwrap', bwrapArgs]
+  const stdio: StdioOptions = ['ignore', 'pipe', 'pipe', 'pipe']
+  if (likeSpawner) stdio.push(filter === undefined ? 'ignore' : 'pipe')
+  const child = spawn(file, argv, {
     cwd: '/',
     env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C.UTF-8' },
-    stdio: ['ignore', 'pipe', 'pipe', filter === undefined ? 'ignore' : 'pipe'],
+    stdio,
     ...(process.getuid?.() === 0 ? { uid: UID, gid: UID } : {})
   })
-  if (filter !== undefined) writeSeccompFilter(child.stdio[3], filter)
+  if (filter !== undefined) writeSeccompFilter(child.stdio[fd], filter)
   let stdout = ''
   let stderr = ''
+  let info = ''
   child.stdout?.setEncoding('utf8').on('data', (d: string) => { stdout += d })
   child.stderr?.setEncoding('utf8').on('data', (d: string) => { stderr += d })
+  if (likeSpawner) (child.stdio[3] as Readable).setEncoding('utf8').on('data', (d: string) => { info += d })
   const timer = setTimeout(() => child.kill('SIGKILL'), 20_000)
   return new Promise((resolve, reject) => {
     child.on('error', reject)
-    child.on('close', (code, signal) => { clearTimeout(timer); resolve({ code, signal, stdout, stderr }) })
+    child.on('close', (code, signal) => { clearTimeout(timer); resolve({ code, signal, stdout, stderr, info }) })
   })
 }
 
@@ -251,6 +265,15 @@ test('seccomp under bwrap: the filter loads and ordinary commands work (sh, ls, 
   const bad = await sandboxed('echo should-not-run', f.subarray(0, f.length - 3))
   assert.notEqual(bad.code, 0)
   assert.doesNotMatch(bad.stdout, /should-not-run/)
+})
+
+test('seccomp under bwrap: the layout of spawn.ts works (prlimit execs bwrap, --info-fd 3, filter on fd 4)', async () => {
+  const f = filterOrFail()
+  const nr = SYSCALL_NUMBERS[native as SeccompArch]
+  const r = await sandboxed(`echo ok; ${perlCalls([{ name: 'ptrace', nr: nr.ptrace as number, args: '0, 0, 0, 0' }])}`, f, true)
+  assert.equal(r.code, 0, r.stderr)
+  assert.match(r.stdout, /^ok\nptrace -1 1$/m)
+  assert.equal(typeof (JSON.parse(r.info) as Record<string, unknown>)['child-pid'], 'number')
 })
 
 test('seccomp under bwrap: every denied syscall returns EPERM (ptrace, keyctl, io_uring, ... ); without the filter some succeed', async () => {
