@@ -8,6 +8,8 @@ export const HTTP_ERROR_CODES = {
   GW_MALFORMED_JSON: 400,
   GW_INVALID_ARGUMENTS_TYPE: 400,
   GW_UNRESOLVED: 400,
+  /** A masked secret (`Bearer ****`) sent back with a server URL of another origin: it would carry the stored secret there. */
+  GW_SECRET_ORIGIN_CHANGED: 400,
   GW_UNAUTHORIZED: 401,
   GW_FORBIDDEN: 403,
   GW_TENANT_MISMATCH: 403,

@@ -4,7 +4,7 @@ import { checkUrl } from '../remote-mcp/ssrf.js'
 import type { EgressPolicy } from '../remote-mcp/ssrf.js'
 import { isValidId, normalizeServerConfig } from './server-config.js'
 import type { ServerConfig } from './server-config.js'
-import { restoreMaskedSecrets, secretContext } from './secrets.js'
+import { maskedSecretsChangingOrigin, restoreMaskedSecrets, secretContext } from './secrets.js'
 import type { SecretBox } from './secrets.js'
 import type { RegistryScope, RegistryStore } from './types.js'
 
@@ -61,7 +61,14 @@ export class ServerRegistry {
     const previous = await this.#store.get(scope, serverId)
     if (previous) {
       const opened = this.#box.openConfig(previous.config, context)
-      if (opened.ok) config = restoreMaskedSecrets(config, opened.config)
+      if (opened.ok) {
+        // A masked value means "keep the stored secret" only where that secret was meant to go.
+        const moved = maskedSecretsChangingOrigin(config, opened.config)
+        if (moved.length > 0) {
+          return fail('GW_SECRET_ORIGIN_CHANGED', `${moved.join(', ')}: a masked value (such as "Bearer ****") keeps the stored secret only while the server's origin (scheme, host and port) stays the same, and this URL changes it; send the actual value, or leave the header out`)
+        }
+        config = restoreMaskedSecrets(config, opened.config)
+      }
     }
     const { created, version } = await this.#store.put(scope, serverId, this.#box.sealConfig(config, context))
     return {

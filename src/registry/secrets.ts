@@ -207,6 +207,35 @@ export function restoreMaskedSecrets (incoming: ServerConfig, previous: ServerCo
   })
 }
 
+/** `scheme://host:port` of a URL (default ports folded), or undefined without a valid URL. */
+function originOf (url: string | undefined): string | undefined {
+  if (url === undefined) return undefined
+  try {
+    return new URL(url).origin
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The fields (`header Authorization`) whose masked value in `incoming` would get the stored
+ * value of `previous` back (restoreMaskedSecrets) although the server's origin (scheme, host,
+ * port) changed. Such a restore would send a secret to a place its owner never chose (a tenant
+ * re-pointing an operator-provisioned server at its own URL), so the caller must refuse it:
+ * a new origin needs the secret's actual value. Another path or query on the same origin is fine.
+ */
+export function maskedSecretsChangingOrigin (incoming: ServerConfig, previous: ServerConfig): string[] {
+  if (originOf(incoming.url) === originOf(previous.url)) return []
+  const prevHeaders = new Map(Object.entries(previous.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v]))
+  const fields: string[] = []
+  mapSecrets(incoming, (kind, name, value) => {
+    const prior = kind === 'header' ? prevHeaders.get(name.toLowerCase()) : previous.env?.[name]
+    if (prior !== undefined && prior !== '' && value === maskValue(kind, prior)) fields.push(`${kind} ${name}`)
+    return value
+  })
+  return fields
+}
+
 /** The `context` to seal and open a stored server's secrets with: its scope and serverId. */
 export function secretContext (scope: RegistryScope, serverId: string): string {
   return scope.kind === 'global' ? `g/${serverId}` : `u:${scope.userId}/${serverId}`

@@ -35,15 +35,49 @@ export function upstreamFailureReason (code: UpstreamErrorCode): ToolFailureReas
 }
 
 /**
- * Replaces every secret value in `message` by `[redacted]`. Upstream error texts can echo what
- * was sent (a server quoting a bad Authorization header, a spawn error quoting env), so every
- * message that leaves the pool goes through this.
+ * Shorter secret parts are not redacted: replacing every `abc` or `1234` in a message would
+ * mangle it beyond use and hide nothing worth hiding (a 5-character credential is no secret).
+ */
+export const MIN_REDACTED_LENGTH = 6
+
+// Schemes whose credential is the text after them (what servers echo without the scheme: `token=<x>`).
+const AUTH_SCHEME = /^(?:Bearer|Basic|Token|Bot|Digest|ApiKey|Api-Key|Key|JWT|SSWS|OAuth)\s+(\S.*)$/i
+
+/**
+ * Every string that must not appear in a message for one secret value: the value itself; the
+ * credential after a known auth scheme (`Bearer x` -> `x`); for Basic, the decoded `user:pass`
+ * and the password alone; and each of those URL-encoded (servers echo query strings). Parts
+ * shorter than MIN_REDACTED_LENGTH are left out.
+ */
+export function secretVariants (value: string): string[] {
+  const parts = new Set<string>([value, value.trim()])
+  const credential = AUTH_SCHEME.exec(value.trim())?.[1]?.trim()
+  if (credential !== undefined) {
+    parts.add(credential)
+    if (/^basic\s/i.test(value.trim()) && /^[A-Za-z0-9+/]+={0,2}$/.test(credential)) {
+      const decoded = Buffer.from(credential, 'base64').toString('utf8')
+      const colon = decoded.indexOf(':')
+      if (colon > 0) {
+        parts.add(decoded)
+        parts.add(decoded.slice(colon + 1))
+      }
+    }
+  }
+  for (const part of [...parts]) parts.add(encodeURIComponent(part))
+  return [...parts].filter((p) => p.length >= MIN_REDACTED_LENGTH)
+}
+
+/**
+ * Replaces every secret value, and every part of it a server could echo (see secretVariants),
+ * in `message` by `[redacted]`. Upstream error texts can echo what was sent (a server quoting a
+ * bad Authorization header or just its token, a spawn error quoting env), so every message that
+ * leaves the pool (errors, unavailable reasons, log lines) goes through this.
  */
 export function redactSecrets (message: string, secrets: readonly string[]): string {
   let out = message
+  const variants = new Set(secrets.flatMap(secretVariants))
   // Longest first so a secret that contains another is replaced whole.
-  for (const secret of [...secrets].sort((a, b) => b.length - a.length)) {
-    if (secret.length < 3) continue
+  for (const secret of [...variants].sort((a, b) => b.length - a.length)) {
     out = out.split(secret).join('[redacted]')
   }
   return out
