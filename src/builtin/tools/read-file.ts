@@ -1,7 +1,9 @@
 import type { FileHandle } from 'node:fs/promises'
 import { StringDecoder } from 'node:string_decoder'
+import { setImmediate as yieldToLoop } from 'node:timers/promises'
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
+import { tenantIo } from '../workspace/io-gate.js'
 import { openForRead } from '../workspace/tree.js'
 import { BINARY_SNIFF_BYTES, looksBinary, objectSchema, optInt, str } from './schemas.js'
 
@@ -38,13 +40,20 @@ export const readFileTool: BuiltinTool = {
     if (endLine !== undefined && endLine < startLine) throw new ToolError('endLine must be >= startLine', 'invalid-arguments')
     const serverMax = ctx.workspace.limits.readMaxChars
     const limit = Math.min(optInt(args, 'maxChars', 1) ?? serverMax, serverMax)
-    const { fh, st, rel } = await openForRead(ctx.workspace, input)
-    return await readSlice(fh, st, rel, startLine, endLine ?? Number.POSITIVE_INFINITY, limit, ctx.signal)
+    // A deep read of a big file scans it; one tenant's many of them at once must not crowd out the others.
+    return await tenantIo.run(ctx.workspace.tenant, ctx.signal, async () => {
+      const { fh, st, rel } = await openForRead(ctx.workspace, input)
+      return await readSlice(fh, st, rel, startLine, endLine ?? Number.POSITIVE_INFINITY, limit, ctx.signal)
+    })
   }
 }
 
-/** Chunk size while counting lines before startLine: the bytes are only scanned for '\n', never decoded. */
-const SKIP_CHUNK_BYTES = 1024 * 1024
+/**
+ * Chunk size while counting lines before startLine: the bytes are only scanned for '\n', never
+ * decoded. Counting is a loop on the event loop (one indexOf per line), so a chunk of short lines
+ * costs a few milliseconds at this size; bigger chunks would hold everyone else's requests longer.
+ */
+const SKIP_CHUNK_BYTES = 256 * 1024
 
 /*
  * Line-offset index. startLine is a line number, so the first read at line N of a file has to
@@ -190,6 +199,8 @@ async function skipToLine (fh: FileHandle, st: FileId, rel: string, start: numbe
       }
     }
     pos += bytesRead
+    // Let other requests in between chunks even when the reads are served from the page cache.
+    await yieldToLoop()
   }
   if (fresh !== undefined && fresh.offsets.length > 1) storeIndex(st, fresh)
   return found
