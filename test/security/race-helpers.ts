@@ -66,11 +66,12 @@ export interface SwapPair {
  * test fails to stop it). Only this loop moves the entries, so it always knows which name holds
  * the link and which the real entry:
  * - a link that a tool replaced (a write renamed over it) is made again, and what replaced it is
- *   moved aside as `<name>.displaced.<n>` (kept: it may hold what leaked);
+ *   moved aside as `<name>.displaced.<n>` (kept: it may hold what leaked); `repair: false` turns
+ *   this off, for several loops over the same pairs (then none knows where the link is);
  * - with `refill`, the real directory keeps a file of that name, so a delete attack has a target
  *   on every call.
  */
-export function swapLoopProgram (pairs: SwapPair[], opts: { seconds: number, refill?: string }): string {
+export function swapLoopProgram (pairs: SwapPair[], opts: { seconds: number, refill?: string, repair?: boolean }): string {
   const q = (v: string): string => `"${v.replace(/[\\"$@]/g, (c) => `\\${c}`)}"`
   const list = pairs.map((p) => `[${q(p.name)}, ${q(p.other)}, ${q(p.target)}]`).join(', ')
   return [
@@ -81,13 +82,18 @@ export function swapLoopProgram (pairs: SwapPair[], opts: { seconds: number, ref
     'my @real = map { $_->[0] } @pairs;',
     `my $refill = ${opts.refill === undefined ? 'undef' : q(opts.refill)};`,
     `alarm ${opts.seconds};`,
-    'my $moved = 0;',
+    'my $moved = 0; my $round = 0;',
     'for my $p (@pairs) { symlink($p->[2], $p->[1]) or die "symlink $p->[1]: $!" unless -l $p->[1] }',
     '$| = 1; print "swapping\\n";',
     'while (1) {',
     '  for my $i (0 .. $#pairs) {',
-    '    my ($a, $b, $target) = @{$pairs[$i]};',
+    '    my ($a, $b) = @{$pairs[$i]};',
     '    if (syscall($nr, -100, $a, -100, $b, 2) == 0) { $real[$i] = $real[$i] eq $a ? $b : $a }',
+    '  }',
+    '  # Repairs every 64 rounds: each check is a syscall that would slow the swapping down.',
+    `  next if ${opts.repair === false ? '1' : '++$round % 64'};`,
+    '  for my $i (0 .. $#pairs) {',
+    '    my ($a, $b, $target) = @{$pairs[$i]};',
     '    my $link = $real[$i] eq $a ? $b : $a;',
     '    if (!-l $link) { rename($link, "$link.displaced." . $moved++); symlink($target, $link) }',
     '    if (defined $refill && !-e "$real[$i]/$refill") {',

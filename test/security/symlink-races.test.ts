@@ -120,6 +120,13 @@ function parsed (r: InvokeResult): Record<string, unknown> | undefined {
 interface Attack {
   /** Attacker workspace id (one per attack: each has its own tree and swap loop). */
   ws: string
+  /** Calls to send (default CALLS). */
+  calls?: number
+  /**
+   * Swap loops over the same pairs (default 1). Several keep the names flipping while one is off
+   * the CPU on a busy machine; only for attacks that never replace a link (see swapLoopProgram).
+   */
+  swappers?: number
   /** Shell run in the attacker's sandbox before the loop: makes the real entries and the links. */
   setup: string
   pairs: SwapPair[]
@@ -135,6 +142,7 @@ interface Attack {
 }
 
 interface AttackReport {
+  planned: number
   calls: number
   escapes: number
   errors: number
@@ -191,20 +199,22 @@ async function runAttack (t: TestContext, a: Attack): Promise<AttackReport> {
   const g = gateway()
   const setup = await sandboxed(g, a.ws, { action: 'exec', command: `set -e\n${a.setup}` })
   assert.equal(parsed(setup)?.exitCode, 0, `setup failed: ${setup.text}`)
-  const program = await invoke(g, ATTACKER, a.ws, 'write_file', { path: '.swap.pl', content: swapLoopProgram(a.pairs, { seconds: LOOP_SECONDS, refill: a.refill }) })
+  const swappers = a.swappers ?? 1
+  const program = await invoke(g, ATTACKER, a.ws, 'write_file', { path: '.swap.pl', content: swapLoopProgram(a.pairs, { seconds: LOOP_SECONDS, refill: a.refill, repair: swappers === 1 }) })
   assert.equal(program.isError, false, program.text)
   const before = new Map<string, Awaited<ReturnType<typeof snapshotTree>>>()
   for (const dir of a.watch) before.set(dir, await snapshotTree(dir))
 
-  const report: AttackReport = { calls: 0, escapes: 0, errors: 0, examples: [], racing: false, ms: 0 }
+  const report: AttackReport = { planned: a.calls ?? CALLS, calls: 0, escapes: 0, errors: 0, examples: [], racing: false, ms: 0 }
   const record = (why: string): void => {
     report.escapes++
     if (report.examples.length < 5) report.examples.push(why.slice(0, 400))
   }
-  const processId = await startSwapLoop(g, a.ws)
+  const processIds: string[] = []
   const t0 = Date.now()
   try {
-    await hammer(CALLS, CONCURRENCY, async (i) => {
+    for (let k = 0; k < swappers; k++) processIds.push(await startSwapLoop(g, a.ws))
+    await hammer(a.calls ?? CALLS, CONCURRENCY, async (i) => {
       const r = await a.call(i)
       report.calls++
       if (r.status !== 200) assert.fail(`call ${i}: HTTP ${r.status} ${r.text}`)
@@ -220,10 +230,13 @@ async function runAttack (t: TestContext, a: Attack): Promise<AttackReport> {
       if (disk !== undefined) record(`call ${i}: ${disk}`)
     })
     report.ms = Date.now() - t0
-    const status = await invoke(g, ATTACKER, a.ws, 'bash', { action: 'status', processId })
-    report.racing = String(parsed(status)?.status).toLowerCase() === 'running'
+    report.racing = true
+    for (const processId of processIds) {
+      const status = await invoke(g, ATTACKER, a.ws, 'bash', { action: 'status', processId })
+      if (String(parsed(status)?.status).toLowerCase() !== 'running') report.racing = false
+    }
   } finally {
-    await invoke(g, ATTACKER, a.ws, 'bash', { action: 'stop', processId })
+    for (const processId of processIds) await invoke(g, ATTACKER, a.ws, 'bash', { action: 'stop', processId })
   }
   for (const [dir, snap] of before) {
     for (const d of diffTrees(snap, await snapshotTree(dir))) record(`outside the workspace: ${d}`)
@@ -234,7 +247,7 @@ async function runAttack (t: TestContext, a: Attack): Promise<AttackReport> {
 }
 
 function assertNoEscape (r: AttackReport): void {
-  assert.equal(r.calls, CALLS)
+  assert.equal(r.calls, r.planned)
   assert.equal(r.escapes, 0, `${r.escapes} escape(s) in ${r.calls} calls, e.g.:\n${r.examples.join('\n')}`)
   // Otherwise part of the calls met no race and proved nothing.
   assert.ok(r.racing, 'the swap loop had stopped before the last call')
@@ -269,6 +282,9 @@ test('read_file e/shadow while e is swapped with links to an outside dir, anothe
   const paths = ['e/shadow', 'v/shadow', 'h/shadow']
   const r = await runAttack(t, {
     ws: 'read',
+    // Cheap calls; an escape needs the check to meet the directory and the open, right after it, the link.
+    calls: 2 * CALLS,
+    swappers: 2,
     setup: 'for d in e v h; do mkdir $d; echo inside > $d/shadow; done',
     pairs: [...outsideAndVictim(out), { name: 'h', other: 'lh', target: '/etc' }],
     call: async (i) => await invoke(gateway(), ATTACKER, 'read', 'read_file', { path: paths[i % 3] }),
@@ -312,6 +328,8 @@ for (const engine of ['rg', 'node'] as const) {
     const ws = `grep-${engine}`
     const r = await runAttack(t, {
       ws,
+      // ripgrep is a process per call (~0.1-0.5 s here under load); it escaped on ~20% of calls before the fix.
+      calls: engine === 'rg' ? 100 : CALLS,
       setup: 'for d in e v; do mkdir $d; echo inside > $d/shadow; done',
       pairs: outsideAndVictim(out),
       call: async (i) => await invoke(gateway(), ATTACKER, ws, 'grep', { pattern, path: ['.', 'e', 'v'][i % 3] }),
@@ -326,15 +344,24 @@ for (const engine of ['rg', 'node'] as const) {
   })
 }
 
-test('glob e/* while e is swapped with links to an outside dir and another tenant: never lists outside names', { timeout: 60_000 }, async (t) => {
+test('glob e/* and */* while e1..e3 and v are swapped with links to an outside dir and another tenant: never lists outside names', { timeout: 60_000 }, async (t) => {
   if (!requireDeps(t)) return
   const out = await outsideDir({ [OUTSIDE_MARKER]: 'x\n' })
-  const inside = new Set(['e/inside', 'v/inside'])
+  const dirs = ['e1', 'e2', 'e3', 'v']
+  // Either name of a pair may hold the real directory when the walk reads it.
+  const inside = new Set(dirs.flatMap((d) => [`${d}/inside`, `l${d}/inside`]))
+  // Each glob walks several swapped directories (its escape needs three lucky steps: the base
+  // checked while real, read while a link, rechecked while real again).
+  const patterns = ['*/*', 'e1/*', '{e2,e3,v}/*', 'v/*']
   const r = await runAttack(t, {
     ws: 'glob',
-    setup: 'for d in e v; do mkdir $d; echo inside > $d/inside; done',
-    pairs: outsideAndVictim(out),
-    call: async (i) => await invoke(gateway(), ATTACKER, 'glob', 'glob', { pattern: i % 2 === 0 ? 'e/*' : 'v/*' }),
+    calls: 2 * CALLS,
+    setup: `for d in ${dirs.join(' ')}; do mkdir $d; echo inside > $d/inside; done`,
+    pairs: [
+      ...['e1', 'e2', 'e3'].map((d) => ({ name: d, other: `l${d}`, target: out })),
+      { name: 'v', other: 'lv', target: victimRoot }
+    ],
+    call: async (i) => await invoke(gateway(), ATTACKER, 'glob', 'glob', { pattern: patterns[i % patterns.length] }),
     escaped: (res) => {
       const matches = parsed(res)?.matches
       if (!Array.isArray(matches)) return undefined
@@ -353,6 +380,8 @@ test('apply_patch "Delete File: e/x" while e is swapped with links to an outside
   const originals = await Promise.all(targets.map(async (p) => await readFile(p)))
   const r = await runAttack(t, {
     ws: 'delete',
+    // Escaped on ~15% of calls before the fix.
+    calls: CALLS / 2,
     setup: 'for d in e v; do mkdir $d; echo inside > $d/x; done',
     pairs: outsideAndVictim(out),
     // The loop puts x back in the real directories, so every call has a file to delete.
@@ -371,6 +400,7 @@ test('write_file e/dN/x and e/xN while e is swapped with links to an outside dir
   const out = await outsideDir({ keep: 'keep\n' })
   const r = await runAttack(t, {
     ws: 'write',
+    swappers: 2,
     setup: 'mkdir e v',
     pairs: outsideAndVictim(out),
     call: async (i) => {
@@ -390,6 +420,8 @@ test('edit e/f while e is swapped with links to an outside dir and another tenan
   const originals = await Promise.all(targets.map(async (p) => await readFile(p)))
   const r = await runAttack(t, {
     ws: 'edit',
+    // An escape here needs the read to meet the link and four other steps the real directory.
+    calls: 2 * CALLS,
     setup: 'for d in e v; do mkdir $d; echo "hello inside" > $d/f; done',
     pairs: outsideAndVictim(out),
     // "hello" stays unique: every edit has exactly one match, in whichever file it reads.
