@@ -47,7 +47,8 @@ export const ConfigSchema = Type.Object({
   readMaxChars: Type.Integer({ minimum: 1, env: 'READ_MAX_CHARS', default: 12_000, description: 'read_file maximum chars' }),
   commandTimeoutMs: Type.Integer({ minimum: 1, maximum: 600_000, env: 'COMMAND_TIMEOUT_MS', default: 30_000, description: 'bash command timeout maximum' }),
   bashLogChars: Type.Integer({ minimum: 1, env: 'BASH_LOG_CHARS', default: 12_000, description: 'bash logs default chars' }),
-  maxProcessOutputChars: Type.Integer({ minimum: 1, env: 'MAX_PROCESS_OUTPUT_CHARS', default: 120_000, description: 'Background process log buffer' })
+  maxProcessOutputChars: Type.Integer({ minimum: 1, env: 'MAX_PROCESS_OUTPUT_CHARS', default: 120_000, description: 'Background process log buffer' }),
+  maxProcessesPerTenant: Type.Integer({ minimum: 1, env: 'MAX_PROCESSES_PER_TENANT', default: 16, description: 'Running background processes (bash start) per tenant across all its workspaces (8 per workspace in any case)' })
 })
 
 export type Config = Static<typeof ConfigSchema>

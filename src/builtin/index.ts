@@ -44,7 +44,7 @@ export async function createBuiltins (config: Config, logger: Logger): Promise<B
     },
     ...(sandbox.owner ? { owner: sandbox.owner } : {})
   })
-  const processes = new ProcessManager({ sandbox })
+  const processes = new ProcessManager({ sandbox, maxRunningPerTenant: config.maxProcessesPerTenant })
   // AI4J's allCodingToolNames() order.
   const tools: BuiltinTool[] = [
     createBashTool({ sandbox, processes }),

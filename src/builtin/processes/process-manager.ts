@@ -30,6 +30,11 @@ export interface ProcessManagerOptions {
   sandbox: Sandbox
   /** Running background processes per (tenant, workspace). Default 8. */
   maxRunningPerWorkspace?: number
+  /**
+   * Running background processes per tenant, across all its workspaces (MAX_PROCESSES_PER_TENANT).
+   * Default 16. Without it a tenant multiplies the per-workspace limit by opening workspaces.
+   */
+  maxRunningPerTenant?: number
   /** Entries (running or not) kept per workspace; the oldest finished ones are dropped first. Default 64. */
   maxEntriesPerWorkspace?: number
   /** A finished process is forgotten this long after it ended or was last looked at. Default 10 min. */
@@ -64,9 +69,27 @@ export interface StartRequest {
 /** Longest partial line held back before it is logged anyway (a prompt never ends with a newline). */
 const MAX_PENDING_LINE = 8192
 
+/**
+ * `write` hands stdin at most this many bytes at a time and waits until the pipe took them
+ * before encoding the next chunk, so what the gateway buffers for a process that does not read
+ * is one chunk (beyond the pipe's own 64 KiB), not the whole input. 21845 UTF-16 code units
+ * encode to at most 65535 bytes.
+ */
+const WRITE_CHUNK_CHARS = 21845
+/** Default time a write may take to hand its input to the process. */
+export const DEFAULT_WRITE_TIMEOUT_MS = 10_000
+
+export interface WriteOptions {
+  /** The write fails (a timeout tool error saying how much went through) past this. Default 10 s. */
+  timeoutMs?: number
+  /** The call's signal: when the caller goes, the write stops and lets go of the rest of its input. */
+  signal?: AbortSignal
+}
+
 interface Entry {
   id: string
   key: string
+  tenant: string
   command: string
   workingDirectory: string
   proc: SandboxedProcess
@@ -78,6 +101,12 @@ interface Entry {
   ring: LogRing
   stopRequested: boolean
   exited: Promise<void>
+  /**
+   * Bytes handed to stdin whose write has not completed (the process has not read them yet);
+   * null when no write is pending. Stays set after a write gave up, until the pipe takes the
+   * last chunk or the process ends: one pending write per process.
+   */
+  pendingWrite: number | null
 }
 
 function workspaceKey (ws: Workspace): string {
@@ -92,12 +121,15 @@ function workspaceKey (ws: Workspace): string {
 export class ProcessManager {
   readonly #sandbox: Sandbox
   readonly #maxRunning: number
+  readonly #maxRunningPerTenant: number
   readonly #maxEntries: number
   readonly #exitedRetentionMs: number
   readonly #idleTimeoutMs: number
   readonly #stopGraceMs: number
   readonly #now: () => number
   readonly #byWorkspace = new Map<string, Map<string, Entry>>()
+  /** Starts past the limit checks but not yet registered, per tenant: concurrent starts in other workspaces count them. */
+  readonly #startingByTenant = new Map<string, number>()
   readonly #timer: NodeJS.Timeout | undefined
   #closed = false
   #spawned = 0
@@ -107,6 +139,7 @@ export class ProcessManager {
   constructor (opts: ProcessManagerOptions) {
     this.#sandbox = opts.sandbox
     this.#maxRunning = opts.maxRunningPerWorkspace ?? 8
+    this.#maxRunningPerTenant = opts.maxRunningPerTenant ?? 16
     this.#maxEntries = Math.max(this.#maxRunning, opts.maxEntriesPerWorkspace ?? 64)
     this.#exitedRetentionMs = opts.exitedRetentionMs ?? 10 * 60_000
     this.#idleTimeoutMs = opts.idleTimeoutMs ?? 30 * 60_000
@@ -122,14 +155,33 @@ export class ProcessManager {
   async start (ws: Workspace, req: StartRequest): Promise<ProcessSnapshot> {
     if (this.#closed) throw new ToolError('The gateway is shutting down', 'sandbox')
     const key = workspaceKey(ws)
-    const entries = this.#byWorkspace.get(key) ?? new Map<string, Entry>()
-    const running = [...entries.values()].filter((e) => e.status === 'RUNNING').length
+    const running = [...(this.#byWorkspace.get(key)?.values() ?? [])].filter((e) => e.status === 'RUNNING').length
     if (running >= this.#maxRunning) {
       throw new ToolError(
         `Too many running background processes in this workspace (limit ${this.#maxRunning}); stop one first`,
         'sandbox'
       )
     }
+    // Starts in other workspaces of the tenant are not serialised with this one: those between
+    // this check and their registration are counted through #startingByTenant.
+    const starting = this.#startingByTenant.get(ws.tenant) ?? 0
+    if (this.#runningOfTenant(ws.tenant) + starting >= this.#maxRunningPerTenant) {
+      throw new ToolError(
+        `Too many running background processes for this tenant across its workspaces (limit ${this.#maxRunningPerTenant}); stop one first`,
+        'sandbox'
+      )
+    }
+    this.#startingByTenant.set(ws.tenant, starting + 1)
+    try {
+      return await this.#spawnEntry(ws, key, req)
+    } finally {
+      const left = (this.#startingByTenant.get(ws.tenant) ?? 1) - 1
+      if (left > 0) this.#startingByTenant.set(ws.tenant, left)
+      else this.#startingByTenant.delete(ws.tenant)
+    }
+  }
+
+  async #spawnEntry (ws: Workspace, key: string, req: StartRequest): Promise<ProcessSnapshot> {
     await this.#sandbox.prepareWorkspace(ws)
     // Re-checked after the await: shutdown may have begun meanwhile.
     if (this.#closed) throw new ToolError('The gateway is shutting down', 'sandbox')
@@ -140,6 +192,7 @@ export class ProcessManager {
     const entry: Entry = {
       id: `proc_${randomBytes(16).toString('hex')}`,
       key,
+      tenant: ws.tenant,
       command: req.command,
       workingDirectory: req.workingDirectory,
       proc,
@@ -150,7 +203,8 @@ export class ProcessManager {
       lastAccess: now,
       ring: new LogRing(ws.limits.maxProcessOutputChars),
       stopRequested: false,
-      exited: Promise.resolve()
+      exited: Promise.resolve(),
+      pendingWrite: null
     }
     this.#pipeLines(proc.stdout, '[stdout] ', entry.ring)
     this.#pipeLines(proc.stderr, '[stderr] ', entry.ring)
@@ -159,10 +213,19 @@ export class ProcessManager {
       entry.exitCode = exit.exitCode ?? -1
       entry.endedAt = this.#now()
     })
+    const entries = this.#byWorkspace.get(key) ?? new Map<string, Entry>()
     entries.set(entry.id, entry)
     this.#byWorkspace.set(key, entries)
     this.#evictOverflow(entries)
     return this.#snapshot(entry)
+  }
+
+  #runningOfTenant (tenant: string): number {
+    let n = 0
+    for (const entries of this.#byWorkspace.values()) {
+      for (const e of entries.values()) if (e.tenant === tenant && e.status === 'RUNNING') n++
+    }
+    return n
   }
 
   status (ws: Workspace, processId: string): ProcessSnapshot {
@@ -176,17 +239,71 @@ export class ProcessManager {
     return { processId: e.id, ...slice, status: e.status, exitCode: e.exitCode }
   }
 
-  async write (ws: Workspace, processId: string, input: string): Promise<{ process: ProcessSnapshot, bytesWritten: number }> {
+  /**
+   * Sends `input` to the process's stdin in chunks, each handed over only when the pipe took the
+   * previous one, so a process that does not read costs the gateway one chunk, not the input.
+   * Fails (a tool error with the bytes written so far) when the process ends, when `timeoutMs`
+   * passes, or when the caller goes; a second write while one is pending is refused.
+   */
+  async write (ws: Workspace, processId: string, input: string, opts: WriteOptions = {}): Promise<{ process: ProcessSnapshot, bytesWritten: number }> {
     const e = this.#get(ws, processId)
     const stdin = e.proc.stdin
     if (e.status !== 'RUNNING' || stdin === null || stdin.destroyed || !stdin.writable) {
       throw new ToolError(`Process is not running: ${processId}`)
     }
-    const data = Buffer.from(input, 'utf8')
-    await new Promise<void>((resolve, reject) => {
-      stdin.write(data, (err) => { if (err == null) resolve(); else reject(err) })
-    }).catch(() => { throw new ToolError(`Process is not accepting input: ${processId}`) })
-    return { process: this.#snapshot(e), bytesWritten: data.length }
+    if (e.pendingWrite !== null) {
+      throw new ToolError(
+        `A write to ${processId} is already pending: the process has not read ${e.pendingWrite} bytes of earlier input yet. ` +
+        'Wait for it to read them (check logs), or stop the process'
+      )
+    }
+    const total = Buffer.byteLength(input, 'utf8')
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS
+    const signal = opts.signal
+    let written = 0
+    let timer: NodeJS.Timeout | undefined
+    let onAbort: (() => void) | undefined
+    // Settles when the write must give up: the deadline, or the caller going away.
+    const giveUp = new Promise<'timeout' | 'cancelled'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), timeoutMs)
+      onAbort = () => resolve('cancelled')
+      if (signal?.aborted === true) onAbort()
+      else signal?.addEventListener('abort', onAbort, { once: true })
+    })
+    try {
+      for (let i = 0; i < input.length;) {
+        let end = Math.min(input.length, i + WRITE_CHUNK_CHARS)
+        // Never split a surrogate pair: each half alone would be encoded as U+FFFD.
+        const last = input.charCodeAt(end - 1)
+        if (end < input.length && last >= 0xd800 && last <= 0xdbff) end--
+        const chunk = Buffer.from(input.slice(i, end), 'utf8')
+        i = end
+        e.pendingWrite = chunk.length
+        const done = new Promise<Error | null>((resolve) => {
+          stdin.write(chunk, (err) => {
+            // The chunk left the gateway (or never will): a later write may go, even if this one gave up.
+            // Chunks go one at a time, so this is always the pending one.
+            e.pendingWrite = null
+            resolve(err ?? null)
+          })
+        })
+        const outcome = await Promise.race([done, giveUp])
+        if (outcome === 'timeout') {
+          throw new ToolError(
+            `Write to ${processId} timed out after ${timeoutMs} ms: wrote ${written} of ${total} bytes (the process is not reading its input); ` +
+            `${chunk.length} more bytes are queued and reach the process if it reads them`,
+            'timeout'
+          )
+        }
+        if (outcome === 'cancelled') throw new ToolError(`The caller went away: wrote ${written} of ${total} bytes to ${processId}`)
+        if (outcome !== null) throw new ToolError(`Process is not accepting input: ${processId} (wrote ${written} of ${total} bytes)`)
+        written += chunk.length
+      }
+    } finally {
+      clearTimeout(timer)
+      if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort)
+    }
+    return { process: this.#snapshot(e), bytesWritten: written }
   }
 
   async stop (ws: Workspace, processId: string): Promise<ProcessSnapshot> {

@@ -1,6 +1,6 @@
 import { realpath, stat } from 'node:fs/promises'
 import { relative, resolve, sep } from 'node:path'
-import type { ProcessManager } from '../processes/process-manager.js'
+import { DEFAULT_WRITE_TIMEOUT_MS, type ProcessManager } from '../processes/process-manager.js'
 import type { Sandbox } from '../sandbox/types.js'
 import { ToolError, type BuiltinTool, type Workspace } from '../types.js'
 
@@ -14,7 +14,12 @@ const MIN_OUTPUT_BYTES = 1024
 const MAX_OUTPUT_BYTES = 10 * 1024 * 1024
 const MAX_PATH_CHARS = 4096
 
-const MUTATING: ReadonlySet<string> = new Set(['exec', 'start', 'write', 'stop'])
+/**
+ * Actions serialised with the workspace's other writes. `write` is not one: it only feeds a
+ * process's stdin, the process manager allows one pending write per process, and a write
+ * waiting on a process that does not read must not hold up every edit of the workspace.
+ */
+const MUTATING: ReadonlySet<string> = new Set(['exec', 'start', 'stop'])
 
 export const TIMEOUT_HINT =
   'For long-running commands use action=start, then logs/status/write/stop with the returned processId.'
@@ -29,11 +34,11 @@ export const BASH_INPUT_SCHEMA = {
     },
     command: { type: 'string', description: 'Shell command (sh -c) for exec and start.' },
     cwd: { type: 'string', description: 'Working directory relative to the workspace root (default: the root).' },
-    timeoutMs: { type: 'integer', minimum: 1, description: 'exec timeout in milliseconds (default and maximum: the workspace limit, at most 600000).' },
+    timeoutMs: { type: 'integer', minimum: 1, description: `exec timeout in milliseconds (default and maximum: the workspace limit, at most 600000); for write, how long the process may take to read the input (default ${DEFAULT_WRITE_TIMEOUT_MS}, same maximum).` },
     processId: { type: 'string', description: 'Background process id (proc_...) for status, logs, write and stop.' },
     offset: { type: 'integer', minimum: 0, description: 'logs: absolute character offset to read from (use nextOffset of the previous call).' },
     limit: { type: 'integer', minimum: 1, description: 'logs: maximum characters to return.' },
-    input: { type: 'string', description: 'write: text sent to the process stdin as is (no newline added).' }
+    input: { type: 'string', description: 'write: text sent to the process stdin as is (no newline added). One write per process at a time; it fails with the bytes written so far if the process does not read it within timeoutMs.' }
   },
   required: ['action']
 } as const
@@ -136,7 +141,9 @@ export function createBashTool ({ sandbox, processes }: BashToolDeps): BuiltinTo
           const id = requireString(args, 'processId', 'write')
           const input = optString(args, 'input')
           if (input === undefined) throw new ToolError('input is required for action write', 'invalid-arguments')
-          return await processes.write(ws, id, input)
+          const ceiling = Math.min(ws.limits.commandTimeoutMs, MAX_COMMAND_TIMEOUT_MS)
+          const timeoutMs = Math.min(optInt(args, 'timeoutMs', 1) ?? DEFAULT_WRITE_TIMEOUT_MS, ceiling)
+          return await processes.write(ws, id, input, { timeoutMs, signal: ctx.signal })
         }
         case 'stop':
           return await processes.stop(ws, requireString(args, 'processId', 'stop'))
