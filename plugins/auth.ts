@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { loadApiKeys } from '../src/auth/api-keys.js'
-import { AuthFailureGuard } from '../src/auth/failure-guard.js'
+import { KeyGuessGuard } from '../src/auth/failure-guard.js'
 import type { ApiKeys } from '../src/auth/api-keys.js'
 import { HttpError } from '../src/errors.js'
 import type { Caller } from '../src/tools/types.js'
@@ -48,7 +48,10 @@ export interface AuthPluginOptions {
   apiKeysFile?: string | undefined
   /** Override of PUBLIC_ROUTES (e.g. without `/metrics` when metrics need a key). */
   publicRoutes?: readonly string[]
-  /** Wrong keys per client address per minute before it is refused (AUTH_FAILURES_PER_MINUTE); 0 = off. */
+  /**
+   * Wrong keys per client address and key prefix per minute before that prefix is refused from
+   * that address (AUTH_FAILURES_PER_MINUTE); the address as a whole gets 10 times that. 0 = off.
+   */
   failuresPerMinute?: number
 }
 
@@ -56,6 +59,13 @@ function refuse (reply: FastifyReply, error: 'invalid_request' | 'invalid_token'
   // RFC 6750 section 3: every refusal names the scheme; error= says what was wrong.
   reply.header('www-authenticate', error === undefined ? REALM : `${REALM}, error="${error}"`)
   return new HttpError(code, message)
+}
+
+function throwIfBlocked (reply: FastifyReply, blockedMs: number): void {
+  if (blockedMs <= 0) return
+  const seconds = Math.ceil(blockedMs / 1000)
+  reply.header('retry-after', String(seconds))
+  throw new HttpError('GW_RATE_LIMITED', `Too many failed authentications from this address; retry in ${seconds} seconds`)
 }
 
 /**
@@ -69,7 +79,7 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
   const keys: ApiKeys = await loadApiKeys({ apiKeys: opts.apiKeys, apiKeysFile: opts.apiKeysFile })
   const publicRoutes = opts.publicRoutes ?? PUBLIC_ROUTES
   const open = keys.size === 0
-  const guard = new AuthFailureGuard(opts.failuresPerMinute ?? 0)
+  const guard = new KeyGuessGuard(opts.failuresPerMinute ?? 0)
   app.decorate('authMode', open ? 'open' as const : 'keyed' as const)
   app.decorate('apiKeyCounts', keys.counts())
   app.decorateRequest('caller', null as unknown as Caller)
@@ -86,12 +96,8 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
     // Public routes act as nobody: not admin, no tenant.
     request.caller = { userId: undefined, isAdmin: false }
     if (isPublicRoute(request, publicRoutes)) return
-    const blockedMs = guard.blockedFor(request.ip)
-    if (blockedMs > 0) {
-      const seconds = Math.ceil(blockedMs / 1000)
-      reply.header('retry-after', String(seconds))
-      throw new HttpError('GW_RATE_LIMITED', `Too many failed authentications from this address; retry in ${seconds} seconds`)
-    }
+    // Past the per-address ceiling nothing from the address is looked at.
+    throwIfBlocked(reply, guard.addressBlockedFor(request.ip))
 
     const header: unknown = request.headers.authorization
     if (header === undefined || header === '') {
@@ -109,10 +115,13 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
     if (scheme.toLowerCase() !== 'bearer') throw refuse(reply, undefined, 'GW_UNAUTHORIZED', 'Unsupported Authorization scheme: use Bearer')
     const token = space < 0 ? '' : header.slice(space + 1).trim()
     if (token === '') throw refuse(reply, 'invalid_token', 'GW_UNAUTHORIZED', 'Empty API key')
+    // Keys starting like the ones guessed from this address are refused before the lookup, a
+    // right one too: otherwise its answer would tell a right guess from the refused wrong ones.
+    throwIfBlocked(reply, guard.blockedFor(request.ip, token))
 
     const entry = keys.lookup(token)
     if (entry === undefined) {
-      guard.recordFailure(request.ip)
+      guard.recordFailure(request.ip, token)
       throw refuse(reply, 'invalid_token', 'GW_UNAUTHORIZED', 'Unknown API key')
     }
     request.apiKeyId = entry.id

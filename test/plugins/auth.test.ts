@@ -77,14 +77,17 @@ test('missing, wrong-scheme, empty and unknown keys: 401 GW_UNAUTHORIZED with WW
   }
 })
 
-test('key guessing: after AUTH_FAILURES_PER_MINUTE wrong keys an address gets 429 for the rest of the minute, even with a right key; other addresses are unaffected', async (t) => {
+test('key guessing: after AUTH_FAILURES_PER_MINUTE wrong keys an address gets 429 for that key prefix for the rest of the minute; other prefixes and addresses are unaffected', async (t) => {
   const app = await keyed(t, { AUTH_FAILURES_PER_MINUTE: '5' })
   const attacker = { remoteAddress: '203.0.113.7' }
   const guess = async (key: string, from = attacker): Promise<LightMyRequestResponse> =>
     await app.inject({ method: 'GET', url: '/tools', headers: bearer(key), ...from })
-  for (let i = 0; i < 5; i++) assertUnauthorized(await guess(`guess-${i}-0123456789abcdef`), /Unknown API key/)
-  // The sixth attempt is refused before the key is looked at: a right guess now cannot be told apart.
-  for (const key of ['guess-5-0123456789abcdef', ADMIN]) {
+  for (let i = 0; i < 5; i++) assertUnauthorized(await guess(`guessing-${i}-0123456789abcdef`), /Unknown API key/)
+  // The sixth attempt with that prefix is refused before the key is looked at: a right guess
+  // with that prefix now cannot be told apart. Keys of another prefix (a tenant behind the same
+  // NAT) are still served (the per-address ceiling is in test/security/http-log-auth.test.ts).
+  assert.equal((await guess(ADMIN)).statusCode, 200)
+  for (const key of ['guessing-5-0123456789abcdef']) {
     const res = await guess(key)
     assert.match(String(assertError(res, 429, 'GW_RATE_LIMITED').message), /failed authentications/)
     const retryAfter = Number(res.headers['retry-after'])
