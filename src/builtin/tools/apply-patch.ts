@@ -16,7 +16,8 @@ const DESCRIPTION = [
   '+added line',
   '*** End of File             (optional: the chunk must match at the end of the file)',
   '*** End Patch',
-  'Paths are relative to the workspace. Give about 3 lines of context before and after each change.'
+  'Paths are relative to the workspace. Give about 3 lines of context before and after each change.',
+  'Text only (no NUL bytes); a file to update may be at most 10 MiB, and one patch may read at most 64 MiB of existing files.'
 ].join('\n')
 
 /** The `apply_patch` built-in: the Codex patch format, applied atomically (SPEC 4). */
