@@ -282,8 +282,9 @@ test('read_file e/shadow while e is swapped with links to an outside dir, anothe
   const paths = ['e/shadow', 'v/shadow', 'h/shadow']
   const r = await runAttack(t, {
     ws: 'read',
-    // Cheap calls; an escape needs the check to meet the directory and the open, right after it, the link.
-    calls: 2 * CALLS,
+    // Cheap calls; an escape needs the check to meet the directory and the open, right after it, the
+    // link (63 of 400 calls escaped on 8d412a4 at load 14).
+    calls: 300,
     swappers: 2,
     setup: 'for d in e v h; do mkdir $d; echo inside > $d/shadow; done',
     pairs: [...outsideAndVictim(out), { name: 'h', other: 'lh', target: '/etc' }],
@@ -328,8 +329,8 @@ for (const engine of ['rg', 'node'] as const) {
     const ws = `grep-${engine}`
     const r = await runAttack(t, {
       ws,
-      // ripgrep is a process per call (~0.1-0.5 s here under load); it escaped on ~20% of calls before the fix.
-      calls: engine === 'rg' ? 100 : CALLS,
+      // ripgrep is a process per call (~0.1-0.5 s here under load); 10-16 of 100 calls escaped on 8d412a4.
+      calls: engine === 'rg' ? 60 : CALLS,
       setup: 'for d in e v; do mkdir $d; echo inside > $d/shadow; done',
       pairs: outsideAndVictim(out),
       call: async (i) => await invoke(gateway(), ATTACKER, ws, 'grep', { pattern, path: ['.', 'e', 'v'][i % 3] }),
@@ -355,7 +356,8 @@ test('glob e/* and */* while e1..e3 and v are swapped with links to an outside d
   const patterns = ['*/*', 'e1/*', '{e2,e3,v}/*', 'v/*']
   const r = await runAttack(t, {
     ws: 'glob',
-    calls: 2 * CALLS,
+    // 13-28 of 400 calls escaped on 8d412a4.
+    calls: 300,
     setup: `for d in ${dirs.join(' ')}; do mkdir $d; echo inside > $d/inside; done`,
     pairs: [
       ...['e1', 'e2', 'e3'].map((d) => ({ name: d, other: `l${d}`, target: out })),
@@ -420,8 +422,9 @@ test('edit e/f while e is swapped with links to an outside dir and another tenan
   const originals = await Promise.all(targets.map(async (p) => await readFile(p)))
   const r = await runAttack(t, {
     ws: 'edit',
-    // An escape here needs the read to meet the link and four other steps the real directory.
-    calls: 2 * CALLS,
+    // An escape here needs the read to meet the link and four other steps the real directory
+    // (11-17 of 400 calls escaped on 8d412a4).
+    calls: 300,
     setup: 'for d in e v; do mkdir $d; echo "hello inside" > $d/f; done',
     pairs: outsideAndVictim(out),
     // "hello" stays unique: every edit has exactly one match, in whichever file it reads.
