@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { mkdir, mkdtemp, realpath, rm, symlink, writeFile } from 'node:fs/promises'
+import { chmod, mkdir, mkdtemp, realpath, rm, symlink, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import fc from 'fast-check'
@@ -17,6 +17,8 @@ const HAS_RG = spawnSync('rg', ['--version']).status === 0
 async function setup (t: { after: (fn: () => Promise<void>) => void }) {
   const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), 'tg-gg-')))
   t.after(() => rm(dir, { recursive: true, force: true }))
+  // ripgrep runs in a bwrap sandbox as an unprivileged uid: it must be able to reach the root.
+  await chmod(dir, 0o755)
   const root = path.join(dir, 'root')
   const files: Record<string, string | Buffer> = {
     'a.ts': 'export const a = 1\n// TODO: a\n',

@@ -1,0 +1,237 @@
+/**
+ * Runs tenants' JavaScript regular expressions off the event loop, with a hard time budget
+ * (SPEC 11, event loop; issue 12 item 3). V8's RegExp backtracks: `(a+)+\s` over 30 `a`s runs for
+ * minutes and cannot be interrupted from inside, so a match running on the main thread froze
+ * every tenant's requests. Here the matching runs in worker threads; a batch that outlives the
+ * call's remaining budget gets its worker terminated (terminate() stops a running RegExp) and
+ * replaced, and the call fails with a clear tool error.
+ *
+ * The worker is plain JavaScript evaluated from a string: worker threads do not inherit tsx's
+ * TypeScript loader, so a .ts worker file would not load under `npm start`.
+ */
+import { availableParallelism } from 'node:os'
+import { Worker } from 'node:worker_threads'
+import { ToolError } from '../../types.js'
+
+/** Matching time one grep call may use in total (time waiting for a free worker is not counted). */
+export const GREP_REGEX_BUDGET_MS = 5000
+export const GREP_MAX_LINE_CHARS = 500
+
+export const REGEX_TIMEOUT_MESSAGE = 'Pattern took too long to evaluate (possible catastrophic backtracking); simplify it'
+
+/**
+ * The worker. A request is `{ id, source, flags, room, files: Uint8Array[] }`; for each file
+ * (already known to be text, under the size cap) it splits lines as ripgrep sees them ('\n',
+ * '\r' kept, a final empty line dropped; a line that is not valid UTF-8 never matches), tests the
+ * RegExp and answers `{ id, ok, out: [{ m: [[line, content]...], t }] }` with at most `room`
+ * lines kept over the whole batch (cut to GREP_MAX_LINE_CHARS) and every match counted in `t`.
+ */
+export const WORKER_SOURCE = `
+'use strict'
+const { parentPort } = require('node:worker_threads')
+// Below the event loop's priority: a pattern that burns its whole budget must not slow the
+// gateway's own thread (Linux: setpriority on a thread id renices that thread only).
+try {
+  const tid = /task\\/(\\d+)$/.exec(require('node:fs').readlinkSync('/proc/thread-self'))
+  if (tid !== null) require('node:os').setPriority(Number(tid[1]), 10)
+} catch {}
+const MAX_LINE = ${GREP_MAX_LINE_CHARS}
+const fatal = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+const lenient = new TextDecoder('utf-8', { ignoreBOM: true })
+let key
+let re
+function cut (line) {
+  const s = line.endsWith('\\r') ? line.slice(0, -1) : line
+  return s.length > MAX_LINE ? s.slice(0, MAX_LINE) + '...' : s
+}
+function lines (buf) {
+  const text = lenient.decode(buf)
+  let out
+  if (!text.includes('\\uFFFD')) {
+    out = text.split('\\n')
+  } else {
+    out = []
+    let from = 0
+    for (;;) {
+      const nl = buf.indexOf(0x0a, from)
+      const end = nl === -1 ? buf.length : nl
+      try { out.push(fatal.decode(buf.subarray(from, end))) } catch { out.push(undefined) }
+      if (nl === -1) break
+      from = nl + 1
+    }
+  }
+  if (out.length > 0 && out[out.length - 1] === '') out.pop()
+  return out
+}
+parentPort.on('message', (msg) => {
+  try {
+    const k = msg.flags + '/' + msg.source
+    if (k !== key) { re = new RegExp(msg.source, msg.flags); key = k }
+    let room = msg.room
+    const out = []
+    for (const buf of msg.files) {
+      const ls = lines(buf)
+      const m = []
+      let t = 0
+      for (let i = 0; i < ls.length; i++) {
+        const line = ls[i]
+        if (line === undefined || !re.test(line)) continue
+        t++
+        if (room > 0) { m.push([i + 1, cut(line)]); room-- }
+      }
+      out.push({ m, t })
+    }
+    parentPort.postMessage({ id: msg.id, ok: true, out })
+  } catch (err) {
+    parentPort.postMessage({ id: msg.id, ok: false, error: String((err && err.message) || err) })
+  }
+})
+`
+
+export interface FileMatches {
+  /** [line number, content cut to GREP_MAX_LINE_CHARS]. */
+  m: Array<[number, string]>
+  /** Matching lines in the file. */
+  t: number
+}
+
+/** What one grep call has left to spend; shared by all its batches. */
+export interface RegexBudget { leftMs: number }
+
+export interface RegexJob {
+  source: string
+  flags: string
+  /** Lines to keep over the whole batch (the rest are only counted). */
+  room: number
+  /** File contents; each must own its ArrayBuffer (they are transferred, not copied). */
+  files: Uint8Array[]
+}
+
+interface Slot { worker: Worker, busy: boolean }
+
+/**
+ * A fixed number of workers shared by every call, FIFO. A call's batches are queued one at a
+ * time, so concurrent calls interleave batch by batch and a hostile pattern holds one worker for
+ * at most its own call's budget.
+ */
+export class RegexPool {
+  private readonly slots: Slot[] = []
+  private readonly queue: Array<(slot: Slot) => void> = []
+  private nextId = 1
+  private closed = false
+
+  constructor (readonly size: number = defaultPoolSize()) {}
+
+  private spawn (): Worker {
+    const w = new Worker(WORKER_SOURCE, {
+      eval: true,
+      // A huge file splits into many strings: cap the heap so a worker cannot take the host's memory.
+      resourceLimits: { maxOldGenerationSizeMb: 512 }
+    })
+    // Idle workers must not keep the process alive; a batch in flight is held by its timer.
+    w.unref()
+    w.on('error', () => {})
+    return w
+  }
+
+  private async acquire (signal: AbortSignal | undefined): Promise<Slot> {
+    if (this.closed) throw new ToolError('grep is shutting down')
+    const free = this.slots.find((s) => !s.busy)
+    if (free !== undefined) { free.busy = true; return free }
+    if (this.slots.length < this.size) {
+      const slot = { worker: this.spawn(), busy: true }
+      this.slots.push(slot)
+      return slot
+    }
+    return await new Promise<Slot>((resolve, reject) => {
+      const take = (slot: Slot): void => {
+        signal?.removeEventListener('abort', onAbort)
+        resolve(slot)
+      }
+      const onAbort = (): void => {
+        const i = this.queue.indexOf(take)
+        if (i !== -1) this.queue.splice(i, 1)
+        reject(new ToolError('Cancelled'))
+      }
+      signal?.addEventListener('abort', onAbort, { once: true })
+      this.queue.push(take)
+    })
+  }
+
+  private release (slot: Slot): void {
+    const next = this.queue.shift()
+    if (next !== undefined) { next(slot); return }
+    slot.busy = false
+  }
+
+  /** Replaces a worker that was terminated (timeout, abort, crash) and hands the slot on. */
+  private replace (slot: Slot): void {
+    slot.worker.terminate().catch(() => {})
+    slot.worker.removeAllListeners('message')
+    if (this.closed) return
+    slot.worker = this.spawn()
+    this.release(slot)
+  }
+
+  /**
+   * Matches one batch. Rejects with a ToolError when the budget runs out (the worker is killed),
+   * when the call is cancelled, or when the RegExp throws (e.g. out of backtracking stack).
+   */
+  async match (job: RegexJob, budget: RegexBudget, signal?: AbortSignal): Promise<FileMatches[]> {
+    if (budget.leftMs <= 0) throw new ToolError(REGEX_TIMEOUT_MESSAGE)
+    const slot = await this.acquire(signal)
+    if (signal?.aborted === true) { this.release(slot); throw new ToolError('Cancelled') }
+    const id = this.nextId++
+    const began = performance.now()
+    const transfer = [...new Set(job.files.map((f) => f.buffer as ArrayBuffer))]
+    return await new Promise<FileMatches[]>((resolve, reject) => {
+      let settled = false
+      const finish = (fn: () => void, healthy: boolean): void => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        signal?.removeEventListener('abort', onAbort)
+        slot.worker.off('message', onMessage)
+        slot.worker.off('exit', onExit)
+        budget.leftMs -= performance.now() - began
+        if (healthy) this.release(slot)
+        else this.replace(slot)
+        fn()
+      }
+      const onMessage = (msg: { id: number, ok: boolean, out?: FileMatches[], error?: string }): void => {
+        if (msg.id !== id) return
+        if (msg.ok) finish(() => { resolve(msg.out as FileMatches[]) }, true)
+        else finish(() => { reject(new ToolError(`The regular expression failed: ${msg.error ?? 'unknown error'}`)) }, true)
+      }
+      const onExit = (): void => { finish(() => { reject(new ToolError('The regular expression worker stopped unexpectedly')) }, false) }
+      const onAbort = (): void => { finish(() => { reject(new ToolError('Cancelled')) }, false) }
+      const timer = setTimeout(() => {
+        budget.leftMs = 0
+        finish(() => { reject(new ToolError(REGEX_TIMEOUT_MESSAGE)) }, false)
+      }, Math.max(1, Math.ceil(budget.leftMs)))
+      slot.worker.on('message', onMessage)
+      slot.worker.once('exit', onExit)
+      signal?.addEventListener('abort', onAbort, { once: true })
+      slot.worker.postMessage({ id, source: job.source, flags: job.flags, room: job.room, files: job.files }, transfer)
+    })
+  }
+
+  /** Terminates every worker (tests, shutdown). */
+  async close (): Promise<void> {
+    this.closed = true
+    const slots = this.slots.splice(0)
+    await Promise.all(slots.map(async (s) => await s.worker.terminate().catch(() => 0)))
+  }
+}
+
+/** One worker per core beyond the first (the event loop keeps one to itself), at least 1, at most 4. */
+function defaultPoolSize (): number {
+  return Math.max(1, Math.min(4, availableParallelism() - 1))
+}
+
+let shared: RegexPool | undefined
+/** The process-wide pool (workers start on first use). */
+export function regexPool (): RegexPool {
+  shared ??= new RegexPool()
+  return shared
+}

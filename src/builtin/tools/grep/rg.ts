@@ -1,0 +1,298 @@
+/**
+ * The ripgrep engine, run INSIDE the tenant's sandbox (SPEC 11, first bullet). rg opens files by
+ * path: run as root on host paths, a directory swapped for a symlink during its walk made it read
+ * the host's /etc. In the sandbox its mount namespace holds only the workspace and the read roots
+ * (bound at their host paths, so its output paths are host paths) and it runs as the tenant's
+ * uid: whatever a swap makes it read, the tenant's own bash could read too.
+ *
+ * rg's lines are taken as they are: no JavaScript confirmation of them (a backtracking RegExp on
+ * the event loop was the freeze of issue 12 item 3). rgPortable only lets through patterns whose
+ * meaning is the same in both syntaxes; see there for the remaining differences.
+ */
+import type { FileHandle } from 'node:fs/promises'
+import { constants as fsConstants } from 'node:fs'
+import { open } from 'node:fs/promises'
+import path from 'node:path'
+import type { Sandbox } from '../../sandbox/types.js'
+import { ToolError } from '../../types.js'
+import type { Workspace } from '../../types.js'
+import { at } from '../../workspace/tree.js'
+import { BINARY_SNIFF_BYTES, looksBinary, mapLimit } from '../schemas.js'
+import { pathSortKey } from '../glob.js'
+import { GREP_MAX_LINE_CHARS } from './regex-worker.js'
+
+/** rg output kept in memory; past it rg is killed and the Node engine answers instead. */
+const RG_OUTPUT_CAP = 32 * 1024 * 1024
+/** Wall-clock bound on one rg run (the sandbox's CPU rlimit bounds its CPU time too). */
+export const RG_TIMEOUT_MS = 30_000
+/** Binary sniffs in flight at once for the files rg matched. */
+const SNIFF_CONCURRENCY = 16
+
+export type RgSandbox = Pick<Sandbox, 'mode' | 'spawn'>
+
+export interface RgQuery {
+  pattern: string
+  caseInsensitive: boolean
+  includeGlob: string | undefined
+  signal: AbortSignal
+}
+
+export interface RgOutcome {
+  /** Matches in path order (file display path, line, cut content). */
+  matches: Array<{ file: string, line: number, content: string }>
+  filesSearched: number
+}
+
+/**
+ * Whether ripgrep's regex engine matches what the JS RegExp matches for this pattern (ASCII
+ * patterns without the escapes, classes and groups whose meaning differs). Escapes whose meaning
+ * differs (\s, \b, \p, \u, back-references, ...), look-around and named groups (rg has none / other
+ * syntax), non-ASCII text, nested or set-operation classes, and negated classes under -i keep the
+ * search in Node. Known remaining differences, on text only: rg's `.` and negated classes match a
+ * whole astral-plane character (JS: one UTF-16 unit), and under -i rg also folds `k` with U+212A and
+ * `s` with U+017F.
+ */
+export function rgPortable (pattern: string, caseInsensitive: boolean): boolean {
+  if (/[^\x20-\x7e]/.test(pattern)) return false
+  let inClass = false
+  for (let i = 0; i < pattern.length; i++) {
+    const ch = pattern[i] as string
+    if (ch === '\\') {
+      const next = pattern[i + 1]
+      if (next === undefined || 'sSDWbBpPuUcCkKaAzZeEgGhHQ0123456789'.includes(next)) return false
+      if (next === 'x' && !/^[0-9A-Fa-f]{2}$/.test(pattern.slice(i + 2, i + 4))) return false
+      i++
+      continue
+    }
+    if (inClass) {
+      if (ch === '[') return false
+      if (ch === ']') inClass = false
+      else if ((ch === '&' || ch === '-' || ch === '~') && pattern[i + 1] === ch) return false
+      continue
+    }
+    // "(?" starts look-around, a named group or an inline flag: none is the same in both engines.
+    if (ch === '(' && pattern[i + 1] === '?' && pattern[i + 2] !== ':') return false
+    if (ch === '[') {
+      inClass = true
+      if (pattern[i + 1] === '^') {
+        if (caseInsensitive) return false
+        i++
+      }
+      if (pattern[i + 1] === ']') return false
+    }
+  }
+  return true
+}
+
+/** A word for `sh -c`: single-quoted, so nothing in it is expanded or split. */
+export function shellQuote (s: string): string {
+  return `'${s.replaceAll("'", "'\\''")}'`
+}
+
+function rgArgs (q: RgQuery, baseAbs: string): string[] {
+  // Every value is glued to its flag ("--glob=x") and paths follow "--", so a pattern such as
+  // "--pre=sh" or a path "-x" is never parsed as an option. --no-config ignores RIPGREP_CONFIG_PATH.
+  const args = ['--no-config', '--hidden', '--no-ignore', '--no-follow', '--max-filesize=10M']
+  if (q.includeGlob !== undefined) args.push(`--glob=${q.includeGlob}`)
+  // The exclusions come last: with rg the last matching glob wins.
+  args.push('--glob=!.git', '--glob=!node_modules')
+  args.push('--text', '--encoding=none', '--no-heading', '--with-filename', '--line-number', '--null', '--color=never', '--stats',
+    q.caseInsensitive ? '--ignore-case' : '--case-sensitive', `--regexp=${q.pattern}`, '--', baseAbs)
+  return args
+}
+
+/**
+ * ripgrep's --stats block, printed after the last match (which always starts with the absolute
+ * search path, never with '\n'). rg 13 prints "\n<n> matches\n<n> matched lines\n<n> files
+ * contained matches\n<n> files searched\n..."; anything else means the output is not what this
+ * parser expects and the Node engine answers instead.
+ */
+const RG_STATS = /^\n\d+ matches\n\d+ matched lines\n\d+ files contained matches\n(\d+) files searched\n/
+
+const fatalUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
+
+function cutLine (line: string): string {
+  const s = line.endsWith('\r') ? line.slice(0, -1) : line
+  return s.length > GREP_MAX_LINE_CHARS ? `${s.slice(0, GREP_MAX_LINE_CHARS)}...` : s
+}
+
+/**
+ * Incremental parser of `rg --null --line-number --with-filename --stats` output: records
+ * "<abs path>\0<line>:<content>\n" (the path is read up to its NUL first, so a name holding '\n'
+ * parses; content may hold NULs under --text), then the stats block. Lines that are not valid
+ * UTF-8 are dropped (the Node engine never matches them). Content is cut as it arrives.
+ */
+export class RgOutputParser {
+  readonly found: Array<{ file: string, line: number, content: string }> = []
+  readonly files: string[] = []
+  private pending: Buffer[] = []
+  private stats: Buffer[] | undefined
+  private bad = false
+  private lastFile: string | undefined
+  private readonly seen = new Set<string>()
+
+  push (d: Buffer): void {
+    if (this.bad) return
+    if (this.stats !== undefined) { this.stats.push(d); return }
+    this.pending.push(d)
+    if (d.indexOf(0x0a) === -1) return
+    const buf = this.pending.length === 1 ? d : Buffer.concat(this.pending)
+    this.pending = []
+    let pos = 0
+    while (pos < buf.length) {
+      if (buf[pos] === 0x0a) {
+        this.stats = [buf.subarray(pos)]
+        return
+      }
+      const nul = buf.indexOf(0, pos)
+      if (nul === -1) break
+      const colon = buf.indexOf(0x3a, nul + 1)
+      if (colon === -1) break
+      const nl = buf.indexOf(0x0a, colon + 1)
+      if (nl === -1) break
+      this.record(buf.subarray(pos, nul), buf.subarray(nul + 1, colon), buf.subarray(colon + 1, nl))
+      if (this.bad) return
+      pos = nl + 1
+    }
+    if (pos < buf.length) this.pending.push(buf.subarray(pos))
+  }
+
+  private record (pathBytes: Buffer, lineBytes: Buffer, raw: Buffer): void {
+    const lineNo = Number(lineBytes.toString('latin1'))
+    if (!Number.isSafeInteger(lineNo) || lineNo < 1) { this.bad = true; return }
+    let text: string
+    try {
+      text = fatalUtf8.decode(raw)
+    } catch {
+      return
+    }
+    const file = pathBytes.toString('utf8')
+    this.found.push({ file, line: lineNo, content: cutLine(text) })
+    if (file !== this.lastFile && !this.seen.has(file)) {
+      this.seen.add(file)
+      this.files.push(file)
+    }
+    this.lastFile = file
+  }
+
+  /** filesSearched from the stats block; undefined when the output was not as expected. */
+  end (): number | undefined {
+    if (this.bad || this.stats === undefined || this.pending.length > 0) return undefined
+    const m = RG_STATS.exec(Buffer.concat(this.stats).toString('latin1'))
+    return m === null ? undefined : Number(m[1])
+  }
+}
+
+interface RunResult { code: number | null, overflow: boolean, timedOut: boolean }
+
+/** Runs rg in the sandbox, handing each stdout chunk to `onData` as it arrives. */
+async function runRg (sandbox: RgSandbox, ws: Workspace, args: string[], signal: AbortSignal, onData: (d: Buffer) => void): Promise<RunResult> {
+  const command = `exec rg ${args.map(shellQuote).join(' ')}`
+  const proc = sandbox.spawn({ workspace: ws, command, cwd: ws.root, stdin: 'ignore' })
+  let size = 0
+  let overflow = false
+  let timedOut = false
+  const onAbort = (): void => { proc.kill() }
+  signal.addEventListener('abort', onAbort, { once: true })
+  const timer = setTimeout(() => { timedOut = true; proc.kill() }, RG_TIMEOUT_MS)
+  proc.stdout.on('data', (d: Buffer) => {
+    if (overflow) return
+    size += d.length
+    if (size > RG_OUTPUT_CAP) {
+      overflow = true
+      proc.kill()
+      return
+    }
+    onData(d)
+  })
+  proc.stderr.resume()
+  const stdoutDone = new Promise<void>((resolve) => {
+    proc.stdout.once('close', resolve)
+    proc.stdout.once('error', () => { resolve() })
+  })
+  try {
+    const info = await proc.exited
+    // Every byte rg wrote must be parsed before its stats are read.
+    await stdoutDone
+    return { code: proc.spawnError !== undefined ? null : info.exitCode, overflow, timedOut }
+  } finally {
+    clearTimeout(timer)
+    signal.removeEventListener('abort', onAbort)
+  }
+}
+
+const DIR_FLAGS = fsConstants.O_RDONLY | fsConstants.O_DIRECTORY | fsConstants.O_NOFOLLOW
+const FILE_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK
+
+/**
+ * Whether the file at `rel` below the open base directory is binary (a NUL in its first 8 KiB).
+ * Opened component by component beneath the base's fd with no symlink followed (rg followed none
+ * either): anything else there now (a link swapped in, gone) counts as binary, i.e. dropped.
+ */
+async function sniffBinary (base: FileHandle, rel: string): Promise<boolean> {
+  const parts = rel.split('/')
+  if (parts.some((p) => p === '' || p === '.' || p === '..')) return true
+  let dir: FileHandle | undefined
+  let fh: FileHandle | undefined
+  try {
+    let cur = base
+    for (const p of parts.slice(0, -1)) {
+      const next = await open(at(cur, p), DIR_FLAGS)
+      if (dir !== undefined) await dir.close()
+      dir = next
+      cur = next
+    }
+    fh = await open(at(cur, parts[parts.length - 1] as string), FILE_FLAGS)
+    const st = await fh.stat()
+    if (!st.isFile()) return true
+    const buf = Buffer.allocUnsafe(BINARY_SNIFF_BYTES)
+    const { bytesRead } = await fh.read(buf, 0, buf.length, 0)
+    return looksBinary(buf, bytesRead)
+  } catch {
+    return true
+  } finally {
+    await fh?.close().catch(() => {})
+    await dir?.close().catch(() => {})
+  }
+}
+
+/**
+ * Searches the directory `baseAbs` (open as `base`) with rg in the sandbox. Returns undefined when
+ * rg cannot answer exactly (an error exit, unreadable files, the output cap, unexpected output):
+ * the Node engine answers then. A timeout is a tool error.
+ */
+export async function rgSearchDir (
+  sandbox: RgSandbox, ws: Workspace, q: RgQuery, base: FileHandle, baseAbs: string, baseDisplay: string
+): Promise<RgOutcome | undefined> {
+  const parser = new RgOutputParser()
+  const run = await runRg(sandbox, ws, rgArgs(q, baseAbs), q.signal, (d) => { parser.push(d) })
+  if (q.signal.aborted) throw new ToolError('Cancelled')
+  if (run.timedOut) throw new ToolError(`grep took longer than ${RG_TIMEOUT_MS / 1000} s; narrow the path or the pattern`)
+  if (run.overflow || (run.code !== 0 && run.code !== 1)) return undefined
+  const searched = parser.end()
+  if (searched === undefined) return undefined
+
+  const relOf = (file: string): string | undefined => {
+    const rel = path.relative(baseAbs, file)
+    if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) return undefined
+    return rel.split(path.sep).join('/')
+  }
+  // rg searched with --text; binary files (a NUL in the first 8 KiB) are dropped here, as the
+  // Node engine drops them.
+  const binary = await mapLimit(parser.files, SNIFF_CONCURRENCY, async (f) => {
+    const rel = relOf(f)
+    return rel === undefined ? true : await sniffBinary(base, rel)
+  })
+  if (q.signal.aborted) throw new ToolError('Cancelled')
+  const isBinary = new Map(parser.files.map((f, i) => [f, binary[i] as boolean]))
+
+  const kept: Array<{ file: string, key: string, line: number, content: string }> = []
+  for (const m of parser.found) {
+    if (isBinary.get(m.file) !== false) continue
+    const rel = relOf(m.file) as string
+    const file = baseDisplay === '.' ? rel : `${baseDisplay}/${rel}`
+    kept.push({ file, key: pathSortKey(file), line: m.line, content: m.content })
+  }
+  kept.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.line - b.line))
+  return { matches: kept.map(({ file, line, content }) => ({ file, line, content })), filesSearched: searched }
+}
