@@ -5,7 +5,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { link, mkdir, mkdtemp, readFile, readdir, realpath, rm, symlink, writeFile } from 'node:fs/promises'
+import { chmod, link, mkdir, mkdtemp, readFile, readdir, realpath, rm, symlink, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { readFileTool } from '../../src/builtin/tools/read-file.js'
@@ -24,6 +24,8 @@ const grepRg = createGrepTool({ engine: HAS_RG ? 'rg' : 'node' })
 async function setup (t: { after: (fn: () => Promise<void>) => void }) {
   const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), 'tg-sec-')))
   t.after(() => rm(dir, { recursive: true, force: true }))
+  // ripgrep runs in a bwrap sandbox as an unprivileged uid: it must be able to reach the root.
+  await chmod(dir, 0o755)
   const root = path.join(dir, 'ws', 'alice', 'default')
   const other = path.join(dir, 'ws', 'bob', 'default')
   const outside = path.join(dir, 'outside')
