@@ -181,15 +181,15 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
 
   /**
    * Counts `n` more requests in `bucket`'s current window (the plugin counted the request itself
-   * as one). Returns the count after them, or undefined when Redis fails (like the plugin's
+   * as one). Returns the window after them (count, ms left), or undefined when Redis fails (like the plugin's
    * skipOnError: an outage does not turn into refusals).
    */
-  const countMore = async (bucket: string, n: number): Promise<number | undefined> => {
+  const countMore = async (bucket: string, n: number): Promise<{ current: number, ttl: number } | undefined> => {
     if (n <= 0) return undefined
-    if (redis === undefined) return memoryStore.incrBy(bucket, n, 60_000).current
+    if (redis === undefined) return memoryStore.incrBy(bucket, n, 60_000)
     try {
-      const [current] = await redis.eval(INCR_BY_LUA, 1, `${nameSpace}${bucket}`, n, 60_000) as [number, number]
-      return current
+      const [current, ttl] = await redis.eval(INCR_BY_LUA, 1, `${nameSpace}${bucket}`, n, 60_000) as [number, number]
+      return { current, ttl }
     } catch {
       return undefined
     }
@@ -248,9 +248,9 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     let allowed = count
     if (count > 1) {
       const after = await countMore(bucket, count - 1)
-      if (after !== undefined) allowed = Math.max(0, Math.min(count, opts.perMinute - (after - count)))
-      if (allowed < count && !isMcp) {
-        reply.header('retry-after', '60')
+      if (after !== undefined) allowed = Math.max(0, Math.min(count, opts.perMinute - (after.current - count)))
+      if (after !== undefined && allowed < count && !isMcp) {
+        reply.header('retry-after', String(Math.max(1, Math.ceil(after.ttl / 1000))))
         throw new HttpError('GW_RATE_LIMITED', `Rate limit of ${opts.perMinute} requests per minute exceeded: this batch of ${count} calls does not fit in what is left of the minute; retry later or send fewer calls`)
       }
     }

@@ -19,6 +19,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { z } from 'zod'
 import { startGateway } from '../helpers/gateway-process.js'
 import type { GatewayProcess } from '../helpers/gateway-process.js'
+import { REDIS_URL, redisForTest } from '../helpers/redis.js'
 import { startStreamableHttpFixture } from '../fixtures/mcp/index.js'
 
 const ADMIN = 'admin-key-0123456789'
@@ -110,32 +111,45 @@ test('/mcp batches: every tools/call counts against MAX_CONCURRENT_PER_TENANT; t
   assert.ok(again.json.every((r: any) => r.result?.isError === false), JSON.stringify(again.json))
 })
 
-test('/mcp batches: every tools/call counts against RATE_LIMIT_PER_MINUTE; calls over the limit get a JSON-RPC error', async (t) => {
-  const upstream = await countingUpstream(t)
-  const gw = await gateway(t, { MAX_CONCURRENT_PER_TENANT: '4', RATE_LIMIT_PER_MINUTE: '10' })
-  assert.equal((await call(gw, 'PUT', '/users/acme/mcp/servers/s', ADMIN, { type: 'http', url: upstream.url })).status, 201)
+for (const backend of ['memory', 'redis'] as const) {
+  test(`/mcp batches (${backend} counters): every tools/call counts against RATE_LIMIT_PER_MINUTE; calls over the limit get a JSON-RPC error`, async (t) => {
+    let redis = {}
+    if (backend === 'redis') {
+      const r = await redisForTest(t)
+      if (r === undefined) return
+      redis = { REDIS_URL, REDIS_KEY_PREFIX: r.prefix }
+    }
+    const upstream = await countingUpstream(t)
+    const gw = await gateway(t, { MAX_CONCURRENT_PER_TENANT: '4', RATE_LIMIT_PER_MINUTE: '10', ...redis })
+    assert.equal((await call(gw, 'PUT', '/users/acme/mcp/servers/s', ADMIN, { type: 'http', url: upstream.url })).status, 201)
 
-  const answer = await call(gw, 'POST', '/mcp?mcp=s', ACME, batch(25, 'user_acme_tool_hold', { ms: 1 }))
-  assert.equal(answer.status, 200, JSON.stringify(answer.json))
-  const ok = answer.json.filter((r: any) => r.result !== undefined)
-  const limited = answer.json.filter((r: any) => r.error?.data?.code === 'GW_RATE_LIMITED')
-  assert.ok(upstream.stats.total <= 10, `${upstream.stats.total} calls ran in one minute (limit 10)`)
-  assert.equal(ok.length, upstream.stats.total)
-  assert.equal(ok.length + limited.length, 25, JSON.stringify(answer.json))
-  assert.ok(ok.length >= 8, `only ${ok.length} calls ran`)
-  assert.equal(limited[0].error.data.statusCode, 429)
-  assert.match(limited[0].error.message, /rate limit/i)
-  // Every answer keeps its id (a client matches answers to calls).
-  assert.deepEqual(answer.json.map((r: any) => r.id).sort((a: number, b: number) => a - b), Array.from({ length: 25 }, (_, i) => i + 1))
+    const answer = await call(gw, 'POST', '/mcp?mcp=s', ACME, batch(25, 'user_acme_tool_hold', { ms: 1 }))
+    assert.equal(answer.status, 200, JSON.stringify(answer.json))
+    const ok = answer.json.filter((r: any) => r.result !== undefined)
+    const limited = answer.json.filter((r: any) => r.error?.data?.code === 'GW_RATE_LIMITED')
+    assert.ok(upstream.stats.total <= 10, `${upstream.stats.total} calls ran in one minute (limit 10)`)
+    assert.equal(ok.length, upstream.stats.total)
+    assert.equal(ok.length + limited.length, 25, JSON.stringify(answer.json))
+    assert.ok(ok.length >= 8, `only ${ok.length} calls ran`)
+    assert.equal(limited[0].error.data.statusCode, 429)
+    assert.match(limited[0].error.message, /rate limit/i)
+    // Every answer keeps its id (a client matches answers to calls).
+    assert.deepEqual(answer.json.map((r: any) => r.id).sort((a: number, b: number) => a - b), Array.from({ length: 25 }, (_, i) => i + 1))
 
-  // The minute is used up: the next call, alone, is refused too.
-  const next = await call(gw, 'POST', '/mcp?mcp=s', ACME, batch(1, 'user_acme_tool_hold', { ms: 1 }, 100))
-  assert.equal(next.status, 429)
-  assert.equal(upstream.stats.total, ok.length)
-  // Another tenant has its own minute.
-  const other = await call(gw, 'POST', '/invoke', GLOBEX, { name: 'current_time', arguments: {} })
-  assert.notEqual(other.status, 429)
-})
+    // The minute is used up: the next call, alone, is refused too.
+    const next = await call(gw, 'POST', '/mcp?mcp=s', ACME, batch(1, 'user_acme_tool_hold', { ms: 1 }, 100))
+    assert.equal(next.status, 429)
+    assert.equal(upstream.stats.total, ok.length)
+    // Another tenant has its own minute.
+    const other = await call(gw, 'POST', '/invoke', GLOBEX, { name: 'current_time', arguments: {} })
+    assert.notEqual(other.status, 429)
+    // /invoke/batch counts each call too; a batch that does not fit in the minute is refused whole.
+    const big = await call(gw, 'POST', '/invoke/batch', GLOBEX, { calls: Array.from({ length: 12 }, () => ({ name: 'user_globex_tool_hold', arguments: { ms: 1 } })) })
+    assert.equal(big.status, 429, JSON.stringify(big.json))
+    assert.equal(big.json.code, 'GW_RATE_LIMITED')
+    assert.match(big.json.message, /batch of 12 calls/)
+  })
+}
 
 /** Opens a GET /mcp notification stream; resolves with its status once the head arrived. */
 async function openStream (gw: GatewayProcess, key: string, open: ClientRequest[]): Promise<number> {
