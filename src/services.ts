@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import { createBuiltins } from './builtin/index.js'
+import type { SandboxIsolation } from './builtin/sandbox/types.js'
 import type { Builtins } from './builtin/index.js'
 import type { Config } from './config.js'
 import { DiscoveryError } from './discovery/modules.js'
@@ -42,7 +43,7 @@ export interface GatewayStatus {
   connectedClients: number
   totalTools: number
   clients: McpClientPoolStats['clients']
-  sandbox: { mode: string, probe: unknown, warning: string | null }
+  sandbox: { mode: string, probe: unknown, warning: string | null, isolation: SandboxIsolation | null }
   registry: { backend: 'memory' | 'redis', secretsEncrypted: boolean }
 }
 
@@ -134,15 +135,6 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   )
   closers.push(async () => await localMcp.close())
 
-  let builtin = overrides.builtin
-  let builtins: Builtins | undefined
-  if (!builtin) {
-    builtins = await createBuiltins(config, logger)
-    const b = builtins
-    closers.push(async () => await b.close())
-    builtin = builtins.source
-  }
-
   // Remote MCP (tiers 2 and 5): registry store, secrets, SSRF policy, client pools.
   const box = secretBoxFromEnv({ SECRETS_KEY: config.secretsKey, SECRETS_KEY_PREVIOUS: config.secretsKeyPrevious })
   if (!box.ok) throw new StartupError(box.message)
@@ -156,6 +148,16 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   const rawStore = overrides.store ?? await createRegistryStore({ redisUrl: config.redisUrl, keyPrefix: config.redisKeyPrefix })
   if (!overrides.store) closers.push(async () => await rawStore.close())
   const store = countUnavailable(rawStore, counters)
+
+  // After the store: the sandbox allocates each tenant's host uid in it (SPEC 11).
+  let builtin = overrides.builtin
+  let builtins: Builtins | undefined
+  if (!builtin) {
+    builtins = await createBuiltins(config, logger, { uids: store })
+    const b = builtins
+    closers.push(async () => await b.close())
+    builtin = builtins.source
+  }
   if (!box.box.encrypted) {
     const level = store.backend === 'redis' ? 'warn' : 'info'
     logger[level]({ registry: store.backend }, store.backend === 'redis'
@@ -238,7 +240,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
       connectedClients: g.connectedClients + u.connectedClients,
       totalTools: Object.values(clients).reduce((n, c) => n + c.tools, 0),
       clients,
-      sandbox: { mode: sandbox?.mode ?? 'external', probe: sandbox?.probe ?? null, warning: sandbox?.warning ?? null },
+      sandbox: { mode: sandbox?.mode ?? 'external', probe: sandbox?.probe ?? null, warning: sandbox?.warning ?? null, isolation: sandbox?.isolation ?? null },
       registry: { backend: store.backend, secretsEncrypted: box.box.encrypted }
     }
   }
@@ -286,6 +288,7 @@ function countUnavailable (store: RegistryStore, counters: ServiceCounters): Reg
     delete: async (scope, serverId) => await counted(store.delete(scope, serverId)),
     version: async (scope) => await counted(store.version(scope)),
     listUserIds: async () => await counted(store.listUserIds()),
+    allocateSandboxUid: async (tenant, range) => await counted(store.allocateSandboxUid(tenant, range)),
     subscribe: (listener) => store.subscribe(listener),
     ping: async () => await counted(store.ping()),
     close: async () => await store.close()

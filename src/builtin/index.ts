@@ -3,6 +3,7 @@ import type { Logger } from '../services.js'
 import { ProcessManager } from './processes/index.js'
 import { createSandbox } from './sandbox/index.js'
 import type { Sandbox } from './sandbox/index.js'
+import { parseUidRange, tenantOwners, type UidStore } from './sandbox/tenant-uids.js'
 import { BuiltinSource } from './source.js'
 import { applyPatchTool } from './tools/apply-patch.js'
 import { createBashTool } from './tools/bash.js'
@@ -29,8 +30,16 @@ export interface Builtins {
  * Builds tier 1. The sandbox probe runs here, at start-up: with SANDBOX=bwrap a failing probe
  * throws (start-up stops with what to install or which container options to set).
  */
-export async function createBuiltins (config: Config, logger: Logger): Promise<Builtins> {
-  const sandbox = await createSandbox({ mode: config.sandbox, logger })
+export async function createBuiltins (config: Config, logger: Logger, deps: { uids?: UidStore } = {}): Promise<Builtins> {
+  const uidRange = parseUidRange(config.sandboxUidRange)
+  const sandbox = await createSandbox({
+    mode: config.sandbox,
+    logger,
+    // A uid per tenant needs the store that allocates them; without it all tenants share one.
+    ...(deps.uids !== undefined ? { uidRange } : {}),
+    ...(config.sandboxCgroupRoot !== undefined ? { cgroupRoot: config.sandboxCgroupRoot } : {}),
+    tenantLimits: { memoryBytes: config.sandboxTenantMemoryBytes, pids: config.sandboxTenantPids }
+  })
   const workspaces = new WorkspaceManager({
     workspacesDir: config.workspacesDir,
     workspaceBases: config.workspaceBases,
@@ -42,7 +51,8 @@ export async function createBuiltins (config: Config, logger: Logger): Promise<B
       maxProcessOutputChars: config.maxProcessOutputChars,
       outputMaxChars: config.outputMaxChars
     },
-    ...(sandbox.owner ? { owner: sandbox.owner } : {})
+    ...(sandbox.owner ? { owner: sandbox.owner } : {}),
+    ...(sandbox.isolation.uidPerTenant && deps.uids !== undefined ? { ownerFor: tenantOwners(deps.uids, uidRange) } : {})
   })
   const processes = new ProcessManager({ sandbox, maxRunningPerTenant: config.maxProcessesPerTenant })
   // AI4J's allCodingToolNames() order.

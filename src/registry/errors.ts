@@ -29,3 +29,15 @@ export function assertScope (scope: RegistryScope): void {
 export function assertServerId (serverId: string): void {
   if (!ID_PATTERN.test(serverId)) throw new RangeError(`invalid serverId: ${JSON.stringify(serverId.slice(0, 80))}`)
 }
+
+/** A sandbox uid range as the config parses it; anything else is a bug. Never includes root. */
+export function assertUidRange (range: { first: number, last: number }): void {
+  const ok = Number.isSafeInteger(range.first) && Number.isSafeInteger(range.last) &&
+    range.first > 0 && range.first <= range.last && range.last < 2 ** 32 - 1
+  if (!ok) throw new RangeError(`invalid sandbox uid range ${String(range.first)}-${String(range.last)}`)
+}
+
+/** The tenant key of a workspace: a userId, or `_` without one. */
+export function assertTenant (tenant: string): void {
+  if (tenant !== '_' && !ID_PATTERN.test(tenant)) throw new RangeError(`invalid tenant: ${JSON.stringify(tenant.slice(0, 80))}`)
+}

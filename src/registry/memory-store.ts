@@ -1,6 +1,6 @@
-import { assertScope, assertServerId, RegistryUnavailableError } from './errors.js'
+import { assertScope, assertServerId, assertTenant, assertUidRange, RegistryUnavailableError } from './errors.js'
 import type { ServerConfig } from './server-config.js'
-import type { RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredServer } from './types.js'
+import type { RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredServer, UidRange } from './types.js'
 
 interface ScopeState {
   version: number
@@ -25,6 +25,14 @@ export class MemoryRegistryStore implements RegistryStore {
   #scopes = new Map<string, ScopeState>()
   #listeners = new Set<RegistryListener>()
   #closed = false
+  readonly #uidOfTenant = new Map<string, number>()
+  readonly #tenantOfUid = new Map<number, string>()
+  /**
+   * Where the next uid search starts, as an offset into the range. Random: gateways with an
+   * embedded store on one host do not all start at the range's first uid (they cannot see each
+   * other's allocations; several instances need the Redis store).
+   */
+  readonly #uidCursor = Math.floor(Math.random() * 0x7fffffff)
 
   #state (scope: RegistryScope, create: boolean): ScopeState | undefined {
     assertScope(scope)
@@ -108,6 +116,24 @@ export class MemoryRegistryStore implements RegistryStore {
       if (key.startsWith('u_') && state.servers.size > 0) ids.push(key.slice(2))
     }
     return ids.sort()
+  }
+
+  async allocateSandboxUid (tenant: string, range: UidRange): Promise<number> {
+    this.#checkOpen()
+    assertTenant(tenant)
+    assertUidRange(range)
+    const known = this.#uidOfTenant.get(tenant)
+    if (known !== undefined && known >= range.first && known <= range.last) return known
+    const size = range.last - range.first + 1
+    for (let i = 0; i < size; i++) {
+      const uid = range.first + (this.#uidCursor + this.#uidOfTenant.size + i) % size
+      if (this.#tenantOfUid.has(uid)) continue
+      if (known !== undefined) this.#tenantOfUid.delete(known)
+      this.#uidOfTenant.set(tenant, uid)
+      this.#tenantOfUid.set(uid, tenant)
+      return uid
+    }
+    throw new RangeError(`every sandbox uid of ${range.first}-${range.last} is taken`)
   }
 
   subscribe (listener: RegistryListener): () => void {

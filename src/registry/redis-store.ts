@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto'
 import { Redis, ReplyError } from 'ioredis'
-import { assertScope, assertServerId, RegistryUnavailableError } from './errors.js'
+import { assertScope, assertServerId, assertTenant, assertUidRange, RegistryUnavailableError } from './errors.js'
 import { quitWithTimeout } from './redis-quit-with-timeout.js'
 import type { ServerConfig } from './server-config.js'
-import type { RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredServer } from './types.js'
+import type { RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredServer, UidRange } from './types.js'
 
 /**
  * Redis registry (SPEC 5), shared by every gateway instance. Layout, with `{p}` the key prefix:
@@ -12,6 +12,7 @@ import type { RegistryChange, RegistryListener, RegistryScope, RegistryStore, St
  * - `{p}ver:g`, `{p}ver:u:{userId}`: version counter per scope (INCR, never reset)
  * - `{p}srv:users`: set of userIds that have at least one server
  * - `{p}events`: pub/sub channel, one JSON message per change
+ * - `{p}sandbox:uids`: the host uid of each tenant's sandbox (see ALLOCATE_UID_SCRIPT)
  *
  * Writes run as Lua scripts rather than MULTI/EXEC: a script is just as atomic, and it can
  * also embed the new version in the entry and in the event, skip the increment when a delete
@@ -54,7 +55,38 @@ redis.call('PUBLISH', ARGV[3], '{"version":' .. v .. ',' .. string.sub(ARGV[4], 
 return {v, 1}
 `
 
+/**
+ * Sandbox uid per tenant (SPEC 11), in one hash `{p}sandbox:uids`: `t:{tenant}` -> uid,
+ * `u:{uid}` -> tenant (so no uid is handed out twice, whatever the range was when it was taken),
+ * and `cursor`, where the next search starts. The whole allocation is one script: atomic across
+ * instances. Returns -1 when the range is full.
+ */
+const ALLOCATE_UID_SCRIPT = `
+local first = tonumber(ARGV[2])
+local last = tonumber(ARGV[3])
+local known = redis.call('HGET', KEYS[1], 't:' .. ARGV[1])
+if known then
+  local k = tonumber(known)
+  if k >= first and k <= last then return k end
+end
+local size = last - first + 1
+local cursor = tonumber(redis.call('HGET', KEYS[1], 'cursor') or '0') or 0
+for i = 0, size - 1 do
+  local uid = first + (cursor + i) % size
+  local name = string.format('%d', uid)
+  if redis.call('HEXISTS', KEYS[1], 'u:' .. name) == 0 then
+    if known then redis.call('HDEL', KEYS[1], 'u:' .. known) end
+    redis.call('HSET', KEYS[1], 't:' .. ARGV[1], name)
+    redis.call('HSET', KEYS[1], 'u:' .. name, ARGV[1])
+    redis.call('HSET', KEYS[1], 'cursor', string.format('%d', (uid - first + 1) % size))
+    return uid
+  end
+end
+return -1
+`
+
 interface ScriptCommands {
+  tgAllocateUid (uidsKey: string, tenant: string, first: string, last: string): Promise<number>
   tgRegistryPut (hashKey: string, versionKey: string, usersKey: string, serverId: string, entryJson: string, channel: string, eventJson: string, userId: string): Promise<[number, number]>
   tgRegistryDelete (hashKey: string, versionKey: string, usersKey: string, serverId: string, unused: string, channel: string, eventJson: string, userId: string): Promise<[number, number]>
 }
@@ -128,6 +160,7 @@ export class RedisRegistryStore implements RegistryStore {
     }) as Redis & ScriptCommands
     this.#client.defineCommand('tgRegistryPut', { numberOfKeys: 3, lua: PUT_SCRIPT })
     this.#client.defineCommand('tgRegistryDelete', { numberOfKeys: 3, lua: DELETE_SCRIPT })
+    this.#client.defineCommand('tgAllocateUid', { numberOfKeys: 1, lua: ALLOCATE_UID_SCRIPT })
     this.#client.on('error', (err: Error) => this.#onError(err))
 
     this.#subscriber = new Redis(options.url, {
@@ -299,6 +332,14 @@ export class RedisRegistryStore implements RegistryStore {
   async listUserIds (): Promise<string[]> {
     const ids = await this.#run(() => this.#client.smembers(this.#usersKey))
     return ids.sort()
+  }
+
+  async allocateSandboxUid (tenant: string, range: UidRange): Promise<number> {
+    assertTenant(tenant)
+    assertUidRange(range)
+    const uid = await this.#run(() => this.#client.tgAllocateUid(`${this.keyPrefix}sandbox:uids`, tenant, String(range.first), String(range.last)))
+    if (uid < 0) throw new RangeError(`every sandbox uid of ${range.first}-${range.last} is taken`)
+    return uid
   }
 
   subscribe (listener: RegistryListener): () => void {

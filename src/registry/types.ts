@@ -25,6 +25,12 @@ export type RegistryChange =
 
 export type RegistryListener = (change: RegistryChange) => void
 
+/** Inclusive range of host uids the sandbox may hand to tenants (SANDBOX_UID_RANGE). */
+export interface UidRange {
+  first: number
+  last: number
+}
+
 /**
  * Storage of remote MCP server configs (SPEC 5), one interface with an in-memory
  * implementation (the embedded default) and a Redis one (production, shared by instances).
@@ -58,6 +64,13 @@ export interface RegistryStore {
    * unsubscribe function. A throwing listener does not affect the write or other listeners.
    */
   subscribe (listener: RegistryListener): () => void
+  /**
+   * The host uid the tenant's sandboxed commands run as (SPEC 11): allocated once, atomically, and
+   * then the same for every instance sharing the store and across restarts. Two tenants never get
+   * the same uid. A tenant whose stored uid lies outside `range` (the range was changed) gets a new
+   * one. Throws a RangeError when every uid of the range is taken.
+   */
+  allocateSandboxUid (tenant: string, range: UidRange): Promise<number>
   /** Resolves when the backend answers; throws RegistryUnavailableError otherwise. */
   ping (): Promise<void>
   /** Releases connections within a bounded time; never throws; idempotent. */

@@ -45,6 +45,17 @@ export const StatusResponse = Type.Object({
   connectedClients: Type.Integer(),
   totalTools: Type.Integer(),
   clients: Type.Record(Type.String(), Type.Object({}, { additionalProperties: true })),
-  sandbox: Type.Object({ mode: Type.String(), probe: Type.Unknown(), warning: Type.Union([Type.String(), Type.Null()]) }),
+  sandbox: Type.Object({
+    mode: Type.String(),
+    probe: Type.Unknown(),
+    warning: Type.Union([Type.String(), Type.Null()]),
+    isolation: Type.Union([Type.Object({
+      uidPerTenant: Type.Boolean({ description: 'Each tenant\'s commands run as its own host uid (SANDBOX_UID_RANGE)' }),
+      uids: Type.String(),
+      cgroup: Type.Union([Type.Literal('v1'), Type.Literal('v2'), Type.Literal('none')]),
+      cgroupDetail: Type.String(),
+      rlimits: Type.Boolean()
+    }), Type.Null()], { description: 'Isolation mechanisms in force (SPEC 11); null without a built-in sandbox' })
+  }),
   registry: Type.Object({ backend: Type.String(), secretsEncrypted: Type.Boolean() })
 })

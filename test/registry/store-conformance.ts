@@ -224,4 +224,48 @@ export function registryStoreConformance (label: string, factory: StoreFactory):
       `delete:shared:${del.version}`
     ])
   })
+
+  test(`${label}: sandbox uids: one per tenant, stable, distinct under concurrency, within the range`, TIMEOUT, async (t) => {
+    const { store } = await setup(t)
+    const range = { first: 200000, last: 200099 }
+    const tenants = Array.from({ length: 40 }, (_v, i) => `t${i}`)
+    // Every tenant asked 3 times at once: each must get one uid, and no two tenants the same.
+    const uids = await Promise.all([...tenants, ...tenants, ...tenants].map(async (tenant) => [tenant, await store.allocateSandboxUid(tenant, range)] as const))
+    const byTenant = new Map<string, Set<number>>()
+    for (const [tenant, uid] of uids) byTenant.set(tenant, (byTenant.get(tenant) ?? new Set()).add(uid))
+    for (const [tenant, set] of byTenant) assert.equal(set.size, 1, `${tenant} got ${[...set].join(',')}`)
+    const distinct = new Set([...byTenant.values()].map((s) => [...s][0]))
+    assert.equal(distinct.size, tenants.length, 'no uid is shared by two tenants')
+    for (const uid of distinct) assert.ok(uid !== undefined && uid >= range.first && uid <= range.last, `${uid} in range`)
+    assert.equal(await store.allocateSandboxUid('t7', range), [...(byTenant.get('t7') ?? [])][0], 'stable on a later call')
+    assert.ok(typeof await store.allocateSandboxUid('_', range) === 'number', 'the anonymous tenant gets one too')
+
+    // A changed range moves a tenant into it; the uids of the old range are never reused.
+    const moved = await store.allocateSandboxUid('t0', { first: 300000, last: 300009 })
+    assert.ok(moved >= 300000 && moved <= 300009)
+    await assert.rejects(store.allocateSandboxUid('bad:tenant', range), RangeError)
+    await assert.rejects(store.allocateSandboxUid('x', { first: 0, last: 10 }), RangeError, 'root is never in a range')
+
+    // A full range is an error, not a shared uid.
+    const tiny = { first: 400000, last: 400001 }
+    await store.allocateSandboxUid('a', tiny)
+    await store.allocateSandboxUid('b', tiny)
+    await assert.rejects(store.allocateSandboxUid('c', tiny), RangeError)
+  })
+
+  test(`${label}: sandbox uids are the same for every instance sharing the store`, TIMEOUT, async (t) => {
+    const fixture = await setup(t)
+    if (fixture.peer === undefined) {
+      t.skip('embedded store: one instance only')
+      return
+    }
+    const b = await fixture.peer()
+    fixture.peers.push(b)
+    const range = { first: 200000, last: 299999 }
+    const [x, y] = await Promise.all([fixture.store.allocateSandboxUid('shared', range), b.allocateSandboxUid('shared', range)])
+    assert.equal(x, y)
+    const other = await b.allocateSandboxUid('other', range)
+    assert.notEqual(other, x)
+    assert.equal(await fixture.store.allocateSandboxUid('other', range), other)
+  })
 }

@@ -1,12 +1,13 @@
 import { constants } from 'node:fs'
 import { access, chmod, chown, stat } from 'node:fs/promises'
 import { ToolError, type Workspace } from '../types.js'
+import { setUpCgroups, type Cgroups } from './cgroups.js'
 import { runProbe } from './probe.js'
-import { runToCompletion } from './run-to-completion.js'
+import { runToCompletion, sandboxFailure } from './run-to-completion.js'
 import { spawnSandboxed, type SpawnConfig } from './spawn.js'
 import { detectHostLayout, writeSyntheticEtc } from './system-files.js'
 import type {
-  EffectiveSandboxMode, ExecRequest, ExecResult, Sandbox, SandboxedProcess, SandboxLimits,
+  EffectiveSandboxMode, ExecRequest, ExecResult, Sandbox, SandboxedProcess, SandboxIsolation, SandboxLimits,
   SandboxLogger, SandboxOptions, SandboxProbe, SandboxStats, SpawnRequest
 } from './types.js'
 
@@ -21,6 +22,9 @@ export const DEFAULT_SANDBOX_LIMITS: Readonly<SandboxLimits> = {
 
 /** Used by nobody else on a typical host, and never root. */
 export const DEFAULT_SANDBOX_UID = 65534
+
+export const DEFAULT_UID_RANGE = { first: 200000, last: 299999 } as const
+export const DEFAULT_TENANT_LIMITS = { memoryBytes: 2 * 1024 * 1024 * 1024, pids: 512 } as const
 
 const SEARCH_DIRS = ['/usr/bin', '/bin', '/usr/sbin', '/sbin', '/usr/local/bin']
 
@@ -63,6 +67,7 @@ class SandboxImpl implements Sandbox {
   readonly warning: string | undefined
   readonly owner: { uid: number, gid: number } | undefined
   readonly limits: Readonly<SandboxLimits>
+  readonly isolation: Readonly<SandboxIsolation>
   readonly #cfg: SpawnConfig
   readonly #canChown: boolean
   readonly #removeEtc: () => Promise<void>
@@ -82,7 +87,9 @@ class SandboxImpl implements Sandbox {
     canChown: boolean
     removeEtc: () => Promise<void>
     logger: SandboxLogger | undefined
+    isolation: SandboxIsolation
   }) {
+    this.isolation = Object.freeze({ ...init.isolation })
     this.#cfg = init.cfg
     this.mode = init.cfg.mode
     this.limits = Object.freeze({ ...init.cfg.limits })
@@ -96,10 +103,11 @@ class SandboxImpl implements Sandbox {
 
   async prepareWorkspace (workspace: Workspace): Promise<void> {
     if (this.owner === undefined) return
+    const owner = workspace.owner ?? this.owner
     const st = await stat(workspace.root)
     // The workspace manager may not chown yet; without this the sandbox uid cannot write its own workspace.
-    if (this.#canChown && (st.uid !== this.owner.uid || st.gid !== this.owner.gid)) {
-      await chown(workspace.root, this.owner.uid, this.owner.gid)
+    if (this.#canChown && (st.uid !== owner.uid || st.gid !== owner.gid)) {
+      await chown(workspace.root, owner.uid, owner.gid)
     }
     if ((st.mode & 0o700) !== 0o700) await chmod(workspace.root, (st.mode & 0o7777) | 0o700)
   }
@@ -123,6 +131,12 @@ class SandboxImpl implements Sandbox {
       this.#logger?.warn({ err: r.spawnError.message }, 'sandbox: command could not be started')
       throw new ToolError('The sandbox could not start the command', 'sandbox')
     }
+    // bwrap (or the launcher) failed before the command ran: the sandbox's failure, not an exit code.
+    const failure = await sandboxFailure(proc, r)
+    if (failure !== undefined) {
+      this.#logger?.warn({ tenant: req.workspace.tenant, stderr: r.stderr.slice(0, 400) }, 'sandbox: could not start the command')
+      throw new ToolError(failure, 'sandbox')
+    }
     // Killed by our own close(): its exit status says nothing about the command.
     if (this.#cutOff.has(proc)) throw new ToolError('The command was stopped: the gateway is shutting down', 'sandbox')
     if (r.timedOut) this.#timeouts++
@@ -142,8 +156,15 @@ class SandboxImpl implements Sandbox {
       p.kill()
     }
     await Promise.all(live.map(async (p) => await p.exited))
+    await this.#cfg.cgroups?.close()
     await this.#removeEtc()
   }
+}
+
+/** One line for the probe and the log: which mechanisms are in force. */
+export function describeIsolation (i: SandboxIsolation): string {
+  const cg = i.cgroup === 'none' ? `no cgroups (${i.cgroupDetail})` : `${i.cgroupDetail}: per-tenant CPU share, memory and pids limits, one group per command`
+  return `${i.uids}; ${cg}; ${i.rlimits ? 'rlimits per process' : 'no rlimits'}`
 }
 
 /**
@@ -166,10 +187,24 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
     mode: 'bwrap',
     bwrapPath: await findBinary('bwrap', opts.bwrapPath),
     prlimitPath: await findBinary('prlimit', opts.prlimitPath),
-    switchTo: isRoot && (uid !== myUid || gid !== myGid) ? { uid, gid } : undefined,
+    setprivPath: await findBinary('setpriv', undefined),
+    runAsRoot: isRoot ? { fallback: { uid, gid } } : undefined,
+    cgroups: undefined,
     limits,
     etcDir: etc.dir,
     layout
+  }
+  const uidPerTenant = isRoot && opts.uidRange !== undefined
+  const isolation: SandboxIsolation = {
+    uidPerTenant,
+    uids: uidPerTenant
+      ? `one host uid per tenant from ${opts.uidRange?.first ?? ''}-${opts.uidRange?.last ?? ''}`
+      : isRoot
+        ? `all tenants share uid ${uid}`
+        : `all tenants share the gateway's uid ${myUid} (not root: no uid per tenant, process limits are shared)`,
+    cgroup: 'none',
+    cgroupDetail: 'not set up',
+    rlimits: true
   }
   const checkedAt = (): string => new Date().toISOString()
 
@@ -177,13 +212,14 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
     const warning = probe.ok ? NONE_WARNING : `${NONE_WARNING} Reason: ${probe.reason}`
     logger?.warn({ sandbox: 'none', probe }, `!!! ${warning}`)
     return new SandboxImpl({
-      cfg: { ...cfg, mode: 'none', switchTo: undefined },
+      cfg: { ...cfg, mode: 'none', runAsRoot: undefined },
       probe,
       warning,
       owner: undefined,
       canChown: false,
       removeEtc: etc.remove,
-      logger
+      logger,
+      isolation: { uidPerTenant: false, uids: 'unsandboxed: commands run as the gateway', cgroup: 'none', cgroupDetail: 'SANDBOX=none', rlimits: false }
     })
   }
 
@@ -197,7 +233,24 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
   } else if (!isRoot && uid !== myUid) {
     probe = { ok: false, reason: `only root can run the sandbox as uid ${uid}; the gateway runs as uid ${myUid}.`, checkedAt: checkedAt() }
   } else {
+    let cgroups: Cgroups | undefined
+    if (isRoot || opts.cgroupRoot !== undefined) {
+      const tenantLimits = opts.tenantLimits ?? DEFAULT_TENANT_LIMITS
+      cgroups = setUpCgroups(opts.cgroupRoot, tenantLimits)
+      isolation.cgroup = cgroups.mode
+      isolation.cgroupDetail = cgroups.detail
+      if (cgroups.mode !== 'none') {
+        cfg.cgroups = cgroups
+        // tmpfs pages are charged to the writer's memory cgroup: a /tmp larger than the tenant's
+        // memory could never be filled anyway, and /tmp plus /dev/shm together must fit.
+        cfg.limits = { ...limits, tmpSizeBytes: Math.min(limits.tmpSizeBytes, Math.floor(tenantLimits.memoryBytes / 2)) }
+      }
+    } else {
+      isolation.cgroupDetail = 'not root and no SANDBOX_CGROUP_ROOT: rlimits only'
+    }
     probe = { ...await runProbe(cfg, isRoot ? { uid, gid } : undefined, uid), checkedAt: checkedAt() }
+    if (probe.ok) probe.reason += ` Isolation: ${describeIsolation(isolation)}.`
+    else await cgroups?.close()
   }
 
   if (!probe.ok) {
@@ -208,5 +261,5 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
     return fallBackToNone(probe)
   }
   logger?.info?.({ sandbox: 'bwrap', uid, gid }, `sandbox: ${probe.reason}`)
-  return new SandboxImpl({ cfg, probe, warning: undefined, owner: { uid, gid }, canChown: isRoot, removeEtc: etc.remove, logger })
+  return new SandboxImpl({ cfg, probe, warning: undefined, owner: { uid, gid }, canChown: isRoot, removeEtc: etc.remove, logger, isolation })
 }

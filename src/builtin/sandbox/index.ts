@@ -1,6 +1,6 @@
 export { createSandbox, SandboxUnavailableError, DEFAULT_SANDBOX_LIMITS, DEFAULT_SANDBOX_UID, NONE_WARNING } from './create-sandbox.js'
 export { SANDBOX_MODES } from './types.js'
 export type {
-  EffectiveSandboxMode, ExecRequest, ExecResult, ExitInfo, Sandbox, SandboxedProcess, SandboxLimits,
+  EffectiveSandboxMode, ExecRequest, ExecResult, ExitInfo, Sandbox, SandboxedProcess, SandboxIsolation, SandboxLimits,
   SandboxLogger, SandboxMode, SandboxOptions, SandboxProbe, SandboxStats, SpawnRequest
 } from './types.js'

@@ -85,3 +85,23 @@ export async function runToCompletion (proc: SandboxedProcess, opts: RunOptions)
     spawnError: proc.spawnError
   }
 }
+
+/** How bwrap, prlimit, setpriv and the launcher start the message they print when they fail. */
+const LAUNCHER_ERROR = /^(?:bwrap|prlimit|setpriv|tool-gateway): /
+
+/**
+ * The reason (for the model; no host paths) when the sandbox itself failed before the command
+ * ran: bwrap never reported its namespaces, or a launcher step failed with its own message and
+ * nothing was printed on stdout. Undefined when the command ran (whatever its exit status).
+ */
+export async function sandboxFailure (proc: SandboxedProcess, r: RunOutcome): Promise<string | undefined> {
+  if (r.timedOut || r.aborted || r.outputLimitExceeded || r.exitCode === 0) return undefined
+  const started = await proc.started
+  const launcherSaidSo = r.stdout === '' && (r.exitCode === 1 || r.exitCode === 125) && LAUNCHER_ERROR.test(r.stderr)
+  if (started && !launcherSaidSo) return undefined
+  if (/Resource temporarily unavailable|Cannot allocate memory|No space left/i.test(r.stderr)) {
+    return 'The sandbox could not start the command: this tenant\'s process or memory limit is reached ' +
+      '(too many processes running; stop background processes and retry)'
+  }
+  return 'The sandbox could not start the command'
+}

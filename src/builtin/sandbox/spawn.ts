@@ -3,6 +3,7 @@ import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process'
 import { constants } from 'node:os'
 import { PassThrough, type Readable } from 'node:stream'
 import { buildBwrapArgs, buildPrlimitArgs, sandboxEnv, type HostLayout } from './bwrap-args.js'
+import type { Cgroups, CommandGroup } from './cgroups.js'
 import { childPids, signalQuietly, waitForNamespaceEnd } from './kill.js'
 import type { ExitInfo, SandboxedProcess, SandboxLimits, SpawnRequest } from './types.js'
 
@@ -11,12 +12,29 @@ export interface SpawnConfig {
   mode: 'bwrap' | 'none'
   bwrapPath: string
   prlimitPath: string
-  /** Set only when the gateway must switch to another host uid (it runs as root). */
-  switchTo: { uid: number, gid: number } | undefined
+  setprivPath: string
+  /**
+   * The gateway runs as root: commands run as the workspace's owner (the tenant's own uid,
+   * SPEC 11), or as this uid/gid when the workspace has none.
+   */
+  runAsRoot: { fallback: { uid: number, gid: number } } | undefined
+  /** Per-tenant cgroups, when the host has them; undefined = rlimits only. */
+  cgroups: Cgroups | undefined
   limits: SandboxLimits
   etcDir: string
   layout: HostLayout
 }
+
+/**
+ * Runs as root (or as the gateway's uid with a delegated cgroup) with argv
+ * `N file1..fileN cmd...`: writes its own pid into each cgroup.procs file, then execs the command
+ * (setpriv to the tenant's uid, prlimit, bwrap). The pid never changes, so the command is in its
+ * group before it can fork: its whole tree is counted and can be killed through the group.
+ */
+const LAUNCH_SCRIPT = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || { echo "tool-gateway: cannot join the command\'s cgroup" >&2; exit 125; }; shift; n=$((n-1)); done; exec "$@"'
+
+/** Exit status of the launcher when it could not join the cgroup. */
+export const LAUNCH_FAILED_EXIT = 125
 
 /** bwrap itself gets no gateway variables either: /proc/1/environ inside the sandbox is bwrap's. */
 const LAUNCHER_ENV = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C.UTF-8' }
@@ -72,9 +90,12 @@ function readInfo (stream: Readable | null | undefined): Promise<NamespaceInfo |
 export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedProcess {
   const stdio: StdioOptions = cfg.mode === 'bwrap' ? [req.stdin, 'pipe', 'pipe', 'pipe'] : [req.stdin, 'pipe', 'pipe']
   let child: ChildProcess
-  let spawnError: Error | undefined
+  let group: CommandGroup | undefined
   try {
     if (cfg.mode === 'bwrap') {
+      const runAs = cfg.runAsRoot !== undefined ? (req.workspace.owner ?? cfg.runAsRoot.fallback) : undefined
+      // Root inside is not a sandbox (RLIMIT_NPROC is ignored for uid 0, capabilities survive).
+      if (runAs !== undefined && (runAs.uid === 0 || runAs.gid === 0)) throw new Error('refusing to run a sandboxed command as root')
       const bwrap = ['--info-fd', '3', ...buildBwrapArgs({
         workspaceRoot: req.workspace.root,
         readRoots: req.workspace.readRoots.map((r) => r.path),
@@ -84,15 +105,26 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
         layout: cfg.layout,
         tmpSizeBytes: cfg.limits.tmpSizeBytes
       })]
-      child = spawn(cfg.prlimitPath, buildPrlimitArgs(cfg.limits, [cfg.bwrapPath, ...bwrap]), {
+      const limited = [cfg.prlimitPath, ...buildPrlimitArgs(cfg.limits, [cfg.bwrapPath, ...bwrap])]
+      const common = {
         cwd: '/',
         env: LAUNCHER_ENV,
         // Own process group: a kill of -pid reaches bwrap and the namespace's init together.
         detached: true,
-        stdio,
+        stdio
+      }
+      if (cfg.cgroups !== undefined) {
+        group = cfg.cgroups.commandGroup(`t-${req.workspace.tenant}`)
+        // The launcher joins the group as root, then drops to the tenant's uid (setpriv sets real,
+        // effective and saved ids and clears supplementary groups; capabilities go with uid 0).
+        const drop = runAs !== undefined
+          ? [cfg.setprivPath, `--reuid=${runAs.uid}`, `--regid=${runAs.gid}`, '--clear-groups', '--']
+          : []
+        child = spawn('/bin/sh', ['-c', LAUNCH_SCRIPT, 'tool-gateway-launch', String(group.procsFiles.length), ...group.procsFiles, ...drop, ...limited], common)
+      } else {
         // libuv drops supplementary groups (setgroups(0)) when switching ids.
-        ...(cfg.switchTo ?? {})
-      })
+        child = spawn(limited[0] as string, limited.slice(1), { ...common, ...(runAs ?? {}) })
+      }
     } else {
       child = spawn('/bin/sh', ['-c', req.command], {
         cwd: req.cwd,
@@ -102,11 +134,12 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
       })
     }
   } catch (err) {
-    // Synchronous failures (EPERM on uid switch, bad arguments): report like an async spawn error.
-    spawnError = err as Error
-    return failedProcess(spawnError)
+    // Synchronous failures (EPERM on uid switch, bad arguments, no cgroup): report like an async spawn error.
+    group?.remove().catch(() => {})
+    return failedProcess(err as Error)
   }
 
+  const info = cfg.mode === 'bwrap' ? readInfo(child.stdio[3] as Readable | null) : Promise.resolve(undefined)
   let done = false
   let resolveExit!: (e: ExitInfo) => void
   const exited = new Promise<ExitInfo>((resolve) => { resolveExit = resolve })
@@ -116,6 +149,8 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
     stderr: child.stderr ?? new PassThrough(),
     stdin: child.stdin,
     exited,
+    // bwrap writes its info once it created the namespaces: without it, the command never ran.
+    started: cfg.mode === 'bwrap' ? info.then((ns) => ns !== undefined) : Promise.resolve(true),
     spawnError: undefined,
     kill,
     terminate
@@ -125,10 +160,10 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
     if (child.pid === undefined) {
       done = true
       proc.spawnError = err
+      group?.remove().catch(() => {})
       resolveExit({ exitCode: null, signal: null })
     }
   })
-  const info = cfg.mode === 'bwrap' ? readInfo(child.stdio[3] as Readable | null) : Promise.resolve(undefined)
   // 'exit', not 'close': a process that escaped the kill could hold the pipes open forever.
   child.once('exit', (code, signal) => {
     done = true
@@ -139,6 +174,8 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
     const infoOrNothing = Promise.race([info, sleep(NAMESPACE_END_MAX_MS, undefined, { ref: false }).then(() => undefined)])
     infoOrNothing.then(async (ns) => {
       if (ns !== undefined) await waitForNamespaceEnd(ns.initPid, ns.pidNs, NAMESPACE_END_MAX_MS)
+      // Anything the namespace's end did not take (nothing, normally) dies with the group.
+      await group?.remove()
     }).catch(() => {}).finally(() => {
       ;(child.stdio[3] as Readable | null | undefined)?.destroy()
       // The namespace is gone (or its end timed out): after a moment to drain what is buffered,
@@ -157,6 +194,8 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
     // The group holds bwrap and the namespace's init; with --die-with-parent and its own
     // pid namespace, their death ends every process inside, including setsid'd orphans.
     if (!signalQuietly(-child.pid, 'SIGKILL')) signalQuietly(child.pid, 'SIGKILL')
+    // And every process of the command's cgroup, wherever it is in the tree.
+    group?.killAll().catch(() => {})
   }
 
   async function terminate (graceMs: number): Promise<ExitInfo> {
@@ -197,6 +236,7 @@ function failedProcess (err: Error): SandboxedProcess {
     stderr: empty(),
     stdin: null,
     exited,
+    started: Promise.resolve(false),
     spawnError: err,
     kill: () => {},
     terminate: async () => await exited

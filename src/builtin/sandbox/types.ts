@@ -41,8 +41,30 @@ export interface SandboxLogger {
   info?: (obj: Record<string, unknown>, msg: string) => void
 }
 
+/** Which isolation mechanisms are in force (SPEC 11; /status and the probe report it). */
+export interface SandboxIsolation {
+  /** Each tenant's commands run as its own host uid (the gateway runs as root). */
+  uidPerTenant: boolean
+  /** Human-readable: the uid range, or that all tenants share one uid and why. */
+  uids: string
+  cgroup: 'v1' | 'v2' | 'none'
+  /** Where the groups are, or why there are none. */
+  cgroupDetail: string
+  /** Per-process rlimits (prlimit: cpu, fsize, nproc, nofile, data) on every command. */
+  rlimits: boolean
+}
+
 export interface SandboxOptions {
   mode: SandboxMode
+  /**
+   * SANDBOX_UID_RANGE. When set and the gateway runs as root, every workspace must carry its
+   * tenant's uid as `owner` (WorkspaceManager does this) and commands run as it.
+   */
+  uidRange?: { first: number, last: number }
+  /** SANDBOX_CGROUP_ROOT (`none` = no cgroups); default: under the gateway's own cgroup. */
+  cgroupRoot?: string
+  /** Per-tenant cgroup limits (memory incl. tmpfs, processes). */
+  tenantLimits?: { memoryBytes: number, pids: number }
   /** Host uid/gid the sandbox runs as. Default: 65534 when the gateway is root, else the gateway's own ids. */
   uid?: number
   gid?: number
@@ -76,6 +98,11 @@ export interface SandboxedProcess {
   readonly stdin: Writable | null
   /** Resolves once the leader exited (never rejects; spawn failures resolve with exitCode null). */
   readonly exited: Promise<ExitInfo>
+  /**
+   * Resolves true once the sandbox is up (bwrap created its namespaces), false when it never came
+   * up: then a failure is the sandbox's, not the command's.
+   */
+  readonly started: Promise<boolean>
   /** Set when the process could not be started at all. */
   readonly spawnError: Error | undefined
   /** SIGTERM to the command's session, then SIGKILL of the whole sandbox after `graceMs`. */
@@ -114,9 +141,13 @@ export interface Sandbox {
   readonly probe: SandboxProbe
   /** Set when commands are not isolated (mode none): show it in /readyz and /status. */
   readonly warning: string | undefined
-  /** Host uid/gid sandboxed commands run as: workspaces must be owned by it. Undefined in mode none. */
+  /**
+   * Host uid/gid sandboxed commands run as when a workspace has no `owner` of its own (with a uid
+   * per tenant, the workspace's owner is used). Undefined in mode none.
+   */
   readonly owner: { uid: number, gid: number } | undefined
   readonly limits: Readonly<SandboxLimits>
+  readonly isolation: Readonly<SandboxIsolation>
   /** Makes the workspace root usable by the sandbox uid (chown of the root dir when needed). */
   prepareWorkspace: (workspace: Workspace) => Promise<void>
   spawn: (req: SpawnRequest) => SandboxedProcess

@@ -3,9 +3,11 @@
  * directory under WORKSPACES_DIR (or an admin's root under WORKSPACE_BASES), the named read roots
  * the server exposes, and limits that can only be lowered.
  */
+import { execFile } from 'node:child_process'
 import { chmodSync, mkdirSync, realpathSync, statSync } from 'node:fs'
-import { chown, lstat, mkdir, realpath, stat } from 'node:fs/promises'
+import { lchown, lstat, mkdir, realpath, stat } from 'node:fs/promises'
 import path from 'node:path'
+import { promisify } from 'node:util'
 import type { Caller, WorkspaceLimits, WorkspaceRequest } from '../../tools/types.js'
 import { ToolError } from '../types.js'
 import type { ReadRoot, Workspace } from '../types.js'
@@ -20,9 +22,19 @@ export interface WorkspaceManagerOptions {
   readRoots: Record<string, string>
   /** Server maxima; requests may only lower them. */
   maxLimits: WorkspaceLimits
-  /** Host uid/gid sandboxed commands run as; created directories are chowned to it. */
+  /**
+   * Host uid/gid sandboxed commands run as; created directories are chowned to it. With
+   * `ownerFor`, only the start-up checks use it (any non-root uid must be able to traverse).
+   */
   owner?: { uid: number, gid: number }
+  /**
+   * The tenant's own host uid/gid (SPEC 11: one per tenant, from the registry store). Its
+   * workspaces are owned by it; ones owned by another uid are handed over on first use.
+   */
+  ownerFor?: (tenant: string) => Promise<{ uid: number, gid: number }>
 }
+
+const execFileAsync = promisify(execFile)
 
 const WORKSPACE_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
 const TENANT_RE = /^(?:[A-Za-z0-9][A-Za-z0-9-]{0,63}|_)$/
@@ -34,6 +46,9 @@ export class WorkspaceManager {
   readonly #readRoots: ReadonlyMap<string, string>
   readonly #maxLimits: WorkspaceLimits
   readonly #owner: { uid: number, gid: number } | undefined
+  readonly #ownerFor: ((tenant: string) => Promise<{ uid: number, gid: number }>) | undefined
+  /** Hand-overs in progress, by directory: concurrent calls wait for the same one. */
+  readonly #migrations = new Map<string, Promise<void>>()
 
   constructor (opts: WorkspaceManagerOptions) {
     // Configuration is validated once, at start-up, so a typo fails fast instead of per call.
@@ -59,6 +74,7 @@ export class WorkspaceManager {
     }
     this.#maxLimits = { ...opts.maxLimits }
     this.#owner = opts.owner
+    this.#ownerFor = opts.ownerFor
   }
 
   /** Names of the configured read roots (never their host paths). */
@@ -77,13 +93,24 @@ export class WorkspaceManager {
 
     const readRoots = this.#pickReadRoots(req.readRoots)
     const limits = this.#limits(req.limits)
+    const owner = await this.#ownerOf(tenant)
     const root = req.workspaceRoot !== undefined
       ? await this.#adminRoot(req.workspaceRoot, caller)
-      : await this.#tenantRoot(tenant, workspaceId)
+      : await this.#tenantRoot(tenant, workspaceId, owner)
 
     const ws: Workspace = { tenant, workspaceId, root, readRoots, limits }
-    if (this.#owner !== undefined) ws.owner = { ...this.#owner }
+    if (owner !== undefined) ws.owner = { ...owner }
     return ws
+  }
+
+  async #ownerOf (tenant: string): Promise<{ uid: number, gid: number } | undefined> {
+    if (this.#ownerFor === undefined) return this.#owner
+    try {
+      return await this.#ownerFor(tenant)
+    } catch {
+      // The store is unreachable or the range is full: never fall back to a shared uid.
+      throw new ToolError('Cannot allocate the tenant\'s sandbox user (registry unavailable or SANDBOX_UID_RANGE exhausted)', 'sandbox')
+    }
   }
 
   #pickReadRoots (names: unknown): ReadRoot[] {
@@ -134,18 +161,43 @@ export class WorkspaceManager {
     return real
   }
 
-  async #tenantRoot (tenant: string, workspaceId: string): Promise<string> {
+  async #tenantRoot (tenant: string, workspaceId: string, owner: { uid: number, gid: number } | undefined): Promise<string> {
     const tenantDir = path.join(this.#workspacesDir, tenant)
     const wsDir = path.join(tenantDir, workspaceId)
-    await this.#ensureDir(tenantDir)
-    await this.#ensureDir(wsDir)
+    await this.#ensureDir(tenantDir, owner, false)
+    await this.#ensureDir(wsDir, owner, true)
     const real = await realpath(wsDir)
     // A symlink planted at either level would move the tenant's root somewhere else.
     if (real !== wsDir) throw new ToolError('Workspace directory is not a plain directory', 'forbidden')
     return real
   }
 
-  async #ensureDir (dir: string): Promise<void> {
+  /**
+   * Hands an existing directory to the tenant's uid (it was made for another uid: the shared
+   * sandbox uid of older versions, or a range that changed). `recursive`: its whole tree, with
+   * chown -R -P -h, which never follows a symlink (the tree is the tenant's: it may hold links
+   * to anywhere). The root is changed last (post-order), so an interrupted hand-over is redone.
+   */
+  async #handOver (dir: string, owner: { uid: number, gid: number }, recursive: boolean): Promise<void> {
+    let pending = this.#migrations.get(dir)
+    if (pending === undefined) {
+      pending = (async () => {
+        if (!recursive) {
+          await lchown(dir, owner.uid, owner.gid)
+          return
+        }
+        await execFileAsync('chown', ['-R', '-P', '-h', '--', `${owner.uid}:${owner.gid}`, dir], { timeout: 300_000, maxBuffer: 1024 * 1024 })
+      })().finally(() => this.#migrations.delete(dir))
+      this.#migrations.set(dir, pending)
+    }
+    try {
+      await pending
+    } catch {
+      throw new ToolError('Cannot hand the workspace over to the tenant\'s sandbox user')
+    }
+  }
+
+  async #ensureDir (dir: string, owner: { uid: number, gid: number } | undefined, recursive: boolean): Promise<void> {
     let created = false
     try {
       await mkdir(dir, { mode: 0o700 })
@@ -155,7 +207,9 @@ export class WorkspaceManager {
     }
     const st = await lstat(dir)
     if (!st.isDirectory()) throw new ToolError('Workspace directory is not a plain directory', 'forbidden')
-    if (created && this.#owner !== undefined) await chown(dir, this.#owner.uid, this.#owner.gid)
+    if (owner === undefined) return
+    if (created) await lchown(dir, owner.uid, owner.gid)
+    else if (this.#ownerFor !== undefined && (st.uid !== owner.uid || st.gid !== owner.gid)) await this.#handOver(dir, owner, recursive)
   }
 }
 

@@ -1,0 +1,294 @@
+/**
+ * Per-tenant cgroups for sandboxed commands (SPEC 11): a parent group per tenant with an equal CPU
+ * share, a memory limit and a pids limit, and one child group per command, which the launcher
+ * joins before it execs bwrap, so the command's whole process tree is counted, limited and killed
+ * together. cgroup v1 (one hierarchy per controller: cpu, memory, pids) or a delegated v2 subtree.
+ *
+ * File operations here are synchronous on purpose: cgroupfs is an in-kernel filesystem (no disk),
+ * each write is a few microseconds, and the spawn path that needs them is synchronous.
+ */
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
+import { readFile, rmdir } from 'node:fs/promises'
+import path from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { signalQuietly } from './kill.js'
+
+export type CgroupMode = 'v1' | 'v2' | 'none'
+
+export interface CgroupLimits {
+  /** Memory of all the tenant's commands, tmpfs pages included (the writer is charged). */
+  memoryBytes: number
+  /** Processes (and threads) of all the tenant's commands. */
+  pids: number
+}
+
+/** One command's group: the files its launcher writes its pid to, and the clean-up. */
+export interface CommandGroup {
+  /** cgroup.procs files to join (one per v1 controller, one for v2). */
+  readonly procsFiles: readonly string[]
+  /** SIGKILLs every process still in the group, until it is empty (bounded). */
+  killAll: () => Promise<void>
+  /** Kills what is left and removes the group (every controller). Never throws. */
+  remove: () => Promise<void>
+}
+
+export interface Cgroups {
+  readonly mode: CgroupMode
+  /** Why this mode (shown in /status): where the groups are, or why there are none. */
+  readonly detail: string
+  /** Creates the tenant's parent group (once per process) and a fresh child group. Throws on failure. */
+  commandGroup: (groupName: string) => CommandGroup
+  /** Removes the (empty) tenant groups and the root this process made. Never throws. */
+  close: () => Promise<void>
+}
+
+const V1_CONTROLLERS = ['cpu', 'memory', 'pids'] as const
+/** Same for every tenant: the share is what makes CPU time equal between tenants. */
+const V1_CPU_SHARES = 1024
+const V2_CPU_WEIGHT = 100
+const ROOT_NAME = 'tool-gateway'
+
+const none = (detail: string): Cgroups => ({
+  mode: 'none',
+  detail,
+  commandGroup: () => { throw new Error('cgroups are not in use') },
+  close: async () => {}
+})
+
+interface Mount { dir: string, type: string, options: string[] }
+
+function mounts (): Mount[] {
+  try {
+    return readFileSync('/proc/self/mounts', 'utf8').split('\n').map((line) => {
+      const f = line.split(' ')
+      return { dir: (f[1] ?? '').replace(/\\040/g, ' '), type: f[2] ?? '', options: (f[3] ?? '').split(',') }
+    })
+  } catch {
+    return []
+  }
+}
+
+/** This process's own group in a v1 controller hierarchy, or in v2 (key ''). */
+function ownGroups (): Map<string, string> {
+  const out = new Map<string, string>()
+  try {
+    for (const line of readFileSync('/proc/self/cgroup', 'utf8').split('\n')) {
+      const m = /^\d+:([^:]*):(.*)$/.exec(line)
+      if (m === null) continue
+      for (const c of (m[1] ?? '').split(',')) out.set(c, m[2] ?? '/')
+    }
+  } catch {}
+  return out
+}
+
+function write (file: string, value: string): void {
+  writeFileSync(file, value)
+}
+
+function mkdirp (dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o755 })
+}
+
+/** Pids listed in a cgroup.procs file (empty when the group is gone). */
+async function procsOf (file: string): Promise<number[]> {
+  try {
+    return (await readFile(file, 'utf8')).split('\n').filter(Boolean).map(Number).filter(Number.isInteger)
+  } catch {
+    return []
+  }
+}
+
+async function killLoop (procsFile: string, killFile: string | undefined): Promise<void> {
+  // A fork bomb keeps forking while we kill: repeat until the group is empty (bounded).
+  const deadline = Date.now() + 5000
+  for (let round = 0; Date.now() < deadline; round++) {
+    if (killFile !== undefined) {
+      try { write(killFile, '1') } catch {}
+    }
+    const pids = await procsOf(procsFile)
+    if (pids.length === 0) return
+    for (const pid of pids) signalQuietly(pid, 'SIGKILL')
+    await sleep(round < 5 ? 2 : 20)
+  }
+}
+
+async function removeDir (dir: string): Promise<void> {
+  // rmdir fails with EBUSY until the last killed task is fully gone: retry briefly.
+  for (let i = 0; i < 50; i++) {
+    try {
+      await rmdir(dir)
+      return
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code
+      if (code === 'ENOENT') return
+      if (code !== 'EBUSY') return
+      await sleep(20)
+    }
+  }
+}
+
+let sequence = 0
+function childName (): string {
+  sequence = (sequence + 1) % 1e9
+  return `c${process.pid}-${sequence}`
+}
+
+/** Group names are built from tenant keys (validated upstream); checked again: they become paths. */
+function assertGroupName (name: string): void {
+  if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,80}$/.test(name)) throw new Error('invalid cgroup name')
+}
+
+function v1 (bases: ReadonlyMap<string, string>, limits: CgroupLimits, made: string[]): Cgroups {
+  const configured = new Set<string>()
+  const tenantDirs = (name: string): Map<string, string> => new Map([...bases].map(([c, b]) => [c, path.join(b, name)]))
+  return {
+    mode: 'v1',
+    detail: `cgroup v1 (${[...bases.values()].join(', ')})`,
+    commandGroup: (groupName) => {
+      assertGroupName(groupName)
+      const tenant = tenantDirs(groupName)
+      if (!configured.has(groupName)) {
+        for (const d of tenant.values()) mkdirp(d)
+        write(path.join(tenant.get('cpu') as string, 'cpu.shares'), String(V1_CPU_SHARES))
+        write(path.join(tenant.get('memory') as string, 'memory.limit_in_bytes'), String(limits.memoryBytes))
+        write(path.join(tenant.get('pids') as string, 'pids.max'), String(limits.pids))
+        configured.add(groupName)
+      }
+      const child = childName()
+      const dirs = [...tenant.values()].map((d) => path.join(d, child))
+      for (const d of dirs) mkdirSync(d, { mode: 0o755 })
+      const pidsProcs = path.join(tenant.get('pids') as string, child, 'cgroup.procs')
+      const killAll = async (): Promise<void> => { await killLoop(pidsProcs, undefined) }
+      return {
+        procsFiles: dirs.map((d) => path.join(d, 'cgroup.procs')),
+        killAll,
+        remove: async () => {
+          await killAll()
+          for (const d of dirs) await removeDir(d)
+        }
+      }
+    },
+    close: async () => {
+      for (const name of configured) for (const d of tenantDirs(name).values()) await removeDir(d)
+      for (const d of made.reverse()) await removeDir(d)
+    }
+  }
+}
+
+function v2 (base: string, limits: CgroupLimits, made: string[]): Cgroups {
+  const configured = new Set<string>()
+  return {
+    mode: 'v2',
+    detail: `cgroup v2 (${base})`,
+    commandGroup: (groupName) => {
+      assertGroupName(groupName)
+      const tenant = path.join(base, groupName)
+      if (!configured.has(groupName)) {
+        mkdirp(tenant)
+        write(path.join(tenant, 'cpu.weight'), String(V2_CPU_WEIGHT))
+        write(path.join(tenant, 'memory.max'), String(limits.memoryBytes))
+        try { write(path.join(tenant, 'memory.swap.max'), '0') } catch {}
+        write(path.join(tenant, 'pids.max'), String(limits.pids))
+        configured.add(groupName)
+      }
+      const dir = path.join(tenant, childName())
+      mkdirSync(dir, { mode: 0o755 })
+      const killFile = existsSync(path.join(dir, 'cgroup.kill')) ? path.join(dir, 'cgroup.kill') : undefined
+      const killAll = async (): Promise<void> => { await killLoop(path.join(dir, 'cgroup.procs'), killFile) }
+      return {
+        procsFiles: [path.join(dir, 'cgroup.procs')],
+        killAll,
+        remove: async () => {
+          await killAll()
+          await removeDir(dir)
+        }
+      }
+    },
+    close: async () => {
+      for (const name of configured) await removeDir(path.join(base, name))
+      for (const d of made.reverse()) await removeDir(d)
+    }
+  }
+}
+
+/** mkdir -p that records what it created (to remove it on close). */
+function makeTracked (dir: string, made: string[]): void {
+  const missing: string[] = []
+  for (let d = dir; !existsSync(d); d = path.dirname(d)) missing.unshift(d)
+  for (const d of missing) {
+    mkdirSync(d, { mode: 0o755 })
+    made.push(d)
+  }
+}
+
+function enableV2Controllers (dir: string): void {
+  const available = readFileSync(path.join(dir, 'cgroup.controllers'), 'utf8').trim().split(/\s+/)
+  for (const c of ['cpu', 'memory', 'pids']) {
+    if (!available.includes(c)) throw new Error(`controller ${c} is not delegated to ${dir}`)
+  }
+  write(path.join(dir, 'cgroup.subtree_control'), '+cpu +memory +pids')
+}
+
+/**
+ * Finds a writable cgroup hierarchy. `root`: SANDBOX_CGROUP_ROOT (`none` turns cgroups off; a
+ * directory of a cgroup v2 mount; otherwise a path inside each v1 controller hierarchy). Default:
+ * a `tool-gateway` group under this process's own group (v1: in each of cpu, memory and pids; v2:
+ * next to it, under its parent, since a v2 group with processes cannot delegate controllers).
+ * Any failure means no cgroups, with the reason in `detail`.
+ */
+export function setUpCgroups (root: string | undefined, limits: CgroupLimits): Cgroups {
+  if (root === 'none') return none('SANDBOX_CGROUP_ROOT=none')
+  const all = mounts()
+  const own = ownGroups()
+  const made: string[] = []
+  try {
+    const unified = all.find((m) => m.type === 'cgroup2' && existsSync(path.join(m.dir, 'cgroup.controllers')) &&
+      readFileSync(path.join(m.dir, 'cgroup.controllers'), 'utf8').includes('memory'))
+    if (root !== undefined && path.isAbsolute(root) && existsSync(path.join(root, 'cgroup.controllers'))) {
+      enableV2Controllers(root)
+      return v2(root, limits, made)
+    }
+    const v1Mounts = new Map<string, string>()
+    for (const c of V1_CONTROLLERS) {
+      const m = all.find((x) => x.type === 'cgroup' && x.options.includes(c))
+      if (m !== undefined) v1Mounts.set(c, m.dir)
+    }
+    if (v1Mounts.size === V1_CONTROLLERS.length) {
+      const bases = new Map<string, string>()
+      for (const [c, mountDir] of v1Mounts) {
+        const inside = root ?? path.join(own.get(c) ?? '/', ROOT_NAME)
+        const base = path.join(mountDir, path.resolve('/', inside))
+        makeTracked(base, made)
+        bases.set(c, base)
+      }
+      const memBase = bases.get('memory') as string
+      // Without hierarchy a child's usage would not count against the tenant's limit (old kernels).
+      if (existsSync(path.join(memBase, 'memory.use_hierarchy')) && readFileSync(path.join(memBase, 'memory.use_hierarchy'), 'utf8').trim() !== '1') {
+        write(path.join(memBase, 'memory.use_hierarchy'), '1')
+      }
+      return v1(bases, limits, made)
+    }
+    if (unified !== undefined) {
+      const ownPath = own.get('') ?? '/'
+      const base = root !== undefined ? path.join(unified.dir, path.resolve('/', root)) : path.join(unified.dir, path.dirname(path.resolve('/', ownPath)), ROOT_NAME)
+      makeTracked(base, made)
+      enableV2Controllers(path.dirname(base))
+      enableV2Controllers(base)
+      return v2(base, limits, made)
+    }
+    return none('no cgroup v1 cpu/memory/pids controllers and no cgroup v2 mount with them')
+  } catch (err) {
+    for (const d of made.reverse()) { try { rmdirSync(d) } catch {} }
+    const e = err as NodeJS.ErrnoException
+    return none(`cgroups not writable (${e.code ?? e.message})`)
+  }
+}
+
+/** Test helper and diagnostics: child groups currently under a tenant group (v1: pids controller). */
+export function listChildGroups (tenantDir: string): string[] {
+  try {
+    return readdirSync(tenantDir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name)
+  } catch {
+    return []
+  }
+}
