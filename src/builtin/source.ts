@@ -1,4 +1,5 @@
 import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource } from '../tools/source.js'
+import { fitJsonValue } from '../tools/output.js'
 import { StaticCatalog } from '../tools/static-catalog.js'
 import type { CallContext, Caller, ToolOutcome, WorkspaceRequest } from '../tools/types.js'
 import { KeyedMutex } from './keyed-mutex.js'
@@ -50,7 +51,13 @@ export class BuiltinSource implements ToolSource {
     const tool = entry.ref as BuiltinTool
     try {
       const workspace = await this.#workspaces.resolve(ctx.workspace, ctx.caller)
-      const run = async (): Promise<ToolOutcome> => ({ ok: true, value: await tool.run(args, { workspace, signal: ctx.signal }) })
+      const run = async (): Promise<ToolOutcome> => {
+        // Built-in results are JSON and must stay valid JSON under the cap (SPEC 3): their long
+        // fields are trimmed here, before the router's generic cut of the text could break them.
+        // The workspace's cap is the server's, or lower when the request asked for less.
+        const fitted = fitJsonValue(await tool.run(args, { workspace, signal: ctx.signal }), workspace.limits.outputMaxChars)
+        return { ok: true, value: fitted.value, ...(fitted.truncated ? { truncated: true } : {}) }
+      }
       if (!tool.mutates(args)) return await run()
       return await this.#writes.run(`${workspace.tenant}\u0000${workspace.root}`, run)
     } catch (err) {

@@ -336,7 +336,8 @@ export class ToolRouter {
       return { ...base, output: capped.text, isError: true, error: { code: toolErrorCode(failure.reason), message }, truncated: capped.truncated, trace }
     }
     const capped = capOutput(text, this.#outputMaxChars)
-    return { ...base, output: capped.text, isError: false, error: null, truncated: capped.truncated, trace }
+    const trimmed = outcome.ok && outcome.truncated === true
+    return { ...base, output: capped.text, isError: false, error: null, truncated: capped.truncated || trimmed, trace }
   }
 }
 

@@ -47,6 +47,8 @@ export type ToolOutcome =
     value: unknown
     /** The tool's own error flag (MCP `isError`): the call worked but the tool reports failure. */
     isError?: boolean
+    /** The source already shortened the value to fit the output cap (the result's `truncated`). */
+    truncated?: boolean
     /** Structured side channel for observability; never shown to the model. */
     trace?: unknown
   }
