@@ -89,6 +89,26 @@ test('one pending write per process: a second concurrent write is a clear tool e
   assert.equal(r1.isError, true)
 })
 
+test('after a write gave up, the process gets the next write once it reads what was queued', async (t) => {
+  const h = await setup(t)
+  const id = await startSilent(h, 'sleep 3; cat > /dev/null')
+  const r = await within(15_000, 'the first write', h.invoke({ action: 'write', processId: id, input: 'q'.repeat(1_000_000), timeoutMs: 500 }))
+  assert.equal(r.isError, true)
+  assert.match(r.error?.message ?? '', /timed out after 500 ms: wrote \d+ of 1000000 bytes/)
+  const busy = await h.invoke({ action: 'write', processId: id, input: 'x' })
+  assert.equal(busy.isError, true)
+  assert.match(busy.error?.message ?? '', /already pending/)
+  // Once cat reads, the queued chunk leaves the gateway and writes are accepted again.
+  const until = Date.now() + 20_000
+  for (;;) {
+    const w = await h.invoke({ action: 'write', processId: id, input: 'x' })
+    if (!w.isError) break
+    assert.match(w.error?.message ?? '', /already pending/)
+    assert.ok(Date.now() < until, 'the pending write never cleared')
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+})
+
 test('a process that reads gets a large input whole, written in bounded chunks', async (t) => {
   const h = await setup(t)
   const id = await startSilent(h, 'cat > got.txt')
