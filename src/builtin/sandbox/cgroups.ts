@@ -127,6 +127,32 @@ async function removeDir (dir: string): Promise<void> {
   }
 }
 
+/**
+ * Removes command groups a gateway that is gone left behind (it was SIGKILLed before it could
+ * remove them): their processes are killed and the groups removed. Groups of live gateways
+ * (their pid is in the name) are left alone. In the background; never throws.
+ */
+function sweepStale (tenantDirs: readonly string[], procsDir: string): void {
+  let names: string[]
+  try {
+    names = readdirSync(procsDir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name)
+  } catch {
+    return
+  }
+  const stale = names.filter((n) => {
+    const owner = Number(/^c(\d+)-\d+$/.exec(n)?.[1])
+    return Number.isInteger(owner) && owner !== process.pid && !existsSync(`/proc/${owner}`)
+  })
+  if (stale.length === 0) return
+  const sweep = async (): Promise<void> => {
+    for (const name of stale) {
+      await killLoop(path.join(procsDir, name, 'cgroup.procs'), undefined)
+      for (const d of tenantDirs) await removeDir(path.join(d, name))
+    }
+  }
+  sweep().catch(() => {})
+}
+
 let sequence = 0
 function childName (): string {
   sequence = (sequence + 1) % 1e9
@@ -153,6 +179,7 @@ function v1 (bases: ReadonlyMap<string, string>, limits: CgroupLimits, made: str
         write(path.join(tenant.get('memory') as string, 'memory.limit_in_bytes'), String(limits.memoryBytes))
         write(path.join(tenant.get('pids') as string, 'pids.max'), String(limits.pids))
         configured.add(groupName)
+        sweepStale([...tenant.values()], tenant.get('pids') as string)
       }
       const child = childName()
       const dirs = [...tenant.values()].map((d) => path.join(d, child))
@@ -190,6 +217,7 @@ function v2 (base: string, limits: CgroupLimits, made: string[]): Cgroups {
         try { write(path.join(tenant, 'memory.swap.max'), '0') } catch {}
         write(path.join(tenant, 'pids.max'), String(limits.pids))
         configured.add(groupName)
+        sweepStale([tenant], tenant)
       }
       const dir = path.join(tenant, childName())
       mkdirSync(dir, { mode: 0o755 })
