@@ -104,6 +104,7 @@ test('/mcp batches: every tools/call counts against MAX_CONCURRENT_PER_TENANT; t
     }
   }
   assert.equal(ran, upstream.stats.total)
+  t.diagnostic(`4 batches of 40: ${upstream.stats.total} calls ran, at most ${upstream.stats.max} at once; ${answers.filter((a) => a.status === 429).length} batches refused with 429`)
 
   // The tenant's slots are all back: another batch runs completely.
   const again = await call(gw, 'POST', '/mcp?mcp=s', ACME, batch(10, 'user_acme_tool_hold', { ms: 1 }))
