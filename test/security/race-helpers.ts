@@ -1,7 +1,8 @@
 // Helpers for the symlink-race attack tests (test/security/symlink-races.test.ts): a hostile
 // tenant's swap loop run through the gateway's own `bash start`, a bounded hammer of tool calls,
 // and exact checks of what reached (or changed) places outside the tenant's workspace.
-import { lstat, readdir, readFile, readlink } from 'node:fs/promises'
+import { lstat, open, readdir, readFile, readlink } from 'node:fs/promises'
+import { constants as fsConstants } from 'node:fs'
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import type { GatewayProcess } from '../helpers/gateway-process.js'
@@ -156,11 +157,28 @@ export function diffTrees (before: Map<string, TreeEntry>, after: Map<string, Tr
 
 /**
  * Files under `dir` (symlinks not followed, so only what really lies in the tree) whose bytes or
- * name hold one of `markers`, as "path: marker".
+ * name hold one of `markers`, as "path: marker". Nothing off `dir`'s filesystem is read: every
+ * entry's lstat and every opened file's fstat must show the same device, and files are opened
+ * with O_NOFOLLOW|O_NONBLOCK. That keeps a scan made while the tenant's loop still swaps names
+ * from wandering into /proc (a directory swapped for /proc/self between lstat and readdir); such a
+ * live scan is exact only when the links point off the workspace's filesystem.
  */
 export async function findMarkers (dir: string, markers: string[]): Promise<string[]> {
   const found: string[] = []
   const needles = markers.map((m) => Buffer.from(m))
+  const dev = (await lstat(dir)).dev
+  const readSameDev = async (abs: string): Promise<Buffer | undefined> => {
+    const fh = await open(abs, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK).catch(() => undefined)
+    if (fh === undefined) return undefined
+    try {
+      const st = await fh.stat()
+      return st.isFile() && st.dev === dev ? await fh.readFile() : undefined
+    } catch {
+      return undefined
+    } finally {
+      await fh.close()
+    }
+  }
   const walk = async (abs: string, rel: string): Promise<void> => {
     let names: string[]
     try {
@@ -172,13 +190,13 @@ export async function findMarkers (dir: string, markers: string[]): Promise<stri
       const a = join(abs, name)
       const r = rel === '' ? name : `${rel}/${name}`
       const st = await lstat(a).catch(() => undefined)
-      if (st === undefined) continue
+      if (st === undefined || st.dev !== dev) continue
       for (const m of markers) if (r.includes(m)) found.push(`${r}: ${m} (in its name)`)
       if (st.isDirectory()) {
         await walk(a, r)
       } else if (st.isFile()) {
-        const buf = await readFile(a).catch(() => Buffer.alloc(0))
-        needles.forEach((n, i) => { if (buf.includes(n)) found.push(`${r}: ${markers[i] as string}`) })
+        const buf = await readSameDev(a)
+        if (buf !== undefined) needles.forEach((n, i) => { if (buf.includes(n)) found.push(`${r}: ${markers[i] as string}`) })
       }
     }
   }

@@ -14,11 +14,13 @@ import type { TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { chmod, mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { constants as fsConstants } from 'node:fs'
+import { setPriority, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startGateway } from '../helpers/gateway-process.js'
 import type { GatewayProcess } from '../helpers/gateway-process.js'
+import { processesMatching } from '../helpers/proc.js'
 import { diffTrees, findMarkers, hammer, invoke, snapshotTree, swapLoopProgram } from './race-helpers.js'
 import type { InvokeResult, SwapPair } from './race-helpers.js'
 
@@ -127,6 +129,8 @@ interface Attack {
    * the CPU on a busy machine; only for attacks that never replace a link (see swapLoopProgram).
    */
   swappers?: number
+  /** One swap loop per pair instead (each still repairs its own link): for attacks that replace links. */
+  loopPerPair?: boolean
   /** Shell run in the attacker's sandbox before the loop: makes the real entries and the links. */
   setup: string
   pairs: SwapPair[]
@@ -167,20 +171,39 @@ async function sandboxed (g: GatewayProcess, ws: string, args: Record<string, un
 }
 
 /**
- * Starts `.swap.pl` in the background and waits for its first output line. A start that bwrap
+ * Raises the loop's scheduling priority (as root, from the host). On a machine busy with other
+ * work the loop is otherwise off the CPU for most of each call, and the names barely change while
+ * the gateway looks at them; the attack is the same, only run more often. Best effort.
+ */
+async function boost (program: string): Promise<number> {
+  let boosted = 0
+  for (const p of await processesMatching(`perl ${program}`)) {
+    if (p.cmdline !== `perl ${program}`) continue
+    try {
+      setPriority(p.pid, -10)
+      boosted++
+    } catch {
+      // Gone, or not permitted here: the attack runs at normal priority.
+    }
+  }
+  return boosted
+}
+
+/**
+ * Starts `program` (a file in the workspace) in the background and waits for its first output line. A start that bwrap
  * could not make (EAGAIN, see `sandboxed`) is tried again.
  */
-async function startSwapLoop (g: GatewayProcess, ws: string): Promise<string> {
+async function startSwapLoop (g: GatewayProcess, ws: string, program: string): Promise<{ processId: string, boosted: number }> {
   const deadline = Date.now() + 20_000
   let last = ''
   while (Date.now() < deadline) {
-    const started = await sandboxed(g, ws, { action: 'start', command: 'exec perl .swap.pl' })
+    const started = await sandboxed(g, ws, { action: 'start', command: `exec perl ${program}` })
     const processId = parsed(started)?.processId
     assert.equal(typeof processId, 'string', `the swap loop did not start: ${started.text}`)
     for (;;) {
       const logs = await invoke(g, ATTACKER, ws, 'bash', { action: 'logs', processId })
       last = logs.text
-      if (logs.output.includes('swapping')) return processId as string
+      if (logs.output.includes('swapping')) return { processId: processId as string, boosted: await boost(program) }
       const status = await invoke(g, ATTACKER, ws, 'bash', { action: 'status', processId })
       if (String(parsed(status)?.status).toLowerCase() !== 'running' || Date.now() > deadline) break
       await new Promise((resolve) => setTimeout(resolve, 50))
@@ -200,8 +223,15 @@ async function runAttack (t: TestContext, a: Attack): Promise<AttackReport> {
   const setup = await sandboxed(g, a.ws, { action: 'exec', command: `set -e\n${a.setup}` })
   assert.equal(parsed(setup)?.exitCode, 0, `setup failed: ${setup.text}`)
   const swappers = a.swappers ?? 1
-  const program = await invoke(g, ATTACKER, a.ws, 'write_file', { path: '.swap.pl', content: swapLoopProgram(a.pairs, { seconds: LOOP_SECONDS, refill: a.refill, repair: swappers === 1 }) })
-  assert.equal(program.isError, false, program.text)
+  const programs: string[] = []
+  const groups = a.loopPerPair === true ? a.pairs.map((p) => [p]) : Array.from({ length: swappers }, () => a.pairs)
+  for (const [k, pairs] of groups.entries()) {
+    // Named per attack: boost() finds the loop's host process by its command line.
+    const path = `.swap-${a.ws}-${k}.pl`
+    const w = await invoke(g, ATTACKER, a.ws, 'write_file', { path, content: swapLoopProgram(pairs, { seconds: LOOP_SECONDS, refill: a.refill, repair: swappers === 1 }) })
+    assert.equal(w.isError, false, w.text)
+    programs.push(path)
+  }
   const before = new Map<string, Awaited<ReturnType<typeof snapshotTree>>>()
   for (const dir of a.watch) before.set(dir, await snapshotTree(dir))
 
@@ -211,9 +241,14 @@ async function runAttack (t: TestContext, a: Attack): Promise<AttackReport> {
     if (report.examples.length < 5) report.examples.push(why.slice(0, 400))
   }
   const processIds: string[] = []
+  let boosted = 0
   const t0 = Date.now()
   try {
-    for (let k = 0; k < swappers; k++) processIds.push(await startSwapLoop(g, a.ws))
+    for (const program of programs) {
+      const loop = await startSwapLoop(g, a.ws, program)
+      processIds.push(loop.processId)
+      boosted += loop.boosted
+    }
     await hammer(a.calls ?? CALLS, CONCURRENCY, async (i) => {
       const r = await a.call(i)
       report.calls++
@@ -242,7 +277,7 @@ async function runAttack (t: TestContext, a: Attack): Promise<AttackReport> {
     for (const d of diffTrees(snap, await snapshotTree(dir))) record(`outside the workspace: ${d}`)
   }
   for (const m of await findMarkers(join(workspaces, ATTACKER, a.ws), MARKERS)) record(`copied into the workspace: ${m}`)
-  t.diagnostic(`${a.ws}: ${report.escapes} escape(s) in ${report.calls} calls, ${report.ms} ms (${report.errors} tool errors)`)
+  t.diagnostic(`${a.ws}: ${report.escapes} escape(s) in ${report.calls} calls, ${report.ms} ms (${report.errors} tool errors; ${processIds.length} swap loop(s), ${boosted} boosted)`)
   return report
 }
 
@@ -268,6 +303,28 @@ function guardFiles (paths: string[], originals: Buffer[]): () => Promise<string
       }
     }
     return hit.length > 0 ? `outside file ${hit.join(', ')}` : undefined
+  }
+}
+
+/**
+ * Overwrites a workspace file with "inside\n". The tenant's loop keeps swapping names, so the file
+ * is opened without following a final link and changed only if the descriptor is a regular file
+ * on the workspace's own filesystem (a swapped parent may lead to /proc, never to another file there).
+ */
+async function blank (root: string, rel: string): Promise<void> {
+  const rootDev = (await stat(root)).dev
+  const fh = await open(join(root, rel), fsConstants.O_WRONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK).catch(() => undefined)
+  if (fh === undefined) return
+  try {
+    const st = await fh.stat()
+    if (st.isFile() && st.dev === rootDev) {
+      await fh.truncate(0)
+      await fh.write('inside\n', 0)
+    }
+  } catch {
+    // Gone or swapped meanwhile: the next scan sees it again.
+  } finally {
+    await fh.close()
   }
 }
 
@@ -306,9 +363,18 @@ test('apply_patch "Update File" on f (swapped with a link to /proc/self/environ)
   const patch = (path: string): string => `*** Begin Patch\n*** Update File: ${path}\n@@\n+appended\n*** End Patch\n`
   const r = await runAttack(t, {
     ws: 'environ',
+    loopPerPair: true,
     setup: 'echo inside > f\nmkdir p\necho inside > p/environ',
     pairs: [{ name: 'f', other: 'lf', target: '/proc/self/environ' }, { name: 'p', other: 'lp', target: '/proc/self' }],
     call: async (i) => await invoke(gateway(), ATTACKER, 'environ', 'apply_patch', { patch: patch(i % 2 === 0 ? 'f' : 'p/environ') }),
+    // Checked after every call, so each escape is counted (a later patch would otherwise keep
+    // appending to the same leaked copy), and the copy is blanked for the next one.
+    afterCall: async () => {
+      const root = join(workspaces, ATTACKER, 'environ')
+      const hits = await findMarkers(root, [CANARY])
+      for (const hit of hits) await blank(root, hit.slice(0, hit.lastIndexOf(': ')))
+      return hits.length > 0 ? `the gateway environment was copied into ${hits.join(', ')}` : undefined
+    },
     watch: []
   })
   assertNoEscape(r)
@@ -356,6 +422,7 @@ test('glob e/* and */* while e1..e3 and v are swapped with links to an outside d
   const patterns = ['*/*', 'e1/*', '{e2,e3,v}/*', 'v/*']
   const r = await runAttack(t, {
     ws: 'glob',
+    swappers: 2,
     // 13-28 of 400 calls escaped on 8d412a4.
     calls: 300,
     setup: `for d in ${dirs.join(' ')}; do mkdir $d; echo inside > $d/inside; done`,
@@ -422,6 +489,8 @@ test('edit e/f while e is swapped with links to an outside dir and another tenan
   const originals = await Promise.all(targets.map(async (p) => await readFile(p)))
   const r = await runAttack(t, {
     ws: 'edit',
+    // The tool writes below e, never over the link itself: no repair needed.
+    swappers: 2,
     // An escape here needs the read to meet the link and four other steps the real directory
     // (11-17 of 400 calls escaped on 8d412a4).
     calls: 300,
