@@ -4,7 +4,7 @@
  * Runs the real gateway process with SANDBOX=bwrap.
  */
 import assert from 'node:assert/strict'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { chown, lchown, lstat, mkdir, mkdtemp, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
@@ -118,4 +118,28 @@ test('a sandbox that cannot start is a tool error (reason sandbox), not exit 1',
   assert.equal(r.isError, true, `expected a tool error, got ${r.output}`)
   assert.equal(r.error?.code, 'GW_SANDBOX_ERROR', JSON.stringify(r.error))
   assert.doesNotMatch(r.output, /\/tmp\/|\/sys\/fs/, 'no host paths in the message')
+})
+
+test('an existing workspace of the shared uid is handed to the tenant\'s uid on first use, without following its symlinks', { timeout: 60_000, skip: !isRoot && 'needs root' }, async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'tg-handover-'))
+  t.after(async () => { await rm(dir, { recursive: true, force: true }) })
+  // As an older gateway left it: everything owned by 65534, and a link to a host file.
+  const ws = join(dir, 'legacy', 'default')
+  await mkdir(join(ws, 'sub'), { recursive: true })
+  await writeFile(join(ws, 'sub', 'f.txt'), 'old\n')
+  const outside = join(dir, 'outside.txt')
+  await writeFile(outside, 'host\n')
+  await symlink(outside, join(ws, 'link'))
+  for (const p of [join(dir, 'legacy'), ws, join(ws, 'sub'), join(ws, 'sub', 'f.txt')]) await chown(p, 65534, 65534)
+  await lchown(join(ws, 'link'), 65534, 65534)
+  const gw = await startGateway(t, { SANDBOX: 'bwrap', WORKSPACES_DIR: dir, RATE_LIMIT_PER_MINUTE: '1000000' })
+  t.after(async () => { await gw.stop(5000) })
+  const r = await invoke(gw, 'legacy', 'bash', { action: 'exec', command: 'echo new >> sub/f.txt && cat sub/f.txt' })
+  assert.equal(r.isError, false, r.output)
+  assert.match(r.output, /old\\nnew/)
+  const uid = (await stat(ws)).uid
+  assert.ok(uid !== 65534 && uid !== 0, `workspace owned by ${uid}`)
+  for (const p of [join(dir, 'legacy'), join(ws, 'sub'), join(ws, 'sub', 'f.txt')]) assert.equal((await stat(p)).uid, uid, p)
+  assert.equal((await lstat(join(ws, 'link'))).uid, uid, 'the link itself is handed over')
+  assert.equal((await stat(outside)).uid, 0, 'the file the link points to is not')
 })
