@@ -1,9 +1,10 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { link, lstat, mkdir, mkdtemp, readFile, readdir, realpath, rm, stat, symlink, writeFile } from 'node:fs/promises'
+import { link, lstat, mkdir, mkdtemp, readFile, readdir, readlink, realpath, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { removePath, resolveReadPath, resolveWritePath, writeFileAtomic } from '../../src/builtin/workspace/paths.js'
+import { locate, locateWritable, removeFile, writeFileAtomic } from '../../src/builtin/workspace/tree.js'
+import type { Location } from '../../src/builtin/workspace/tree.js'
 import { ToolError } from '../../src/builtin/types.js'
 import type { Workspace } from '../../src/builtin/types.js'
 
@@ -21,6 +22,17 @@ async function setup (t: { after: (fn: () => Promise<void>) => void }) {
   return { dir, root, ro, ws }
 }
 
+/** Where a location's parent really is on the host, and its name, then closed. */
+async function where (p: Promise<Location>): Promise<{ abs: string, rel: string, readOnly: boolean }> {
+  const loc = await p
+  try {
+    const dir = await readlink(`/proc/self/fd/${loc.parent.fd}`)
+    return { abs: loc.name === '' ? dir : path.join(dir, loc.name), rel: loc.rel, readOnly: loc.readOnly }
+  } finally {
+    await loc.close()
+  }
+}
+
 async function rejects (p: Promise<unknown>, re: RegExp, reason?: string): Promise<void> {
   await assert.rejects(p, (err: unknown) => {
     assert.ok(err instanceof ToolError, `expected ToolError, got ${String(err)}`)
@@ -33,38 +45,38 @@ async function rejects (p: Promise<unknown>, re: RegExp, reason?: string): Promi
 test('relative paths resolve against the root, display is workspace-relative', async (t) => {
   const { root, ws } = await setup(t)
   await mkdir(path.join(root, 'a'))
-  const r = await resolveReadPath(ws, 'a/../a/./b.txt')
+  const r = await where(locate(ws, 'a/../a/./b.txt', 'read'))
   assert.deepEqual(r, { abs: path.join(root, 'a', 'b.txt'), rel: 'a/b.txt', readOnly: false })
-  assert.equal((await resolveReadPath(ws, '.')).rel, '.')
-  assert.equal((await resolveReadPath(ws, path.join(root, 'a'))).rel, 'a')
+  assert.equal((await where(locate(ws, '.', 'read'))).rel, '.')
+  assert.equal((await where(locate(ws, path.join(root, 'a'), 'read'))).rel, 'a')
 })
 
 test('read roots: absolute paths inside are readable and read-only', async (t) => {
   const { ro, ws } = await setup(t)
-  const r = await resolveReadPath(ws, path.join(ro, 'skill.md'))
+  const r = await where(locate(ws, path.join(ro, 'skill.md'), 'read'))
   assert.equal(r.readOnly, true)
   assert.equal(r.rel, path.join(ro, 'skill.md'))
-  await rejects(resolveWritePath(ws, path.join(ro, 'x.md')), /read-only root/, 'forbidden')
+  await rejects(locate(ws, path.join(ro, 'x.md'), 'write'), /read-only root/, 'forbidden')
 })
 
 test('symlinks inside the workspace are followed when they stay inside', async (t) => {
   const { root, ws } = await setup(t)
   await mkdir(path.join(root, 'real'))
   await symlink('real', path.join(root, 'alias'))
-  const r = await resolveReadPath(ws, 'alias/new.txt')
+  const r = await where(locate(ws, 'alias/new.txt', 'read'))
   assert.equal(r.abs, path.join(root, 'real', 'new.txt'))
   assert.equal(r.rel, 'alias/new.txt')
-  const w = await resolveWritePath(ws, 'alias/new.txt')
+  const w = await where(locate(ws, 'alias/new.txt', 'write'))
   assert.equal(w.abs, path.join(root, 'real', 'new.txt'))
 })
 
 test('writeFileAtomic creates parents, replaces atomically and appends', async (t) => {
   const { root, ws } = await setup(t)
-  const target = await resolveWritePath(ws, 'deep/er/f.txt')
-  assert.deepEqual(await writeFileAtomic(ws, target, 'one\n'), { created: true, bytesWritten: 4 })
-  assert.deepEqual(await writeFileAtomic(ws, target, 'two\n', { append: true }), { created: false, bytesWritten: 4 })
+  const target = 'deep/er/f.txt'
+  assert.deepEqual(await writeFileAtomic(ws, target, 'one\n'), { created: true, bytesWritten: 4, rel: target })
+  assert.deepEqual(await writeFileAtomic(ws, target, 'two\n', { append: true }), { created: false, bytesWritten: 4, rel: target })
   assert.equal(await readFile(path.join(root, 'deep/er/f.txt'), 'utf8'), 'one\ntwo\n')
-  assert.deepEqual(await writeFileAtomic(ws, target, Buffer.from('é')), { created: false, bytesWritten: 2 })
+  assert.deepEqual(await writeFileAtomic(ws, target, Buffer.from('é')), { created: false, bytesWritten: 2, rel: target })
   assert.equal(await readFile(path.join(root, 'deep/er/f.txt'), 'utf8'), 'é')
   // No temp files are left behind.
   assert.deepEqual(await readdir(path.join(root, 'deep/er')), ['f.txt'])
@@ -73,24 +85,24 @@ test('writeFileAtomic creates parents, replaces atomically and appends', async (
 test('writeFileAtomic keeps the file mode', async (t) => {
   const { root, ws } = await setup(t)
   await writeFile(path.join(root, 'run.sh'), '#!/bin/sh\n', { mode: 0o755 })
-  await writeFileAtomic(ws, await resolveWritePath(ws, 'run.sh'), 'echo hi\n')
+  await writeFileAtomic(ws, 'run.sh', 'echo hi\n')
   assert.equal((await stat(path.join(root, 'run.sh'))).mode & 0o777, 0o755)
 })
 
 test('writeFileAtomic refuses a directory and a hard-linked target', async (t) => {
   const { root, ws } = await setup(t)
   await mkdir(path.join(root, 'd'))
-  await rejects(writeFileAtomic(ws, await resolveWritePath(ws, 'd'), 'x'), /Path is a directory: d/)
+  await rejects(writeFileAtomic(ws, 'd', 'x'), /Path is a directory: d/)
   await writeFile(path.join(root, 'a'), 'a')
   await link(path.join(root, 'a'), path.join(root, 'b'))
-  await rejects(writeFileAtomic(ws, await resolveWritePath(ws, 'b'), 'x'), /multiple hard links/, 'forbidden')
+  await rejects(writeFileAtomic(ws, 'b', 'x'), /multiple hard links/, 'forbidden')
   assert.equal(await readFile(path.join(root, 'a'), 'utf8'), 'a')
 })
 
 test('writeFileAtomic chowns created entries to the workspace owner', { skip: process.getuid?.() !== 0 }, async (t) => {
   const { root, ws } = await setup(t)
   const owned: Workspace = { ...ws, owner: { uid: 12345, gid: 12346 } }
-  await writeFileAtomic(owned, await resolveWritePath(owned, 'sub/f.txt'), 'x')
+  await writeFileAtomic(owned, 'sub/f.txt', 'x')
   for (const p of ['sub', 'sub/f.txt']) {
     const st = await lstat(path.join(root, p))
     assert.equal(st.uid, 12345)
@@ -98,31 +110,31 @@ test('writeFileAtomic chowns created entries to the workspace owner', { skip: pr
   }
 })
 
-test('removePath deletes files, refuses directories and missing files', async (t) => {
+test('removeFile deletes files, refuses directories and missing files', async (t) => {
   const { root, ws } = await setup(t)
   await writeFile(path.join(root, 'gone.txt'), 'x')
-  await removePath(ws, await resolveWritePath(ws, 'gone.txt'))
+  await removeFile(ws, 'gone.txt')
   await assert.rejects(lstat(path.join(root, 'gone.txt')), { code: 'ENOENT' })
   await mkdir(path.join(root, 'dir'))
-  await rejects(removePath(ws, await resolveWritePath(ws, 'dir')), /^Path is a directory: dir$/)
-  await rejects(removePath(ws, await resolveWritePath(ws, 'nope.txt')), /File does not exist: nope.txt/)
+  await rejects(removeFile(ws, 'dir'), /^Path is a directory: dir$/)
+  await rejects(removeFile(ws, 'nope.txt'), /File does not exist: nope.txt/)
 })
 
 test('input validation gives clean ToolErrors', async (t) => {
   const { ws } = await setup(t)
-  await rejects(resolveReadPath(ws, 'a\0b'), /NUL/, 'invalid-arguments')
-  await rejects(resolveReadPath(ws, 'a/'.repeat(2500)), /too long/, 'invalid-arguments')
-  await rejects(resolveReadPath(ws, 'x'.repeat(256)), /longer than 255 bytes/, 'invalid-arguments')
-  await rejects(resolveReadPath(ws, ''), /must not be empty/, 'invalid-arguments')
-  await rejects(resolveWritePath(ws, '.'), /Path is a directory/)
+  await rejects(locate(ws, 'a\0b', 'read'), /NUL/, 'invalid-arguments')
+  await rejects(locate(ws, 'a/'.repeat(2500), 'read'), /too long/, 'invalid-arguments')
+  await rejects(locate(ws, 'x'.repeat(256), 'read'), /longer than 255 bytes/, 'invalid-arguments')
+  await rejects(locate(ws, '', 'read'), /must not be empty/, 'invalid-arguments')
+  await rejects(locateWritable(ws, '.'), /Path is a directory/)
 })
 
 test('protected segments are refused case-folded and NFC-normalised', async (t) => {
   const { ws } = await setup(t)
   for (const p of ['.git/hooks/pre-commit', '.GIT/Hooks/x', 'sub/.ssh/id', '.Aws/credentials', '.s\u0073h/x']) {
-    await rejects(resolveWritePath(ws, p), /protected/, 'forbidden')
+    await rejects(locateWritable(ws, p), /protected/, 'forbidden')
   }
   // .git itself and other hooks-named dirs stay writable.
-  await resolveWritePath(ws, '.git/config')
-  await resolveWritePath(ws, 'hooks/x')
+  await writeFileAtomic(ws, '.git/config', 'x')
+  await writeFileAtomic(ws, 'hooks/x', 'x')
 })

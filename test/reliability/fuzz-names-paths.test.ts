@@ -1,13 +1,13 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtemp, realpath, rm, mkdir, writeFile, symlink } from 'node:fs/promises'
+import { mkdtemp, readlink, realpath, rm, mkdir, writeFile, symlink } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { isAbsolute, join, relative, sep } from 'node:path'
 import fc from 'fast-check'
 import {
   apiFunctionName, encodeUserToolName, isWireName, parseUserToolName, toWireName, ID_PATTERN
 } from '../../src/naming/names.js'
-import { resolveReadPath, resolveWritePath } from '../../src/builtin/workspace/paths.js'
+import { locate } from '../../src/builtin/workspace/tree.js'
 import { ToolError } from '../../src/builtin/types.js'
 import { testWorkspace } from '../helpers/workspace.js'
 
@@ -50,11 +50,13 @@ test('path resolver: random path strings never resolve outside the workspace or 
   // `.. ` or `..x` is a name inside the root; only `..` itself or `../...` leaves it.
   const inside = (p: string): boolean => { const r = relative(root, p); return r !== '..' && !r.startsWith(`..${sep}`) && !isAbsolute(r) }
   await fc.assert(fc.asyncProperty(fc.oneof(pathArb, fc.string({ maxLength: 300 })), async (input) => {
-    for (const resolve of [resolveReadPath, resolveWritePath]) {
+    for (const intent of ['read', 'write'] as const) {
       try {
-        const resolved = await resolve(ws, input)
-        const real = await realpath(resolved.abs).catch(() => resolved.abs)
-        assert.ok(inside(real), `${JSON.stringify(input)} resolved to ${real}`)
+        const loc = await locate(ws, input, intent)
+        // Where the held parent directory really is: the kernel's answer, not ours.
+        const parent = await readlink(`/proc/self/fd/${loc.parent.fd}`).finally(async () => { await loc.close() })
+        const real = loc.name === '' ? parent : join(parent, loc.name)
+        assert.ok(inside(parent), `${JSON.stringify(input)} (${intent}) resolved to ${real}`)
       } catch (err) {
         // Refusals must be clean tool errors, never Node exceptions.
         assert.ok(err instanceof ToolError, `${JSON.stringify(input)}: ${(err as Error).stack ?? String(err)}`)

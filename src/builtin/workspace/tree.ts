@@ -295,6 +295,18 @@ async function removeMade (ws: Workspace, made: ReadonlyArray<readonly string[]>
   }
 }
 
+/**
+ * The protected rule on the input as written, before anything is resolved or created: a missing
+ * `.git/hooks` must be refused as protected, not reported missing or created.
+ */
+function checkProtectedInput (ws: Workspace, input: string): void {
+  checkPathInput(input)
+  const lexAbs = path.isAbsolute(input) ? path.resolve(input) : path.resolve(ws.root, input)
+  if (isProtected(path.relative(ws.root, lexAbs).split(path.sep))) {
+    throw new ToolError(`Path is protected and cannot be written: ${quoteInput(input)}`, 'forbidden')
+  }
+}
+
 /** Refusals shared by every writer: read roots, protected segments, the root itself. */
 function checkWritable (loc: Location, lexicalRel: string): void {
   if (loc.readOnly) throw readOnlyError(loc.rel)
@@ -397,6 +409,7 @@ export async function writeFileAtomic (
   data: string | Buffer,
   opts: WriteOptions = {}
 ): Promise<{ created: boolean, bytesWritten: number, rel: string }> {
+  checkProtectedInput(ws, input)
   const loc = await locate(ws, input, 'create')
   try {
     const lexicalRel = loc.rel
@@ -467,6 +480,7 @@ async function writeAt (ws: Workspace, loc: Location, data: string | Buffer, opt
 
 /** Deletes a file (never a directory). Unlinking a link removes only the workspace's name. */
 export async function removeFile (ws: Workspace, input: string): Promise<{ rel: string }> {
+  checkProtectedInput(ws, input)
   const loc = await locate(ws, input, 'write')
   try {
     checkWritable(loc, loc.rel)
@@ -489,6 +503,7 @@ export async function removeFile (ws: Workspace, input: string): Promise<{ rel: 
 
 /** A location resolved for writing, checked against the read-only and protected rules. */
 export async function locateWritable (ws: Workspace, input: string, intent: 'write' | 'create' = 'write'): Promise<Location> {
+  checkProtectedInput(ws, input)
   const loc = await locate(ws, input, intent)
   try {
     checkWritable(loc, loc.rel)
