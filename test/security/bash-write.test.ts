@@ -79,13 +79,14 @@ test('a write the process never reads times out as a tool error that says how ma
 test('one pending write per process: a second concurrent write is a clear tool error, not a queue', async (t) => {
   const h = await setup(t)
   const id = await startSilent(h)
-  const first = h.invoke({ action: 'write', processId: id, input: 'y'.repeat(500_000), timeoutMs: 4000 })
+  const first = h.invoke({ action: 'write', processId: id, input: 'y'.repeat(500_000), timeoutMs: 15_000 })
+  first.catch(() => {}) // awaited below; a failure before then must not be an unhandled rejection
   // Let the first write reach the process manager and block on the full pipe.
   await new Promise((resolve) => setTimeout(resolve, 500))
-  const second = await within(3000, 'a second concurrent write', h.invoke({ action: 'write', processId: id, input: 'z' }))
+  const second = await within(8000, 'a second concurrent write', h.invoke({ action: 'write', processId: id, input: 'z' }))
   assert.equal(second.isError, true, second.output)
   assert.match(second.error?.message ?? '', /already pending/)
-  const r1 = await within(15_000, 'the first write', first)
+  const r1 = await within(30_000, 'the first write', first)
   assert.equal(r1.isError, true)
 })
 
