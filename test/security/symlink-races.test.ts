@@ -83,6 +83,10 @@ before(async () => {
     LOG_LEVEL: 'info',
     TG_RACE_CANARY: CANARY
   })
+  // If the runner kills this file (its timeout) before the after hook, the gateway and the
+  // tenant's swap loops (bwrap --die-with-parent) must not outlive it.
+  const child = gw.child
+  process.once('exit', () => { if (child.exitCode === null) child.kill('SIGKILL') })
   // The victim's workspace, made by the gateway as any tenant's is, with a file holding its marker.
   const r = await invoke(gw, VICTIM, 'default', 'write_file', { path: 'x', content: `${VICTIM_MARKER}\n` })
   assert.equal(r.isError, false, r.text)
