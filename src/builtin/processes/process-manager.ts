@@ -260,6 +260,7 @@ export class ProcessManager {
     const total = Buffer.byteLength(input, 'utf8')
     const timeoutMs = opts.timeoutMs ?? DEFAULT_WRITE_TIMEOUT_MS
     const signal = opts.signal
+    if (signal?.aborted === true) throw new ToolError(`The caller went away: wrote 0 of ${total} bytes to ${processId}`)
     let written = 0
     let timer: NodeJS.Timeout | undefined
     let onAbort: (() => void) | undefined
@@ -267,8 +268,7 @@ export class ProcessManager {
     const giveUp = new Promise<'timeout' | 'cancelled'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), timeoutMs)
       onAbort = () => resolve('cancelled')
-      if (signal?.aborted === true) onAbort()
-      else signal?.addEventListener('abort', onAbort, { once: true })
+      signal?.addEventListener('abort', onAbort, { once: true })
     })
     try {
       for (let i = 0; i < input.length;) {
