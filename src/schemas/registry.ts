@@ -54,7 +54,8 @@ export const StatusResponse = Type.Object({
       uids: Type.String(),
       cgroup: Type.Union([Type.Literal('v1'), Type.Literal('v2'), Type.Literal('none')]),
       cgroupDetail: Type.String(),
-      rlimits: Type.Boolean()
+      rlimits: Type.Boolean(),
+      seccomp: Type.Boolean({ description: 'A seccomp filter denies ptrace, keyrings, bpf, io_uring, the mount family and new user namespaces' })
     }), Type.Null()], { description: 'Isolation mechanisms in force (SPEC 11); null without a built-in sandbox' })
   }),
   registry: Type.Object({ backend: Type.String(), secretsEncrypted: Type.Boolean() })

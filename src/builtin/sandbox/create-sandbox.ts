@@ -3,6 +3,7 @@ import { access, chmod, chown, stat } from 'node:fs/promises'
 import { ToolError, type Workspace } from '../types.js'
 import { setUpCgroups, type Cgroups } from './cgroups.js'
 import { runProbe } from './probe.js'
+import { buildSeccompFilter, SECCOMP_UNSUPPORTED_WARNING } from './seccomp.js'
 import { runToCompletion, sandboxFailure } from './run-to-completion.js'
 import { spawnSandboxed, type SpawnConfig } from './spawn.js'
 import { detectHostLayout, writeSyntheticEtc } from './system-files.js'
@@ -164,7 +165,7 @@ class SandboxImpl implements Sandbox {
 /** One line for the probe and the log: which mechanisms are in force. */
 export function describeIsolation (i: SandboxIsolation): string {
   const cg = i.cgroup === 'none' ? `no cgroups (${i.cgroupDetail})` : `${i.cgroupDetail}: per-tenant CPU share, memory and pids limits, one group per command`
-  return `${i.uids}; ${cg}; ${i.rlimits ? 'rlimits per process' : 'no rlimits'}`
+  return `${i.uids}; ${cg}; ${i.rlimits ? 'rlimits per process' : 'no rlimits'}; ${i.seccomp ? 'seccomp filter' : 'no seccomp filter'}`
 }
 
 /**
@@ -192,8 +193,10 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
     cgroups: undefined,
     limits,
     etcDir: etc.dir,
-    layout
+    layout,
+    seccomp: buildSeccompFilter()
   }
+  if (cfg.seccomp === undefined) logger?.warn({ arch: process.arch }, SECCOMP_UNSUPPORTED_WARNING)
   const uidPerTenant = isRoot && opts.uidRange !== undefined
   const isolation: SandboxIsolation = {
     uidPerTenant,
@@ -204,7 +207,8 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
         : `all tenants share the gateway's uid ${myUid} (not root: no uid per tenant, process limits are shared)`,
     cgroup: 'none',
     cgroupDetail: 'not set up',
-    rlimits: true
+    rlimits: true,
+    seccomp: cfg.seccomp !== undefined
   }
   const checkedAt = (): string => new Date().toISOString()
 
@@ -219,7 +223,7 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
       canChown: false,
       removeEtc: etc.remove,
       logger,
-      isolation: { uidPerTenant: false, uids: 'unsandboxed: commands run as the gateway', cgroup: 'none', cgroupDetail: 'SANDBOX=none', rlimits: false }
+      isolation: { uidPerTenant: false, uids: 'unsandboxed: commands run as the gateway', cgroup: 'none', cgroupDetail: 'SANDBOX=none', rlimits: false, seccomp: false }
     })
   }
 

@@ -4,6 +4,7 @@ import { constants } from 'node:os'
 import { PassThrough, type Readable } from 'node:stream'
 import { buildBwrapArgs, buildPrlimitArgs, sandboxEnv, type HostLayout } from './bwrap-args.js'
 import type { Cgroups, CommandGroup } from './cgroups.js'
+import { seccompArgs, writeSeccompFilter } from './seccomp.js'
 import { childPids, signalQuietly, waitForNamespaceEnd } from './kill.js'
 import type { ExitInfo, SandboxedProcess, SandboxLimits, SpawnRequest } from './types.js'
 
@@ -23,7 +24,12 @@ export interface SpawnConfig {
   limits: SandboxLimits
   etcDir: string
   layout: HostLayout
+  /** Classic-BPF program handed to bwrap --seccomp on fd 4; undefined = no filter for this arch. */
+  seccomp: Buffer | undefined
 }
+
+/** fd 3 is bwrap's --info-fd; the seccomp program comes on the next one. */
+const SECCOMP_FD = 4
 
 /**
  * Runs as root (or as the gateway's uid with a delegated cgroup) with argv
@@ -88,7 +94,10 @@ function readInfo (stream: Readable | null | undefined): Promise<NamespaceInfo |
 }
 
 export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedProcess {
-  const stdio: StdioOptions = cfg.mode === 'bwrap' ? [req.stdin, 'pipe', 'pipe', 'pipe'] : [req.stdin, 'pipe', 'pipe']
+  const seccomp = cfg.mode === 'bwrap' ? cfg.seccomp : undefined
+  const stdio: StdioOptions = cfg.mode === 'bwrap'
+    ? [req.stdin, 'pipe', 'pipe', 'pipe', ...(seccomp !== undefined ? ['pipe' as const] : [])]
+    : [req.stdin, 'pipe', 'pipe']
   let child: ChildProcess
   let group: CommandGroup | undefined
   try {
@@ -96,7 +105,7 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
       const runAs = cfg.runAsRoot !== undefined ? (req.workspace.owner ?? cfg.runAsRoot.fallback) : undefined
       // Root inside is not a sandbox (RLIMIT_NPROC is ignored for uid 0, capabilities survive).
       if (runAs !== undefined && (runAs.uid === 0 || runAs.gid === 0)) throw new Error('refusing to run a sandboxed command as root')
-      const bwrap = ['--info-fd', '3', ...buildBwrapArgs({
+      const bwrap = ['--info-fd', '3', ...(seccomp !== undefined ? seccompArgs(SECCOMP_FD) : []), ...buildBwrapArgs({
         workspaceRoot: req.workspace.root,
         readRoots: req.workspace.readRoots.map((r) => r.path),
         cwd: req.cwd,
@@ -139,6 +148,8 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
     return failedProcess(err as Error)
   }
 
+  // bwrap reads the program to EOF before it execs the command; it is < 64 KiB, so it fits the pipe.
+  if (seccomp !== undefined) writeSeccompFilter(child.stdio[SECCOMP_FD], seccomp)
   const info = cfg.mode === 'bwrap' ? readInfo(child.stdio[3] as Readable | null) : Promise.resolve(undefined)
   let done = false
   let resolveExit!: (e: ExitInfo) => void

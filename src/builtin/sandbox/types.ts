@@ -52,6 +52,8 @@ export interface SandboxIsolation {
   cgroupDetail: string
   /** Per-process rlimits (prlimit: cpu, fsize, nproc, nofile, data) on every command. */
   rlimits: boolean
+  /** A seccomp filter (bwrap --seccomp) denies ptrace, keyrings, bpf, io_uring, mount, new user namespaces... */
+  seccomp: boolean
 }
 
 export interface SandboxOptions {

@@ -69,7 +69,8 @@ export const editTool: BuiltinTool = {
 }
 
 function decodeText (buf: Buffer, rel: string): string {
-  if (looksBinary(buf)) throw new ToolError(`File appears to be binary and cannot be edited: ${rel}`)
+  // The whole file, not just the sniffed head: a NUL anywhere means it is not text to edit.
+  if (looksBinary(buf) || buf.includes(0)) throw new ToolError(`File appears to be binary (it contains NUL bytes) and cannot be edited: ${rel}`)
   try {
     // ignoreBOM keeps a leading BOM in the text, so writing back preserves it.
     return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(buf)
