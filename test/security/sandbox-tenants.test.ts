@@ -118,6 +118,13 @@ test('a sandbox that cannot start is a tool error (reason sandbox), not exit 1',
   assert.equal(r.isError, true, `expected a tool error, got ${r.output}`)
   assert.equal(r.error?.code, 'GW_SANDBOX_ERROR', JSON.stringify(r.error))
   assert.doesNotMatch(r.output, /\/tmp\/|\/sys\/fs/, 'no host paths in the message')
+  // The same for a background process: not a process that "exited 1", but a refused start.
+  const bg = await invoke(gw, 'greedy', 'bash', { action: 'start', command: 'sleep 1' })
+  assert.equal(bg.isError, true, `expected a tool error, got ${bg.output}`)
+  assert.equal(bg.error?.code, 'GW_SANDBOX_ERROR', JSON.stringify(bg.error))
+  assert.match(bg.output, /process or memory limit/)
+  const list = await invoke(gw, 'greedy', 'bash', { action: 'list' })
+  assert.equal((JSON.parse(list.output) as unknown[]).length, 1, 'the failed start is not listed')
 })
 
 test('an existing workspace of the shared uid is handed to the tenant\'s uid on first use, without following its symlinks', { timeout: 60_000, skip: !isRoot && 'needs root' }, async (t) => {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises'
 import { randomBytes } from 'node:crypto'
 import type { Readable } from 'node:stream'
 import { StringDecoder } from 'node:string_decoder'
@@ -68,6 +69,8 @@ export interface StartRequest {
 
 /** Longest partial line held back before it is logged anyway (a prompt never ends with a newline). */
 const MAX_PENDING_LINE = 8192
+/** How long `start` waits for bwrap's report that the namespaces exist (normally a few ms). */
+const START_REPORT_MAX_MS = 10_000
 
 /**
  * `write` hands stdin at most this many bytes at a time and waits until the pipe took them
@@ -213,6 +216,19 @@ export class ProcessManager {
       entry.exitCode = exit.exitCode ?? -1
       entry.endedAt = this.#now()
     })
+    // A sandbox that could not start (the tenant's process limit, a broken host) is a tool error,
+    // not a background process that "exited 1" (SPEC 11; issue 12 item 2). bwrap reports its
+    // namespaces before it execs the command; without that report the command never ran.
+    const started = await Promise.race([proc.started, sleep(START_REPORT_MAX_MS, true, { ref: false })])
+    if (!started) {
+      await Promise.race([entry.exited, sleep(START_REPORT_MAX_MS, undefined, { ref: false })])
+      proc.kill()
+      const said = entry.ring.read(0, 4096).content
+      const limit = /Resource temporarily unavailable|Cannot allocate memory/i.test(said)
+      throw new ToolError(limit
+        ? 'The sandbox could not start the command: this tenant\'s process or memory limit is reached (stop background processes and retry)'
+        : 'The sandbox could not start the command', 'sandbox')
+    }
     const entries = this.#byWorkspace.get(key) ?? new Map<string, Entry>()
     entries.set(entry.id, entry)
     this.#byWorkspace.set(key, entries)
