@@ -29,7 +29,7 @@ export const ConfigSchema = Type.Object({
   secretsKeyPrevious: Type.Optional(Type.String({ minLength: 1, env: 'SECRETS_KEY_PREVIOUS', description: 'Old keys still accepted for decryption after a rotation (comma list, same format)' })),
   apiKeys: Type.Optional(Type.String({ minLength: 1, env: 'API_KEYS', description: 'key:scope pairs; scope * = admin, else a userId' })),
   apiKeysFile: Type.Optional(Type.String({ minLength: 1, env: 'API_KEYS_FILE', description: 'File with one key:scope pair per line' })),
-  authFailuresPerMinute: Type.Integer({ minimum: 0, env: 'AUTH_FAILURES_PER_MINUTE', default: 30, description: 'Wrong API keys per client address per minute; at the limit the address gets 429 until the minute ends (0 = off)' }),
+  authFailuresPerMinute: Type.Integer({ minimum: 0, env: 'AUTH_FAILURES_PER_MINUTE', default: 30, description: 'Wrong API keys per minute from one client address with the same 8-character key prefix; at the limit that prefix gets 429 from that address until the minute ends, and at 10x the limit the whole address does (0 = off)' }),
   rateLimitPerMinute: Type.Integer({ minimum: 1, env: 'RATE_LIMIT_PER_MINUTE', default: 600, description: 'Requests per minute per tenant' }),
   maxConcurrentPerTenant: Type.Integer({ minimum: 1, env: 'MAX_CONCURRENT_PER_TENANT', default: 32, description: 'Concurrent invocations per tenant' }),
   metricsRequireKey: Type.Boolean({ env: 'METRICS_REQUIRE_KEY', default: false, description: 'GET /metrics needs an API key (any configured key; a tenant key for a scraper is enough)' }),
