@@ -1,4 +1,4 @@
-import { read as fsRead } from 'node:fs'
+import { close as fsClose, constants as fsConstants, fstat as fsFstat, open as fsOpen, read as fsRead } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import picomatch from 'picomatch'
@@ -6,10 +6,10 @@ import { execFile } from 'node:child_process'
 import { ToolError } from '../types.js'
 import type { BuiltinTool, Workspace } from '../types.js'
 import { quoteInput } from '../workspace/paths.js'
-import { lstatAt, openFileIn, openForRead } from '../workspace/tree.js'
+import { at, lstatAt, openForRead } from '../workspace/tree.js'
 import { walkBytewise } from './grep/walk.js'
 import { BINARY_SNIFF_BYTES, objectSchema, optBool, optInt, optStr, str } from './schemas.js'
-import { GREP_REGEX_BUDGET_MS, regexPool } from './grep/regex-worker.js'
+import { GREP_REGEX_BUDGET_MS, regexBudget, regexPool } from './grep/regex-worker.js'
 import type { FileMatches, RegexBudget } from './grep/regex-worker.js'
 import { rgPortable, rgSearchDir } from './grep/rg.js'
 import type { RgSandbox } from './grep/rg.js'
@@ -125,16 +125,40 @@ class ByteBudget {
 /** A file read for matching: its bytes own their ArrayBuffer (they are transferred to a worker). */
 type Loaded = FileOutcome | { bytes: Uint8Array, held: number }
 
+async function closeFd (fd: number): Promise<void> {
+  await new Promise<void>((resolve) => { fsClose(fd, () => { resolve() }) })
+}
+
+const OPEN_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY | 0o2000000
+
+/**
+ * tree.ts's openFileIn with callback fs on a plain descriptor: `name` opened beneath the open
+ * directory `dir` through /proc/self/fd/N/name with O_NOFOLLOW (never a path from the root, never
+ * a link followed), then checked with fstat on the descriptor to be a regular file. A FileHandle
+ * costs about three times the CPU per file, and on a big tree the walk is CPU-bound. The caller
+ * closes the descriptor.
+ */
+function openRegularIn (dir: FileHandle, name: string): Promise<{ fd: number, size: number } | undefined> {
+  return new Promise((resolve) => {
+    fsOpen(at(dir, name), OPEN_FLAGS, (err, fd) => {
+      if (err !== null) { resolve(undefined); return }
+      fsFstat(fd, (statErr, st) => {
+        if (statErr === null && st.isFile()) { resolve({ fd, size: st.size }); return }
+        fsClose(fd, () => { resolve(undefined) })
+      })
+    })
+  })
+}
+
 /**
  * Reads an open regular file (checked on the fd: at most GREP_MAX_FILE_BYTES) and closes it.
  * Binary files (a NUL in the first 8 KiB) are answered here. Never rejects. Callback fs on the
  * descriptor: a FileHandle read costs several times the CPU per file on a big tree.
  */
-async function loadOpened (fh: FileHandle, size: number, budget: ByteBudget): Promise<Loaded> {
-  if (size > GREP_MAX_FILE_BYTES) { await fh.close().catch(() => {}); return NOT_SEARCHED }
-  if (size === 0) { await fh.close().catch(() => {}); return SEARCHED_EMPTY }
+async function loadOpened (fd: number, size: number, budget: ByteBudget, close: () => Promise<void> = async () => { await closeFd(fd) }): Promise<Loaded> {
+  if (size > GREP_MAX_FILE_BYTES) { await close(); return NOT_SEARCHED }
+  if (size === 0) { await close(); return SEARCHED_EMPTY }
   await budget.take(size)
-  const fd = fh.fd
   const bytes = await new Promise<Uint8Array | undefined>((resolve) => {
     // allocUnsafeSlow: never a slice of Buffer's shared pool, whose ArrayBuffer cannot be transferred.
     const buf = Buffer.allocUnsafeSlow(size)
@@ -147,23 +171,29 @@ async function loadOpened (fh: FileHandle, size: number, budget: ByteBudget): Pr
     }
     readFrom(0)
   })
-  await fh.close().catch(() => {})
+  await close()
   if (bytes === undefined) { budget.give(size); return SEARCHED_EMPTY }
   if (bytes.subarray(0, BINARY_SNIFF_BYTES).includes(0)) { budget.give(size); return SEARCHED_EMPTY }
   return { bytes, held: size }
 }
 
+/** Batches of one call at the workers at once: enough to keep them busy, few enough to coalesce. */
+const BATCHES_IN_FLIGHT = 2
+
 /**
- * Sends text files to the regex workers in batches and hands back each file's outcome in the
- * order the files were added. The regex runs only in the workers, within the call's budget.
+ * Sends text files to the regex workers in batches and hands back each file's outcome. The regex
+ * runs only in the workers, within the call's budget. A batch goes when it is full, or when the
+ * collector is waiting for one of its files (`urgent`); while BATCHES_IN_FLIGHT are out, files
+ * accumulate and go together, so batches stay large when the workers are the bottleneck.
  */
 class Matcher {
   private files: Uint8Array[] = []
   private held = 0
   private bytes = 0
   private resolvers: Array<{ resolve: (m: FileMatches) => void, reject: (e: unknown) => void }> = []
-  /** Set while the collector waits: every file is sent at once instead of waiting for a full batch. */
-  eager = 0
+  private inFlight = 0
+  /** > 0 while the collector waits, or once the walk is over: nothing waits for a full batch. */
+  urgent = 0
   constructor (private readonly q: Query, private readonly budget: ByteBudget, private readonly room: () => number) {}
 
   add (bytes: Uint8Array, held: number): Promise<FileMatches> {
@@ -171,12 +201,13 @@ class Matcher {
     this.files.push(bytes)
     this.held += held
     this.bytes += bytes.length
-    if (this.eager > 0 || this.bytes >= BATCH_BYTES || this.files.length >= BATCH_FILES) this.flush()
+    this.kick()
     return p
   }
 
-  flush (): void {
-    if (this.files.length === 0) return
+  kick (): void {
+    if (this.files.length === 0 || this.inFlight >= BATCHES_IN_FLIGHT) return
+    if (this.urgent === 0 && this.bytes < BATCH_BYTES && this.files.length < BATCH_FILES) return
     const files = this.files
     const resolvers = this.resolvers
     const held = this.held
@@ -184,14 +215,17 @@ class Matcher {
     this.resolvers = []
     this.held = 0
     this.bytes = 0
+    this.inFlight++
     const q = this.q
     regexPool().match({ source: q.source, flags: q.flags, room: Math.max(0, this.room()), files }, q.budget, q.signal).then((out) => {
-      this.budget.give(held)
       resolvers.forEach((r, i) => { r.resolve(out[i] ?? NO_MATCHES) })
     }, (err: unknown) => {
-      this.budget.give(held)
       for (const r of resolvers) r.reject(err)
-    })
+    }).finally(() => {
+      this.budget.give(held)
+      this.inFlight--
+      this.kick()
+    }).catch(() => {})
   }
 }
 
@@ -225,42 +259,49 @@ async function nodeSearchDir (q: Query, c: Collector, base: FileHandle, display:
   const window: Array<{ display: string, outcome: Promise<FileOutcome> }> = []
   const drainOne = async (): Promise<void> => {
     const head = window.shift() as { display: string, outcome: Promise<FileOutcome> }
-    // Waiting on the head: send what is batched, and every file read meanwhile, right away.
-    matcher.flush()
-    matcher.eager++
+    // Waiting on the head: what is batched goes now, and so does every file read meanwhile.
+    matcher.urgent++
+    matcher.kick()
     try {
       addOutcome(c, head.display, await head.outcome)
     } finally {
-      matcher.eager--
+      matcher.urgent--
     }
   }
+  // Opens run several at once (each is a thread-pool round trip); a directory's fd is closed only
+  // once every open beneath it has finished (onLeave), never while one may still use its number.
+  const opening = new Map<FileHandle, Set<Promise<unknown>>>()
+  const settle = async (dir: FileHandle): Promise<void> => {
+    const pending = opening.get(dir)
+    if (pending === undefined) return
+    opening.delete(dir)
+    await Promise.allSettled([...pending])
+  }
   try {
-    for await (const e of walkBytewise(base, { skip: SKIP_NAMES, signal: q.signal })) {
+    for await (const e of walkBytewise(base, { skip: SKIP_NAMES, signal: q.signal, onLeave: settle })) {
       if (e.kind !== 'file') continue
       if (q.include !== undefined && !q.include(e.name)) continue
       const disp = display === '.' ? e.rel : `${display}/${e.rel}`
+      const { dir, name } = e
       await reads.take()
-      let opened: Awaited<ReturnType<typeof openFileIn>>
-      try {
-        opened = await openFileIn(e.dir, e.name)
-      } catch (err) {
-        reads.give()
-        throw err
-      }
-      let outcome: Promise<FileOutcome>
-      if (opened === undefined) {
-        reads.give()
+      const opened = (async (): Promise<FileOutcome | { fd: number, size: number }> => {
+        const r = await openRegularIn(dir, name)
+        if (r !== undefined) return r
         // Not openable as a regular file now (gone, a symlink swapped in, unreadable): counted as
         // searched only when a regular file within the cap is still there.
-        const st = await lstatAt(e.dir, e.name).catch(() => undefined)
-        outcome = Promise.resolve(st !== undefined && st.isFile() && st.size <= GREP_MAX_FILE_BYTES ? SEARCHED_EMPTY : NOT_SEARCHED)
-      } else {
-        outcome = loadOpened(opened.fh, opened.st.size, budget).then(async (r) => {
-          reads.give()
-          if (!('bytes' in r)) return r
-          return { searched: true, matches: await matcher.add(r.bytes, r.held) }
-        })
-      }
+        const st = await lstatAt(dir, name).catch(() => undefined)
+        return st !== undefined && st.isFile() && st.size <= GREP_MAX_FILE_BYTES ? SEARCHED_EMPTY : NOT_SEARCHED
+      })()
+      let set = opening.get(dir)
+      if (set === undefined) { set = new Set(); opening.set(dir, set) }
+      set.add(opened)
+      const outcome = opened.then(async (o) => {
+        if (!('fd' in o)) { reads.give(); return o }
+        const r = await loadOpened(o.fd, o.size, budget)
+        reads.give()
+        if (!('bytes' in r)) return r
+        return { searched: true, matches: await matcher.add(r.bytes, r.held) }
+      })
       // A batch that fails (the budget ran out) fails the call when its turn comes; if the call has
       // already failed, it must not become an unhandled rejection.
       outcome.catch(() => undefined)
@@ -268,19 +309,25 @@ async function nodeSearchDir (q: Query, c: Collector, base: FileHandle, display:
       if (window.length >= NODE_FILES_AHEAD) await drainOne()
     }
     if (q.signal.aborted) throw new ToolError('Cancelled')
+    matcher.urgent++
     while (window.length > 0) await drainOne()
   } finally {
-    matcher.flush()
+    // The base's own opens (the caller closes it), and on failure everything still in flight.
+    await Promise.allSettled([...opening.values()].flatMap((set) => [...set]))
+    // On failure, files still batched get their answer (or the failure) instead of waiting forever.
+    matcher.urgent++
+    matcher.kick()
   }
 }
 
 async function nodeSearchFile (q: Query, c: Collector, fh: FileHandle, size: number, display: string): Promise<void> {
   const budget = new ByteBudget(NODE_BYTES_IN_FLIGHT)
-  const r = await loadOpened(fh, size, budget)
+  // The handle closes its own descriptor (closing the number behind its back could close a reuse).
+  const r = await loadOpened(fh.fd, size, budget, async () => { await fh.close().catch(() => {}) })
   if (!('bytes' in r)) { addOutcome(c, display, r); return }
   const matcher = new Matcher(q, budget, () => c.max - c.matches.length)
+  matcher.urgent++
   const p = matcher.add(r.bytes, r.held)
-  matcher.flush()
   addOutcome(c, display, { searched: true, matches: await p })
 }
 
@@ -349,7 +396,7 @@ export function createGrepTool (opts: GrepToolOptions = {}): BuiltinTool {
         include = picomatch(includeGlob, { dot: true })
       }
       const q: Query = {
-        source: pattern, flags, pattern, caseInsensitive, include, includeGlob, max, signal: ctx.signal, budget: { leftMs: GREP_REGEX_BUDGET_MS }
+        source: pattern, flags, pattern, caseInsensitive, include, includeGlob, max, signal: ctx.signal, budget: regexBudget()
       }
       const c = new Collector(max)
       const base = await openForRead(ctx.workspace, baseInput, { allowDirectory: true })

@@ -9,12 +9,21 @@
  * The worker is plain JavaScript evaluated from a string: worker threads do not inherit tsx's
  * TypeScript loader, so a .ts worker file would not load under `npm start`.
  */
+import { readFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { Worker } from 'node:worker_threads'
 import { ToolError } from '../../types.js'
 
-/** Matching time one grep call may use in total (time waiting for a free worker is not counted). */
+/**
+ * CPU time of matching one grep call may use in total. CPU, not wall time: on a loaded host a
+ * legitimate search gets less of a core and must not fail for it (wall time is the fallback where
+ * a thread's CPU time cannot be read). Time waiting for a free worker is not counted.
+ */
 export const GREP_REGEX_BUDGET_MS = 5000
+/** Wall-clock bound on the same matching, whatever the host's load: 3 x the CPU budget. */
+export const GREP_REGEX_WALL_MS = 3 * GREP_REGEX_BUDGET_MS
+/** How often a running batch's CPU time is checked. */
+const BUDGET_CHECK_MS = 50
 export const GREP_MAX_LINE_CHARS = 500
 
 export const REGEX_TIMEOUT_MESSAGE = 'Pattern took too long to evaluate (possible catastrophic backtracking); simplify it'
@@ -29,11 +38,10 @@ export const REGEX_TIMEOUT_MESSAGE = 'Pattern took too long to evaluate (possibl
 export const WORKER_SOURCE = `
 'use strict'
 const { parentPort } = require('node:worker_threads')
-// Below the event loop's priority: a pattern that burns its whole budget must not slow the
-// gateway's own thread (Linux: setpriority on a thread id renices that thread only).
+// The thread's kernel id, so that the pool can read the CPU time this thread has used.
 try {
   const tid = /task\\/(\\d+)$/.exec(require('node:fs').readlinkSync('/proc/thread-self'))
-  if (tid !== null) require('node:os').setPriority(Number(tid[1]), 10)
+  if (tid !== null) parentPort.postMessage({ tid: Number(tid[1]) })
 } catch {}
 const MAX_LINE = ${GREP_MAX_LINE_CHARS}
 const fatal = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
@@ -95,8 +103,28 @@ export interface FileMatches {
   t: number
 }
 
-/** What one grep call has left to spend; shared by all its batches. */
-export interface RegexBudget { leftMs: number }
+/** What one grep call has left to spend (CPU ms, wall ms); shared by all its batches. */
+export interface RegexBudget { leftMs: number, wallLeftMs: number }
+
+/** Creates a fresh per-call budget. */
+export function regexBudget (): RegexBudget {
+  return { leftMs: GREP_REGEX_BUDGET_MS, wallLeftMs: GREP_REGEX_WALL_MS }
+}
+
+const TICK_MS = 10 // USER_HZ is 100 on every Linux ABI Node supports.
+
+/** CPU ms (user + system) a thread of this process has used, or undefined where unreadable. */
+function threadCpuMs (tid: number | undefined): number | undefined {
+  if (tid === undefined) return undefined
+  try {
+    // Small procfs read: no disk, microseconds; done on a 50 ms tick only while a batch runs.
+    const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'latin1')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) * TICK_MS
+  } catch {
+    return undefined
+  }
+}
 
 export interface RegexJob {
   source: string
@@ -107,7 +135,7 @@ export interface RegexJob {
   files: Uint8Array[]
 }
 
-interface Slot { worker: Worker, busy: boolean }
+interface Slot { worker: Worker, busy: boolean, tid?: number }
 
 /**
  * A fixed number of workers shared by every call, FIFO. A call's batches are queued one at a
@@ -122,15 +150,19 @@ export class RegexPool {
 
   constructor (readonly size: number = defaultPoolSize()) {}
 
-  private spawn (): Worker {
+  private spawn (slot?: Slot): Worker {
     const w = new Worker(WORKER_SOURCE, {
       eval: true,
       // A huge file splits into many strings: cap the heap so a worker cannot take the host's memory.
       resourceLimits: { maxOldGenerationSizeMb: 512 }
     })
-    // Idle workers must not keep the process alive; a batch in flight is held by its timer.
-    w.unref()
     w.on('error', () => {})
+    w.on('message', (msg: { tid?: number }) => {
+      if (typeof msg.tid === 'number' && slot !== undefined && slot.worker === w) slot.tid = msg.tid
+    })
+    // Idle workers must not keep the process alive (a batch in flight is held by its timer).
+    // After the listeners: adding a 'message' listener refs the worker's port again.
+    w.unref()
     return w
   }
 
@@ -139,7 +171,8 @@ export class RegexPool {
     const free = this.slots.find((s) => !s.busy)
     if (free !== undefined) { free.busy = true; return free }
     if (this.slots.length < this.size) {
-      const slot = { worker: this.spawn(), busy: true }
+      const slot: Slot = { worker: undefined as unknown as Worker, busy: true }
+      slot.worker = this.spawn(slot)
       this.slots.push(slot)
       return slot
     }
@@ -169,7 +202,8 @@ export class RegexPool {
     slot.worker.terminate().catch(() => {})
     slot.worker.removeAllListeners('message')
     if (this.closed) return
-    slot.worker = this.spawn()
+    slot.tid = undefined
+    slot.worker = this.spawn(slot)
     this.release(slot)
   }
 
@@ -178,37 +212,51 @@ export class RegexPool {
    * when the call is cancelled, or when the RegExp throws (e.g. out of backtracking stack).
    */
   async match (job: RegexJob, budget: RegexBudget, signal?: AbortSignal): Promise<FileMatches[]> {
-    if (budget.leftMs <= 0) throw new ToolError(REGEX_TIMEOUT_MESSAGE)
+    if (budget.leftMs <= 0 || budget.wallLeftMs <= 0) throw new ToolError(REGEX_TIMEOUT_MESSAGE)
     const slot = await this.acquire(signal)
     if (signal?.aborted === true) { this.release(slot); throw new ToolError('Cancelled') }
     const id = this.nextId++
     const began = performance.now()
+    let cpu0 = threadCpuMs(slot.tid)
+    let cpuUsed = 0
     const transfer = [...new Set(job.files.map((f) => f.buffer as ArrayBuffer))]
     return await new Promise<FileMatches[]>((resolve, reject) => {
       let settled = false
       const finish = (fn: () => void, healthy: boolean): void => {
         if (settled) return
         settled = true
-        clearTimeout(timer)
+        clearInterval(timer)
         signal?.removeEventListener('abort', onAbort)
         slot.worker.off('message', onMessage)
         slot.worker.off('exit', onExit)
-        budget.leftMs -= performance.now() - began
+        const wall = performance.now() - began
+        budget.wallLeftMs -= wall
+        budget.leftMs -= cpu0 !== undefined ? cpuUsed : wall
+        // Removing and adding 'message' listeners refs the port again: idle workers stay unref'd.
+        slot.worker.unref()
         if (healthy) this.release(slot)
         else this.replace(slot)
         fn()
       }
-      const onMessage = (msg: { id: number, ok: boolean, out?: FileMatches[], error?: string }): void => {
+      const onMessage = (msg: { id?: number, ok: boolean, out?: FileMatches[], error?: string }): void => {
         if (msg.id !== id) return
+        const cpu = threadCpuMs(slot.tid)
+        if (cpu0 !== undefined && cpu !== undefined) cpuUsed = cpu - cpu0
         if (msg.ok) finish(() => { resolve(msg.out as FileMatches[]) }, true)
         else finish(() => { reject(new ToolError(`The regular expression failed: ${msg.error ?? 'unknown error'}`)) }, true)
       }
       const onExit = (): void => { finish(() => { reject(new ToolError('The regular expression worker stopped unexpectedly')) }, false) }
       const onAbort = (): void => { finish(() => { reject(new ToolError('Cancelled')) }, false) }
-      const timer = setTimeout(() => {
-        budget.leftMs = 0
+      const timer = setInterval(() => {
+        const cpu = threadCpuMs(slot.tid)
+        if (cpu0 === undefined) cpu0 = cpu
+        else if (cpu !== undefined) cpuUsed = cpu - cpu0
+        const wall = performance.now() - began
+        const over = cpu0 !== undefined ? cpuUsed >= budget.leftMs : wall >= budget.leftMs
+        if (!over && wall < budget.wallLeftMs) return
         finish(() => { reject(new ToolError(REGEX_TIMEOUT_MESSAGE)) }, false)
-      }, Math.max(1, Math.ceil(budget.leftMs)))
+        budget.leftMs = 0
+      }, BUDGET_CHECK_MS)
       slot.worker.on('message', onMessage)
       slot.worker.once('exit', onExit)
       signal?.addEventListener('abort', onAbort, { once: true })

@@ -10,7 +10,7 @@
  * meaning is the same in both syntaxes; see there for the remaining differences.
  */
 import type { FileHandle } from 'node:fs/promises'
-import { constants as fsConstants } from 'node:fs'
+import { close as fsClose, constants as fsConstants, fstat as fsFstat, open as fsOpen, read as fsRead } from 'node:fs'
 import { open } from 'node:fs/promises'
 import path from 'node:path'
 import type { Sandbox } from '../../sandbox/types.js'
@@ -222,38 +222,58 @@ async function runRg (sandbox: RgSandbox, ws: Workspace, args: string[], signal:
 }
 
 const DIR_FLAGS = fsConstants.O_RDONLY | fsConstants.O_DIRECTORY | fsConstants.O_NOFOLLOW
-const FILE_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK
+const FILE_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY
+
+/** Whether `name` in the open directory is a regular file with a NUL in its first 8 KiB (or unreadable). */
+function sniffIn (dir: FileHandle, name: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    fsOpen(at(dir, name), FILE_FLAGS, (err, fd) => {
+      if (err !== null) { resolve(true); return }
+      const done = (binary: boolean): void => { fsClose(fd, () => { resolve(binary) }) }
+      fsFstat(fd, (statErr, st) => {
+        if (statErr !== null || !st.isFile()) { done(true); return }
+        const buf = Buffer.allocUnsafe(BINARY_SNIFF_BYTES)
+        fsRead(fd, buf, 0, buf.length, 0, (readErr, bytesRead) => { done(readErr !== null || looksBinary(buf, bytesRead)) })
+      })
+    })
+  })
+}
 
 /**
- * Whether the file at `rel` below the open base directory is binary (a NUL in its first 8 KiB).
- * Opened component by component beneath the base's fd with no symlink followed (rg followed none
- * either): anything else there now (a link swapped in, gone) counts as binary, i.e. dropped.
+ * Which of the files (paths relative to the open base directory) are binary (a NUL in the first
+ * 8 KiB). Each directory is opened once, component by component beneath the base's fd with no
+ * symlink followed (rg followed none either), and its files are opened beneath it (callback fs:
+ * a FileHandle per file costs several times the CPU). Anything else there now (a link swapped in,
+ * gone) counts as binary, i.e. dropped.
  */
-async function sniffBinary (base: FileHandle, rel: string): Promise<boolean> {
-  const parts = rel.split('/')
-  if (parts.some((p) => p === '' || p === '.' || p === '..')) return true
-  let dir: FileHandle | undefined
-  let fh: FileHandle | undefined
-  try {
-    let cur = base
-    for (const p of parts.slice(0, -1)) {
-      const next = await open(at(cur, p), DIR_FLAGS)
-      if (dir !== undefined) await dir.close()
-      dir = next
-      cur = next
+async function sniffBinary (base: FileHandle, rels: ReadonlyArray<string | undefined>): Promise<boolean[]> {
+  const out = new Array<boolean>(rels.length).fill(true)
+  const byDir = new Map<string, Array<{ i: number, name: string }>>()
+  rels.forEach((rel, i) => {
+    if (rel === undefined) return
+    const parts = rel.split('/')
+    if (parts.some((p) => p === '' || p === '.' || p === '..')) return
+    const d = parts.slice(0, -1).join('/')
+    let list = byDir.get(d)
+    if (list === undefined) { list = []; byDir.set(d, list) }
+    list.push({ i, name: parts[parts.length - 1] as string })
+  })
+  await mapLimit([...byDir], SNIFF_CONCURRENCY, async ([d, files]) => {
+    const opened: FileHandle[] = []
+    try {
+      let cur = base
+      for (const p of d === '' ? [] : d.split('/')) {
+        cur = await open(at(cur, p), DIR_FLAGS)
+        opened.push(cur)
+      }
+      for (const f of files) out[f.i] = await sniffIn(cur, f.name)
+    } catch {
+      // A directory that is not there any more (or is a link now): its files stay "binary".
+    } finally {
+      for (const h of opened) await h.close().catch(() => {})
     }
-    fh = await open(at(cur, parts[parts.length - 1] as string), FILE_FLAGS)
-    const st = await fh.stat()
-    if (!st.isFile()) return true
-    const buf = Buffer.allocUnsafe(BINARY_SNIFF_BYTES)
-    const { bytesRead } = await fh.read(buf, 0, buf.length, 0)
-    return looksBinary(buf, bytesRead)
-  } catch {
-    return true
-  } finally {
-    await fh?.close().catch(() => {})
-    await dir?.close().catch(() => {})
-  }
+  })
+  return out
 }
 
 /**
@@ -279,10 +299,7 @@ export async function rgSearchDir (
   }
   // rg searched with --text; binary files (a NUL in the first 8 KiB) are dropped here, as the
   // Node engine drops them.
-  const binary = await mapLimit(parser.files, SNIFF_CONCURRENCY, async (f) => {
-    const rel = relOf(f)
-    return rel === undefined ? true : await sniffBinary(base, rel)
-  })
+  const binary = await sniffBinary(base, parser.files.map(relOf))
   if (q.signal.aborted) throw new ToolError('Cancelled')
   const isBinary = new Map(parser.files.map((f, i) => [f, binary[i] as boolean]))
 

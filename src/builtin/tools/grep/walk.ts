@@ -21,7 +21,15 @@ function kindOf (d: Dirent): WalkEntry['kind'] {
  * matches in walk order and must give them in comparePaths order, the order ripgrep's results
  * are sorted into (walk sorts by UTF-16 code units, which differs above U+D7FF).
  */
-export async function * walkBytewise (base: FileHandle, opts: WalkOptions = {}): AsyncGenerator<WalkEntry> {
+export interface BytewiseWalkOptions extends WalkOptions {
+  /**
+   * Awaited before a directory's fd is closed: the caller may still be opening entries beneath
+   * it (several at once), and a closed fd number can be reused by an unrelated open.
+   */
+  onLeave?: (dir: FileHandle) => Promise<void>
+}
+
+export async function * walkBytewise (base: FileHandle, opts: BytewiseWalkOptions = {}): AsyncGenerator<WalkEntry> {
   const maxDepth = opts.maxDepth ?? WALK_MAX_DEPTH
   async function * inside (dir: FileHandle, prefix: string, depth: number): AsyncGenerator<WalkEntry> {
     const entries: Dirent[] = []
@@ -49,6 +57,7 @@ export async function * walkBytewise (base: FileHandle, opts: WalkOptions = {}):
       try {
         yield * inside(sub, rel, depth + 1)
       } finally {
+        await opts.onLeave?.(sub)
         await sub.close().catch(() => {})
       }
     }
