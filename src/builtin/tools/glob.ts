@@ -4,7 +4,8 @@ import picomatch from 'picomatch'
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
 import { quoteInput } from '../workspace/paths.js'
-import { lstatAt, openForRead, walk } from '../workspace/tree.js'
+import { lstatAt, openForRead } from '../workspace/tree.js'
+import { walkDirs } from './grep/walk.js'
 import { objectSchema, optInt, optStr, str } from './schemas.js'
 
 export const GLOB_DEFAULT_MAX_RESULTS = 1000
@@ -153,14 +154,18 @@ export const globTool: BuiltinTool = {
     let truncated = false
     let walked = 0
     try {
-      for await (const e of walk(dir, { skip: SKIP_NAMES, signal: ctx.signal, ...(maxDepth !== undefined ? { maxDepth } : {}) })) {
-        if (++walked > GLOB_WALK_CAP) { truncated = true; break }
-        if (e.kind !== 'file') continue
-        const rel = prefix === '' ? e.rel : `${prefix}/${e.rel}`
-        if (!isMatch(rel)) continue
-        found.push(join(rel))
-        if (found.length >= GLOB_SCAN_CAP) { truncated = true; break }
-      }
+      // Directory by directory (see walkDirs): entered by fd, never through a symlink; files only.
+      truncated = await walkDirs(dir, { skip: SKIP_NAMES, signal: ctx.signal, ...(maxDepth !== undefined ? { maxDepth } : {}) }, (sub, entries) => {
+        walked += entries.length
+        for (const d of entries) {
+          if (!d.isFile()) continue
+          const rel = prefix === '' ? (sub === '' ? d.name : `${sub}/${d.name}`) : (sub === '' ? `${prefix}/${d.name}` : `${prefix}/${sub}/${d.name}`)
+          if (!isMatch(rel)) continue
+          found.push(join(rel))
+          if (found.length >= GLOB_SCAN_CAP) return false
+        }
+        return walked < GLOB_WALK_CAP
+      })
     } finally {
       await dir.close().catch(() => {})
     }

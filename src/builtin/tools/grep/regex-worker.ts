@@ -33,7 +33,7 @@ export const REGEX_TIMEOUT_MESSAGE = 'Pattern took too long to evaluate (possibl
  * (already known to be text, under the size cap) it splits lines as ripgrep sees them ('\n',
  * '\r' kept, a final empty line dropped; a line that is not valid UTF-8 never matches), tests the
  * RegExp and answers `{ id, ok, out: [{ m: [[line, content]...], t }] }` with at most `room`
- * lines kept over the whole batch (cut to GREP_MAX_LINE_CHARS) and every match counted in `t`.
+ * lines kept per file (cut to GREP_MAX_LINE_CHARS) and every match counted in `t`.
  */
 export const WORKER_SOURCE = `
 'use strict'
@@ -75,9 +75,10 @@ parentPort.on('message', (msg) => {
   try {
     const k = msg.flags + '/' + msg.source
     if (k !== key) { re = new RegExp(msg.source, msg.flags); key = k }
-    let room = msg.room
     const out = []
     for (const buf of msg.files) {
+      // Per file: files join a batch in the order their reads finish, not in walk order.
+      let room = msg.room
       const ls = lines(buf)
       const m = []
       let t = 0
@@ -129,7 +130,7 @@ function threadCpuMs (tid: number | undefined): number | undefined {
 export interface RegexJob {
   source: string
   flags: string
-  /** Lines to keep over the whole batch (the rest are only counted). */
+  /** Lines to keep per file (the rest are only counted). */
   room: number
   /** File contents; each must own its ArrayBuffer (they are transferred, not copied). */
   files: Uint8Array[]
