@@ -9,7 +9,7 @@ import { applyPatchTool } from './tools/apply-patch.js'
 import { createBashTool } from './tools/bash.js'
 import { editTool } from './tools/edit.js'
 import { globTool } from './tools/glob.js'
-import { grepTool } from './tools/grep.js'
+import { createGrepTool } from './tools/grep.js'
 import { readFileTool } from './tools/read-file.js'
 import { updateAgentsMdTool } from './tools/update-agents-md.js'
 import { writeFileTool } from './tools/write-file.js'
@@ -62,7 +62,8 @@ export async function createBuiltins (config: Config, logger: Logger, deps: { ui
     writeFileTool,
     applyPatchTool,
     globTool,
-    grepTool,
+    // ripgrep runs inside the tenant's sandbox (it opens files by path), never on host paths.
+    createGrepTool({ sandbox }),
     editTool,
     updateAgentsMdTool
   ]
