@@ -548,6 +548,13 @@ export interface WalkOptions {
   maxEntries?: number
   /** Directories deeper than this are not entered (each level holds an fd while it is walked). */
   maxDepth?: number
+  /** Order of names within a directory: by this key (default: the name, UTF-16 order). */
+  sortKey?: (name: string) => string
+  /**
+   * Awaited before a directory's fd is closed: the caller may still be opening entries beneath
+   * it, and a closed fd number can be reused by an unrelated open.
+   */
+  onLeave?: (dir: FileHandle) => Promise<void>
 }
 
 export const WALK_MAX_DEPTH = 256
@@ -575,8 +582,10 @@ export async function * walk (base: FileHandle, opts: WalkOptions = {}): AsyncGe
     } catch {
       // A directory removed under us: what was read is all there is.
     }
-    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-    for (const d of entries) {
+    const key = opts.sortKey ?? ((name: string) => name)
+    const keyed = entries.map((d) => ({ d, k: key(d.name) }))
+    keyed.sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : 0))
+    for (const { d } of keyed) {
       if (opts.signal?.aborted === true) return
       if (opts.maxEntries !== undefined && seen >= opts.maxEntries) return
       const kind = kindOf(d)
@@ -594,6 +603,7 @@ export async function * walk (base: FileHandle, opts: WalkOptions = {}): AsyncGe
       try {
         yield * inside(sub, rel, depth + 1)
       } finally {
+        await opts.onLeave?.(sub)
         await sub.close().catch(() => {})
       }
     }
