@@ -4,6 +4,7 @@ import { createBuiltins } from './builtin/index.js'
 import type { SandboxIsolation } from './builtin/sandbox/types.js'
 import type { Builtins } from './builtin/index.js'
 import type { Config } from './config.js'
+import type { Logger } from './logger.js'
 import { DiscoveryError } from './discovery/modules.js'
 import { Gateway } from './gateway.js'
 import { FunctionSource } from './functions/source.js'
@@ -26,14 +27,6 @@ import { createEgressPolicy, guardedFetch } from './remote-mcp/ssrf.js'
 import { ToolRouter } from './tools/router.js'
 import type { ToolSource } from './tools/source.js'
 import type { Route } from './tools/types.js'
-
-/** The logger the domain uses (pino's interface, so Fastify's logger fits). */
-export interface Logger {
-  info: (obj: any, msg?: string) => void
-  warn: (obj: any, msg?: string) => void
-  error: (obj: any, msg?: string) => void
-  debug: (obj: any, msg?: string) => void
-}
 
 /** GET /status: AI4J's getGatewayStatus shape plus the sandbox and the registry backend. */
 export interface GatewayStatus {

@@ -1,5 +1,5 @@
 import type { Config } from '../config.js'
-import type { Logger } from '../services.js'
+import type { Logger } from '../logger.js'
 import { ProcessManager } from './processes/index.js'
 import { createSandbox } from './sandbox/index.js'
 import type { Sandbox } from './sandbox/index.js'

@@ -1,4 +1,4 @@
-import type { Logger } from '../services.js'
+import type { Logger } from '../logger.js'
 import { secretContext } from '../registry/secrets.js'
 import type { SecretBox } from '../registry/secrets.js'
 import type { RegistryChange, RegistryScope, RegistryStore } from '../registry/types.js'

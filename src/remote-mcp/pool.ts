@@ -7,8 +7,10 @@ import { ErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelco
 import type { CallToolResult, Implementation, Tool } from '@modelcontextprotocol/sdk/types.js'
 import { redactSecrets, UpstreamError } from './errors.js'
 import type { UpstreamErrorCode } from './errors.js'
-import { createTransport, silentLogger } from './transports.js'
-import type { ConnectSpec, ConnectType, McpLogger, TransportHandle } from './transports.js'
+import { silentLogger } from '../logger.js'
+import type { Logger } from '../logger.js'
+import { createTransport } from './transports.js'
+import type { ConnectSpec, ConnectType, TransportHandle } from './transports.js'
 
 /** Construction options of {@link McpClientPool}. All durations in milliseconds. */
 export interface McpClientPoolOptions {
@@ -26,7 +28,7 @@ export interface McpClientPoolOptions {
   toolsTtlMs: number
   /** fetch for HTTP transports (the SSRF guard's); defaults to the global fetch. */
   fetch?: FetchLike
-  logger?: McpLogger
+  logger?: Logger
   /** What the gateway calls itself in the initialize handshake. */
   clientInfo: Implementation
   /** How long close()/invalidate() wait for clients to close before giving up on them. Default 5000. */
@@ -150,7 +152,7 @@ function isStaleSocket (err: unknown): boolean {
  */
 export class McpClientPool {
   readonly #opts: Required<Omit<McpClientPoolOptions, 'fetch'>> & { fetch?: FetchLike }
-  readonly #log: McpLogger
+  readonly #log: Logger
   readonly #entries = new Map<string, Entry>()
   /** Clients taken out of #entries while calls still ran on them (see #retire). */
   readonly #retiring = new Set<Entry>()

@@ -4,6 +4,8 @@ import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js'
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import { silentLogger } from '../logger.js'
+import type { Logger } from '../logger.js'
 
 /** Remote MCP transports the gateway speaks (SPEC 5; aliases are normalised by the registry). */
 export const CONNECT_TYPES = ['streamable_http', 'sse', 'stdio'] as const
@@ -29,16 +31,6 @@ export interface ConnectSpec {
   timeoutMs?: number
 }
 
-/** Pino-like logger; every method takes a bindings object and a message. */
-export interface McpLogger {
-  debug: (obj: Record<string, unknown>, msg?: string) => void
-  info: (obj: Record<string, unknown>, msg?: string) => void
-  warn: (obj: Record<string, unknown>, msg?: string) => void
-  error: (obj: Record<string, unknown>, msg?: string) => void
-}
-
-export const silentLogger: McpLogger = { debug () {}, info () {}, warn () {}, error () {} }
-
 /** Options for {@link createTransport}. */
 export interface CreateTransportOptions {
   /**
@@ -46,7 +38,7 @@ export interface CreateTransportOptions {
    * the address actually dialled). Defaults to the global fetch.
    */
   fetch?: FetchLike
-  logger?: McpLogger
+  logger?: Logger
   /** Label put into log lines (the pool key); never the URL's credentials or headers. */
   label?: string
   /** Bytes of a stdio child's stderr copied into the logs; the rest is drained and dropped. */
@@ -114,7 +106,7 @@ function parseHttpUrl (raw: string | undefined): URL {
   return url
 }
 
-function createStdio (spec: ConnectSpec, logger: McpLogger, label: string, capBytes: number): TransportHandle {
+function createStdio (spec: ConnectSpec, logger: Logger, label: string, capBytes: number): TransportHandle {
   if (spec.command === undefined || spec.command === '') throw new ConnectSpecError('A stdio MCP server needs a command')
   const transport = new StdioClientTransport({
     command: spec.command,
@@ -133,7 +125,7 @@ function createStdio (spec: ConnectSpec, logger: McpLogger, label: string, capBy
 }
 
 /** Logs a child's stderr line by line up to `capBytes`, then keeps draining silently. */
-function drainStderr (stream: Readable, logger: McpLogger, label: string, capBytes: number): void {
+function drainStderr (stream: Readable, logger: Logger, label: string, capBytes: number): void {
   let logged = 0
   let pending = ''
   let capped = false

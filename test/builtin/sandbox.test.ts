@@ -6,7 +6,8 @@ import { join } from 'node:path'
 import { createSandbox, SandboxUnavailableError, NONE_WARNING } from '../../src/builtin/sandbox/create-sandbox.js'
 import { buildBwrapArgs, buildPrlimitArgs } from '../../src/builtin/sandbox/bwrap-args.js'
 import { HeadTailCapture } from '../../src/builtin/sandbox/output-capture.js'
-import type { Sandbox, SandboxLogger } from '../../src/builtin/sandbox/types.js'
+import type { Logger } from '../../src/logger.js'
+import type { Sandbox } from '../../src/builtin/sandbox/types.js'
 import { ToolError } from '../../src/builtin/types.js'
 import type { Workspace } from '../../src/builtin/types.js'
 
@@ -22,9 +23,9 @@ async function makeWorkspace (t: { after: (fn: () => Promise<void>) => void }): 
   }
 }
 
-function recordingLogger (): SandboxLogger & { warnings: string[] } {
+function recordingLogger (): Logger & { warnings: string[] } {
   const warnings: string[] = []
-  return { warnings, warn: (_obj, msg) => { warnings.push(msg) }, info: () => {} }
+  return { warnings, warn: (_obj, msg) => { warnings.push(msg ?? '') }, info: () => {}, debug: () => {}, error: () => {} }
 }
 
 async function bwrapSandbox (t: { after: (fn: () => Promise<void>) => void }): Promise<Sandbox> {

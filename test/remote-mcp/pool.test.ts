@@ -8,12 +8,13 @@ import { McpClientPool } from '../../src/remote-mcp/pool.js'
 import type { McpClientPoolOptions } from '../../src/remote-mcp/pool.js'
 import { UpstreamError } from '../../src/remote-mcp/errors.js'
 import { waitUntil } from '../helpers/proc.js'
-import type { ConnectSpec, McpLogger } from '../../src/remote-mcp/transports.js'
+import type { ConnectSpec } from '../../src/remote-mcp/transports.js'
+import type { Logger } from '../../src/logger.js'
 import {
   createPagedServer, minimalStdioFixture, startSseFixture, startStreamableHttpFixture, stdioFixture
 } from '../fixtures/mcp/index.js'
 
-function recordingLogger (): McpLogger & { lines: Array<Record<string, unknown>> } {
+function recordingLogger (): Logger & { lines: Array<Record<string, unknown>> } {
   const lines: Array<Record<string, unknown>> = []
   const push = (obj: Record<string, unknown>, msg?: string): void => { lines.push({ ...obj, msg }) }
   return { lines, debug: push, info: push, warn: push, error: push }

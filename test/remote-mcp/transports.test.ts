@@ -6,10 +6,10 @@ import type { AddressInfo } from 'node:net'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { ConnectSpecError, createTransport, isolateAbortSignals, refuseRedirects } from '../../src/remote-mcp/transports.js'
-import type { McpLogger } from '../../src/remote-mcp/transports.js'
+import type { Logger } from '../../src/logger.js'
 import { startSseFixture, startStreamableHttpFixture, stdioFixture } from '../fixtures/mcp/index.js'
 
-function recordingLogger (): McpLogger & { lines: Array<Record<string, unknown>> } {
+function recordingLogger (): Logger & { lines: Array<Record<string, unknown>> } {
   const lines: Array<Record<string, unknown>> = []
   const push = (obj: Record<string, unknown>, msg?: string): void => { lines.push({ ...obj, msg }) }
   return { lines, debug: push, info: push, warn: push, error: push }

@@ -1,5 +1,6 @@
 import { constants } from 'node:fs'
 import { access, chmod, chown, stat } from 'node:fs/promises'
+import type { Logger } from '../../logger.js'
 import { ToolError, type Workspace } from '../types.js'
 import { setUpCgroups, type Cgroups } from './cgroups.js'
 import { runProbe } from './probe.js'
@@ -9,7 +10,7 @@ import { spawnSandboxed, type SpawnConfig } from './spawn.js'
 import { detectHostLayout, writeSyntheticEtc } from './system-files.js'
 import type {
   EffectiveSandboxMode, ExecRequest, ExecResult, Sandbox, SandboxedProcess, SandboxIsolation, SandboxLimits,
-  SandboxLogger, SandboxOptions, SandboxProbe, SandboxStats, SpawnRequest
+  SandboxOptions, SandboxProbe, SandboxStats, SpawnRequest
 } from './types.js'
 
 export const DEFAULT_SANDBOX_LIMITS: Readonly<SandboxLimits> = {
@@ -75,7 +76,7 @@ class SandboxImpl implements Sandbox {
   readonly #live = new Set<SandboxedProcess>()
   /** Processes close() killed: their execs report the shutdown, not an exit code. */
   readonly #cutOff = new WeakSet<SandboxedProcess>()
-  readonly #logger: SandboxLogger | undefined
+  readonly #logger: Logger | undefined
   #execs = 0
   #timeouts = 0
   #closed = false
@@ -87,7 +88,7 @@ class SandboxImpl implements Sandbox {
     owner: { uid: number, gid: number } | undefined
     canChown: boolean
     removeEtc: () => Promise<void>
-    logger: SandboxLogger | undefined
+    logger: Logger | undefined
     isolation: SandboxIsolation
   }) {
     this.isolation = Object.freeze({ ...init.isolation })
@@ -264,6 +265,6 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
     }
     return fallBackToNone(probe)
   }
-  logger?.info?.({ sandbox: 'bwrap', uid, gid }, `sandbox: ${probe.reason}`)
+  logger?.info({ sandbox: 'bwrap', uid, gid }, `sandbox: ${probe.reason}`)
   return new SandboxImpl({ cfg, probe, warning: undefined, owner: { uid, gid }, canChown: isRoot, removeEtc: etc.remove, logger, isolation })
 }

@@ -2,5 +2,5 @@ export { createSandbox, SandboxUnavailableError, DEFAULT_SANDBOX_LIMITS, DEFAULT
 export { SANDBOX_MODES } from './types.js'
 export type {
   EffectiveSandboxMode, ExecRequest, ExecResult, ExitInfo, Sandbox, SandboxedProcess, SandboxIsolation, SandboxLimits,
-  SandboxLogger, SandboxMode, SandboxOptions, SandboxProbe, SandboxStats, SpawnRequest
+  SandboxMode, SandboxOptions, SandboxProbe, SandboxStats, SpawnRequest
 } from './types.js'

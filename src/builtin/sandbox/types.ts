@@ -1,4 +1,5 @@
 import type { Readable, Writable } from 'node:stream'
+import type { Logger } from '../../logger.js'
 import type { Workspace } from '../types.js'
 
 /** `SANDBOX` as configured. */
@@ -35,12 +36,6 @@ export interface SandboxLimits {
   tmpSizeBytes: number
 }
 
-/** pino-compatible subset. */
-export interface SandboxLogger {
-  warn: (obj: Record<string, unknown>, msg: string) => void
-  info?: (obj: Record<string, unknown>, msg: string) => void
-}
-
 /** Which isolation mechanisms are in force (SPEC 11; /status and the probe report it). */
 export interface SandboxIsolation {
   /** Each tenant's commands run as its own host uid (the gateway runs as root). */
@@ -71,7 +66,7 @@ export interface SandboxOptions {
   uid?: number
   gid?: number
   limits?: Partial<SandboxLimits>
-  logger?: SandboxLogger
+  logger?: Logger
   bwrapPath?: string
   prlimitPath?: string
 }
