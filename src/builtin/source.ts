@@ -4,7 +4,8 @@ import { StaticCatalog } from '../tools/static-catalog.js'
 import type { CallContext, Caller, ToolOutcome, WorkspaceRequest } from '../tools/types.js'
 import { KeyedMutex } from './keyed-mutex.js'
 import { ToolError } from './types.js'
-import type { BuiltinName, BuiltinTool, Workspace } from './types.js'
+import type { BuiltinName } from '../naming/builtin-names.js'
+import type { BuiltinTool, Workspace } from './types.js'
 
 /** Resolves a request's workspace context to real paths (implemented by WorkspaceManager). */
 export interface WorkspaceResolver {

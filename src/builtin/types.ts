@@ -1,13 +1,5 @@
+import type { BuiltinName } from '../naming/builtin-names.js'
 import type { JsonSchema, WorkspaceLimits } from '../tools/types.js'
-
-/** The 8 built-in coding tools, in AI4J's allCodingToolNames() order. */
-export const BUILTIN_NAMES = ['bash', 'read_file', 'write_file', 'apply_patch', 'glob', 'grep', 'edit', 'update_agents_md'] as const
-export type BuiltinName = typeof BUILTIN_NAMES[number]
-export const BUILTIN_READONLY: readonly BuiltinName[] = ['read_file', 'glob', 'grep']
-
-export function isBuiltinName (name: string): name is BuiltinName {
-  return (BUILTIN_NAMES as readonly string[]).includes(name)
-}
 
 /** A named read-only root (READ_ROOTS=skills=/opt/skills). `path` is the real path. */
 export interface ReadRoot {

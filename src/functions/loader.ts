@@ -1,5 +1,5 @@
 import { Ajv } from 'ajv'
-import { isBuiltinName } from '../builtin/types.js'
+import { isBuiltinName } from '../naming/builtin-names.js'
 import { DiscoveryError, importModule, listModuleFiles } from '../discovery/modules.js'
 import { isWireName, parseUserToolName } from '../naming/names.js'
 import type { FunctionTool } from './define.js'

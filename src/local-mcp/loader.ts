@@ -1,7 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
 import type { Tool } from '@modelcontextprotocol/sdk/types.js'
-import { isBuiltinName } from '../builtin/types.js'
+import { isBuiltinName } from '../naming/builtin-names.js'
 import { DiscoveryError, importModule, listModuleFiles } from '../discovery/modules.js'
 import { apiFunctionName, parseUserToolName } from '../naming/names.js'
 

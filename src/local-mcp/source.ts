@@ -1,4 +1,4 @@
-import { flattenCallToolResult } from '../remote-mcp/flatten.js'
+import { flattenCallToolResult } from '../mcp/flatten.js'
 import { runWithDeadline } from '../tools/deadline.js'
 import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource } from '../tools/source.js'
 import { StaticCatalog } from '../tools/static-catalog.js'

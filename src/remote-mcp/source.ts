@@ -2,7 +2,7 @@ import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
 import { encodeUserServiceName, encodeUserToolName, qualifiedName, toWireName } from '../naming/names.js'
 import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource, Unavailable } from '../tools/source.js'
 import type { CallContext, ToolOutcome } from '../tools/types.js'
-import { flattenCallToolResult } from './flatten.js'
+import { flattenCallToolResult } from '../mcp/flatten.js'
 
 /** The registry scope a source reads: global servers, or one tenant's. */
 export type DirectoryScope = { kind: 'global' } | { kind: 'user', userId: string }

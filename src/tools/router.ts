@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks'
-import { BUILTIN_NAMES, BUILTIN_READONLY } from '../builtin/types.js'
+import { BUILTIN_NAMES, BUILTIN_READONLY } from '../naming/builtin-names.js'
 import { HttpError } from '../errors.js'
 import { isValidId, parseUserServiceName, parseUserToolName, toWireName } from '../naming/names.js'
 import { capOutput, stringifyToolValue, toolErrorCode, toolErrorOutput } from './output.js'

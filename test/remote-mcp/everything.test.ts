@@ -14,7 +14,7 @@ import type { AddressInfo } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { McpClientPool } from '../../src/remote-mcp/pool.js'
-import { flattenCallToolResult } from '../../src/remote-mcp/flatten.js'
+import { flattenCallToolResult } from '../../src/mcp/flatten.js'
 import type { ConnectSpec } from '../../src/remote-mcp/transports.js'
 
 const EVERYTHING_BIN = fileURLToPath(import.meta.resolve('@modelcontextprotocol/server-everything/dist/index.js'))

@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { flattenCallToolResult } from '../../src/remote-mcp/flatten.js'
-import type { FlattenInput } from '../../src/remote-mcp/flatten.js'
+import { flattenCallToolResult } from '../../src/mcp/flatten.js'
+import type { FlattenInput } from '../../src/mcp/flatten.js'
 
 const PNG = Buffer.alloc(1234, 7).toString('base64')
 const WAV = Buffer.alloc(10, 1).toString('base64')

@@ -4,7 +4,7 @@ import { test } from 'node:test'
 import {
   checkUrl, createEgressPolicy, EgressBlockedError, guardedFetch, isAddressAllowed, isBlockedAddress, parseEgressAllow,
   type AddressList, type ResolveAll
-} from '../../src/remote-mcp/ssrf.js'
+} from '../../src/egress/ssrf.js'
 
 /** A resolver that must not be called: IP literals are judged without DNS. */
 const noDns: ResolveAll = async (host) => { throw new Error(`unexpected DNS lookup of ${host}`) }

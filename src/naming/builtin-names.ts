@@ -1,0 +1,15 @@
+/**
+ * The names of the 8 built-in coding tools. They are reserved: tier 1 always wins them, so the
+ * loaders of functions and local MCP services refuse tools that take one, and the allow-list
+ * groups `@builtin` / `@builtin-readonly` expand to them. Kept here, beside the other naming
+ * rules, so those folders need not import the built-in tools themselves.
+ * The order is the reference implementation's (ai4j's allCodingToolNames()).
+ */
+export const BUILTIN_NAMES = ['bash', 'read_file', 'write_file', 'apply_patch', 'glob', 'grep', 'edit', 'update_agents_md'] as const
+export type BuiltinName = typeof BUILTIN_NAMES[number]
+/** The built-ins that never change the workspace (`@builtin-readonly`). */
+export const BUILTIN_READONLY: readonly BuiltinName[] = ['read_file', 'glob', 'grep']
+
+export function isBuiltinName (name: string): name is BuiltinName {
+  return (BUILTIN_NAMES as readonly string[]).includes(name)
+}
