@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import { createMetrics } from '../src/metrics.js'
 import type { GatewayMetrics, InvocationRecord } from '../src/metrics.js'
-import { errorResponses } from '../src/schemas/common.js'
+import { errorResponses } from '../src/api/common.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

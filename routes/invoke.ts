@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
-import { errorResponses } from '../src/schemas/common.js'
-import { BatchBody, BatchResponse, InvokeBody, InvokeResult } from '../src/schemas/invoke.js'
-import type { InvokeBodyT } from '../src/schemas/invoke.js'
+import { errorResponses } from '../src/api/common.js'
+import { BatchBody, BatchResponse, InvokeBody, InvokeResult } from '../src/api/invoke.js'
+import type { InvokeBodyT } from '../src/api/invoke.js'
 import { abortOnClientGone } from './abort.js'
 
 /** POST /invoke and POST /invoke/batch (SPEC 3). */

@@ -5,8 +5,8 @@ import { HTTP_ERROR_CODES, HttpError } from '../src/errors.js'
 import type { HttpErrorCode } from '../src/errors.js'
 import { McpEndpoint } from '../src/mcp-server/endpoint.js'
 import type { McpEndpointOptions } from '../src/mcp-server/endpoint.js'
-import { JsonRpcErrorResponse, McpQuery, PARSE_ERROR, jsonRpcError } from '../src/mcp-server/schemas.js'
-import type { McpQueryT } from '../src/mcp-server/schemas.js'
+import { JsonRpcErrorResponse, McpQuery, PARSE_ERROR, jsonRpcError } from '../src/mcp-server/json-rpc.js'
+import type { McpQueryT } from '../src/mcp-server/json-rpc.js'
 
 export type McpRoutesOptions = Pick<McpEndpointOptions, 'pollMs' | 'maxStreams' | 'maxStreamsPerTenant'>
 

@@ -2,11 +2,11 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Static } from '@sinclair/typebox'
 import { HttpError } from '../src/errors.js'
 import type { RegistryScope } from '../src/registry/types.js'
-import { errorResponses } from '../src/schemas/common.js'
+import { errorResponses } from '../src/api/common.js'
 import {
   DeleteServerResponse, LiveToolsResponse, PutServerBody, PutServerResponse, ServerList, ServerParams,
   StatusResponse, UserParams, UserServerParams
-} from '../src/schemas/registry.js'
+} from '../src/api/registry.js'
 import { actingUserId } from '../src/tools/tenancy.js'
 import { abortOnClientGone } from './abort.js'
 

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { Static } from '@sinclair/typebox'
-import { errorResponses } from '../src/schemas/common.js'
-import { CatalogQuery, CatalogResponse, ToolsQuery, ToolsResponse } from '../src/schemas/tools.js'
+import { errorResponses } from '../src/api/common.js'
+import { CatalogQuery, CatalogResponse, ToolsQuery, ToolsResponse } from '../src/api/tools.js'
 import { listingJson } from '../src/gateway.js'
 import { abortOnClientGone } from './abort.js'
 

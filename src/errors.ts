@@ -1,35 +1,92 @@
 /**
- * Errors for requests that never reached a tool (SPEC 3). They carry an HTTP status and a
- * stable `GW_` code; the HTTP layer renders `{ statusCode, code, error, message }`.
- * Failures of a tool itself are not errors: they are ToolOutcome values.
+ * The gateway's error contract: every `GW_` code it can emit, in one table, and the one mapping
+ * from a thrown error to each wire form (the HTTP error body, the JSON-RPC error of /mcp). The
+ * README's "Errors" table is rendered from ERROR_CODES (`npm run docs`; a test compares them),
+ * and a test fails when a `GW_` code appears in the source but not here.
+ *
+ * Errors for requests that never reached a tool are HttpErrors (a status and an http code).
+ * Failures of a tool itself are not errors: they are ToolOutcome values, whose reason
+ * TOOL_ERROR_CODES turns into the `error.code` of a 200 result with isError true.
  */
-export const HTTP_ERROR_CODES = {
-  GW_BAD_REQUEST: 400,
-  GW_MALFORMED_JSON: 400,
-  GW_INVALID_ARGUMENTS_TYPE: 400,
-  GW_UNRESOLVED: 400,
-  /** A masked secret (`Bearer ****`) sent back with a server URL of another origin: it would carry the stored secret there. */
-  GW_SECRET_ORIGIN_CHANGED: 400,
-  GW_UNAUTHORIZED: 401,
-  GW_FORBIDDEN: 403,
-  GW_TENANT_MISMATCH: 403,
-  GW_NOT_ALLOWED: 403,
-  GW_EGRESS_BLOCKED: 403,
-  GW_TOOL_NOT_FOUND: 404,
-  GW_NOT_FOUND: 404,
-  GW_SERVER_NOT_FOUND: 404,
-  GW_METHOD_NOT_ALLOWED: 405,
-  GW_REQUEST_TIMEOUT: 408,
-  GW_PAYLOAD_TOO_LARGE: 413,
-  GW_UNSUPPORTED_MEDIA_TYPE: 415,
-  GW_RATE_LIMITED: 429,
-  GW_INTERNAL: 500,
-  GW_UPSTREAM_ERROR: 502,
-  GW_REGISTRY_UNAVAILABLE: 503,
-  GW_NOT_READY: 503
-} as const
 
-export type HttpErrorCode = keyof typeof HTTP_ERROR_CODES
+/**
+ * Where a code reaches a client: `http`, an error response with `status`; `tool`, the
+ * `error.code` of a 200 result with isError true; `internal`, carried by errors inside the
+ * gateway (and written to its logs) but mapped to another code before a response is made.
+ */
+export type ErrorKind = 'http' | 'tool' | 'internal'
+
+export interface ErrorCodeInfo {
+  readonly kind: readonly ErrorKind[]
+  /** The HTTP status of the error response; 200 for tool-only codes; null for internal ones. */
+  readonly status: number | null
+  /** One line for the README's table. */
+  readonly meaning: string
+  /** Whether the same request may succeed later, unchanged. */
+  readonly retryable: boolean
+}
+
+const http = (status: number, meaning: string, retryable = false): ErrorCodeInfo => ({ kind: ['http'], status, meaning, retryable })
+const tool = (meaning: string, retryable = false): ErrorCodeInfo => ({ kind: ['tool'], status: 200, meaning, retryable })
+const internal = (meaning: string, retryable = false): ErrorCodeInfo => ({ kind: ['internal'], status: null, meaning, retryable })
+
+export const ERROR_CODES = {
+  GW_BAD_REQUEST: http(400, 'An invalid body, query or header; the message names the field'),
+  GW_MALFORMED_JSON: http(400, 'The body is not parsable JSON (on `/mcp`: JSON-RPC `-32700`)'),
+  GW_INVALID_ARGUMENTS_TYPE: http(400, 'Reserved, not sent: arguments that fail a tool\'s schema are a tool-level `GW_INVALID_ARGUMENTS`'),
+  GW_UNRESOLVED: http(400, '`strict=true` and some requested names resolve to no tool'),
+  GW_SECRET_ORIGIN_CHANGED: http(400, 'A masked secret (`Bearer ****`) sent back with a server URL of another origin: it would carry the stored secret there'),
+  GW_UNAUTHORIZED: http(401, 'Keys are configured and the `Authorization: Bearer <key>` header is missing, of another scheme, empty or unknown'),
+  GW_FORBIDDEN: http(403, 'A tenant key on an admin-only route or action (global servers, stdio servers)'),
+  GW_TENANT_MISMATCH: http(403, 'Another tenant\'s tool, server or userId than the one the key is bound to'),
+  GW_NOT_ALLOWED: http(403, 'A tool outside the request\'s allow-list'),
+  GW_EGRESS_BLOCKED: http(403, 'A server URL that the egress (SSRF) guard refuses'),
+  GW_TOOL_NOT_FOUND: http(404, 'No tool of that name'),
+  GW_NOT_FOUND: http(404, 'No such route'),
+  GW_SERVER_NOT_FOUND: http(404, 'No such registered MCP server'),
+  GW_METHOD_NOT_ALLOWED: http(405, '`DELETE /mcp`: the MCP endpoint is stateless, there is no session to end'),
+  GW_REQUEST_TIMEOUT: http(408, 'The request body did not arrive within `REQUEST_TIMEOUT_MS`', true),
+  GW_PAYLOAD_TOO_LARGE: http(413, 'A body over `BODY_LIMIT_BYTES`'),
+  GW_UNSUPPORTED_MEDIA_TYPE: http(415, 'A body that is not JSON'),
+  GW_RATE_LIMITED: http(429, 'Over the tenant\'s `RATE_LIMIT_PER_MINUTE` or `MAX_CONCURRENT_PER_TENANT`, or too many failed authentications; retry after `Retry-After`', true),
+  GW_INTERNAL: http(500, 'A bug: the message hides internals, the log has the request id'),
+  GW_UPSTREAM_ERROR: {
+    kind: ['http', 'tool'],
+    status: 502,
+    meaning: 'A remote MCP server failed: its live tool listing (502), or a call (tool result; the call may have run, retry only what is safe to repeat)',
+    retryable: true
+  },
+  GW_REGISTRY_UNAVAILABLE: http(503, 'The registry (Redis) does not answer', true),
+  GW_NOT_READY: http(503, 'Reserved, not sent: `GET /readyz` answers 503 with its own body', true),
+
+  GW_INVALID_ARGUMENTS: tool('The arguments failed the tool\'s JSON Schema, or were unparsable JSON'),
+  GW_TOOL_TIMEOUT: tool('The tool ran past its deadline (`INVOKE_TIMEOUT_MS`, a server\'s `timeoutMs`); it may have had effects', true),
+  GW_TOOL_ERROR: tool('The tool itself failed; the message says why'),
+  GW_SANDBOX_ERROR: tool('The sandbox could not run the command (the tenant is over its process limit, a start failure)', true),
+  GW_PATH_FORBIDDEN: tool('A path outside the workspace and its read roots'),
+  GW_CANCELLED: tool('The caller cancelled the call (it went away, or MCP `notifications/cancelled`)', true),
+
+  GW_UPSTREAM_CONNECT: internal('A remote MCP server could not be connected or initialised; callers get `GW_UPSTREAM_ERROR`', true),
+  GW_UPSTREAM_TIMEOUT: internal('A request to a remote MCP server ran past its deadline; callers get `GW_TOOL_TIMEOUT`', true),
+  GW_UPSTREAM_REDIRECT: internal('A remote MCP server answered with a redirect, which is never followed; callers get `GW_UPSTREAM_ERROR`'),
+  GW_BAD_MCP_CONFIG: internal('A server config that makes no transport (no url or command, not http/https); callers get `GW_UPSTREAM_ERROR`'),
+  GW_SANDBOX_UNAVAILABLE: internal('`SANDBOX=bwrap` and bwrap does not work on this host: start-up stops')
+} as const satisfies Record<`GW_${string}`, ErrorCodeInfo>
+
+export type GwCode = keyof typeof ERROR_CODES
+
+type CodeOfKind<K extends ErrorKind> = { [C in GwCode]: K extends (typeof ERROR_CODES)[C]['kind'][number] ? C : never }[GwCode]
+
+export function isGwCode (code: unknown): code is GwCode {
+  return typeof code === 'string' && Object.hasOwn(ERROR_CODES, code)
+}
+
+/** The codes of HTTP error responses and their status (also the metrics' known outcomes). */
+export const HTTP_ERROR_CODES = Object.fromEntries(
+  Object.entries(ERROR_CODES).flatMap(([code, info]: [string, ErrorCodeInfo]) => info.kind.includes('http') && info.status !== null ? [[code, info.status]] : [])
+) as Readonly<Record<CodeOfKind<'http'>, number>>
+
+export type HttpErrorCode = CodeOfKind<'http'>
 
 export class HttpError extends Error {
   readonly statusCode: number
@@ -42,7 +99,7 @@ export class HttpError extends Error {
   }
 }
 
-/** Tool-level error codes (the `error.code` of a 200 result with isError true). */
+/** A tool failure's reason (ToolFailureReason) to its code, the `error.code` of a 200 result with isError true. */
 export const TOOL_ERROR_CODES = {
   'invalid-arguments': 'GW_INVALID_ARGUMENTS',
   timeout: 'GW_TOOL_TIMEOUT',
@@ -51,4 +108,4 @@ export const TOOL_ERROR_CODES = {
   sandbox: 'GW_SANDBOX_ERROR',
   forbidden: 'GW_PATH_FORBIDDEN',
   cancelled: 'GW_CANCELLED'
-} as const
+} as const satisfies Record<string, CodeOfKind<'tool'>>

@@ -1,7 +1,7 @@
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
 import { locateWritable, readFileCapped, writeFileAtomic } from '../workspace/tree.js'
-import { looksBinary, objectSchema, optBool, str } from './schemas.js'
+import { looksBinary, objectSchema, optBool, str } from './args.js'
 
 /** Editing loads the whole file; past this size the tool refuses rather than ballooning memory. */
 export const EDIT_MAX_BYTES = 10 * 1024 * 1024

@@ -6,7 +6,7 @@ import type { BuiltinTool } from '../types.js'
 import { quoteInput } from '../workspace/paths.js'
 import { lstatAt, openForRead } from '../workspace/tree.js'
 import { walkDirs } from './grep/walk.js'
-import { objectSchema, optInt, optStr, str } from './schemas.js'
+import { objectSchema, optInt, optStr, str } from './args.js'
 
 export const GLOB_DEFAULT_MAX_RESULTS = 1000
 /** Entries collected before sorting; beyond it the walk stops and the result is marked truncated. */

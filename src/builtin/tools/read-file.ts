@@ -5,7 +5,7 @@ import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
 import { tenantIo } from '../workspace/io-gate.js'
 import { openForRead } from '../workspace/tree.js'
-import { BINARY_SNIFF_BYTES, looksBinary, objectSchema, optInt, str } from './schemas.js'
+import { BINARY_SNIFF_BYTES, looksBinary, objectSchema, optInt, str } from './args.js'
 
 const CHUNK_BYTES = 64 * 1024
 

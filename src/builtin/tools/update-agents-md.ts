@@ -1,7 +1,7 @@
 import { ToolError } from '../types.js'
 import type { BuiltinTool, Workspace } from '../types.js'
 import { openForRead, writeFileAtomic } from '../workspace/tree.js'
-import { objectSchema, optStr, str } from './schemas.js'
+import { objectSchema, optStr, str } from './args.js'
 
 /** Same cap as Codex's project-doc limit. */
 export const AGENTS_MD_MAX_BYTES = 32 * 1024

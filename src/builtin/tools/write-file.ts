@@ -1,7 +1,7 @@
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
 import { writeFileAtomic } from '../workspace/tree.js'
-import { objectSchema, optStr, str } from './schemas.js'
+import { objectSchema, optStr, str } from './args.js'
 
 const MODES = ['create', 'overwrite', 'append'] as const
 type WriteMode = typeof MODES[number]

@@ -17,7 +17,7 @@ import type { Sandbox } from '../../sandbox/types.js'
 import { ToolError } from '../../types.js'
 import type { Workspace } from '../../types.js'
 import { at } from '../../workspace/tree.js'
-import { BINARY_SNIFF_BYTES, looksBinary, mapLimit } from '../schemas.js'
+import { BINARY_SNIFF_BYTES, looksBinary, mapLimit } from '../args.js'
 import { pathSortKey } from '../glob.js'
 import { GREP_MAX_LINE_CHARS } from './regex-worker.js'
 

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { Static } from '@sinclair/typebox'
-import { ToolsQuery } from '../schemas/tools.js'
+import { ToolsQuery } from '../api/tools.js'
 
 /** The /mcp endpoint URL's query: GET /tools' allow-list and tenant (the format is always mcp). */
 export const McpQuery = Type.Object({
