@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyError, FastifyInstance } from 'fastify'
 import { STATUS_CODES } from 'node:http'
-import { HTTP_ERROR_CODES, HttpError } from '../src/errors.js'
+import { HttpError, toHttpFailure } from '../src/errors.js'
 import type { HttpErrorCode } from '../src/errors.js'
 
 /** Fastify's own error codes mapped to the gateway's stable GW_ codes. */
@@ -19,41 +19,25 @@ export function errorBody (statusCode: number, code: string, message: string): {
 }
 
 /**
+ * Fastify's own errors as the domain's: an FST_ code of FASTIFY_CODES becomes an HttpError of
+ * its GW_ code (a JSON syntax error says so first); anything else passes as it is.
+ */
+export function fromFastifyError (err: FastifyError | HttpError): unknown {
+  if (err instanceof HttpError || typeof err.code !== 'string') return err
+  const code = FASTIFY_CODES[err.code]
+  if (code === undefined) return err
+  return new HttpError(code, code === 'GW_MALFORMED_JSON' ? `Malformed JSON body: ${err.message}` : err.message)
+}
+
+/**
  * Every error leaves in one JSON shape `{ statusCode, code, error, message }` with a stable
- * GW_ code (SPEC 3). 5xx messages are replaced: no stack traces, host paths or secrets.
+ * GW_ code, mapped by toHttpFailure (src/errors.ts); this plugin adds Fastify's codes and the logging.
  */
 export default fp(async function errorsPlugin (app: FastifyInstance) {
   app.setErrorHandler((err: FastifyError | HttpError, request, reply) => {
-    let statusCode: number
-    let code: string
-    let message = err.message
-    if (err instanceof HttpError) {
-      statusCode = err.statusCode
-      code = err.code
-    } else if ((err as FastifyError).validation) {
-      statusCode = 400
-      code = 'GW_BAD_REQUEST'
-    } else if (typeof err.code === 'string' && err.code in HTTP_ERROR_CODES) {
-      // Typed domain errors (e.g. RegistryUnavailableError) carry a GW_ code of their own.
-      code = err.code
-      statusCode = HTTP_ERROR_CODES[err.code as HttpErrorCode]
-    } else if (typeof err.code === 'string' && FASTIFY_CODES[err.code]) {
-      code = FASTIFY_CODES[err.code] as HttpErrorCode
-      statusCode = HTTP_ERROR_CODES[code as HttpErrorCode]
-      if (code === 'GW_MALFORMED_JSON') message = `Malformed JSON body: ${err.message}`
-    } else if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
-      statusCode = err.statusCode
-      code = statusCode === 429 ? 'GW_RATE_LIMITED' : statusCode === 413 ? 'GW_PAYLOAD_TOO_LARGE' : statusCode === 404 ? 'GW_NOT_FOUND' : 'GW_BAD_REQUEST'
-    } else {
-      statusCode = 500
-      code = 'GW_INTERNAL'
-    }
-    if (statusCode >= 500) {
-      request.log.error({ err }, 'request failed')
-      if (code === 'GW_INTERNAL') message = 'Internal error; the request id is in the logs'
-    } else {
-      request.logFields = { ...request.logFields, code, error: message }
-    }
+    const { statusCode, code, message } = toHttpFailure(fromFastifyError(err))
+    if (statusCode >= 500) request.log.error({ err }, 'request failed')
+    else request.logFields = { ...request.logFields, code, error: message }
     reply.code(statusCode).type('application/json').send(errorBody(statusCode, code, message))
   })
 

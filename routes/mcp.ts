@@ -1,11 +1,10 @@
 import { performance } from 'node:perf_hooks'
 import { Type } from '@sinclair/typebox'
 import type { FastifyError, FastifyInstance } from 'fastify'
-import { HTTP_ERROR_CODES, HttpError } from '../src/errors.js'
-import type { HttpErrorCode } from '../src/errors.js'
+import { HttpError, toJsonRpcRefusal } from '../src/errors.js'
 import { McpEndpoint } from '../src/mcp-server/endpoint.js'
 import type { McpEndpointOptions } from '../src/mcp-server/endpoint.js'
-import { JsonRpcErrorResponse, McpQuery, PARSE_ERROR, jsonRpcError } from '../src/mcp-server/json-rpc.js'
+import { JsonRpcErrorResponse, McpQuery, jsonRpcError } from '../src/mcp-server/json-rpc.js'
 import type { McpQueryT } from '../src/mcp-server/json-rpc.js'
 
 export type McpRoutesOptions = Pick<McpEndpointOptions, 'pollMs' | 'maxStreams' | 'maxStreamsPerTenant'>
@@ -43,11 +42,10 @@ export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOp
   })
 
   app.setErrorHandler((err: FastifyError | HttpError, request, reply) => {
-    const { statusCode, code } = classify(err)
-    const message = statusCode >= 500 ? 'Internal error; the request id is in the logs' : err.message
+    const { statusCode, code, message, rpcCode } = toJsonRpcRefusal(err)
     if (statusCode >= 500) request.log.error({ err }, 'request failed')
     else request.log.info({ code, statusCode }, message)
-    reply.code(statusCode).type('application/json').send(jsonRpcError(statusCode, code, message, code === 'GW_MALFORMED_JSON' ? PARSE_ERROR : undefined))
+    reply.code(statusCode).type('application/json').send(jsonRpcError(statusCode, code, message, rpcCode))
   })
 
   app.post<{ Querystring: McpQueryT }>('/mcp', {
@@ -108,13 +106,4 @@ export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOp
     reply.header('allow', 'GET, POST')
     throw new HttpError('GW_METHOD_NOT_ALLOWED', 'Stateless MCP endpoint: there is no session to terminate')
   })
-}
-
-function classify (err: FastifyError | HttpError): { statusCode: number, code: string } {
-  if (err instanceof HttpError) return { statusCode: err.statusCode, code: err.code }
-  if (typeof err.code === 'string' && err.code in HTTP_ERROR_CODES) return { statusCode: HTTP_ERROR_CODES[err.code as HttpErrorCode], code: err.code }
-  if (err.validation) return { statusCode: 400, code: 'GW_BAD_REQUEST' }
-  const statusCode = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500
-  const byStatus: Record<number, HttpErrorCode> = { 413: 'GW_PAYLOAD_TOO_LARGE', 415: 'GW_UNSUPPORTED_MEDIA_TYPE', 429: 'GW_RATE_LIMITED', 404: 'GW_NOT_FOUND' }
-  return { statusCode, code: statusCode === 500 ? 'GW_INTERNAL' : byStatus[statusCode] ?? 'GW_BAD_REQUEST' }
 }

@@ -26,9 +26,11 @@ export interface ErrorCodeInfo {
   readonly retryable: boolean
 }
 
-const http = (status: number, meaning: string, retryable = false): ErrorCodeInfo => ({ kind: ['http'], status, meaning, retryable })
-const tool = (meaning: string, retryable = false): ErrorCodeInfo => ({ kind: ['tool'], status: 200, meaning, retryable })
-const internal = (meaning: string, retryable = false): ErrorCodeInfo => ({ kind: ['internal'], status: null, meaning, retryable })
+// The kind stays a literal type so HttpErrorCode and the tool codes are derived from the table.
+type Row<K extends ErrorKind> = ErrorCodeInfo & { readonly kind: readonly K[] }
+const http = (status: number, meaning: string, retryable = false): Row<'http'> => ({ kind: ['http'], status, meaning, retryable })
+const tool = (meaning: string, retryable = false): Row<'tool'> => ({ kind: ['tool'], status: 200, meaning, retryable })
+const internal = (meaning: string, retryable = false): Row<'internal'> => ({ kind: ['internal'], status: null, meaning, retryable })
 
 export const ERROR_CODES = {
   GW_BAD_REQUEST: http(400, 'An invalid body, query or header; the message names the field'),
@@ -51,7 +53,7 @@ export const ERROR_CODES = {
   GW_RATE_LIMITED: http(429, 'Over the tenant\'s `RATE_LIMIT_PER_MINUTE` or `MAX_CONCURRENT_PER_TENANT`, or too many failed authentications; retry after `Retry-After`', true),
   GW_INTERNAL: http(500, 'A bug: the message hides internals, the log has the request id'),
   GW_UPSTREAM_ERROR: {
-    kind: ['http', 'tool'],
+    kind: ['http', 'tool'] as Array<'http' | 'tool'>,
     status: 502,
     meaning: 'A remote MCP server failed: its live tool listing (502), or a call (tool result; the call may have run, retry only what is safe to repeat)',
     retryable: true
@@ -74,6 +76,8 @@ export const ERROR_CODES = {
 } as const satisfies Record<`GW_${string}`, ErrorCodeInfo>
 
 export type GwCode = keyof typeof ERROR_CODES
+/** Some codes of the table, for a narrower type; a code not in the table does not compile. */
+export type GwCodes<T extends GwCode> = T
 
 type CodeOfKind<K extends ErrorKind> = { [C in GwCode]: K extends (typeof ERROR_CODES)[C]['kind'][number] ? C : never }[GwCode]
 
@@ -109,3 +113,92 @@ export const TOOL_ERROR_CODES = {
   forbidden: 'GW_PATH_FORBIDDEN',
   cancelled: 'GW_CANCELLED'
 } as const satisfies Record<string, CodeOfKind<'tool'>>
+
+/** The message of every GW_INTERNAL response: no stack traces, host paths or secrets leave the gateway. */
+export const INTERNAL_MESSAGE = 'Internal error; the request id is in the logs'
+
+/** JSON-RPC error codes the gateway answers with (MCP's own, from the JSON-RPC 2.0 spec, and -32000). */
+export const JSON_RPC_CODES = {
+  parseError: -32700,
+  invalidParams: -32602,
+  internalError: -32603,
+  /** The gateway refused the HTTP request (auth, tenancy, size, rate): the HTTP status says which. */
+  refused: -32000
+} as const
+
+/** What an HTTP error response says. */
+export interface HttpFailure {
+  statusCode: number
+  code: HttpErrorCode
+  message: string
+}
+
+/** A bare 4xx from a library (no GW_ code of its own) keeps its status and gets the code for it. */
+const CODE_BY_STATUS: Partial<Record<number, HttpErrorCode>> = {
+  404: 'GW_NOT_FOUND',
+  413: 'GW_PAYLOAD_TOO_LARGE',
+  415: 'GW_UNSUPPORTED_MEDIA_TYPE',
+  429: 'GW_RATE_LIMITED'
+}
+
+/**
+ * The HTTP form of anything thrown while serving a request: an HttpError as it is; an error
+ * carrying an http GW_ code of its own (e.g. RegistryUnavailableError) with the table's status;
+ * another 4xx by its status; anything else is a bug, 500 GW_INTERNAL with INTERNAL_MESSAGE.
+ * Other 5xx messages (GW_UPSTREAM_ERROR, GW_REGISTRY_UNAVAILABLE) are written for callers and kept.
+ */
+export function toHttpFailure (err: unknown): HttpFailure {
+  const failure = classifyHttp(err)
+  if (failure.code === 'GW_INTERNAL') failure.message = INTERNAL_MESSAGE
+  return failure
+}
+
+function classifyHttp (err: unknown): HttpFailure {
+  if (err instanceof HttpError) return { statusCode: err.statusCode, code: err.code, message: err.message }
+  const { code, statusCode, message } = (err ?? {}) as { code?: unknown, statusCode?: unknown, message: string }
+  if (typeof code === 'string' && Object.hasOwn(HTTP_ERROR_CODES, code)) {
+    return { statusCode: HTTP_ERROR_CODES[code as HttpErrorCode], code: code as HttpErrorCode, message }
+  }
+  if (typeof statusCode === 'number' && statusCode >= 400 && statusCode < 500) {
+    return { statusCode, code: CODE_BY_STATUS[statusCode] ?? 'GW_BAD_REQUEST', message }
+  }
+  return { statusCode: 500, code: 'GW_INTERNAL', message }
+}
+
+/**
+ * An HTTP-level refusal on /mcp (before any JSON-RPC message is handled): the status and code of
+ * toHttpFailure in a JSON-RPC error body. Every 5xx message is hidden there, not only GW_INTERNAL's.
+ */
+export function toJsonRpcRefusal (err: unknown): HttpFailure & { rpcCode: number } {
+  const failure = toHttpFailure(err)
+  return {
+    ...failure,
+    message: failure.statusCode >= 500 ? INTERNAL_MESSAGE : failure.message,
+    rpcCode: failure.code === 'GW_MALFORMED_JSON' ? JSON_RPC_CODES.parseError : JSON_RPC_CODES.refused
+  }
+}
+
+/** The JSON-RPC error answering one MCP request (tools/list, tools/call). */
+export interface JsonRpcFailure {
+  rpcCode: number
+  message: string
+  data: { code: string, statusCode?: number }
+}
+
+/**
+ * A request-level failure inside the MCP server (unknown tool, not in the allow-list, another
+ * tenant's tool) is a JSON-RPC error, as MCP has them for unknown tools: -32602 for the caller's
+ * mistakes, -32000 for a rate limit (the gateway refused, as on the HTTP level), -32603 for the
+ * gateway's own. `data.code` carries the GW_ code; an error of another kind is hidden as GW_INTERNAL.
+ */
+export function toJsonRpcFailure (err: unknown): JsonRpcFailure {
+  if (err instanceof HttpError) {
+    const rpcCode = err.statusCode >= 500 ? JSON_RPC_CODES.internalError : err.statusCode === 429 ? JSON_RPC_CODES.refused : JSON_RPC_CODES.invalidParams
+    return { rpcCode, message: err.message, data: { code: err.code, statusCode: err.statusCode } }
+  }
+  const typed = err as { code?: unknown, message?: unknown } | null
+  if (isGwCode(typed?.code)) {
+    return { rpcCode: JSON_RPC_CODES.internalError, message: String(typed?.message ?? 'Internal error'), data: { code: typed.code } }
+  }
+  return { rpcCode: JSON_RPC_CODES.internalError, message: INTERNAL_MESSAGE, data: { code: 'GW_INTERNAL' } }
+}

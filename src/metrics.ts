@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { HTTP_ERROR_CODES, TOOL_ERROR_CODES } from './errors.js'
 import type { GatewayStatus, ServiceCounters } from './services.js'
-import { ROUTES } from './tools/types.js'
+import { TIERS } from './tools/types.js'
 
 /**
  * What the metrics read from the domain at scrape time. Every part is optional so a test
@@ -41,7 +41,7 @@ export interface GatewayMetrics {
 
 // Label values come from fixed sets only: an unexpected value becomes `other`, so no caller
 // input (tool names, userIds, arbitrary paths) can grow the series count.
-const KNOWN_ROUTES = new Set<string>(ROUTES)
+const KNOWN_TIERS = new Set<string>(TIERS)
 const KNOWN_OUTCOMES = new Set<string>(['ok', ...Object.keys(HTTP_ERROR_CODES), ...Object.values(TOOL_ERROR_CODES)])
 const KNOWN_ENDPOINTS = new Set(['/invoke', '/invoke/batch', '/mcp'])
 
@@ -144,7 +144,7 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
   return {
     contentType: registry.contentType,
     recordInvocation (r) {
-      const route = r.route !== undefined && KNOWN_ROUTES.has(r.route) ? r.route : 'none'
+      const route = r.route !== undefined && KNOWN_TIERS.has(r.route) ? r.route : 'none'
       invocations.inc({
         endpoint: KNOWN_ENDPOINTS.has(r.endpoint) ? r.endpoint : 'other',
         route,

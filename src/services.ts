@@ -26,7 +26,7 @@ import type { McpConnector, ServerDirectory } from './remote-mcp/source.js'
 import { createEgressPolicy, guardedFetch } from './egress/ssrf.js'
 import { ToolRouter } from './tools/router.js'
 import type { ToolSource } from './tools/source.js'
-import type { Route } from './tools/types.js'
+import type { Tier } from './tools/types.js'
 
 /** GET /status: AI4J's getGatewayStatus shape plus the sandbox and the registry backend. */
 export interface GatewayStatus {
@@ -210,7 +210,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   }
 
   const remoteOpts = { listDeadlineMs: config.mcpListTimeoutMs, callTimeoutMs: config.mcpCallTimeoutMs }
-  const sources: Partial<Record<Route, ToolSource>> = {
+  const sources: Partial<Record<Tier, ToolSource>> = {
     builtin,
     user_mcp: new RemoteMcpSource('user_mcp', directory, connector, remoteOpts),
     local_mcp: localMcp,

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { Static } from '@sinclair/typebox'
-import { ROUTES } from '../tools/types.js'
+import { TIERS } from '../tools/types.js'
 import { IdString } from './common.js'
 
 const Limits = Type.Object({
@@ -37,7 +37,7 @@ export type InvokeBodyT = Static<typeof InvokeBody>
 export const InvokeResult = Type.Object({
   callId: Type.String(),
   name: Type.String(),
-  route: Type.Union(ROUTES.map((r) => Type.Literal(r))),
+  route: Type.Union(TIERS.map((r) => Type.Literal(r))),
   output: Type.String({ description: 'The string for the model; TOOL_ERROR: {...} on failure' }),
   isError: Type.Boolean(),
   error: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]),

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import type { Static } from '@sinclair/typebox'
 import { FORMATS } from '../tools/formats.js'
-import { ROUTES } from '../tools/types.js'
+import { TIERS } from '../tools/types.js'
 import { IdString } from './common.js'
 
 const CommaList = (description: string): ReturnType<typeof Type.String> => Type.String({ maxLength: 16384, description })
@@ -15,7 +15,7 @@ export const ToolsQuery = Type.Object({
 }, { additionalProperties: false })
 export type ToolsQueryT = Static<typeof ToolsQuery>
 
-const Route = Type.Union(ROUTES.map((r) => Type.Literal(r)))
+const Tier = Type.Union(TIERS.map((r) => Type.Literal(r)))
 
 export const Unresolved = Type.Object({
   kind: Type.Union([Type.Literal('function'), Type.Literal('mcp')]),
@@ -28,10 +28,10 @@ export const UnavailableServer = Type.Object({ serverId: Type.String(), reason: 
 export const Diagnostic = Type.Object({
   type: Type.String(),
   name: Type.String(),
-  route: Route,
+  route: Tier,
   source: Type.String(),
   exposedAs: Type.Union([Type.String(), Type.Null()]),
-  shadowedBy: Type.Optional(Route),
+  shadowedBy: Type.Optional(Tier),
   message: Type.String()
 })
 
@@ -49,9 +49,9 @@ export const CatalogQuery = Type.Object({
 export const CatalogResponse = Type.Object({
   tools: Type.Array(Type.Object({
     name: Type.String(),
-    route: Route,
+    route: Tier,
     source: Type.String(),
-    shadowedBy: Type.Union([Route, Type.Null()])
+    shadowedBy: Type.Union([Tier, Type.Null()])
   })),
   unavailable: Type.Array(UnavailableServer),
   diagnostics: Type.Array(Diagnostic)

@@ -1,4 +1,4 @@
-import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource } from '../tools/source.js'
+import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource } from '../tools/source.js'
 import { fitJsonValue } from '../tools/output.js'
 import { StaticCatalog } from '../tools/static-catalog.js'
 import type { CallContext, Caller, ToolOutcome, WorkspaceRequest } from '../tools/types.js'
@@ -18,7 +18,7 @@ export interface WorkspaceResolver {
  * parallel requests) never lose an update.
  */
 export class BuiltinSource implements ToolSource {
-  readonly route = 'builtin' as const
+  readonly tier = 'builtin' as const
   readonly #catalog = new StaticCatalog()
   readonly #workspaces: WorkspaceResolver
   readonly #writes = new KeyedMutex()
@@ -44,7 +44,7 @@ export class BuiltinSource implements ToolSource {
     return this.#catalog.list(selection)
   }
 
-  async resolve (name: string, _scope: Scope): Promise<CatalogEntry | undefined> {
+  async resolve (name: string, _scope: SourceScope): Promise<CatalogEntry | undefined> {
     return this.#catalog.get(name)
   }
 

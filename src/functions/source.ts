@@ -1,4 +1,4 @@
-import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource } from '../tools/source.js'
+import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource } from '../tools/source.js'
 import { StaticCatalog } from '../tools/static-catalog.js'
 import type { CallContext, ToolOutcome } from '../tools/types.js'
 import { runWithDeadline } from '../tools/deadline.js'
@@ -7,7 +7,7 @@ import type { LoadedFunction } from './loader.js'
 
 /** Tier 4: local function tools, exposed under their own names. */
 export class FunctionSource implements ToolSource {
-  readonly route = 'function' as const
+  readonly tier = 'function' as const
   readonly #catalog = new StaticCatalog()
   readonly #defaultTimeoutMs: number
 
@@ -32,7 +32,7 @@ export class FunctionSource implements ToolSource {
     return this.#catalog.list(selection)
   }
 
-  async resolve (name: string, _scope: Scope): Promise<CatalogEntry | undefined> {
+  async resolve (name: string, _scope: SourceScope): Promise<CatalogEntry | undefined> {
     return this.#catalog.get(name)
   }
 

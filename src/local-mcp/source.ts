@@ -1,6 +1,6 @@
 import { flattenCallToolResult } from '../mcp/flatten.js'
 import { runWithDeadline } from '../tools/deadline.js'
-import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource } from '../tools/source.js'
+import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource } from '../tools/source.js'
 import { StaticCatalog } from '../tools/static-catalog.js'
 import type { CallContext, ToolOutcome } from '../tools/types.js'
 import { closeService } from './loader.js'
@@ -8,7 +8,7 @@ import type { LocalMcpService, LocalMcpTool } from './loader.js'
 
 /** Tier 3: in-process MCP services, exposed as apiFunctionName(service, tool). */
 export class LocalMcpSource implements ToolSource {
-  readonly route = 'local_mcp' as const
+  readonly tier = 'local_mcp' as const
   readonly #catalog = new StaticCatalog()
   readonly #services: LocalMcpService[]
   readonly #callTimeoutMs: number
@@ -45,7 +45,7 @@ export class LocalMcpSource implements ToolSource {
     return this.#catalog.list(selection)
   }
 
-  async resolve (name: string, _scope: Scope): Promise<CatalogEntry | undefined> {
+  async resolve (name: string, _scope: SourceScope): Promise<CatalogEntry | undefined> {
     return this.#catalog.get(name)
   }
 

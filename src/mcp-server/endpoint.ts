@@ -9,7 +9,8 @@ import type { Caller } from '../tools/types.js'
 import { ListChangedNotifier } from './notifier.js'
 import { jsonRpcError } from './json-rpc.js'
 import { createGatewayMcpServer, splitComma } from './server.js'
-import type { McpCallRecord, McpScope } from './server.js'
+import type { McpCallRecord } from './server.js'
+import type { McpQueryT } from './json-rpc.js'
 import type { CallLimits } from './budget.js'
 import { fanOutAbortController } from '../tools/signals.js'
 
@@ -28,7 +29,7 @@ export interface McpEndpointOptions {
 
 /** One checked request: who acts for which tenant with which allow-list. */
 export interface McpExchange {
-  scope: McpScope
+  scope: McpQueryT
   caller: Caller
   /** The tenant the exchange acts for (actingUserId of the caller and the URL's userId). */
   tenant: string | undefined
@@ -100,7 +101,7 @@ export class McpEndpoint {
    * Checks the tenant and allow-list before any MCP message is read: another tenant's userId
    * or `user_{u}_service_{s}` name is a 403 (HttpError) for the whole exchange.
    */
-  exchange (scope: McpScope, caller: Caller): McpExchange {
+  exchange (scope: McpQueryT, caller: Caller): McpExchange {
     const tenant = actingUserId(caller, scope.userId)
     const { serverIds } = parseServerSelection(splitComma(scope.mcp), tenant)
     return { scope, caller, tenant, serverIds }

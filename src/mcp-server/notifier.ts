@@ -1,7 +1,7 @@
 import type { Gateway } from '../gateway.js'
 import type { RegistryChange, RegistryListener } from '../registry/types.js'
 import type { Caller } from '../tools/types.js'
-import type { McpScope } from './server.js'
+import type { McpQueryT } from './json-rpc.js'
 
 /** Whatever can tell a connected client that its tool list changed (an SDK Server on a GET stream). */
 export interface ListChangedTarget {
@@ -14,12 +14,12 @@ export interface ListChangedNotifierOptions {
   pollMs: number
   /** Registry change events (every instance's): a change to a watched scope is checked at once. */
   subscribe?: (listener: RegistryListener) => () => void
-  onError?: (err: unknown, scope: McpScope) => void
+  onError?: (err: unknown, scope: McpQueryT) => void
 }
 
 interface Group {
   /** The acting tenant (already checked against the caller), the allow-list and a caller allowed to list it. */
-  scope: McpScope
+  scope: McpQueryT
   tenant: string | undefined
   caller: Caller
   serverIds: Set<string>
@@ -61,7 +61,7 @@ export class ListChangedNotifier {
    * for `target` until the returned function is called. Resolves once the current listing is
    * known, so a change after that is never missed.
    */
-  async watch (scope: McpScope, tenant: string | undefined, caller: Caller, target: ListChangedTarget, serverIds: readonly string[]): Promise<() => void> {
+  async watch (scope: McpQueryT, tenant: string | undefined, caller: Caller, target: ListChangedTarget, serverIds: readonly string[]): Promise<() => void> {
     if (this.#closed) throw new Error('notifier closed')
     const key = JSON.stringify([tenant ?? null, scope.functions ?? '', scope.mcp ?? ''])
     let group = this.#groups.get(key)

@@ -1,20 +1,13 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js'
+import { CallToolRequestSchema, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js'
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
-import { HttpError } from '../errors.js'
+import { HttpError, toJsonRpcFailure } from '../errors.js'
 import type { Gateway } from '../gateway.js'
 import type { InvokeResult } from '../tools/router.js'
-import { REFUSED } from './json-rpc.js'
+import type { McpQueryT } from './json-rpc.js'
 import type { Caller } from '../tools/types.js'
 import { CallBudget } from './budget.js'
 import type { CallLimits } from './budget.js'
-
-/** The allow-list and tenant of an /mcp endpoint URL: the query of GET /tools without `format`. */
-export interface McpScope {
-  functions?: string
-  mcp?: string
-  userId?: string
-}
 
 /** What one tools/call did, for the HTTP layer's log line and overhead accounting. */
 export type McpCallRecord =
@@ -23,7 +16,7 @@ export type McpCallRecord =
 
 export interface GatewayMcpServerOptions {
   gateway: Gateway
-  scope: McpScope
+  scope: McpQueryT
   caller: Caller
   /** Aborted when the HTTP exchange ends early (the client went away). */
   signal?: AbortSignal
@@ -96,23 +89,11 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions): Server {
   return server
 }
 
-/**
- * Request-level failures (unknown tool, not in the allow-list, another tenant's tool) are
- * JSON-RPC errors, as MCP has them for unknown tools: -32602 for the caller's mistakes,
- * -32603 for the gateway's own. `data` carries the gateway's stable code.
- */
+/** The JSON-RPC error for a failed MCP request, as toJsonRpcFailure (src/errors.ts) maps it. */
 export function toMcpError (err: unknown): McpError {
   if (err instanceof McpError) return err
-  if (err instanceof HttpError) {
-    // A rate limit is not the caller's invalid params: -32000, the gateway refused (as on the HTTP level).
-    const code = err.statusCode >= 500 ? ErrorCode.InternalError : err.statusCode === 429 ? REFUSED : ErrorCode.InvalidParams
-    return new McpError(code, err.message, { code: err.code, statusCode: err.statusCode })
-  }
-  const typed = err as { code?: unknown, message?: unknown } | null
-  if (typeof typed?.code === 'string' && typed.code.startsWith('GW_')) {
-    return new McpError(ErrorCode.InternalError, String(typed.message ?? 'Internal error'), { code: typed.code })
-  }
-  return new McpError(ErrorCode.InternalError, 'Internal error; the request id is in the logs', { code: 'GW_INTERNAL' })
+  const { rpcCode, message, data } = toJsonRpcFailure(err)
+  return new McpError(rpcCode, message, data)
 }
 
 function withSignal (a: AbortSignal, b: AbortSignal | undefined): AbortSignal {

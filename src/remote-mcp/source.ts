@@ -1,11 +1,9 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
 import { encodeUserServiceName, encodeUserToolName, qualifiedName, toWireName } from '../naming/names.js'
-import type { CatalogEntry, Scope, Selection, SourceListing, ToolSource, Unavailable } from '../tools/source.js'
+import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource, Unavailable } from '../tools/source.js'
 import type { CallContext, ToolOutcome } from '../tools/types.js'
 import { flattenCallToolResult } from '../mcp/flatten.js'
-
-/** The registry scope a source reads: global servers, or one tenant's. */
-export type DirectoryScope = { kind: 'global' } | { kind: 'user', userId: string }
+import type { RegistryScope } from '../registry/types.js'
 
 /** The part of a registered server this source needs (the registry's StoredServer fits). */
 export interface RemoteServer {
@@ -17,14 +15,14 @@ export interface RemoteServer {
     disabledTools?: string[]
   }
   /** The registry scope it was read from (the connector picks the SSRF-guarded pool for tenants). */
-  scope?: DirectoryScope
+  scope?: RegistryScope
   /** Set when the entry cannot be used (e.g. its secrets cannot be decrypted): listed as unavailable. */
   error?: string
 }
 
 /** Where registered servers are read from (the RegistryStore). */
 export interface ServerDirectory {
-  list: (scope: DirectoryScope) => Promise<RemoteServer[]>
+  list: (scope: RegistryScope) => Promise<RemoteServer[]>
 }
 
 /** How tools are listed and called on a registered server (the client pool). */
@@ -82,37 +80,37 @@ function sortByPriority (servers: readonly RemoteServer[]): RemoteServer[] {
  * userId of the request.
  */
 export class RemoteMcpSource implements ToolSource {
-  readonly route: 'user_mcp' | 'global_mcp'
+  readonly tier: 'user_mcp' | 'global_mcp'
   readonly #directory: ServerDirectory
   readonly #connector: McpConnector
   readonly #opts: RemoteSourceOptions
   readonly #indexes = new Map<string, ScopeIndex>()
 
-  constructor (route: 'user_mcp' | 'global_mcp', directory: ServerDirectory, connector: McpConnector, opts: RemoteSourceOptions) {
-    this.route = route
+  constructor (tier: 'user_mcp' | 'global_mcp', directory: ServerDirectory, connector: McpConnector, opts: RemoteSourceOptions) {
+    this.tier = tier
     this.#directory = directory
     this.#connector = connector
     this.#opts = opts
   }
 
-  #directoryScope (scope: Scope): DirectoryScope | undefined {
-    if (this.route === 'global_mcp') return { kind: 'global' }
+  #directoryScope (scope: SourceScope): RegistryScope | undefined {
+    if (this.tier === 'global_mcp') return { kind: 'global' }
     return scope.userId === undefined ? undefined : { kind: 'user', userId: scope.userId }
   }
 
-  #clientKey (scope: Scope, serverId: string): string {
-    return this.route === 'user_mcp' && scope.userId !== undefined ? encodeUserServiceName(scope.userId, serverId) : serverId
+  #clientKey (scope: SourceScope, serverId: string): string {
+    return this.tier === 'user_mcp' && scope.userId !== undefined ? encodeUserServiceName(scope.userId, serverId) : serverId
   }
 
   /** The scope's servers in collision order. */
-  async #servers (scope: Scope): Promise<RemoteServer[]> {
+  async #servers (scope: SourceScope): Promise<RemoteServer[]> {
     const dirScope = this.#directoryScope(scope)
     if (!dirScope) return []
     return sortByPriority(await this.#directory.list(dirScope))
   }
 
   /** Lists each server in parallel, each against its own deadline. */
-  async #listServers (servers: RemoteServer[], scope: Scope): Promise<{ listed: ServerTools[], unavailable: Unavailable[] }> {
+  async #listServers (servers: RemoteServer[], scope: SourceScope): Promise<{ listed: ServerTools[], unavailable: Unavailable[] }> {
     const settled = await Promise.all(servers.map(async (server) => {
       if (server.error !== undefined) return { server, error: server.error }
       if (server.config.enabled === false) return { server, error: 'The server is disabled' }
@@ -136,10 +134,10 @@ export class RemoteMcpSource implements ToolSource {
     return { listed, unavailable }
   }
 
-  #entry (scope: Scope, server: RemoteServer, tool: Tool): CatalogEntry {
-    const name = this.route === 'user_mcp' && scope.userId !== undefined ? encodeUserToolName(scope.userId, tool.name) : tool.name
+  #entry (scope: SourceScope, server: RemoteServer, tool: Tool): CatalogEntry {
+    const name = this.tier === 'user_mcp' && scope.userId !== undefined ? encodeUserToolName(scope.userId, tool.name) : tool.name
     return {
-      route: this.route,
+      route: this.tier,
       source: server.serverId,
       name,
       qualifiedName: qualifiedName(server.serverId, tool.name),
@@ -155,7 +153,7 @@ export class RemoteMcpSource implements ToolSource {
     }
   }
 
-  async list (selection: Selection | 'all', scope: Scope): Promise<SourceListing> {
+  async list (selection: Selection | 'all', scope: SourceScope): Promise<SourceListing> {
     const all = await this.#servers(scope)
     let servers = all
     if (selection !== 'all') {
@@ -167,7 +165,7 @@ export class RemoteMcpSource implements ToolSource {
     return { tools, matched: servers.map((s) => s.serverId), unavailable }
   }
 
-  async resolve (name: string, scope: Scope): Promise<CatalogEntry | undefined> {
+  async resolve (name: string, scope: SourceScope): Promise<CatalogEntry | undefined> {
     const index = await this.#index(scope)
     if (!index) return undefined
     const hit = index.byName.get(name)
@@ -182,7 +180,7 @@ export class RemoteMcpSource implements ToolSource {
   }
 
   /** Changes (a new object) whenever the names or tools this source offers the scope change. */
-  async catalogToken (scope: Scope): Promise<unknown> {
+  async catalogToken (scope: SourceScope): Promise<unknown> {
     return await this.#index(scope)
   }
 
@@ -193,7 +191,7 @@ export class RemoteMcpSource implements ToolSource {
    * while the registry snapshot is the same and for at most INDEX_TTL_MS, so a listing that
    * resolves hundreds of names lists each server once, not once per name.
    */
-  async #index (scope: Scope): Promise<ScopeIndex | undefined> {
+  async #index (scope: SourceScope): Promise<ScopeIndex | undefined> {
     const dirScope = this.#directoryScope(scope)
     if (!dirScope) return undefined
     const key = dirScope.kind === 'global' ? 'g' : `u:${dirScope.userId}`
@@ -234,9 +232,9 @@ export class RemoteMcpSource implements ToolSource {
   }
 
   /** One server's tools as MCP Tool objects (GET /users/{u}/mcp/servers/{s}/tools). */
-  async serverTools (serverId: string, scope: Scope): Promise<{ ok: true, tools: Tool[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }> {
+  async serverTools (serverId: string, scope: SourceScope): Promise<{ ok: true, tools: Tool[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }> {
     const server = (await this.#servers(scope)).find((s) => s.serverId === serverId)
-    if (!server) return { ok: false, reason: 'not-found', message: `No server '${serverId}' is registered ${this.route === 'user_mcp' ? 'for this tenant' : 'globally'}` }
+    if (!server) return { ok: false, reason: 'not-found', message: `No server '${serverId}' is registered ${this.tier === 'user_mcp' ? 'for this tenant' : 'globally'}` }
     const { listed, unavailable } = await this.#listServers([server], scope)
     if (listed[0]) return { ok: true, tools: listed[0].tools }
     return { ok: false, reason: 'unavailable', message: `Server '${serverId}' could not be listed: ${unavailable[0]?.reason ?? 'unknown error'}` }

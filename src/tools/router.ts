@@ -4,9 +4,9 @@ import { HttpError } from '../errors.js'
 import { isValidId, parseUserServiceName, parseUserToolName, toWireName } from '../naming/names.js'
 import { capOutput, stringifyToolValue, toolErrorCode, toolErrorOutput } from './output.js'
 import { sameEntry } from './source.js'
-import type { CatalogEntry, Scope, ToolSource, Unavailable } from './source.js'
-import type { CallContext, Route, ToolFailureReason, ToolOutcome } from './types.js'
-import { ROUTES } from './types.js'
+import type { CatalogEntry, SourceScope, ToolSource, Unavailable } from './source.js'
+import type { CallContext, Tier, ToolFailureReason, ToolOutcome } from './types.js'
+import { TIERS } from './types.js'
 import { ArgumentValidator } from './validate.js'
 
 /** A name of the allow-list that matched nothing. */
@@ -21,12 +21,12 @@ export interface Diagnostic {
   type: 'shadowed' | 'renamed' | 'duplicate' | 'ambiguous'
   /** The natural name that could not be used as is. */
   name: string
-  route: Route
+  route: Tier
   source: string
   /** The name the tool is exposed under in this listing (null when it is not exposed). */
   exposedAs: string | null
   /** The route that wins over this tool for `name`, for `shadowed`. */
-  shadowedBy?: Route
+  shadowedBy?: Tier
   message: string
 }
 
@@ -64,7 +64,7 @@ export interface InvokeRequest {
 export interface InvokeResult {
   callId: string
   name: string
-  route: Route
+  route: Tier
   output: string
   isError: boolean
   error: { code: string, message: string } | null
@@ -79,14 +79,14 @@ export type InvokeOutcome = { ok: true, result: InvokeResult } | { ok: false, er
 
 export interface CatalogRow {
   name: string
-  route: Route
+  route: Tier
   source: string
-  shadowedBy: Route | null
+  shadowedBy: Tier | null
 }
 
 export interface RouterOptions {
   /** One source per route; missing routes simply offer nothing. */
-  sources: Partial<Record<Route, ToolSource>>
+  sources: Partial<Record<Tier, ToolSource>>
   outputMaxChars: number
   validator?: ArgumentValidator
 }
@@ -98,7 +98,7 @@ const GROUPS: Record<string, readonly string[]> = {
 }
 
 /** Routes the `functions=` list may name, in priority order. */
-const NAMED_ROUTES: readonly Route[] = ['builtin', 'local_mcp', 'function']
+const NAMED_TIERS: readonly Tier[] = ['builtin', 'local_mcp', 'function']
 
 /**
  * The tool router (SPEC 1-3): assembles request-scoped listings from an allow-list and
@@ -106,28 +106,28 @@ const NAMED_ROUTES: readonly Route[] = ['builtin', 'local_mcp', 'function']
  * an allow-list, /invoke resolves the name in exactly the listing /tools would return.
  */
 export class ToolRouter {
-  readonly #sources: Array<[Route, ToolSource]>
+  readonly #sources: Array<[Tier, ToolSource]>
   readonly #outputMaxChars: number
   readonly #validator: ArgumentValidator
 
   constructor (opts: RouterOptions) {
-    this.#sources = ROUTES.flatMap((r) => {
+    this.#sources = TIERS.flatMap((r) => {
       const s = opts.sources[r]
-      return s ? [[r, s] as [Route, ToolSource]] : []
+      return s ? [[r, s] as [Tier, ToolSource]] : []
     })
     this.#outputMaxChars = opts.outputMaxChars
     this.#validator = opts.validator ?? new ArgumentValidator()
   }
 
-  #source (route: Route): ToolSource | undefined {
-    return this.#sources.find(([r]) => r === route)?.[1]
+  #source (tier: Tier): ToolSource | undefined {
+    return this.#sources.find(([r]) => r === tier)?.[1]
   }
 
   /**
    * Resolves a model-facing name through the full priority (SPEC 1). An encoded
    * `user_{u}_tool_{t}` name goes straight to tier 2 of tenant u and never falls back.
    */
-  async resolve (name: string, scope: Scope): Promise<{ ok: true, entry: CatalogEntry } | { ok: false, error: HttpError }> {
+  async resolve (name: string, scope: SourceScope): Promise<{ ok: true, entry: CatalogEntry } | { ok: false, error: HttpError }> {
     const builtin = await this.#source('builtin')?.resolve(name, scope)
     if (builtin) return { ok: true, entry: builtin }
     const encoded = parseUserToolName(name)
@@ -147,7 +147,7 @@ export class ToolRouter {
   }
 
   /** The request-scoped listing of GET /tools: only what the allow-list names. */
-  async list (allow: AllowList, scope: Scope): Promise<Listing> {
+  async list (allow: AllowList, scope: SourceScope): Promise<Listing> {
     const unresolved: Unresolved[] = []
     const unavailable: Unavailable[] = []
     const candidates: CatalogEntry[] = []
@@ -155,7 +155,7 @@ export class ToolRouter {
     const names = expandFunctionNames(allow.functions ?? [])
     for (const name of names) {
       let found: CatalogEntry | undefined
-      for (const route of NAMED_ROUTES) {
+      for (const route of NAMED_TIERS) {
         found = await this.#source(route)?.resolve(name, scope)
         if (found) break
       }
@@ -194,14 +194,14 @@ export class ToolRouter {
    * would route elsewhere is replaced by the qualified name, so every listed name routes to
    * exactly the listed tool.
    */
-  async #expose (candidates: CatalogEntry[], scope: Scope): Promise<{ tools: ListedTool[], diagnostics: Diagnostic[] }> {
+  async #expose (candidates: CatalogEntry[], scope: SourceScope): Promise<{ tools: ListedTool[], diagnostics: Diagnostic[] }> {
     const tools: ListedTool[] = []
     const diagnostics: Diagnostic[] = []
     const byWire = new Map<string, CatalogEntry>()
     const userSource = scope.userId === undefined ? undefined : this.#source('user_mcp')
     // Raw names are checked without the tenant: tenant servers are listed under encoded
     // names, so only built-ins, local tools and other global servers can take a raw name.
-    const rawScope: Scope = { userId: undefined, signal: scope.signal }
+    const rawScope: SourceScope = { userId: undefined, signal: scope.signal }
     for (const entry of candidates) {
       let natural = entry.name
       const winner = await this.resolve(natural, entry.route === 'user_mcp' ? scope : rawScope)
@@ -239,7 +239,7 @@ export class ToolRouter {
   }
 
   /** Tokens that stay identical (===) while nothing any source offers the scope changes. */
-  async catalogVersion (scope: Scope): Promise<unknown[]> {
+  async catalogVersion (scope: SourceScope): Promise<unknown[]> {
     return await Promise.all(this.#sources.map(async ([route, source]) => {
       if (route === 'user_mcp' && scope.userId === undefined) return undefined
       return await source.catalogToken?.(scope)
@@ -247,7 +247,7 @@ export class ToolRouter {
   }
 
   /** A remote server's live tool list, for debugging with curl. */
-  async liveTools (route: 'user_mcp' | 'global_mcp', serverId: string, scope: Scope): Promise<{ ok: true, tools: unknown[] } | { ok: false, error: HttpError }> {
+  async liveTools (route: 'user_mcp' | 'global_mcp', serverId: string, scope: SourceScope): Promise<{ ok: true, tools: unknown[] } | { ok: false, error: HttpError }> {
     const source = this.#source(route)
     if (!source?.serverTools) return { ok: false, error: new HttpError('GW_SERVER_NOT_FOUND', 'No remote MCP servers are configured') }
     const result = await source.serverTools(serverId, scope)
@@ -256,7 +256,7 @@ export class ToolRouter {
   }
 
   /** Every name each tier could offer the tenant, with shadowing (GET /catalog). */
-  async catalog (scope: Scope): Promise<{ tools: CatalogRow[], unavailable: Unavailable[] }> {
+  async catalog (scope: SourceScope): Promise<{ tools: CatalogRow[], unavailable: Unavailable[] }> {
     const rows: CatalogRow[] = []
     const unavailable: Unavailable[] = []
     for (const [route, source] of this.#sources) {
@@ -275,7 +275,7 @@ export class ToolRouter {
   /** POST /invoke: resolve, enforce the allow-list, validate, call, shape the result. */
   async invoke (req: InvokeRequest): Promise<InvokeOutcome> {
     const started = performance.now()
-    const scope: Scope = { userId: req.userId, signal: req.ctx.signal }
+    const scope: SourceScope = { userId: req.userId, signal: req.ctx.signal }
     let entry: CatalogEntry
     if (req.allow) {
       const listing = await this.list(req.allow, scope)

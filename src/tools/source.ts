@@ -1,8 +1,8 @@
-import type { CallContext, Route, ToolOutcome, ToolSpec } from './types.js'
+import type { CallContext, Tier, ToolOutcome, ToolSpec } from './types.js'
 
 /** One tool as a source offers it to one tenant, with everything needed to name, route and call it. */
 export interface CatalogEntry {
-  route: Route
+  route: Tier
   /** `builtin`, the function's name, the local MCP service's name, or the serverId. */
   source: string
   /**
@@ -28,7 +28,8 @@ export interface Selection {
   serverIds?: readonly string[]
 }
 
-export interface Scope {
+/** Whose tools a listing or a name lookup is for, and when to give up. */
+export interface SourceScope {
   /** The tenant whose tier-2 servers take part; undefined means none. */
   userId: string | undefined
   signal: AbortSignal
@@ -52,23 +53,23 @@ export interface SourceListing {
  * inside them: listing, resolving a name, and calling all go through this interface.
  */
 export interface ToolSource {
-  readonly route: Route
+  readonly tier: Tier
   /** Tools for the selection, or every tool the source can offer the scope ('all', for /catalog). */
-  list: (selection: Selection | 'all', scope: Scope) => Promise<SourceListing>
+  list: (selection: Selection | 'all', scope: SourceScope) => Promise<SourceListing>
   /**
    * The entry a model-facing name refers to in this source, if any. Sources accept their
    * natural names, qualified names and the wire names derived from either.
    */
-  resolve: (name: string, scope: Scope) => Promise<CatalogEntry | undefined>
+  resolve: (name: string, scope: SourceScope) => Promise<CatalogEntry | undefined>
   /** Runs the tool. Arguments were already validated against `entry.spec.inputSchema`. */
   call: (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext) => Promise<ToolOutcome>
   /**
    * For sources whose tools change at run time: a value that is the same object (===) for as
    * long as what the source offers the scope is unchanged. Listings are cached against it.
    */
-  catalogToken?: (scope: Scope) => Promise<unknown>
+  catalogToken?: (scope: SourceScope) => Promise<unknown>
   /** Sources of servers (tiers 2 and 5): one server's live tool list, for debugging. */
-  serverTools?: (serverId: string, scope: Scope) => Promise<{ ok: true, tools: unknown[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }>
+  serverTools?: (serverId: string, scope: SourceScope) => Promise<{ ok: true, tools: unknown[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }>
 }
 
 export function sameEntry (a: CatalogEntry, b: CatalogEntry): boolean {

@@ -3,9 +3,9 @@
  * Nothing here imports Fastify: the HTTP layer adapts these values.
  */
 
-/** Where a call was routed, in priority order (SPEC 1). */
-export const ROUTES = ['builtin', 'user_mcp', 'local_mcp', 'function', 'global_mcp'] as const
-export type Route = typeof ROUTES[number]
+/** The five tiers a tool can come from, in routing priority order (the wire field is `route`). */
+export const TIERS = ['builtin', 'user_mcp', 'local_mcp', 'function', 'global_mcp'] as const
+export type Tier = typeof TIERS[number]
 
 /** A JSON Schema object as tools declare it. Passed through whole, never lossily converted. */
 export type JsonSchema = Record<string, unknown>
