@@ -1,0 +1,146 @@
+// The import rules of docs/ARCHITECTURE.md, checked on the source text (type-only imports count:
+// they are edges a reader follows too). Run by `npm run lint`; exits 1 on a violation.
+//  1. No import cycle between modules of src/, plugins/ and routes/.
+//  2. The domain (src/ except the composition root) never imports Fastify, routes/ or plugins/.
+//  3. Each src/ folder imports only the folders its row in LAYERS allows.
+//  4. scripts/ and bench/ never import from test/ (test fixtures excepted for bench).
+// Usage: node scripts/check-imports.mjs [root] [--graph] (root defaults to the working directory;
+// --graph prints which src unit imports which).
+import { readFileSync, readdirSync, existsSync, statSync } from 'node:fs'
+import { dirname, join, relative, resolve, sep } from 'node:path'
+
+const root = resolve(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? '.')
+
+/** The composition root: the only src files that may import Fastify, plugins/ and routes/. */
+const COMPOSITION_ROOT = new Set(['src/app.ts', 'src/server.ts', 'src/openapi.ts'])
+const FASTIFY = /^(fastify|fastify-plugin|@fastify\/.*)$/
+
+/**
+ * Which src folders (first path segment under src/; a top-level file is its own unit) each
+ * unit may import. Anything not listed may import nothing else in src/.
+ */
+const LAYERS = JSON.parse(readFileSync(join(root, 'scripts/layers.json'), 'utf8'))
+
+function files (dir) {
+  const out = []
+  if (!existsSync(dir)) return out
+  for (const name of readdirSync(dir)) {
+    const full = join(dir, name)
+    if (statSync(full).isDirectory()) out.push(...files(full))
+    else if (/\.(ts|mts|js|mjs)$/.test(name) && !name.endsWith('.d.ts')) out.push(full)
+  }
+  return out
+}
+
+const SPEC = /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;(])import\s*\(?\s*['"]([^'"]+)['"]/gm
+
+function importsOf (file) {
+  const text = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '')
+  const specs = []
+  for (const m of text.matchAll(SPEC)) specs.push(m[1] ?? m[2])
+  return specs
+}
+
+function resolveLocal (from, spec) {
+  const base = resolve(dirname(from), spec)
+  for (const candidate of [base, base.replace(/\.js$/, '.ts'), base.replace(/\.mjs$/, '.mts'), `${base}.ts`, join(base, 'index.ts')]) {
+    if (existsSync(candidate) && statSync(candidate).isFile()) return candidate
+  }
+  return null
+}
+
+const rel = (f) => relative(root, f).split(sep).join('/')
+const unitOf = (r) => {
+  const parts = r.split('/')
+  if (parts[0] !== 'src') return parts[0]
+  return parts.length === 2 ? parts[1].replace(/\.ts$/, '') : parts[1]
+}
+
+const problems = []
+const graph = new Map()
+const scanned = ['src', 'plugins', 'routes', 'scripts', 'bench'].flatMap((d) => files(join(root, d)))
+for (const file of scanned) {
+  const from = rel(file)
+  const edges = []
+  for (const spec of importsOf(file)) {
+    if (!spec.startsWith('.')) {
+      if (from.startsWith('src/') && !COMPOSITION_ROOT.has(from) && FASTIFY.test(spec)) {
+        problems.push(`${from}: the domain imports '${spec}' (only the composition root, plugins/ and routes/ may)`)
+      }
+      continue
+    }
+    const target = resolveLocal(file, spec)
+    if (!target) continue
+    const to = rel(target)
+    edges.push(to)
+    if (from.startsWith('src/') && !COMPOSITION_ROOT.has(from) && /^(plugins|routes)\//.test(to)) {
+      problems.push(`${from}: the domain imports ${to}`)
+    }
+    if (/^(scripts|bench)\//.test(from) && to.startsWith('test/') && !(from.startsWith('bench/') && to.startsWith('test/fixtures/'))) {
+      problems.push(`${from}: imports ${to} (scripts and bench must not depend on the tests)`)
+    }
+    if (from.startsWith('src/') && to.startsWith('src/') && !COMPOSITION_ROOT.has(from)) {
+      const a = unitOf(from)
+      const b = unitOf(to)
+      if (a !== b) {
+        const allowed = LAYERS[a]
+        if (!allowed) problems.push(`${from}: src unit '${a}' has no row in scripts/layers.json`)
+        else if (!allowed.includes(b) && !allowed.includes('*')) problems.push(`${from}: '${a}' may not import '${b}' (${to}); scripts/layers.json lists what it may`)
+      }
+    }
+  }
+  graph.set(from, edges)
+}
+
+// Cycles: Tarjan's strongly connected components over the module graph.
+let index = 0
+const stack = []
+const meta = new Map()
+const cycles = []
+function strongConnect (v) {
+  meta.set(v, { index, low: index, onStack: true })
+  index++
+  stack.push(v)
+  for (const w of graph.get(v) ?? []) {
+    if (!graph.has(w)) continue
+    if (!meta.has(w)) {
+      strongConnect(w)
+      meta.get(v).low = Math.min(meta.get(v).low, meta.get(w).low)
+    } else if (meta.get(w).onStack) {
+      meta.get(v).low = Math.min(meta.get(v).low, meta.get(w).index)
+    }
+  }
+  if (meta.get(v).low === meta.get(v).index) {
+    const component = []
+    let w
+    do {
+      w = stack.pop()
+      meta.get(w).onStack = false
+      component.push(w)
+    } while (w !== v)
+    if (component.length > 1 || (graph.get(v) ?? []).includes(v)) cycles.push(component.sort())
+  }
+}
+for (const v of graph.keys()) if (!meta.has(v)) strongConnect(v)
+for (const c of cycles) problems.push(`import cycle: ${c.join(' <-> ')}`)
+
+if (process.argv.includes('--graph')) {
+  const units = new Map()
+  for (const [from, edges] of graph) {
+    if (!from.startsWith('src/')) continue
+    for (const to of edges) {
+      if (!to.startsWith('src/')) continue
+      const a = unitOf(from); const b = unitOf(to)
+      if (a === b) continue
+      if (!units.has(a)) units.set(a, new Set())
+      units.get(a).add(b)
+    }
+  }
+  for (const [a, bs] of [...units].sort()) console.log(`${a}: ${[...bs].sort().join(', ')}`)
+}
+
+if (problems.length > 0) {
+  for (const p of new Set(problems)) console.error(`check-imports: ${p}`)
+  process.exit(1)
+}
+console.log(`check-imports: ${graph.size} modules, no cycle, layers respected`)

@@ -1,0 +1,95 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+// The import rules (no cycle, the domain never imports Fastify/plugins/routes, folder layers,
+// scripts never import tests) are enforced by scripts/check-imports.mjs in `npm run lint`.
+// These tests show it fails on each kind of violation, and passes on the repository itself.
+
+const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const script = join(repo, 'scripts', 'check-imports.mjs')
+
+async function check (root: string): Promise<{ code: number, out: string }> {
+  return await new Promise((resolve) => {
+    execFile(process.execPath, [script, root], (err, stdout, stderr) => {
+      resolve({ code: err ? (err.code as number) : 0, out: stdout + stderr })
+    })
+  })
+}
+
+async function tree (t: { after: (fn: () => Promise<void>) => void }, files: Record<string, string>, layers: Record<string, string[]>): Promise<string> {
+  const root = await mkdtemp(join(tmpdir(), 'tg-imports-'))
+  t.after(async () => { await rm(root, { recursive: true, force: true }) })
+  await mkdir(join(root, 'scripts'), { recursive: true })
+  await writeFile(join(root, 'scripts', 'layers.json'), JSON.stringify(layers))
+  for (const [path, text] of Object.entries(files)) {
+    await mkdir(dirname(join(root, path)), { recursive: true })
+    await writeFile(join(root, path), text)
+  }
+  return root
+}
+
+test('the repository itself passes the import rules', async () => {
+  const { code, out } = await check(repo)
+  assert.equal(code, 0, out)
+  assert.match(out, /no cycle, layers respected/)
+})
+
+test('an import cycle fails the check, type-only imports included', async (t) => {
+  const root = await tree(t, {
+    'src/a/one.ts': "import type { Two } from './two.js'\nexport type One = Two\n",
+    'src/a/two.ts': "import type { One } from './one.js'\nexport type Two = string | One[]\n",
+    'src/a/ok.ts': "export const ok = 1\n"
+  }, { a: [] })
+  const { code, out } = await check(root)
+  assert.equal(code, 1)
+  assert.match(out, /import cycle: src\/a\/one\.ts <-> src\/a\/two\.ts/)
+})
+
+test('the domain importing Fastify, plugins/ or routes/ fails; the composition root may', async (t) => {
+  const root = await tree(t, {
+    'src/tools/router.ts': "import Fastify from 'fastify'\nimport fp from 'fastify-plugin'\nexport const x = [Fastify, fp]\n",
+    'src/tools/handler.ts': "import { y } from '../../routes/tools.js'\nexport const z = y\n",
+    'routes/tools.ts': "import fastify from 'fastify'\nexport const y = fastify\n",
+    'plugins/auth.ts': "import { z } from '../src/tools/handler.js'\nexport default z\n",
+    'src/app.ts': "import Fastify from 'fastify'\nimport auth from '../plugins/auth.js'\nexport const app = [Fastify, auth]\n"
+  }, { tools: [] })
+  const { code, out } = await check(root)
+  assert.equal(code, 1)
+  assert.match(out, /src\/tools\/router\.ts: the domain imports 'fastify'/)
+  assert.match(out, /src\/tools\/router\.ts: the domain imports 'fastify-plugin'/)
+  assert.match(out, /src\/tools\/handler\.ts: the domain imports routes\/tools\.ts/)
+  assert.doesNotMatch(out, /src\/app\.ts/)
+})
+
+test('a folder importing one that its layer row does not list fails, naming the row', async (t) => {
+  const root = await tree(t, {
+    'src/tools/router.ts': "import { run } from '../builtin/bash.js'\nexport const r = run\n",
+    'src/builtin/bash.ts': "import { names } from '../naming/names.js'\nexport const run = names\n",
+    'src/naming/names.ts': 'export const names = 1\n',
+    'src/extra/x.ts': "import { names } from '../naming/names.js'\nexport const x = names\n"
+  }, { tools: ['naming'], builtin: ['naming', 'tools'], naming: [] })
+  const { code, out } = await check(root)
+  assert.equal(code, 1)
+  assert.match(out, /src\/tools\/router\.ts: 'tools' may not import 'builtin'/)
+  assert.doesNotMatch(out, /^check-imports: src\/builtin\/bash\.ts/m)
+  assert.match(out, /src\/extra\/x\.ts: src unit 'extra' has no row/)
+})
+
+test('scripts importing from test/ fails; bench may use test fixtures only', async (t) => {
+  const root = await tree(t, {
+    'scripts/soak.ts': "import { run } from '../test/helpers/soak.js'\nexport const s = run\n",
+    'test/helpers/soak.ts': 'export const run = 1\n',
+    'bench/mcp.ts': "import { f } from '../test/fixtures/mcp.js'\nimport { h } from '../test/helpers/soak.js'\nexport const b = [f, h]\n",
+    'test/fixtures/mcp.ts': 'export const f = 1\n'
+  }, {})
+  const { code, out } = await check(root)
+  assert.equal(code, 1)
+  assert.match(out, /scripts\/soak\.ts: imports test\/helpers\/soak\.ts/)
+  assert.match(out, /bench\/mcp\.ts: imports test\/helpers\/soak\.ts/)
+  assert.doesNotMatch(out, /test\/fixtures\/mcp\.ts/)
+})
