@@ -4,6 +4,8 @@
 //  2. The domain (src/ except the composition root) never imports Fastify, routes/ or plugins/.
 //  3. Each src/ folder imports only the folders its row in LAYERS allows.
 //  4. scripts/ and bench/ never import from test/ (test fixtures excepted for bench).
+//  5. A folder of src/ with an index.ts is entered through it: modules outside that folder
+//     import its index.ts, never its inner files (tests may reach inside).
 // Usage: node scripts/check-imports.mjs [root] [--graph] (root defaults to the working directory;
 // --graph prints which src unit imports which).
 import { readFileSync, readdirSync, existsSync, statSync } from 'node:fs'
@@ -56,6 +58,22 @@ const unitOf = (r) => {
   return parts.length === 2 ? parts[1].replace(/\.ts$/, '') : parts[1]
 }
 
+/**
+ * The public entry `from` must use to reach `to`: the index.ts of the outermost folder that holds
+ * `to` but not `from`, if that folder has one (and `to` is not that index itself).
+ */
+function barrelOf (from, to) {
+  if (!to.startsWith('src/')) return null
+  const parts = to.split('/')
+  for (let i = 2; i < parts.length; i++) {
+    const dir = parts.slice(0, i).join('/')
+    if (from.startsWith(`${dir}/`)) continue
+    const index = `${dir}/index.ts`
+    return index !== to && existsSync(join(root, index)) ? index : null
+  }
+  return null
+}
+
 const problems = []
 const graph = new Map()
 const scanned = ['src', 'plugins', 'routes', 'scripts', 'bench'].flatMap((d) => files(join(root, d)))
@@ -78,6 +96,10 @@ for (const file of scanned) {
     }
     if (/^(scripts|bench)\//.test(from) && to.startsWith('test/') && !(from.startsWith('bench/') && to.startsWith('test/fixtures/'))) {
       problems.push(`${from}: imports ${to} (scripts and bench must not depend on the tests)`)
+    }
+    const entry = barrelOf(from, to)
+    if (from.startsWith('src/') && entry) {
+      problems.push(`${from}: imports ${to} from outside its folder; import ${entry} (the folder's public entry)`)
     }
     if (from.startsWith('src/') && to.startsWith('src/') && !COMPOSITION_ROOT.has(from)) {
       const a = unitOf(from)

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto'
 import type { Readable } from 'node:stream'
 import { StringDecoder } from 'node:string_decoder'
 import { ToolError, type Workspace } from '../types.js'
-import type { Sandbox, SandboxedProcess } from '../sandbox/types.js'
+import type { Sandbox, SandboxedProcess } from '../sandbox/index.js'
 import { LogRing, type LogSlice } from './log-ring.js'
 
 export type ProcessStatus = 'RUNNING' | 'EXITED' | 'STOPPED'

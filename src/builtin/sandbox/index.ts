@@ -4,3 +4,5 @@ export type {
   EffectiveSandboxMode, ExecRequest, ExecResult, ExitInfo, Sandbox, SandboxedProcess, SandboxIsolation, SandboxLimits,
   SandboxMode, SandboxOptions, SandboxProbe, SandboxStats, SpawnRequest
 } from './types.js'
+export { parseUidRange, tenantOwners } from './tenant-uids.js'
+export type { UidStore } from './tenant-uids.js'

@@ -1,7 +1,7 @@
 import { realpath, stat } from 'node:fs/promises'
 import { relative, resolve, sep } from 'node:path'
-import { DEFAULT_WRITE_TIMEOUT_MS, type ProcessManager } from '../processes/process-manager.js'
-import type { Sandbox } from '../sandbox/types.js'
+import { DEFAULT_WRITE_TIMEOUT_MS, type ProcessManager } from '../processes/index.js'
+import type { Sandbox } from '../sandbox/index.js'
 import { ToolError, type BuiltinTool, type Workspace } from '../types.js'
 
 export const BASH_ACTIONS = ['exec', 'start', 'status', 'logs', 'write', 'stop', 'list'] as const
