@@ -93,3 +93,21 @@ test('scripts importing from test/ fails; bench may use test fixtures only', asy
   assert.match(out, /bench\/mcp\.ts: imports test\/helpers\/soak\.ts/)
   assert.doesNotMatch(out, /test\/fixtures\/mcp\.ts/)
 })
+
+test('a folder with an index.ts is entered through it from outside; inside, files import each other', async (t) => {
+  const root = await tree(t, {
+    'src/builtin/index.ts': "export { spawn } from './sandbox/index.js'\n",
+    'src/builtin/sandbox/index.ts': "export { spawn } from './spawn.js'\n",
+    'src/builtin/sandbox/spawn.ts': "import { probe } from './probe.js'\nexport const spawn = probe\n",
+    'src/builtin/sandbox/probe.ts': 'export const probe = 1\n',
+    'src/builtin/tools/bash.ts': "import { probe } from '../sandbox/probe.js'\nimport { spawn } from '../sandbox/index.js'\nexport const b = [probe, spawn]\n",
+    'src/services.ts': "import { spawn } from './builtin/sandbox/index.js'\nimport { spawn as s2 } from './builtin/index.js'\nexport const x = [spawn, s2]\n"
+  }, { builtin: [], services: ['*'] })
+  const { code, out } = await check(root)
+  assert.equal(code, 1)
+  assert.match(out, /src\/builtin\/tools\/bash\.ts: imports src\/builtin\/sandbox\/probe\.ts from outside its folder; import src\/builtin\/sandbox\/index\.ts/)
+  assert.match(out, /src\/services\.ts: imports src\/builtin\/sandbox\/index\.ts from outside its folder; import src\/builtin\/index\.ts/)
+  assert.doesNotMatch(out, /src\/builtin\/sandbox\/spawn\.ts/)
+  assert.doesNotMatch(out, /imports src\/builtin\/index\.ts from outside/)
+  assert.equal(out.match(/from outside its folder/g)?.length, 2, out)
+})
