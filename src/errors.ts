@@ -35,12 +35,12 @@ const internal = (meaning: string, retryable = false): Row<'internal'> => ({ kin
 export const ERROR_CODES = {
   GW_BAD_REQUEST: http(400, 'An invalid body, query or header; the message names the field'),
   GW_MALFORMED_JSON: http(400, 'The body is not parsable JSON (on `/mcp`: JSON-RPC `-32700`)'),
-  GW_INVALID_ARGUMENTS_TYPE: http(400, 'Reserved, not sent: arguments that fail a tool\'s schema are a tool-level `GW_INVALID_ARGUMENTS`'),
+  GW_INVALID_ARGUMENTS_TYPE: http(400, 'Reserved, not sent by this version (arguments that fail a tool\'s schema are the tool-level `GW_INVALID_ARGUMENTS`)'),
   GW_UNRESOLVED: http(400, '`strict=true` and some requested names resolve to no tool'),
   GW_SECRET_ORIGIN_CHANGED: http(400, 'A masked secret (`Bearer ****`) sent back with a server URL of another origin: it would carry the stored secret there'),
-  GW_UNAUTHORIZED: http(401, 'Keys are configured and the `Authorization: Bearer <key>` header is missing, of another scheme, empty or unknown'),
+  GW_UNAUTHORIZED: http(401, 'Keys are configured and the `Authorization: Bearer <key>` header is missing, of another scheme, empty or unknown (with `WWW-Authenticate: Bearer`)'),
   GW_FORBIDDEN: http(403, 'A tenant key on an admin-only route or action (global servers, stdio servers)'),
-  GW_TENANT_MISMATCH: http(403, 'Another tenant\'s tool, server or userId than the one the key is bound to'),
+  GW_TENANT_MISMATCH: http(403, 'A userId, tool or server of another tenant than the key\'s'),
   GW_NOT_ALLOWED: http(403, 'A tool outside the request\'s allow-list'),
   GW_EGRESS_BLOCKED: http(403, 'A server URL that the egress (SSRF) guard refuses'),
   GW_TOOL_NOT_FOUND: http(404, 'No tool of that name'),
@@ -59,7 +59,7 @@ export const ERROR_CODES = {
     retryable: true
   },
   GW_REGISTRY_UNAVAILABLE: http(503, 'The registry (Redis) does not answer', true),
-  GW_NOT_READY: http(503, 'Reserved, not sent: `GET /readyz` answers 503 with its own body', true),
+  GW_NOT_READY: http(503, 'Reserved, not sent by this version (`GET /readyz` answers 503 with its own body)', true),
 
   GW_INVALID_ARGUMENTS: tool('The arguments failed the tool\'s JSON Schema, or were unparsable JSON'),
   GW_TOOL_TIMEOUT: tool('The tool ran past its deadline (`INVOKE_TIMEOUT_MS`, a server\'s `timeoutMs`); it may have had effects', true),
@@ -80,6 +80,18 @@ export type GwCode = keyof typeof ERROR_CODES
 export type GwCodes<T extends GwCode> = T
 
 type CodeOfKind<K extends ErrorKind> = { [C in GwCode]: K extends (typeof ERROR_CODES)[C]['kind'][number] ? C : never }[GwCode]
+
+/**
+ * The README's error table (between `<!-- errors:start -->` and `<!-- errors:end -->`), one row
+ * per code in table order. `npm run docs` writes it; a test fails when the README differs.
+ */
+export function renderErrorTable (): string {
+  const rows = Object.entries(ERROR_CODES).map(([code, info]: [string, ErrorCodeInfo]) => {
+    const status = info.status === null ? '-' : info.kind.includes('http') ? String(info.status) : '200, isError'
+    return `| \`${code}\` | ${info.kind.join(', ')} | ${status} | ${info.meaning.replaceAll('|', '\\|')} | ${info.retryable ? 'yes' : 'no'} |`
+  })
+  return ['| code | kind | status | meaning | retryable |', '|---|---|---|---|---|', ...rows].join('\n')
+}
 
 export function isGwCode (code: unknown): code is GwCode {
   return typeof code === 'string' && Object.hasOwn(ERROR_CODES, code)

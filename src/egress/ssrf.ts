@@ -1,6 +1,7 @@
 import { lookup as dnsLookup } from 'node:dns/promises'
 import { BlockList, isIP } from 'node:net'
 import { Agent, fetch as undiciFetch, type RequestInit as UndiciRequestInit } from 'undici'
+import type { GwCode } from '../errors.js'
 
 /**
  * SSRF guard for tenant-registered MCP servers (SPEC 5). A tenant controls the URL the gateway
@@ -41,7 +42,7 @@ export type CheckResult = { ok: true, addresses: string[] } | { ok: false, reaso
 
 /** Thrown by `guardedFetch` (fetch reports failures by rejecting). */
 export class EgressBlockedError extends Error {
-  readonly code = 'GW_EGRESS_BLOCKED'
+  readonly code = 'GW_EGRESS_BLOCKED' satisfies GwCode
   readonly reason: EgressFailure
   constructor (reason: EgressFailure, message: string) {
     super(message)

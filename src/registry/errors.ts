@@ -1,4 +1,5 @@
 import { ID_PATTERN } from '../naming/names.js'
+import type { GwCode } from '../errors.js'
 import type { RegistryScope } from './types.js'
 
 /**
@@ -6,7 +7,7 @@ import type { RegistryScope } from './types.js'
  * The HTTP layer maps it to 503 GW_REGISTRY_UNAVAILABLE. The message names no host or key.
  */
 export class RegistryUnavailableError extends Error {
-  readonly code = 'GW_REGISTRY_UNAVAILABLE'
+  readonly code = 'GW_REGISTRY_UNAVAILABLE' satisfies GwCode
   readonly statusCode = 503
   constructor (message = 'registry unavailable', options?: { cause?: unknown }) {
     super(message, options)

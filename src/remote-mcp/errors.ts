@@ -1,14 +1,11 @@
+import type { GwCodes } from '../errors.js'
 import type { ToolFailureReason } from '../tools/types.js'
 
 /**
- * Stable codes for failures talking to a remote MCP server.
- * - GW_UPSTREAM_CONNECT: the client could not connect or initialise (includes a connect timeout)
- * - GW_UPSTREAM_TIMEOUT: a request (tools/list, tools/call) ran past its deadline
- * - GW_UPSTREAM_ERROR: the server answered with an error, broke the session or the connection
- * - GW_CANCELLED: the caller's signal aborted the request (the server was sent notifications/cancelled)
+ * The codes of failures talking to a remote MCP server (their meanings are in ERROR_CODES):
+ * connect, timeout, error, cancelled. A subset of the table, checked by the compiler.
  */
-export const UPSTREAM_ERROR_CODES = ['GW_UPSTREAM_CONNECT', 'GW_UPSTREAM_TIMEOUT', 'GW_UPSTREAM_ERROR', 'GW_CANCELLED'] as const
-export type UpstreamErrorCode = typeof UPSTREAM_ERROR_CODES[number]
+export type UpstreamErrorCode = GwCodes<'GW_UPSTREAM_CONNECT' | 'GW_UPSTREAM_TIMEOUT' | 'GW_UPSTREAM_ERROR' | 'GW_CANCELLED'>
 
 /**
  * A failure of a remote MCP server, thrown by the client pool. The message is safe to show to a

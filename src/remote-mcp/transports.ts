@@ -6,6 +6,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { silentLogger } from '../logger.js'
 import type { Logger } from '../logger.js'
+import type { GwCode } from '../errors.js'
 
 /** Remote MCP transports the gateway speaks (SPEC 5; aliases are normalised by the registry). */
 export const CONNECT_TYPES = ['streamable_http', 'sse', 'stdio'] as const
@@ -59,7 +60,7 @@ export interface TransportHandle {
 }
 
 export class ConnectSpecError extends Error {
-  readonly code = 'GW_BAD_MCP_CONFIG'
+  readonly code = 'GW_BAD_MCP_CONFIG' satisfies GwCode
   constructor (message: string) {
     super(message)
     this.name = 'ConnectSpecError'
@@ -165,7 +166,7 @@ function drainStderr (stream: Readable, logger: Logger, label: string, capBytes:
 
 /** Thrown by refuseRedirects; the SDK surfaces it as a transport error. */
 export class RedirectRefusedError extends Error {
-  readonly code = 'GW_UPSTREAM_REDIRECT'
+  readonly code = 'GW_UPSTREAM_REDIRECT' satisfies GwCode
   constructor (status: number) {
     super(`The MCP server answered with a redirect (HTTP ${status}); redirects are not followed`)
     this.name = 'RedirectRefusedError'

@@ -1,6 +1,7 @@
 import { constants } from 'node:fs'
 import { access, chmod, chown, stat } from 'node:fs/promises'
 import type { Logger } from '../../logger.js'
+import type { GwCode } from '../../errors.js'
 import { ToolError, type Workspace } from '../types.js'
 import { setUpCgroups, type Cgroups } from './cgroups.js'
 import { runProbe } from './probe.js'
@@ -36,7 +37,7 @@ export const NONE_WARNING =
 
 /** Thrown by createSandbox when SANDBOX=bwrap and bwrap does not work: start-up must stop. */
 export class SandboxUnavailableError extends Error {
-  readonly code = 'GW_SANDBOX_UNAVAILABLE'
+  readonly code = 'GW_SANDBOX_UNAVAILABLE' satisfies GwCode
   constructor (reason: string) {
     super(`SANDBOX=bwrap but the sandbox does not work on this host: ${reason}`)
     this.name = 'SandboxUnavailableError'
