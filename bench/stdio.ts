@@ -5,7 +5,7 @@
  * as the gateway keeps one) and called with the SDK client. Both children are the same command.
  */
 import path from 'node:path'
-import { stdioFixture } from '../test/fixtures/mcp/index.js'
+import { stdioFixture } from '../scripts/lib/mcp-fixtures/index.js'
 import { callEcho, closedLoop, connectClient } from './fixtures/mcp-client.js'
 import { closeHttp, freePort, gatewayEnv, http, httpOk, load, loadInterleaved, REPO_ROOT, spawnChild, startGateway, waitReady } from './fixtures/procs.js'
 import { makeRow, median, percentile, round, timePair } from './stats.js'

@@ -1,13 +1,13 @@
 /**
  * `npm run soak -- 10m` (or `-- 600`, `-- --duration 90s`): the long soak of issue 7. Runs the real
  * gateway (bubblewrap sandbox, loopback fixtures) for the given time with the loop of
- * test/reliability/soak.ts, prints a line per sample and a summary, and exits 1 when the
+ * scripts/lib/soak.ts, prints a line per sample and a summary, and exits 1 when the
  * resources did not stay flat, a call failed or answered 5xx, or something outlived the gateway.
  * Durations: plain seconds, or a number with s, m or h.
  */
-import { judgeFlatness, mib, runSoak } from '../test/reliability/soak.js'
-import type { SoakSample } from '../test/reliability/soak.js'
-import type { CleanupScope } from '../test/helpers/gateway-process.js'
+import { judgeFlatness, mib, runSoak } from './lib/soak.js'
+import type { SoakSample } from './lib/soak.js'
+import type { CleanupScope } from './lib/gateway-process.js'
 
 const USAGE = 'usage: npm run soak -- <duration>   (600, 90s, 10m, 1h; or --duration <duration>)'
 

@@ -6,9 +6,9 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
-import { startGateway } from './helpers/gateway-process.js'
-import type { GatewayProcess } from './helpers/gateway-process.js'
-import { processesMatching, waitUntil } from './helpers/proc.js'
+import { startGateway } from '../scripts/lib/gateway-process.js'
+import type { GatewayProcess } from '../scripts/lib/gateway-process.js'
+import { processesMatching, waitUntil } from '../scripts/lib/proc.js'
 
 interface ToolResult { isError: boolean, output: string }
 

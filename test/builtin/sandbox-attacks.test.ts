@@ -12,7 +12,7 @@ import { createSandbox } from '../../src/builtin/sandbox/create-sandbox.js'
 import type { ExecResult, Sandbox } from '../../src/builtin/sandbox/types.js'
 import type { Workspace } from '../../src/builtin/types.js'
 import { ProcessManager } from '../../src/builtin/processes/process-manager.js'
-import { allProcesses } from '../helpers/proc.js'
+import { allProcesses } from '../../scripts/lib/proc.js'
 
 // A uid no other test file uses, so the fork bomb's RLIMIT_NPROC budget (counted per host uid) is its own.
 const UID = 61_234

@@ -8,7 +8,7 @@ import type { ChildProcess } from 'node:child_process'
 import { createServer } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import type { TestContext } from 'node:test'
-import type { CleanupScope } from './gateway-process.js'
+import type { CleanupScope } from '../../scripts/lib/gateway-process.js'
 
 /**
  * True when redis-server can be run here. Otherwise the test is skipped, except under CI=true

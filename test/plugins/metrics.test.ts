@@ -2,7 +2,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { FastifyInstance } from 'fastify'
 import { createMemoryRegistryStore } from '../../src/registry/memory-store.js'
-import { stdioFixture } from '../fixtures/mcp/index.js'
+import { stdioFixture } from '../../scripts/lib/mcp-fixtures/index.js'
 import { buildTestApp } from '../helpers/app.js'
 
 interface Sample { name: string, labels: Record<string, string>, value: number }

@@ -18,11 +18,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import { buildTestApp } from '../helpers/app.js'
-import { startGateway } from '../helpers/gateway-process.js'
-import { processesMatching, waitUntil } from '../helpers/proc.js'
+import { startGateway } from '../../scripts/lib/gateway-process.js'
+import { processesMatching, waitUntil } from '../../scripts/lib/proc.js'
 import { freePort, killRedisServer, requireRedisServer, startRedisServer } from '../helpers/redis-server.js'
-import { startStreamableHttpFixture, stdioFixture } from '../fixtures/mcp/index.js'
-import type { HttpFixture } from '../fixtures/mcp/index.js'
+import { startStreamableHttpFixture, stdioFixture } from '../../scripts/lib/mcp-fixtures/index.js'
+import type { HttpFixture } from '../../scripts/lib/mcp-fixtures/index.js'
 
 interface InvokeResult {
   isError: boolean

@@ -6,12 +6,12 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Agent, request, WebSocket } from 'undici'
-import { startStreamableHttpFixture } from '../fixtures/mcp/index.js'
-import type { HttpFixture } from '../fixtures/mcp/index.js'
+import { startStreamableHttpFixture } from '../../scripts/lib/mcp-fixtures/index.js'
+import type { HttpFixture } from '../../scripts/lib/mcp-fixtures/index.js'
 import { tenantMarker } from '../fixtures/reliability/functions/tenant-marker.js'
-import { startGateway } from '../helpers/gateway-process.js'
-import type { GatewayProcess } from '../helpers/gateway-process.js'
-import { descendantsOf, openFds, processesMatching, rssBytes, waitUntil } from '../helpers/proc.js'
+import { startGateway } from '../../scripts/lib/gateway-process.js'
+import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
+import { descendantsOf, openFds, processesMatching, rssBytes, waitUntil } from '../../scripts/lib/proc.js'
 
 // Issue 7, load: 2,000 mixed invocations at concurrency 64 across 20 tenants against the real
 // gateway process (real sandbox, real loopback MCP servers, real workspaces), then proof that

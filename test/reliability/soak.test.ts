@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { judgeFlatness, mib, runSoak } from './soak.js'
-import type { SoakSample } from './soak.js'
+import { judgeFlatness, mib, runSoak } from '../../scripts/lib/soak.js'
+import type { SoakSample } from '../../scripts/lib/soak.js'
 
 // The short form of the soak of issue 7 (`npm run soak -- 10m` is the long one): the real gateway
 // process with the bubblewrap sandbox, servers registered and removed, background processes

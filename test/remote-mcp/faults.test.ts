@@ -16,12 +16,12 @@ import type { FastifyInstance } from 'fastify'
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import { buildTestApp } from '../helpers/app.js'
-import { allProcesses } from '../helpers/proc.js'
-import type { ProcInfo } from '../helpers/proc.js'
-import { startStreamableHttpFixture, stdioFixture } from '../fixtures/mcp/index.js'
-import type { HttpFixture } from '../fixtures/mcp/index.js'
-import { startFaultyHttpServer } from '../fixtures/mcp/faulty/raw-http.js'
-import type { FaultMode, FaultyHttpServer } from '../fixtures/mcp/faulty/raw-http.js'
+import { allProcesses } from '../../scripts/lib/proc.js'
+import type { ProcInfo } from '../../scripts/lib/proc.js'
+import { startStreamableHttpFixture, stdioFixture } from '../../scripts/lib/mcp-fixtures/index.js'
+import type { HttpFixture } from '../../scripts/lib/mcp-fixtures/index.js'
+import { startFaultyHttpServer } from '../../scripts/lib/mcp-fixtures/faulty/raw-http.js'
+import type { FaultMode, FaultyHttpServer } from '../../scripts/lib/mcp-fixtures/faulty/raw-http.js'
 
 /**
  * Small deadlines so every fault resolves quickly; assertions never depend on them. Not lower:
@@ -111,7 +111,7 @@ async function children (): Promise<ProcInfo[]> {
 }
 
 const TSX_IMPORT = import.meta.resolve('tsx')
-const CRASH_FIXTURE = fileURLToPath(new URL('../fixtures/mcp/faulty/stdio-crash.ts', import.meta.url))
+const CRASH_FIXTURE = fileURLToPath(new URL('../../scripts/lib/mcp-fixtures/faulty/stdio-crash.ts', import.meta.url))
 
 test('a server that hangs on initialize (HTTP and stdio): unavailable with a timeout reason within the listing deadline, the rest keeps working, no socket or child left', async (t) => {
   const good = await goodFixture(t)

@@ -1,8 +1,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { startStreamableHttpFixture } from '../fixtures/mcp/index.js'
-import { startGateway } from '../helpers/gateway-process.js'
+import { startStreamableHttpFixture } from '../../scripts/lib/mcp-fixtures/index.js'
+import { startGateway } from '../../scripts/lib/gateway-process.js'
 import { REDIS_URL, redisForTest } from '../helpers/redis.js'
 
 async function json (url: string, init?: RequestInit): Promise<{ status: number, body: any }> {

@@ -7,12 +7,12 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { McpClientPool } from '../../src/remote-mcp/pool.js'
 import type { McpClientPoolOptions } from '../../src/remote-mcp/pool.js'
 import { UpstreamError } from '../../src/remote-mcp/errors.js'
-import { waitUntil } from '../helpers/proc.js'
+import { waitUntil } from '../../scripts/lib/proc.js'
 import type { ConnectSpec } from '../../src/remote-mcp/transports.js'
 import type { Logger } from '../../src/logger.js'
 import {
   createPagedServer, minimalStdioFixture, startSseFixture, startStreamableHttpFixture, stdioFixture
-} from '../fixtures/mcp/index.js'
+} from '../../scripts/lib/mcp-fixtures/index.js'
 
 function recordingLogger (): Logger & { lines: Array<Record<string, unknown>> } {
   const lines: Array<Record<string, unknown>> = []

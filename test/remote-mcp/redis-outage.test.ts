@@ -17,8 +17,8 @@ import type { FastifyInstance } from 'fastify'
 import { Redis } from 'ioredis'
 import { buildTestApp } from '../helpers/app.js'
 import { freePort, killRedisServer, requireRedisServer, startRedisServer } from '../helpers/redis-server.js'
-import { startStreamableHttpFixture } from '../fixtures/mcp/index.js'
-import type { HttpFixture } from '../fixtures/mcp/index.js'
+import { startStreamableHttpFixture } from '../../scripts/lib/mcp-fixtures/index.js'
+import type { HttpFixture } from '../../scripts/lib/mcp-fixtures/index.js'
 
 const PREFIX = 'tg-outage:'
 

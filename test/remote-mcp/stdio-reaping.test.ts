@@ -4,8 +4,8 @@ import { copyFile, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { buildTestApp } from '../helpers/app.js'
-import { minimalStdioFixture } from '../fixtures/mcp/index.js'
-import { processesMatching, waitUntil } from '../helpers/proc.js'
+import { minimalStdioFixture } from '../../scripts/lib/mcp-fixtures/index.js'
+import { processesMatching, waitUntil } from '../../scripts/lib/proc.js'
 
 test('stdio servers are always reaped: 150 register/invoke/remove cycles through the gateway leave no process', async (t) => {
   const app = await buildTestApp(t)

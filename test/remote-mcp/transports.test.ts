@@ -7,7 +7,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { ConnectSpecError, createTransport, isolateAbortSignals, refuseRedirects } from '../../src/remote-mcp/transports.js'
 import type { Logger } from '../../src/logger.js'
-import { startSseFixture, startStreamableHttpFixture, stdioFixture } from '../fixtures/mcp/index.js'
+import { startSseFixture, startStreamableHttpFixture, stdioFixture } from '../../scripts/lib/mcp-fixtures/index.js'
 
 function recordingLogger (): Logger & { lines: Array<Record<string, unknown>> } {
   const lines: Array<Record<string, unknown>> = []

@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { buildTestApp } from '../helpers/app.js'
-import { startStreamableHttpFixture } from '../fixtures/mcp/index.js'
+import { startStreamableHttpFixture } from '../../scripts/lib/mcp-fixtures/index.js'
 
 // One request fans out: a batch runs its calls concurrently and a listing asks every server at
 // once, each call adding (and later removing) abort listeners to the request's signal and to the

@@ -6,8 +6,8 @@ import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import { buildTestApp } from '../helpers/app.js'
-import { startSseFixture, startStreamableHttpFixture, stdioFixture } from '../fixtures/mcp/index.js'
-import type { HttpFixture } from '../fixtures/mcp/index.js'
+import { startSseFixture, startStreamableHttpFixture, stdioFixture } from '../../scripts/lib/mcp-fixtures/index.js'
+import type { HttpFixture } from '../../scripts/lib/mcp-fixtures/index.js'
 
 async function fixture (t: TestContext, kind: 'http' | 'sse', marker: string): Promise<HttpFixture> {
   const f = kind === 'http' ? await startStreamableHttpFixture({ marker }) : await startSseFixture({ marker })

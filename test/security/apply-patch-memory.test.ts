@@ -16,9 +16,9 @@ import type { Stats } from 'node:fs'
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { startGateway } from '../helpers/gateway-process.js'
-import type { GatewayProcess } from '../helpers/gateway-process.js'
-import { rssBytes } from '../helpers/proc.js'
+import { startGateway } from '../../scripts/lib/gateway-process.js'
+import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
+import { rssBytes } from '../../scripts/lib/proc.js'
 
 const MiB = 1024 * 1024
 const TENANT = 'mallory'

@@ -8,8 +8,8 @@ import assert from 'node:assert/strict'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { startGateway } from '../helpers/gateway-process.js'
-import { processesMatching } from '../helpers/proc.js'
+import { startGateway } from '../../scripts/lib/gateway-process.js'
+import { processesMatching } from '../../scripts/lib/proc.js'
 import { loadConfig } from '../../src/config.js'
 
 interface InvokeBody { isError: boolean, output: string, error: { code: string, message: string } | null }

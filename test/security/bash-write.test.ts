@@ -10,9 +10,9 @@ import assert from 'node:assert/strict'
 import { mkdtemp, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { startGateway } from '../helpers/gateway-process.js'
-import type { GatewayProcess } from '../helpers/gateway-process.js'
-import { processesMatching, rssBytes } from '../helpers/proc.js'
+import { startGateway } from '../../scripts/lib/gateway-process.js'
+import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
+import { processesMatching, rssBytes } from '../../scripts/lib/proc.js'
 
 interface InvokeBody { isError: boolean, output: string, error: { code: string, message: string } | null }
 

@@ -10,8 +10,8 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js'
-import { allProcesses, waitUntil } from '../helpers/proc.js'
+import { startGateway, type GatewayProcess } from '../../scripts/lib/gateway-process.js'
+import { allProcesses, waitUntil } from '../../scripts/lib/proc.js'
 
 const isRoot = process.getuid?.() === 0
 

@@ -10,9 +10,9 @@ import assert from 'node:assert/strict'
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { startGateway } from '../helpers/gateway-process.js'
-import type { GatewayProcess } from '../helpers/gateway-process.js'
-import { processesMatching } from '../helpers/proc.js'
+import { startGateway } from '../../scripts/lib/gateway-process.js'
+import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
+import { processesMatching } from '../../scripts/lib/proc.js'
 import { cutJsonString, fitJsonValue } from '../../src/tools/output.js'
 
 interface InvokeResult { isError: boolean, output: string, truncated: boolean, error: { message: string } | null }

@@ -5,7 +5,7 @@ import { lstat, open, readdir, readFile, readlink } from 'node:fs/promises'
 import { constants as fsConstants } from 'node:fs'
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
-import type { GatewayProcess } from '../helpers/gateway-process.js'
+import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
 
 export interface InvokeResult {
   status: number

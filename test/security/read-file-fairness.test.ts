@@ -9,7 +9,7 @@ import assert from 'node:assert/strict'
 import { appendFile, mkdir, mkdtemp, realpath, rm, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { startGateway } from '../helpers/gateway-process.js'
+import { startGateway } from '../../scripts/lib/gateway-process.js'
 
 function p99 (xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b)

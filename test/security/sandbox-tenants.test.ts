@@ -8,8 +8,8 @@ import { chown, lchown, lstat, mkdir, mkdtemp, rm, stat, symlink, writeFile } fr
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js'
-import { allProcesses, waitUntil } from '../helpers/proc.js'
+import { startGateway, type GatewayProcess } from '../../scripts/lib/gateway-process.js'
+import { allProcesses, waitUntil } from '../../scripts/lib/proc.js'
 
 const isRoot = process.getuid?.() === 0
 

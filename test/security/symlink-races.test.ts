@@ -18,9 +18,9 @@ import { chmod, mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from 'node
 import { constants as fsConstants } from 'node:fs'
 import { setPriority, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { startGateway } from '../helpers/gateway-process.js'
-import type { GatewayProcess } from '../helpers/gateway-process.js'
-import { processesMatching } from '../helpers/proc.js'
+import { startGateway } from '../../scripts/lib/gateway-process.js'
+import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
+import { processesMatching } from '../../scripts/lib/proc.js'
 import { diffTrees, findMarkers, hammer, invoke, snapshotTree, swapLoopProgram } from './race-helpers.js'
 import type { InvokeResult, SwapPair } from './race-helpers.js'
 

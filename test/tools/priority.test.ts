@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify'
 import { createMemoryRegistryStore } from '../../src/registry/memory-store.js'
 import type { ServerConfig } from '../../src/registry/server-config.js'
 import { buildTestApp } from '../helpers/app.js'
-import { InProcessConnector, markerServer } from '../helpers/in-process-connector.js'
+import { InProcessConnector, markerServer } from '../../scripts/lib/mcp-fixtures/in-process-connector.js'
 
 const server = (name: string, extra: Partial<ServerConfig> = {}): ServerConfig =>
   ({ type: 'streamable_http', url: `memory://${name}`, enabled: true, priority: 0, ...extra })

@@ -27,12 +27,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { startSseFixture, startStreamableHttpFixture, stdioFixture } from '../fixtures/mcp/index.js'
-import type { HttpFixture } from '../fixtures/mcp/index.js'
-import { startGateway } from '../helpers/gateway-process.js'
-import type { CleanupScope, GatewayProcess } from '../helpers/gateway-process.js'
-import { descendantsOf, openFds, processesMatching, rssBytes, waitUntil } from '../helpers/proc.js'
-import type { ProcInfo } from '../helpers/proc.js'
+import { startSseFixture, startStreamableHttpFixture, stdioFixture } from './mcp-fixtures/index.js'
+import type { HttpFixture } from './mcp-fixtures/index.js'
+import { startGateway } from './gateway-process.js'
+import type { CleanupScope, GatewayProcess } from './gateway-process.js'
+import { descendantsOf, openFds, processesMatching, rssBytes, waitUntil } from './proc.js'
+import type { ProcInfo } from './proc.js'
 
 /** One measurement of the gateway process, taken at the quiescent point of an iteration. */
 export interface SoakSample {

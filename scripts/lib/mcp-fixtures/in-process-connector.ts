@@ -3,7 +3,7 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
 import { z } from 'zod'
-import type { McpConnector, RemoteServer } from '../../src/remote-mcp/source.js'
+import type { McpConnector, RemoteServer } from '../../../src/remote-mcp/source.js'
 
 /**
  * Connects registry entries whose url is `memory://{name}` to real in-process MCP servers
