@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { Static } from '@sinclair/typebox'
+import { JSON_RPC_CODES } from '../errors.js'
 import { ToolsQuery } from '../api/tools.js'
 
 /** The /mcp endpoint URL's query: GET /tools' allow-list and tenant (the format is always mcp). */
@@ -30,11 +31,7 @@ export interface JsonRpcErrorBody {
   error: { code: number, message: string, data: { statusCode: number, code: string } }
 }
 
-/** JSON-RPC parse error: the body is not JSON. */
-export const PARSE_ERROR = -32700
-/** The gateway refused the HTTP request (auth, tenancy, size, rate): the status says which. */
-export const REFUSED = -32000
-
-export function jsonRpcError (statusCode: number, code: string, message: string, rpcCode = REFUSED): JsonRpcErrorBody {
+/** A JSON-RPC error body; rpcCode defaults to "refused" (-32000), the HTTP status says why. */
+export function jsonRpcError (statusCode: number, code: string, message: string, rpcCode: number = JSON_RPC_CODES.refused): JsonRpcErrorBody {
   return { jsonrpc: '2.0', id: null, error: { code: rpcCode, message, data: { statusCode, code } } }
 }
