@@ -12,7 +12,7 @@ import { readFileTool } from '../../src/builtin/tools/read-file.js'
 import { writeFileTool } from '../../src/builtin/tools/write-file.js'
 import { editTool } from '../../src/builtin/tools/edit.js'
 import { globTool } from '../../src/builtin/tools/glob.js'
-import { createGrepTool } from '../../src/builtin/tools/grep.js'
+import { createGrepTool } from '../../src/builtin/tools/grep/tool.js'
 import { ToolError } from '../../src/builtin/types.js'
 import type { BuiltinTool, Workspace } from '../../src/builtin/types.js'
 

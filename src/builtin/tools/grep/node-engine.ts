@@ -1,73 +1,21 @@
+/**
+ * The Node engine of grep: walks an open directory by fd (no symlink followed), reads files ahead
+ * of the collection within a byte budget, and runs the regex only in the worker pool
+ * (regex-worker.ts), within the call's time budget. It answers every search ripgrep cannot (a
+ * single file, a pattern whose meaning differs in rg, no bwrap sandbox, rg failing).
+ */
 import { close as fsClose, constants as fsConstants, fstat as fsFstat, open as fsOpen, read as fsRead } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
-import path from 'node:path'
-import picomatch from 'picomatch'
-import { execFile } from 'node:child_process'
-import { ToolError } from '../types.js'
-import type { BuiltinTool, Workspace } from '../types.js'
-import { quoteInput } from '../workspace/paths.js'
-import { at, lstatAt, openForRead } from '../workspace/tree.js'
-import { walkBytewise } from './grep/walk.js'
-import { BINARY_SNIFF_BYTES, objectSchema, optBool, optInt, optStr, str } from './args.js'
-import { GREP_REGEX_BUDGET_MS, regexBudget, regexPool } from './grep/regex-worker.js'
-import type { FileMatches, RegexBudget } from './grep/regex-worker.js'
-import { rgPortable, rgSearchDir } from './grep/rg.js'
-import type { RgSandbox } from './grep/rg.js'
+import { ToolError } from '../../types.js'
+import { at, lstatAt } from '../../workspace/tree.js'
+import { BINARY_SNIFF_BYTES } from '../args.js'
+import { walkBytewise } from '../walk.js'
+import type { Collector, Query } from './query.js'
+import { regexPool } from './regex-worker.js'
+import type { FileMatches } from './regex-worker.js'
 
-export { rgPortable } from './grep/rg.js'
-export { GREP_MAX_LINE_CHARS, GREP_REGEX_BUDGET_MS } from './grep/regex-worker.js'
-
-export const GREP_DEFAULT_MAX_RESULTS = 100
 export const GREP_MAX_FILE_BYTES = 10 * 1024 * 1024
 const SKIP_NAMES = new Set(['.git', 'node_modules'])
-
-export interface GrepMatch { file: string, line: number, content: string }
-export interface GrepResult {
-  pattern: string
-  path: string
-  matches: GrepMatch[]
-  filesSearched: number
-  filesMatched: number
-  totalMatches: number
-  truncated: boolean
-}
-
-export interface GrepToolOptions {
-  /**
-   * 'auto' uses ripgrep in the sandbox when the sandbox is bwrap, rg is installed and the pattern
-   * allows it; 'node' never spawns; 'rg' insists on ripgrep (tests).
-   */
-  engine?: 'auto' | 'rg' | 'node'
-  /**
-   * The sandbox rg runs in. rg is never run outside one: it opens files by path, and a tenant can
-   * swap any directory of its tree for a symlink while rg walks it. Without a bwrap sandbox,
-   * 'auto' uses the Node engine; 'rg' makes a private bwrap sandbox on first use (tests).
-   */
-  sandbox?: RgSandbox
-  /** PATH used to check that rg is installed (the sandbox binds the host's /usr). */
-  searchPath?: string
-}
-
-interface Query {
-  source: string
-  flags: string
-  pattern: string
-  caseInsensitive: boolean
-  include: picomatch.Matcher | undefined
-  includeGlob: string | undefined
-  max: number
-  signal: AbortSignal
-  budget: RegexBudget
-}
-
-/** Accumulates matches in path order; the first `max` are kept, the rest only counted. */
-class Collector {
-  matches: GrepMatch[] = []
-  filesSearched = 0
-  filesMatched = 0
-  totalMatches = 0
-  constructor (readonly max: number) {}
-}
 
 /** What one file contributes. */
 interface FileOutcome { searched: boolean, matches: FileMatches }
@@ -252,7 +200,7 @@ class Slots {
  * NODE_READS_IN_FLIGHT at once, within NODE_BYTES_IN_FLIGHT), contents go to the regex workers in
  * batches, and outcomes are collected strictly in walk order.
  */
-async function nodeSearchDir (q: Query, c: Collector, base: FileHandle, display: string): Promise<void> {
+export async function nodeSearchDir (q: Query, c: Collector, base: FileHandle, display: string): Promise<void> {
   const budget = new ByteBudget(NODE_BYTES_IN_FLIGHT)
   const reads = new Slots(NODE_READS_IN_FLIGHT)
   const matcher = new Matcher(q, budget, () => c.max - c.matches.length)
@@ -320,7 +268,7 @@ async function nodeSearchDir (q: Query, c: Collector, base: FileHandle, display:
   }
 }
 
-async function nodeSearchFile (q: Query, c: Collector, fh: FileHandle, size: number, display: string): Promise<void> {
+export async function nodeSearchFile (q: Query, c: Collector, fh: FileHandle, size: number, display: string): Promise<void> {
   const budget = new ByteBudget(NODE_BYTES_IN_FLIGHT)
   // The handle closes its own descriptor (closing the number behind its back could close a reuse).
   const r = await loadOpened(fh.fd, size, budget, async () => { await fh.close().catch(() => {}) })
@@ -330,122 +278,3 @@ async function nodeSearchFile (q: Query, c: Collector, fh: FileHandle, size: num
   const p = matcher.add(r.bytes, r.held)
   addOutcome(c, display, { searched: true, matches: await p })
 }
-
-let rgProbe: Map<string, Promise<boolean>> | undefined
-/** Whether rg is installed; checked once per PATH, asynchronously (spawnSync would stall the loop). */
-async function rgInstalled (searchPath: string): Promise<boolean> {
-  rgProbe ??= new Map()
-  let ok = rgProbe.get(searchPath)
-  if (ok === undefined) {
-    ok = new Promise<boolean>((resolve) => {
-      execFile('rg', ['--version'], { env: { PATH: searchPath }, timeout: 5000 }, (err) => { resolve(err === null) })
-    })
-    rgProbe.set(searchPath, ok)
-  }
-  return await ok
-}
-
-let privateSandbox: Promise<RgSandbox> | undefined
-/** A bwrap sandbox of the tool's own, for engine 'rg' without one (tests). */
-async function ownSandbox (): Promise<RgSandbox> {
-  privateSandbox ??= import('../sandbox/index.js').then(async ({ createSandbox }) => await createSandbox({ mode: 'bwrap' }))
-  return await privateSandbox
-}
-
-function baseAbsOf (ws: Workspace, rel: string): string {
-  return path.isAbsolute(rel) ? rel : path.resolve(ws.root, rel)
-}
-
-export function createGrepTool (opts: GrepToolOptions = {}): BuiltinTool {
-  const engine = opts.engine ?? 'auto'
-  const searchPath = opts.searchPath ?? process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin'
-  return {
-    name: 'grep',
-    description: 'Search file contents with a regular expression (JavaScript RegExp syntax, e.g. "foo\\\\(\\\\d+\\\\)", "^import .* from"). ' +
-      'Returns matching lines as {file, line, content}, sorted by file and line. Binary files, files over 10 MiB, .git and ' +
-      `node_modules are skipped; symbolic links are not followed; long lines are cut. A pattern that takes more than ${GREP_REGEX_BUDGET_MS / 1000} s ` +
-      'of matching (catastrophic backtracking) is an error.',
-    inputSchema: objectSchema({
-      pattern: { type: 'string', description: 'Regular expression in JavaScript syntax (no flags; use caseInsensitive for /i). Matched against each line.' },
-      path: { type: 'string', description: 'Directory or file to search, relative to the workspace root (default: the root), or an absolute path inside an approved read-only root.' },
-      include: { type: 'string', description: 'Only search files whose name matches this glob, e.g. "*.ts" or "*.{js,jsx}" (a file-name glob, no "/").' },
-      caseInsensitive: { type: 'boolean', description: 'Match without regard to case. Default false.' },
-      maxResults: { type: 'integer', minimum: 1, description: `Maximum number of matching lines to return. Default ${GREP_DEFAULT_MAX_RESULTS}.` }
-    }, ['pattern']),
-    mutates: () => false,
-    async run (args, ctx): Promise<GrepResult> {
-      const pattern = str(args, 'pattern')
-      const baseInput = optStr(args, 'path') ?? '.'
-      const includeGlob = optStr(args, 'include')
-      const caseInsensitive = optBool(args, 'caseInsensitive') ?? false
-      const max = optInt(args, 'maxResults', 1) ?? GREP_DEFAULT_MAX_RESULTS
-      if (pattern.length === 0) throw new ToolError('pattern must not be empty', 'invalid-arguments')
-      if (pattern.length > 4096 || pattern.includes('\0')) throw new ToolError('pattern is too long or contains a NUL byte', 'invalid-arguments')
-      const flags = caseInsensitive ? 'i' : ''
-      try {
-        // Compiling is linear and never runs the pattern: safe on the event loop.
-        new RegExp(pattern, flags) // eslint-disable-line no-new
-      } catch (err) {
-        throw new ToolError(`Invalid regular expression (JavaScript syntax): ${(err as Error).message}`, 'invalid-arguments')
-      }
-      let include: picomatch.Matcher | undefined
-      if (includeGlob !== undefined) {
-        if (includeGlob.length === 0 || includeGlob.includes('/') || includeGlob.includes('\\') || includeGlob.includes('\0') || includeGlob.length > 1024) {
-          throw new ToolError(`include must be a file-name glob without "/": ${quoteInput(includeGlob)}`, 'invalid-arguments')
-        }
-        include = picomatch(includeGlob, { dot: true })
-      }
-      const q: Query = {
-        source: pattern, flags, pattern, caseInsensitive, include, includeGlob, max, signal: ctx.signal, budget: regexBudget()
-      }
-      const c = new Collector(max)
-      const base = await openForRead(ctx.workspace, baseInput, { allowDirectory: true })
-      let closeBase = true
-      try {
-        if (base.st.isFile()) {
-          closeBase = false
-          await nodeSearchFile(q, c, base.fh, base.st.size, base.rel)
-        } else {
-          let sandbox = opts.sandbox?.mode === 'bwrap' ? opts.sandbox : undefined
-          const portable = rgPortable(pattern, caseInsensitive) && await rgInstalled(searchPath)
-          if (engine === 'rg') {
-            if (!portable) throw new ToolError('ripgrep engine requested but unavailable for this pattern')
-            sandbox ??= await ownSandbox()
-          }
-          let done = false
-          if (engine !== 'node' && portable && sandbox !== undefined) {
-            const r = await rgSearchDir(sandbox, ctx.workspace, q, base.fh, baseAbsOf(ctx.workspace, base.rel), base.rel)
-            if (r !== undefined) {
-              let last: string | undefined
-              for (const m of r.matches) {
-                if (m.file !== last) { c.filesMatched++; last = m.file }
-                c.totalMatches++
-                if (c.matches.length < max) c.matches.push(m)
-              }
-              c.filesSearched = r.filesSearched
-              done = true
-            }
-          }
-          if (!done) {
-            if (engine === 'rg') throw new ToolError('ripgrep could not complete the search')
-            await nodeSearchDir(q, c, base.fh, base.rel)
-          }
-        }
-      } finally {
-        if (closeBase) await base.fh.close().catch(() => {})
-      }
-      if (ctx.signal.aborted) throw new ToolError('Cancelled')
-      return {
-        pattern,
-        path: base.rel,
-        matches: c.matches,
-        filesSearched: c.filesSearched,
-        filesMatched: c.filesMatched,
-        totalMatches: c.totalMatches,
-        truncated: c.totalMatches > c.matches.length
-      }
-    }
-  }
-}
-
-export const grepTool: BuiltinTool = createGrepTool()
