@@ -21,8 +21,8 @@ import { join } from 'node:path'
 import { startGateway } from '../../scripts/lib/gateway-process.js'
 import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
 import { processesMatching } from '../../scripts/lib/proc.js'
-import { diffTrees, findMarkers, hammer, invoke, snapshotTree, swapLoopProgram } from './race-helpers.js'
-import type { InvokeResult, SwapPair } from './race-helpers.js'
+import { diffTrees, findMarkers, hammer, invoke, snapshotTree, swapLoopProgram } from '../helpers/race.js'
+import type { InvokeResult, SwapPair } from '../helpers/race.js'
 
 /** Tool calls per attack, and how many are in flight at once. */
 const CALLS = 200

@@ -1,0 +1,44 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { Writable } from 'node:stream'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { buildApp } from '../../../src/app.js'
+import { loadConfig } from '../../../src/config.js'
+
+test('one log line per request: an invoke carries its tool, tier, tenant and outcome; a refusal its code; probes stay out of info', async (t) => {
+  const workspaces = await mkdtemp(join(tmpdir(), 'tg-ws-'))
+  t.after(async () => await rm(workspaces, { recursive: true, force: true }))
+  const lines: Array<Record<string, any>> = []
+  const stream = new Writable({
+    write (chunk: Buffer, _enc, done) {
+      for (const l of chunk.toString().split('\n')) if (l.trim() !== '') lines.push(JSON.parse(l))
+      done()
+    }
+  })
+  const config = loadConfig({ SANDBOX: 'none', WORKSPACES_DIR: workspaces })
+  const app = await buildApp(config, { logger: { level: 'info', stream } })
+  t.after(async () => await app.close())
+  const perRequest = (): Array<Record<string, any>> => lines.filter((l) => l.reqId !== undefined)
+
+  const ok = await app.inject({ method: 'POST', url: '/invoke', payload: { name: 'calculate', arguments: { expression: '1+2' }, userId: 'acme' } })
+  assert.equal(ok.statusCode, 200)
+  let mine = perRequest()
+  assert.equal(mine.length, 1, JSON.stringify(mine))
+  assert.equal(mine[0]?.msg, 'request completed')
+  assert.deepEqual({ tool: mine[0]?.tool, route: mine[0]?.route, tenant: mine[0]?.tenant, outcome: mine[0]?.outcome, status: mine[0]?.res?.statusCode },
+    { tool: 'calculate', route: 'function', tenant: 'acme', outcome: 'ok', status: 200 })
+  assert.equal(typeof mine[0]?.responseTime, 'number')
+
+  lines.length = 0
+  assert.equal((await app.inject({ method: 'POST', url: '/invoke', payload: { name: 'no_such_tool' } })).statusCode, 404)
+  mine = perRequest()
+  assert.equal(mine.length, 1, JSON.stringify(mine))
+  assert.equal(mine[0]?.code, 'GW_TOOL_NOT_FOUND')
+  assert.equal(mine[0]?.res?.statusCode, 404)
+
+  lines.length = 0
+  assert.equal((await app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200)
+  assert.deepEqual(perRequest(), [])
+})

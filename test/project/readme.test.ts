@@ -1,0 +1,76 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn, execFile } from 'node:child_process'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { renderConfigTable } from '../../src/config.js'
+import { renderOpenApiYaml } from '../../src/openapi.js'
+
+const run = promisify(execFile)
+
+/** The curl commands of the README's walk-through, continuation lines joined. */
+function curlCommands (readme: string): string[] {
+  const section = readme.slice(readme.indexOf('## Walk-through with curl'), readme.indexOf('## The API in short'))
+  const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1] ?? '')
+  return blocks.flatMap((b) => b.replace(/\\\n\s*/g, ' ').split('\n')).map((l) => l.trim()).filter((l) => l.startsWith('curl '))
+}
+
+test('the README walk-through works as written against a real server started like npm start', async (t) => {
+  const readme = await readFile('README.md', 'utf8')
+  const commands = curlCommands(readme)
+  assert.ok(commands.length >= 9, `found ${commands.length} curl lines`)
+  const workspaces = await mkdtemp(join(tmpdir(), 'tg-readme-'))
+  t.after(async () => await rm(workspaces, { recursive: true, force: true }))
+  const server = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    env: { ...process.env, PORT: '0', WORKSPACES_DIR: workspaces, LOG_LEVEL: 'info', API_KEYS: '', API_KEYS_FILE: '', REDIS_URL: '' },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  t.after(() => { server.kill('SIGKILL') })
+  let logs = ''
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${logs}`)), 60_000)
+    server.stdout.on('data', (chunk: Buffer) => {
+      logs += chunk.toString()
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(logs)
+      if (m) { clearTimeout(timer); resolve(Number(m[1])) }
+    })
+    server.stderr.on('data', (chunk: Buffer) => { logs += chunk.toString() })
+    server.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${logs}`)) })
+  })
+  assert.match(logs, /running OPEN/)
+
+  const outputs: any[] = []
+  for (const command of commands) {
+    const { stdout } = await run('sh', ['-c', command.replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`)], { timeout: 30_000 })
+    outputs.push(JSON.parse(stdout))
+  }
+  const byCommand = (needle: string): any => outputs[commands.findIndex((c) => c.includes(needle))]
+  assert.deepEqual(byCommand('functions=current_time').tools.map((x: any) => x.function.name), ['current_time', 'calculate', 'text_slugify'])
+  assert.deepEqual(byCommand('no_such_tool&format').unresolved.map((u: any) => u.name), ['no_such_tool'])
+  assert.equal(JSON.parse(byCommand('(2 + 3)').output).result, 5)
+  assert.equal(byCommand('Hello, W').output, 'hello-world')
+  const failed = byCommand('1 / 0')
+  assert.equal(failed.isError, true)
+  assert.match(failed.output, /^TOOL_ERROR: .*Division by zero/)
+  assert.equal(byCommand('"name":"no_such_tool"').code, 'GW_TOOL_NOT_FOUND')
+  assert.equal(JSON.parse(byCommand('write_file').output).created, true)
+  const wc = JSON.parse(byCommand('wc -l').output)
+  assert.equal(wc.exitCode, 0)
+  assert.match(wc.stdout, /^1 notes\.md/)
+  const batch = byCommand('invoke/batch').results
+  assert.equal(batch[0].isError, false)
+  assert.equal(batch[1].statusCode, 404)
+})
+
+test('the README configuration table is the one generated from the config schema', async () => {
+  const readme = await readFile('README.md', 'utf8')
+  const table = /<!-- config:start -->\n([\s\S]*?)\n<!-- config:end -->/.exec(readme)?.[1]
+  assert.equal(table, renderConfigTable(), 'run `npm run docs` to regenerate it')
+})
+
+test('openapi.yaml is the document generated from the routes', async () => {
+  const committed = await readFile('openapi.yaml', 'utf8')
+  assert.equal(committed, await renderOpenApiYaml(), 'run `npm run docs` to regenerate it')
+})

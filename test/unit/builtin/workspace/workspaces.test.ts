@@ -1,0 +1,115 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtemp, mkdir, rm, stat, symlink, realpath } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { WorkspaceManager } from '../../../../src/builtin/workspace/workspaces.js'
+import { ToolError } from '../../../../src/builtin/types.js'
+import type { WorkspaceLimits } from '../../../../src/tools/types.js'
+
+const MAX: WorkspaceLimits = { readMaxChars: 12000, commandTimeoutMs: 30000, bashLogChars: 12000, maxProcessOutputChars: 120000, outputMaxChars: 100000 }
+const user = (userId: string | undefined) => ({ userId, isAdmin: false })
+const admin = { userId: undefined, isAdmin: true }
+
+async function setup (t: { after: (fn: () => Promise<void>) => void }) {
+  const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), 'tg-ws-')))
+  t.after(() => rm(dir, { recursive: true, force: true }))
+  await mkdir(path.join(dir, 'skills'))
+  await mkdir(path.join(dir, 'bases', 'b1', 'proj'), { recursive: true })
+  await mkdir(path.join(dir, 'elsewhere'))
+  const mgr = new WorkspaceManager({
+    workspacesDir: path.join(dir, 'ws'),
+    workspaceBases: [path.join(dir, 'bases', 'b1')],
+    readRoots: { skills: path.join(dir, 'skills') },
+    maxLimits: MAX
+  })
+  return { dir, mgr }
+}
+
+async function rejects (p: Promise<unknown>, reason: string, re: RegExp): Promise<void> {
+  await assert.rejects(p, (err: unknown) => {
+    assert.ok(err instanceof ToolError, String(err))
+    assert.equal(err.reason, reason)
+    assert.match(err.message, re)
+    return true
+  })
+}
+
+test('default workspace is created per tenant with mode 0700', async (t) => {
+  const { dir, mgr } = await setup(t)
+  const ws = await mgr.resolve({}, user('acme'))
+  assert.equal(ws.root, path.join(dir, 'ws', 'acme', 'default'))
+  assert.equal(ws.tenant, 'acme')
+  assert.equal(ws.workspaceId, 'default')
+  assert.equal((await stat(ws.root)).mode & 0o777, 0o700)
+  assert.equal((await stat(path.dirname(ws.root))).mode & 0o777, 0o700)
+  assert.deepEqual(ws.limits, MAX)
+  assert.deepEqual(ws.readRoots, [])
+  const anon = await mgr.resolve({ workspaceId: 'ws-1' }, user(undefined))
+  assert.equal(anon.root, path.join(dir, 'ws', '_', 'ws-1'))
+  // Same tenant + id resolves to the same directory again.
+  assert.equal((await mgr.resolve({}, user('acme'))).root, ws.root)
+})
+
+test('workspaceId is validated', async (t) => {
+  const { mgr } = await setup(t)
+  for (const id of ['..', '.', '../x', 'a/b', '', '-x', 'a'.repeat(65), 'a\0b']) {
+    await rejects(mgr.resolve({ workspaceId: id }, user('acme')), 'invalid-arguments', /workspaceId/)
+  }
+  await mgr.resolve({ workspaceId: 'a.b_c-1' }, user('acme'))
+})
+
+test('tenant is asserted even though it is validated upstream', async (t) => {
+  const { mgr } = await setup(t)
+  for (const id of ['../x', 'a_b', '', 'x/y']) await rejects(mgr.resolve({}, user(id)), 'invalid-arguments', /tenant/)
+})
+
+test('readRoots: configured names only, host paths never echoed', async (t) => {
+  const { dir, mgr } = await setup(t)
+  const ws = await mgr.resolve({ readRoots: ['skills', 'skills'] }, user('acme'))
+  assert.deepEqual(ws.readRoots, [{ name: 'skills', path: path.join(dir, 'skills') }])
+  await assert.rejects(mgr.resolve({ readRoots: ['secrets'] }, user('acme')), (err: unknown) => {
+    assert.ok(err instanceof ToolError)
+    assert.equal(err.reason, 'forbidden')
+    assert.match(err.message, /"secrets" is not configured/)
+    assert.ok(!err.message.includes(dir))
+    return true
+  })
+  await rejects(mgr.resolve({ readRoots: ['__proto__'] }, user('acme')), 'forbidden', /not configured/)
+})
+
+test('read roots are checked at construction', async (t) => {
+  const { dir } = await setup(t)
+  assert.throws(() => new WorkspaceManager({ workspacesDir: path.join(dir, 'w2'), workspaceBases: [], readRoots: { x: path.join(dir, 'nope') }, maxLimits: MAX }), /READ_ROOTS entry x/)
+})
+
+test('limits can only be lowered', async (t) => {
+  const { mgr } = await setup(t)
+  const ws = await mgr.resolve({ limits: { readMaxChars: 100, commandTimeoutMs: 10_000_000 } }, user('acme'))
+  assert.equal(ws.limits.readMaxChars, 100)
+  assert.equal(ws.limits.commandTimeoutMs, MAX.commandTimeoutMs)
+  for (const bad of [0, -1, Number.NaN, 0.5]) {
+    await rejects(mgr.resolve({ limits: { readMaxChars: bad } }, user('acme')), 'invalid-arguments', /readMaxChars/)
+  }
+  await rejects(mgr.resolve({ limits: { bashLogChars: '5' as unknown as number } }, user('acme')), 'invalid-arguments', /bashLogChars/)
+})
+
+test('workspaceRoot: admin only, and only under WORKSPACE_BASES', async (t) => {
+  const { dir, mgr } = await setup(t)
+  const proj = path.join(dir, 'bases', 'b1', 'proj')
+  await rejects(mgr.resolve({ workspaceRoot: proj }, user('acme')), 'forbidden', /admin/)
+  assert.equal((await mgr.resolve({ workspaceRoot: proj }, admin)).root, proj)
+  await rejects(mgr.resolve({ workspaceRoot: path.join(dir, 'elsewhere') }, admin), 'forbidden', /WORKSPACE_BASES/)
+  await rejects(mgr.resolve({ workspaceRoot: path.join(proj, '..', '..', '..', 'elsewhere') }, admin), 'forbidden', /WORKSPACE_BASES/)
+  // A symlink under a base that points outside is judged by its real path.
+  await symlink(path.join(dir, 'elsewhere'), path.join(dir, 'bases', 'b1', 'link'))
+  await rejects(mgr.resolve({ workspaceRoot: path.join(dir, 'bases', 'b1', 'link') }, admin), 'forbidden', /WORKSPACE_BASES/)
+  await rejects(mgr.resolve({ workspaceRoot: 'relative/path' }, admin), 'invalid-arguments', /absolute/)
+})
+
+test('a symlink planted as a tenant directory is refused', async (t) => {
+  const { dir, mgr } = await setup(t)
+  await mkdir(path.join(dir, 'ws'), { recursive: true })
+  await symlink(path.join(dir, 'elsewhere'), path.join(dir, 'ws', 'evil'))
+  await rejects(mgr.resolve({}, user('evil')), 'forbidden', /plain directory/)
+})
