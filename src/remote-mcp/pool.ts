@@ -1,16 +1,14 @@
 import { createHash } from 'node:crypto'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { SseError } from '@modelcontextprotocol/sdk/client/sse.js'
-import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
-import { ErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
 import type { CallToolResult, Implementation, Tool } from '@modelcontextprotocol/sdk/types.js'
+import { isDeadConnection, toUpstreamError } from './classify.js'
+import { closeConnection, openConnection } from './connection.js'
+import type { Connection } from './connection.js'
 import { redactSecrets, UpstreamError } from './errors.js'
-import type { UpstreamErrorCode } from './errors.js'
 import { silentLogger } from '../logger.js'
 import type { Logger } from '../logger.js'
-import { createTransport } from './transports.js'
-import type { ConnectSpec, ConnectType, TransportHandle } from './transports.js'
+import type { ConnectSpec, ConnectType } from './transports.js'
 
 /** Construction options of {@link McpClientPool}. All durations in milliseconds. */
 export interface McpClientPoolOptions {
@@ -71,14 +69,6 @@ export interface McpClientPoolStats {
 /** Which clients invalidate() drops: an exact key, a key prefix, or a predicate on the key. */
 export type InvalidateTarget = string | { prefix: string } | ((key: string) => boolean)
 
-interface Connection {
-  client: Client
-  handle: TransportHandle
-  closed: boolean
-  /** A liveness ping after a broken response stream is in flight. */
-  probing?: boolean
-}
-
 interface Entry {
   /** Caller key + config hash. */
   id: string
@@ -116,23 +106,6 @@ function canonicalJson (value: unknown): string {
 }
 
 const MAX_LIST_PAGES = 1000
-const MAX_CONNECT_ATTEMPTS = 5
-
-/** Internal: a connect attempt that failed on a socket the server had already closed. */
-class StaleSocketError extends Error {
-  readonly upstream: UpstreamError
-  constructor (upstream: UpstreamError) {
-    super(upstream.message)
-    this.upstream = upstream
-  }
-}
-
-/** fetch failed on a kept-alive socket the peer had closed (undici UND_ERR_SOCKET, ECONNRESET, EPIPE). */
-function isStaleSocket (err: unknown): boolean {
-  if (!(err instanceof TypeError) || !/fetch failed/i.test(err.message)) return false
-  const code = (err.cause as { code?: unknown } | undefined)?.code
-  return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE'
-}
 
 /**
  * Pool of MCP clients for remote servers (SPEC 5 "Connection pool").
@@ -372,19 +345,7 @@ export class McpClientPool {
   }
 
   async #closeConnection (entry: Entry, conn: Connection): Promise<void> {
-    if (conn.closed) return
-    conn.closed = true
-    const transport = conn.handle.transport
-    // Tell a streamable-HTTP server the session is over (frees its state); best effort and
-    // bounded, since close() below aborts whatever is still pending.
-    if (conn.handle.type === 'streamable_http' && 'terminateSession' in transport && typeof transport.terminateSession === 'function') {
-      const terminate = (transport.terminateSession as () => Promise<void>).call(transport)
-      await Promise.race([terminate.catch(() => {}), delay(1000)])
-    }
-    // For stdio, close() ends stdin, then SIGTERM, then SIGKILL (SDK), so the child is reaped.
-    await conn.client.close().catch((err: unknown) => {
-      this.#log.debug({ mcpClient: entry.key, err: this.#safeMessage(entry, err) }, 'error closing MCP client')
-    })
+    await closeConnection(conn, { label: entry.key, logger: this.#log, safeMessage: (err) => this.#safeMessage(entry, err) })
   }
 
   #dropConnection (entry: Entry, conn: Connection, why: string): void {
@@ -404,77 +365,25 @@ export class McpClientPool {
   }
 
   async #openConnection (entry: Entry): Promise<Connection> {
-    const deadline = Date.now() + this.#opts.connectTimeoutMs
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.#tryConnect(entry, Math.max(1, deadline - Date.now()))
-      } catch (err) {
-        // After a server restart, fetch's keep-alive pool can still hold sockets the server
-        // already closed; a POST on one fails at once with UND_ERR_SOCKET and is never retried by
-        // fetch. initialize has no side effects, so a fresh attempt (which takes another or a new
-        // socket) is safe; each failure discards one stale socket.
-        if (err instanceof StaleSocketError && attempt < MAX_CONNECT_ATTEMPTS && Date.now() < deadline && !entry.closed) continue
-        if (err instanceof StaleSocketError) throw err.upstream
-        throw err
+    return await openConnection({
+      spec: entry.spec,
+      label: entry.key,
+      clientInfo: this.#opts.clientInfo,
+      fetch: this.#opts.fetch,
+      logger: this.#log,
+      connectTimeoutMs: this.#opts.connectTimeoutMs,
+      safeMessage: (err) => this.#safeMessage(entry, err),
+      abandoned: () => entry.closed,
+      inUse: (conn) => entry.conn === conn,
+      adopt: (conn) => { entry.conn = conn },
+      onClosed: (conn) => { if (entry.conn === conn) entry.conn = undefined },
+      onDead: (conn, why) => { this.#dropConnection(entry, conn, why) },
+      onToolsChanged: () => {
+        entry.toolsVersion++
+        // Refresh in the background so the next listTools is served fresh; failures keep the old list.
+        if (!entry.closed && entry.tools !== undefined) this.#refresh(entry).catch(() => {})
       }
-    }
-  }
-
-  async #tryConnect (entry: Entry, timeoutMs: number): Promise<Connection> {
-    let handle: TransportHandle
-    try {
-      handle = createTransport(entry.spec, { fetch: this.#opts.fetch, logger: this.#log, label: entry.key })
-    } catch (err) {
-      throw new UpstreamError('GW_UPSTREAM_CONNECT', this.#safeMessage(entry, err))
-    }
-    const client = new Client(this.#opts.clientInfo, { capabilities: {} })
-    const conn: Connection = { client, handle, closed: false }
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
-      entry.toolsVersion++
-      // Refresh in the background so the next listTools is served fresh; failures keep the old list.
-      if (!entry.closed && entry.tools !== undefined) this.#refresh(entry).catch(() => {})
     })
-    client.onclose = () => {
-      conn.closed = true
-      if (entry.conn === conn) entry.conn = undefined
-    }
-    client.onerror = (err) => {
-      // The legacy SSE stream cannot resume a session: once it breaks, the session is gone.
-      if (err instanceof SseError && entry.conn === conn) this.#dropConnection(entry, conn, 'SSE stream error')
-      // Streamable HTTP: when the server crashes or shuts down, a POST's response stream that
-      // breaks or ends before its answer is never resumed by the SDK (no event ids), so the call
-      // would wait out its whole timeout; the only signs are transport errors (the broken stream,
-      // the failed reconnects of the GET stream). A ping tells a dead server from one bad stream;
-      // dropping the connection fails the pending calls now (GW_UPSTREAM_ERROR, not replayed).
-      else if (conn.handle.type === 'streamable_http' && entry.conn === conn && !conn.closed && conn.probing !== true) {
-        conn.probing = true
-        conn.client.ping({ timeout: this.#opts.connectTimeoutMs }).then(() => { conn.probing = false }, (pingErr: unknown) => {
-          // A JSON-RPC error answer (a server without ping) still proves the server is there.
-          const answered = pingErr instanceof McpError && pingErr.code !== ErrorCode.RequestTimeout && pingErr.code !== ErrorCode.ConnectionClosed
-          if (answered) conn.probing = false
-          else this.#dropConnection(entry, conn, 'a transport error, and the server does not answer ping')
-        })
-      }
-      this.#log.debug({ mcpClient: entry.key, err: this.#safeMessage(entry, err) }, 'MCP transport error')
-    }
-    try {
-      await client.connect(handle.transport, { timeout: timeoutMs })
-    } catch (err) {
-      conn.closed = true
-      await client.close().catch(() => {})
-      const timedOut = err instanceof McpError && err.code === ErrorCode.RequestTimeout
-      const message = timedOut
-        ? `Connecting to the MCP server timed out after ${this.#opts.connectTimeoutMs} ms`
-        : `Could not connect to the MCP server: ${this.#safeMessage(entry, err)}`
-      const upstream = new UpstreamError('GW_UPSTREAM_CONNECT', message)
-      throw isStaleSocket(err) ? new StaleSocketError(upstream) : upstream
-    }
-    if (entry.closed) {
-      await this.#closeConnection(entry, conn)
-      throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client was closed while connecting')
-    }
-    entry.conn = conn
-    return conn
   }
 
   /** Single-flight tools/list refresh that updates the cache only on success. */
@@ -542,23 +451,7 @@ export class McpClientPool {
   }
 
   #toUpstream (entry: Entry, err: unknown, op: 'list' | 'call', timeoutMs?: number): UpstreamError {
-    if (err instanceof UpstreamError) return err
-    if (isAbortError(err)) return new UpstreamError('GW_CANCELLED', 'The request was cancelled by the caller')
-    const what = op === 'list' ? 'tools/list' : 'tools/call'
-    const code: UpstreamErrorCode = classify(err)
-    if (code === 'GW_UPSTREAM_TIMEOUT') {
-      const ms = op === 'list' ? this.#opts.listTimeoutMs : timeoutMs
-      return new UpstreamError(code, `${what} timed out${ms !== undefined ? ` after ${ms} ms` : ''}`)
-    }
-    if (isSessionExpired(err)) {
-      return new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server no longer knows this session (HTTP 404); the ${what} was not replayed, the next request starts a new session`)
-    }
-    if (op === 'call' && isDeadConnection(err)) {
-      // The call may or may not have reached the server: reporting it as a connect failure would
-      // invite a blind retry of something that may have had side effects.
-      return new UpstreamError('GW_UPSTREAM_ERROR', `The connection to the MCP server was lost (${this.#safeMessage(entry, err)}); the tools/call was not replayed, the next call reconnects`)
-    }
-    return new UpstreamError(code, `${what} failed: ${this.#safeMessage(entry, err)}`)
+    return toUpstreamError(err, op, op === 'list' ? this.#opts.listTimeoutMs : timeoutMs, (e) => this.#safeMessage(entry, e))
   }
 
   #safeMessage (entry: Entry, err: unknown): string {
@@ -580,34 +473,4 @@ export class McpClientPool {
       clearTimeout(timer)
     }
   }
-}
-
-function delay (ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref())
-}
-
-function isAbortError (err: unknown): boolean {
-  return err instanceof Error && err.name === 'AbortError'
-}
-
-function isSessionExpired (err: unknown): boolean {
-  return err instanceof StreamableHTTPError && err.code === 404
-}
-
-/**
- * Errors after which the connection cannot be used again: a stale session, a closed
- * connection (stdio child gone), a broken SSE stream, a network failure.
- */
-function isDeadConnection (err: unknown): boolean {
-  if (isSessionExpired(err)) return true
-  if (err instanceof McpError) return err.code === ErrorCode.ConnectionClosed
-  if (err instanceof SseError) return true
-  if (err instanceof TypeError && /fetch failed/i.test(err.message)) return true
-  return err instanceof Error && /^Not connected$/.test(err.message)
-}
-
-function classify (err: unknown): UpstreamErrorCode {
-  if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) return 'GW_UPSTREAM_TIMEOUT'
-  if (err instanceof TypeError && /fetch failed/i.test(err.message)) return 'GW_UPSTREAM_CONNECT'
-  return 'GW_UPSTREAM_ERROR'
 }

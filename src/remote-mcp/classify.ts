@@ -1,0 +1,66 @@
+/**
+ * What a failure talking to a remote MCP server means: which errors leave the connection unusable,
+ * which are timeouts or cancellations, and the UpstreamError (code and caller-safe message) each
+ * becomes. The pool decides what to do about them (drop, retry tools/list, never replay a call).
+ */
+import { SseError } from '@modelcontextprotocol/sdk/client/sse.js'
+import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
+import { UpstreamError } from './errors.js'
+import type { UpstreamErrorCode } from './errors.js'
+
+export function isAbortError (err: unknown): boolean {
+  return err instanceof Error && err.name === 'AbortError'
+}
+
+export function isSessionExpired (err: unknown): boolean {
+  return err instanceof StreamableHTTPError && err.code === 404
+}
+
+/**
+ * Errors after which the connection cannot be used again: a stale session, a closed
+ * connection (stdio child gone), a broken SSE stream, a network failure.
+ */
+export function isDeadConnection (err: unknown): boolean {
+  if (isSessionExpired(err)) return true
+  if (err instanceof McpError) return err.code === ErrorCode.ConnectionClosed
+  if (err instanceof SseError) return true
+  if (err instanceof TypeError && /fetch failed/i.test(err.message)) return true
+  return err instanceof Error && /^Not connected$/.test(err.message)
+}
+
+/** fetch failed on a kept-alive socket the peer had closed (undici UND_ERR_SOCKET, ECONNRESET, EPIPE). */
+export function isStaleSocket (err: unknown): boolean {
+  if (!(err instanceof TypeError) || !/fetch failed/i.test(err.message)) return false
+  const code = (err.cause as { code?: unknown } | undefined)?.code
+  return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE'
+}
+
+export function classifyUpstream (err: unknown): UpstreamErrorCode {
+  if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) return 'GW_UPSTREAM_TIMEOUT'
+  if (err instanceof TypeError && /fetch failed/i.test(err.message)) return 'GW_UPSTREAM_CONNECT'
+  return 'GW_UPSTREAM_ERROR'
+}
+
+/**
+ * The UpstreamError a failed tools/list or tools/call becomes. `timeoutMs` is the deadline the
+ * request had (named in a timeout's message); `safeMessage` redacts the server's secrets.
+ */
+export function toUpstreamError (err: unknown, op: 'list' | 'call', timeoutMs: number | undefined, safeMessage: (err: unknown) => string): UpstreamError {
+  if (err instanceof UpstreamError) return err
+  if (isAbortError(err)) return new UpstreamError('GW_CANCELLED', 'The request was cancelled by the caller')
+  const what = op === 'list' ? 'tools/list' : 'tools/call'
+  const code: UpstreamErrorCode = classifyUpstream(err)
+  if (code === 'GW_UPSTREAM_TIMEOUT') {
+    return new UpstreamError(code, `${what} timed out${timeoutMs !== undefined ? ` after ${timeoutMs} ms` : ''}`)
+  }
+  if (isSessionExpired(err)) {
+    return new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server no longer knows this session (HTTP 404); the ${what} was not replayed, the next request starts a new session`)
+  }
+  if (op === 'call' && isDeadConnection(err)) {
+    // The call may or may not have reached the server: reporting it as a connect failure would
+    // invite a blind retry of something that may have had side effects.
+    return new UpstreamError('GW_UPSTREAM_ERROR', `The connection to the MCP server was lost (${safeMessage(err)}); the tools/call was not replayed, the next call reconnects`)
+  }
+  return new UpstreamError(code, `${what} failed: ${safeMessage(err)}`)
+}

@@ -1,0 +1,154 @@
+/**
+ * One connection to a remote MCP server: the transport, the SDK Client over it, the initialize
+ * handshake within a deadline (retried on stale kept-alive sockets), what the transport's close
+ * and error events mean, and closing it. The pool (pool.ts) decides when a connection is opened,
+ * shared and dropped; this file knows nothing of keys, caches or callers.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { SseError } from '@modelcontextprotocol/sdk/client/sse.js'
+import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
+import { ErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import type { Implementation } from '@modelcontextprotocol/sdk/types.js'
+import type { Logger } from '../logger.js'
+import { isStaleSocket } from './classify.js'
+import { UpstreamError } from './errors.js'
+import { createTransport } from './transports.js'
+import type { ConnectSpec, TransportHandle } from './transports.js'
+
+export interface Connection {
+  client: Client
+  handle: TransportHandle
+  closed: boolean
+  /** A liveness ping after a broken response stream is in flight. */
+  probing?: boolean
+}
+
+/** What openConnection needs, and how it tells the pool about the connection's life. */
+export interface ConnectionOptions {
+  spec: ConnectSpec
+  /** The pool's key of the client (logs, the transport's label). */
+  label: string
+  /** What the gateway calls itself in the initialize handshake. */
+  clientInfo: Implementation
+  fetch?: FetchLike
+  logger: Logger
+  /** Deadline for spawning/connecting plus initialize; also bounds the liveness ping. */
+  connectTimeoutMs: number
+  /** An error's message with the spec's secrets redacted. */
+  safeMessage: (err: unknown) => string
+  /** Whether the pool gave up on this client meanwhile (closed, evicted, invalidated). */
+  abandoned: () => boolean
+  /** Whether `conn` is the connection the pool uses now (events of a replaced one are ignored). */
+  inUse: (conn: Connection) => boolean
+  /** Takes the new connection, synchronously once initialize succeeded. */
+  adopt: (conn: Connection) => void
+  /** The transport closed. */
+  onClosed: (conn: Connection) => void
+  /** The connection is dead (a broken SSE stream, a server that no longer answers ping). */
+  onDead: (conn: Connection, why: string) => void
+  /** notifications/tools/list_changed arrived. */
+  onToolsChanged: () => void
+}
+
+const MAX_CONNECT_ATTEMPTS = 5
+
+/** A connect attempt that failed on a socket the server had already closed. */
+class StaleSocketError extends Error {
+  readonly upstream: UpstreamError
+  constructor (upstream: UpstreamError) {
+    super(upstream.message)
+    this.upstream = upstream
+  }
+}
+
+/** Connects and initializes within connectTimeoutMs. Throws UpstreamError. */
+export async function openConnection (o: ConnectionOptions): Promise<Connection> {
+  const deadline = Date.now() + o.connectTimeoutMs
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await tryConnect(o, Math.max(1, deadline - Date.now()))
+    } catch (err) {
+      // After a server restart, fetch's keep-alive pool can still hold sockets the server
+      // already closed; a POST on one fails at once with UND_ERR_SOCKET and is never retried by
+      // fetch. initialize has no side effects, so a fresh attempt (which takes another or a new
+      // socket) is safe; each failure discards one stale socket.
+      if (err instanceof StaleSocketError && attempt < MAX_CONNECT_ATTEMPTS && Date.now() < deadline && !o.abandoned()) continue
+      if (err instanceof StaleSocketError) throw err.upstream
+      throw err
+    }
+  }
+}
+
+async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Connection> {
+  let handle: TransportHandle
+  try {
+    handle = createTransport(o.spec, { fetch: o.fetch, logger: o.logger, label: o.label })
+  } catch (err) {
+    throw new UpstreamError('GW_UPSTREAM_CONNECT', o.safeMessage(err))
+  }
+  const client = new Client(o.clientInfo, { capabilities: {} })
+  const conn: Connection = { client, handle, closed: false }
+  client.setNotificationHandler(ToolListChangedNotificationSchema, () => { o.onToolsChanged() })
+  client.onclose = () => {
+    conn.closed = true
+    o.onClosed(conn)
+  }
+  client.onerror = (err) => {
+    // The legacy SSE stream cannot resume a session: once it breaks, the session is gone.
+    if (err instanceof SseError && o.inUse(conn)) o.onDead(conn, 'SSE stream error')
+    // Streamable HTTP: when the server crashes or shuts down, a POST's response stream that
+    // breaks or ends before its answer is never resumed by the SDK (no event ids), so the call
+    // would wait out its whole timeout; the only signs are transport errors (the broken stream,
+    // the failed reconnects of the GET stream). A ping tells a dead server from one bad stream;
+    // dropping the connection fails the pending calls now (GW_UPSTREAM_ERROR, not replayed).
+    else if (conn.handle.type === 'streamable_http' && o.inUse(conn) && !conn.closed && conn.probing !== true) {
+      conn.probing = true
+      conn.client.ping({ timeout: o.connectTimeoutMs }).then(() => { conn.probing = false }, (pingErr: unknown) => {
+        // A JSON-RPC error answer (a server without ping) still proves the server is there.
+        const answered = pingErr instanceof McpError && pingErr.code !== ErrorCode.RequestTimeout && pingErr.code !== ErrorCode.ConnectionClosed
+        if (answered) conn.probing = false
+        else o.onDead(conn, 'a transport error, and the server does not answer ping')
+      })
+    }
+    o.logger.debug({ mcpClient: o.label, err: o.safeMessage(err) }, 'MCP transport error')
+  }
+  try {
+    await client.connect(handle.transport, { timeout: timeoutMs })
+  } catch (err) {
+    conn.closed = true
+    await client.close().catch(() => {})
+    const timedOut = err instanceof McpError && err.code === ErrorCode.RequestTimeout
+    const message = timedOut
+      ? `Connecting to the MCP server timed out after ${o.connectTimeoutMs} ms`
+      : `Could not connect to the MCP server: ${o.safeMessage(err)}`
+    const upstream = new UpstreamError('GW_UPSTREAM_CONNECT', message)
+    throw isStaleSocket(err) ? new StaleSocketError(upstream) : upstream
+  }
+  if (o.abandoned()) {
+    await closeConnection(conn, o)
+    throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client was closed while connecting')
+  }
+  o.adopt(conn)
+  return conn
+}
+
+/** Ends the session (streamable HTTP) and closes the client; a stdio child is reaped. */
+export async function closeConnection (conn: Connection, o: Pick<ConnectionOptions, 'label' | 'logger' | 'safeMessage'>): Promise<void> {
+  if (conn.closed) return
+  conn.closed = true
+  const transport = conn.handle.transport
+  // Tell a streamable-HTTP server the session is over (frees its state); best effort and
+  // bounded, since close() below aborts whatever is still pending.
+  if (conn.handle.type === 'streamable_http' && 'terminateSession' in transport && typeof transport.terminateSession === 'function') {
+    const terminate = (transport.terminateSession as () => Promise<void>).call(transport)
+    await Promise.race([terminate.catch(() => {}), delay(1000)])
+  }
+  // For stdio, close() ends stdin, then SIGTERM, then SIGKILL (SDK), so the child is reaped.
+  await conn.client.close().catch((err: unknown) => {
+    o.logger.debug({ mcpClient: o.label, err: o.safeMessage(err) }, 'error closing MCP client')
+  })
+}
+
+function delay (ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref())
+}
