@@ -1,5 +1,5 @@
 import fp from 'fastify-plugin'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply } from 'fastify'
 import { loadApiKeys } from '../src/auth/api-keys.js'
 import { KeyGuessGuard } from '../src/auth/failure-guard.js'
 import type { ApiKeys } from '../src/auth/api-keys.js'
@@ -21,22 +21,6 @@ declare module 'fastify' {
   }
 }
 
-/**
- * Routes anyone may call without a key: health, readiness, metrics and the API docs. An entry
- * ending in `/*` also covers everything under it (Swagger UI's assets). Matched against the
- * route pattern Fastify resolved, not the raw URL, so `/healthz/../tools` or `/docs%2F..`
- * tricks cannot reach a private route as "public".
- */
-export const PUBLIC_ROUTES: readonly string[] = ['/healthz', '/readyz', '/metrics', '/openapi.json', '/docs', '/docs/*']
-
-/** Whether a request targets a public route (GET/HEAD only). */
-export function isPublicRoute (request: FastifyRequest, publicRoutes: readonly string[] = PUBLIC_ROUTES): boolean {
-  if (request.method !== 'GET' && request.method !== 'HEAD') return false
-  const url = request.routeOptions.url
-  if (url === undefined) return false
-  return publicRoutes.some((p) => p.endsWith('/*') ? url === p.slice(0, -2) || url.startsWith(p.slice(0, -1)) : url === p)
-}
-
 /** Longer Authorization headers are refused before any hashing (keys are at most 512 chars). */
 export const MAX_AUTHORIZATION_LENGTH = 8 * 1024
 
@@ -46,8 +30,6 @@ export interface AuthPluginOptions {
   /** API_KEYS / API_KEYS_FILE as in the config; neither set = open mode. */
   apiKeys?: string | undefined
   apiKeysFile?: string | undefined
-  /** Override of PUBLIC_ROUTES (e.g. without `/metrics` when metrics need a key). */
-  publicRoutes?: readonly string[]
   /**
    * Wrong keys per client address and key prefix per minute before that prefix is refused from
    * that address (AUTH_FAILURES_PER_MINUTE); the address as a whole gets 10 times that. 0 = off.
@@ -77,13 +59,19 @@ function throwIfBlocked (reply: FastifyReply, blockedMs: number): void {
  */
 export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPluginOptions) {
   const keys: ApiKeys = await loadApiKeys({ apiKeys: opts.apiKeys, apiKeysFile: opts.apiKeysFile })
-  const publicRoutes = opts.publicRoutes ?? PUBLIC_ROUTES
   const open = keys.size === 0
   const guard = new KeyGuessGuard(opts.failuresPerMinute ?? 0)
   app.decorate('authMode', open ? 'open' as const : 'keyed' as const)
   app.decorate('apiKeyCounts', keys.counts())
   app.decorateRequest('caller', null as unknown as Caller)
   app.decorateRequest('apiKeyId', undefined)
+
+  // After validation, like the checks of the handler it guards: a malformed request is a 400 whoever sends it.
+  app.addHook('preHandler', async (request) => {
+    if (request.routeOptions.config.admin === true && !request.caller.isAdmin) {
+      throw new HttpError('GW_FORBIDDEN', 'Global servers are managed with an admin key')
+    }
+  })
 
   if (open) {
     app.addHook('onRequest', async (request) => {
@@ -93,9 +81,11 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
   }
 
   app.addHook('onRequest', async (request, reply) => {
-    // Public routes act as nobody: not admin, no tenant.
+    // Public routes act as nobody: not admin, no tenant. The rule is read from the route Fastify
+    // matched, not the raw URL, so `/healthz/../tools` or `/docs%2F..` cannot pass as public.
     request.caller = { userId: undefined, isAdmin: false }
-    if (isPublicRoute(request, publicRoutes)) return
+    const rules = request.routeOptions.config
+    if (rules.public === true && rules.requireKey !== true) return
     // Past the per-address ceiling nothing from the address is looked at.
     throwIfBlocked(reply, guard.addressBlockedFor(request.ip))
 
@@ -129,4 +119,6 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
       ? { userId: undefined, isAdmin: true }
       : { userId: entry.scope.userId, isAdmin: false }
   })
-}, { name: 'gateway-auth' })
+  // After the overhead plugin: its onRequest hook must run first, so a request auth refuses still
+  // gets a right x-gateway-overhead-ms.
+}, { name: 'gateway-auth', dependencies: ['gateway-overhead'] })

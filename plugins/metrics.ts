@@ -12,8 +12,6 @@ declare module 'fastify' {
   }
 }
 
-const INVOKE_ROUTES = new Set(['/invoke', '/invoke/batch'])
-
 interface ResultLike {
   route?: unknown
   isError?: unknown
@@ -42,9 +40,9 @@ function toRecord (endpoint: string, r: ResultLike): InvocationRecord {
  * GET /metrics (Prometheus text format) and the hooks that feed it: invocation outcomes and
  * latencies from the /invoke answers, the gateway overhead from the x-gateway-overhead-ms
  * header (registered after the overhead plugin, so it reads the value that was sent).
- * Public unless METRICS_REQUIRE_KEY (the auth plugin's public routes decide).
+ * Public unless METRICS_REQUIRE_KEY (`requireKey`).
  */
-export default fp(async function metricsPlugin (app: FastifyInstance) {
+export default fp(async function metricsPlugin (app: FastifyInstance, opts: { requireKey?: boolean }) {
   const services = app.services
   const builtins = services.builtins
   const metrics = createMetrics({
@@ -61,8 +59,9 @@ export default fp(async function metricsPlugin (app: FastifyInstance) {
   })
   app.decorate('metrics', metrics)
 
-  const isInvoke = (request: FastifyRequest): boolean =>
-    request.method === 'POST' && INVOKE_ROUTES.has(request.routeOptions.url ?? '')
+  // Only answers that are invoke results: a JSON-RPC answer (/mcp) is no result, and that route
+  // records each of its tools/call itself.
+  const isInvoke = (request: FastifyRequest): boolean => request.routeOptions.config.invoke === true
 
   // preSerialization sees the answer as an object, for results and for errors alike (the error
   // handler sends its body through it too), before anything is turned into a string.
@@ -85,6 +84,7 @@ export default fp(async function metricsPlugin (app: FastifyInstance) {
   })
 
   app.get('/metrics', {
+    config: { public: true, requireKey: opts.requireKey === true },
     schema: {
       summary: 'Prometheus metrics (text exposition format)',
       description: 'Public unless METRICS_REQUIRE_KEY=true, then any API key. Labels never carry userIds, tool names or arguments.',

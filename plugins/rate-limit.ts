@@ -8,7 +8,7 @@ import { HttpError } from '../src/errors.js'
 import { isValidId } from '../src/naming/names.js'
 import { quitWithTimeout } from '../src/registry/redis-quit-with-timeout.js'
 import type { CallLimits } from '../src/mcp-server/budget.js'
-import { isPublicRoute } from './auth.js'
+import { isPublicRoute } from './route-config.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -39,9 +39,6 @@ export interface RateLimitPluginOptions {
   redisUrl?: string | undefined
   redisKeyPrefix: string
 }
-
-// POST /mcp carries tools/call: it counts like /invoke (GET /mcp is a long-lived notification stream and does not).
-const INVOKE_ROUTES = new Set(['/invoke', '/invoke/batch', '/mcp'])
 
 /** Most buckets kept in memory; beyond it expired windows, then the oldest, are dropped. */
 const MEMORY_BUCKETS = 50_000
@@ -229,7 +226,10 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
   }
 
   app.addHook('preHandler', async (request, reply) => {
-    if (request.method !== 'POST' || !INVOKE_ROUTES.has(request.routeOptions.url ?? '')) return
+    // Routes that run tools say so (config.invoke): POST /invoke, /invoke/batch and /mcp. GET /mcp,
+    // a long-lived notification stream, does not.
+    const invoke = request.routeOptions.config.invoke
+    if (invoke === undefined || invoke === false) return
     // A client that left while the body was read gets no slot: no onResponse would free it.
     if (aborted.has(request)) throw new HttpError('GW_BAD_REQUEST', 'Client disconnected')
     const bucket = request.tenantBucket ?? bucketOf(request)
@@ -237,7 +237,7 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     // the limit itself so that a big batch always fits when the tenant is otherwise idle. A
     // JSON-RPC batch on /mcp is a batch too: each tools/call in it counts (the endpoint runs
     // at most `slots` of them at once, see src/mcp-server/budget.ts).
-    const isMcp = request.routeOptions.url === '/mcp'
+    const isMcp = invoke === 'json-rpc'
     const calls = (request.body as { calls?: unknown } | undefined)?.calls
     const count = isMcp ? mcpToolCalls(request.body) : Array.isArray(calls) ? calls.length : 1
     const slots = count > 1 ? Math.max(1, Math.min(count, opts.batchConcurrency, opts.maxConcurrent)) : 1

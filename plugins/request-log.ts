@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { isPublicRoute } from './auth.js'
+import { isPublicRoute } from './route-config.js'
 
 declare module 'fastify' {
   interface FastifyRequest {

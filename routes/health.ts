@@ -12,6 +12,7 @@ const Readiness = Type.Object({
 /** GET /healthz (the process is up) and GET /readyz (it can serve). */
 export default async function healthRoutes (app: FastifyInstance): Promise<void> {
   app.get('/healthz', {
+    config: { public: true },
     schema: {
       summary: 'Liveness: the process is up',
       tags: ['operations'],
@@ -20,6 +21,7 @@ export default async function healthRoutes (app: FastifyInstance): Promise<void>
   }, async () => ({ status: 'ok' as const }))
 
   app.get('/readyz', {
+    config: { public: true },
     schema: {
       summary: 'Readiness: registry reachable, sandbox probe result, loaded sources (503 with the reasons when not ready)',
       description: 'sandbox.warning is set when bash runs unsandboxed (SANDBOX=none or auto without bubblewrap).',

@@ -7,6 +7,7 @@ import { abortOnClientGone } from './abort.js'
 /** POST /invoke and POST /invoke/batch (SPEC 3). */
 export default async function invokeRoutes (app: FastifyInstance): Promise<void> {
   app.post<{ Body: InvokeBodyT }>('/invoke', {
+    config: { invoke: true },
     schema: {
       summary: 'Execute a tool call the model returned',
       description: '200 once the name resolved and the caller is allowed, whatever the tool did (isError tells). HTTP errors are for calls that never reached a tool.',
@@ -24,6 +25,7 @@ export default async function invokeRoutes (app: FastifyInstance): Promise<void>
   })
 
   app.post<{ Body: { calls: unknown[] } }>('/invoke/batch', {
+    config: { invoke: true },
     schema: {
       summary: 'Execute several tool calls concurrently; results in order',
       description: 'Each entry is the /invoke result, or for a call that never reached a tool { callId, name, isError: true, statusCode, error }. Writes to one workspace are serialised.',

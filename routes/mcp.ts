@@ -49,6 +49,8 @@ export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOp
   })
 
   app.post<{ Querystring: McpQueryT }>('/mcp', {
+    // Its tools/calls count against the tenant's limits; onCall below records their metrics.
+    config: { invoke: 'json-rpc' },
     schema: {
       summary: 'MCP (streamable HTTP, stateless): JSON-RPC requests and notifications from an MCP client',
       description: `${SCOPE} Stateless: no Mcp-Session-Id, any instance answers any request. Answers are application/json; unknown tools and tools outside the allow-list are JSON-RPC errors (-32602), tool failures are results with isError. Send Accept: application/json, text/event-stream.`,

@@ -7,7 +7,7 @@ import type { Config } from './config.js'
 import { formatValidationErrors } from './api/error-format.js'
 import { createServices } from './services.js'
 import type { ServiceOverrides, Services } from './services.js'
-import authPlugin, { PUBLIC_ROUTES } from '../plugins/auth.js'
+import authPlugin from '../plugins/auth.js'
 import requestLogPlugin from '../plugins/request-log.js'
 import bodyTimeoutPlugin from '../plugins/body-timeout.js'
 import docsPlugin from '../plugins/docs.js'
@@ -35,8 +35,9 @@ export interface BuildOptions {
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 /**
- * Builds the gateway app (not listening). Plugins and routes are registered explicitly, in
- * dependency order, so the wiring reads top to bottom.
+ * Builds the gateway app (not listening). Plugins and routes are registered explicitly, so the
+ * wiring reads top to bottom; each plugin declares the plugins it needs (fastify-plugin
+ * `dependencies`), and a wrong order fails here, at boot.
  */
 export async function buildApp (config: Config, opts: BuildOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
@@ -88,16 +89,14 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(errorsPlugin)
   await app.register(docsPlugin)
   await app.register(gatewayPlugin, { services })
-  // Before auth: a request refused by auth or the rate limit still gets its overhead header right.
   await app.register(overheadPlugin)
   await app.register(bodyTimeoutPlugin, { timeoutMs: config.requestTimeoutMs })
   await app.register(authPlugin, {
     apiKeys: config.apiKeys,
     apiKeysFile: config.apiKeysFile,
-    publicRoutes: config.metricsRequireKey ? PUBLIC_ROUTES.filter((r) => r !== '/metrics') : PUBLIC_ROUTES,
     failuresPerMinute: config.authFailuresPerMinute
   })
-  // After auth (buckets are per tenant) and before every route (it hooks routes as they are added).
+  // Before every route: it hooks routes as they are added.
   await app.register(rateLimitPlugin, {
     perMinute: config.rateLimitPerMinute,
     maxConcurrent: config.maxConcurrentPerTenant,
@@ -106,8 +105,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     redisKeyPrefix: config.redisKeyPrefix
   })
 
-  // After the overhead plugin (it reads the header that plugin sets) and before the routes it measures.
-  await app.register(metricsPlugin)
+  // Before the routes it measures (its hooks apply to the routes added after it).
+  await app.register(metricsPlugin, { requireKey: config.metricsRequireKey })
   await app.register(healthRoutes)
   await app.register(toolsRoutes)
   await app.register(invokeRoutes)

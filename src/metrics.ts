@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { HTTP_ERROR_CODES, TOOL_ERROR_CODES } from './errors.js'
-import type { GatewayStatus, ServiceCounters } from './services.js'
+import type { GatewayStatus, ServiceCounters } from './status.js'
 import { TIERS } from './tools/types.js'
 
 /**

@@ -4,6 +4,7 @@ import type { Tool } from '@modelcontextprotocol/sdk/types.js'
 import { isBuiltinName } from '../naming/builtin-names.js'
 import { DiscoveryError, importModule, listModuleFiles } from '../discovery/modules.js'
 import { apiFunctionName, parseUserToolName } from '../naming/names.js'
+import { VERSION } from '../version.js'
 
 const SERVICE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
 
@@ -118,7 +119,7 @@ async function connectService (def: LocalMcpServiceModule, file: string, timeout
   if (typeof server?.connect !== 'function') throw new Error('server is not an MCP server (no connect())')
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
   await server.connect(serverSide)
-  const client = new Client({ name: 'tool-gateway', version: '0.1.0' })
+  const client = new Client({ name: 'tool-gateway', version: VERSION })
   await client.connect(clientSide, { timeout: timeoutMs })
   const tools: Tool[] = []
   let cursor: string | undefined

@@ -8,6 +8,7 @@ import type { McpQueryT } from './json-rpc.js'
 import type { Caller } from '../tools/types.js'
 import { CallBudget } from './budget.js'
 import type { CallLimits } from './budget.js'
+import { VERSION } from '../version.js'
 
 /** What one tools/call did, for the HTTP layer's log line and overhead accounting. */
 export type McpCallRecord =
@@ -28,7 +29,7 @@ export interface GatewayMcpServerOptions {
   limits?: CallLimits
 }
 
-export const SERVER_INFO = { name: 'tool-gateway', version: '0.1.0' } as const
+export const SERVER_INFO = { name: 'tool-gateway', version: VERSION } as const
 
 /**
  * An MCP server (one per HTTP exchange: stateless) whose tools/list is exactly GET

@@ -1,0 +1,37 @@
+import type { FastifyRequest } from 'fastify'
+
+declare module 'fastify' {
+  /**
+   * Per-route rules, declared on the route (`config: { ... }`) and enforced by the plugins that
+   * read `request.routeOptions.config`. A route that declares nothing needs an API key, is rate
+   * limited and is logged at info.
+   */
+  interface FastifyContextConfig {
+    /**
+     * An operations route anyone may call without an API key (health, readiness, docs, metrics):
+     * the auth plugin lets it through as nobody, the rate limit skips it, and the request log
+     * writes it at debug unless it fails. Only GET routes are made public.
+     */
+    public?: boolean
+    /**
+     * A public route that needs an API key after all (GET /metrics with METRICS_REQUIRE_KEY):
+     * any key is enough; the route stays out of the rate limit and quiet in the log, so a
+     * scraper never competes with the tenant whose key it uses.
+     */
+    requireKey?: boolean
+    /** Needs an admin key (global servers, /status): the auth plugin answers 403 GW_FORBIDDEN to any other caller. */
+    admin?: boolean
+    /**
+     * The route runs tools: each request holds MAX_CONCURRENT_PER_TENANT slots while it runs
+     * (rate-limit plugin). `true`: its answer is an invoke result or batch, recorded by the
+     * metrics plugin. `'json-rpc'`: its body is a JSON-RPC message or batch whose each
+     * tools/call counts against the limits, and the route records each call's metrics itself.
+     */
+    invoke?: boolean | 'json-rpc'
+  }
+}
+
+/** Whether the request's route is public (see FastifyContextConfig.public); unknown routes (404) are not. */
+export function isPublicRoute (request: FastifyRequest): boolean {
+  return request.routeOptions.config?.public === true
+}

@@ -1,0 +1,164 @@
+import { readFile } from 'node:fs/promises'
+import { StartupError } from '../config.js'
+import type { Config } from '../config.js'
+import { DiscoveryError } from '../discovery/modules.js'
+import { createEgressPolicy, guardedFetch } from '../egress/ssrf.js'
+import type { EgressPolicy } from '../egress/ssrf.js'
+import type { Logger } from '../logger.js'
+import { encodeUserServiceName } from '../naming/names.js'
+import { ServerRegistry } from '../registry/registry-service.js'
+import { secretBoxFromEnv } from '../registry/secrets.js'
+import type { SecretBox } from '../registry/secrets.js'
+import type { RegistryStore } from '../registry/types.js'
+import { VERSION } from '../version.js'
+import { PoolConnector } from './connector.js'
+import { RegistryDirectory } from './directory.js'
+import { McpClientPool } from './pool.js'
+import type { McpClientPoolStats } from './pool.js'
+import { RemoteMcpSource } from './source.js'
+import type { McpConnector, ServerDirectory } from './source.js'
+
+export type { McpClientPoolStats, McpConnector, ServerDirectory }
+
+/** The settings tiers 2 and 5 cannot start without, checked before anything is opened. */
+export interface RemoteMcpSettings {
+  box: SecretBox
+  egress: EgressPolicy
+}
+
+/** SECRETS_KEY(_PREVIOUS) and EGRESS_ALLOW as usable objects; a StartupError names the bad one. */
+export function remoteMcpSettings (config: Config): RemoteMcpSettings {
+  const box = secretBoxFromEnv({ SECRETS_KEY: config.secretsKey, SECRETS_KEY_PREVIOUS: config.secretsKeyPrevious })
+  if (!box.ok) throw new StartupError(box.message)
+  try {
+    return { box: box.box, egress: createEgressPolicy(config.egressAllow) }
+  } catch (err) {
+    throw new StartupError(`EGRESS_ALLOW: ${(err as Error).message}`)
+  }
+}
+
+export interface RemoteMcpDeps {
+  settings: RemoteMcpSettings
+  /** The registry store (opened by the caller: tier 1 allocates sandbox uids in it too). */
+  store: RegistryStore
+  /** Replaces the registry directory and the client pools (router tests with in-process servers). */
+  directory?: ServerDirectory | undefined
+  connector?: McpConnector | undefined
+  /** Called for each list/call that could not connect (GW_UPSTREAM_CONNECT), for metrics. */
+  onConnectFailure?: () => void
+}
+
+/** Tiers 2 and 5 assembled: the registry, the two tool sources over one directory and connector, the client pools. */
+export interface RemoteMcp {
+  registry: ServerRegistry
+  /** Tier 2: each tenant's registered servers. */
+  userMcp: RemoteMcpSource
+  /** Tier 5: the operator's global servers. */
+  globalMcp: RemoteMcpSource
+  /** Client pool statistics (GET /status). */
+  poolStats: () => { global: McpClientPoolStats, tenant: McpClientPoolStats }
+  /** Closes the directory's subscription, every MCP client and the tenant egress agent. The store stays open. */
+  close: () => Promise<void>
+}
+
+/**
+ * Builds tiers 2 and 5 on an open registry store: secrets, SSRF policy, client pools (one per
+ * tier: tenant servers go through the egress-guarded fetch), the directory that drops a client
+ * when its server changes on any instance, and the servers of MCP_SERVERS_FILE.
+ */
+export async function createRemoteMcp (config: Config, logger: Logger, deps: RemoteMcpDeps): Promise<RemoteMcp> {
+  const { settings: { box, egress }, store } = deps
+  const closers: Array<() => Promise<void>> = []
+  const close = async (): Promise<void> => {
+    for (const fn of closers.splice(0).reverse()) {
+      await fn().catch((err: unknown) => logger.error({ err }, 'error while closing'))
+    }
+  }
+  try {
+    if (!box.encrypted) {
+      const level = store.backend === 'redis' ? 'warn' : 'info'
+      logger[level]({ registry: store.backend }, store.backend === 'redis'
+        ? '!!! SECRETS_KEY is not set: MCP server headers and env values are stored in Redis in PLAINTEXT'
+        : 'SECRETS_KEY is not set: secrets of registered servers are kept unencrypted in memory')
+    }
+    const registry = new ServerRegistry(store, box, egress)
+
+    const poolOptions = {
+      connectTimeoutMs: config.mcpConnectTimeoutMs,
+      listTimeoutMs: config.mcpListTimeoutMs,
+      callTimeoutMs: config.mcpCallTimeoutMs,
+      idleMs: config.mcpIdleMs,
+      maxClients: config.mcpMaxClients,
+      toolsTtlMs: config.mcpToolsTtlMs,
+      clientInfo: { name: 'tool-gateway', version: VERSION },
+      logger
+    }
+    const tenantFetch = guardedFetch(egress, { connectTimeoutMs: config.mcpConnectTimeoutMs })
+    closers.push(async () => await tenantFetch.close())
+    const pools = {
+      tenant: new McpClientPool({ ...poolOptions, fetch: tenantFetch }),
+      global: new McpClientPool(poolOptions)
+    }
+    closers.push(async () => { await Promise.all([pools.tenant.close(), pools.global.close()]) })
+    let directory = deps.directory
+    if (!directory) {
+      const dir = new RegistryDirectory(store, box, {
+        logger,
+        // A change anywhere (any instance) drops that server's client here: a removal disconnects it.
+        onServerChanged: (scope, serverId) => {
+          const dropped = scope.kind === 'global'
+            ? pools.global.invalidate(serverId)
+            : pools.tenant.invalidate(encodeUserServiceName(scope.userId, serverId))
+          dropped.catch((err: unknown) => logger.warn({ err, serverId }, 'closing a removed server\'s client failed'))
+        },
+        onResync: () => {
+          Promise.all([pools.global.invalidate(() => true), pools.tenant.invalidate(() => true)])
+            .catch((err: unknown) => logger.warn({ err }, 'dropping clients after a registry resync failed'))
+        }
+      })
+      closers.push(async () => dir.close())
+      directory = dir
+    }
+    const connector = countConnectFailures(deps.connector ?? new PoolConnector(pools), deps.onConnectFailure ?? (() => {}))
+
+    if (config.mcpServersFile) {
+      let document: unknown
+      try {
+        document = JSON.parse(await readFile(config.mcpServersFile, 'utf8'))
+      } catch (err) {
+        throw new StartupError(`MCP_SERVERS_FILE ${config.mcpServersFile}: ${(err as Error).message}`)
+      }
+      const { loaded, problems } = await registry.loadServersFile(document, config.mcpServersFile)
+      if (problems.length > 0) throw new DiscoveryError('MCP_SERVERS_FILE could not be loaded', problems)
+      logger.info({ servers: loaded, file: config.mcpServersFile }, 'global MCP servers loaded')
+    }
+
+    const remoteOpts = { listDeadlineMs: config.mcpListTimeoutMs, callTimeoutMs: config.mcpCallTimeoutMs }
+    return {
+      registry,
+      userMcp: new RemoteMcpSource('user_mcp', directory, connector, remoteOpts),
+      globalMcp: new RemoteMcpSource('global_mcp', directory, connector, remoteOpts),
+      poolStats: () => ({ global: pools.global.stats(), tenant: pools.tenant.stats() }),
+      close
+    }
+  } catch (err) {
+    await close()
+    throw err
+  }
+}
+
+/** The connector, reporting list/call operations that could not connect (GW_UPSTREAM_CONNECT). */
+function countConnectFailures (connector: McpConnector, onFailure: () => void): McpConnector {
+  const counted = async <T>(work: Promise<T>): Promise<T> => {
+    try {
+      return await work
+    } catch (err) {
+      if ((err as { code?: unknown } | null)?.code === 'GW_UPSTREAM_CONNECT') onFailure()
+      throw err
+    }
+  }
+  return {
+    listTools: async (key, server, opts) => await counted(connector.listTools(key, server, opts)),
+    callTool: async (key, server, name, args, opts) => await counted(connector.callTool(key, server, name, args, opts))
+  }
+}
