@@ -1,0 +1,53 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import path from 'node:path'
+import fg from 'fast-glob'
+import { globTool } from '../../../../src/builtin/tools/glob.js'
+import { ToolError } from '../../../../src/builtin/types.js'
+import { comparePaths } from '../../../../src/builtin/tools/walk.js'
+import { searchTree, wideTree } from '../../../helpers/search-tree.js'
+
+test('glob: standard globstar, sorted, files only, skips .git/node_modules, no symlinks', async (t) => {
+  const { run } = await searchTree(t)
+  assert.deepEqual(await run(globTool, { pattern: '**/*.ts' }), {
+    pattern: '**/*.ts', path: '.', matches: ['.hidden/h.ts', 'a.ts', 'src/c.ts', 'src/deep/d.ts'], count: 4, truncated: false
+  })
+  assert.deepEqual((await run(globTool, { pattern: '*.ts' })).matches, ['a.ts'])
+  assert.deepEqual((await run(globTool, { pattern: '**/*.{ts,tsx}', path: 'src' })).matches, ['src/c.ts', 'src/deep/d.ts', 'src/deep/e.tsx'])
+  const all = await run(globTool, { pattern: '**/*' })
+  const matches = all.matches as string[]
+  assert.ok(!matches.some((m) => m.startsWith('.git/') || m.startsWith('node_modules/') || m.startsWith('link')))
+  // Path order: "a/x.txt" sorts before "a.ts" (segment-wise), like a sorted tree walk.
+  assert.ok(matches.indexOf('a/x.txt') < matches.indexOf('a.ts'))
+  const limited = await run(globTool, { pattern: '**/*', maxResults: 2 })
+  assert.equal(limited.count, 2)
+  assert.equal(limited.truncated, true)
+  assert.deepEqual(limited.matches, matches.slice(0, 2))
+})
+
+test('glob: refuses absolute and .. patterns', async (t) => {
+  const { run } = await searchTree(t)
+  for (const pattern of ['/etc/*', '../*', 'src/../../*', '**/../x']) {
+    await assert.rejects(run(globTool, { pattern }), ToolError)
+  }
+})
+
+test('glob: a wide tree comes back in comparePaths order, the same files fast-glob finds', async (t) => {
+  const { root, run } = await searchTree(t)
+  await wideTree(root)
+  const r = await run(globTool, { pattern: '**/*.txt', path: 'w', maxResults: 100_000 })
+  const expected = (await fg.glob('**/*.txt', { cwd: path.join(root, 'w'), dot: true, onlyFiles: true, followSymbolicLinks: false }))
+    .map((m) => `w/${m}`).sort(comparePaths)
+  assert.equal(expected.length, 13 * 3 * 13)
+  assert.deepEqual(r.matches, expected)
+  const few = await run(globTool, { pattern: '**/*.txt', path: 'w', maxResults: 10 })
+  assert.deepEqual(few.matches, expected.slice(0, 10))
+  assert.equal(few.truncated, true)
+})
+
+test('glob: cancellation is a clean error', async (t) => {
+  const { ws } = await searchTree(t)
+  const ac = new AbortController()
+  ac.abort()
+  await assert.rejects(globTool.run({ pattern: '**/*' }, { workspace: ws, signal: ac.signal }), /Cancelled/)
+})
