@@ -9,7 +9,9 @@ import type { InvokeBodyT } from './api/invoke.js'
 import { renderTools } from './tools/formats.js'
 import type { ToolFormat } from './tools/formats.js'
 import { VersionedCache } from './tools/versioned-cache.js'
-import type { Diagnostic, InvokeOutcome, ToolRouter, Unresolved } from './tools/router.js'
+import { splitComma } from './tools/allow-list.js'
+import type { Unresolved } from './tools/allow-list.js'
+import type { Diagnostic, InvokeOutcome, ToolRouter } from './tools/router.js'
 import type { Unavailable } from './tools/source.js'
 import { actingUserId } from './tools/tenancy.js'
 import type { Caller } from './tools/types.js'
@@ -186,9 +188,4 @@ function entryError (call: unknown, error: HttpError): BatchEntry {
     statusCode: error.statusCode,
     error: { code: error.code, message: error.message }
   }
-}
-
-function splitComma (value: string | undefined): string[] {
-  if (value === undefined) return []
-  return value.split(',').map((s) => s.trim()).filter((s) => s !== '')
 }

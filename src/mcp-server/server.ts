@@ -3,6 +3,7 @@ import { CallToolRequestSchema, ListToolsRequestSchema, McpError } from '@modelc
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
 import { HttpError, toJsonRpcFailure } from '../errors.js'
 import type { Gateway } from '../gateway.js'
+import { splitComma } from '../tools/allow-list.js'
 import type { InvokeResult } from '../tools/router.js'
 import type { McpQueryT } from './json-rpc.js'
 import type { Caller } from '../tools/types.js'
@@ -99,9 +100,4 @@ export function toMcpError (err: unknown): McpError {
 
 function withSignal (a: AbortSignal, b: AbortSignal | undefined): AbortSignal {
   return b === undefined ? a : AbortSignal.any([a, b])
-}
-
-export function splitComma (value: string | undefined): string[] {
-  if (value === undefined) return []
-  return value.split(',').map((s) => s.trim()).filter((s) => s !== '')
 }

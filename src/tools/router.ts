@@ -1,20 +1,14 @@
 import { performance } from 'node:perf_hooks'
-import { BUILTIN_NAMES, BUILTIN_READONLY } from '../naming/builtin-names.js'
 import { HttpError } from '../errors.js'
-import { isValidId, parseUserServiceName, parseUserToolName, toWireName } from '../naming/names.js'
+import { parseUserToolName, toWireName } from '../naming/names.js'
+import { expandFunctionNames, parseServerSelection } from './allow-list.js'
+import type { AllowList, Unresolved } from './allow-list.js'
 import { capOutput, stringifyToolValue, toolErrorCode, toolErrorOutput } from './output.js'
 import { sameEntry } from './source.js'
 import type { CatalogEntry, SourceScope, ToolSource, Unavailable } from './source.js'
 import type { CallContext, Tier, ToolFailureReason, ToolOutcome } from './types.js'
 import { TIERS } from './types.js'
 import { ArgumentValidator } from './validate.js'
-
-/** A name of the allow-list that matched nothing. */
-export interface Unresolved {
-  kind: 'function' | 'mcp'
-  name: string
-  reason: string
-}
 
 /** Why a tool is exposed under another name, or not at all. */
 export interface Diagnostic {
@@ -41,11 +35,6 @@ export interface Listing {
   unresolved: Unresolved[]
   unavailable: Unavailable[]
   diagnostics: Diagnostic[]
-}
-
-export interface AllowList {
-  functions?: readonly string[]
-  mcp?: readonly string[]
 }
 
 export interface InvokeRequest {
@@ -89,12 +78,6 @@ export interface RouterOptions {
   sources: Partial<Record<Tier, ToolSource>>
   outputMaxChars: number
   validator?: ArgumentValidator
-}
-
-/** Group tokens of `functions=` (SPEC 2). */
-const GROUPS: Record<string, readonly string[]> = {
-  '@builtin': BUILTIN_NAMES,
-  '@builtin-readonly': BUILTIN_READONLY
 }
 
 /** Routes the `functions=` list may name, in priority order. */
@@ -372,44 +355,4 @@ function notFound (name: string): HttpError {
 
 function round (ms: number): number {
   return Math.round(ms * 1000) / 1000
-}
-
-/** Expands group tokens and removes duplicates, keeping the first occurrence's order. */
-export function expandFunctionNames (names: readonly string[]): string[] {
-  const out = new Set<string>()
-  for (const raw of names) {
-    const name = raw.trim()
-    if (name === '') continue
-    const group = GROUPS[name]
-    if (group) group.forEach((n) => out.add(n))
-    else out.add(name)
-  }
-  return [...out]
-}
-
-/**
- * Splits `mcp=` into serverIds. The AI4J form `user_{u}_service_{s}` names tenant u's server
- * s only (never a global one) and must name the request's own tenant.
- */
-export function parseServerSelection (ids: readonly string[], userId: string | undefined): { serverIds: string[], userOnly: Set<string>, errors: Unresolved[] } {
-  const serverIds: string[] = []
-  const userOnly = new Set<string>()
-  const errors: Unresolved[] = []
-  for (const raw of ids) {
-    const id = raw.trim()
-    if (id === '') continue
-    const encoded = parseUserServiceName(id)
-    if (encoded) {
-      if (encoded.userId !== userId) throw new HttpError('GW_TENANT_MISMATCH', `Server '${id}' belongs to another tenant than the request's`)
-      userOnly.add(encoded.serverId)
-      if (!serverIds.includes(encoded.serverId)) serverIds.push(encoded.serverId)
-      continue
-    }
-    if (!isValidId(id)) {
-      errors.push({ kind: 'mcp', name: id, reason: 'Not a valid serverId (^[A-Za-z0-9][A-Za-z0-9-]{0,63}$)' })
-      continue
-    }
-    if (!serverIds.includes(id)) serverIds.push(id)
-  }
-  return { serverIds, userOnly, errors }
 }
