@@ -1,0 +1,36 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { readFile, writeFile } from 'node:fs/promises'
+import path from 'node:path'
+import { editTool } from '../../../../src/builtin/tools/edit.js'
+import { assertClosedSchema, toolError, toolWorkspace } from '../../../helpers/tool-workspace.js'
+
+test('schema is a closed object with the AI4J parameter names', () => {
+  assertClosedSchema(editTool, ['path', 'old_string', 'new_string', 'replaceAll'])
+})
+
+test('edit: unique literal replacement, $& stays literal', async (t) => {
+  const { root, run } = await toolWorkspace(t)
+  await writeFile(path.join(root, 'e.ts'), 'const a = 1\nconst b = 2\n')
+  assert.deepEqual(await run(editTool, { path: 'e.ts', old_string: 'a = 1', new_string: "a = '$&$1$$'" }), { path: 'e.ts', replacements: 1 })
+  assert.equal(await readFile(path.join(root, 'e.ts'), 'utf8'), "const a = '$&$1$$'\nconst b = 2\n")
+})
+
+test('edit: errors keep AI4J wording', async (t) => {
+  const { root, run } = await toolWorkspace(t)
+  await writeFile(path.join(root, 'e.txt'), 'x x x\n')
+  await toolError(run(editTool, { path: 'e.txt', old_string: 'y', new_string: 'z' }), /^old_string not found in file: e.txt. Ensure whitespace and indentation match exactly.$/)
+  await toolError(run(editTool, { path: 'e.txt', old_string: 'x', new_string: 'z' }), /^old_string is not unique — found 3 occurrences in e.txt. Provide more context or set replaceAll=true$/)
+  await toolError(run(editTool, { path: 'e.txt', old_string: '', new_string: 'z' }), /must not be empty/)
+  await toolError(run(editTool, { path: 'e.txt', old_string: 'x', new_string: 'x' }), /must be different/)
+  await toolError(run(editTool, { path: 'missing.txt', old_string: 'x', new_string: 'y' }), /^File does not exist: missing.txt$/)
+  assert.deepEqual(await run(editTool, { path: 'e.txt', old_string: 'x', new_string: 'yy', replaceAll: true }), { path: 'e.txt', replacements: 3 })
+  assert.equal(await readFile(path.join(root, 'e.txt'), 'utf8'), 'yy yy yy\n')
+})
+
+test('edit keeps CRLF line endings and a BOM', async (t) => {
+  const { root, run } = await toolWorkspace(t)
+  await writeFile(path.join(root, 'w.txt'), '\uFEFFone\r\ntwo\r\nthree\r\n')
+  await run(editTool, { path: 'w.txt', old_string: 'one\ntwo', new_string: 'uno\ndos' })
+  assert.equal(await readFile(path.join(root, 'w.txt'), 'utf8'), '\uFEFFuno\r\ndos\r\nthree\r\n')
+})
