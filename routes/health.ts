@@ -1,3 +1,4 @@
+import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { Type } from '@sinclair/typebox'
 
@@ -10,7 +11,7 @@ const Readiness = Type.Object({
 })
 
 /** GET /healthz (the process is up) and GET /readyz (it can serve). */
-export default async function healthRoutes (app: FastifyInstance): Promise<void> {
+async function healthRoutes (app: FastifyInstance): Promise<void> {
   app.get('/healthz', {
     config: { public: true },
     schema: {
@@ -33,3 +34,7 @@ export default async function healthRoutes (app: FastifyInstance): Promise<void>
     return await reply.code(readiness.ready ? 200 : 503).send(readiness)
   })
 }
+
+// Encapsulated like a plain plugin (what it sets up stays with its routes); fp adds the name and
+// the dependencies, checked at boot: rate limiting, metrics and the docs hook routes as they are added.
+export default fp(healthRoutes, { name: 'routes-health', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs'], encapsulate: true })

@@ -1,3 +1,4 @@
+import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { errorResponses } from '../src/api/common.js'
 import { BatchBody, BatchResponse, InvokeBody, InvokeResult } from '../src/api/invoke.js'
@@ -5,7 +6,7 @@ import type { InvokeBodyT } from '../src/api/invoke.js'
 import { abortOnClientGone } from './abort.js'
 
 /** POST /invoke and POST /invoke/batch (SPEC 3). */
-export default async function invokeRoutes (app: FastifyInstance): Promise<void> {
+async function invokeRoutes (app: FastifyInstance): Promise<void> {
   app.post<{ Body: InvokeBodyT }>('/invoke', {
     config: { invoke: true },
     schema: {
@@ -45,3 +46,7 @@ function stripToolMs<T extends { toolMs: number }> (r: T): Omit<T, 'toolMs'> {
   const { toolMs: _omit, ...rest } = r
   return rest
 }
+
+// Encapsulated like a plain plugin (what it sets up stays with its routes); fp adds the name and
+// the dependencies, checked at boot: rate limiting, metrics and the docs hook routes as they are added.
+export default fp(invokeRoutes, { name: 'routes-invoke', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit', 'gateway-metrics'], encapsulate: true })

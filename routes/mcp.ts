@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import { Type } from '@sinclair/typebox'
+import fp from 'fastify-plugin'
 import type { FastifyError, FastifyInstance } from 'fastify'
 import { HttpError, toJsonRpcRefusal } from '../src/errors.js'
 import { McpEndpoint } from '../src/mcp-server/endpoint.js'
@@ -17,7 +18,7 @@ const errors = (...codes: number[]): Record<number, typeof JsonRpcErrorResponse>
  * transport on the raw request/response). Every error on these routes is a JSON-RPC error
  * body, so MCP clients can read it, with the HTTP status of the other routes.
  */
-export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise<void> {
+async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise<void> {
   const endpoint = new McpEndpoint({
     gateway: app.services.gateway,
     subscribe: app.services.subscribe,
@@ -109,3 +110,7 @@ export default async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOp
     throw new HttpError('GW_METHOD_NOT_ALLOWED', 'Stateless MCP endpoint: there is no session to terminate')
   })
 }
+
+// Encapsulated like a plain plugin (what it sets up stays with its routes); fp adds the name and
+// the dependencies, checked at boot: rate limiting, metrics and the docs hook routes as they are added.
+export default fp(mcpRoutes, { name: 'routes-mcp', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit', 'gateway-metrics'], encapsulate: true })

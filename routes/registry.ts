@@ -1,3 +1,4 @@
+import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { Static } from '@sinclair/typebox'
 import { errorResponses } from '../src/api/common.js'
@@ -13,7 +14,7 @@ const GLOBAL = { kind: 'global' } as const
  * The MCP server registry and GET /status. Who may act on which scope (admin-only global
  * servers, a tenant key only on its own userId) is decided by the registry facade.
  */
-export default async function registryRoutes (app: FastifyInstance): Promise<void> {
+async function registryRoutes (app: FastifyInstance): Promise<void> {
   const registry = app.services.registryFacade
   const tags = ['registry']
   const user = (userId: string) => ({ kind: 'user', userId }) as const
@@ -92,3 +93,7 @@ export default async function registryRoutes (app: FastifyInstance): Promise<voi
     schema: { summary: 'Client pool and gateway status (AI4J getGatewayStatus shape + sandbox + registry)', tags: ['operations'], response: { 200: StatusResponse, ...errorResponses(401, 403, 429) } }
   }, async () => app.services.status())
 }
+
+// Encapsulated like a plain plugin (what it sets up stays with its routes); fp adds the name and
+// the dependencies, checked at boot: rate limiting, metrics and the docs hook routes as they are added.
+export default fp(registryRoutes, { name: 'routes-registry', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'], encapsulate: true })

@@ -1,3 +1,4 @@
+import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { Static } from '@sinclair/typebox'
 import { errorResponses } from '../src/api/common.js'
@@ -6,7 +7,7 @@ import { listingJson } from '../src/gateway.js'
 import { abortOnClientGone } from './abort.js'
 
 /** GET /tools (SPEC 2) and GET /catalog. */
-export default async function toolsRoutes (app: FastifyInstance): Promise<void> {
+async function toolsRoutes (app: FastifyInstance): Promise<void> {
   app.get<{ Querystring: Static<typeof ToolsQuery> }>('/tools', {
     schema: {
       summary: 'Tool schemas for a model, from an explicit allow-list',
@@ -31,3 +32,7 @@ export default async function toolsRoutes (app: FastifyInstance): Promise<void> 
     return await app.services.gateway.catalog(request.query.userId, request.caller, abortOnClientGone(reply))
   })
 }
+
+// Encapsulated like a plain plugin (what it sets up stays with its routes); fp adds the name and
+// the dependencies, checked at boot: rate limiting, metrics and the docs hook routes as they are added.
+export default fp(toolsRoutes, { name: 'routes-tools', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'], encapsulate: true })

@@ -96,7 +96,6 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     apiKeysFile: config.apiKeysFile,
     failuresPerMinute: config.authFailuresPerMinute
   })
-  // Before every route: it hooks routes as they are added.
   await app.register(rateLimitPlugin, {
     perMinute: config.rateLimitPerMinute,
     maxConcurrent: config.maxConcurrentPerTenant,
@@ -105,8 +104,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     redisKeyPrefix: config.redisKeyPrefix
   })
 
-  // Before the routes it measures (its hooks apply to the routes added after it).
   await app.register(metricsPlugin, { requireKey: config.metricsRequireKey })
+  // Routes last: the plugins above hook routes as they are added (each route module declares them).
   await app.register(healthRoutes)
   await app.register(toolsRoutes)
   await app.register(invokeRoutes)
