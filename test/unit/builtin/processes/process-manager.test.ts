@@ -5,7 +5,6 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createSandbox } from '../../../../src/builtin/sandbox/create-sandbox.js'
 import type { Sandbox } from '../../../../src/builtin/sandbox/types.js'
-import { LogRing } from '../../../../src/builtin/processes/log-ring.js'
 import { ProcessManager, type ProcessSnapshot } from '../../../../src/builtin/processes/process-manager.js'
 import { ToolError, type Workspace } from '../../../../src/builtin/types.js'
 
@@ -43,21 +42,6 @@ async function until<T> (what: string, fn: () => T | undefined, maxMs = 20_000):
 
 const start = async (pm: ProcessManager, ws: Workspace, command: string): Promise<ProcessSnapshot> =>
   await pm.start(ws, { command, cwd: ws.root, workingDirectory: '.' })
-
-test('LogRing: absolute offsets survive dropping old text; truncated when the cursor fell behind', () => {
-  const r = new LogRing(10)
-  r.append('0123456789')
-  assert.deepEqual(r.read(0, 100), { offset: 0, nextOffset: 10, truncated: false, content: '0123456789' })
-  r.append('abcde')
-  assert.equal(r.start, 5)
-  assert.equal(r.end, 15)
-  assert.deepEqual(r.read(0, 3), { offset: 5, nextOffset: 8, truncated: true, content: '567' })
-  assert.deepEqual(r.read(12, 100), { offset: 12, nextOffset: 15, truncated: false, content: 'cde' })
-  assert.deepEqual(r.read(99, 100), { offset: 15, nextOffset: 15, truncated: false, content: '' })
-  r.append('X'.repeat(25))
-  assert.equal(r.start, 30)
-  assert.equal(r.read(30, 100).content, 'X'.repeat(10))
-})
 
 test('start, logs with [stdout]/[stderr] lines, EXITED with the exit code', async (t) => {
   const pm = manager(t)

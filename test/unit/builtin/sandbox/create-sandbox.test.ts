@@ -4,8 +4,6 @@ import { chmod, mkdir, mkdtemp, realpath, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createSandbox, SandboxUnavailableError, NONE_WARNING } from '../../../../src/builtin/sandbox/create-sandbox.js'
-import { buildBwrapArgs, buildPrlimitArgs } from '../../../../src/builtin/sandbox/bwrap-args.js'
-import { HeadTailCapture } from '../../../../src/builtin/sandbox/output-capture.js'
 import type { Logger } from '../../../../src/logger.js'
 import type { Sandbox } from '../../../../src/builtin/sandbox/types.js'
 import { ToolError } from '../../../../src/builtin/types.js'
@@ -33,54 +31,6 @@ async function bwrapSandbox (t: { after: (fn: () => Promise<void>) => void }): P
   t.after(async () => { await sb.close() })
   return sb
 }
-
-test('HeadTailCapture keeps head and tail and counts the dropped bytes', () => {
-  const c = new HeadTailCapture(10)
-  c.push(Buffer.from('abcde'))
-  c.push(Buffer.from('0123456789'))
-  c.push(Buffer.from('vwxyz'))
-  assert.equal(c.totalBytes, 20)
-  assert.equal(c.text(), 'abcde\n[... truncated 10 bytes ...]\nvwxyz')
-  const small = new HeadTailCapture(100)
-  small.push(Buffer.from('hello'))
-  assert.equal(small.text(), 'hello')
-})
-
-test('HeadTailCapture handles one chunk larger than the whole budget', () => {
-  const c = new HeadTailCapture(4)
-  c.push(Buffer.from('0123456789'))
-  assert.equal(c.text(), '01\n[... truncated 6 bytes ...]\n89')
-})
-
-test('bwrap argv: namespaces, no root bind, size before tmpfs, cleared env, workspace rw after /tmp', () => {
-  const a = buildBwrapArgs({
-    workspaceRoot: '/tmp/ws',
-    readRoots: ['/opt/skills'],
-    cwd: '/tmp/ws/sub',
-    command: 'echo hi',
-    etcDir: '/tmp/etc',
-    layout: { dirs: [], symlinks: [{ path: '/bin', target: 'usr/bin' }] },
-    tmpSizeBytes: 1234
-  })
-  const s = a.join(' ')
-  for (const flag of ['--unshare-all', '--unshare-user', '--disable-userns', '--die-with-parent', '--new-session', '--clearenv']) {
-    assert.ok(a.includes(flag), flag)
-  }
-  assert.match(s, /--cap-drop ALL/)
-  assert.match(s, /--uid 1000 --gid 1000/)
-  assert.doesNotMatch(s, /--ro-bind \/ \//)
-  assert.doesNotMatch(s, /--bind \/etc /)
-  assert.match(s, /--size 1234 --tmpfs \/tmp/)
-  assert.match(s, /--ro-bind \/opt\/skills \/opt\/skills/)
-  assert.ok(a.indexOf('--tmpfs') < a.indexOf('--bind'), 'workspace bound after the private /tmp')
-  assert.match(s, /--remount-ro \/ /)
-  assert.ok(a.indexOf('--clearenv') < a.indexOf('--setenv'))
-  assert.deepEqual(a.slice(-4), ['--', '/bin/sh', '-c', 'echo hi'])
-  assert.match(s, /--setenv HOME \/tmp\/ws/)
-  assert.match(s, /--chdir \/tmp\/ws\/sub/)
-  const p = buildPrlimitArgs({ cpuSeconds: 5, fileSizeBytes: 10, maxProcesses: 20, openFiles: 30, memoryBytes: 0, tmpSizeBytes: 1 }, ['bwrap'])
-  assert.deepEqual(p, ['--cpu=5', '--fsize=10', '--nproc=20', '--nofile=30', '--core=0', '--', 'bwrap'])
-})
 
 test('SANDBOX=none is loud: warning exposed and logged', async (t) => {
   const logger = recordingLogger()
