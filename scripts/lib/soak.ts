@@ -4,8 +4,9 @@
  * background processes and invokes tools in a loop, while sampling the gateway's RSS, open file
  * descriptors and descendant processes from /proc, and its heap after a forced GC (GC_PROBE).
  *
- * Not a test file: `soak.test.ts` runs a short soak under `npm test`, `scripts/soak.ts` a long one
- * (`npm run soak -- 10m`). Both judge the samples with {@link judgeFlatness}.
+ * Not a test file, and outside test/ because scripts never import tests: `test/reliability/soak.test.ts`
+ * runs a short soak under `npm test`, `scripts/soak.ts` a long one (`npm run soak -- 10m`). Both
+ * judge the samples with {@link judgeFlatness}.
  *
  * Each iteration, in order (every step checks its results and cleans up after itself):
  * 1. an MCP server, rotating over three kinds: a tenant streamable-HTTP server, a tenant SSE server

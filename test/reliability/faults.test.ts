@@ -2,8 +2,8 @@
  * Faults of issue 7 not covered elsewhere: a tenant's workspace on a full disk, sandboxed
  * commands that ignore SIGTERM, and Redis killed and restarted while the gateway is under load.
  * (MCP servers that hang, die mid-call, exit at start or restart with a new session are in
- * test/remote-mcp/faults.test.ts and pool.test.ts; a Redis outage on an idle gateway is in
- * test/remote-mcp/redis-outage.test.ts.)
+ * test/integration/remote-mcp/faults.test.ts and test/unit/remote-mcp/pool.test.ts; a Redis outage on an idle gateway is in
+ * test/integration/remote-mcp/redis-outage.test.ts.)
  *
  * Each test asserts outcomes, never durations: clear errors while broken, full recovery after,
  * nothing lost, nothing left running.

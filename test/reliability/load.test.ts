@@ -313,7 +313,7 @@ test('load: 2,000 mixed invocations at concurrency 64 across 20 tenants give no 
     LOAD_EXAMPLES: 'false',
     EGRESS_ALLOW: '127.0.0.1/32',
     // The limits would answer 429 at this rate and concurrency; this test is about what the
-    // tools do under load, the limiter has its own tests (test/plugins/rate-limit.test.ts).
+    // tools do under load, the limiter has its own tests (test/http/plugins/rate-limit.test.ts).
     RATE_LIMIT_PER_MINUTE: '1000000',
     MAX_CONCURRENT_PER_TENANT: String(CONCURRENCY),
     LOG_LEVEL: 'info',

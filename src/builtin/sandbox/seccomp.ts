@@ -22,7 +22,7 @@
  * The program is a few hundred bytes (440 on x64), far under the 64 KiB a pipe or socket buffers,
  * so writing it and ending the stream before bwrap reads cannot block either side. The
  * `--seccomp` options must come before `--` (they are bwrap's, not the command's).
- * test/builtin/seccomp.test.ts runs exactly this layout.
+ * test/unit/builtin/sandbox/seccomp.test.ts runs exactly this layout.
  *
  * ## What the program does (classic BPF over `struct seccomp_data`)
  * 1. `arch` must be this build's native ABI, or the process is killed: the same syscall number
@@ -95,7 +95,7 @@ export const CLONE_NEWUSER = 0x10000000
 // x64: arch/x86/entry/syscalls/syscall_64.tbl (= /usr/include/x86_64-linux-gnu/asm/unistd_64.h).
 // arm64: the generic table include/uapi/asm-generic/unistd.h. Since 424 (pidfd_send_signal) every
 // arch shares the same numbers, hence the identical tail. `undefined`: the syscall does not exist there.
-// test/builtin/seccomp.test.ts checks these against the installed kernel headers.
+// test/unit/builtin/sandbox/seccomp.test.ts checks these against the installed kernel headers.
 
 /** Denied outright with EPERM, and why. */
 export const DENIED_SYSCALLS = {
