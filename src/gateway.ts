@@ -49,11 +49,12 @@ export type BatchEntry =
   | { callId: string | null, name: string | null, isError: true, statusCode: number, error: { code: string, message: string } }
 
 /**
- * The gateway's use cases, one method per HTTP operation: routes call exactly one of these.
+ * The gateway's tool use cases, one method per HTTP operation: routes call exactly one of these
+ * (the registry's are in RegistryFacade).
  * It applies tenancy (who may act for which userId) and request shaping on top of the router.
  */
 export class Gateway {
-  readonly router: ToolRouter
+  readonly #router: ToolRouter
   readonly #config: Config
   readonly #validateInvoke: ValidateFunction
   // 1,000 listings or 64 MiB of their JSON, whichever comes first (a listing can be 200 KiB).
@@ -61,7 +62,7 @@ export class Gateway {
 
   constructor (config: Config, router: ToolRouter) {
     this.#config = config
-    this.router = router
+    this.#router = router
     this.#validateInvoke = new Ajv({ strict: false, allErrors: false }).compile(InvokeBody)
   }
 
@@ -76,10 +77,10 @@ export class Gateway {
     const scope = { userId, signal }
     const format = query.format ?? 'openai'
     const key = JSON.stringify([userId ?? null, query.functions ?? '', query.mcp ?? '', format])
-    const version = await this.router.catalogVersion(scope)
+    const version = await this.#router.catalogVersion(scope)
     let response = this.#listings.get(key, version)
     if (!response) {
-      const listing = await this.router.list({ functions: splitComma(query.functions), mcp: splitComma(query.mcp) }, scope)
+      const listing = await this.#router.list({ functions: splitComma(query.functions), mcp: splitComma(query.mcp) }, scope)
       response = {
         tools: renderTools(listing.tools, format),
         unresolved: listing.unresolved,
@@ -97,7 +98,7 @@ export class Gateway {
 
   async catalog (requestedUserId: string | undefined, caller: Caller, signal: AbortSignal): Promise<{ tools: unknown[], unavailable: Unavailable[], diagnostics: Diagnostic[] }> {
     const userId = actingUserId(caller, requestedUserId)
-    const { tools, unavailable } = await this.router.catalog({ userId, signal })
+    const { tools, unavailable } = await this.#router.catalog({ userId, signal })
     const diagnostics: Diagnostic[] = tools.filter((t) => t.shadowedBy !== null).map((t) => ({
       type: 'shadowed',
       name: t.name,
@@ -123,7 +124,7 @@ export class Gateway {
       throw err
     }
     try {
-      return await this.router.invoke({
+      return await this.#router.invoke({
         name: body.name,
         arguments: body.arguments ?? {},
         callId: body.callId ?? `call_${randomUUID().replace(/-/g, '')}`,
