@@ -3,7 +3,7 @@ import type { Logger } from '../logger.js'
 import { ProcessManager } from './processes/index.js'
 import { createSandbox } from './sandbox/index.js'
 import type { Sandbox } from './sandbox/index.js'
-import { parseUidRange, tenantOwners, type UidStore } from './sandbox/tenant-uids.js'
+import { parseUidRange, tenantOwners, type UidStore } from './sandbox/index.js'
 import { BuiltinSource } from './source.js'
 import { applyPatchTool } from './tools/apply-patch.js'
 import { createBashTool } from './tools/bash.js'
@@ -78,3 +78,4 @@ export async function createBuiltins (config: Config, logger: Logger, deps: { ui
     }
   }
 }
+export type { SandboxIsolation } from './sandbox/index.js'
