@@ -1,0 +1,606 @@
+/**
+ * Workspace archives: checked streaming extraction of an uploaded tar (or tar.gz) into a private
+ * staging directory, and a streamed tar.gz of a workspace (or a directory in it) for download.
+ *
+ * Upload. node-tar's Parser only parses; every write is ours, and every entry is checked from its
+ * header, before anything of it is written, against a model of what the archive has declared so
+ * far (path -> kind). Because only this code writes into the staging directory, the model is the
+ * truth about it: a parent the model calls a directory is a real directory, so plain path
+ * operations there never pass through a symlink the archive made. Refused: absolute paths, `..`,
+ * empty names, a path through a symlink or a file declared earlier, symlinks whose target is
+ * absolute or leaves the root (lexically from the link's directory, and again at the end through
+ * the archive's other links, since `a/l -> ..` plus `x -> a/l/..` escapes although each looks
+ * fine), hard links to anything but a regular file extracted earlier, devices, FIFOs, unknown
+ * types, setuid/setgid bits, a path changing type. Limits (bytes as the sum of entry sizes, entries
+ * including implied parent directories) are checked at each header, so a 2 GB run of zeros is
+ * refused before its first byte is written. A stream that ends without the tar end-of-archive
+ * blocks, or a gzip stream that ends early, is refused as truncated.
+ *
+ * Download. The tree is walked by fd (tree.ts `walk`), each file opened beneath its directory's fd
+ * with O_NOFOLLOW, symlinks archived as symlinks and never followed, other types skipped; headers
+ * are written here with node-tar's Header (and a pax header for long or non-ASCII names), and the
+ * tar is pulled through gzip with backpressure, so memory stays flat whatever the tree's size.
+ */
+import { constants as fsConstants } from 'node:fs'
+import type { Stats } from 'node:fs'
+import { chmod, lchown, link, lutimes, mkdir, open, readlink, symlink, unlink, utimes } from 'node:fs/promises'
+import type { FileHandle } from 'node:fs/promises'
+import path from 'node:path'
+import { Readable, pipeline } from 'node:stream'
+import { createGunzip, createGzip } from 'node:zlib'
+import { Header, Pax, Parser } from 'tar'
+import type { ReadEntry } from 'tar'
+import { HttpError } from '../../errors.js'
+import { ToolError } from '../types.js'
+import type { Workspace } from '../types.js'
+import { WALK_MAX_DEPTH, at, lstatAt, openFileIn, openForRead, walk } from './tree.js'
+
+const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fsConstants
+const O_CLOEXEC = 0o2000000
+const CREATE_FLAGS = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+
+/** Longest entry path or link target accepted (Linux PATH_MAX is 4096 with its NUL). */
+const MAX_PATH_BYTES = 4095
+/** A pax or GNU long-name header larger than this is refused (real ones hold a path or two). */
+const MAX_META_BYTES = 64 * 1024
+/**
+ * Bytes accepted after the end-of-archive blocks: tar pads its output to a 10 KiB record, and
+ * anything past that costs decompression work for nothing.
+ */
+const MAX_TRAILING_BYTES = 1024 * 1024
+const MAX_SYMLINK_HOPS = 40
+const SETID_BITS = 0o6000
+
+export interface ArchiveLimits {
+  /** Sum of the entries' sizes (as their headers declare them). */
+  maxBytes: number
+  /** Entries: files, directories (also parents the archive implies), symlinks, hard links. */
+  maxFiles: number
+}
+
+export interface ExtractOptions {
+  /**
+   * An empty directory the caller created for this upload only, private to the gateway (0700,
+   * outside every workspace). On rejection its content is undefined: the caller deletes it
+   * (`rm(stagingDir, { recursive: true, force: true })`; rm never follows the links in it).
+   */
+  stagingDir: string
+  /** The body is gzip-compressed (application/gzip); otherwise a plain tar. */
+  gzip: boolean
+  limits: ArchiveLimits
+  signal?: AbortSignal
+  /** When set, everything extracted is chowned to it (the sandbox's uid/gid). */
+  owner?: { uid: number, gid: number }
+}
+
+export interface ExtractResult {
+  /** Bytes of the regular files extracted (a hard-linked file counted once). */
+  bytes: number
+  /** Entries in the staging directory: files, directories, symlinks, hard links. */
+  files: number
+}
+
+type Kind = 'file' | 'dir' | 'symlink'
+
+interface Node {
+  kind: Kind
+  /** Files: shared by hard links to the same content, so bytes are counted once. */
+  blob?: { size: number }
+  /** Symlinks: the target as written. */
+  target?: string
+  /** Directories: metadata applied once everything below is written. */
+  mode?: number
+  mtime?: Date
+}
+
+function badArchive (message: string): HttpError {
+  return new HttpError('GW_BAD_ARCHIVE', message)
+}
+
+/** An entry name for a message: quoted, control characters escaped, long ones cut. */
+function quote (name: string): string {
+  const q = JSON.stringify(name)
+  return q.length > 200 ? `${q.slice(0, 197)}..."` : q
+}
+
+function errCode (err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code
+}
+
+/**
+ * The segments of an entry path below the root, or a refusal. `./a//b/` is `a/b`; the root itself
+ * (`./`, as `tar -C dir .` writes it) is [].
+ */
+function segmentsOf (raw: string, what: string): string[] {
+  if (raw.includes('\0')) throw badArchive(`${what} with a NUL byte: ${quote(raw)}`)
+  if (raw.startsWith('/')) throw badArchive(`${what} is absolute: ${quote(raw)}`)
+  if (Buffer.byteLength(raw) > MAX_PATH_BYTES) throw badArchive(`${what} is too long: ${quote(raw)}`)
+  const segs = raw.split('/').filter((s) => s !== '' && s !== '.')
+  if (segs.includes('..')) throw badArchive(`${what} has a '..' segment: ${quote(raw)}`)
+  if (segs.length > WALK_MAX_DEPTH) throw badArchive(`${what} is nested too deep: ${quote(raw)}`)
+  return segs
+}
+
+/** Kinds of tar entries we write; everything else (devices, FIFOs, vendor types) is refused. */
+const ENTRY_KINDS: Record<string, Kind | 'hardlink' | undefined> = {
+  File: 'file',
+  OldFile: 'file',
+  ContiguousFile: 'file',
+  Directory: 'dir',
+  SymbolicLink: 'symlink',
+  Link: 'hardlink'
+}
+
+/** What one entry will do, decided from its header alone. */
+interface Plan {
+  entry: ReadEntry
+  kind: Kind | 'hardlink'
+  rel: string
+  /** Implied parent directories to create first, outermost first. */
+  parents: string[]
+  /** An entry of the same kind is there already (files and links: replaced; dirs: kept). */
+  replace: boolean
+  mode: number
+  mtime: Date | undefined
+  target?: string
+  node?: Node
+}
+
+class Extraction {
+  readonly model = new Map<string, Node>()
+  bytesSeen = 0
+  entriesSeen = 0
+  constructor (private readonly opts: ExtractOptions) {}
+
+  abs (rel: string): string {
+    return path.join(this.opts.stagingDir, rel)
+  }
+
+  /** Every check of one entry, in archive order, before anything of it is written. */
+  plan (entry: ReadEntry): Plan | undefined {
+    const name = entry.path
+    const kind = ENTRY_KINDS[entry.type]
+    if (kind === undefined) {
+      const what = entry.type === 'CharacterDevice' || entry.type === 'BlockDevice'
+        ? 'a device'
+        : entry.type === 'FIFO' ? 'a FIFO' : `an unsupported entry type (${entry.type})`
+      throw badArchive(`Entry ${quote(name)} is ${what}`)
+    }
+    const mode = (entry.mode ?? 0o644) & 0o7777
+    if ((mode & SETID_BITS) !== 0) throw badArchive(`Entry ${quote(name)} has the setuid or setgid bit`)
+    const segs = segmentsOf(name, 'Entry path')
+    if (segs.length === 0) {
+      if (kind === 'dir') return undefined // the root itself: the caller owns its mode
+      throw badArchive(`Entry has an empty name: ${quote(name)}`)
+    }
+    const rel = segs.join('/')
+
+    // Parents: each must be a directory declared earlier, or missing (then implied).
+    const parents: string[] = []
+    for (let i = 1; i < segs.length; i++) {
+      const p = segs.slice(0, i).join('/')
+      const node = this.model.get(p)
+      if (node === undefined) parents.push(p)
+      else if (node.kind === 'symlink') throw badArchive(`Entry ${quote(name)} goes through the symlink ${quote(p)}`)
+      else if (node.kind !== 'dir') throw badArchive(`Entry ${quote(name)} is below the file ${quote(p)}`)
+    }
+
+    this.entriesSeen += 1 + parents.length
+    this.bytesSeen += entry.size
+    if (this.entriesSeen > this.opts.limits.maxFiles) {
+      throw new HttpError('GW_PAYLOAD_TOO_LARGE', `The archive holds more than ${this.opts.limits.maxFiles} entries (at ${quote(name)})`)
+    }
+    if (this.bytesSeen > this.opts.limits.maxBytes) {
+      throw new HttpError('GW_PAYLOAD_TOO_LARGE', `The archive holds more than ${this.opts.limits.maxBytes} bytes (at ${quote(name)}, ${entry.size} bytes)`)
+    }
+
+    const existing = this.model.get(rel)
+    const asKind: Kind = kind === 'hardlink' ? 'file' : kind
+    if (existing !== undefined && existing.kind !== asKind) {
+      throw badArchive(`Entry ${quote(name)} would replace a ${existing.kind === 'dir' ? 'directory' : existing.kind} with a ${asKind === 'dir' ? 'directory' : asKind}`)
+    }
+
+    const plan: Plan = { entry, kind, rel, parents, replace: existing !== undefined, mode, mtime: entry.mtime }
+    if (kind === 'symlink') {
+      const target = entry.linkpath ?? ''
+      if (target === '') throw badArchive(`Symlink ${quote(name)} has an empty target`)
+      if (target.includes('\0')) throw badArchive(`Symlink ${quote(name)} has a NUL byte in its target`)
+      if (target.startsWith('/')) throw badArchive(`Symlink ${quote(name)} has an absolute target ${quote(target)}`)
+      if (Buffer.byteLength(target) > MAX_PATH_BYTES) throw badArchive(`Symlink ${quote(name)} has a target too long`)
+      const stack = segs.slice(0, -1)
+      for (const s of target.split('/')) {
+        if (s === '' || s === '.') continue
+        if (s !== '..') stack.push(s)
+        else if (stack.pop() === undefined) throw badArchive(`Symlink ${quote(name)} points outside the archive's root: ${quote(target)}`)
+      }
+      plan.target = target
+    } else if (kind === 'hardlink') {
+      const target = segmentsOf(entry.linkpath ?? '', `Hard link ${quote(name)}: target`).join('/')
+      const node = this.model.get(target)
+      if (node === undefined || node.kind !== 'file' || target === rel) {
+        throw badArchive(`Hard link ${quote(name)} must point to a regular file earlier in the archive, not ${quote(entry.linkpath ?? '')}`)
+      }
+      plan.target = target
+      plan.node = { kind: 'file', blob: node.blob }
+    }
+
+    for (const p of parents) this.model.set(p, { kind: 'dir' })
+    if (kind === 'dir') {
+      const node = existing ?? { kind: 'dir' }
+      node.mode = mode & 0o777
+      node.mtime = entry.mtime
+      this.model.set(rel, node)
+    } else if (kind === 'file') {
+      this.model.set(rel, { kind: 'file', blob: { size: entry.size } })
+    } else if (kind === 'symlink') {
+      this.model.set(rel, { kind: 'symlink', target: plan.target })
+    } else {
+      this.model.set(rel, plan.node as Node)
+    }
+    return plan
+  }
+
+  /** Writes one planned entry (entries are written one at a time, in archive order). */
+  async write (plan: Plan): Promise<void> {
+    const { owner } = this.opts
+    for (const p of plan.parents) await this.mkdir(p)
+    const dest = this.abs(plan.rel)
+    if (plan.kind === 'dir') {
+      if (!plan.replace) await this.mkdir(plan.rel)
+      return
+    }
+    if (plan.replace) await unlink(dest)
+    if (plan.kind === 'symlink') {
+      await symlink(plan.target as string, dest)
+      if (owner !== undefined) await lchown(dest, owner.uid, owner.gid)
+      if (plan.mtime !== undefined) await lutimes(dest, plan.mtime, plan.mtime)
+      return
+    }
+    if (plan.kind === 'hardlink') {
+      // link(2) never follows a symlink, and the target is a file the model knows.
+      await link(this.abs(plan.target as string), dest)
+      return
+    }
+    const fh = await open(dest, CREATE_FLAGS, 0o600)
+    try {
+      let written = 0
+      for await (const chunk of plan.entry as AsyncIterable<Buffer>) {
+        let off = 0
+        while (off < chunk.length) {
+          const { bytesWritten } = await fh.write(chunk, off, chunk.length - off)
+          off += bytesWritten
+        }
+        written += chunk.length
+      }
+      if (written !== plan.entry.size) throw badArchive(`Entry ${quote(plan.rel)} is truncated`)
+      if (owner !== undefined) await fh.chown(owner.uid, owner.gid)
+      // Sticky and set-id bits never reach a file (set-id ones are refused above).
+      await fh.chmod(plan.mode & 0o777)
+      if (plan.mtime !== undefined) await fh.utimes(plan.mtime, plan.mtime)
+    } finally {
+      await fh.close()
+    }
+  }
+
+  private async mkdir (rel: string): Promise<void> {
+    // 0700 while children are written; the archive's mode is applied at the end.
+    await mkdir(this.abs(rel), { mode: 0o700 })
+  }
+
+  /**
+   * After the last entry: no symlink may leave the root through the archive's other symlinks, and
+   * directories get their modes and mtimes, deepest first (writing children changes a mtime).
+   */
+  async finish (): Promise<ExtractResult> {
+    for (const [rel, node] of this.model) {
+      if (node.kind === 'symlink' && this.escapes(rel, node.target as string)) {
+        throw badArchive(`Symlink ${quote(rel)} points outside the archive's root through other symlinks: ${quote(node.target as string)}`)
+      }
+    }
+    const { owner } = this.opts
+    const dirs = [...this.model].filter(([, n]) => n.kind === 'dir')
+    dirs.sort((a, b) => b[0].split('/').length - a[0].split('/').length)
+    for (const [rel, node] of dirs) {
+      const dest = this.abs(rel)
+      if (owner !== undefined) await lchown(dest, owner.uid, owner.gid)
+      await chmod(dest, node.mode ?? 0o755)
+      if (node.mtime !== undefined) await utimes(dest, node.mtime, node.mtime)
+    }
+    const blobs = new Set<{ size: number }>()
+    for (const node of this.model.values()) if (node.blob !== undefined) blobs.add(node.blob)
+    let bytes = 0
+    for (const b of blobs) bytes += b.size
+    return { bytes, files: this.model.size }
+  }
+
+  /** Resolves a link target as the kernel would, through the links of the model, beneath the root. */
+  private escapes (rel: string, target: string): boolean {
+    const stack = rel.split('/').slice(0, -1)
+    let todo = target.split('/')
+    let hops = 0
+    while (todo.length > 0) {
+      const s = todo.shift() as string
+      if (s === '' || s === '.') continue
+      if (s === '..') {
+        if (stack.pop() === undefined) return true
+        continue
+      }
+      stack.push(s)
+      const node = this.model.get(stack.join('/'))
+      if (node?.kind === 'symlink') {
+        // A loop can reach nothing; the kernel gives ELOOP.
+        if (++hops > MAX_SYMLINK_HOPS) return false
+        stack.pop()
+        todo = [...(node.target as string).split('/'), ...todo]
+      }
+    }
+    return false
+  }
+}
+
+/** A gzip or zlib stream error: the body is not a (complete) gzip stream. */
+function isZlibError (err: unknown): boolean {
+  const c = errCode(err)
+  return c !== undefined && c.startsWith('Z_')
+}
+
+/**
+ * Extracts a tar (or tar.gz) stream into `opts.stagingDir`, checking every entry before it is
+ * written (see the module comment). Rejects with HttpError 400 GW_BAD_ARCHIVE (refused entry,
+ * corrupt, truncated or not a tar), 413 GW_PAYLOAD_TOO_LARGE (limits), the signal's reason when
+ * aborted, or the input stream's own error. On rejection the input is unpiped and paused (not
+ * destroyed: the caller still answers on its connection), no write is still running, and the caller
+ * deletes the staging directory.
+ */
+export async function extractArchive (input: Readable, opts: ExtractOptions): Promise<ExtractResult> {
+  const x = new Extraction(opts)
+  const parser = new Parser({ strict: true, zstd: false, brotli: false, maxMetaEntrySize: MAX_META_BYTES })
+  let failure: unknown
+  let sawEof = false
+  let onFailure: () => void = () => {}
+  let stopFeeding: () => void = () => {}
+  const failed = new Promise<void>((resolve) => { onFailure = resolve })
+  const live = new Set<ReadEntry>()
+  const fail = (err: unknown): void => {
+    if (failure !== undefined) return
+    failure = err
+    // A write waiting for data the parser will never get ends now.
+    for (const e of live) e.destroy()
+    stopFeeding()
+    onFailure()
+  }
+  if (opts.signal?.aborted === true) throw opts.signal.reason
+  const onAbort = (): void => { fail(opts.signal?.reason ?? new Error('aborted')) }
+  opts.signal?.addEventListener('abort', onAbort, { once: true })
+
+  parser.on('error', (err: Error) => {
+    fail(badArchive(`Not a valid tar archive: ${err.message.replace(/^TAR_[A-Z_]+: /, '')}`))
+  })
+  parser.on('ignoredEntry', (e: ReadEntry) => {
+    fail(badArchive(e.meta
+      ? `Entry ${quote(e.path)} has an extended header over ${MAX_META_BYTES} bytes`
+      : `Entry ${quote(e.path)} is an unsupported entry type (${e.type})`))
+  })
+  parser.on('eof', () => { sawEof = true })
+  const parserEnded = new Promise<void>((resolve) => parser.once('end', resolve))
+
+  // Entries are checked as the parser meets them (in archive order) and written one after another.
+  let chain: Promise<void> = Promise.resolve()
+  parser.on('entry', (entry: ReadEntry) => {
+    let plan: Plan | undefined
+    try {
+      if (failure === undefined) plan = x.plan(entry)
+    } catch (err) {
+      fail(err)
+    }
+    if (plan === undefined || plan.kind !== 'file') entry.resume() // no content we keep
+    if (plan === undefined) return
+    const p = plan
+    live.add(entry)
+    chain = chain.then(async () => {
+      if (failure === undefined) await x.write(p)
+    }).catch((err: unknown) => {
+      fail(writeError(err, p.rel))
+    }).finally(() => {
+      live.delete(entry)
+      entry.resume()
+    })
+  })
+
+  let source: Readable = input
+  let gunzip: ReturnType<typeof createGunzip> | undefined
+  const onInputError = (err: Error): void => { gunzip?.destroy(err) }
+  if (opts.gzip) {
+    gunzip = createGunzip({ chunkSize: 64 * 1024 })
+    input.on('error', onInputError)
+    input.pipe(gunzip)
+    source = gunzip
+  }
+
+  const onError = (err: Error): void => {
+    fail(isZlibError(err) ? badArchive(`Not a valid gzip stream: ${err.message}`) : err)
+  }
+  let trailing = 0
+  try {
+    // Fed by events rather than an async iterator, so that a failure (a refused entry, an abort)
+    // stops the loop at once even while the input sends nothing.
+    await new Promise<void>((resolve) => {
+      const stop = (): void => {
+        source.off('data', onData)
+        source.off('end', stop)
+        resolve()
+      }
+      const onData = (chunk: Buffer): void => {
+        if (failure !== undefined) return
+        if (sawEof) {
+          // After the end-of-archive blocks the parser would only buffer; count and drop instead.
+          trailing += chunk.length
+          if (trailing > MAX_TRAILING_BYTES) fail(badArchive('More than 1 MiB of data after the end of the archive'))
+          return
+        }
+        if (!parser.write(chunk)) {
+          source.pause()
+          parser.once('drain', () => { if (failure === undefined) source.resume() })
+        }
+      }
+      stopFeeding = stop
+      source.on('data', onData)
+      source.once('end', stop)
+      source.on('error', onError)
+    })
+    if (failure === undefined) {
+      parser.end()
+      await Promise.race([parserEnded, failed])
+    }
+    await chain
+    if (failure === undefined && !sawEof) fail(badArchive('Truncated archive: the stream ended before the end-of-archive blocks'))
+    if (failure !== undefined) throw failure
+    return await x.finish().catch((err: unknown) => { throw writeError(err, '') })
+  } finally {
+    opts.signal?.removeEventListener('abort', onAbort)
+    if (gunzip !== undefined) {
+      input.unpipe(gunzip)
+      input.off('error', onInputError)
+      gunzip.destroy()
+    }
+    // The gunzip keeps its listener: an input error after this point must not go unhandled.
+    if (gunzip === undefined) input.off('error', onError)
+    if (failure !== undefined) input.pause()
+  }
+}
+
+/** A write failure caused by the archive's content is a bad archive; anything else is ours. */
+function writeError (err: unknown, rel: string): unknown {
+  if (err instanceof HttpError) return err
+  const c = errCode(err)
+  if (c === 'ENAMETOOLONG' || c === 'EEXIST' || c === 'ENOTDIR' || c === 'EISDIR' || c === 'ELOOP' || c === 'EINVAL') {
+    return badArchive(`Entry ${quote(rel)} cannot be extracted (${c})`)
+  }
+  return err
+}
+
+// ---------------------------------------------------------------------------------------------
+// Download
+
+export interface PackOptions {
+  signal?: AbortSignal
+  /** gzip level; 6 is `gzip -6`, gzip's default. */
+  level?: number
+}
+
+const BLOCK = 512
+const FLUSH_BYTES = 64 * 1024
+const READ_CHUNK = 256 * 1024
+const ZEROS = Buffer.alloc(READ_CHUNK)
+
+/**
+ * A streamed tar.gz of the workspace, or of the directory `subPath` in it (the same resolver as the
+ * file tools: in-tree symlinks followed beneath the root). Entry names are relative to that
+ * directory, without a `./` prefix; owners are written as 0/0 and modes without set-id or sticky
+ * bits (so a download can be uploaded again as it is). Resolves once the directory is open
+ * (400 GW_BAD_REQUEST when it is not a directory of the workspace); read errors after that
+ * destroy the stream. Destroying the returned stream stops the walk and closes every fd.
+ */
+export async function packWorkspace (ws: Workspace, subPath = '.', opts: PackOptions = {}): Promise<Readable> {
+  let base: FileHandle
+  try {
+    const opened = await openForRead(ws, subPath, { allowDirectory: true })
+    base = opened.fh
+    if (!opened.st.isDirectory()) {
+      await base.close()
+      throw new HttpError('GW_BAD_REQUEST', `Not a directory: ${opened.rel}`)
+    }
+  } catch (err) {
+    if (err instanceof ToolError) throw new HttpError('GW_BAD_REQUEST', err.message)
+    throw err
+  }
+  const tar = Readable.from(tarBlocks(base, opts.signal), { objectMode: false, highWaterMark: FLUSH_BYTES })
+  const gz = createGzip({ level: opts.level ?? 6, chunkSize: 64 * 1024 })
+  // pipeline destroys the tar side (and so closes the fds) when the consumer goes away.
+  pipeline(tar, gz, () => {})
+  return gz
+}
+
+function headerBlocks (data: { path: string, type: 'File' | 'Directory' | 'SymbolicLink', mode: number, size: number, mtime: Date, linkpath?: string }): Buffer[] {
+  const h = new Header({ ...data, uid: 0, gid: 0, uname: '', gname: '' })
+  const out: Buffer[] = []
+  if (h.encode()) {
+    out.push(new Pax({ path: data.path, linkpath: data.linkpath, size: data.size, mtime: data.mtime }).encode())
+  }
+  out.push(h.block as Buffer)
+  return out
+}
+
+/** The tar byte stream of the tree below `base` (closed at the end or when the consumer stops). */
+async function * tarBlocks (base: FileHandle, signal: AbortSignal | undefined): AsyncGenerator<Buffer> {
+  let pending: Buffer[] = []
+  let pendingBytes = 0
+  const push = (bufs: Buffer[]): void => {
+    for (const b of bufs) { pending.push(b); pendingBytes += b.length }
+  }
+  const take = (): Buffer => {
+    const out = pending.length === 1 ? pending[0] as Buffer : Buffer.concat(pending, pendingBytes)
+    pending = []
+    pendingBytes = 0
+    return out
+  }
+  try {
+    for await (const e of walk(base, { signal })) {
+      let kind = e.kind
+      let st: Stats | undefined
+      if (kind !== 'file') {
+        st = await lstatAt(e.dir, e.name)
+        if (st === undefined) continue
+        // A dirent without a type (some filesystems) is typed by lstat.
+        kind = st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'symlink' : st.isFile() ? 'file' : 'other'
+        if (kind !== e.kind && e.kind !== 'other') continue // swapped under us: skip it
+      }
+      if (kind === 'dir' && st !== undefined) {
+        push(headerBlocks({ path: `${e.rel}/`, type: 'Directory', mode: st.mode & 0o777, size: 0, mtime: st.mtime }))
+      } else if (kind === 'symlink' && st !== undefined) {
+        let target: string
+        try {
+          target = await readlink(at(e.dir, e.name))
+        } catch {
+          continue
+        }
+        push(headerBlocks({ path: e.rel, type: 'SymbolicLink', mode: st.mode & 0o777, size: 0, mtime: st.mtime, linkpath: target }))
+      } else if (kind === 'file') {
+        const f = await openFileIn(e.dir, e.name)
+        if (f === undefined) continue
+        try {
+          const size = f.st.size
+          push(headerBlocks({ path: e.rel, type: 'File', mode: f.st.mode & 0o777, size, mtime: f.st.mtime }))
+          // Exactly `size` bytes, as the header says: a file that grows is cut, one that shrinks is
+          // padded with zeros; then padding to the block.
+          let pos = 0
+          while (pos < size) {
+            const want = Math.min(READ_CHUNK, size - pos)
+            const buf = Buffer.allocUnsafe(want)
+            let got = 0
+            while (got < want) {
+              const { bytesRead } = await f.fh.read(buf, got, want - got, pos + got)
+              if (bytesRead === 0) break
+              got += bytesRead
+            }
+            if (got < want) buf.fill(0, got)
+            pos += want
+            push([buf])
+            if (pendingBytes >= FLUSH_BYTES) yield take()
+          }
+          const pad = (BLOCK - (size % BLOCK)) % BLOCK
+          if (pad > 0) push([ZEROS.subarray(0, pad)])
+        } finally {
+          await f.fh.close()
+        }
+      }
+      if (pendingBytes >= FLUSH_BYTES) yield take()
+    }
+    if (signal?.aborted === true) throw signal.reason
+    // End of archive: two zero blocks.
+    push([ZEROS.subarray(0, 2 * BLOCK)])
+    yield take()
+  } finally {
+    await base.close().catch(() => {})
+  }
+}

@@ -1,0 +1,449 @@
+/**
+ * Workspace archives (src/builtin/workspace/archive.ts): checked streaming extraction into a
+ * staging directory, and the streamed tar.gz download. Hostile archives are built here from raw
+ * node-tar Headers (a tar library would refuse to write most of them); every refusal must leave
+ * nothing outside the staging directory (a sentinel directory beside it is compared after each).
+ * Normal archives come from node-tar and from the system tar, and the download is checked by the
+ * system `tar xzf`.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawnSync } from 'node:child_process'
+import { createHash, randomBytes } from 'node:crypto'
+import { chmod, lstat, mkdir, mkdtemp, open, readFile, readdir, readlink, realpath, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import { Readable } from 'node:stream'
+import { buffer as collect } from 'node:stream/consumers'
+import { gzipSync } from 'node:zlib'
+import { Header, Pax, create as tarCreate } from 'tar'
+import { HttpError } from '../../../../src/errors.js'
+import { extractArchive, packWorkspace } from '../../../../src/builtin/workspace/archive.js'
+import type { ArchiveLimits, ExtractResult } from '../../../../src/builtin/workspace/archive.js'
+import { testWorkspace } from '../../../helpers/workspace.js'
+
+const LIMITS: ArchiveLimits = { maxBytes: 1024 * 1024 * 1024, maxFiles: 200_000 }
+const MTIME = new Date(1_700_000_000_000)
+
+interface Ctx { dir: string, staging: string, outside: string }
+
+async function setup (t: { after: (fn: () => Promise<void>) => void }): Promise<Ctx> {
+  const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), 'tg-archive-')))
+  t.after(() => rm(dir, { recursive: true, force: true }))
+  const staging = path.join(dir, 'staging')
+  const outside = path.join(dir, 'outside')
+  await mkdir(staging, { mode: 0o700 })
+  await mkdir(outside)
+  await writeFile(path.join(outside, 'sentinel'), 'SENTINEL\n')
+  return { dir, staging, outside }
+}
+
+/** Nothing appeared or changed beside the staging directory. */
+async function assertOutsideUntouched (c: Ctx): Promise<void> {
+  // The test's own trees may sit beside them; anything else was written by the archive.
+  for (const name of await readdir(c.dir)) assert.ok(['outside', 'staging', 'ws', 'src-tree', 'sys'].includes(name), name)
+  assert.deepEqual(await readdir(c.outside), ['sentinel'])
+  assert.equal(await readFile(path.join(c.outside, 'sentinel'), 'utf8'), 'SENTINEL\n')
+}
+
+interface RawEntry {
+  path: string
+  type?: string
+  mode?: number
+  data?: string | Buffer
+  /** Declared size when it differs from the data (a body that never comes). */
+  size?: number
+  linkpath?: string
+}
+
+/** A tar built block by block, so it can say anything a hostile client could. */
+function rawTar (entries: RawEntry[], opts: { end?: boolean } = {}): Buffer {
+  const out: Buffer[] = []
+  for (const e of entries) {
+    const data = typeof e.data === 'string' ? Buffer.from(e.data) : e.data ?? Buffer.alloc(0)
+    const h = new Header({ path: e.path, type: (e.type ?? 'File') as 'File', mode: e.mode ?? 0o644, size: e.size ?? data.length, linkpath: e.linkpath, mtime: MTIME, uid: 0, gid: 0 })
+    if (h.encode()) out.push(new Pax({ path: e.path, linkpath: e.linkpath }).encode())
+    out.push(h.block as Buffer, data, Buffer.alloc((512 - (data.length % 512)) % 512))
+  }
+  if (opts.end !== false) out.push(Buffer.alloc(1024))
+  return Buffer.concat(out)
+}
+
+/** A body that arrives in pieces, as a request body does. */
+function streamOf (buf: Buffer, chunk = 16 * 1024): Readable {
+  return Readable.from((function * () {
+    for (let i = 0; i < buf.length; i += chunk) yield buf.subarray(i, i + chunk)
+  })())
+}
+
+async function extract (c: Ctx, buf: Buffer, opts: { gzip?: boolean, limits?: Partial<ArchiveLimits> } = {}): Promise<ExtractResult> {
+  return await extractArchive(streamOf(buf), { stagingDir: c.staging, gzip: opts.gzip ?? false, limits: { ...LIMITS, ...opts.limits } })
+}
+
+async function refused (c: Ctx, p: Promise<unknown>, code: 'GW_BAD_ARCHIVE' | 'GW_PAYLOAD_TOO_LARGE', re?: RegExp): Promise<void> {
+  await assert.rejects(p, (err: unknown) => {
+    assert.ok(err instanceof HttpError, `expected an HttpError, got ${String(err)}`)
+    assert.equal(err.code, code, err.message)
+    if (re !== undefined) assert.match(err.message, re)
+    return true
+  })
+  await assertOutsideUntouched(c)
+}
+
+interface Snap { type: string, mode: number, size?: number, sha?: string, target?: string, mtime?: number }
+
+/** Everything below `root` as plain data (lstat: links are never followed). */
+async function snapshot (root: string): Promise<Record<string, Snap>> {
+  const out: Record<string, Snap> = {}
+  async function walkDir (dir: string, prefix: string): Promise<void> {
+    for (const name of (await readdir(dir)).sort()) {
+      const abs = path.join(dir, name)
+      const rel = prefix === '' ? name : `${prefix}/${name}`
+      const st = await lstat(abs)
+      const mode = st.mode & 0o7777
+      if (st.isSymbolicLink()) out[rel] = { type: 'symlink', mode: 0, target: await readlink(abs) }
+      else if (st.isDirectory()) {
+        out[rel] = { type: 'dir', mode }
+        await walkDir(abs, rel)
+      } else if (st.isFile()) {
+        out[rel] = { type: 'file', mode, size: st.size, sha: createHash('sha256').update(await readFile(abs)).digest('hex'), mtime: Math.floor(st.mtimeMs / 1000) }
+      } else out[rel] = { type: 'other', mode }
+    }
+  }
+  await walkDir(root, '')
+  return out
+}
+
+// ------------------------------------------------------------------------------------------
+// Hostile entries
+
+test('an absolute path is refused and nothing is written where it points', async (t) => {
+  const c = await setup(t)
+  await refused(c, extract(c, rawTar([{ path: path.join(c.outside, 'pwned'), data: 'x' }])), 'GW_BAD_ARCHIVE', /absolute/)
+})
+
+test('a ".." segment is refused, also one that would stay inside', async (t) => {
+  const c = await setup(t)
+  await refused(c, extract(c, rawTar([{ path: '../outside/pwned', data: 'x' }])), 'GW_BAD_ARCHIVE', /'\.\.'.*outside\/pwned/)
+  await refused(c, extract(c, rawTar([{ path: 'a/../../outside/pwned', data: 'x' }])), 'GW_BAD_ARCHIVE', /'\.\.'/)
+  await refused(c, extract(c, rawTar([{ path: 'a/../b', data: 'x' }])), 'GW_BAD_ARCHIVE', /'\.\.'/)
+})
+
+test('an empty name is refused', async (t) => {
+  const c = await setup(t)
+  await refused(c, extract(c, rawTar([{ path: '', data: 'x' }])), 'GW_BAD_ARCHIVE')
+  await refused(c, extract(c, rawTar([{ path: '.', type: 'File', data: 'x' }])), 'GW_BAD_ARCHIVE', /empty name/)
+  await refused(c, extract(c, rawTar([{ path: './/.', type: 'SymbolicLink', linkpath: 'x' }])), 'GW_BAD_ARCHIVE', /empty name/)
+})
+
+test('a symlink followed by an entry written through it is refused before the write', async (t) => {
+  const c = await setup(t)
+  // The link itself points inside; the entry through it is refused all the same.
+  await refused(c, extract(c, rawTar([
+    { path: 'sub', type: 'Directory', mode: 0o755 },
+    { path: 'l', type: 'SymbolicLink', linkpath: 'sub' },
+    { path: 'l/pwned', data: 'x' }
+  ])), 'GW_BAD_ARCHIVE', /"l\/pwned" goes through the symlink "l"/)
+  await assert.rejects(stat(path.join(c.staging, 'sub', 'pwned')))
+})
+
+test('symlinks with an absolute target or one leaving the root are refused', async (t) => {
+  const c = await setup(t)
+  await refused(c, extract(c, rawTar([{ path: 'l', type: 'SymbolicLink', linkpath: c.outside }])), 'GW_BAD_ARCHIVE', /absolute target/)
+  await refused(c, extract(c, rawTar([{ path: 'l', type: 'SymbolicLink', linkpath: '../outside' }])), 'GW_BAD_ARCHIVE', /outside the archive's root/)
+  await refused(c, extract(c, rawTar([{ path: 'a/b/l', type: 'SymbolicLink', linkpath: '../../../outside/sentinel' }])), 'GW_BAD_ARCHIVE', /outside/)
+  // Inside, even up to the root itself, is fine.
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  await extract(c, rawTar([{ path: 'a/b/l', type: 'SymbolicLink', linkpath: '../../x' }, { path: 'a/up', type: 'SymbolicLink', linkpath: '..' }]))
+  assert.equal(await readlink(path.join(c.staging, 'a/b/l')), '../../x')
+})
+
+test('a symlink that leaves the root only through another symlink is refused, in either order', async (t) => {
+  const c = await setup(t)
+  // a/up -> .. is the root; esc -> a/up/.. looks like "a" lexically, but the kernel goes a/up/.. = above the root.
+  const up = { path: 'a/up', type: 'SymbolicLink', linkpath: '..' }
+  const esc = { path: 'esc', type: 'SymbolicLink', linkpath: 'a/up/../outside' }
+  await refused(c, extract(c, rawTar([{ path: 'a', type: 'Directory' }, up, esc])), 'GW_BAD_ARCHIVE', /"esc" points outside .* through other symlinks/)
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  await refused(c, extract(c, rawTar([{ path: 'a', type: 'Directory' }, esc, up])), 'GW_BAD_ARCHIVE', /through other symlinks/)
+})
+
+test('hard links must point to a regular file extracted earlier', async (t) => {
+  const c = await setup(t)
+  await refused(c, extract(c, rawTar([{ path: 'h', type: 'Link', linkpath: path.join(c.outside, 'sentinel') }])), 'GW_BAD_ARCHIVE', /absolute/)
+  await refused(c, extract(c, rawTar([{ path: 'h', type: 'Link', linkpath: '../outside/sentinel' }])), 'GW_BAD_ARCHIVE', /'\.\.'/)
+  await refused(c, extract(c, rawTar([{ path: 'h', type: 'Link', linkpath: 'later' }, { path: 'later', data: 'x' }])), 'GW_BAD_ARCHIVE', /earlier in the archive/)
+  await refused(c, extract(c, rawTar([{ path: 'd', type: 'Directory' }, { path: 'h', type: 'Link', linkpath: 'd' }])), 'GW_BAD_ARCHIVE', /regular file/)
+  await refused(c, extract(c, rawTar([{ path: 'l', type: 'SymbolicLink', linkpath: 'x' }, { path: 'h', type: 'Link', linkpath: 'l' }])), 'GW_BAD_ARCHIVE', /regular file/)
+  // A link through a symlink to an outside file: the symlink is refused first, the link never runs.
+  await refused(c, extract(c, rawTar([{ path: 'h', type: 'Link', linkpath: 'h' }])), 'GW_BAD_ARCHIVE', /regular file/)
+  const s = await stat(path.join(c.outside, 'sentinel'))
+  assert.equal(s.nlink, 1, 'the sentinel got no hard link')
+
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  const res = await extract(c, rawTar([{ path: 'f', data: 'shared\n' }, { path: 'd/g', type: 'Link', linkpath: 'f' }]))
+  const [f, g] = await Promise.all([stat(path.join(c.staging, 'f')), stat(path.join(c.staging, 'd/g'))])
+  assert.equal(f.ino, g.ino)
+  assert.deepEqual(res, { bytes: 7, files: 3 }) // f, d (implied), d/g; the shared bytes once
+})
+
+test('devices, FIFOs and unknown entry types are refused', async (t) => {
+  const c = await setup(t)
+  await refused(c, extract(c, rawTar([{ path: 'null', type: 'CharacterDevice' }])), 'GW_BAD_ARCHIVE', /"null" is a device/)
+  await refused(c, extract(c, rawTar([{ path: 'sda', type: 'BlockDevice' }])), 'GW_BAD_ARCHIVE', /device/)
+  await refused(c, extract(c, rawTar([{ path: 'fifo', type: 'FIFO' }])), 'GW_BAD_ARCHIVE', /FIFO/)
+  await refused(c, extract(c, rawTar([{ path: 'sparse', type: 'SparseFile', data: 'x' }])), 'GW_BAD_ARCHIVE', /"sparse" is an unsupported entry type/)
+  await refused(c, extract(c, rawTar([{ path: 'dump', type: 'GNUDumpDir', data: 'x' }])), 'GW_BAD_ARCHIVE', /unsupported/)
+  assert.deepEqual(await readdir(c.staging), [])
+})
+
+test('setuid and setgid bits are refused, not stripped; sticky bits are dropped', async (t) => {
+  const c = await setup(t)
+  await refused(c, extract(c, rawTar([{ path: 'su', mode: 0o4755, data: '#!/bin/sh\n' }])), 'GW_BAD_ARCHIVE', /"su" has the setuid or setgid bit/)
+  await refused(c, extract(c, rawTar([{ path: 'sg', type: 'Directory', mode: 0o2775 }])), 'GW_BAD_ARCHIVE', /setgid/)
+  assert.deepEqual(await readdir(c.staging), [])
+  await extract(c, rawTar([{ path: 'sticky', mode: 0o1755, data: 'x' }, { path: 'ro', mode: 0o400, data: 'y' }]))
+  assert.equal((await stat(path.join(c.staging, 'sticky'))).mode & 0o7777, 0o755)
+  assert.equal((await stat(path.join(c.staging, 'ro'))).mode & 0o7777, 0o400)
+})
+
+test('an entry that changes a path\'s type is refused; repeating one of the same type replaces it', async (t) => {
+  const c = await setup(t)
+  await refused(c, extract(c, rawTar([{ path: 'x', type: 'Directory' }, { path: 'x', data: 'file over dir' }])), 'GW_BAD_ARCHIVE', /"x" would replace a directory with a file/)
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  await refused(c, extract(c, rawTar([{ path: 'x', data: 'f' }, { path: 'x', type: 'Directory' }])), 'GW_BAD_ARCHIVE', /replace a file with a directory/)
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  await refused(c, extract(c, rawTar([{ path: 'x', data: 'f' }, { path: 'x/y', data: 'below a file' }])), 'GW_BAD_ARCHIVE', /below the file "x"/)
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  await refused(c, extract(c, rawTar([{ path: 'x', type: 'SymbolicLink', linkpath: 'y' }, { path: 'x', data: 'over a link' }])), 'GW_BAD_ARCHIVE', /replace a symlink/)
+
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  await extract(c, rawTar([
+    { path: 'f', data: 'first' }, { path: 'f', data: 'second' },
+    { path: 'd', type: 'Directory', mode: 0o755 }, { path: 'd/a', data: 'a' }, { path: 'd', type: 'Directory', mode: 0o750 }
+  ]))
+  assert.equal(await readFile(path.join(c.staging, 'f'), 'utf8'), 'second')
+  assert.equal(await readFile(path.join(c.staging, 'd/a'), 'utf8'), 'a')
+  assert.equal((await stat(path.join(c.staging, 'd'))).mode & 0o777, 0o750)
+})
+
+// ------------------------------------------------------------------------------------------
+// Limits
+
+test('more entries than maxFiles is a 413 before the entry past the limit is written', async (t) => {
+  const c = await setup(t)
+  const entries = Array.from({ length: 1000 }, (_, i) => ({ path: `f${i}`, data: 'x' }))
+  await refused(c, extract(c, gzipSync(rawTar(entries)), { gzip: true, limits: { maxFiles: 100 } }), 'GW_PAYLOAD_TOO_LARGE', /more than 100 entries \(at "f100"\)/)
+  assert.ok((await readdir(c.staging)).length <= 100)
+  // Implied parent directories count too.
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  await refused(c, extract(c, rawTar([{ path: 'a/b/c/d/e', data: 'x' }]), { limits: { maxFiles: 4 } }), 'GW_PAYLOAD_TOO_LARGE')
+})
+
+test('a highly compressible 2 GiB entry is refused at its header, before its body is read', async (t) => {
+  const c = await setup(t)
+  const size = 2 * 1024 * 1024 * 1024
+  const header = rawTar([{ path: 'small', data: 'ok' }, { path: 'bomb', size }], { end: false })
+  let produced = 0
+  // The header, then zeros for as long as anyone reads: a gzip of it would be ~2 MiB.
+  const body = Readable.from((function * () {
+    yield header
+    const zeros = Buffer.alloc(1024 * 1024)
+    for (let sent = 0; sent < size; sent += zeros.length) { produced += zeros.length; yield zeros }
+  })()).pipe((await import('node:zlib')).createGzip({ level: 1 }))
+  const started = Date.now()
+  await refused(c, extractArchive(body, { stagingDir: c.staging, gzip: true, limits: { maxBytes: 100 * 1024 * 1024, maxFiles: 10 } }), 'GW_PAYLOAD_TOO_LARGE', /more than 104857600 bytes \(at "bomb"/)
+  body.destroy()
+  assert.ok(produced < 64 * 1024 * 1024, `read ${produced} bytes of the bomb`)
+  assert.ok(Date.now() - started < 5000)
+  assert.deepEqual(await readdir(c.staging), ['small'])
+  // The sum of entries counts, not only one entry.
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  const kib = Buffer.alloc(1024, 'a')
+  await refused(c, extract(c, rawTar([{ path: 'a', data: kib }, { path: 'b', data: kib }, { path: 'c', data: kib }]), { limits: { maxBytes: 2048 } }), 'GW_PAYLOAD_TOO_LARGE', /at "c"/)
+  assert.deepEqual((await readdir(c.staging)).sort(), ['a', 'b'])
+})
+
+// ------------------------------------------------------------------------------------------
+// Corrupt, truncated, not a tar
+
+test('a truncated gzip is refused', async (t) => {
+  const c = await setup(t)
+  const gz = gzipSync(rawTar([{ path: 'a', data: randomBytes(64 * 1024) }, { path: 'b', data: 'b' }]))
+  await refused(c, extract(c, gz.subarray(0, gz.length - 100), { gzip: true }), 'GW_BAD_ARCHIVE', /gzip|truncated|Truncated/i)
+  // Cut after the whole tar but before gzip's trailer: the tar is complete, the gzip is not.
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  await refused(c, extract(c, gz.subarray(0, gz.length - 4), { gzip: true }), 'GW_BAD_ARCHIVE', /gzip/)
+})
+
+test('a truncated tar is refused: inside an entry, and at an entry boundary without the end blocks', async (t) => {
+  const c = await setup(t)
+  const tar = rawTar([{ path: 'a', data: Buffer.alloc(10_000, 'a') }, { path: 'b', data: 'b' }])
+  await refused(c, extract(c, tar.subarray(0, 5000)), 'GW_BAD_ARCHIVE', /Truncated/)
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  await refused(c, extract(c, rawTar([{ path: 'a', data: 'a' }], { end: false })), 'GW_BAD_ARCHIVE', /end-of-archive/)
+})
+
+test('a gzip that is not a tar, garbage, and an empty body are refused', async (t) => {
+  const c = await setup(t)
+  await refused(c, extract(c, gzipSync(Buffer.from('just some text, not a tar\n'.repeat(1000))), { gzip: true }), 'GW_BAD_ARCHIVE', /Not a valid tar/)
+  await refused(c, extract(c, randomBytes(4096), { gzip: true }), 'GW_BAD_ARCHIVE', /gzip/)
+  await refused(c, extract(c, randomBytes(4096)), 'GW_BAD_ARCHIVE', /Not a valid tar/)
+  await refused(c, extract(c, Buffer.alloc(0)), 'GW_BAD_ARCHIVE')
+  await refused(c, extract(c, Buffer.alloc(0), { gzip: true }), 'GW_BAD_ARCHIVE')
+  // A plain tar sent as gzip is not a gzip.
+  await refused(c, extract(c, rawTar([{ path: 'a', data: 'a' }]), { gzip: true }), 'GW_BAD_ARCHIVE', /gzip/)
+  assert.deepEqual(await readdir(c.staging), [])
+})
+
+test('data after the end of the archive: record padding is fine, a long tail is refused', async (t) => {
+  const c = await setup(t)
+  const tar = rawTar([{ path: 'a', data: 'a' }])
+  await extract(c, Buffer.concat([tar, Buffer.alloc(10240 - tar.length)]), { gzip: false })
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  await refused(c, extract(c, gzipSync(Buffer.concat([tar, Buffer.alloc(8 * 1024 * 1024)])), { gzip: true }), 'GW_BAD_ARCHIVE', /after the end/)
+})
+
+// ------------------------------------------------------------------------------------------
+// Normal archives
+
+async function makeTree (root: string, outside: string): Promise<void> {
+  await mkdir(path.join(root, 'src/lib'), { recursive: true })
+  await mkdir(path.join(root, 'empty/nested-empty'), { recursive: true })
+  await writeFile(path.join(root, 'README.md'), '# hello\n')
+  await writeFile(path.join(root, 'src/lib/a.ts'), 'export const a = 1\n')
+  await writeFile(path.join(root, 'run.sh'), '#!/bin/sh\necho hi\n')
+  await chmod(path.join(root, 'run.sh'), 0o750)
+  await writeFile(path.join(root, 'private'), 'secret-ish\n')
+  await chmod(path.join(root, 'private'), 0o600)
+  await writeFile(path.join(root, 'empty-file'), '')
+  await writeFile(path.join(root, 'big.bin'), randomBytes(3 * 1024 * 1024 + 17))
+  const long = `${'d'.repeat(90)}/${'e'.repeat(120)}`
+  await mkdir(path.join(root, path.dirname(long)), { recursive: true })
+  await writeFile(path.join(root, long), 'long name\n')
+  await mkdir(path.join(root, 'ünïcødé ✓'))
+  await writeFile(path.join(root, 'ünïcødé ✓/日本語.txt'), 'unicode\n')
+  await symlink('src/lib/a.ts', path.join(root, 'link-to-a'))
+  await symlink('../README.md', path.join(root, 'src/up-link'))
+  await symlink('x'.repeat(150), path.join(root, 'dangling-long-target'))
+  // Not followed on download: the archive holds the link, not what it points to.
+  await symlink(outside, path.join(root, 'escape'))
+  await chmod(path.join(root, 'src'), 0o750)
+  for (const f of ['README.md', 'src/lib/a.ts', 'big.bin', long]) await utimes(path.join(root, f), MTIME, MTIME)
+}
+
+test('pack then extract gives the same tree; symlinks stay links, nothing outside is read', async (t) => {
+  const c = await setup(t)
+  const root = path.join(c.dir, 'ws')
+  await mkdir(root)
+  await makeTree(root, c.outside)
+  const gz = await collect(await packWorkspace(testWorkspace(root)))
+  assert.ok(!gz.includes(Buffer.from('SENTINEL')))
+
+  // The escape link is refused by the upload checks (absolute target): the rest must match.
+  await refused(c, extract(c, gz, { gzip: true }), 'GW_BAD_ARCHIVE', /"escape" has an absolute target/)
+  await rm(path.join(root, 'escape'))
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  const gz2 = await collect(await packWorkspace(testWorkspace(root)))
+  const res = await extract(c, gz2, { gzip: true })
+  const want = await snapshot(root)
+  assert.deepEqual(await snapshot(c.staging), want)
+  const files = Object.values(want)
+  assert.equal(res.files, files.length)
+  assert.equal(res.bytes, files.reduce((n, s) => n + (s.size ?? 0), 0))
+
+  // And the system tar reads it the same way.
+  const sys = path.join(c.dir, 'sys')
+  await mkdir(sys)
+  const r = spawnSync('tar', ['xzf', '-', '-C', sys], { input: gz2 })
+  assert.equal(r.status, 0, r.stderr.toString())
+  assert.deepEqual(await snapshot(sys), want)
+  await rm(sys, { recursive: true })
+  await rm(c.staging, { recursive: true })
+  await mkdir(c.staging, { mode: 0o700 })
+})
+
+test('a subdirectory is packed alone, by its own relative names; a file or a missing path is a 400', async (t) => {
+  const c = await setup(t)
+  const root = path.join(c.dir, 'ws')
+  await mkdir(root)
+  await makeTree(root, c.outside)
+  await rm(path.join(root, 'escape'))
+  // src/up-link -> ../README.md would leave an archive of src alone: the upload refuses it.
+  await refused(c, extract(c, await collect(await packWorkspace(testWorkspace(root), 'src')), { gzip: true }), 'GW_BAD_ARCHIVE', /"up-link" points outside/)
+  await rm(path.join(root, 'src/up-link'))
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  await extract(c, await collect(await packWorkspace(testWorkspace(root), 'src')), { gzip: true })
+  assert.deepEqual(await snapshot(c.staging), Object.fromEntries(Object.entries(await snapshot(root)).filter(([k]) => k.startsWith('src/')).map(([k, v]) => [k.slice(4), v])))
+  for (const bad of ['README.md', 'missing', '../outside', c.outside]) {
+    await assert.rejects(packWorkspace(testWorkspace(root), bad), (err: unknown) => err instanceof HttpError && err.code === 'GW_BAD_REQUEST')
+  }
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+})
+
+test('archives made by the system tar upload: tar czf with ./ names, and a plain tar', async (t) => {
+  const c = await setup(t)
+  const src = path.join(c.dir, 'src-tree')
+  await mkdir(src)
+  await makeTree(src, c.outside)
+  await rm(path.join(src, 'escape'))
+  const gz = spawnSync('tar', ['czf', '-', '-C', src, '.'], { maxBuffer: 64 * 1024 * 1024 })
+  assert.equal(gz.status, 0)
+  await extract(c, gz.stdout, { gzip: true })
+  const want = await snapshot(src)
+  assert.deepEqual(await snapshot(c.staging), want)
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  const plain = spawnSync('tar', ['cf', '-', '-C', src, '--format=gnu', '.'], { maxBuffer: 64 * 1024 * 1024 })
+  await extract(c, plain.stdout, { gzip: false })
+  assert.deepEqual(await snapshot(c.staging), want)
+  // node-tar's own output too (portable pax).
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  const nt = await collect(tarCreate({ cwd: src, gzip: true, portable: true }, ['.']) as unknown as Readable)
+  await extract(c, nt, { gzip: true })
+  assert.deepEqual(await snapshot(c.staging), want)
+  await rm(src, { recursive: true })
+  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+})
+
+test('an aborted upload rejects with the signal\'s reason and writes nothing more', async (t) => {
+  const c = await setup(t)
+  const ac = new AbortController()
+  const body = new Readable({ read () {} })
+  body.push(rawTar([{ path: 'a', data: 'a' }], { end: false }))
+  const p = extractArchive(body, { stagingDir: c.staging, gzip: false, limits: LIMITS, signal: ac.signal })
+  setTimeout(() => ac.abort(new Error('client went away')), 50)
+  await assert.rejects(p, /client went away/)
+  await assertOutsideUntouched(c)
+})
+
+// ------------------------------------------------------------------------------------------
+// Streaming
+
+test('pack + extract of a 200 MiB tree keeps RSS flat', async (t) => {
+  const c = await setup(t)
+  const root = path.join(c.dir, 'ws')
+  await mkdir(path.join(root, 'd'), { recursive: true })
+  // Incompressible for gzip (a 1 MiB random block is far wider than its 32 KiB window), written in chunks.
+  const block = randomBytes(1024 * 1024)
+  for (let i = 0; i < 10; i++) {
+    const fh = await open(path.join(root, i % 2 === 0 ? `f${i}` : `d/f${i}`), 'w')
+    for (let m = 0; m < 20; m++) await fh.write(block)
+    await fh.close()
+  }
+  const gc = (globalThis as { gc?: () => void }).gc
+  gc?.()
+  const before = process.memoryUsage().rss
+  let peak = before
+  const timer = setInterval(() => { peak = Math.max(peak, process.memoryUsage().rss) }, 20)
+  try {
+    const res = await extractArchive(await packWorkspace(testWorkspace(root)), { stagingDir: c.staging, gzip: true, limits: LIMITS })
+    assert.equal(res.bytes, 200 * 1024 * 1024)
+  } finally {
+    clearInterval(timer)
+  }
+  peak = Math.max(peak, process.memoryUsage().rss)
+  const growth = (peak - before) / 1024 / 1024
+  assert.ok(growth < 64, `RSS grew by ${growth.toFixed(1)} MiB`)
+  const a = await stat(path.join(c.staging, 'd/f9'))
+  assert.equal(a.size, 20 * 1024 * 1024)
+})
