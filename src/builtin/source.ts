@@ -53,7 +53,7 @@ export class BuiltinSource implements ToolSource {
     try {
       const workspace = await this.#workspaces.resolve(ctx.workspace, ctx.caller)
       const run = async (): Promise<ToolOutcome> => {
-        // Built-in results are JSON and must stay valid JSON under the cap (SPEC 3): their long
+        // Built-in results are JSON and must stay valid JSON under the cap (docs/ARCHITECTURE.md#result-and-trace): their long
         // fields are trimmed here, before the router's generic cut of the text could break them.
         // The workspace's cap is the server's, or lower when the request asked for less.
         const fitted = fitJsonValue(await tool.run(args, { workspace, signal: ctx.signal }), workspace.limits.outputMaxChars)

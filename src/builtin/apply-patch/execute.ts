@@ -5,7 +5,7 @@
  * applied. Here every hunk is first staged against an overlay of the files it touches (so a
  * later hunk sees what an earlier one did, exactly as sequential application would), every path
  * (sources and Move-to destinations) is resolved beneath the root on file descriptors
- * (`target.ts`, `workspace/tree.ts`: SPEC 11, no path is checked and then reused by name), and
+ * (`target.ts`, `workspace/tree.ts`: docs/ARCHITECTURE.md#fd-layer, no path is checked and then reused by name), and
  * every new content is computed before the first write. Only then are the changes written; if a
  * write fails midway (disk full, permissions), what was already written is undone.
  *
@@ -47,7 +47,7 @@ export interface FileChange {
   movedFrom?: string
 }
 
-/** The result of a successful apply_patch (SPEC 4); paths are workspace-relative. */
+/** The result of a successful apply_patch; paths are workspace-relative. */
 export interface ApplyPatchResult {
   /** Number of distinct paths created, changed or removed (a move counts both ends). */
   filesChanged: number

@@ -1,6 +1,6 @@
 /**
  * Where apply_patch's paths lead, and where its rollback copies wait: both on file descriptors
- * (SPEC 11, first bullet; the model of `workspace/tree.ts`).
+ * (docs/ARCHITECTURE.md#fd-layer; the model of `workspace/tree.ts`).
  *
  * A patch is staged before anything is written, so its targets must be resolved without creating
  * the folders a write will need: `tree.locate(.., 'create')` would make them, `'write'` refuses a
@@ -107,7 +107,7 @@ async function followLink (ws: Workspace, linkChain: readonly string[], input: s
 
 /**
  * Resolves a patch path for writing or deleting, creating nothing. Refuses what the write rules
- * refuse (SPEC 4): escapes, read roots, protected segments, the root itself, a final component
+ * refuse (docs/ARCHITECTURE.md#workspaces): escapes, read roots, protected segments, the root itself, a final component
  * that is a symlink, a path through a dangling link.
  */
 export async function resolveTarget (ws: Workspace, input: string): Promise<Target> {

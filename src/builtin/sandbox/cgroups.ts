@@ -1,5 +1,5 @@
 /**
- * Per-tenant cgroups for sandboxed commands (SPEC 11): a parent group per tenant with an equal CPU
+ * Per-tenant cgroups for sandboxed commands (docs/ARCHITECTURE.md#isolation): a parent group per tenant with an equal CPU
  * share, a memory limit and a pids limit, and one child group per command, which the launcher
  * joins before it execs bwrap, so the command's whole process tree is counted, limited and killed
  * together. cgroup v1 (one hierarchy per controller: cpu, memory, pids) or a delegated v2 subtree.

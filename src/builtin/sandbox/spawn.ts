@@ -16,7 +16,7 @@ export interface SpawnConfig {
   setprivPath: string
   /**
    * The gateway runs as root: commands run as the workspace's owner (the tenant's own uid,
-   * SPEC 11), or as this uid/gid when the workspace has none.
+   * docs/ARCHITECTURE.md#isolation), or as this uid/gid when the workspace has none.
    */
   runAsRoot: { fallback: { uid: number, gid: number } } | undefined
   /** Per-tenant cgroups, when the host has them; undefined = rlimits only. */

@@ -17,7 +17,7 @@ export function parseUidRange (text: string): UidRange {
 }
 
 /**
- * The host uid/gid of each tenant's sandbox (SPEC 11), allocated in the registry store (atomic,
+ * The host uid/gid of each tenant's sandbox (docs/ARCHITECTURE.md#isolation), allocated in the registry store (atomic,
  * the same for every instance and across restarts) and then cached: an allocation never changes
  * while the range stays the same. gid = uid, so a tenant's group is its own too.
  */

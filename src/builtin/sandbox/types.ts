@@ -36,7 +36,7 @@ export interface SandboxLimits {
   tmpSizeBytes: number
 }
 
-/** Which isolation mechanisms are in force (SPEC 11; /status and the probe report it). */
+/** Which isolation mechanisms are in force (docs/ARCHITECTURE.md#isolation; /status and the probe report it). */
 export interface SandboxIsolation {
   /** Each tenant's commands run as its own host uid (the gateway runs as root). */
   uidPerTenant: boolean

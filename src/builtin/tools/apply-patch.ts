@@ -20,7 +20,7 @@ const DESCRIPTION = [
   'Text only (no NUL bytes); a file to update may be at most 10 MiB, and one patch may read at most 64 MiB of existing files.'
 ].join('\n')
 
-/** The `apply_patch` built-in: the Codex patch format, applied atomically (SPEC 4). */
+/** The `apply_patch` built-in: the Codex patch format, applied atomically: a patch that fails anywhere changes nothing. */
 export const applyPatchTool: BuiltinTool = {
   name: 'apply_patch',
   description: DESCRIPTION,

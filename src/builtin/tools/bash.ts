@@ -7,7 +7,7 @@ import { ToolError, type BuiltinTool, type Workspace } from '../types.js'
 export const BASH_ACTIONS = ['exec', 'start', 'status', 'logs', 'write', 'stop', 'list'] as const
 export type BashAction = typeof BASH_ACTIONS[number]
 
-/** Hard ceiling for exec timeouts whatever the limits say (SPEC 4). */
+/** Hard ceiling for exec timeouts whatever the limits say (docs/ARCHITECTURE.md#limits). */
 export const MAX_COMMAND_TIMEOUT_MS = 600_000
 /** Per-stream capture bounds for exec (AI4J keeps 10 MiB; the workspace's output cap is usually lower). */
 const MIN_OUTPUT_BYTES = 1024

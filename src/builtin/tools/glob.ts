@@ -63,7 +63,7 @@ export const globTool: BuiltinTool = {
     while (glob.startsWith('./')) glob = glob.slice(2)
     if (glob === '' || glob === '.') return { pattern, path: baseInput, matches: [], count: 0, truncated: false }
 
-    // The base directory is opened beneath the root with no symlink followed out of it (SPEC 11):
+    // The base directory is opened beneath the root with no symlink followed out of it (docs/ARCHITECTURE.md#fd-layer):
     // an escape is refused here, and the walk below only ever goes down by directory fd.
     const base = await openForRead(ctx.workspace, baseInput, { allowDirectory: true })
     const baseRel = base.rel

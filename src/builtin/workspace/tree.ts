@@ -1,5 +1,5 @@
 /**
- * File operations on a tenant's tree that no directory entry can redirect (SPEC 11, first bullet).
+ * File operations on a tenant's tree that no directory entry can redirect (docs/ARCHITECTURE.md#fd-layer).
  *
  * A tenant controls every entry below its workspace root and can swap any of them for a symlink at
  * any moment (a `renameat2(RENAME_EXCHANGE)` loop in a background process). Checking a path and
@@ -339,7 +339,7 @@ export async function openFileIn (dir: FileHandle, name: string): Promise<{ fh: 
 }
 
 /**
- * Opens a file for reading with AI4J's messages for the usual failures (SPEC 4). The caller
+ * Opens a file for reading with AI4J's messages for the usual failures (docs/ARCHITECTURE.md#workspaces). The caller
  * closes `fh`. `allowDirectory` returns a directory too (glob and grep bases).
  */
 export async function openForRead (ws: Workspace, input: string, opts: { allowDirectory?: boolean } = {}): Promise<OpenedFile> {

@@ -1,5 +1,5 @@
 /**
- * Turns a request's workspace context (SPEC 4 "Context") into a resolved Workspace: the tenant's
+ * Turns a request's workspace context (docs/ARCHITECTURE.md#workspaces) into a resolved Workspace: the tenant's
  * directory under WORKSPACES_DIR (or an admin's root under WORKSPACE_BASES), the named read roots
  * the server exposes, and limits that can only be lowered.
  */
@@ -28,7 +28,7 @@ export interface WorkspaceManagerOptions {
    */
   owner?: { uid: number, gid: number }
   /**
-   * The tenant's own host uid/gid (SPEC 11: one per tenant, from the registry store). Its
+   * The tenant's own host uid/gid (one per tenant, from the registry store: docs/ARCHITECTURE.md#isolation). Its
    * workspaces are owned by it; ones owned by another uid are handed over on first use.
    */
   ownerFor?: (tenant: string) => Promise<{ uid: number, gid: number }>

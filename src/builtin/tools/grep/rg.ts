@@ -1,5 +1,5 @@
 /**
- * The ripgrep engine, run INSIDE the tenant's sandbox (SPEC 11, first bullet). rg opens files by
+ * The ripgrep engine, run INSIDE the tenant's sandbox (docs/ARCHITECTURE.md#fd-layer). rg opens files by
  * path: run as root on host paths, a directory swapped for a symlink during its walk made it read
  * the host's /etc. In the sandbox its mount namespace holds only the workspace and the read roots
  * (bound at their host paths, so its output paths are host paths) and it runs as the tenant's
