@@ -51,7 +51,7 @@ function throwIfBlocked (reply: FastifyReply, blockedMs: number): void {
 }
 
 /**
- * Authenticates every request and sets `request.caller` (SPEC 6). Without configured keys the
+ * Authenticates every request and sets `request.caller` (docs/ARCHITECTURE.md#tenancy). Without configured keys the
  * gateway runs open: every caller is admin. With keys, every non-public route needs
  * `Authorization: Bearer <key>`; an admin key acts for any tenant, a tenant key only as its
  * userId (tenancy.ts enforces that where a userId is named). The key is never logged: failure

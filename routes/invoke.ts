@@ -5,7 +5,7 @@ import { BatchBody, BatchResponse, InvokeBody, InvokeResult } from '../src/api/i
 import type { InvokeBodyT } from '../src/api/invoke.js'
 import { abortOnClientGone } from './abort.js'
 
-/** POST /invoke and POST /invoke/batch (SPEC 3). */
+/** POST /invoke and POST /invoke/batch (docs/ARCHITECTURE.md#result-and-trace). */
 async function invokeRoutes (app: FastifyInstance): Promise<void> {
   app.post<{ Body: InvokeBodyT }>('/invoke', {
     config: { invoke: true },

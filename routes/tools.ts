@@ -6,7 +6,7 @@ import { CatalogQuery, CatalogResponse, ToolsQuery, ToolsResponse } from '../src
 import { listingJson } from '../src/gateway.js'
 import { abortOnClientGone } from './abort.js'
 
-/** GET /tools (SPEC 2) and GET /catalog. */
+/** GET /tools (docs/ARCHITECTURE.md#allow-list) and GET /catalog. */
 async function toolsRoutes (app: FastifyInstance): Promise<void> {
   app.get<{ Querystring: Static<typeof ToolsQuery> }>('/tools', {
     schema: {

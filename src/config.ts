@@ -3,7 +3,7 @@ import type { Static } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 
 /**
- * The gateway's configuration: one schema (SPEC 8 names), read from the environment by
+ * The gateway's configuration: one schema (the variable names are part of the API), read from the environment by
  * loadConfig. Every value is validated at start-up; a bad one stops the process with a
  * message naming the variable.
  */

@@ -4,7 +4,7 @@ import { Agent, fetch as undiciFetch, type RequestInit as UndiciRequestInit } fr
 import type { GwCode } from '../errors.js'
 
 /**
- * SSRF guard for tenant-registered MCP servers (SPEC 5). A tenant controls the URL the gateway
+ * SSRF guard for tenant-registered MCP servers (docs/ARCHITECTURE.md#egress). A tenant controls the URL the gateway
  * connects to, so the gateway must never reach its own host, the private network or cloud
  * metadata on a tenant's behalf. Checked twice: at registration (`checkUrl`) and at connect
  * time against the address actually dialled (`guardedFetch`), because DNS can answer

@@ -9,7 +9,7 @@ export interface FunctionContext {
   signal: AbortSignal
 }
 
-/** A local function tool (SPEC 1 tier 4). */
+/** A local function tool (tier 4: docs/ARCHITECTURE.md#tiers). */
 export interface FunctionTool<A extends Record<string, unknown> = Record<string, unknown>> {
   /** The name the model sees: ^[a-zA-Z][a-zA-Z0-9_-]{0,63}$. */
   name: string

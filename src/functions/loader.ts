@@ -17,7 +17,7 @@ function looksLikeFunctionTool (value: unknown): value is FunctionTool {
 }
 
 /**
- * Discovers function tools (SPEC 1 "scan"): every export shaped like a FunctionTool, in every
+ * Discovers function tools (docs/ARCHITECTURE.md#tiers): every export shaped like a FunctionTool, in every
  * module of `dirs`. All problems are collected, then reported together: a broken module, an
  * invalid definition, or a duplicate name (naming both files) stops start-up.
  */

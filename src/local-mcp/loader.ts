@@ -51,7 +51,7 @@ function looksLikeService (value: unknown): value is LocalMcpServiceModule {
 }
 
 /**
- * Discovers local MCP services (SPEC 1 tier 3), connects each in-process and lists its tools
+ * Discovers local MCP services (tier 3: docs/ARCHITECTURE.md#tiers), connects each in-process and lists its tools
  * once. Two tools producing the same exposed name, a name that would be a built-in, or a
  * broken module stop start-up with every problem named.
  */

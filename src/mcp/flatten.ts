@@ -1,6 +1,6 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 
-/** What one MCP tool result becomes for the model (SPEC 3), plus the raw items for the trace. */
+/** What one MCP tool result becomes for the model (docs/ARCHITECTURE.md#result-and-trace), plus the raw items for the trace. */
 export interface FlattenedToolResult {
   /** The string the model sees (before the gateway's output cap). */
   text: string
@@ -21,7 +21,7 @@ export type FlattenInput = Pick<CallToolResult, 'structuredContent' | 'isError'>
 }
 
 /**
- * Flattens a CallToolResult into the model's string (SPEC 3):
+ * Flattens a CallToolResult into the model's string (docs/ARCHITECTURE.md#result-and-trace):
  * - text items are joined with '\n', in order, with every other item rendered in its place;
  * - image / audio items become `[image image/png 1234 bytes]` (decoded byte size of the base64);
  * - resource_link items become `[resource uri]`;

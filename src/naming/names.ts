@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 
 /**
- * Tool naming (SPEC 1). Pure functions: the router and the catalog build every exposed
+ * Tool naming (docs/ARCHITECTURE.md#names). Pure functions: the router and the catalog build every exposed
  * name with these, and /invoke resolves names through the catalog, never by splitting.
  */
 

@@ -11,7 +11,7 @@ export interface RegistryStoreConfig {
 }
 
 /**
- * The store SPEC 8 asks for: Redis when REDIS_URL is set, memory otherwise. With Redis it
+ * The registry store: Redis when REDIS_URL is set, memory otherwise. With Redis it
  * waits for the first connection and rejects with RegistryUnavailableError when Redis does
  * not answer in time.
  */

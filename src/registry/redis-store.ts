@@ -6,7 +6,7 @@ import type { ServerConfig } from './server-config.js'
 import type { RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredServer, UidRange } from './types.js'
 
 /**
- * Redis registry (SPEC 5), shared by every gateway instance. Layout, with `{p}` the key prefix:
+ * Redis registry (docs/ARCHITECTURE.md#registry), shared by every gateway instance. Layout, with `{p}` the key prefix:
  * - `{p}srv:g`, `{p}srv:u:{userId}`: hash per scope, field = serverId, value = JSON
  *   `{ version, updatedAt, config }`
  * - `{p}ver:g`, `{p}ver:u:{userId}`: version counter per scope (INCR, never reset)
@@ -56,7 +56,7 @@ return {v, 1}
 `
 
 /**
- * Sandbox uid per tenant (SPEC 11), in one hash `{p}sandbox:uids`: `t:{tenant}` -> uid,
+ * Sandbox uid per tenant (docs/ARCHITECTURE.md#isolation), in one hash `{p}sandbox:uids`: `t:{tenant}` -> uid,
  * `u:{uid}` -> tenant (so no uid is handed out twice, whatever the range was when it was taken),
  * and `cursor`, where the next search starts. The whole allocation is one script: atomic across
  * instances. Returns -1 when the range is full.

@@ -18,7 +18,7 @@ export interface ServerView {
 export type RegistryResult<T> = { ok: true, value: T } | { ok: false, error: HttpError }
 
 /**
- * The registry use cases behind the REST API (SPEC 5): validation, the tenant rules (no
+ * The registry use cases behind the REST API (docs/ARCHITECTURE.md#registry): validation, the tenant rules (no
  * stdio; SSRF-checked URLs), secrets sealed at rest and masked on read.
  */
 export class ServerRegistry {

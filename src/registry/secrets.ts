@@ -3,7 +3,7 @@ import type { ServerConfig } from './server-config.js'
 import type { RegistryScope } from './types.js'
 
 /**
- * Secrets at rest (SPEC 5): header values and env values of server configs are sealed with
+ * Secrets at rest (docs/ARCHITECTURE.md#registry): header values and env values of server configs are sealed with
  * AES-256-GCM before they reach the registry, opened only when a client is built, and masked
  * whenever a config is shown.
  *

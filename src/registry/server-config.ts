@@ -3,7 +3,7 @@ import { Value } from '@sinclair/typebox/value'
 import type { HttpErrorCode } from '../errors.js'
 
 /**
- * Remote MCP server config (SPEC 5): one shape for global and per-tenant servers, in the
+ * Remote MCP server config (docs/ARCHITECTURE.md#registry): one shape for global and per-tenant servers, in the
  * AI4J / Claude Desktop style. `normalizeServerConfig` turns what a caller or a config file
  * sends into the canonical form that the registry stores and the client pool consumes.
  */

@@ -32,7 +32,7 @@ export interface UidRange {
 }
 
 /**
- * Storage of remote MCP server configs (SPEC 5), one interface with an in-memory
+ * Storage of remote MCP server configs (docs/ARCHITECTURE.md#registry), one interface with an in-memory
  * implementation (the embedded default) and a Redis one (production, shared by instances).
  *
  * Every scope has a version counter that grows by one with every change to that scope
@@ -65,7 +65,7 @@ export interface RegistryStore {
    */
   subscribe (listener: RegistryListener): () => void
   /**
-   * The host uid the tenant's sandboxed commands run as (SPEC 11): allocated once, atomically, and
+   * The host uid the tenant's sandboxed commands run as (docs/ARCHITECTURE.md#isolation): allocated once, atomically, and
    * then the same for every instance sharing the store and across restarts. Two tenants never get
    * the same uid. A tenant whose stored uid lies outside `range` (the range was changed) gets a new
    * one. Throws a RangeError when every uid of the range is taken.

@@ -108,7 +108,7 @@ function canonicalJson (value: unknown): string {
 const MAX_LIST_PAGES = 1000
 
 /**
- * Pool of MCP clients for remote servers (SPEC 5 "Connection pool").
+ * Pool of MCP clients for remote servers (docs/ARCHITECTURE.md#mcp-pool).
  *
  * - Clients are keyed by the caller's key (`{serverId}`, `user_{userId}_service_{serverId}`)
  *   plus a hash of the ConnectSpec: a changed config never reuses the old client, and the old
@@ -401,7 +401,7 @@ export class McpClientPool {
       tools = await this.#listAll(conn, deadline)
     } catch (err) {
       // tools/list is idempotent, so a stale session or a dropped connection is re-initialised
-      // and the listing retried once (SPEC 5). Anything else (timeout, server error) is final.
+      // and the listing retried once (docs/ARCHITECTURE.md#mcp-pool). Anything else (timeout, server error) is final.
       if (!isDeadConnection(err) || entry.closed) throw err
       this.#dropConnection(entry, conn, 'tools/list failed on a dead connection; retrying once')
       tools = await this.#listAll(await this.#connect(entry), deadline)

@@ -8,7 +8,7 @@ import { silentLogger } from '../logger.js'
 import type { Logger } from '../logger.js'
 import type { GwCode } from '../errors.js'
 
-/** Remote MCP transports the gateway speaks (SPEC 5; aliases are normalised by the registry). */
+/** Remote MCP transports the gateway speaks (docs/ARCHITECTURE.md#registry; aliases are normalised by the registry). */
 export const CONNECT_TYPES = ['streamable_http', 'sse', 'stdio'] as const
 export type ConnectType = typeof CONNECT_TYPES[number]
 
@@ -85,7 +85,7 @@ export function createTransport (spec: ConnectSpec, options: CreateTransportOpti
   const isolated = isolateAbortSignals(refuseRedirects(options.fetch ?? globalThis.fetch))
   // redirect 'manual' makes the SDK hand the POSTs to our fetch unchanged (it would otherwise
   // follow same-origin redirects itself); refuseRedirects then fails any 3xx, including on the
-  // GET stream, because SPEC 5 says redirects are never followed.
+  // GET stream, because redirects are never followed (docs/ARCHITECTURE.md#egress).
   const requestInit: RequestInit = { headers: { ...(spec.headers ?? {}) }, redirect: 'manual' }
   const transport = spec.type === 'streamable_http'
     ? new StreamableHTTPClientTransport(url, { requestInit, fetch: isolated.fetch })

@@ -5,7 +5,7 @@ export const FORMATS = ['openai', 'responses', 'anthropic', 'gemini', 'mcp'] as 
 export type ToolFormat = typeof FORMATS[number]
 
 /**
- * Renders listed tools in the shape a provider wants (SPEC 2). Schemas pass through whole,
+ * Renders listed tools in the shape a provider wants (docs/ARCHITECTURE.md#allow-list). Schemas pass through whole,
  * except for Gemini, which rejects parts of JSON Schema.
  */
 export function renderTools (tools: readonly ListedTool[], format: ToolFormat): unknown[] {

@@ -2,7 +2,7 @@ import { TOOL_ERROR_CODES } from '../errors.js'
 import type { ToolFailureReason } from './types.js'
 
 /**
- * Turns what a tool returned into the string a model sees (SPEC 3): strings as is, anything
+ * Turns what a tool returned into the string a model sees (docs/ARCHITECTURE.md#result-and-trace): strings as is, anything
  * else as JSON. `undefined`, functions, circular objects and BigInts are tool errors.
  */
 export function stringifyToolValue (value: unknown): { ok: true, text: string } | { ok: false, message: string } {
@@ -113,7 +113,7 @@ const get = (slot: Slot): unknown => (slot.parent as Record<string | number, unk
 const put = (slot: Slot, v: unknown): void => { (slot.parent as Record<string | number, unknown>)[slot.key] = v }
 
 /**
- * Makes a JSON value fit in `max` chars once serialised (SPEC 3: an output that is JSON stays
+ * Makes a JSON value fit in `max` chars once serialised (an output that is JSON stays
  * valid JSON under the cap). The largest string is cut around a marker inside it (head and tail
  * kept); when an array of many small items is what is large, its last items are dropped. This
  * repeats until the JSON fits; a plain object result gets `truncated: true`. Best effort: when

@@ -84,7 +84,7 @@ export interface RouterOptions {
 const NAMED_TIERS: readonly Tier[] = ['builtin', 'local_mcp', 'function']
 
 /**
- * The tool router (SPEC 1-3): assembles request-scoped listings from an allow-list and
+ * The tool router (docs/ARCHITECTURE.md#the-model): assembles request-scoped listings from an allow-list and
  * routes calls by the fixed five-tier priority. Listing and invoking share one policy: with
  * an allow-list, /invoke resolves the name in exactly the listing /tools would return.
  */
@@ -107,7 +107,7 @@ export class ToolRouter {
   }
 
   /**
-   * Resolves a model-facing name through the full priority (SPEC 1). An encoded
+   * Resolves a model-facing name through the full priority (docs/ARCHITECTURE.md#tiers). An encoded
    * `user_{u}_tool_{t}` name goes straight to tier 2 of tenant u and never falls back.
    */
   async resolve (name: string, scope: SourceScope): Promise<{ ok: true, entry: CatalogEntry } | { ok: false, error: HttpError }> {
@@ -201,7 +201,7 @@ export class ToolRouter {
         // Only a diagnostic: a registry outage must not fail a listing that names no tenant server.
         const tenantTool = await userSource.resolve(natural, scope).catch(() => undefined)
         if (tenantTool) {
-          diagnostics.push({ type: 'ambiguous', name: natural, route: entry.route, source: entry.source, exposedAs: toWireName(natural), shadowedBy: 'user_mcp', message: `The tenant's server '${tenantTool.source}' also has a tool '${natural}': an invoke with userId and without \`allow\` routes it there (SPEC 1); pass \`allow\` to route by this listing` })
+          diagnostics.push({ type: 'ambiguous', name: natural, route: entry.route, source: entry.source, exposedAs: toWireName(natural), shadowedBy: 'user_mcp', message: `The tenant's server '${tenantTool.source}' also has a tool '${natural}': an invoke with userId and without \`allow\` routes it there (tier 2 comes before tiers 3 to 5); pass \`allow\` to route by this listing` })
         }
       }
       const wire = toWireName(natural)

@@ -6,7 +6,7 @@ export interface CatalogEntry {
   /** `builtin`, the function's name, the local MCP service's name, or the serverId. */
   source: string
   /**
-   * The natural exposed name in this tier's scheme (SPEC 1), before wire shortening:
+   * The natural exposed name in this tier's scheme (docs/ARCHITECTURE.md#names), before wire shortening:
    * built-in name, function name, apiFunctionName(service, tool), `user_{u}_tool_{t}`, or the
    * MCP tool's own name for global servers.
    */
@@ -49,7 +49,7 @@ export interface SourceListing {
 }
 
 /**
- * One source of tools. The router asks sources in priority order (SPEC 1) and never looks
+ * One source of tools. The router asks sources in priority order (docs/ARCHITECTURE.md#tiers) and never looks
  * inside them: listing, resolving a name, and calling all go through this interface.
  */
 export interface ToolSource {

@@ -59,7 +59,7 @@ export type ToolOutcome =
     trace?: unknown
   }
 
-/** Per-request workspace selection as the caller sends it (SPEC 4 "Context"). */
+/** Per-request workspace selection as the caller sends it (docs/ARCHITECTURE.md#workspaces). */
 export interface WorkspaceRequest {
   workspaceId?: string
   readRoots?: string[]

@@ -14,7 +14,7 @@ export interface ArgumentValidatorOptions {
 }
 
 /**
- * Validates tool arguments against the tool's own JSON Schema before anything runs (SPEC 3).
+ * Validates tool arguments against the tool's own JSON Schema before anything runs (docs/ARCHITECTURE.md#result-and-trace).
  * MCP servers publish draft-07 and 2020-12 schemas, so both dialects are supported. A schema
  * Ajv cannot compile is not the caller's fault: the call proceeds and the tool validates.
  *
