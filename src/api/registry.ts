@@ -56,7 +56,7 @@ export const StatusResponse = Type.Object({
       cgroupDetail: Type.String(),
       rlimits: Type.Boolean(),
       seccomp: Type.Boolean({ description: 'A seccomp filter denies ptrace, keyrings, bpf, io_uring, the mount family and new user namespaces' })
-    }), Type.Null()], { description: 'Isolation mechanisms in force (SPEC 11); null without a built-in sandbox' })
+    }), Type.Null()], { description: 'Isolation mechanisms in force (uid per tenant, cgroups, rlimits, seccomp); null without a built-in sandbox' })
   }),
   registry: Type.Object({ backend: Type.String(), secretsEncrypted: Type.Boolean() })
 })
