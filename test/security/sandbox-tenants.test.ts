@@ -1,5 +1,5 @@
 /**
- * Tenant isolation in the bash sandbox (SPEC 11, issue 12 "Broken" 2): one tenant's processes must
+ * Tenant isolation in the bash sandbox (docs/ARCHITECTURE.md#isolation, issue 12 "Broken" 2): one tenant's processes must
  * not exhaust another tenant's process budget, and a sandbox that cannot start is a tool error.
  * Runs the real gateway process with SANDBOX=bwrap.
  */

@@ -1,5 +1,5 @@
-// Attack tests for SPEC 11's first bullet ("file tools never have more authority than the
-// tenant's own bash"), issue 12 item 1. A hostile tenant runs, in its own sandbox through the
+// Attack tests for the rule "file tools never have more authority than the
+// tenant's own bash" (docs/ARCHITECTURE.md#isolation; issue 12 item 1). A hostile tenant runs, in its own sandbox through the
 // gateway's `bash start`, a loop that swaps a directory (or the file itself) with a symbolic link
 // using renameat2(RENAME_EXCHANGE), so that at any moment the name the tools are asked about is
 // either a real entry inside the workspace or a link to a host directory, another tenant's
@@ -75,7 +75,7 @@ before(async () => {
   // from inside a hook would run as soon as that hook ends).
   gw = await startGateway({ after: (fn) => { cleanups.push(fn) } }, {
     SANDBOX: 'bwrap',
-    // Uids of its own (once tenants get their own, SPEC 11): other tests' fork bombs are not this file's subject.
+    // Uids of its own (once tenants get their own, docs/ARCHITECTURE.md#isolation): other tests' fork bombs are not this file's subject.
     SANDBOX_UID_RANGE: '262000-262999',
     WORKSPACES_DIR: workspaces,
     LOAD_EXAMPLES: 'false',

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { ConfigError, loadConfig } from '../../src/config.js'
 
-test('defaults: SPEC 8 values', () => {
+test('defaults: the documented values', () => {
   const c = loadConfig({})
   assert.equal(c.port, 8080)
   assert.equal(c.host, undefined)

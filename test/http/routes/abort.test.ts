@@ -6,7 +6,7 @@ import { startStreamableHttpFixture } from '../../../scripts/lib/mcp-fixtures/in
 // One request fans out: a batch runs its calls concurrently and a listing asks every server at
 // once, each call adding (and later removing) abort listeners to the request's signal and to the
 // pooled client's transport signal. That is bounded work, not a leak, and must not print Node's
-// leak warning (SPEC: warnings must not flood the logs).
+// leak warning (warnings must not flood the logs).
 test('a batch of 30 overlapping MCP calls and a listing of 15 servers print no MaxListenersExceededWarning', async (t) => {
   const fx = await startStreamableHttpFixture({ marker: 'fan' })
   t.after(() => fx.close())

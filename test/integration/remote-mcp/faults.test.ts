@@ -80,7 +80,7 @@ function assertUpstreamFailure (r: { status: number, json: any }, codes: readonl
   assert.equal(r.json.isError, true, JSON.stringify(r.json))
   assert.ok(codes.includes(r.json.error?.code), `code ${String(r.json.error?.code)} not in ${codes.join(',')}: ${JSON.stringify(r.json)}`)
   assert.match(r.json.output, /^TOOL_ERROR: /)
-  // SPEC 3: no stack traces or host paths in what the model sees
+  // No stack traces or host paths in what the model sees (docs/ARCHITECTURE.md#errors)
   assert.doesNotMatch(r.json.output, /\n\s+at |node_modules/)
 }
 

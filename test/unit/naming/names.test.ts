@@ -5,7 +5,7 @@ import {
   parseUserToolName, qualifiedName, shortHash, toWireName, WIRE_NAME_PATTERN
 } from '../../../src/naming/names.js'
 
-test('apiFunctionName: the AI4J examples (reference section 5)', () => {
+test('apiFunctionName: the examples of AI4J generateApiFunctionName', () => {
   const table: Array<[string, string, string]> = [
     ['weather.svc', 'get forecast!!', 'weather_svc_get_forecast'],
     ['9svc', 'x', 'tool_9svc_x'],
@@ -58,7 +58,7 @@ test('user-encoded service names', () => {
   assert.equal(parseUserServiceName('user_42_tool_x'), undefined)
 })
 
-test('ids: SPEC 1 rule', () => {
+test('ids: letters, digits and dashes, no underscore, at most 64 chars', () => {
   for (const ok of ['1', '1-2', 'acme', 'A-b-9', 'a'.repeat(64)]) assert.ok(isValidId(ok), ok)
   for (const bad of ['', '-a', 'a_b', 'a b', 'a'.repeat(65), 'é', 'a.b']) assert.ok(!isValidId(bad), bad)
 })
