@@ -1,5 +1,6 @@
 /**
- * One test per escape class (reference/sandbox-and-coding-tools.md). Each asserts the defence
+ * One test per escape class of the file tools (traversal, absolute paths, symlinks, hard links,
+ * protected paths, read roots, rg arguments; docs/ARCHITECTURE.md#fd-layer). Each asserts the defence
  * and, where something could leak or change, that the outside data stayed untouched.
  */
 import { test } from 'node:test'
