@@ -43,7 +43,7 @@ test('an import cycle fails the check, type-only imports included', async (t) =>
   const root = await tree(t, {
     'src/a/one.ts': "import type { Two } from './two.js'\nexport type One = Two\n",
     'src/a/two.ts': "import type { One } from './one.js'\nexport type Two = string | One[]\n",
-    'src/a/ok.ts': "export const ok = 1\n"
+    'src/a/ok.ts': 'export const ok = 1\n'
   }, { a: [] })
   const { code, out } = await check(root)
   assert.equal(code, 1)
