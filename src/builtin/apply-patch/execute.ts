@@ -9,7 +9,7 @@
  * every new content is computed before the first write. Only then are the changes written; if a
  * write fails midway (disk full, permissions), what was already written is undone.
  *
- * Memory is bounded (issue 12, item 4): only files a hunk must read are read, each up to
+ * Memory is bounded (a tenant cannot make the gateway hold a huge patch target): only files a hunk must read are read, each up to
  * APPLY_PATCH_MAX_FILE_BYTES and all together up to APPLY_PATCH_MAX_STAGED_BYTES. Deleted files
  * and moved-away sources are never held: the commit renames them into a per-call trash folder
  * (see `Trash`), the rollback renames them back, and a success removes the trash. An updated

@@ -217,7 +217,7 @@ export class ProcessManager {
       entry.endedAt = this.#now()
     })
     // A sandbox that could not start (the tenant's process limit, a broken host) is a tool error,
-    // not a background process that "exited 1" (issue 12 item 2). bwrap reports its
+    // not a background process that "exited 1". bwrap reports its
     // namespaces before it execs the command; without that report the command never ran.
     const started = await Promise.race([proc.started, sleep(START_REPORT_MAX_MS, true, { ref: false })])
     if (!started) {

@@ -1,6 +1,6 @@
 /**
  * Runs tenants' JavaScript regular expressions off the event loop, with a hard time budget
- * (docs/ARCHITECTURE.md#fd-layer; issue 12 item 3). V8's RegExp backtracks: `(a+)+\s` over 30 `a`s runs for
+ * (docs/ARCHITECTURE.md#fd-layer). V8's RegExp backtracks: `(a+)+\s` over 30 `a`s runs for
  * minutes and cannot be interrupted from inside, so a match running on the main thread froze
  * every tenant's requests. Here the matching runs in worker threads; a batch that outlives the
  * call's remaining budget gets its worker terminated (terminate() stops a running RegExp) and

@@ -6,7 +6,7 @@
  * uid: whatever a swap makes it read, the tenant's own bash could read too.
  *
  * rg's lines are taken as they are: no JavaScript confirmation of them (a backtracking RegExp on
- * the event loop was the freeze of issue 12 item 3). rgPortable only lets through patterns whose
+ * the event loop froze the gateway for every tenant). rgPortable only lets through patterns whose
  * meaning is the same in both syntaxes; see there for the remaining differences.
  */
 import { execFile } from 'node:child_process'
