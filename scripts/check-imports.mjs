@@ -34,12 +34,12 @@ function files (dir) {
   return out
 }
 
-const SPEC = /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;(])import\s*\(?\s*['"]([^'"]+)['"]/gm
+const IMPORT_SPEC = /(?:^|[\s;])(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|(?:^|[\s;(])import\s*\(?\s*['"]([^'"]+)['"]/gm
 
 function importsOf (file) {
   const text = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '')
   const specs = []
-  for (const m of text.matchAll(SPEC)) specs.push(m[1] ?? m[2])
+  for (const m of text.matchAll(IMPORT_SPEC)) specs.push(m[1] ?? m[2])
   return specs
 }
 
