@@ -48,10 +48,11 @@ export const ERROR_CODES = {
   GW_NOT_FOUND: http(404, 'No such route'),
   GW_SERVER_NOT_FOUND: http(404, 'No such registered MCP server'),
   GW_CHECKPOINT_NOT_FOUND: http(404, 'No checkpoint of that id for this workspace (never made, deleted, or dropped past `CHECKPOINTS_PER_WORKSPACE`)'),
+  GW_WORKSPACE_NOT_FOUND: http(404, 'No workspace of that id for this tenant (never used, deleted, or expired past `WORKSPACE_IDLE_TTL`)'),
   GW_METHOD_NOT_ALLOWED: http(405, '`DELETE /mcp`: the MCP endpoint is stateless, there is no session to end'),
   GW_REQUEST_TIMEOUT: http(408, 'The request body did not arrive within `REQUEST_TIMEOUT_MS`', true),
-  GW_PAYLOAD_TOO_LARGE: http(413, 'A body over `BODY_LIMIT_BYTES`'),
-  GW_UNSUPPORTED_MEDIA_TYPE: http(415, 'A body that is not JSON'),
+  GW_PAYLOAD_TOO_LARGE: http(413, 'A body over `BODY_LIMIT_BYTES`, or a workspace upload past `WORKSPACE_QUOTA_BYTES` or `WORKSPACE_MAX_FILES`'),
+  GW_UNSUPPORTED_MEDIA_TYPE: http(415, 'A body that is not JSON (a workspace upload: not `application/x-tar` or `application/gzip`)'),
   GW_RATE_LIMITED: http(429, 'Over the tenant\'s `RATE_LIMIT_PER_MINUTE` or `MAX_CONCURRENT_PER_TENANT`, or too many failed authentications; retry after `Retry-After`', true),
   GW_INTERNAL: http(500, 'A bug: the message hides internals, the log has the request id'),
   GW_UPSTREAM_ERROR: {
@@ -69,13 +70,15 @@ export const ERROR_CODES = {
   GW_SANDBOX_ERROR: tool('The sandbox could not run the command (the tenant is over its process limit, a start failure)', true),
   GW_PATH_FORBIDDEN: tool('A path outside the workspace and its read roots'),
   GW_CANCELLED: tool('The caller cancelled the call (it went away, or MCP `notifications/cancelled`)', true),
+  // The one code without the GW_ prefix: its name is part of the workspace contract clients match on.
+  WORKSPACE_QUOTA_EXCEEDED: tool('A file tool\'s write would pass the workspace\'s `WORKSPACE_QUOTA_BYTES` or `WORKSPACE_MAX_FILES` (nothing written), or a bash command or background process was stopped because the workspace passed them'),
 
   GW_UPSTREAM_CONNECT: internal('A remote MCP server could not be connected or initialised; callers get `GW_UPSTREAM_ERROR`', true),
   GW_UPSTREAM_TIMEOUT: internal('A request to a remote MCP server ran past its deadline; callers get `GW_TOOL_TIMEOUT`', true),
   GW_UPSTREAM_REDIRECT: internal('A remote MCP server answered with a redirect, which is never followed; callers get `GW_UPSTREAM_ERROR`'),
   GW_BAD_MCP_CONFIG: internal('A server config that makes no transport (no url or command, not http/https); callers get `GW_UPSTREAM_ERROR`'),
   GW_SANDBOX_UNAVAILABLE: internal('`SANDBOX=bwrap` and bwrap does not work on this host: start-up stops')
-} as const satisfies Record<`GW_${string}`, ErrorCodeInfo>
+} as const satisfies Record<`GW_${string}` | 'WORKSPACE_QUOTA_EXCEEDED', ErrorCodeInfo>
 
 export type GwCode = keyof typeof ERROR_CODES
 /** Some codes of the table, for a narrower type; a code not in the table does not compile. */
@@ -125,7 +128,8 @@ export const TOOL_ERROR_CODES = {
   'tool-error': 'GW_TOOL_ERROR',
   sandbox: 'GW_SANDBOX_ERROR',
   forbidden: 'GW_PATH_FORBIDDEN',
-  cancelled: 'GW_CANCELLED'
+  cancelled: 'GW_CANCELLED',
+  quota: 'WORKSPACE_QUOTA_EXCEEDED'
 } as const satisfies Record<string, CodeOfKind<'tool'>>
 
 /** The message of every GW_INTERNAL response: no stack traces, host paths or secrets leave the gateway. */

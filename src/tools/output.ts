@@ -39,7 +39,8 @@ const ERROR_TYPES: Record<ToolFailureReason, string> = {
   'tool-error': 'ToolError',
   sandbox: 'SandboxError',
   forbidden: 'Forbidden',
-  cancelled: 'Cancelled'
+  cancelled: 'Cancelled',
+  quota: 'QuotaExceeded'
 }
 
 export function toolErrorCode (reason: ToolFailureReason): string {

@@ -38,6 +38,8 @@ export type ToolFailureReason =
   | 'sandbox'
   | 'forbidden'
   | 'cancelled'
+  /** A workspace quota (bytes or files) would be or was passed. */
+  | 'quota'
 
 /** What a source returns for one call. */
 export type ToolOutcome =
