@@ -6,10 +6,27 @@ import { KeyedMutex } from './keyed-mutex.js'
 import { ToolError } from './types.js'
 import type { BuiltinName } from '../naming/builtin-names.js'
 import type { BuiltinTool, Workspace } from './types.js'
+import type { WorkspaceUsage } from './workspace/usage.js'
 
 /** Resolves a request's workspace context to real paths (implemented by WorkspaceManager). */
 export interface WorkspaceResolver {
   resolve: (req: WorkspaceRequest, caller: Caller) => Promise<Workspace>
+}
+
+/** The key of a workspace's write lock: mutating tool calls, uploads, restores and deletes take it. */
+export function workspaceWriteKey (ws: Pick<Workspace, 'tenant' | 'root'>): string {
+  return `${ws.tenant}\u0000${ws.root}`
+}
+
+export interface BuiltinSourceOptions {
+  usage?: WorkspaceUsage
+  /** The write locks, shared with the workspace lifecycle (uploads, restores, deletes). */
+  writes?: KeyedMutex
+  /**
+   * Takes a checkpoint of the workspace (the lock is held) and returns its id; called before a
+   * mutating tool runs when the request's context asks for one (`context.checkpoint`).
+   */
+  checkpoint?: (ws: Workspace) => Promise<string>
 }
 
 /**
@@ -21,10 +38,15 @@ export class BuiltinSource implements ToolSource {
   readonly tier = 'builtin' as const
   readonly #catalog = new StaticCatalog()
   readonly #workspaces: WorkspaceResolver
-  readonly #writes = new KeyedMutex()
+  readonly #writes: KeyedMutex
+  readonly #checkpoint: ((ws: Workspace) => Promise<string>) | undefined
+  readonly #usage: WorkspaceUsage | undefined
 
-  constructor (tools: readonly BuiltinTool[], workspaces: WorkspaceResolver) {
+  constructor (tools: readonly BuiltinTool[], workspaces: WorkspaceResolver, opts: BuiltinSourceOptions = {}) {
     this.#workspaces = workspaces
+    this.#writes = opts.writes ?? new KeyedMutex()
+    this.#checkpoint = opts.checkpoint
+    this.#usage = opts.usage
     for (const tool of tools) {
       this.#catalog.add({
         route: 'builtin',
@@ -56,14 +78,37 @@ export class BuiltinSource implements ToolSource {
         // Built-in results are JSON and must stay valid JSON under the cap (docs/ARCHITECTURE.md#result-and-trace): their long
         // fields are trimmed here, before the router's generic cut of the text could break them.
         // The workspace's cap is the server's, or lower when the request asked for less.
-        const fitted = fitJsonValue(await tool.run(args, { workspace, signal: ctx.signal }), workspace.limits.outputMaxChars)
+        const fitted = fitJsonValue(await tool.run(args, { workspace, signal: ctx.signal, ...(this.#usage !== undefined ? { usage: this.#usage } : {}) }), workspace.limits.outputMaxChars)
         return { ok: true, value: fitted.value, ...(fitted.truncated ? { truncated: true } : {}) }
       }
       if (!tool.mutates(args)) return await run()
-      return await this.#writes.run(`${workspace.tenant}\u0000${workspace.root}`, run)
+      if (ctx.workspace.checkpoint !== true) return await this.#writes.run(workspaceWriteKey(workspace), run)
+      return await this.#writes.run(workspaceWriteKey(workspace), async () => {
+        // Taken inside the lock, so the checkpoint is exactly the tree the tool starts from.
+        const checkpointId = await this.#takeCheckpoint(workspace, ctx)
+        const outcome = await run().catch((err: unknown): ToolOutcome => {
+          if (err instanceof ToolError) return { ok: false, reason: err.reason, message: err.message }
+          throw err
+        })
+        return { ...outcome, checkpointId }
+      })
     } catch (err) {
       if (err instanceof ToolError) return { ok: false, reason: err.reason, message: err.message }
       throw err
+    }
+  }
+
+  async #takeCheckpoint (ws: Workspace, ctx: CallContext): Promise<string> {
+    if (this.#checkpoint === undefined) throw new ToolError('Checkpoints are not available on this server', 'invalid-arguments')
+    if (ctx.workspace.workspaceRoot !== undefined) {
+      throw new ToolError('context.checkpoint works on tenant workspaces (workspaceId), not on an admin workspaceRoot', 'invalid-arguments')
+    }
+    try {
+      return await this.#checkpoint(ws)
+    } catch (err) {
+      if (err instanceof ToolError) throw err
+      // Nothing ran: the tool is not called without the checkpoint that was asked for.
+      throw new ToolError(`The checkpoint could not be taken, so the tool did not run: ${(err as Error)?.message ?? String(err)}`)
     }
   }
 }

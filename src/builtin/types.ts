@@ -1,5 +1,6 @@
 import type { BuiltinName } from '../naming/builtin-names.js'
 import type { JsonSchema, WorkspaceLimits } from '../tools/types.js'
+import type { WorkspaceUsage } from './workspace/usage.js'
 
 /** A named read-only root (READ_ROOTS=skills=/opt/skills). `path` is the real path. */
 export interface ReadRoot {
@@ -41,6 +42,8 @@ export class ToolError extends Error {
 export interface BuiltinCallContext {
   workspace: Workspace
   signal: AbortSignal
+  /** The workspaces' usage figures and quota; without it, writes are not counted or limited. */
+  usage?: WorkspaceUsage
 }
 
 /** One built-in tool: schema plus implementation. `run` throws ToolError for expected failures. */

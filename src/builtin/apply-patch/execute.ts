@@ -79,6 +79,8 @@ interface Entry {
   current: FileState
   /** Hard-link count of the file on disk before the patch (0 when there was none). */
   links: number
+  /** Size of the file on disk before the patch (0 when there was none), for the quota's delta. */
+  diskSize: number
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
@@ -169,7 +171,7 @@ class Stage {
       else if (st?.isFile() === true) disk = 'file'
       // A FIFO or device would block or stream forever; only regular files are patched.
       else if (st !== undefined) throw new ToolError(`Failed to read ${target.rel}: not a regular file`)
-      entry = { target, disk, original: undefined, originalLines: 0, current: { kind: disk === 'dir' ? 'dir' : 'missing' }, links: st?.nlink ?? 0 }
+      entry = { target, disk, original: undefined, originalLines: 0, current: { kind: disk === 'dir' ? 'dir' : 'missing' }, links: st?.nlink ?? 0, diskSize: disk === 'file' ? (st?.size ?? 0) : 0 }
       if (disk === 'file' && target.dir !== undefined) await this.#load(entry, target.dir, need)
       this.#entries.set(target.key, entry)
       return entry
@@ -340,6 +342,26 @@ export interface ApplyPatchOptions {
   /** Checked once more before the first write. */
   signal?: AbortSignal
   io?: PatchIo
+  /**
+   * Called with the whole patch's change (bytes and entries, net of deletes) once everything is
+   * staged and before the first write; throwing refuses the patch with nothing written (the quota).
+   */
+  beforeWrite?: (change: { deltaBytes: number, deltaFiles: number }) => Promise<void>
+}
+
+/** What committing the stage changes: bytes of regular files and entries (files and new folders). */
+function stagedChange (stage: Stage): { deltaBytes: number, deltaFiles: number } {
+  let deltaBytes = 0
+  let deltaFiles = stage.newDirs.size
+  for (const e of stage.entries) {
+    const before = e.disk === 'file' ? e.diskSize : 0
+    const state = e.current
+    const after = state.kind !== 'file' ? 0 : state.data === UNREAD ? e.diskSize : Buffer.byteLength(state.data)
+    deltaBytes += after - before
+    if (e.disk !== 'file' && state.kind === 'file') deltaFiles++
+    if (e.disk === 'file' && state.kind !== 'file') deltaFiles--
+  }
+  return { deltaBytes, deltaFiles }
 }
 
 /** One change the commit started, recorded before it was attempted. */
@@ -474,6 +496,7 @@ export async function applyPatch (ws: Workspace, patchText: string, opts: ApplyP
 
   // A call that timed out or whose caller left must not change the workspace afterwards.
   if (opts.signal?.aborted === true) throw new ToolError('apply_patch was cancelled before writing; nothing was changed', 'timeout')
+  await opts.beforeWrite?.(stagedChange(stage))
   await commit(ws, stage, opts.io ?? DEFAULT_IO, new Trash(ws))
 
   return {

@@ -1,6 +1,7 @@
 import { applyPatch } from '../apply-patch/execute.js'
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
+import { withQuota } from '../workspace/usage.js'
 
 const DESCRIPTION = [
   'Apply a patch to files in the workspace. The patch is all or nothing: if any part fails, no file is changed.',
@@ -38,6 +39,6 @@ export const applyPatchTool: BuiltinTool = {
   run: async (args, ctx) => {
     const patch = args['patch']
     if (typeof patch !== 'string') throw new ToolError('patch must be a string', 'invalid-arguments')
-    return await applyPatch(ctx.workspace, patch, { signal: ctx.signal })
+    return await withQuota(ctx.usage, ctx.workspace, async (quota) => await applyPatch(ctx.workspace, patch, { signal: ctx.signal, ...quota }))
   }
 }

@@ -1,6 +1,7 @@
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
 import { locateWritable, readFileCapped, writeFileAtomic } from '../workspace/tree.js'
+import { withQuota } from '../workspace/usage.js'
 import { looksBinary, objectSchema, optBool, str } from './args.js'
 
 /** Editing loads the whole file; past this size the tool refuses rather than ballooning memory. */
@@ -63,7 +64,7 @@ export const editTool: BuiltinTool = {
     const updated = replaceAll
       ? parts.join(newStr)
       : (parts[0] ?? '') + newStr + parts.slice(1).join(oldStr)
-    await writeFileAtomic(ctx.workspace, input, updated)
+    await withQuota(ctx.usage, ctx.workspace, async (quota) => await writeFileAtomic(ctx.workspace, input, updated, quota))
     return { path: rel, replacements: replaceAll ? n : 1 }
   }
 }

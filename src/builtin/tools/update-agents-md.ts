@@ -1,6 +1,7 @@
 import { ToolError } from '../types.js'
 import type { BuiltinTool, Workspace } from '../types.js'
 import { openForRead, writeFileAtomic } from '../workspace/tree.js'
+import { withQuota } from '../workspace/usage.js'
 import { objectSchema, optStr, str } from './args.js'
 
 /** Same cap as Codex's project-doc limit. */
@@ -84,7 +85,7 @@ export const updateAgentsMdTool: BuiltinTool = {
     if (size > AGENTS_MD_MAX_BYTES) {
       throw new ToolError(`AGENTS.md would be ${size} bytes, over the ${AGENTS_MD_MAX_BYTES}-byte cap; shorten it`)
     }
-    const { created, bytesWritten, rel: written } = await writeFileAtomic(ws, rel, next)
+    const { created, bytesWritten, rel: written } = await withQuota(ctx.usage, ws, async (quota) => await writeFileAtomic(ws, rel, next, quota))
     return { action, path: written, created, bytesWritten }
   }
 }

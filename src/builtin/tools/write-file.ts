@@ -1,6 +1,7 @@
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../types.js'
 import { writeFileAtomic } from '../workspace/tree.js'
+import { withQuota } from '../workspace/usage.js'
 import { objectSchema, optStr, str } from './args.js'
 
 const MODES = ['create', 'overwrite', 'append'] as const
@@ -33,10 +34,12 @@ export const writeFileTool: BuiltinTool = {
       throw new ToolError(`mode must be one of ${MODES.join(', ')}`, 'invalid-arguments')
     }
     const mode = modeArg as WriteMode
-    const { created, bytesWritten, rel } = await writeFileAtomic(ctx.workspace, input, content, {
+    // Refused before anything is written when it would pass the workspace's quota.
+    const { created, bytesWritten, rel } = await withQuota(ctx.usage, ctx.workspace, async (quota) => await writeFileAtomic(ctx.workspace, input, content, {
       append: mode === 'append',
-      exclusive: mode === 'create'
-    })
+      exclusive: mode === 'create',
+      ...quota
+    }))
     return { path: rel, mode, created, appended: mode === 'append', bytesWritten }
   }
 }

@@ -393,6 +393,12 @@ export interface WriteOptions {
   append?: boolean
   /** Fail when the file exists (write_file mode create). */
   exclusive?: boolean
+  /**
+   * Called once the target is checked and before anything is written, with what the write will
+   * change: bytes (new size minus old) and entries (the file if new, plus the folders made for
+   * it). Throwing refuses the write (the quota check); the folders made are removed again.
+   */
+  beforeWrite?: (change: { deltaBytes: number, deltaFiles: number }) => Promise<void>
 }
 
 /**
@@ -439,6 +445,11 @@ async function writeAt (ws: Workspace, loc: Location, data: string | Buffer, opt
   }
 
   const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data
+  if (opts.beforeWrite !== undefined) {
+    const oldSize = existing?.size ?? 0
+    const newSize = (opts.append === true ? oldSize : 0) + bytes.length
+    await opts.beforeWrite({ deltaBytes: newSize - oldSize, deltaFiles: (existing === undefined ? 1 : 0) + loc.made.length })
+  }
   const tmpName = `.${loc.name.slice(0, 200)}.${randomBytes(6).toString('hex')}.tg-tmp`
   const mode = existing !== undefined ? existing.mode & 0o7777 : 0o644
   const fh = await open(at(loc.parent, tmpName), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)

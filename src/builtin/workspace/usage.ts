@@ -250,3 +250,31 @@ async function countTree (root: string, partial: UsageFigure): Promise<Measured>
   }
   return { bytes: partial.bytes, files: partial.files, exact }
 }
+
+/** A write's change to the figure, as tree.ts's writeFileAtomic reports it. */
+export interface WriteChange { deltaBytes: number, deltaFiles: number }
+
+/**
+ * Runs one write under the quota: `work` spreads the given options into writeFileAtomic (or calls
+ * `beforeWrite` itself with the change it is about to make). The change is reserved there, before
+ * anything is written; a write that fails afterwards gives it back. Without `usage`, no check.
+ */
+export async function withQuota<T> (
+  usage: WorkspaceUsage | undefined,
+  ws: Workspace,
+  work: (opts: { beforeWrite?: (change: WriteChange) => Promise<void> }) => Promise<T>
+): Promise<T> {
+  if (usage === undefined) return await work({})
+  let reserved: WriteChange | undefined
+  try {
+    return await work({
+      beforeWrite: async (change) => {
+        await usage.reserve(ws, change.deltaBytes, change.deltaFiles)
+        reserved = change
+      }
+    })
+  } catch (err) {
+    if (reserved !== undefined) usage.adjust(ws, -reserved.deltaBytes, -reserved.deltaFiles)
+    throw err
+  }
+}
