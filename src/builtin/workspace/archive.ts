@@ -22,18 +22,19 @@
  * tar is pulled through gzip with backpressure, so memory stays flat whatever the tree's size.
  */
 import { constants as fsConstants } from 'node:fs'
-import type { Stats } from 'node:fs'
-import { chmod, lchown, link, lutimes, mkdir, open, readlink, symlink, unlink, utimes } from 'node:fs/promises'
+import { chmod, lchown, link, lutimes, mkdir, open, symlink, unlink, utimes } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable, pipeline } from 'node:stream'
+import { Worker } from 'node:worker_threads'
 import { createGunzip, createGzip } from 'node:zlib'
 import { Header, Pax, Parser } from 'tar'
 import type { ReadEntry } from 'tar'
 import { HttpError } from '../../errors.js'
 import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
-import { WALK_MAX_DEPTH, at, lstatAt, openFileIn, openForRead, walk } from './tree.js'
+import { PACK_WORKER_SOURCE } from './pack-worker.js'
+import { WALK_MAX_DEPTH, openForRead } from './tree.js'
 
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fsConstants
 const O_CLOEXEC = 0o2000000
@@ -531,76 +532,91 @@ function headerBlocks (data: { path: string, type: 'File' | 'Directory' | 'Symbo
   return out
 }
 
-/** The tar byte stream of the tree below `base` (closed at the end or when the consumer stops). */
+function padding (size: number): Buffer[] {
+  const pad = (BLOCK - (size % BLOCK)) % BLOCK
+  return pad > 0 ? [ZEROS.subarray(0, pad)] : []
+}
+
+type PackRecord =
+  | ['d', string, number, number]
+  | ['l', string, number, number, string]
+  | ['f', string, number, number, number]
+  | ['c', number, number]
+interface PackMessage { recs?: PackRecord[], buf?: ArrayBuffer, done?: boolean, error?: string }
+
+/** Bytes of file content per batch from the worker, and batches it may run ahead. */
+const BATCH_BYTES = 256 * 1024
+const BATCHES_AHEAD = 4
+
+/**
+ * The tar byte stream of the tree below `base`: the walk and the reads run in a worker
+ * (pack-worker.ts) at most BATCHES_AHEAD batches ahead of the consumer; headers are written here.
+ * `base` is closed at the end, or when the consumer stops, after the worker has closed its fds.
+ */
 async function * tarBlocks (base: FileHandle, signal: AbortSignal | undefined): AsyncGenerator<Buffer> {
-  let pending: Buffer[] = []
-  let pendingBytes = 0
-  const push = (bufs: Buffer[]): void => {
-    for (const b of bufs) { pending.push(b); pendingBytes += b.length }
+  const control = new Int32Array(new SharedArrayBuffer(8))
+  control[0] = BATCHES_AHEAD
+  const worker = new Worker(PACK_WORKER_SOURCE, {
+    eval: true,
+    workerData: { baseFd: base.fd, maxDepth: WALK_MAX_DEPTH, batchBytes: BATCH_BYTES, control }
+  })
+  const queue: PackMessage[] = []
+  let exited = false
+  let failure: Error | undefined
+  let wakeup: (() => void) | undefined
+  const wake = (): void => { wakeup?.() }
+  worker.on('message', (m: PackMessage) => { queue.push(m); wake() })
+  worker.on('error', (err) => { failure ??= err; wake() })
+  worker.on('exit', () => { exited = true; wake() })
+  signal?.addEventListener('abort', wake)
+  const next = async (): Promise<PackMessage> => {
+    for (;;) {
+      if (signal?.aborted === true) throw signal.reason
+      const m = queue.shift()
+      if (m !== undefined) return m
+      if (failure !== undefined) throw failure
+      if (exited) throw new Error('The archive worker stopped early')
+      await new Promise<void>((resolve) => { wakeup = resolve })
+      wakeup = undefined
+    }
   }
-  const take = (): Buffer => {
-    const out = pending.length === 1 ? pending[0] as Buffer : Buffer.concat(pending, pendingBytes)
-    pending = []
-    pendingBytes = 0
-    return out
-  }
+  // The file whose content records are arriving: its size, and the bytes still to come.
+  let fileSize = 0
+  let remaining = 0
   try {
-    for await (const e of walk(base, { signal })) {
-      let kind = e.kind
-      let st: Stats | undefined
-      if (kind !== 'file') {
-        st = await lstatAt(e.dir, e.name)
-        if (st === undefined) continue
-        // A dirent without a type (some filesystems) is typed by lstat.
-        kind = st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'symlink' : st.isFile() ? 'file' : 'other'
-        if (kind !== e.kind && e.kind !== 'other') continue // swapped under us: skip it
-      }
-      if (kind === 'dir' && st !== undefined) {
-        push(headerBlocks({ path: `${e.rel}/`, type: 'Directory', mode: st.mode & 0o777, size: 0, mtime: st.mtime }))
-      } else if (kind === 'symlink' && st !== undefined) {
-        let target: string
-        try {
-          target = await readlink(at(e.dir, e.name))
-        } catch {
+    for (;;) {
+      const m = await next()
+      if (m.error !== undefined) throw new Error(`Reading the workspace failed: ${m.error}`)
+      if (m.done === true) break
+      const data = Buffer.from(m.buf as ArrayBuffer)
+      const out: Buffer[] = []
+      for (const r of m.recs ?? []) {
+        if (r[0] === 'c') {
+          out.push(data.subarray(r[1], r[1] + r[2]))
+          remaining -= r[2]
+          if (remaining === 0) out.push(...padding(fileSize))
           continue
         }
-        push(headerBlocks({ path: e.rel, type: 'SymbolicLink', mode: st.mode & 0o777, size: 0, mtime: st.mtime, linkpath: target }))
-      } else if (kind === 'file') {
-        const f = await openFileIn(e.dir, e.name)
-        if (f === undefined) continue
-        try {
-          const size = f.st.size
-          push(headerBlocks({ path: e.rel, type: 'File', mode: f.st.mode & 0o777, size, mtime: f.st.mtime }))
-          // Exactly `size` bytes, as the header says: a file that grows is cut, one that shrinks is
-          // padded with zeros; then padding to the block.
-          let pos = 0
-          while (pos < size) {
-            const want = Math.min(READ_CHUNK, size - pos)
-            const buf = Buffer.allocUnsafe(want)
-            let got = 0
-            while (got < want) {
-              const { bytesRead } = await f.fh.read(buf, got, want - got, pos + got)
-              if (bytesRead === 0) break
-              got += bytesRead
-            }
-            if (got < want) buf.fill(0, got)
-            pos += want
-            push([buf])
-            if (pendingBytes >= FLUSH_BYTES) yield take()
-          }
-          const pad = (BLOCK - (size % BLOCK)) % BLOCK
-          if (pad > 0) push([ZEROS.subarray(0, pad)])
-        } finally {
-          await f.fh.close()
+        const mtime = new Date(r[3])
+        if (r[0] === 'd') out.push(...headerBlocks({ path: `${r[1]}/`, type: 'Directory', mode: r[2], size: 0, mtime }))
+        else if (r[0] === 'l') out.push(...headerBlocks({ path: r[1], type: 'SymbolicLink', mode: r[2], size: 0, mtime, linkpath: r[4] }))
+        else {
+          out.push(...headerBlocks({ path: r[1], type: 'File', mode: r[2], size: r[4], mtime }))
+          fileSize = remaining = r[4]
         }
       }
-      if (pendingBytes >= FLUSH_BYTES) yield take()
+      yield Buffer.concat(out)
+      // The consumer took the batch: the worker may read one more.
+      Atomics.add(control, 0, 1)
+      Atomics.notify(control, 0)
     }
-    if (signal?.aborted === true) throw signal.reason
-    // End of archive: two zero blocks.
-    push([ZEROS.subarray(0, 2 * BLOCK)])
-    yield take()
+    yield ZEROS.subarray(0, 2 * BLOCK)
   } finally {
+    signal?.removeEventListener('abort', wake)
+    Atomics.store(control, 1, 1)
+    Atomics.notify(control, 0)
+    // The worker closes its own fds as it unwinds; base goes only after (its number could be reused).
+    if (!exited) await new Promise((resolve) => worker.once('exit', resolve))
     await base.close().catch(() => {})
   }
 }

@@ -419,6 +419,23 @@ test('an aborted upload rejects with the signal\'s reason and writes nothing mor
 // ------------------------------------------------------------------------------------------
 // Streaming
 
+test('a download stopped halfway closes every fd it opened', async (t) => {
+  const c = await setup(t)
+  const root = path.join(c.dir, 'ws')
+  for (let d = 0; d < 20; d++) {
+    await mkdir(path.join(root, `d${d}`, 'sub'), { recursive: true })
+    for (let f = 0; f < 20; f++) await writeFile(path.join(root, `d${d}`, 'sub', `f${f}`), randomBytes(8192))
+  }
+  const fds = async (): Promise<number> => (await readdir('/proc/self/fd')).length
+  const before = await fds()
+  const gz = await packWorkspace(testWorkspace(root))
+  await new Promise<void>((resolve) => gz.once('data', () => resolve()))
+  gz.destroy()
+  // The worker unwinds (closing its fds), then the base directory fd is closed.
+  for (let i = 0; i < 100 && await fds() > before; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+  assert.equal(await fds(), before)
+})
+
 test('pack + extract of a 200 MiB tree keeps RSS flat', async (t) => {
   const c = await setup(t)
   const root = path.join(c.dir, 'ws')
@@ -443,6 +460,7 @@ test('pack + extract of a 200 MiB tree keeps RSS flat', async (t) => {
   }
   peak = Math.max(peak, process.memoryUsage().rss)
   const growth = (peak - before) / 1024 / 1024
+  t.diagnostic(`RSS growth ${growth.toFixed(1)} MiB`)
   assert.ok(growth < 64, `RSS grew by ${growth.toFixed(1)} MiB`)
   const a = await stat(path.join(c.staging, 'd/f9'))
   assert.equal(a.size, 20 * 1024 * 1024)
