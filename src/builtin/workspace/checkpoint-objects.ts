@@ -46,13 +46,47 @@ export interface PutResult {
   added: boolean
 }
 
+/**
+ * Parsed trees, least recently used first. Trees are immutable, so an entry is never stale; the
+ * bound is a number of trees (a 50,000-file workspace has about a thousand).
+ */
+export class TreeCache {
+  readonly #map = new Map<string, readonly TreeEntry[]>()
+  readonly #max: number
+
+  constructor (max: number) {
+    this.#max = max
+  }
+
+  get (key: string): readonly TreeEntry[] | undefined {
+    const v = this.#map.get(key)
+    if (v !== undefined) {
+      this.#map.delete(key)
+      this.#map.set(key, v)
+    }
+    return v
+  }
+
+  set (key: string, v: readonly TreeEntry[]): void {
+    this.#map.delete(key)
+    this.#map.set(key, v)
+    if (this.#map.size > this.#max) this.#map.delete(this.#map.keys().next().value as string)
+  }
+
+  delete (key: string): void {
+    this.#map.delete(key)
+  }
+}
+
 export class ObjectStore {
   readonly dir: string
   readonly #tmp: string
+  readonly #cache: TreeCache | undefined
 
-  constructor (dir: string) {
+  constructor (dir: string, cache?: TreeCache) {
     this.dir = dir
     this.#tmp = path.join(dir, 'tmp')
+    this.#cache = cache
   }
 
   /** Creates the layout (mode 0700: nothing in it is any tenant's business). */
@@ -130,6 +164,7 @@ export class ObjectStore {
   putTree (entries: readonly TreeEntry[]): { sha: string, added: boolean, bytes: number } {
     const data = Buffer.from(JSON.stringify(entries))
     const sha = createHash('sha256').update(data).digest('hex')
+    this.#cache?.set(`${this.dir}\0${sha}`, entries)
     const dest = this.treePath(sha)
     try {
       statSync(dest)
@@ -147,16 +182,21 @@ export class ObjectStore {
     return { sha, added: this.#publish(tmp, dest), bytes: data.length }
   }
 
-  readTree (sha: string): TreeEntry[] {
+  readTree (sha: string): readonly TreeEntry[] {
+    const cached = this.#cache?.get(`${this.dir}\0${sha}`)
+    if (cached !== undefined) return cached
     if (!SHA_RE.test(sha)) throw new Error(`checkpoint store: bad tree reference ${sha.slice(0, 80)}`)
     const parsed: unknown = JSON.parse(readFileSync(this.treePath(sha), 'utf8'))
     if (!Array.isArray(parsed)) throw new Error(`checkpoint store: tree ${sha} is not a list`)
-    return parsed as TreeEntry[]
+    const entries = parsed as TreeEntry[]
+    this.#cache?.set(`${this.dir}\0${sha}`, entries)
+    return entries
   }
 
   /** Removes an object or a tree; a missing one is fine (collected already). */
   remove (kind: 'object' | 'tree', sha: string): void {
     if (!SHA_RE.test(sha)) return
+    if (kind === 'tree') this.#cache?.delete(`${this.dir}\0${sha}`)
     try {
       unlinkSync(kind === 'object' ? this.objectPath(sha) : this.treePath(sha))
     } catch (err) {

@@ -39,7 +39,7 @@ import { setImmediate as turn } from 'node:timers/promises'
 import { HttpError } from '../../errors.js'
 import { KeyedMutex } from '../keyed-mutex.js'
 import type { Workspace } from '../types.js'
-import { ObjectStore, sortEntries } from './checkpoint-objects.js'
+import { ObjectStore, sortEntries, TreeCache } from './checkpoint-objects.js'
 import type { FileEntry, TreeEntry } from './checkpoint-objects.js'
 
 export const CHECKPOINT_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
@@ -49,6 +49,8 @@ const LABEL_MAX = 200
 const MAX_DEPTH = 256
 /** Longest stretch of synchronous work before the event loop gets a turn. */
 const SLICE_MS = 8
+/** Parsed trees kept in memory, all tenants together (about 1,000 for a 50,000-file workspace). */
+const TREE_CACHE_SIZE = 20_000
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = fsConstants
 const O_CLOEXEC = 0o2000000
@@ -114,6 +116,8 @@ interface DirMemo {
 type Memo = Map<string, DirMemo>
 
 interface Pass {
+  /** The workspace root's path, for lstat hints only (see #hint). */
+  root: string
   memo: Memo | undefined
   next: Memo
   lastTurn: number
@@ -143,6 +147,19 @@ function dirMode (st: Stats): number {
 /** Entries carry whole milliseconds (restore sets them back exactly; see #setTimes). */
 function msOf (st: Stats): number {
   return Math.round(st.mtimeMs)
+}
+
+/**
+ * The plain path of `name` below the root, for lstat only. A lstat is a hint that says whether a
+ * file may be skipped, never a way to content, and its result is trusted only when (dev, ino,
+ * ctime...) equal those of an inode we read earlier through an fd: a tenant that swaps a parent
+ * for a symlink can at worst make us see one of its own already-read inodes, never bring content
+ * from elsewhere. Resolving this path costs half the kernel time of /proc/self/fd/<fd>/<name>,
+ * which is most of a checkpoint of a large tree. Everything else (listing, reading, writing,
+ * removing) goes through directory fds.
+ */
+function hint (pass: { root: string }, rel: string, name: string): string {
+  return rel === '' ? `${pass.root}/${name}` : `${pass.root}/${rel}/${name}`
 }
 
 function sigOf (st: Stats, sha: string): FileSig {
@@ -257,6 +274,8 @@ export class CheckpointStore {
   readonly #mutex = new KeyedMutex()
   /** Stat memory per workspace, least recently used first. */
   readonly #memos = new Map<string, Memo>()
+  /** Parsed trees of every tenant: restore and collection read them without a file read each. */
+  readonly #trees = new TreeCache(TREE_CACHE_SIZE)
 
   constructor (opts: CheckpointStoreOptions) {
     const limit = opts.checkpointsPerWorkspace ?? DEFAULT_CHECKPOINTS_PER_WORKSPACE
@@ -361,7 +380,7 @@ export class CheckpointStore {
   }
 
   #objects (ws: Workspace): ObjectStore {
-    const store = new ObjectStore(this.#tenantDir(ws))
+    const store = new ObjectStore(this.#tenantDir(ws), this.#trees)
     store.init()
     return store
   }
@@ -401,6 +420,7 @@ export class CheckpointStore {
 
   #pass (ws: Workspace): Pass {
     return {
+      root: ws.root,
       memo: this.#memos.get(this.#memoKey(ws)),
       next: new Map(),
       lastTurn: performance.now(),
@@ -445,7 +465,7 @@ export class CheckpointStore {
       let st: Stats | undefined
       for (let attempt = 0; attempt < 3; attempt++) {
         if (kind === 'file' || kind === 'other') {
-          st = lstatSync(at(fd, name), { throwIfNoEntry: false })
+          st = lstatSync(hint(pass, rel, name), { throwIfNoEntry: false })
           if (st === undefined) break
           kind = st.isFile() ? 'file' : st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'link' : 'other'
           if (kind === 'other') break // FIFO, socket, device: not part of a checkpoint
@@ -543,10 +563,10 @@ export class CheckpointStore {
   async #restoreDir (ws: Workspace, store: ObjectStore, fd: number, rel: string, treeSha: string, depth: number, pass: Pass): Promise<void> {
     if (depth > MAX_DEPTH) throw tooDeep(rel)
     await this.#maybeTurn(pass)
-    const target = store.readTree(treeSha)
+    const before = pass.memo?.get(rel)
+    const target = before?.tree === treeSha ? before.entries : store.readTree(treeSha)
     for (const e of target) checkName(e[0])
     const wanted = new Set(target.map((e) => e[0]))
-    const before = pass.memo?.get(rel)
     for (const name of readdirSync(at(fd))) {
       if (!wanted.has(name)) removeAt(fd, name)
     }
@@ -554,7 +574,7 @@ export class CheckpointStore {
     for (const e of target) {
       const name = e[0]
       if (e[1] === 'f') {
-        files.set(name, this.#restoreFile(ws, store, fd, e, before?.files.get(name)))
+        files.set(name, this.#restoreFile(ws, store, fd, hint(pass, rel, name), e, before?.files.get(name)))
       } else if (e[1] === 'l') {
         this.#restoreLink(ws, fd, name, e[5])
       } else {
@@ -578,9 +598,9 @@ export class CheckpointStore {
     pass.next.set(rel, { tree: treeSha, entries: target, files })
   }
 
-  #restoreFile (ws: Workspace, store: ObjectStore, fd: number, e: FileEntry, known: FileSig | undefined): FileSig {
+  #restoreFile (ws: Workspace, store: ObjectStore, fd: number, hintPath: string, e: FileEntry, known: FileSig | undefined): FileSig {
     const [name, , mode, , mtime, sha] = e
-    const st = lstatSync(at(fd, name), { throwIfNoEntry: false })
+    const st = lstatSync(hintPath, { throwIfNoEntry: false })
     if (st?.isFile() === true) {
       if (sameSig(known, st) && known.sha === sha && fileMode(st) === mode && msOf(st) === mtime) return known
       // Unknown to us, or only its mode or time differ: compare the content before rewriting it.
@@ -697,7 +717,7 @@ export class CheckpointStore {
     } catch (err) {
       if (code(err) !== 'ENOENT') throw err
     }
-    const readTree = (sha: string): TreeEntry[] | undefined => {
+    const readTree = (sha: string): readonly TreeEntry[] | undefined => {
       try {
         return store.readTree(sha)
       } catch (err) {
