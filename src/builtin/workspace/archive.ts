@@ -16,10 +16,11 @@
  * refused before its first byte is written. A stream that ends without the tar end-of-archive
  * blocks, or a gzip stream that ends early, is refused as truncated.
  *
- * Download. The tree is walked by fd (tree.ts `walk`), each file opened beneath its directory's fd
- * with O_NOFOLLOW, symlinks archived as symlinks and never followed, other types skipped; headers
- * are written here with node-tar's Header (and a pax header for long or non-ASCII names), and the
- * tar is pulled through gzip with backpressure, so memory stays flat whatever the tree's size.
+ * Download. The tree is walked by fd in a worker thread (pack-worker.ts, tree.ts `walk`'s rules:
+ * each entry opened beneath its directory's fd with O_NOFOLLOW), symlinks archived as symlinks and
+ * never followed, other types skipped; headers are written here with node-tar's Header (and a pax
+ * header for long or non-ASCII names), and the tar is pulled through gzip with backpressure, so
+ * memory stays flat whatever the tree's size.
  */
 import { constants as fsConstants } from 'node:fs'
 import { chmod, lchown, link, lutimes, mkdir, open, symlink, unlink, utimes } from 'node:fs/promises'
@@ -366,7 +367,10 @@ export async function extractArchive (input: Readable, opts: ExtractOptions): Pr
     if (failure !== undefined) return
     failure = err
     // A write waiting for data the parser will never get ends now.
-    for (const e of live) e.destroy()
+    for (const e of live) {
+      e.on('error', () => {}) // a late write into it must not throw out of the parser
+      e.destroy()
+    }
     stopFeeding()
     onFailure()
   }
@@ -491,8 +495,7 @@ export interface PackOptions {
 
 const BLOCK = 512
 const FLUSH_BYTES = 64 * 1024
-const READ_CHUNK = 256 * 1024
-const ZEROS = Buffer.alloc(READ_CHUNK)
+const ZEROS = Buffer.alloc(2 * BLOCK)
 
 /**
  * A streamed tar.gz of the workspace, or of the directory `subPath` in it (the same resolver as the

@@ -8,14 +8,14 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { chmod, lstat, mkdir, mkdtemp, open, readFile, readdir, readlink, realpath, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 import { buffer as collect } from 'node:stream/consumers'
-import { gzipSync } from 'node:zlib'
+import { gunzipSync, gzipSync } from 'node:zlib'
 import { Header, Pax, create as tarCreate } from 'tar'
 import { HttpError } from '../../../../src/errors.js'
 import { extractArchive, packWorkspace } from '../../../../src/builtin/workspace/archive.js'
@@ -409,15 +409,46 @@ test('an aborted upload rejects with the signal\'s reason and writes nothing mor
   const c = await setup(t)
   const ac = new AbortController()
   const body = new Readable({ read () {} })
-  body.push(rawTar([{ path: 'a', data: 'a' }], { end: false }))
+  // A file whose body stops halfway: the write waiting for the rest must end too.
+  body.push(rawTar([{ path: 'a', data: 'a' }, { path: 'big', data: Buffer.alloc(1024 * 1024, 'b') }], { end: false }).subarray(0, 300 * 1024))
   const p = extractArchive(body, { stagingDir: c.staging, gzip: false, limits: LIMITS, signal: ac.signal })
   setTimeout(() => ac.abort(new Error('client went away')), 50)
   await assert.rejects(p, /client went away/)
   await assertOutsideUntouched(c)
+  assert.ok((await stat(path.join(c.staging, 'big'))).size < 1024 * 1024)
 })
 
 // ------------------------------------------------------------------------------------------
 // Streaming
+
+const RENAMEAT2 = process.arch === 'arm64' ? 276 : 316
+const HAS_PERL = spawnSync('perl', ['-e', '1']).status === 0
+
+test('a symlink-swap loop beside a download never gets an outside file into the archive', { skip: !HAS_PERL && process.env.CI !== 'true' }, async (t) => {
+  const c = await setup(t)
+  const root = path.join(c.dir, 'ws')
+  await mkdir(path.join(c.outside, 'sub'))
+  await writeFile(path.join(c.outside, 'sub/f'), 'OUTSIDE SECRET\n')
+  // Ten pairs: the directory e<i> (holding sub/f) and the link s<i> to the outside folder, which
+  // holds a sub/f of its own.
+  for (let i = 0; i < 10; i++) {
+    await mkdir(path.join(root, `e${i}/sub`), { recursive: true })
+    await writeFile(path.join(root, `e${i}/sub/f`), 'inside\n')
+    await symlink(c.outside, path.join(root, `s${i}`))
+  }
+  // Exchanges every pair as fast as it can.
+  const loop = spawn('perl', ['-e', `chdir $ARGV[0] or die; while (1) { for my $i (0..9) { syscall(${RENAMEAT2}, -100, "e$i", -100, "s$i", 2) } }`, root], { stdio: 'ignore' })
+  t.after(() => { loop.kill('SIGKILL') })
+  let inside = 0
+  const until = Date.now() + 3000
+  for (let i = 0; i < 300 && (i < 20 || Date.now() < until); i++) {
+    const tar = gunzipSync(await collect(await packWorkspace(testWorkspace(root))))
+    assert.ok(!tar.includes(Buffer.from('OUTSIDE')), 'an outside file was archived')
+    if (tar.includes(Buffer.from('inside'))) inside++
+  }
+  loop.kill('SIGKILL')
+  assert.ok(inside > 0, 'the walk must sometimes see the directory, or the test proves nothing')
+})
 
 test('a download stopped halfway closes every fd it opened', async (t) => {
   const c = await setup(t)
