@@ -28,6 +28,10 @@ export type TreeEntry = FileEntry | DirEntry | LinkEntry
 const SHA_RE = /^[0-9a-f]{64}$/
 const COPY_CHUNK = 1024 * 1024
 const YIELD_CHUNKS = 8
+/** Files below this are read in one piece. */
+const SMALL_FILE = 256 * 1024
+const TMP_PREFIX = `${process.pid}-${randomBytes(4).toString('hex')}`
+let tmpCounter = 0
 
 function code (err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | undefined)?.code
@@ -105,21 +109,73 @@ export class ObjectStore {
   }
 
   #tmpName (): string {
-    return path.join(this.#tmp, randomBytes(12).toString('hex'))
+    // Unique without a random draw per object: one tenant's writes are serialised, and the prefix
+    // differs per process.
+    return path.join(this.#tmp, `${TMP_PREFIX}.${++tmpCounter}`)
+  }
+
+  /** rename into the object's prefix directory, made on first use. */
+  #place (tmp: string, dest: string): void {
+    try {
+      renameSync(tmp, dest)
+    } catch (err) {
+      if (code(err) !== 'ENOENT') throw err
+      mkdirSync(path.dirname(dest), { recursive: true, mode: 0o700 })
+      renameSync(tmp, dest)
+    }
+  }
+
+  #exists (dest: string): boolean {
+    try {
+      statSync(dest)
+      return true
+    } catch (err) {
+      if (code(err) === 'ENOENT') return false
+      throw err
+    }
   }
 
   /** Moves a finished temp file to `dest`, or drops it when `dest` exists (same content, by its name). */
   #publish (tmp: string, dest: string): boolean {
-    try {
-      statSync(dest)
+    if (this.#exists(dest)) {
       unlinkSync(tmp)
       return false
-    } catch (err) {
-      if (code(err) !== 'ENOENT') throw err
     }
-    mkdirSync(path.dirname(dest), { recursive: true, mode: 0o700 })
-    renameSync(tmp, dest)
+    this.#place(tmp, dest)
     return true
+  }
+
+  /**
+   * A small file (most of a source tree) in one read: hashed before anything is written, so
+   * content the store holds already costs no write at all.
+   */
+  #putSmall (src: number, size: number): PutResult | undefined {
+    const buf = Buffer.allocUnsafe(size + 1)
+    let got = 0
+    while (got < buf.length) {
+      const n = readSync(src, buf, got, buf.length - got, got)
+      if (n === 0) break
+      got += n
+    }
+    // Grew since its fstat: the streaming copy handles it.
+    if (got > size) return undefined
+    const data = buf.subarray(0, got)
+    const sha = createHash('sha256').update(data).digest('hex')
+    const dest = this.objectPath(sha)
+    if (this.#exists(dest)) return { sha, bytes: got, added: false }
+    const tmp = this.#tmpName()
+    const out = openSync(tmp, 'wx', 0o600)
+    try {
+      let off = 0
+      while (off < got) off += writeSync(out, data, off, got - off)
+    } catch (err) {
+      closeSync(out)
+      try { unlinkSync(tmp) } catch {}
+      throw err
+    }
+    closeSync(out)
+    this.#place(tmp, dest)
+    return { sha, bytes: got, added: true }
   }
 
   /**
@@ -129,7 +185,11 @@ export class ObjectStore {
    * fsynced: one fsync per object made a first checkpoint of 50,000 files take minutes; a host
    * crash can cost the newest checkpoints, never the workspace.
    */
-  async putFile (src: number): Promise<PutResult> {
+  async putFile (src: number, size: number): Promise<PutResult> {
+    if (size < SMALL_FILE) {
+      const small = this.#putSmall(src, size)
+      if (small !== undefined) return small
+    }
     const tmp = this.#tmpName()
     const out = openSync(tmp, 'wx', 0o600)
     const hash = createHash('sha256')

@@ -158,8 +158,13 @@ function msOf (st: Stats): number {
  * which is most of a checkpoint of a large tree. Everything else (listing, reading, writing,
  * removing) goes through directory fds.
  */
-function hint (pass: { root: string }, rel: string, name: string): string {
-  return rel === '' ? `${pass.root}/${name}` : `${pass.root}/${rel}/${name}`
+function lstatHint (pass: { root: string }, rel: string, fd: number, name: string): Stats | undefined {
+  try {
+    return lstatSync(rel === '' ? `${pass.root}/${name}` : `${pass.root}/${rel}/${name}`, { throwIfNoEntry: false })
+  } catch {
+    // A parent swapped for a file or a link loop (ENOTDIR, ELOOP), a path past PATH_MAX: by fd.
+    return lstatSync(at(fd, name), { throwIfNoEntry: false })
+  }
 }
 
 function sigOf (st: Stats, sha: string): FileSig {
@@ -262,6 +267,16 @@ function checkName (name: string): void {
   }
 }
 
+/** errno codes of a step that met an entry changed under it by the tenant. */
+const RACE_CODES = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'ENOTEMPTY', 'EEXIST', 'ELOOP'])
+const RESTORE_ATTEMPTS = 3
+
+class RaceError extends Error {
+  constructor () {
+    super('an entry changed while it was being restored')
+  }
+}
+
 function tmpName (): string {
   return `.tg-restore-${randomBytes(8).toString('hex')}`
 }
@@ -332,14 +347,26 @@ export class CheckpointStore {
     return await this.#mutex.run(this.#tenantDir(ws), async () => {
       const rec = this.#find(ws, checkpointId)
       const store = this.#objects(ws)
-      const pass = this.#pass(ws)
+      let pass = this.#pass(ws)
       // Whatever happens, the memory of this workspace is stale from here on.
       this.#memos.delete(this.#memoKey(ws))
-      const root = openSync(ws.root, DIR_FLAGS)
-      try {
-        await this.#restoreDir(ws, store, root, '', rec.tree, 0, pass)
-      } finally {
-        closeSync(root)
+      // A process of the tenant that changes the tree meanwhile can make a step fail (a directory
+      // refilled while it is removed, a name retyped between two calls). Another pass over the
+      // tree finishes the job; it has little left to do.
+      for (let attempt = 1; ; attempt++) {
+        const root = openSync(ws.root, DIR_FLAGS)
+        try {
+          await this.#restoreDir(ws, store, root, '', rec.tree, 0, pass)
+          break
+        } catch (err) {
+          if (!(err instanceof RaceError) && !RACE_CODES.has(code(err) ?? '')) throw err
+          if (attempt === RESTORE_ATTEMPTS) {
+            throw new Error(`The restore of checkpoint ${checkpointId} was interrupted ${attempt} times by changes to the workspace (a background process writing to it?)`)
+          }
+          pass = { ...this.#pass(ws), memo: undefined }
+        } finally {
+          closeSync(root)
+        }
       }
       this.#remember(ws, pass.next)
       return { restored: true as const, checkpointId }
@@ -465,7 +492,7 @@ export class CheckpointStore {
       let st: Stats | undefined
       for (let attempt = 0; attempt < 3; attempt++) {
         if (kind === 'file' || kind === 'other') {
-          st = lstatSync(hint(pass, rel, name), { throwIfNoEntry: false })
+          st = lstatHint(pass, rel, fd, name)
           if (st === undefined) break
           kind = st.isFile() ? 'file' : st.isDirectory() ? 'dir' : st.isSymbolicLink() ? 'link' : 'other'
           if (kind === 'other') break // FIFO, socket, device: not part of a checkpoint
@@ -538,7 +565,7 @@ export class CheckpointStore {
     try {
       const fst = fstatSync(rfd)
       if (!fst.isFile()) return undefined
-      const put = await store.putFile(rfd)
+      const put = await store.putFile(rfd, fst.size)
       pass.work.hashedFiles++
       pass.work.hashedBytes += put.bytes
       if (put.added) {
@@ -574,7 +601,7 @@ export class CheckpointStore {
     for (const e of target) {
       const name = e[0]
       if (e[1] === 'f') {
-        files.set(name, this.#restoreFile(ws, store, fd, hint(pass, rel, name), e, before?.files.get(name)))
+        files.set(name, this.#restoreFile(ws, store, fd, lstatHint(pass, rel, fd, name), e, before?.files.get(name)))
       } else if (e[1] === 'l') {
         this.#restoreLink(ws, fd, name, e[5])
       } else {
@@ -583,7 +610,7 @@ export class CheckpointStore {
           removeAt(fd, name)
           mkdirSync(at(fd, name), { mode: 0o700 })
           sub = openDirIn(fd, name)
-          if (sub === undefined) throw new Error(`checkpoint restore: ${rel}/${name} changed while it was being restored`)
+          if (sub === undefined) throw new RaceError()
           if (ws.owner !== undefined) fchownSync(sub, ws.owner.uid, ws.owner.gid)
         }
         try {
@@ -598,9 +625,8 @@ export class CheckpointStore {
     pass.next.set(rel, { tree: treeSha, entries: target, files })
   }
 
-  #restoreFile (ws: Workspace, store: ObjectStore, fd: number, hintPath: string, e: FileEntry, known: FileSig | undefined): FileSig {
+  #restoreFile (ws: Workspace, store: ObjectStore, fd: number, st: Stats | undefined, e: FileEntry, known: FileSig | undefined): FileSig {
     const [name, , mode, , mtime, sha] = e
-    const st = lstatSync(hintPath, { throwIfNoEntry: false })
     if (st?.isFile() === true) {
       if (sameSig(known, st) && known.sha === sha && fileMode(st) === mode && msOf(st) === mtime) return known
       // Unknown to us, or only its mode or time differ: compare the content before rewriting it.
