@@ -20,6 +20,7 @@ export default fp(async function docsPlugin (app: FastifyInstance) {
       tags: [
         { name: 'tools', description: 'Listing tools for a model' },
         { name: 'invoke', description: 'Executing tool calls' },
+        { name: 'workspaces', description: 'Uploading, downloading, checkpointing and deleting tenant workspaces' },
         { name: 'operations', description: 'Health and documentation' }
       ]
     }

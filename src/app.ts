@@ -21,6 +21,7 @@ import invokeRoutes from '../routes/invoke.js'
 import mcpRoutes from '../routes/mcp.js'
 import registryRoutes from '../routes/registry.js'
 import toolsRoutes from '../routes/tools.js'
+import workspaceRoutes from '../routes/workspaces.js'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => void
 
@@ -110,6 +111,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(toolsRoutes)
   await app.register(invokeRoutes)
   await app.register(registryRoutes)
+  await app.register(workspaceRoutes)
   await app.register(mcpRoutes)
   return app
 }

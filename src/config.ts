@@ -17,6 +17,8 @@ export const ConfigSchema = Type.Object({
   readRoots: Type.Record(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' }), Type.String({ minLength: 1 }), { env: 'READ_ROOTS', default: {}, description: 'Named read-only roots, name=/path,...' }),
   workspaceQuotaBytes: Type.Integer({ minimum: 1024 * 1024, env: 'WORKSPACE_QUOTA_BYTES', default: 1024 * 1024 * 1024, description: 'Bytes one workspace may hold (apparent size of its regular files): file tools refuse a write past it, a bash command or background process that passes it is stopped (at most 64 MiB over)' }),
   workspaceMaxFiles: Type.Integer({ minimum: 1, env: 'WORKSPACE_MAX_FILES', default: 200_000, description: 'Entries (files, directories, symlinks) one workspace may hold, enforced like WORKSPACE_QUOTA_BYTES' }),
+  checkpointsPerWorkspace: Type.Integer({ minimum: 1, maximum: 1000, env: 'CHECKPOINTS_PER_WORKSPACE', default: 20, description: 'Checkpoints kept per workspace; creating one more drops the oldest (unchanged files are shared between checkpoints)' }),
+  workspaceIdleTtl: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,9}(ms|s|m|h|d)$', env: 'WORKSPACE_IDLE_TTL', description: 'A workspace no tool call used for this long (e.g. 7d, 12h, 30m) is deleted with its checkpoints, its processes stopped first; unset = kept' })),
   sandbox: Type.Union([Type.Literal('auto'), Type.Literal('bwrap'), Type.Literal('none')], { env: 'SANDBOX', default: 'auto', description: 'Sandbox for bash: auto, bwrap or none' }),
   sandboxUidRange: Type.String({ pattern: '^[1-9][0-9]{0,9}-[1-9][0-9]{0,9}$', env: 'SANDBOX_UID_RANGE', default: '200000-299999', description: 'Host uids given to tenants, one each, when the gateway runs as root (first-last)' }),
   sandboxCgroupRoot: Type.Optional(Type.String({ minLength: 1, env: 'SANDBOX_CGROUP_ROOT', description: 'Where sandbox cgroups are made: a cgroup v2 directory, or a path inside each v1 controller (cpu, memory, pids); none = no cgroups. Default: under the gateway\'s own cgroup' })),
@@ -57,7 +59,22 @@ export const ConfigSchema = Type.Object({
   maxProcessesPerTenant: Type.Integer({ minimum: 1, env: 'MAX_PROCESSES_PER_TENANT', default: 16, description: 'Running background processes (bash start) per tenant across all its workspaces (8 per workspace in any case)' })
 })
 
-export type Config = Static<typeof ConfigSchema>
+export type Config = Static<typeof ConfigSchema> & {
+  /**
+   * WORKSPACES_DIR was set. Only the default may be moved somewhere the sandbox can reach (see
+   * createBuiltins); absent (a config not made by loadConfig) counts as set.
+   */
+  workspacesDirExplicit?: boolean
+}
+
+const DURATION_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
+
+/** `7d`, `12h`, `30m`, `45s`, `500ms` in milliseconds (the WORKSPACE_IDLE_TTL format). */
+export function parseDuration (text: string): number {
+  const m = /^([1-9][0-9]{0,9})(ms|s|m|h|d)$/.exec(text)
+  if (m === null) throw new ConfigError(`not a duration: ${JSON.stringify(text)} (e.g. 7d, 12h, 30m)`)
+  return Number(m[1]) * DURATION_MS[m[2] as keyof typeof DURATION_MS]
+}
 
 export class ConfigError extends Error {
   constructor (message: string) {
@@ -95,7 +112,10 @@ export function loadConfig (env: Env): Config {
     problems.push(`${name}: ${err.message}${err.value !== undefined && typeof err.value !== 'object' ? ` (got ${JSON.stringify(err.value)})` : ''}`)
   }
   if (problems.length > 0) throw new ConfigError(`Invalid configuration:\n  - ${[...new Set(problems)].join('\n  - ')}`)
-  return withDefaults as Config
+  const config = withDefaults as Config
+  const dir = env.WORKSPACES_DIR
+  config.workspacesDirExplicit = dir !== undefined && dir.trim() !== ''
+  return config
 }
 
 function parseValue (schema: Record<string, unknown>, value: string): { ok: true, value: unknown } | { ok: false, message: string } {

@@ -9,6 +9,7 @@ import { loadFunctions } from './functions/loader.js'
 import { LocalMcpSource } from './local-mcp/source.js'
 import { loadLocalMcpServices } from './local-mcp/loader.js'
 import { RegistryFacade } from './registry-facade.js'
+import { WorkspaceFacade } from './workspace-facade.js'
 import { createRegistryStore } from './registry/create-store.js'
 import type { ServerRegistry } from './registry/registry-service.js'
 import type { RegistryStore } from './registry/types.js'
@@ -27,6 +28,8 @@ export interface Services {
   gateway: Gateway
   /** The registry use cases (the /mcp/servers and /users/{userId}/mcp/servers routes), tenancy included. */
   registryFacade: RegistryFacade
+  /** The workspace use cases (the /users/{userId}/workspaces routes), tenancy included. */
+  workspaces: WorkspaceFacade
   /** The registry itself, without tenancy checks (tests and embedders). */
   registry: ServerRegistry
   functions: FunctionSource
@@ -129,6 +132,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     config,
     gateway,
     registryFacade,
+    workspaces: new WorkspaceFacade(builtins?.lifecycle),
     registry: remote.registry,
     functions,
     localMcp,

@@ -15,7 +15,8 @@ export const InvokeContext = Type.Object({
   workspaceId: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$', description: 'Selects WORKSPACES_DIR/{tenant}/{workspaceId}; default "default"' })),
   readRoots: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 32, description: 'Names of read-only roots configured with READ_ROOTS' })),
   limits: Type.Optional(Limits),
-  workspaceRoot: Type.Optional(Type.String({ maxLength: 4096, description: 'Admin only: an absolute root under WORKSPACE_BASES' }))
+  workspaceRoot: Type.Optional(Type.String({ maxLength: 4096, description: 'Admin only: an absolute root under WORKSPACE_BASES' })),
+  checkpoint: Type.Optional(Type.Boolean({ description: 'Before a mutating built-in (write_file, edit, apply_patch, update_agents_md, bash) runs, take a checkpoint of the workspace; its id is the result\'s checkpointId (restore it with POST /users/{userId}/workspaces/{workspaceId}/checkpoints/{checkpointId}/restore)' }))
 }, { additionalProperties: false })
 
 export const AllowList = Type.Object({
@@ -43,7 +44,8 @@ export const InvokeResult = Type.Object({
   error: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]),
   truncated: Type.Boolean(),
   trace: Type.Unknown({ description: 'Structured side channel, null unless trace: true was asked for' }),
-  durationMs: Type.Number()
+  durationMs: Type.Number(),
+  checkpointId: Type.Optional(Type.String({ description: 'With context.checkpoint on a mutating built-in: the checkpoint taken before the tool ran' }))
 })
 
 export const BatchBody = Type.Object({

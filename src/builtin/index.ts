@@ -1,8 +1,12 @@
+import os from 'node:os'
+import path from 'node:path'
 import type { Config } from '../config.js'
+import { parseDuration } from '../config.js'
 import type { Logger } from '../logger.js'
 import { ProcessManager } from './processes/index.js'
 import { createSandbox, parseUidRange, tenantOwners } from './sandbox/index.js'
 import type { Sandbox, UidStore } from './sandbox/index.js'
+import { KeyedMutex } from './keyed-mutex.js'
 import { BuiltinSource } from './source.js'
 import { applyPatchTool } from './tools/apply-patch.js'
 import { createBashTool } from './tools/bash.js'
@@ -14,6 +18,8 @@ import { updateAgentsMdTool } from './tools/update-agents-md.js'
 import { writeFileTool } from './tools/write-file.js'
 import type { BuiltinTool } from './types.js'
 import { WorkspaceManager } from './workspace/workspaces.js'
+import { CheckpointStore } from './workspace/checkpoints.js'
+import { WorkspaceLifecycle } from './workspace/lifecycle.js'
 import { WorkspaceUsage } from './workspace/usage.js'
 
 /** Tier 1 assembled: the 8 tools, the workspaces they run in, the sandbox and background processes. */
@@ -24,15 +30,23 @@ export interface Builtins {
   workspaces: WorkspaceManager
   /** Per-workspace bytes/files figures and the quota (WORKSPACE_QUOTA_BYTES, WORKSPACE_MAX_FILES). */
   usage: WorkspaceUsage
+  /** Upload, download, delete, checkpoints and idle expiry of tenant workspaces. */
+  lifecycle: WorkspaceLifecycle
   /** Kills every sandboxed and background process. */
   close: () => Promise<void>
 }
 
 /**
+ * Where workspaces go when WORKSPACES_DIR is not set and its default (./data/workspaces) is out of
+ * the sandbox uid's reach (`npm start` as root from a clone under /root): tried in order.
+ */
+export const FALLBACK_WORKSPACES_DIRS = ['/var/lib/tool-gateway/workspaces', path.join(os.tmpdir(), 'tool-gateway-workspaces')]
+
+/**
  * Builds tier 1. The sandbox probe runs here, at start-up: with SANDBOX=bwrap a failing probe
  * throws (start-up stops with what to install or which container options to set).
  */
-export async function createBuiltins (config: Config, logger: Logger, deps: { uids?: UidStore } = {}): Promise<Builtins> {
+export async function createBuiltins (config: Config, logger: Logger, deps: { uids?: UidStore, fallbackWorkspacesDirs?: string[] } = {}): Promise<Builtins> {
   const uidRange = parseUidRange(config.sandboxUidRange)
   const sandbox = await createSandbox({
     mode: config.sandbox,
@@ -54,8 +68,14 @@ export async function createBuiltins (config: Config, logger: Logger, deps: { ui
       outputMaxChars: config.outputMaxChars
     },
     ...(sandbox.owner ? { owner: sandbox.owner } : {}),
-    ...(sandbox.isolation.uidPerTenant && deps.uids !== undefined ? { ownerFor: tenantOwners(deps.uids, uidRange) } : {})
+    ...(sandbox.isolation.uidPerTenant && deps.uids !== undefined ? { ownerFor: tenantOwners(deps.uids, uidRange) } : {}),
+    ...(config.workspacesDirExplicit === false ? { fallbackDirs: deps.fallbackWorkspacesDirs ?? FALLBACK_WORKSPACES_DIRS } : {})
   })
+  if (workspaces.usedFallback !== undefined) {
+    logger.warn({ workspacesDir: workspaces.dir, unreachable: workspaces.usedFallback.from }, `workspaces live in ${workspaces.dir}: the sandbox uid cannot reach the default ${workspaces.usedFallback.from} (set WORKSPACES_DIR to choose)`)
+  } else {
+    logger.info({ workspacesDir: workspaces.dir }, `workspaces live in ${workspaces.dir}`)
+  }
   // One figure per workspace, shared by the file tools (they reserve before writing) and bash (watched while it runs).
   const usage = new WorkspaceUsage({ quotaBytes: config.workspaceQuotaBytes, maxFiles: config.workspaceMaxFiles })
   const processes = new ProcessManager({ sandbox, maxRunningPerTenant: config.maxProcessesPerTenant })
@@ -71,16 +91,37 @@ export async function createBuiltins (config: Config, logger: Logger, deps: { ui
     editTool,
     updateAgentsMdTool
   ]
+  // One write lock per workspace, shared by mutating tool calls and the lifecycle (upload swap, restore, delete).
+  const writes = new KeyedMutex()
+  const checkpoints = new CheckpointStore({
+    dir: path.join(workspaces.stateDir, 'checkpoints'),
+    checkpointsPerWorkspace: config.checkpointsPerWorkspace,
+    onError: (err) => logger.warn({ err }, 'checkpoint collection failed (retried by the next one)')
+  })
+  const lifecycle = new WorkspaceLifecycle({
+    workspaces,
+    processes,
+    checkpoints,
+    usage,
+    writes,
+    ...(config.workspaceIdleTtl !== undefined ? { idleTtlMs: parseDuration(config.workspaceIdleTtl) } : {}),
+    logger
+  })
+  await lifecycle.cleanLeftovers()
   return {
-    source: new BuiltinSource(tools, workspaces, { usage }),
+    source: new BuiltinSource(tools, workspaces, { usage, writes, checkpoint: async (ws) => await lifecycle.checkpointHeld(ws) }),
     sandbox,
     processes,
     workspaces,
     usage,
+    lifecycle,
     close: async () => {
+      await lifecycle.close()
       await processes.killAll()
       await sandbox.close()
     }
   }
 }
 export type { SandboxIsolation } from './sandbox/index.js'
+export type { WorkspaceLifecycle, WorkspaceSummary } from './workspace/lifecycle.js'
+export type { CheckpointInfo } from './workspace/checkpoints.js'

@@ -13,6 +13,22 @@ export interface WorkspaceResolver {
   resolve: (req: WorkspaceRequest, caller: Caller) => Promise<Workspace>
 }
 
+/** The key of a workspace's write lock: mutating tool calls, uploads, restores and deletes take it. */
+export function workspaceWriteKey (ws: Pick<Workspace, 'tenant' | 'root'>): string {
+  return `${ws.tenant}\u0000${ws.root}`
+}
+
+export interface BuiltinSourceOptions {
+  usage?: WorkspaceUsage
+  /** The write locks, shared with the workspace lifecycle (uploads, restores, deletes). */
+  writes?: KeyedMutex
+  /**
+   * Takes a checkpoint of the workspace (the lock is held) and returns its id; called before a
+   * mutating tool runs when the request's context asks for one (`context.checkpoint`).
+   */
+  checkpoint?: (ws: Workspace) => Promise<string>
+}
+
 /**
  * Tier 1: the built-in coding tools, each call scoped to the request's workspace. Calls that
  * may change a workspace are serialised per workspace, so concurrent edits (batch invokes,
@@ -22,11 +38,14 @@ export class BuiltinSource implements ToolSource {
   readonly tier = 'builtin' as const
   readonly #catalog = new StaticCatalog()
   readonly #workspaces: WorkspaceResolver
-  readonly #writes = new KeyedMutex()
+  readonly #writes: KeyedMutex
+  readonly #checkpoint: ((ws: Workspace) => Promise<string>) | undefined
   readonly #usage: WorkspaceUsage | undefined
 
-  constructor (tools: readonly BuiltinTool[], workspaces: WorkspaceResolver, opts: { usage?: WorkspaceUsage } = {}) {
+  constructor (tools: readonly BuiltinTool[], workspaces: WorkspaceResolver, opts: BuiltinSourceOptions = {}) {
     this.#workspaces = workspaces
+    this.#writes = opts.writes ?? new KeyedMutex()
+    this.#checkpoint = opts.checkpoint
     this.#usage = opts.usage
     for (const tool of tools) {
       this.#catalog.add({
@@ -63,10 +82,33 @@ export class BuiltinSource implements ToolSource {
         return { ok: true, value: fitted.value, ...(fitted.truncated ? { truncated: true } : {}) }
       }
       if (!tool.mutates(args)) return await run()
-      return await this.#writes.run(`${workspace.tenant}\u0000${workspace.root}`, run)
+      if (ctx.workspace.checkpoint !== true) return await this.#writes.run(workspaceWriteKey(workspace), run)
+      return await this.#writes.run(workspaceWriteKey(workspace), async () => {
+        // Taken inside the lock, so the checkpoint is exactly the tree the tool starts from.
+        const checkpointId = await this.#takeCheckpoint(workspace, ctx)
+        const outcome = await run().catch((err: unknown): ToolOutcome => {
+          if (err instanceof ToolError) return { ok: false, reason: err.reason, message: err.message }
+          throw err
+        })
+        return { ...outcome, checkpointId }
+      })
     } catch (err) {
       if (err instanceof ToolError) return { ok: false, reason: err.reason, message: err.message }
       throw err
+    }
+  }
+
+  async #takeCheckpoint (ws: Workspace, ctx: CallContext): Promise<string> {
+    if (this.#checkpoint === undefined) throw new ToolError('Checkpoints are not available on this server', 'invalid-arguments')
+    if (ctx.workspace.workspaceRoot !== undefined) {
+      throw new ToolError('context.checkpoint works on tenant workspaces (workspaceId), not on an admin workspaceRoot', 'invalid-arguments')
+    }
+    try {
+      return await this.#checkpoint(ws)
+    } catch (err) {
+      if (err instanceof ToolError) throw err
+      // Nothing ran: the tool is not called without the checkpoint that was asked for.
+      throw new ToolError(`The checkpoint could not be taken, so the tool did not run: ${(err as Error)?.message ?? String(err)}`)
     }
   }
 }

@@ -62,6 +62,8 @@ export interface InvokeResult {
   durationMs: number
   /** Time spent inside the tool itself; the rest is gateway overhead. */
   toolMs: number
+  /** The checkpoint a mutating built-in took before it ran (context.checkpoint). */
+  checkpointId?: string
 }
 
 export type InvokeOutcome = { ok: true, result: InvokeResult } | { ok: false, error: HttpError, toolMs: 0 }
@@ -301,7 +303,14 @@ export class ToolRouter {
   }
 
   #shape (req: InvokeRequest, entry: CatalogEntry, outcome: ToolOutcome): InvokeResult {
-    const base = { callId: req.callId, name: req.name, route: entry.route, durationMs: 0, toolMs: 0 }
+    const base = {
+      callId: req.callId,
+      name: req.name,
+      route: entry.route,
+      durationMs: 0,
+      toolMs: 0,
+      ...(outcome.checkpointId !== undefined ? { checkpointId: outcome.checkpointId } : {})
+    }
     const trace = req.includeTrace ? (outcome.trace ?? null) : null
     let failure: { reason: ToolFailureReason, message: string } | undefined
     let text = ''

@@ -53,12 +53,15 @@ export type ToolOutcome =
     truncated?: boolean
     /** Structured side channel for observability; never shown to the model. */
     trace?: unknown
+    /** A checkpoint taken before the tool ran (context.checkpoint). */
+    checkpointId?: string
   }
   | {
     ok: false
     reason: ToolFailureReason
     message: string
     trace?: unknown
+    checkpointId?: string
   }
 
 /** Per-request workspace selection as the caller sends it (docs/ARCHITECTURE.md#workspaces). */
@@ -68,6 +71,8 @@ export interface WorkspaceRequest {
   limits?: Partial<WorkspaceLimits>
   /** Admin only: an absolute root under WORKSPACE_BASES. */
   workspaceRoot?: string
+  /** Take a checkpoint before a mutating built-in runs; its id comes back as the result's checkpointId. */
+  checkpoint?: boolean
 }
 
 /** Limits for built-in tools; requests may only lower the server's maxima. */

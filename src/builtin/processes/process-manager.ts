@@ -337,6 +337,21 @@ export class ProcessManager {
       .map((e) => { e.lastAccess = now; return this.#snapshot(e) })
   }
 
+  /** Running background processes of the workspace (without touching their idle clocks). */
+  running (ws: Workspace): number {
+    let n = 0
+    for (const e of this.#byWorkspace.get(workspaceKey(ws))?.values() ?? []) if (e.status === 'RUNNING') n++
+    return n
+  }
+
+  /** Stops every process of the workspace (deletion, expiry) and forgets them; resolves when all are dead. */
+  async stopAll (ws: Workspace): Promise<void> {
+    const key = workspaceKey(ws)
+    const entries = [...this.#byWorkspace.get(key)?.values() ?? []]
+    await Promise.all(entries.map(async (e) => await this.#stopEntry(e)))
+    this.#byWorkspace.delete(key)
+  }
+
   /** Forgets long-finished entries and stops long-idle running ones. Runs on a timer; callable for tests. */
   async reap (): Promise<void> {
     const now = this.#now()

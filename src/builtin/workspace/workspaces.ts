@@ -5,7 +5,8 @@
  */
 import { execFile } from 'node:child_process'
 import { chmodSync, mkdirSync, realpathSync, statSync } from 'node:fs'
-import { lchown, lstat, mkdir, realpath, stat } from 'node:fs/promises'
+import type { Stats } from 'node:fs'
+import { lchown, lstat, mkdir, readdir, readFile, realpath, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import type { Caller, WorkspaceLimits, WorkspaceRequest } from '../../tools/types.js'
@@ -32,7 +33,19 @@ export interface WorkspaceManagerOptions {
    * workspaces are owned by it; ones owned by another uid are handed over on first use.
    */
   ownerFor?: (tenant: string) => Promise<{ uid: number, gid: number }>
+  /**
+   * Where to put the workspaces instead when `workspacesDir` is the default and the sandbox uid
+   * cannot reach it (a clone under /root, any mode-700 parent): tried in order, the first one the
+   * sandbox can traverse is used (see `usedFallback`). An explicit WORKSPACES_DIR gets none, so
+   * an unusable one still stops start-up.
+   */
+  fallbackDirs?: string[]
 }
+
+/** How often a workspace's last use is written to disk at most (memory has the exact time). */
+const TOUCH_EVERY_MS = 60_000
+/** The gateway's private state below WORKSPACES_DIR; tenant ids never start with '.'. */
+const STATE_DIR = '.tg'
 
 const execFileAsync = promisify(execFile)
 
@@ -49,18 +62,41 @@ export class WorkspaceManager {
   readonly #ownerFor: ((tenant: string) => Promise<{ uid: number, gid: number }>) | undefined
   /** Hand-overs in progress, by directory: concurrent calls wait for the same one. */
   readonly #migrations = new Map<string, Promise<void>>()
+  /** Last use of each workspace (tenant NUL id -> ms), and when it was last written to disk. */
+  readonly #used = new Map<string, { at: number, written: number }>()
+  /** The default directory the sandbox could not reach, when a fallback is used instead. */
+  readonly usedFallback: { from: string } | undefined
 
   constructor (opts: WorkspaceManagerOptions) {
     // Configuration is validated once, at start-up, so a typo fails fast instead of per call.
     // The sandbox runs as another uid and must traverse every directory down to the workspace
     // it binds; execute-only (no read) keeps the tenant list private.
-    mkdirSync(opts.workspacesDir, { recursive: true, mode: opts.owner ? 0o711 : 0o700 })
-    this.#workspacesDir = realpathSync(opts.workspacesDir)
+    let dir = opts.workspacesDir
+    if (opts.owner && opts.fallbackDirs !== undefined && opts.fallbackDirs.length > 0 && !reachable(path.resolve(dir), opts.owner.uid)) {
+      const uid = opts.owner.uid
+      const usable = opts.fallbackDirs.find((d) => {
+        try {
+          mkdirSync(d, { recursive: true, mode: 0o711 })
+          return reachable(realpathSync(d), uid)
+        } catch {
+          return false
+        }
+      })
+      if (usable !== undefined) {
+        this.usedFallback = { from: path.resolve(dir) }
+        dir = usable
+      }
+    }
+    mkdirSync(dir, { recursive: true, mode: opts.owner ? 0o711 : 0o700 })
+    this.#workspacesDir = realpathSync(dir)
     if (opts.owner) {
       const mode = statSync(this.#workspacesDir).mode & 0o777
       if ((mode & 0o011) !== 0o011) chmodSync(this.#workspacesDir, mode | 0o011)
       assertTraversable(this.#workspacesDir, opts.owner.uid)
     }
+    // Gateway-private state (staging of uploads, checkpoints, last-use marks): root's alone.
+    mkdirSync(path.join(this.#workspacesDir, STATE_DIR), { recursive: true, mode: 0o700 })
+    chmodSync(path.join(this.#workspacesDir, STATE_DIR), 0o700)
     this.#bases = opts.workspaceBases.map((b) => realDir(b, `WORKSPACE_BASES entry ${b}`))
     const roots = new Map<string, string>()
     for (const [name, hostPath] of Object.entries(opts.readRoots)) {
@@ -82,6 +118,120 @@ export class WorkspaceManager {
     return [...this.#readRoots.keys()]
   }
 
+  /** WORKSPACES_DIR as used (real path; a fallback when the default was out of the sandbox's reach). */
+  get dir (): string {
+    return this.#workspacesDir
+  }
+
+  /** The gateway's private directory below WORKSPACES_DIR (mode 0700, never inside a workspace). */
+  get stateDir (): string {
+    return path.join(this.#workspacesDir, STATE_DIR)
+  }
+
+  /** A tenant's existing workspace, or undefined; nothing is created or marked as used. */
+  async find (tenant: string, workspaceId: string): Promise<Workspace | undefined> {
+    checkIds(tenant, workspaceId)
+    const root = path.join(this.#workspacesDir, tenant, workspaceId)
+    try {
+      const st = await lstat(root)
+      if (!st.isDirectory()) return undefined
+    } catch {
+      return undefined
+    }
+    const ws: Workspace = { tenant, workspaceId, root, readRoots: [], limits: { ...this.#maxLimits } }
+    const owner = await this.#ownerOf(tenant)
+    if (owner !== undefined) ws.owner = { ...owner }
+    return ws
+  }
+
+  /** A tenant's workspace, created when missing (like a tool call's first use); `created` says which. */
+  async open (tenant: string, workspaceId: string): Promise<{ ws: Workspace, created: boolean }> {
+    checkIds(tenant, workspaceId)
+    const existed = await this.find(tenant, workspaceId) !== undefined
+    const ws = await this.resolve({ workspaceId }, { userId: tenant === '_' ? undefined : tenant, isAdmin: false })
+    return { ws, created: !existed }
+  }
+
+  /** The ids of a tenant's workspaces (directories below its tenant directory), sorted. */
+  async workspaceIds (tenant: string): Promise<string[]> {
+    checkIds(tenant, 'default')
+    try {
+      const entries = await readdir(path.join(this.#workspacesDir, tenant), { withFileTypes: true })
+      return entries.filter((e) => e.isDirectory() && WORKSPACE_ID_RE.test(e.name)).map((e) => e.name).sort()
+    } catch {
+      return []
+    }
+  }
+
+  /** Every tenant that has a directory (the idle sweeper's walk). */
+  async tenants (): Promise<string[]> {
+    const entries = await readdir(this.#workspacesDir, { withFileTypes: true })
+    return entries.filter((e) => e.isDirectory() && TENANT_RE.test(e.name)).map((e) => e.name).sort()
+  }
+
+  /**
+   * When a tool call last resolved the workspace (ms), and when it was made. Kept in memory and in
+   * a mark file under the state directory (its mtime, written at most once a minute), so it
+   * survives a restart; a workspace without a mark (made by an older version) counts from its
+   * directory's own times.
+   */
+  async usage (ws: Workspace): Promise<{ lastUsedAt: number, createdAt: number }> {
+    const mark = this.#markPath(ws.tenant, ws.workspaceId)
+    let disk: { mtimeMs: number, created: number } | undefined
+    try {
+      const st = await stat(mark)
+      const created = Number((await readFile(mark, 'utf8')).trim())
+      disk = { mtimeMs: st.mtimeMs, created: Number.isFinite(created) && created > 0 ? created : st.birthtimeMs }
+    } catch {}
+    let dirSt: Stats | undefined
+    if (disk === undefined) dirSt = await stat(ws.root).catch(() => undefined)
+    const mem = this.#used.get(`${ws.tenant}\u0000${ws.workspaceId}`)?.at ?? 0
+    const lastUsedAt = Math.max(mem, disk?.mtimeMs ?? dirSt?.mtimeMs ?? 0)
+    const born = disk?.created ?? (dirSt !== undefined && dirSt.birthtimeMs > 0 ? dirSt.birthtimeMs : dirSt?.mtimeMs ?? lastUsedAt)
+    return { lastUsedAt: Math.round(lastUsedAt), createdAt: Math.round(born) }
+  }
+
+  /** The tenant's host uid/gid (its workspaces are owned by it), or undefined without a sandbox user. */
+  async ownerFor (tenant: string): Promise<{ uid: number, gid: number } | undefined> {
+    return await this.#ownerOf(tenant)
+  }
+
+  /** Drops the workspace's last-use record (it was deleted). */
+  async forgetUse (tenant: string, workspaceId: string): Promise<void> {
+    this.#used.delete(`${tenant}\u0000${workspaceId}`)
+    await rm(this.#markPath(tenant, workspaceId), { force: true })
+  }
+
+  #markPath (tenant: string, workspaceId: string): string {
+    return path.join(this.#workspacesDir, STATE_DIR, 'used', tenant, workspaceId)
+  }
+
+  /** Records a use: memory always, the mark file when its time is a minute old (or missing). */
+  async #touch (tenant: string, workspaceId: string, created: boolean): Promise<void> {
+    const key = `${tenant}\u0000${workspaceId}`
+    const now = Date.now()
+    const rec = this.#used.get(key)
+    if (rec !== undefined) rec.at = now
+    else this.#used.set(key, { at: now, written: 0 })
+    const r = this.#used.get(key) as { at: number, written: number }
+    if (!created && now - r.written < TOUCH_EVERY_MS) return
+    r.written = now
+    const mark = this.#markPath(tenant, workspaceId)
+    try {
+      const t = new Date(now)
+      if (!created) {
+        try {
+          await utimes(mark, t, t)
+          return
+        } catch {}
+      }
+      await mkdir(path.dirname(mark), { recursive: true, mode: 0o700 })
+      await writeFile(mark, `${now}\n`, { mode: 0o600 })
+    } catch {
+      // Last use is advisory: a failed mark never fails the call (memory still has it).
+    }
+  }
+
   async resolve (req: WorkspaceRequest, caller: Caller): Promise<Workspace> {
     const workspaceId = req.workspaceId ?? 'default'
     if (typeof workspaceId !== 'string' || !WORKSPACE_ID_RE.test(workspaceId) || workspaceId === '.' || workspaceId === '..') {
@@ -94,9 +244,14 @@ export class WorkspaceManager {
     const readRoots = this.#pickReadRoots(req.readRoots)
     const limits = this.#limits(req.limits)
     const owner = await this.#ownerOf(tenant)
-    const root = req.workspaceRoot !== undefined
-      ? await this.#adminRoot(req.workspaceRoot, caller)
-      : await this.#tenantRoot(tenant, workspaceId, owner)
+    let root: string
+    if (req.workspaceRoot !== undefined) {
+      root = await this.#adminRoot(req.workspaceRoot, caller)
+    } else {
+      const made = { created: false }
+      root = await this.#tenantRoot(tenant, workspaceId, owner, made)
+      await this.#touch(tenant, workspaceId, made.created)
+    }
 
     const ws: Workspace = { tenant, workspaceId, root, readRoots, limits }
     if (owner !== undefined) ws.owner = { ...owner }
@@ -161,12 +316,22 @@ export class WorkspaceManager {
     return real
   }
 
-  async #tenantRoot (tenant: string, workspaceId: string, owner: { uid: number, gid: number } | undefined): Promise<string> {
+  async #tenantRoot (tenant: string, workspaceId: string, owner: { uid: number, gid: number } | undefined, made: { created: boolean }): Promise<string> {
     const tenantDir = path.join(this.#workspacesDir, tenant)
     const wsDir = path.join(tenantDir, workspaceId)
     await this.#ensureDir(tenantDir, owner, false)
-    await this.#ensureDir(wsDir, owner, true)
-    const real = await realpath(wsDir)
+    let real: string
+    for (let attempt = 1; ; attempt++) {
+      try {
+        made.created = await this.#ensureDir(wsDir, owner, true)
+        real = await realpath(wsDir)
+        break
+      } catch (err) {
+        // An upload swaps the directory with two renames (old out, new in); met in between, it
+        // is missing for an instant: look again.
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= 5) throw err
+      }
+    }
     // A symlink planted at either level would move the tenant's root somewhere else.
     if (real !== wsDir) throw new ToolError('Workspace directory is not a plain directory', 'forbidden')
     return real
@@ -197,7 +362,8 @@ export class WorkspaceManager {
     }
   }
 
-  async #ensureDir (dir: string, owner: { uid: number, gid: number } | undefined, recursive: boolean): Promise<void> {
+  /** Makes `dir` when missing (true when it made it) and gives it to the tenant's uid. */
+  async #ensureDir (dir: string, owner: { uid: number, gid: number } | undefined, recursive: boolean): Promise<boolean> {
     let created = false
     try {
       await mkdir(dir, { mode: 0o700 })
@@ -207,9 +373,10 @@ export class WorkspaceManager {
     }
     const st = await lstat(dir)
     if (!st.isDirectory()) throw new ToolError('Workspace directory is not a plain directory', 'forbidden')
-    if (owner === undefined) return
+    if (owner === undefined) return created
     if (created) await lchown(dir, owner.uid, owner.gid)
     else if (this.#ownerFor !== undefined && (st.uid !== owner.uid || st.gid !== owner.gid)) await this.#handOver(dir, owner, recursive)
+    return created
   }
 }
 
@@ -222,6 +389,34 @@ function realDir (p: string, what: string): string {
   }
   if (!statSync(real).isDirectory()) throw new Error(`${what}: not a directory`)
   return real
+}
+
+function checkIds (tenant: string, workspaceId: string): void {
+  if (!TENANT_RE.test(tenant) || !WORKSPACE_ID_RE.test(workspaceId) || workspaceId === '.' || workspaceId === '..') {
+    throw new ToolError('Invalid tenant or workspace id', 'invalid-arguments')
+  }
+}
+
+/**
+ * Whether `uid` can traverse every existing directory above `dir` (or above the part of it that
+ * does not exist yet): the check assertTraversable makes, without throwing.
+ */
+function reachable (dir: string, uid: number): boolean {
+  try {
+    for (let current = path.dirname(dir); ; current = path.dirname(current)) {
+      let st
+      try {
+        st = statSync(current)
+      } catch {
+        if (current === path.dirname(current)) return true
+        continue
+      }
+      if ((st.mode & 0o001) === 0 && st.uid !== uid) return false
+      if (current === path.dirname(current)) return true
+    }
+  } catch {
+    return false
+  }
 }
 
 /** Start-up check: a directory above WORKSPACES_DIR the sandbox uid cannot enter breaks every bash call. */

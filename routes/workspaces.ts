@@ -1,0 +1,157 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import type { Static } from '@sinclair/typebox'
+import { Readable } from 'node:stream'
+import { errorResponses } from '../src/api/common.js'
+import {
+  ArchiveQuery, ArchiveResponse, CheckpointBody, CheckpointList, CheckpointInfo, CheckpointParams, FileParams, FileResponse,
+  NoContent, RestoreResponse, UploadBody, UploadQuery, UploadResponse, WorkspaceList, WorkspaceParams, WorkspacesParams
+} from '../src/api/workspaces.js'
+import { HttpError } from '../src/errors.js'
+import { abortOnClientGone } from './abort.js'
+
+const ARCHIVE_TYPES = ['application/x-tar', 'application/gzip']
+
+/**
+ * Workspaces as a managed resource: list, upload, download, one file, delete, checkpoints. Who may
+ * act on which tenant's workspaces is decided by the workspace facade.
+ */
+async function workspaceRoutes (app: FastifyInstance): Promise<void> {
+  const workspaces = app.services.workspaces
+  const tags = ['workspaces']
+
+  // Archives are handed to the domain as the raw request stream: never buffered, and not bound by
+  // BODY_LIMIT_BYTES (the workspace quota bounds them, checked entry by entry while streaming).
+  app.addContentTypeParser(ARCHIVE_TYPES, (_request, payload, done) => { done(null, payload) })
+
+  app.get<{ Params: Static<typeof WorkspacesParams> }>('/users/:userId/workspaces', {
+    schema: { summary: "A tenant's workspaces", tags, params: WorkspacesParams, response: { 200: WorkspaceList, ...errorResponses(400, 401, 403, 429) } }
+  }, async (request) => ({ workspaces: await workspaces.list(request.caller, request.params.userId) }))
+
+  app.put<{ Params: Static<typeof WorkspaceParams>, Querystring: Static<typeof UploadQuery> }>('/users/:userId/workspaces/:workspaceId', {
+    schema: {
+      summary: "Upload a workspace's content (tar or tar.gz)",
+      description: 'Body application/x-tar or application/gzip, streamed. Every entry is checked before it is written (no absolute paths, no `..`, no link leaving the workspace, no device, FIFO or setuid/setgid bit): a refused, corrupt or truncated archive is a 400 GW_BAD_ARCHIVE and changes nothing. Past WORKSPACE_QUOTA_BYTES or WORKSPACE_MAX_FILES (merge: counting what is there already) it is a 413. replace (default) swaps the extracted tree in atomically; merge writes its entries over the existing tree. 201 when the workspace was created.',
+      tags,
+      params: WorkspaceParams,
+      querystring: UploadQuery,
+      body: UploadBody,
+      response: { 200: UploadResponse, 201: UploadResponse, ...errorResponses(400, 401, 403, 413, 415, 429) }
+    }
+  }, async (request, reply) => {
+    const body = request.body
+    const type = (request.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? ''
+    if (!(body instanceof Readable) || !ARCHIVE_TYPES.includes(type)) {
+      throw new HttpError('GW_UNSUPPORTED_MEDIA_TYPE', 'The body must be application/x-tar or application/gzip (a tar.gz made with tar czf)')
+    }
+    const { userId, workspaceId } = request.params
+    try {
+      const result = await workspaces.upload(request.caller, userId, workspaceId, body, {
+        gzip: type === 'application/gzip',
+        merge: request.query.mode === 'merge',
+        signal: abortOnClientGone(reply)
+      })
+      request.log.info({ tenant: userId, workspaceId, mode: request.query.mode ?? 'replace', bytes: result.bytes, files: result.files }, 'workspace uploaded')
+      return await reply.code(result.created ? 201 : 200).send({ workspaceId, bytes: result.bytes, files: result.files })
+    } catch (err) {
+      // The rest of a refused body is not read: the connection cannot carry another request.
+      if (!body.readableEnded) reply.header('connection', 'close')
+      throw err
+    }
+  })
+
+  app.get<{ Params: Static<typeof WorkspaceParams>, Querystring: Static<typeof ArchiveQuery> }>('/users/:userId/workspaces/:workspaceId/archive', {
+    schema: {
+      summary: 'Download a workspace (or one of its directories) as a streamed tar.gz',
+      tags,
+      params: WorkspaceParams,
+      querystring: ArchiveQuery,
+      response: { 200: ArchiveResponse, ...errorResponses(400, 401, 403, 404, 429) }
+    }
+  }, async (request, reply) => {
+    const { userId, workspaceId } = request.params
+    const stream = await workspaces.archive(request.caller, userId, workspaceId, request.query.path, abortOnClientGone(reply))
+    return await reply
+      .type('application/gzip')
+      .header('content-disposition', `attachment; filename="${workspaceId}.tar.gz"`)
+      .send(stream)
+  })
+
+  app.get<{ Params: Static<typeof FileParams> }>('/users/:userId/workspaces/:workspaceId/files/*', {
+    schema: {
+      summary: "One file's raw bytes",
+      description: 'The path is resolved like the tools resolve it: in-workspace symlinks are followed beneath the root, anything leaving it is a 400.',
+      tags,
+      params: FileParams,
+      response: { 200: FileResponse, ...errorResponses(400, 401, 403, 404, 429) }
+    }
+  }, async (request, reply) => {
+    const { userId, workspaceId } = request.params
+    const { fh, size } = await workspaces.file(request.caller, userId, workspaceId, request.params['*'])
+    reply.type('application/octet-stream').header('content-length', size)
+    if (size === 0) {
+      await fh.close()
+      return await reply.send(Buffer.alloc(0))
+    }
+    // Exactly the size announced, even if the file grows meanwhile; the stream closes the fd.
+    return await reply.send(fh.createReadStream({ start: 0, end: size - 1 }))
+  })
+
+  app.delete<{ Params: Static<typeof WorkspaceParams> }>('/users/:userId/workspaces/:workspaceId', {
+    schema: {
+      summary: 'Delete a workspace',
+      description: 'Stops its background processes, waits for a tool call writing to it, then removes it and its checkpoints.',
+      tags,
+      params: WorkspaceParams,
+      response: { 204: NoContent, ...errorResponses(400, 401, 403, 404, 429) }
+    }
+  }, async (request, reply) => {
+    await workspaces.delete(request.caller, request.params.userId, request.params.workspaceId)
+    request.log.info({ tenant: request.params.userId, workspaceId: request.params.workspaceId }, 'workspace deleted')
+    return await reply.code(204).send()
+  })
+
+  app.post<{ Params: Static<typeof WorkspaceParams>, Body: Static<typeof CheckpointBody> }>('/users/:userId/workspaces/:workspaceId/checkpoints', {
+    schema: {
+      summary: 'Take a checkpoint of a workspace',
+      description: 'Unchanged files are shared with earlier checkpoints, so a checkpoint costs what changed. CHECKPOINTS_PER_WORKSPACE are kept, the oldest dropped first.',
+      tags,
+      params: WorkspaceParams,
+      body: CheckpointBody,
+      response: { 201: CheckpointInfo, ...errorResponses(400, 401, 403, 404, 413, 415, 429) }
+    }
+  }, async (request, reply) => {
+    const { userId, workspaceId } = request.params
+    const info = await workspaces.createCheckpoint(request.caller, userId, workspaceId, request.body?.label)
+    return await reply.code(201).send(info)
+  })
+
+  app.get<{ Params: Static<typeof WorkspaceParams> }>('/users/:userId/workspaces/:workspaceId/checkpoints', {
+    schema: { summary: "A workspace's checkpoints, newest first", tags, params: WorkspaceParams, response: { 200: CheckpointList, ...errorResponses(400, 401, 403, 404, 429) } }
+  }, async (request) => ({ checkpoints: await workspaces.listCheckpoints(request.caller, request.params.userId, request.params.workspaceId) }))
+
+  app.post<{ Params: Static<typeof CheckpointParams> }>('/users/:userId/workspaces/:workspaceId/checkpoints/:checkpointId/restore', {
+    schema: {
+      summary: 'Restore a checkpoint',
+      description: 'The workspace\'s files become exactly the checkpoint\'s: added files removed, changed and deleted ones restored, modes kept.',
+      tags,
+      params: CheckpointParams,
+      response: { 200: RestoreResponse, ...errorResponses(400, 401, 403, 404, 429) }
+    }
+  }, async (request) => {
+    const { userId, workspaceId, checkpointId } = request.params
+    return await workspaces.restoreCheckpoint(request.caller, userId, workspaceId, checkpointId)
+  })
+
+  app.delete<{ Params: Static<typeof CheckpointParams> }>('/users/:userId/workspaces/:workspaceId/checkpoints/:checkpointId', {
+    schema: { summary: 'Delete a checkpoint', tags, params: CheckpointParams, response: { 204: NoContent, ...errorResponses(400, 401, 403, 404, 429) } }
+  }, async (request, reply) => {
+    const { userId, workspaceId, checkpointId } = request.params
+    await workspaces.deleteCheckpoint(request.caller, userId, workspaceId, checkpointId)
+    return await reply.code(204).send()
+  })
+}
+
+// Encapsulated: the archive content-type parser stays with these routes. fp adds the name and the
+// dependencies, checked at boot: rate limiting, metrics and the docs hook routes as they are added.
+export default fp(workspaceRoutes, { name: 'routes-workspaces', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'], encapsulate: true })

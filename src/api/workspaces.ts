@@ -1,0 +1,89 @@
+import { Type } from '@sinclair/typebox'
+import { IdString } from './common.js'
+
+const ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'
+
+/** workspaceIds and checkpointIds: the rule of context.workspaceId ('.' and '..' never match it in practice: checked again in the domain). */
+export const WorkspaceId = Type.String({ pattern: ID_PATTERN, description: `A workspaceId: ${ID_PATTERN}` })
+export const CheckpointId = Type.String({ pattern: ID_PATTERN, description: `A checkpointId: ${ID_PATTERN}` })
+
+export const WorkspacesParams = Type.Object({ userId: IdString })
+export const WorkspaceParams = Type.Object({ userId: IdString, workspaceId: WorkspaceId })
+export const CheckpointParams = Type.Object({ userId: IdString, workspaceId: WorkspaceId, checkpointId: CheckpointId })
+export const FileParams = Type.Object({
+  userId: IdString,
+  workspaceId: WorkspaceId,
+  '*': Type.String({ minLength: 1, maxLength: 4096, description: 'The file\'s path in the workspace, resolved like the tools resolve it' })
+})
+
+export const WorkspaceSummary = Type.Object({
+  workspaceId: Type.String(),
+  bytes: Type.Integer({ description: 'Apparent size of its regular files (a lower bound when counting a huge tree ran out of time)' }),
+  files: Type.Integer({ description: 'Entries below its root: files, directories, symlinks' }),
+  createdAt: Type.String({ format: 'date-time' }),
+  lastUsedAt: Type.String({ format: 'date-time', description: 'When a tool call (or an upload) last used it' }),
+  expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the idle sweeper deletes it (lastUsedAt + WORKSPACE_IDLE_TTL); null when workspaces are kept' }),
+  quotaBytes: Type.Integer({ description: 'WORKSPACE_QUOTA_BYTES' }),
+  processes: Type.Integer({ description: 'Running background processes (bash start)' })
+})
+export const WorkspaceList = Type.Object({ workspaces: Type.Array(WorkspaceSummary) })
+
+export const UploadQuery = Type.Object({
+  mode: Type.Optional(Type.Union([Type.Literal('replace'), Type.Literal('merge')], {
+    default: 'replace',
+    description: 'replace: the workspace becomes exactly the archive (swapped in atomically); merge: the archive\'s entries are written over the existing tree'
+  }))
+}, { additionalProperties: false })
+
+/** The raw archive: the route's content-type parser hands the body over as a stream, never buffered. */
+// No `type`: validation sees the stream object, which any type would refuse; the docs still say what it is.
+const ArchiveBody = Type.Unsafe<unknown>({ contentMediaType: 'application/octet-stream', description: 'The archive bytes, streamed' })
+export const UploadBody = {
+  content: {
+    'application/x-tar': { schema: { ...ArchiveBody, description: 'A tar archive' } },
+    'application/gzip': { schema: { ...ArchiveBody, description: 'A gzip-compressed tar archive (tar czf)' } }
+  }
+}
+
+export const UploadResponse = Type.Object({
+  workspaceId: Type.String(),
+  bytes: Type.Integer({ description: 'replace: bytes of the archive\'s files; merge: the workspace\'s bytes afterwards' }),
+  files: Type.Integer({ description: 'replace: entries of the archive; merge: the workspace\'s entries afterwards' })
+})
+
+export const ArchiveQuery = Type.Object({
+  path: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'A directory of the workspace to pack instead of the whole tree' }))
+}, { additionalProperties: false })
+
+export const ArchiveResponse = {
+  description: 'A streamed tar.gz (entry names relative to the directory packed; symlinks kept as symlinks)',
+  content: { 'application/gzip': { schema: { type: 'string', contentMediaType: 'application/gzip' } } }
+}
+
+export const FileResponse = {
+  description: 'The file\'s raw bytes',
+  content: { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } }
+}
+
+export const CheckpointBody = Type.Union([
+  Type.Object({
+    label: Type.Optional(Type.String({ maxLength: 200, description: 'A note for people (no control characters)' }))
+  }, { additionalProperties: false }),
+  Type.Null()
+])
+
+export const CheckpointInfo = Type.Object({
+  checkpointId: Type.String(),
+  createdAt: Type.String({ format: 'date-time' }),
+  label: Type.Union([Type.String(), Type.Null()]),
+  bytes: Type.Integer({ description: 'Total size of its regular files' }),
+  files: Type.Integer({ description: 'Number of regular files in it' })
+})
+export const CheckpointList = Type.Object({ checkpoints: Type.Array(CheckpointInfo, { description: 'Newest first' }) })
+
+export const RestoreResponse = Type.Object({
+  restored: Type.Literal(true),
+  checkpointId: Type.String()
+})
+
+export const NoContent = Type.Null({ description: 'No content' })
