@@ -23,7 +23,7 @@
  * memory stays flat whatever the tree's size.
  */
 import { constants as fsConstants } from 'node:fs'
-import { chmod, lchown, link, lutimes, mkdir, open, symlink, unlink, utimes } from 'node:fs/promises'
+import { chmod, lchown, link, lutimes, mkdir, mkdtemp, open, rm, symlink, unlink, utimes } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable, pipeline } from 'node:stream'
@@ -63,8 +63,8 @@ export interface ArchiveLimits {
 export interface ExtractOptions {
   /**
    * An empty directory the caller created for this upload only, private to the gateway (0700,
-   * outside every workspace). On rejection its content is undefined: the caller deletes it
-   * (`rm(stagingDir, { recursive: true, force: true })`; rm never follows the links in it).
+   * outside every workspace; see makeStagingDir). On rejection its content is undefined: the
+   * caller deletes it (removeStagingDir).
    */
   stagingDir: string
   /** The body is gzip-compressed (application/gzip); otherwise a plain tar. */
@@ -338,6 +338,22 @@ class Extraction {
     }
     return false
   }
+}
+
+/**
+ * A fresh staging directory for one upload: `parent` (e.g. WORKSPACES_DIR/.tg/staging) is created
+ * 0700 if missing, the new directory inside it is 0700 with a random name.
+ */
+export async function makeStagingDir (parent: string): Promise<string> {
+  await mkdir(parent, { recursive: true, mode: 0o700 })
+  const dir = await mkdtemp(path.join(parent, 'up-'))
+  await chmod(dir, 0o700)
+  return dir
+}
+
+/** Removes a staging directory and everything in it (rm never follows the links in it). */
+export async function removeStagingDir (dir: string): Promise<void> {
+  await rm(dir, { recursive: true, force: true, maxRetries: 3 })
 }
 
 /** A gzip or zlib stream error: the body is not a (complete) gzip stream. */

@@ -18,7 +18,7 @@ import { buffer as collect } from 'node:stream/consumers'
 import { gunzipSync, gzipSync } from 'node:zlib'
 import { Header, Pax, create as tarCreate } from 'tar'
 import { HttpError } from '../../../../src/errors.js'
-import { extractArchive, packWorkspace } from '../../../../src/builtin/workspace/archive.js'
+import { extractArchive, makeStagingDir, packWorkspace, removeStagingDir } from '../../../../src/builtin/workspace/archive.js'
 import type { ArchiveLimits, ExtractResult } from '../../../../src/builtin/workspace/archive.js'
 import { testWorkspace } from '../../../helpers/workspace.js'
 
@@ -405,6 +405,20 @@ test('archives made by the system tar upload: tar czf with ./ names, and a plain
   await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
 })
 
+test('staging directories are private and removed whole, links in them not followed', async (t) => {
+  const c = await setup(t)
+  const parent = path.join(c.staging, '.tg', 'staging')
+  const dir = await makeStagingDir(parent)
+  assert.equal((await stat(parent)).mode & 0o777, 0o700)
+  assert.equal((await stat(dir)).mode & 0o777, 0o700)
+  assert.notEqual(await makeStagingDir(parent), dir)
+  await extractArchive(streamOf(rawTar([{ path: 'out', type: 'SymbolicLink', linkpath: '.' }, { path: 'd/f', data: 'x' }])), { stagingDir: dir, gzip: false, limits: LIMITS })
+  await symlink(c.outside, path.join(dir, 'd', 'outside-link'))
+  await removeStagingDir(dir)
+  await assert.rejects(stat(dir))
+  await assertOutsideUntouched(c)
+})
+
 test('an aborted upload rejects with the signal\'s reason and writes nothing more', async (t) => {
   const c = await setup(t)
   const ac = new AbortController()
@@ -438,15 +452,22 @@ test('a symlink-swap loop beside a download never gets an outside file into the 
   }
   // Exchanges every pair as fast as it can.
   const loop = spawn('perl', ['-e', `chdir $ARGV[0] or die; while (1) { for my $i (0..9) { syscall(${RENAMEAT2}, -100, "e$i", -100, "s$i", 2) } }`, root], { stdio: 'ignore' })
-  t.after(() => { loop.kill('SIGKILL') })
   let inside = 0
-  const until = Date.now() + 3000
-  for (let i = 0; i < 300 && (i < 20 || Date.now() < until); i++) {
-    const tar = gunzipSync(await collect(await packWorkspace(testWorkspace(root))))
-    assert.ok(!tar.includes(Buffer.from('OUTSIDE')), 'an outside file was archived')
-    if (tar.includes(Buffer.from('inside'))) inside++
+  try {
+    const until = Date.now() + 3000
+    for (let i = 0; i < 300 && (i < 20 || Date.now() < until); i++) {
+      const tar = gunzipSync(await collect(await packWorkspace(testWorkspace(root))))
+      assert.ok(!tar.includes(Buffer.from('OUTSIDE')), 'an outside file was archived')
+      if (tar.includes(Buffer.from('inside'))) inside++
+    }
+  } finally {
+    // Before the temp dir is removed (an after hook): rm racing the swaps may never finish.
+    if (loop.exitCode === null && loop.signalCode === null) {
+      const exited = new Promise((resolve) => loop.once('exit', resolve))
+      loop.kill('SIGKILL')
+      await exited
+    }
   }
-  loop.kill('SIGKILL')
   assert.ok(inside > 0, 'the walk must sometimes see the directory, or the test proves nothing')
 })
 
