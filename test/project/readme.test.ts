@@ -1,6 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, execFile } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -73,4 +74,57 @@ test('the README configuration table is the one generated from the config schema
 test('openapi.yaml is the document generated from the routes', async () => {
   const committed = await readFile('openapi.yaml', 'utf8')
   assert.equal(committed, await renderOpenApiYaml(), 'run `npm run docs` to regenerate it')
+})
+
+test('the README workspace walk-through works as written: upload a tar czf archive, download, list, checkpoint, restore, delete', async (t) => {
+  const readme = await readFile('README.md', 'utf8')
+  const section = readme.slice(readme.indexOf('## Workspaces'), readme.indexOf('## Configuration'))
+  const lines = [...section.matchAll(/```sh\n([\s\S]*?)```/g)]
+    .flatMap((m) => (m[1] ?? '').replace(/\\\n\s*/g, ' ').split('\n'))
+    .map((l) => l.trim())
+    .filter((l) => l !== '')
+  assert.ok(lines.filter((l) => l.startsWith('curl ')).length >= 10, `found ${lines.length} lines`)
+  const dir = await mkdtemp(join(tmpdir(), 'tg-readme-ws-'))
+  t.after(async () => await rm(dir, { recursive: true, force: true }))
+  const server = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    env: { ...process.env, PORT: '0', WORKSPACES_DIR: join(dir, 'w'), LOG_LEVEL: 'info', API_KEYS: '', API_KEYS_FILE: '', REDIS_URL: '', SANDBOX: 'none' },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  t.after(() => { server.kill('SIGKILL') })
+  let logs = ''
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${logs}`)), 60_000)
+    server.stdout.on('data', (chunk: Buffer) => {
+      logs += chunk.toString()
+      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(logs)
+      if (m) { clearTimeout(timer); resolve(Number(m[1])) }
+    })
+    server.stderr.on('data', (chunk: Buffer) => { logs += chunk.toString() })
+    server.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${logs}`)) })
+  })
+  let checkpointId = ''
+  const out: Record<string, string> = {}
+  for (const line of lines) {
+    const command = line.replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`).replaceAll('/tmp/', `${dir}/`).replaceAll('CHECKPOINT_ID', checkpointId)
+    const { stdout } = await run('sh', ['-c', command], { timeout: 30_000 })
+    out[line] = stdout
+    if (line.includes('"label"')) checkpointId = JSON.parse(stdout).checkpointId
+  }
+  const ending = (suffix: string): string => out[lines.find((l) => l.endsWith(suffix)) ?? ''] ?? ''
+  const having = (needle: string): string => out[lines.find((l) => l.includes(needle)) ?? ''] ?? ''
+  // src and src/main.py
+  assert.deepEqual(JSON.parse(having('-X PUT')), { workspaceId: 'proj', bytes: 12, files: 2 })
+  assert.equal(ending('files/src/main.py'), 'print("hi")\n')
+  const { stdout: listing } = await run('tar', ['tzf', join(dir, 'proj-back.tar.gz')])
+  assert.deepEqual(listing.split('\n').filter((l) => l !== '').sort(), ['src/', 'src/main.py'])
+  assert.deepEqual(JSON.parse(ending('/users/alice/workspaces')).workspaces.map((w: any) => w.workspaceId), ['proj'])
+  assert.match(checkpointId, /^[A-Za-z0-9]/)
+  const invoked = JSON.parse(having('"checkpoint":true'))
+  assert.equal(invoked.isError, false, invoked.output)
+  assert.equal(typeof invoked.checkpointId, 'string')
+  assert.equal(JSON.parse(ending('/proj/checkpoints')).checkpoints.length, 2)
+  assert.deepEqual(JSON.parse(ending('/restore')), { restored: true, checkpointId })
+  assert.equal(having('-X DELETE http://127.0.0.1:8080/users/alice/workspaces/proj/checkpoints/'), '')
+  assert.equal(ending('-X DELETE http://127.0.0.1:8080/users/alice/workspaces/proj'), '')
+  assert.equal(existsSync(join(dir, 'w', 'alice', 'proj')), false)
 })
