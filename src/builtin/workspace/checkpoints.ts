@@ -291,6 +291,8 @@ export class CheckpointStore {
   readonly #memos = new Map<string, Memo>()
   /** Parsed trees of every tenant: restore and collection read them without a file read each. */
   readonly #trees = new TreeCache(TREE_CACHE_SIZE)
+  /** Tenants whose last collection failed: the next one sweeps the whole store, not only what was dropped. */
+  readonly #dirty = new Set<string>()
 
   constructor (opts: CheckpointStoreOptions) {
     const limit = opts.checkpointsPerWorkspace ?? DEFAULT_CHECKPOINTS_PER_WORKSPACE
@@ -734,6 +736,13 @@ export class CheckpointStore {
    * with 'all', every object and tree not marked (also what a crashed create left behind).
    */
   async #collect (store: ObjectStore, tenant: string, dropped: readonly IndexRecord[] | 'all'): Promise<void> {
+    const full = dropped === 'all' || this.#dirty.has(tenant)
+    this.#dirty.add(tenant)
+    await this.#markAndSweep(store, tenant, full ? 'all' : dropped)
+    this.#dirty.delete(tenant)
+  }
+
+  async #markAndSweep (store: ObjectStore, tenant: string, dropped: readonly IndexRecord[] | 'all'): Promise<void> {
     const liveTrees = new Set<string>()
     const liveObjects = new Set<string>()
     const wsRoot = path.join(this.#dir, tenant, 'ws')

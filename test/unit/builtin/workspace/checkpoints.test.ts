@@ -401,3 +401,25 @@ test('restored files, directories and links belong to the workspace owner', { sk
     assert.equal(st.gid, 65534, p)
   }
 })
+
+test('a full sweep (deleteAll) also removes what a crashed create left behind, and keeps what other workspaces use', async (t) => {
+  const { root, dir, tenantDir, store, ws } = await setup(t)
+  await writeFile(path.join(root, 'f'), 'kept by w2\n')
+  await store.create(ws)
+  const root2 = path.join(dir, 'ws2')
+  await mkdir(root2)
+  await writeFile(path.join(root2, 'f'), 'kept by w2\n')
+  const ws2 = testWorkspace(root2, { tenant: 'tenant-a', workspaceId: 'w2' })
+  const cp2 = await store.create(ws2)
+  // An object and a temp file no checkpoint references, as a process killed mid-create leaves them.
+  const orphan = sha('orphan\n')
+  await mkdir(path.dirname(objectPath(tenantDir, orphan)), { recursive: true })
+  await writeFile(objectPath(tenantDir, orphan), 'orphan\n')
+  await writeFile(path.join(tenantDir, 'tmp', 'leftover'), 'partial')
+  await store.deleteAll(ws)
+  assert.deepEqual([...(await objects(tenantDir)).keys()], [sha('kept by w2\n')])
+  assert.deepEqual(await readdir(path.join(tenantDir, 'tmp')), [])
+  await rm(path.join(root2, 'f'))
+  await store.restore(ws2, cp2.checkpointId)
+  assert.equal(await readFile(path.join(root2, 'f'), 'utf8'), 'kept by w2\n')
+})
