@@ -5,6 +5,7 @@ import { StringDecoder } from 'node:string_decoder'
 import { ToolError, type Workspace } from '../types.js'
 import type { Sandbox, SandboxedProcess } from '../sandbox/index.js'
 import { LogRing, type LogSlice } from './log-ring.js'
+import type { WorkspaceUsage } from '../workspace/usage.js'
 
 export type ProcessStatus = 'RUNNING' | 'EXITED' | 'STOPPED'
 
@@ -19,12 +20,15 @@ export interface ProcessSnapshot {
   exitCode: number | null
   startedAt: number
   endedAt: number | null
+  /** Present (true) when the quota watchdog stopped it: the workspace passed WORKSPACE_QUOTA_BYTES or WORKSPACE_MAX_FILES. */
+  quotaExceeded?: true
 }
 
 export interface ProcessLogs extends LogSlice {
   processId: string
   status: ProcessStatus
   exitCode: number | null
+  quotaExceeded?: true
 }
 
 export interface ProcessManagerOptions {
@@ -65,6 +69,8 @@ export interface StartRequest {
   cwd: string
   /** Workspace-relative form of cwd, as reported back. */
   workingDirectory: string
+  /** The workspaces' quota: the process gets RLIMIT_FSIZE at the room left and is watched while it runs. */
+  usage?: WorkspaceUsage
 }
 
 /** Longest partial line held back before it is logged anyway (a prompt never ends with a newline). */
@@ -103,6 +109,8 @@ interface Entry {
   lastAccess: number
   ring: LogRing
   stopRequested: boolean
+  /** The quota watchdog stopped it. */
+  quotaExceeded: boolean
   exited: Promise<void>
   /**
    * Bytes handed to stdin whose write has not completed (the process has not read them yet);
@@ -188,8 +196,13 @@ export class ProcessManager {
     await this.#sandbox.prepareWorkspace(ws)
     // Re-checked after the await: shutdown may have begun meanwhile.
     if (this.#closed) throw new ToolError('The gateway is shutting down', 'sandbox')
-    const proc = this.#sandbox.spawn({ workspace: ws, command: req.command, cwd: req.cwd, stdin: 'pipe' })
+    const usage = req.usage
+    const before = usage !== undefined ? await usage.current(ws) : undefined
+    const fileSize = usage !== undefined && before !== undefined ? { fileSizeBytes: Math.max(0, usage.quotaBytes - before.bytes) } : {}
+    const proc = this.#sandbox.spawn({ workspace: ws, command: req.command, cwd: req.cwd, stdin: 'pipe', ...fileSize })
     if (proc.spawnError !== undefined) throw new ToolError('The sandbox could not start the command', 'sandbox')
+    // Watched for as long as it runs: stopped once the workspace passes its quota.
+    const watch = usage?.watch(ws, { kill: () => proc.kill(), written: proc.written }, before)
     this.#spawned++
     const now = this.#now()
     const entry: Entry = {
@@ -206,13 +219,21 @@ export class ProcessManager {
       lastAccess: now,
       ring: new LogRing(ws.limits.maxProcessOutputChars),
       stopRequested: false,
+      quotaExceeded: false,
       exited: Promise.resolve(),
       pendingWrite: null
     }
     this.#pipeLines(proc.stdout, '[stdout] ', entry.ring)
     this.#pipeLines(proc.stderr, '[stderr] ', entry.ring)
     entry.exited = proc.exited.then((exit) => {
-      entry.status = entry.stopRequested ? 'STOPPED' : 'EXITED'
+      watch?.stop()
+      if (watch?.tripped !== undefined) {
+        entry.quotaExceeded = true
+        entry.ring.append(`[tool-gateway] Stopped: the workspace passed its quota (WORKSPACE_QUOTA_EXCEEDED): ${watch.tripped.bytes} bytes and ${watch.tripped.files} files in use; the limits are ${usage?.quotaBytes ?? 0} bytes and ${usage?.maxFiles ?? 0} files\n`)
+      }
+      // What it wrote is counted from the tree, not from the deltas the file tools report.
+      usage?.measure(ws).catch(() => {})
+      entry.status = entry.stopRequested || entry.quotaExceeded ? 'STOPPED' : 'EXITED'
       entry.exitCode = exit.exitCode ?? -1
       entry.endedAt = this.#now()
     })
@@ -252,7 +273,7 @@ export class ProcessManager {
     const e = this.#get(ws, processId)
     const max = Math.min(limit ?? ws.limits.bashLogChars, ws.limits.maxProcessOutputChars)
     const slice = e.ring.read(offset ?? 0, max)
-    return { processId: e.id, ...slice, status: e.status, exitCode: e.exitCode }
+    return { processId: e.id, ...slice, status: e.status, exitCode: e.exitCode, ...(e.quotaExceeded ? { quotaExceeded: true as const } : {}) }
   }
 
   /**
@@ -434,7 +455,8 @@ export class ProcessManager {
       pid: e.proc.pid ?? null,
       exitCode: e.exitCode,
       startedAt: e.startedAt,
-      endedAt: e.endedAt
+      endedAt: e.endedAt,
+      ...(e.quotaExceeded ? { quotaExceeded: true as const } : {})
     }
   }
 

@@ -127,9 +127,16 @@ class SandboxImpl implements Sandbox {
 
   async exec (req: ExecRequest): Promise<ExecResult> {
     await this.prepareWorkspace(req.workspace)
-    const proc = this.spawn({ ...req, stdin: 'ignore' })
+    const { onSpawn, ...spawnReq } = req
+    const proc = this.spawn({ ...spawnReq, stdin: 'ignore' })
     this.#execs++
-    const r = await runToCompletion(proc, { timeoutMs: req.timeoutMs, maxOutputBytes: req.maxOutputBytes, signal: req.signal })
+    const unwatch = proc.spawnError === undefined ? onSpawn?.(proc) : undefined
+    let r
+    try {
+      r = await runToCompletion(proc, { timeoutMs: req.timeoutMs, maxOutputBytes: req.maxOutputBytes, signal: req.signal })
+    } finally {
+      unwatch?.()
+    }
     if (r.spawnError !== undefined) {
       this.#logger?.warn({ err: r.spawnError.message }, 'sandbox: command could not be started')
       throw new ToolError('The sandbox could not start the command', 'sandbox')

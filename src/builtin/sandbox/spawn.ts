@@ -6,6 +6,7 @@ import { buildBwrapArgs, buildPrlimitArgs, sandboxEnv, type HostLayout } from '.
 import type { Cgroups, CommandGroup } from './cgroups.js'
 import { seccompArgs, writeSeccompFilter } from './seccomp.js'
 import { childPids, signalQuietly, waitForNamespaceEnd } from './kill.js'
+import { pidsInGroup, processTree, wcharOf } from './io-stats.js'
 import type { ExitInfo, SandboxedProcess, SandboxLimits, SpawnRequest } from './types.js'
 
 /** What a spawn needs from the sandbox that owns it. */
@@ -114,7 +115,11 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
         layout: cfg.layout,
         tmpSizeBytes: cfg.limits.tmpSizeBytes
       })]
-      const limited = [cfg.prlimitPath, ...buildPrlimitArgs(cfg.limits, [cfg.bwrapPath, ...bwrap])]
+      // A lower file size limit for this command (the workspace's remaining quota) replaces the sandbox's.
+      const limits = req.fileSizeBytes !== undefined && req.fileSizeBytes < cfg.limits.fileSizeBytes
+        ? { ...cfg.limits, fileSizeBytes: Math.max(0, Math.floor(req.fileSizeBytes)) }
+        : cfg.limits
+      const limited = [cfg.prlimitPath, ...buildPrlimitArgs(limits, [cfg.bwrapPath, ...bwrap])]
       const common = {
         cwd: '/',
         env: LAUNCHER_ENV,
@@ -164,7 +169,8 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
     started: cfg.mode === 'bwrap' ? info.then((ns) => ns !== undefined) : Promise.resolve(true),
     spawnError: undefined,
     kill,
-    terminate
+    terminate,
+    written
   }
   child.once('error', (err) => {
     if (done) return
@@ -209,6 +215,15 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
     group?.killAll().catch(() => {})
   }
 
+  async function written (): Promise<number | undefined> {
+    if (done || child.pid === undefined) return undefined
+    // The command's group lists every process it has; without one, the tree under the leader.
+    const procs = group?.procsFiles[0]
+    const pids = procs !== undefined ? await pidsInGroup(procs) : await processTree(child.pid)
+    if (pids.length === 0 || done) return undefined
+    return await wcharOf(pids)
+  }
+
   async function terminate (graceMs: number): Promise<ExitInfo> {
     if (done || child.pid === undefined) return await exited
     await sendTerm(child.pid)
@@ -250,6 +265,7 @@ function failedProcess (err: Error): SandboxedProcess {
     started: Promise.resolve(false),
     spawnError: err,
     kill: () => {},
-    terminate: async () => await exited
+    terminate: async () => await exited,
+    written: async () => undefined
   }
 }

@@ -78,6 +78,11 @@ export interface SpawnRequest {
   cwd: string
   /** 'pipe' for background processes that accept `write`; exec uses /dev/null. */
   stdin: 'ignore' | 'pipe'
+  /**
+   * RLIMIT_FSIZE for this command when lower than the sandbox's own (`limits.fileSizeBytes`): the
+   * workspace's remaining quota, so no single file can take it past it.
+   */
+  fileSizeBytes?: number
 }
 
 export interface ExitInfo {
@@ -106,6 +111,12 @@ export interface SandboxedProcess {
   terminate: (graceMs: number) => Promise<ExitInfo>
   /** SIGKILL of the whole sandbox (namespace) now. */
   kill: () => void
+  /**
+   * Bytes the command's processes have passed to write() so far (`wchar` of /proc/<pid>/io, which
+   * includes the children they reaped), undefined once it ended or when it cannot be read: a cheap
+   * signal that it is writing, for the quota watchdog. Counts pipes and /tmp too.
+   */
+  written: () => Promise<number | undefined>
 }
 
 export interface ExecRequest extends Omit<SpawnRequest, 'stdin'> {
@@ -113,6 +124,8 @@ export interface ExecRequest extends Omit<SpawnRequest, 'stdin'> {
   /** Per stream: bytes kept (head + tail). */
   maxOutputBytes: number
   signal?: AbortSignal
+  /** Called once the command is spawned (the quota watchdog attaches here); its result is called when it ended. */
+  onSpawn?: (proc: SandboxedProcess) => (() => void)
 }
 
 export interface ExecResult {

@@ -3,6 +3,7 @@ import { relative, resolve, sep } from 'node:path'
 import { DEFAULT_WRITE_TIMEOUT_MS, type ProcessManager } from '../processes/index.js'
 import type { Sandbox } from '../sandbox/index.js'
 import { ToolError, type BuiltinTool, type Workspace } from '../types.js'
+import type { QuotaWatch, UsageFigure, WorkspaceUsage } from '../workspace/usage.js'
 
 export const BASH_ACTIONS = ['exec', 'start', 'status', 'logs', 'write', 'stop', 'list'] as const
 export type BashAction = typeof BASH_ACTIONS[number]
@@ -91,6 +92,29 @@ async function resolveCwd (ws: Workspace, cwd: string | undefined): Promise<{ ab
   return { abs: real, rel: rel === '' ? '.' : rel }
 }
 
+/** Exit status of a process killed by SIGXFSZ (a write past RLIMIT_FSIZE), as the shell reports it. */
+const SIGXFSZ_EXIT = 128 + 25
+
+/**
+ * What the result says about the quota, if anything: the watchdog stopped the command; or the
+ * command grew the workspace to its quota (writes past it failed: "File size limit exceeded");
+ * or only the per-file limit was hit (a file, maybe in /tmp, larger than the room left).
+ */
+function quotaNote (usage: WorkspaceUsage, before: UsageFigure, after: UsageFigure, tripped: UsageFigure | undefined, exitCode: number, room: number, sandboxFileSize: number): string | undefined {
+  const limits = `the quota is ${usage.quotaBytes} bytes and ${usage.maxFiles} files`
+  if (tripped !== undefined) {
+    return `Command was stopped: the workspace passed its quota (WORKSPACE_QUOTA_EXCEEDED): ${tripped.bytes} bytes and ${tripped.files} files in use, ${limits}. Delete files to make room.`
+  }
+  const grew = after.bytes > before.bytes || after.files > before.files
+  if (grew && (after.bytes >= usage.quotaBytes || after.files >= usage.maxFiles)) {
+    return `The workspace reached its quota (WORKSPACE_QUOTA_EXCEEDED): ${after.bytes} bytes and ${after.files} files in use, ${limits}; writes past it fail. Delete files to make room.`
+  }
+  if (exitCode === SIGXFSZ_EXIT && room < sandboxFileSize) {
+    return `File size limit exceeded: in this command no file may grow past ${room} bytes, the room left in the workspace's quota.`
+  }
+  return undefined
+}
+
 /** `bash` with AI4J's actions and result shapes; every command runs in the sandbox. */
 export function createBashTool ({ sandbox, processes }: BashToolDeps): BuiltinTool {
   return {
@@ -114,24 +138,48 @@ export function createBashTool ({ sandbox, processes }: BashToolDeps): BuiltinTo
           const ceiling = Math.min(ws.limits.commandTimeoutMs, MAX_COMMAND_TIMEOUT_MS)
           const timeoutMs = Math.min(optInt(args, 'timeoutMs', 1) ?? ceiling, ceiling)
           const maxOutputBytes = Math.min(MAX_OUTPUT_BYTES, Math.max(MIN_OUTPUT_BYTES, ws.limits.outputMaxChars))
-          const r = await sandbox.exec({ workspace: ws, command, cwd: cwd.abs, timeoutMs, maxOutputBytes, signal: ctx.signal })
+          // The quota: no file may grow past the room left (RLIMIT_FSIZE), and a watchdog stops the
+          // command once the workspace passes it (many files, several writers).
+          const usage = ctx.usage
+          const before = usage !== undefined ? await usage.current(ws) : undefined
+          const room = usage !== undefined && before !== undefined ? Math.max(0, usage.quotaBytes - before.bytes) : undefined
+          let watch: QuotaWatch | undefined
+          const r = await sandbox.exec({
+            workspace: ws,
+            command,
+            cwd: cwd.abs,
+            timeoutMs,
+            maxOutputBytes,
+            signal: ctx.signal,
+            ...(room !== undefined ? { fileSizeBytes: room } : {}),
+            ...(usage !== undefined
+              ? { onSpawn: (proc) => { watch = usage.watch(ws, { kill: () => proc.kill(), written: proc.written }, before); return () => watch?.stop() } }
+              : {})
+          })
+          // What the command wrote is counted from the tree: measured again after each command.
+          const after = usage !== undefined ? await usage.measure(ws) : undefined
           let stderr = r.stderr
           const note = (line: string): void => { stderr = stderr === '' || stderr.endsWith('\n') ? stderr + line : `${stderr}\n${line}` }
           if (r.timedOut) note(`Command timed out after ${timeoutMs} ms and was killed. ${TIMEOUT_HINT}`)
           if (r.outputLimitExceeded) note('Command produced too much output and was killed.')
+          const quota = usage !== undefined && before !== undefined && after !== undefined
+            ? quotaNote(usage, before, after, watch?.tripped, r.exitCode, room ?? 0, sandbox.limits.fileSizeBytes)
+            : undefined
+          if (quota !== undefined) note(quota)
           return {
             command,
             workingDirectory: cwd.rel,
             stdout: r.stdout,
             stderr,
             exitCode: r.exitCode,
-            timedOut: r.timedOut
+            timedOut: r.timedOut,
+            ...(quota !== undefined && quota.includes('WORKSPACE_QUOTA_EXCEEDED') ? { quotaExceeded: true } : {})
           }
         }
         case 'start': {
           const command = requireString(args, 'command', 'start')
           const cwd = await resolveCwd(ws, optString(args, 'cwd'))
-          return await processes.start(ws, { command, cwd: cwd.abs, workingDirectory: cwd.rel })
+          return await processes.start(ws, { command, cwd: cwd.abs, workingDirectory: cwd.rel, ...(ctx.usage !== undefined ? { usage: ctx.usage } : {}) })
         }
         case 'status':
           return processes.status(ws, requireString(args, 'processId', 'status'))

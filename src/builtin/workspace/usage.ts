@@ -11,25 +11,24 @@
  * entries for symlinks while we count), then moved by the deltas the file tools report as they
  * write, and measured again after each bash command. A measure is bounded in time: when its budget
  * runs out the caller gets the partial count, marked inexact (a lower bound), while the walk goes
- * on in the background and its result replaces the figure when it ends. The walk is async I/O
- * throughout and awaits between batches, so a huge tree never blocks the event loop.
+ * on in the background and its result replaces the figure when it ends. The walk works in slices
+ * of a few milliseconds and yields to the event loop between them, so a huge tree never blocks it.
  *
  * Deltas that arrive while a walk runs may or may not be seen by it; the walk's result wins. The
  * error is bounded by one tool call's write and the next measure corrects it.
  */
-import { constants as fsConstants } from 'node:fs'
-import type { Stats } from 'node:fs'
-import { lstat, open } from 'node:fs/promises'
-import type { FileHandle } from 'node:fs/promises'
+import { closeSync, constants as fsConstants, lstatSync, opendirSync, openSync } from 'node:fs'
+import type { Dir, Dirent, Stats } from 'node:fs'
+import { setImmediate as setImmediatePromise, setTimeout as sleep } from 'node:timers/promises'
 import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
-import { at, walk } from './tree.js'
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fsConstants
 const O_CLOEXEC = 0o2000000
-
-/** stat calls in flight at once during a measure (libuv's pool runs 4; more only queues). */
-const STAT_BATCH = 64
+/** A directory on the way down: never a symlink, never anything but a directory. */
+const DIR_OPEN_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+/** Synchronous work of a measure between two yields to the event loop. */
+const SLICE_MS = 8
 /**
  * Deeper directories than this are not entered (each level holds an fd during the walk). A tree
  * that reaches it is reported inexact.
@@ -206,26 +205,191 @@ export class WorkspaceUsage {
   over (fig: UsageFigure): boolean {
     return fig.bytes > this.quotaBytes || fig.files > this.maxFiles
   }
+
+  /**
+   * Watches a running command (bash exec, a background process) and kills it once the workspace
+   * passes its quota, counting only growth since `start` (a workspace already over it, after the
+   * quota was lowered, can still be cleaned up by a command). The workspace is measured again at
+   * an interval that follows the growth rate (a quarter of the time left at the current rate, never
+   * more often than twice a measure's cost, at least every 2 s while it grows), and at once when
+   * the command's write counter (`target.written`) moved by a quarter of the room left. A single
+   * file cannot pass the quota anyway (RLIMIT_FSIZE is set to the room left); what the watchdog
+   * bounds is many files or several writers.
+   */
+  watch (ws: Workspace, target: WatchTarget, start?: UsageFigure): QuotaWatch {
+    const state: { stopped: boolean, tripped: UsageFigure | undefined } = { stopped: false, tripped: undefined }
+    const loop = async (): Promise<void> => {
+      const base = start ?? await this.current(ws)
+      const passed = (fig: UsageFigure): boolean =>
+        (fig.bytes > this.quotaBytes && fig.bytes > base.bytes) || (fig.files > this.maxFiles && fig.files > base.files)
+      let last = { bytes: base.bytes, files: base.files, at: Date.now() }
+      let writtenAtMeasure = await target.written?.()
+      let lastWritten = writtenAtMeasure
+      let interval = WATCH_FIRST_MS
+      let floor = WATCH_MIN_GAP_MS
+      let tick = WATCH_TICK_MS
+      let nextMeasure = Date.now() + interval
+      while (!state.stopped) {
+        await sleep(tick, undefined, { ref: false })
+        if (state.stopped) return
+        let now = Date.now()
+        let due = now >= nextMeasure
+        let written: number | undefined
+        if (target.written !== undefined) {
+          const previous = lastWritten
+          written = await target.written()
+          lastWritten = written
+          // Reading the counters costs more without a cgroup (a /proc scan): polled at most a third
+          // of the time, but never less often than WATCH_MAX_TICK_MS while the command writes (at
+          // 1 GB/s, 50 ms is 50 MB). One that writes nothing is polled less and less often.
+          const floorTick = Math.min(WATCH_MAX_TICK_MS, Math.max(WATCH_TICK_MS, 3 * (Date.now() - now)))
+          tick = written !== undefined && written === previous ? Math.min(WATCH_IDLE_TICK_MS, Math.max(floorTick, tick * 2)) : floorTick
+          const room = Math.max(0, this.quotaBytes - last.bytes)
+          const trigger = Math.min(WATCH_MAX_TRIGGER, Math.max(WATCH_MIN_TRIGGER, room / 4))
+          if (written !== undefined && writtenAtMeasure !== undefined && written - writtenAtMeasure >= trigger && now - last.at >= floor) due = true
+          writtenAtMeasure ??= written
+        }
+        if (!due) continue
+        const t0 = Date.now()
+        const fig = await this.measure(ws)
+        if (state.stopped) return
+        now = Date.now()
+        if (passed(fig)) {
+          state.tripped = { bytes: fig.bytes, files: fig.files }
+          target.kill()
+          return
+        }
+        const cost = now - t0
+        floor = Math.max(WATCH_MIN_GAP_MS, 2 * cost)
+        const quiet = Math.max(WATCH_QUIET_MS, 20 * cost)
+        const dt = Math.max(1, now - last.at)
+        const rateBytes = (fig.bytes - last.bytes) / dt
+        const rateFiles = (fig.files - last.files) / dt
+        const eta = Math.min(
+          rateBytes > 0 ? Math.max(0, this.quotaBytes - fig.bytes) / rateBytes : Infinity,
+          rateFiles > 0 ? Math.max(0, this.maxFiles - fig.files) / rateFiles : Infinity
+        )
+        interval = eta === Infinity
+          ? Math.min(quiet, Math.max(floor, interval * 2))
+          : Math.min(WATCH_GROWING_MS, Math.max(floor, eta / 4))
+        nextMeasure = now + interval
+        last = { bytes: fig.bytes, files: fig.files, at: now }
+        if (written !== undefined) writtenAtMeasure = written
+      }
+    }
+    // A workspace removed under a running command: nothing left to watch.
+    loop().catch(() => {})
+    return {
+      get tripped () { return state.tripped },
+      stop: () => { state.stopped = true }
+    }
+  }
 }
 
+/** What the watchdog watches: a running command it can stop, and how much it has written. */
+export interface WatchTarget {
+  kill: () => void
+  /** A counter of bytes written that only grows while the command runs (undefined: unknown). */
+  written?: () => Promise<number | undefined>
+}
+
+export interface QuotaWatch {
+  /** Set once the watchdog stopped the command: the figure that passed the quota. */
+  readonly tripped: UsageFigure | undefined
+  stop: () => void
+}
+
+/** The watchdog's first measure comes this soon after the start. */
+const WATCH_FIRST_MS = 50
+/** Polling of the write counter: this often while the command writes, backing off to the idle tick. */
+const WATCH_TICK_MS = 10
+const WATCH_IDLE_TICK_MS = 100
+const WATCH_MAX_TICK_MS = 50
+/** Measures never come closer than this (or twice the last measure's cost). */
+const WATCH_MIN_GAP_MS = 20
+/** A growing workspace is measured at least this often. */
+const WATCH_GROWING_MS = 2000
+/** A quiet one backs off to this (or 20 times a measure's cost: a huge tree is not walked non-stop). */
+const WATCH_QUIET_MS = 5000
+/** Bytes written since the last measure that call for one now: a quarter of the room left, within these. */
+const WATCH_MIN_TRIGGER = 256 * 1024
+const WATCH_MAX_TRIGGER = 16 * 1024 * 1024
+
 /**
- * Counts a tree by fd (see the module comment), updating `partial` as it goes. The stats of one
- * batch run concurrently; every stat of entries in a directory is awaited before that directory's
- * fd is closed (walk's onLeave), since a closed fd number can be reused by an unrelated open.
+ * Counts a tree by fd (see the module comment), updating `partial` as it goes. Directories are
+ * opened beneath their parent's fd with O_NOFOLLOW|O_DIRECTORY (a directory swapped for a symlink
+ * is not entered: a tenant cannot make us count, or walk, anything outside), entries are lstat-ed
+ * through /proc/self/fd/<dir>/<name>. The work is synchronous in slices of SLICE_MS with a yield to
+ * the event loop between them: per entry, a synchronous lstat costs a few microseconds where the
+ * thread pool's round trip costs several times that (50,000 files: ~0.5 s against ~2.5 s).
  */
 async function countTree (root: string, partial: UsageFigure): Promise<Measured> {
-  const base: FileHandle = await open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
   const seenInodes = new Set<string>()
   let exact = true
-  let pending: Array<Promise<void>> = []
-  const flush = async (): Promise<void> => {
-    if (pending.length === 0) return
-    const batch = pending
-    pending = []
-    await Promise.all(batch)
+  interface Level { fd: number, dir: Dir }
+  const stack: Level[] = []
+  const enter = (fd: number): void => {
+    try {
+      stack.push({ fd, dir: opendirSync(`/proc/self/fd/${fd}`, { bufferSize: 256 }) })
+    } catch {
+      closeSync(fd)
+    }
   }
-  const addFile = (st: Stats | undefined): void => {
-    if (st === undefined || !st.isFile()) return
+  const leave = (): void => {
+    const top = stack.pop()
+    if (top === undefined) return
+    try { top.dir.closeSync() } catch {}
+    try { closeSync(top.fd) } catch {}
+  }
+  const rootFd = openSync(root, DIR_OPEN_FLAGS)
+  enter(rootFd)
+  try {
+    let sliceStart = performance.now()
+    while (stack.length > 0) {
+      if (performance.now() - sliceStart >= SLICE_MS) {
+        await setImmediatePromise()
+        sliceStart = performance.now()
+      }
+      const top = stack[stack.length - 1] as Level
+      let d: Dirent | null
+      try {
+        d = top.dir.readSync()
+      } catch {
+        // A directory removed under us: what was read is all there is.
+        d = null
+      }
+      if (d === null) { leave(); continue }
+      partial.files++
+      const entry = `/proc/self/fd/${top.fd}/${d.name}`
+      // A dirent of unknown type (some filesystems report none) is typed by lstat.
+      const known = d.isDirectory() || d.isFile() || d.isSymbolicLink() || d.isFIFO() || d.isSocket() || d.isCharacterDevice() || d.isBlockDevice()
+      let st: Stats | undefined
+      if (d.isFile() || !known) {
+        try {
+          st = lstatSync(entry, { throwIfNoEntry: false })
+        } catch {
+          st = undefined
+        }
+        if (st !== undefined && st.isFile()) addFile(st)
+      }
+      if (d.isDirectory() || st?.isDirectory() === true) {
+        if (stack.length >= MEASURE_MAX_DEPTH) { exact = false; continue }
+        let fd: number
+        try {
+          fd = openSync(entry, DIR_OPEN_FLAGS)
+        } catch {
+          continue
+        }
+        enter(fd)
+      }
+    }
+  } finally {
+    while (stack.length > 0) leave()
+  }
+  return { bytes: partial.bytes, files: partial.files, exact }
+
+  function addFile (st: Stats): void {
+    if (!st.isFile()) return
     if (st.nlink > 1) {
       const key = `${st.dev}:${st.ino}`
       if (seenInodes.has(key)) return
@@ -233,22 +397,6 @@ async function countTree (root: string, partial: UsageFigure): Promise<Measured>
     }
     partial.bytes += st.size
   }
-  try {
-    for await (const entry of walk(base, { maxDepth: MEASURE_MAX_DEPTH, onLeave: flush })) {
-      partial.files++
-      if (entry.kind === 'dir' && entry.rel.split('/').length >= MEASURE_MAX_DEPTH) exact = false
-      // Dirents of an unknown type are stat-ed too: 'other' may be a file on such filesystems.
-      if (entry.kind === 'file' || entry.kind === 'other') {
-        pending.push(lstat(at(entry.dir, entry.name)).then(addFile, () => {}))
-        if (pending.length >= STAT_BATCH) await flush()
-      }
-    }
-    await flush()
-  } finally {
-    await flush().catch(() => {})
-    await base.close().catch(() => {})
-  }
-  return { bytes: partial.bytes, files: partial.files, exact }
 }
 
 /** A write's change to the figure, as tree.ts's writeFileAtomic reports it. */
