@@ -121,7 +121,9 @@ test('a symlink-swap loop beside the calls never lets a read, write, delete or w
   await mkdir(path.join(outside, 'd'))
   await symlink(outside, path.join(root, 'swap'))
   // Exchanges the directory `e` and the link `swap` (to the outside folder) as fast as it can.
-  const loop = spawn('perl', ['-e', `chdir $ARGV[0] or die; while (1) { syscall(${RENAMEAT2}, -100, "e", -100, "swap", 2) }`, root], { stdio: 'ignore' })
+  // The names go through variables: perl's syscall() dies on literal strings ("Modification of a
+  // read-only value"), which would leave a loop that never swaps and a test that proves nothing.
+  const loop = spawn('perl', ['-e', `chdir $ARGV[0] or die; my ($a, $b) = ("e", "swap"); while (1) { syscall(${RENAMEAT2}, -100, $a, -100, $b, 2) }`, root], { stdio: 'ignore' })
   t.after(() => { loop.kill('SIGKILL') })
 
   let escapes = 0
@@ -149,6 +151,7 @@ test('a symlink-swap loop beside the calls never lets a read, write, delete or w
     ]
     await Promise.allSettled(ops)
   }
+  assert.equal(loop.exitCode, null, 'the swap loop exited early: nothing was swapped')
   loop.kill('SIGKILL')
   assert.equal(escapes, 0)
   assert.ok(successes > 0, 'the calls must sometimes win the race, or the test proves nothing')
