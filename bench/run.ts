@@ -23,14 +23,16 @@ interface ModuleSpec {
   budgetMs: number
 }
 
-/** In issue-6 order. A module whose file does not exist yet is reported as "not yet built". */
+/** In issue order (issue 6's rows, then workspaces). A module whose file does not exist yet is reported as "not yet built". */
 const MODULES: readonly ModuleSpec[] = [
   { key: 'invoke', row: 1, title: 'POST /invoke of a local function vs a bare Fastify route', budgetMs: 75_000 },
   { key: 'mcp', row: 2, title: 'POST /invoke of a streamable-HTTP MCP tool vs the SDK client directly', budgetMs: 80_000 },
   { key: 'stdio', row: 3, title: 'POST /invoke of a stdio MCP tool vs supergateway + SDK client', budgetMs: 60_000 },
   { key: 'tools-list', row: 4, title: 'GET /tools, 20 servers x 25 tools, warm and cold', budgetMs: 60_000 },
   { key: 'builtins', row: 5, title: 'Built-in tools on a 50,000-file tree', budgetMs: 200_000 },
-  { key: 'scale', row: 6, title: '10,000 tenants x 3 servers in Redis', budgetMs: 100_000 }
+  { key: 'scale', row: 6, title: '10,000 tenants x 3 servers in Redis', budgetMs: 100_000 },
+  { key: 'workspaces-checkpoint', row: 14, title: 'Workspace checkpoint and restore, 50,000-file tree, 10 files changed', budgetMs: 240_000 },
+  { key: 'workspaces-archive', row: 14, title: 'Workspace download vs tar czf, upload vs tar xzf, 50,000-file tree', budgetMs: 180_000 }
 ]
 
 const GRACE_MS = 30_000
