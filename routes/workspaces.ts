@@ -4,8 +4,8 @@ import type { Static } from '@sinclair/typebox'
 import { Readable } from 'node:stream'
 import { errorResponses } from '../src/api/common.js'
 import {
-  ArchiveQuery, ArchiveResponse, CheckpointBody, CheckpointList, CheckpointInfo, CheckpointParams, FileParams, FileResponse,
-  NoContent, RestoreResponse, UploadBody, UploadQuery, UploadResponse, WorkspaceList, WorkspaceParams, WorkspacesParams
+  ArchiveQuery, ArchiveResponse, CheckpointBody, CheckpointList, CheckpointInfo, CheckpointParams, FileParams, FileParamsDoc,
+  FileResponse, NoContent, RestoreBody, RestoreResponse, UploadBody, UploadQuery, UploadResponse, WorkspaceList, WorkspaceParams, WorkspacesParams
 } from '../src/api/workspaces.js'
 import { HttpError } from '../src/errors.js'
 import { abortOnClientGone } from './abort.js'
@@ -23,6 +23,12 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
   // Archives are handed to the domain as the raw request stream: never buffered, and not bound by
   // BODY_LIMIT_BYTES (the workspace quota bounds them, checked entry by entry while streaming).
   app.addContentTypeParser(ARCHIVE_TYPES, (_request, payload, done) => { done(null, payload) })
+  // Tenancy before the body: a caller acting for another tenant is refused before a byte of its
+  // upload is read (the facade checks again on every operation).
+  app.addHook('onRequest', async (request) => {
+    const { userId } = request.params as { userId?: unknown }
+    if (typeof userId === 'string') workspaces.authorize(request.caller, userId)
+  })
 
   app.get<{ Params: Static<typeof WorkspacesParams> }>('/users/:userId/workspaces', {
     schema: { summary: "A tenant's workspaces", tags, params: WorkspacesParams, response: { 200: WorkspaceList, ...errorResponses(400, 401, 403, 429) } }
@@ -78,6 +84,10 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
   })
 
   app.get<{ Params: Static<typeof FileParams> }>('/users/:userId/workspaces/:workspaceId/files/*', {
+    config: {
+      // The docs name the wildcard `{path}`: /users/{userId}/workspaces/{workspaceId}/files/{path}.
+      swaggerTransform: ({ schema, url }) => ({ schema: { ...schema, params: FileParamsDoc }, url: url.replace(/\/\*$/, '/:path') })
+    },
     schema: {
       summary: "One file's raw bytes",
       description: 'The path is resolved like the tools resolve it: in-workspace symlinks are followed beneath the root, anything leaving it is a 400.',
@@ -133,10 +143,11 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
   app.post<{ Params: Static<typeof CheckpointParams> }>('/users/:userId/workspaces/:workspaceId/checkpoints/:checkpointId/restore', {
     schema: {
       summary: 'Restore a checkpoint',
-      description: 'The workspace\'s files become exactly the checkpoint\'s: added files removed, changed and deleted ones restored, modes kept.',
+      description: 'The workspace\'s files become exactly the checkpoint\'s: added files removed, changed and deleted ones restored, modes kept. No body (or {}).',
       tags,
       params: CheckpointParams,
-      response: { 200: RestoreResponse, ...errorResponses(400, 401, 403, 404, 429) }
+      body: RestoreBody,
+      response: { 200: RestoreResponse, ...errorResponses(400, 401, 403, 404, 413, 415, 429) }
     }
   }, async (request) => {
     const { userId, workspaceId, checkpointId } = request.params

@@ -18,6 +18,14 @@ export class WorkspaceFacade {
     this.#lifecycle = lifecycle
   }
 
+  /**
+   * The tenancy check alone, for the HTTP layer to make before it reads an upload's body: a caller
+   * that may not act for `userId` is refused (GW_TENANT_MISMATCH) before any byte is read.
+   */
+  authorize (caller: Caller, userId: string): void {
+    actingUserId(caller, userId)
+  }
+
   #on (caller: Caller, userId: string): { lc: WorkspaceLifecycle, tenant: string } {
     const tenant = actingUserId(caller, userId) ?? userId
     if (this.#lifecycle === undefined) throw new HttpError('GW_NOT_FOUND', 'Workspaces are not available on this server')

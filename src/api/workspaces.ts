@@ -10,11 +10,10 @@ export const CheckpointId = Type.String({ pattern: ID_PATTERN, description: `A c
 export const WorkspacesParams = Type.Object({ userId: IdString })
 export const WorkspaceParams = Type.Object({ userId: IdString, workspaceId: WorkspaceId })
 export const CheckpointParams = Type.Object({ userId: IdString, workspaceId: WorkspaceId, checkpointId: CheckpointId })
-export const FileParams = Type.Object({
-  userId: IdString,
-  workspaceId: WorkspaceId,
-  '*': Type.String({ minLength: 1, maxLength: 4096, description: 'The file\'s path in the workspace, resolved like the tools resolve it' })
-})
+const FilePath = Type.String({ minLength: 1, maxLength: 4096, description: 'The file\'s path in the workspace (several segments), resolved like the tools resolve it' })
+/** `files/*`: the route's wildcard, documented as `{path}`. */
+export const FileParams = Type.Object({ userId: IdString, workspaceId: WorkspaceId, '*': FilePath })
+export const FileParamsDoc = Type.Object({ userId: IdString, workspaceId: WorkspaceId, path: FilePath })
 
 export const WorkspaceSummary = Type.Object({
   workspaceId: Type.String(),
@@ -80,6 +79,9 @@ export const CheckpointInfo = Type.Object({
   files: Type.Integer({ description: 'Number of regular files in it' })
 })
 export const CheckpointList = Type.Object({ checkpoints: Type.Array(CheckpointInfo, { description: 'Newest first' }) })
+
+/** Nothing to say yet; an empty object (or no body) keeps room for options. */
+export const RestoreBody = Type.Union([Type.Object({}, { additionalProperties: false }), Type.Null()])
 
 export const RestoreResponse = Type.Object({
   restored: Type.Literal(true),

@@ -6,6 +6,7 @@ import { Validator } from '@seriousme/openapi-schema-validator'
 import { Ajv } from 'ajv'
 import type { FastifyInstance, InjectOptions } from 'fastify'
 import { parse as parseYaml } from 'yaml'
+import { Header } from 'tar'
 import { createMemoryRegistryStore } from '../../src/registry/memory-store.js'
 import { buildTestApp } from '../helpers/app.js'
 
@@ -44,8 +45,19 @@ function url (op: Operation, params: Record<string, string> = {}, query = ''): s
   return op.path.replace(/\{(\w+)\}/g, (_m, name: string) => params[name] ?? (name === 'userId' ? 'alice' : 'srv1')) + query
 }
 
+/** A one-file tar (node-tar's Header), the body of a workspace upload. */
+function tarOf (name: string, content: string): Buffer {
+  const body = Buffer.from(content)
+  const h = new Header({ path: name, type: 'File', size: body.length, mode: 0o644, mtime: new Date(0), uid: 0, gid: 0 })
+  h.encode()
+  return Buffer.concat([h.block as Buffer, body, Buffer.alloc((512 - (body.length % 512)) % 512), Buffer.alloc(1024)])
+}
+
 /** A valid body for every operation that takes one; the test fails for a new body route missing here. */
-const VALID_BODIES: Record<string, Record<string, unknown>> = {
+const VALID_BODIES: Record<string, Record<string, unknown> | Buffer> = {
+  'PUT /users/{userId}/workspaces/{workspaceId}': tarOf('hello.txt', 'hello\n'),
+  'POST /users/{userId}/workspaces/{workspaceId}/checkpoints': { label: 'before' },
+  'POST /users/{userId}/workspaces/{workspaceId}/checkpoints/{checkpointId}/restore': {},
   'POST /invoke': { name: 'calculate', arguments: { expression: '1+1' }, userId: 'alice' },
   'POST /invoke/batch': { calls: [{ name: 'calculate', arguments: { expression: '1+1' } }] },
   'PUT /mcp/servers/{serverId}': { type: 'streamable_http', url: 'https://mcp.example.com/mcp' },
@@ -53,7 +65,7 @@ const VALID_BODIES: Record<string, Record<string, unknown>> = {
   'POST /mcp': { jsonrpc: '2.0', id: 1, method: 'tools/list' }
 }
 
-function bodyOf (op: Operation): Record<string, unknown> | undefined {
+function bodyOf (op: Operation): Record<string, unknown> | Buffer | undefined {
   if (op.requestBody === undefined) return undefined
   const body = VALID_BODIES[keyOf(op)]
   assert.ok(body, `no valid example body for ${keyOf(op)} in VALID_BODIES`)
@@ -65,7 +77,8 @@ function request (op: Operation, over: Partial<InjectOptions> = {}): InjectOptio
   return {
     method: op.method as InjectOptions['method'],
     url: url(op),
-    headers: { ...admin, accept: 'application/json, text/event-stream' },
+    // A binary body (a workspace archive) says what it is; JSON bodies get their type from inject.
+    headers: { ...admin, accept: 'application/json, text/event-stream', ...(Buffer.isBuffer(body) ? { 'content-type': 'application/x-tar' } : {}) },
     ...(body !== undefined ? { payload: body } : {}),
     ...over
   }
@@ -141,6 +154,8 @@ test('a malformed request on every route is a 400 that names the field', async (
     const cases: Array<{ what: string, field: string, req: InjectOptions }> = []
     for (const p of op.parameters ?? []) {
       if (p.in === 'path') {
+        // A file path (files/{path}) has no wrong spelling: any segments name a file (or a 404).
+        if (p.schema.pattern === undefined) continue
         cases.push({ what: `path ${p.name}`, field: `params/${p.name}`, req: request(op, { url: url(op, { [p.name]: 'bad_id%21' }) }) })
       } else {
         const value = wrongQueryValue(p.schema)
@@ -149,7 +164,7 @@ test('a malformed request on every route is a 400 that names the field', async (
     }
     const bodySchema = op.requestBody?.content['application/json']?.schema
     if (bodySchema !== undefined) {
-      const valid = bodyOf(op) ?? {}
+      const valid = (bodyOf(op) ?? {}) as Record<string, unknown>
       for (const [name, schema] of Object.entries((bodySchema.properties ?? {}) as Record<string, Schema>)) {
         const wrong = wrongValue(schema)
         if (wrong === undefined) continue

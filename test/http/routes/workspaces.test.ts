@@ -365,10 +365,13 @@ test('a delete while a tool call runs waits for it, then removes everything', as
   const { app, config } = await setup(t)
   await put(app, WS, await tgz(t, { 'a.txt': 'a' }))
   const root = join(config.workspacesDir, 'alice', 'proj')
-  const slow = invoke(app, { name: 'bash', userId: 'alice', arguments: { action: 'exec', command: 'sleep 0.5; echo done > out.txt; echo ok' }, context: { workspaceId: 'proj' } })
-  await sleep(100)
+  const slow = invoke(app, { name: 'bash', userId: 'alice', arguments: { action: 'exec', command: 'echo x > started.txt; sleep 0.5; echo done > out.txt; echo ok' }, context: { workspaceId: 'proj' } })
+  // The call holds the workspace's write lock once its command runs.
+  while (!existsSync(join(root, 'started.txt'))) await sleep(10)
+  const t0 = Date.now()
   const del = await app.inject({ method: 'DELETE', url: WS, headers: ADMIN })
   assert.equal(del.statusCode, 204)
+  assert.ok(Date.now() - t0 >= 300, 'the delete waited for the running call')
   const r = await slow
   assert.equal(r.isError, false, r.output)
   assert.match(JSON.parse(r.output).stdout, /ok/)
