@@ -35,7 +35,8 @@ async function makeWorkspace (t: { after: (fn: () => Promise<void>) => void }): 
   const root = await realpath(await mkdtemp(join(tmpdir(), 'tg-bq-')))
   t.after(async () => { await rm(root, { recursive: true, force: true }) })
   return {
-    tenant: 'acme',
+    // Not a tenant another test file uses: a sandbox that closes in another test process removes its tenant's cgroup.
+    tenant: 'quota-tests',
     workspaceId: 'default',
     root,
     readRoots: [],
