@@ -16,6 +16,8 @@ import { generateTree } from './fixtures/tree.js'
 import { makeRow, median, round, timePair } from './stats.js'
 import type { BenchContext, Row } from './types.js'
 
+/** Interleaved runs of each side (on a loaded 2-core host one upload round with cleanup takes ~40 s). */
+const REPS = 3
 const TREE = { topDirs: 20, subdirs: 50, filesPerDir: 50, needleEvery: 50, seed: 42 }
 const LIMITS = { readMaxChars: 12_000, commandTimeoutMs: 30_000, bashLogChars: 12_000, maxProcessOutputChars: 120_000, outputMaxChars: 100_000 }
 
@@ -59,7 +61,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   const down = await timePair(
     async () => await drain(await packWorkspace(ws, '.', { signal })),
     async () => await exec('tar', ['czf', '-', '-C', src, '.'], signal),
-    { warmup: 1, reps: 5, signal }
+    { warmup: 1, reps: REPS, signal }
   )
   rows.push(makeRow({
     id: '14.3',
@@ -101,8 +103,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   }
   const upTimes = { subject: [] as number[], baseline: [] as number[] }
   const sides = [['subject', subject], ['baseline', baseline]] as const
-  for (const [, fn] of sides) { await fn(); await cleanup() } // warm-up
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i < REPS; i++) {
     if (i > 0 && signal.aborted) break
     for (let j = 0; j < sides.length; j++) {
       const [name, fn] = sides[(i + j) % sides.length] as (typeof sides)[number]
