@@ -18,6 +18,7 @@ const ARCHIVE_TYPES = ['application/x-tar', 'application/gzip']
  */
 async function workspaceRoutes (app: FastifyInstance): Promise<void> {
   const workspaces = app.services.workspaces
+  const stallMs = app.services.config.requestTimeoutMs
   const tags = ['workspaces']
 
   // Archives are handed to the domain as the raw request stream: never buffered, and not bound by
@@ -42,7 +43,7 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
       params: WorkspaceParams,
       querystring: UploadQuery,
       body: UploadBody,
-      response: { 200: UploadResponse, 201: UploadResponse, ...errorResponses(400, 401, 403, 413, 415, 429) }
+      response: { 200: UploadResponse, 201: UploadResponse, ...errorResponses(400, 401, 403, 408, 413, 415, 429) }
     }
   }, async (request, reply) => {
     const body = request.body
@@ -51,18 +52,38 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
       throw new HttpError('GW_UNSUPPORTED_MEDIA_TYPE', 'The body must be application/x-tar or application/gzip (a tar.gz made with tar czf)')
     }
     const { userId, workspaceId } = request.params
+    // The body-timeout plugin stops watching once the route runs (the body is a stream here): a
+    // stalled upload is cut off after REQUEST_TIMEOUT_MS without a byte instead.
+    let stalled = false
+    const stall = new AbortController()
+    // (An injected request, in tests, has no socket to time.)
+    const timed = typeof request.raw.setTimeout === 'function'
+    if (timed) {
+      request.raw.setTimeout(stallMs, () => {
+        stalled = true
+        stall.abort(new Error('upload stalled'))
+      })
+    }
+    const signal = AbortSignal.any([abortOnClientGone(reply), stall.signal])
     try {
       const result = await workspaces.upload(request.caller, userId, workspaceId, body, {
         gzip: type === 'application/gzip',
         merge: request.query.mode === 'merge',
-        signal: abortOnClientGone(reply)
+        signal
       })
       request.log.info({ tenant: userId, workspaceId, mode: request.query.mode ?? 'replace', bytes: result.bytes, files: result.files }, 'workspace uploaded')
       return await reply.code(result.created ? 201 : 200).send({ workspaceId, bytes: result.bytes, files: result.files })
     } catch (err) {
       // The rest of a refused body is not read: the connection cannot carry another request.
       if (!body.readableEnded) reply.header('connection', 'close')
+      if (stalled) throw new HttpError('GW_REQUEST_TIMEOUT', `The upload stalled: no data for ${stallMs} ms`)
+      // The client went away or its body broke off: the request's fault, not a gateway bug.
+      if (!(err instanceof HttpError) && (signal.aborted || body.errored !== null || body.destroyed)) {
+        throw new HttpError('GW_BAD_REQUEST', 'The upload was interrupted before the archive ended')
+      }
       throw err
+    } finally {
+      if (timed) request.raw.setTimeout(0)
     }
   })
 

@@ -527,3 +527,25 @@ test('first run: a default WORKSPACES_DIR the sandbox uid cannot reach moves som
   assert.equal(existsSync(join(clone, 'repo', 'data', 'workspaces')), false)
   assert.equal(await readFile(join(where, user, 'default', 'f'), 'utf8'), 'hi\n')
 })
+
+test('an upload that stalls mid-body is cut off with 408 after REQUEST_TIMEOUT_MS, and leaves nothing', async (t) => {
+  const { app, config } = await setup(t, { REQUEST_TIMEOUT_MS: '400' })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const port = (app.server.address() as { port: number }).port
+  const tar = rawTar([{ path: 'a.txt', body: 'x'.repeat(5000) }])
+  const { connect } = await import('node:net')
+  const socket = connect(port, '127.0.0.1')
+  t.after(() => { socket.destroy() })
+  let answer = ''
+  socket.on('data', (chunk: Buffer) => { answer += chunk.toString() })
+  const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()))
+  socket.write(`PUT /users/alice/workspaces/slow HTTP/1.1\r\nhost: x\r\nauthorization: Bearer key-admin-0123456789\r\ncontent-type: application/x-tar\r\ncontent-length: ${tar.length}\r\n\r\n`)
+  socket.write(tar.subarray(0, 1024))
+  const started = Date.now()
+  await Promise.race([closed, sleep(5000)])
+  assert.match(answer, /^HTTP\/1\.1 408/)
+  assert.match(answer, /GW_REQUEST_TIMEOUT/)
+  assert.ok(Date.now() - started >= 300)
+  assert.equal(existsSync(join(config.workspacesDir, 'alice', 'slow')), false)
+  assert.deepEqual(await readdir(join(config.workspacesDir, '.tg', 'staging')), [])
+})
