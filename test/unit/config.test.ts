@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { ConfigError, loadConfig } from '../../src/config.js'
+import { ConfigError, loadConfig, parseDuration } from '../../src/config.js'
 
 test('defaults: the documented values', () => {
   const c = loadConfig({})
@@ -46,4 +46,23 @@ test('the server exits non-zero naming the files when discovery fails', () => {
   const res = spawnSync(process.execPath, ['--import', 'tsx', 'src/server.ts'], { env: { ...process.env, PORT: '0', SANDBOX: 'none', FUNCTIONS_DIR: 'test/fixtures/functions/duplicate', LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 30_000 })
   assert.equal(res.status, 1)
   assert.match(res.stderr, /start-up failed: .*\n.*duplicate function name 'same_name' in .*a\.ts and .*b\.ts/)
+})
+
+test('WORKSPACE_IDLE_TTL is a duration (unset = kept); whether WORKSPACES_DIR was set is known', () => {
+  assert.equal(loadConfig({}).workspaceIdleTtl, undefined)
+  assert.equal(loadConfig({ WORKSPACE_IDLE_TTL: '7d' }).workspaceIdleTtl, '7d')
+  assert.equal(parseDuration('7d'), 7 * 86_400_000)
+  assert.equal(parseDuration('12h'), 12 * 3_600_000)
+  assert.equal(parseDuration('30m'), 30 * 60_000)
+  assert.equal(parseDuration('45s'), 45_000)
+  assert.equal(parseDuration('500ms'), 500)
+  for (const bad of ['7', '0d', '1w', '-1h', '1.5h', 'd']) {
+    assert.throws(() => loadConfig({ WORKSPACE_IDLE_TTL: bad }), /WORKSPACE_IDLE_TTL/, bad)
+    assert.throws(() => parseDuration(bad), ConfigError, bad)
+  }
+  assert.equal(loadConfig({}).workspacesDirExplicit, false)
+  assert.equal(loadConfig({ WORKSPACES_DIR: '  ' }).workspacesDirExplicit, false)
+  assert.equal(loadConfig({ WORKSPACES_DIR: '/srv/ws' }).workspacesDirExplicit, true)
+  assert.equal(loadConfig({ CHECKPOINTS_PER_WORKSPACE: '5' }).checkpointsPerWorkspace, 5)
+  assert.equal(loadConfig({}).checkpointsPerWorkspace, 20)
 })
