@@ -51,6 +51,8 @@ const MAX_META_BYTES = 64 * 1024
  */
 const MAX_TRAILING_BYTES = 1024 * 1024
 const MAX_SYMLINK_HOPS = 40
+/** Files whose metadata calls may still run while later entries are written. */
+const MAX_TAILS = 64
 const SETID_BITS = 0o6000
 
 export interface ArchiveLimits {
@@ -264,6 +266,7 @@ class Extraction {
       return
     }
     const fh = await open(dest, CREATE_FLAGS, 0o600)
+    let handedOver = false
     try {
       let written = 0
       for await (const chunk of plan.entry as AsyncIterable<Buffer>) {
@@ -275,13 +278,40 @@ class Extraction {
         written += chunk.length
       }
       if (written !== plan.entry.size) throw badArchive(`Entry ${quote(plan.rel)} is truncated`)
+      // The file's metadata is set on its fd while the next entries are written: on a tree of
+      // small files these calls are half of the time, and nothing later depends on them.
+      handedOver = true
+      await this.detach(this.finishFile(fh, plan))
+    } finally {
+      if (!handedOver) await fh.close()
+    }
+  }
+
+  /** Owner, mode (sticky and set-id bits never reach a file; set-id ones are refused) and mtime, then close. */
+  private async finishFile (fh: FileHandle, plan: Plan): Promise<void> {
+    const { owner } = this.opts
+    try {
       if (owner !== undefined) await fh.chown(owner.uid, owner.gid)
-      // Sticky and set-id bits never reach a file (set-id ones are refused above).
       await fh.chmod(plan.mode & 0o777)
       if (plan.mtime !== undefined) await fh.utimes(plan.mtime, plan.mtime)
     } finally {
       await fh.close()
     }
+  }
+
+  private readonly tails = new Set<Promise<void>>()
+  tailError: unknown
+
+  private async detach (p: Promise<void>): Promise<void> {
+    const tracked: Promise<void> = p.catch((err: unknown) => { this.tailError ??= err }).finally(() => { this.tails.delete(tracked) })
+    this.tails.add(tracked)
+    // Bounded: each holds an open file.
+    if (this.tails.size >= MAX_TAILS) await Promise.race(this.tails)
+  }
+
+  /** Waits for every detached metadata call (before success, and before a rejection). */
+  async settle (): Promise<void> {
+    while (this.tails.size > 0) await Promise.allSettled([...this.tails])
   }
 
   private async mkdir (rel: string): Promise<void> {
@@ -474,6 +504,8 @@ export async function extractArchive (input: Readable, opts: ExtractOptions): Pr
       await Promise.race([parserEnded, failed])
     }
     await chain
+    await x.settle()
+    if (x.tailError !== undefined) fail(writeError(x.tailError, ''))
     if (failure === undefined && !sawEof) fail(badArchive('Truncated archive: the stream ended before the end-of-archive blocks'))
     if (failure !== undefined) throw failure
     return await x.finish().catch((err: unknown) => { throw writeError(err, '') })
