@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { readdir, readFile } from 'node:fs/promises'
 
 /**
@@ -5,23 +6,28 @@ import { readdir, readFile } from 'node:fs/promises'
  * child's counts to its parent's, so while the tree's top process lives the sum only grows, short-
  * lived children included. Reading another uid's /proc/<pid>/io needs the gateway to be root (or
  * the same uid); an unreadable entry counts 0.
+ *
+ * Read synchronously: a procfs read takes microseconds and never waits on a disk, while the thread
+ * pool it would otherwise queue on can be busy for tens of milliseconds on a loaded host, which is
+ * when the quota watchdog needs the figure most.
  */
-export async function wcharOf (pids: readonly number[]): Promise<number> {
-  const counts = await Promise.all(pids.map(async (pid) => {
+export function wcharOf (pids: readonly number[]): number {
+  let sum = 0
+  for (const pid of pids) {
     try {
-      const m = /^wchar: (\d+)$/m.exec(await readFile(`/proc/${pid}/io`, 'utf8'))
-      return m === null ? 0 : Number(m[1])
+      const m = /^wchar: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'))
+      if (m !== null) sum += Number(m[1])
     } catch {
-      return 0
+      // exited meanwhile, or not readable
     }
-  }))
-  return counts.reduce((a, b) => a + b, 0)
+  }
+  return sum
 }
 
-/** The pids listed in a cgroup.procs file (every process of a command's group). */
-export async function pidsInGroup (procsFile: string): Promise<number[]> {
+/** The pids listed in a cgroup.procs file (every process of a command's group), read synchronously as above. */
+export function pidsInGroup (procsFile: string): number[] {
   try {
-    return (await readFile(procsFile, 'utf8')).split('\n').filter((l) => l !== '').map(Number).filter((n) => Number.isInteger(n) && n > 0)
+    return readFileSync(procsFile, 'utf8').split('\n').filter((l) => l !== '').map(Number).filter((n) => Number.isInteger(n) && n > 0)
   } catch {
     return []
   }

@@ -219,9 +219,9 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
     if (done || child.pid === undefined) return undefined
     // The command's group lists every process it has; without one, the tree under the leader.
     const procs = group?.procsFiles[0]
-    const pids = procs !== undefined ? await pidsInGroup(procs) : await processTree(child.pid)
+    const pids = procs !== undefined ? pidsInGroup(procs) : await processTree(child.pid)
     if (pids.length === 0 || done) return undefined
-    return await wcharOf(pids)
+    return wcharOf(pids)
   }
 
   async function terminate (graceMs: number): Promise<ExitInfo> {

@@ -92,6 +92,9 @@ async function resolveCwd (ws: Workspace, cwd: string | undefined): Promise<{ ab
   return { abs: real, rel: rel === '' ? '.' : rel }
 }
 
+/** How long the measure after a command may hold its result back (50,000 files take ~0.6 s). */
+const AFTER_COMMAND_MEASURE_MS = 250
+
 /** Exit status of a process killed by SIGXFSZ (a write past RLIMIT_FSIZE), as the shell reports it. */
 const SIGXFSZ_EXIT = 128 + 25
 
@@ -156,8 +159,9 @@ export function createBashTool ({ sandbox, processes }: BashToolDeps): BuiltinTo
               ? { onSpawn: (proc) => { watch = usage.watch(ws, { kill: () => proc.kill(), written: proc.written }, before); return () => watch?.stop() } }
               : {})
           })
-          // What the command wrote is counted from the tree: measured again after each command.
-          const after = usage !== undefined ? await usage.measure(ws) : undefined
+          // What the command wrote is counted from the tree: measured again after each command. A
+          // huge tree does not hold the result back: past the budget the walk finishes in the background.
+          const after = usage !== undefined ? await usage.measure(ws, AFTER_COMMAND_MEASURE_MS) : undefined
           let stderr = r.stderr
           const note = (line: string): void => { stderr = stderr === '' || stderr.endsWith('\n') ? stderr + line : `${stderr}\n${line}` }
           if (r.timedOut) note(`Command timed out after ${timeoutMs} ms and was killed. ${TIMEOUT_HINT}`)
