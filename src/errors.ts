@@ -45,7 +45,7 @@ export const ERROR_CODES = {
   GW_NOT_ALLOWED: http(403, 'A tool outside the request\'s allow-list'),
   GW_EGRESS_BLOCKED: http(403, 'A server URL that the egress (SSRF) guard refuses'),
   GW_TOOL_NOT_FOUND: http(404, 'No tool of that name'),
-  GW_NOT_FOUND: http(404, 'No such route'),
+  GW_NOT_FOUND: http(404, 'No such route, or no such file in the workspace (`GET /users/{userId}/workspaces/{workspaceId}/files/{path}`)'),
   GW_SERVER_NOT_FOUND: http(404, 'No such registered MCP server'),
   GW_CHECKPOINT_NOT_FOUND: http(404, 'No checkpoint of that id for this workspace (never made, deleted, or dropped past `CHECKPOINTS_PER_WORKSPACE`)'),
   GW_WORKSPACE_NOT_FOUND: http(404, 'No workspace of that id for this tenant (never used, deleted, or expired past `WORKSPACE_IDLE_TTL`)'),
