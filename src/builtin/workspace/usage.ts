@@ -22,6 +22,7 @@ import type { Dir, Dirent, Stats } from 'node:fs'
 import { setImmediate as setImmediatePromise, setTimeout as sleep } from 'node:timers/promises'
 import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
+import { WALK_MAX_DEPTH } from './tree.js'
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fsConstants
 const O_CLOEXEC = 0o2000000
@@ -30,10 +31,12 @@ const DIR_OPEN_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
 /** Synchronous work of a measure between two yields to the event loop. */
 const SLICE_MS = 8
 /**
- * Deeper directories than this are not entered (each level holds an fd during the walk). A tree
- * that reaches it is reported inexact.
+ * Deeper directories than this are not entered: each level holds two fds during the walk (the
+ * directory and its listing), and the gateway's fd limit may be as low as 1024. The same depth as
+ * the other walkers (tree.ts WALK_MAX_DEPTH). A tree that reaches it is reported inexact: what lies
+ * deeper is not counted.
  */
-const MEASURE_MAX_DEPTH = 1024
+const MEASURE_MAX_DEPTH = WALK_MAX_DEPTH
 
 export interface UsageFigure {
   bytes: number

@@ -134,3 +134,14 @@ test('concurrent measures share one walk; forget drops a walk\'s result that arr
   await pending
   assert.equal(usage.get(ws), undefined)
 })
+
+test('a tree deeper than the walk goes is reported inexact', async (t) => {
+  const root = await tempRoot(t)
+  execFileSync('sh', ['-c', 'for i in $(seq 300); do mkdir d && cd d; done; echo hi > f'], { cwd: root })
+  const m = await new WorkspaceUsage({ quotaBytes: 1 << 30, maxFiles: 1 << 20 }).measure(testWorkspace(root))
+  assert.equal(m.exact, false)
+  assert.equal(m.bytes, 0)
+  execFileSync('sh', ['-c', 'for i in $(seq 250); do mkdir e && cd e; done; echo hi > f'], { cwd: root })
+  await rm(path.join(root, 'd'), { recursive: true })
+  assert.deepEqual(await new WorkspaceUsage({ quotaBytes: 1 << 30, maxFiles: 1 << 20 }).measure(testWorkspace(root)), { bytes: 3, files: 251, exact: true })
+})
