@@ -5,7 +5,8 @@ import type { CallContext, Caller, ToolOutcome, WorkspaceRequest } from '../tool
 import { KeyedMutex } from './keyed-mutex.js'
 import { ToolError } from './types.js'
 import type { BuiltinName } from '../naming/builtin-names.js'
-import type { BuiltinTool, Workspace } from './types.js'
+import type { Workspace } from './types.js'
+import type { BuiltinTool } from './tool.js'
 import type { WorkspaceUsage } from './workspace/usage.js'
 
 /** Resolves a request's workspace context to real paths (implemented by WorkspaceManager). */

@@ -1,6 +1,4 @@
-import type { BuiltinName } from '../naming/builtin-names.js'
-import type { JsonSchema, WorkspaceLimits } from '../tools/types.js'
-import type { WorkspaceUsage } from './workspace/usage.js'
+import type { WorkspaceLimits } from '../tools/types.js'
 
 /** A named read-only root (READ_ROOTS=skills=/opt/skills). `path` is the real path. */
 export interface ReadRoot {
@@ -36,22 +34,4 @@ export class ToolError extends Error {
     this.name = 'ToolError'
     this.reason = reason
   }
-}
-
-/** Per-call context handed to a built-in tool. */
-export interface BuiltinCallContext {
-  workspace: Workspace
-  signal: AbortSignal
-  /** The workspaces' usage figures and quota; without it, writes are not counted or limited. */
-  usage?: WorkspaceUsage
-}
-
-/** One built-in tool: schema plus implementation. `run` throws ToolError for expected failures. */
-export interface BuiltinTool {
-  name: BuiltinName
-  description: string
-  inputSchema: JsonSchema
-  /** True when a call may change the workspace (batch invokes serialise these per workspace). */
-  mutates: (args: Record<string, unknown>) => boolean
-  run: (args: Record<string, unknown>, ctx: BuiltinCallContext) => Promise<unknown>
 }

@@ -2,7 +2,8 @@ import { spawnSync } from 'node:child_process'
 import { chmod, mkdir, mkdtemp, realpath, rm, symlink, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import type { BuiltinTool, Workspace } from '../../src/builtin/types.js'
+import type { Workspace } from '../../src/builtin/types.js'
+import type { BuiltinTool } from '../../src/builtin/tool.js'
 
 // The tree the glob and grep tests search: odd names, binary and over-size files, symlinks,
 // .git and node_modules, in a directory ripgrep (run as another uid in bwrap) can reach.

@@ -3,7 +3,8 @@ import { mkdir, mkdtemp, realpath, rm } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { ToolError } from '../../src/builtin/types.js'
-import type { BuiltinTool, Workspace } from '../../src/builtin/types.js'
+import type { Workspace } from '../../src/builtin/types.js'
+import type { BuiltinTool } from '../../src/builtin/tool.js'
 
 // A workspace for the file tools' unit tests (read_file, write_file, edit, update_agents_md),
 // and the two checks they share.

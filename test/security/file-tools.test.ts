@@ -15,7 +15,8 @@ import { editTool } from '../../src/builtin/tools/edit.js'
 import { globTool } from '../../src/builtin/tools/glob.js'
 import { createGrepTool } from '../../src/builtin/tools/grep/tool.js'
 import { ToolError } from '../../src/builtin/types.js'
-import type { BuiltinTool, Workspace } from '../../src/builtin/types.js'
+import type { Workspace } from '../../src/builtin/types.js'
+import type { BuiltinTool } from '../../src/builtin/tool.js'
 
 const LIMITS = { readMaxChars: 12000, commandTimeoutMs: 30000, bashLogChars: 12000, maxProcessOutputChars: 120000, outputMaxChars: 100000 }
 const HAS_RG = spawnSync('rg', ['--version']).status === 0

@@ -1,6 +1,6 @@
 import { applyPatch } from '../apply-patch/execute.js'
 import { ToolError } from '../types.js'
-import type { BuiltinTool } from '../types.js'
+import type { BuiltinTool } from '../tool.js'
 import { withQuota } from '../workspace/usage.js'
 
 const DESCRIPTION = [

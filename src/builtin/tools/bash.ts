@@ -2,7 +2,8 @@ import { realpath, stat } from 'node:fs/promises'
 import { relative, resolve, sep } from 'node:path'
 import { DEFAULT_WRITE_TIMEOUT_MS, type ProcessManager } from '../processes/index.js'
 import type { Sandbox } from '../sandbox/index.js'
-import { ToolError, type BuiltinTool, type Workspace } from '../types.js'
+import { ToolError, type Workspace } from '../types.js'
+import type { BuiltinTool } from '../tool.js'
 import type { QuotaWatch, UsageFigure, WorkspaceUsage } from '../workspace/usage.js'
 
 export const BASH_ACTIONS = ['exec', 'start', 'status', 'logs', 'write', 'stop', 'list'] as const

@@ -1,5 +1,5 @@
 import { ToolError } from '../types.js'
-import type { BuiltinTool } from '../types.js'
+import type { BuiltinTool } from '../tool.js'
 import { locateWritable, readFileCapped, writeFileAtomic } from '../workspace/tree.js'
 import { withQuota } from '../workspace/usage.js'
 import { looksBinary, objectSchema, optBool, str } from './args.js'

@@ -1,5 +1,6 @@
 import { ToolError } from '../types.js'
-import type { BuiltinTool, Workspace } from '../types.js'
+import type { Workspace } from '../types.js'
+import type { BuiltinTool } from '../tool.js'
 import { openForRead, writeFileAtomic } from '../workspace/tree.js'
 import { withQuota } from '../workspace/usage.js'
 import { objectSchema, optStr, str } from './args.js'

@@ -8,7 +8,8 @@ import { createSandbox } from '../../../../src/builtin/sandbox/create-sandbox.js
 import type { Sandbox } from '../../../../src/builtin/sandbox/types.js'
 import { ProcessManager } from '../../../../src/builtin/processes/process-manager.js'
 import { createBashTool } from '../../../../src/builtin/tools/bash.js'
-import type { BuiltinTool, Workspace } from '../../../../src/builtin/types.js'
+import type { Workspace } from '../../../../src/builtin/types.js'
+import type { BuiltinTool } from '../../../../src/builtin/tool.js'
 import { WorkspaceUsage } from '../../../../src/builtin/workspace/usage.js'
 
 // bash under the workspace quota, in the real bwrap sandbox: RLIMIT_FSIZE at the room left bounds

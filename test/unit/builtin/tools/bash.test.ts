@@ -7,7 +7,8 @@ import { createSandbox } from '../../../../src/builtin/sandbox/create-sandbox.js
 import type { Sandbox } from '../../../../src/builtin/sandbox/types.js'
 import { ProcessManager } from '../../../../src/builtin/processes/process-manager.js'
 import { createBashTool, BASH_ACTIONS } from '../../../../src/builtin/tools/bash.js'
-import { ToolError, type BuiltinTool, type Workspace } from '../../../../src/builtin/types.js'
+import { ToolError, type Workspace } from '../../../../src/builtin/types.js'
+import type { BuiltinTool } from '../../../../src/builtin/tool.js'
 
 let sandbox: Sandbox
 let processes: ProcessManager
