@@ -363,7 +363,7 @@ export class CheckpointStore {
         } catch (err) {
           if (!(err instanceof RaceError) && !RACE_CODES.has(code(err) ?? '')) throw err
           if (attempt === RESTORE_ATTEMPTS) {
-            throw new Error(`The restore of checkpoint ${checkpointId} was interrupted ${attempt} times by changes to the workspace (a background process writing to it?)`)
+            throw new HttpError('GW_WORKSPACE_BUSY', `The restore of checkpoint ${checkpointId} was interrupted ${attempt} times by changes to the workspace (a background process writing to it?)`)
           }
           pass = { ...this.#pass(ws), memo: undefined }
         } finally {
