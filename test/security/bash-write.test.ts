@@ -1,3 +1,4 @@
+// test-runner: alone
 /**
  * Attack (issue 12, broken 5): `bash write` to a background process that never reads stdin.
  * Each write used to wait forever and keep its whole input in the gateway, so abandoned large

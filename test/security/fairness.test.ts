@@ -1,3 +1,4 @@
+// test-runner: alone
 /**
  * Fairness between tenants in the bash sandbox (docs/ARCHITECTURE.md#isolation, issue 12): while tenant A runs
  * a fork bomb, a memory bomb, CPU burners on every core, an output flood and a disk filler at once,

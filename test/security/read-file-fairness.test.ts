@@ -1,3 +1,4 @@
+// test-runner: alone
 /**
  * Deep read_file calls on a large file that keeps changing (so the line index never helps) used
  * to push every other request's latency up: 16 concurrent scans of one tenant queued so much work

@@ -1,3 +1,4 @@
+// test-runner: alone
 /**
  * Attack (issue 12, broken 3): a tenant's regular expression must not block the gateway's event
  * loop. grep used to run the tenant's pattern with JavaScript RegExp on the main thread (the Node

@@ -1,3 +1,4 @@
+// test-runner: alone
 /**
  * Tenant isolation in the bash sandbox (docs/ARCHITECTURE.md#isolation, issue 12 "Broken" 2): one tenant's processes must
  * not exhaust another tenant's process budget, and a sandbox that cannot start is a tool error.
@@ -41,13 +42,14 @@ async function gateway (t: { after: (fn: () => unknown) => void }, env: Record<s
 }
 
 /**
- * Waits until at least `min` `sleep 300` processes exist and their count stopped growing (a shell
+ * Waits until at least `min` `sleep 311` processes exist (311: a length no other test file uses, so
+ * processes of test files running beside this one are never counted) and their count stopped growing (a shell
  * may give up at its first failed fork, so "all spawned" cannot be awaited by output).
  */
 async function sleepsSettled (min: number): Promise<void> {
   let last = -1
   await waitUntil(`${min} sleeping processes`, async () => {
-    const n = (await allProcesses()).filter((p) => p.cmdline === 'sleep 300' && p.state !== 'Z').length
+    const n = (await allProcesses()).filter((p) => p.cmdline === 'sleep 311' && p.state !== 'Z').length
     const settled = n === last && n >= min
     last = n
     await new Promise((resolve) => setTimeout(resolve, 300))
@@ -69,13 +71,13 @@ test('a tree of 250 sleeping children in tenant A does not stop tenant B\'s bash
   await assertBashWorks(gw, 'tenant-b', 'idle')
   const start = await invoke(gw, 'tenant-a', 'bash', {
     action: 'start',
-    command: 'i=0; while [ $i -lt 250 ]; do sleep 300 & i=$((i+1)); done; echo spawned; wait'
+    command: 'i=0; while [ $i -lt 250 ]; do sleep 311 & i=$((i+1)); done; echo spawned; wait'
   })
   assert.equal(start.isError, false, start.output)
   await sleepsSettled(200)
   for (let i = 0; i < 5; i++) await assertBashWorks(gw, 'tenant-b', `B while A holds its tree (${i})`)
   // The two tenants' commands run as different host uids.
-  const sleeps = (await allProcesses()).filter((p) => p.cmdline === 'sleep 300')
+  const sleeps = (await allProcesses()).filter((p) => p.cmdline === 'sleep 311')
   assert.ok(sleeps.length > 0)
   const uidsOfA = new Set(sleeps.map((p) => p.uid))
   assert.equal(uidsOfA.size, 1)
@@ -87,7 +89,7 @@ test('~90 background sleeps of tenant A across workspaces do not stop tenant B\'
   let started = 0
   for (let w = 0; w < 12 && started < 90; w++) {
     for (let i = 0; i < 8 && started < 90; i++) {
-      const r = await invoke(gw, 'tenant-a', 'bash', { action: 'start', command: 'sleep 300' }, `ws${w}`)
+      const r = await invoke(gw, 'tenant-a', 'bash', { action: 'start', command: 'sleep 311' }, `ws${w}`)
       if (r.isError) break
       started++
     }
@@ -105,7 +107,7 @@ test('a sandbox that cannot start is a tool error (reason sandbox), not exit 1',
   // gives up at its first failed fork), and the tenant's next sandbox cannot start.
   const start = await invoke(gw, 'greedy', 'bash', {
     action: 'start',
-    command: 'i=0; while [ $i -lt 253 ]; do sleep 300 & i=$((i+1)); done; echo spawned; wait'
+    command: 'i=0; while [ $i -lt 253 ]; do sleep 311 & i=$((i+1)); done; echo spawned; wait'
   })
   assert.equal(start.isError, false, start.output)
   const { processId } = JSON.parse(start.output) as { processId: string }
