@@ -154,7 +154,30 @@ class Extraction {
   readonly model = new Map<string, Node>()
   bytesSeen = 0
   entriesSeen = 0
+  /**
+   * Why the extraction stopped, once it has. A write waiting for an entry's next chunk is woken by
+   * stop(): minipass's async iterator never settles a next() asked after the entry was destroyed,
+   * so destroying the entry alone could leave that write, and the whole extraction, pending
+   * forever. (One waiter at a time: entries are written one after another. Not a race against a
+   * long-lived promise, which would keep every chunk it ever raced alive until the end.)
+   */
+  #stopped: { err: unknown } | undefined
+  #waiter: ((err: unknown) => void) | undefined
   constructor (private readonly opts: ExtractOptions) {}
+
+  stop (err: unknown): void {
+    this.#stopped ??= { err }
+    this.#waiter?.(err)
+  }
+
+  /** The entry's next chunk, or a rejection as soon as the extraction stops. */
+  async nextChunk (chunks: AsyncIterator<Buffer>): Promise<IteratorResult<Buffer>> {
+    if (this.#stopped !== undefined) throw this.#stopped.err
+    return await new Promise<IteratorResult<Buffer>>((resolve, reject) => {
+      this.#waiter = reject
+      chunks.next().then(resolve, reject).finally(() => { this.#waiter = undefined })
+    })
+  }
 
   abs (rel: string): string {
     return path.join(this.opts.stagingDir, rel)
@@ -269,7 +292,11 @@ class Extraction {
     let handedOver = false
     try {
       let written = 0
-      for await (const chunk of plan.entry as AsyncIterable<Buffer>) {
+      const chunks = (plan.entry as AsyncIterable<Buffer>)[Symbol.asyncIterator]()
+      for (;;) {
+        const next = await this.nextChunk(chunks)
+        if (next.done === true) break
+        const chunk = next.value
         let off = 0
         while (off < chunk.length) {
           const { bytesWritten } = await fh.write(chunk, off, chunk.length - off)
@@ -412,6 +439,7 @@ export async function extractArchive (input: Readable, opts: ExtractOptions): Pr
   const fail = (err: unknown): void => {
     if (failure !== undefined) return
     failure = err
+    x.stop(err)
     // A write waiting for data the parser will never get ends now.
     for (const e of live) {
       e.on('error', () => {}) // a late write into it must not throw out of the parser

@@ -276,6 +276,35 @@ test('a truncated gzip is refused', async (t) => {
   await refused(c, extract(c, gz.subarray(0, gz.length - 4), { gzip: true }), 'GW_BAD_ARCHIVE', /gzip/)
 })
 
+test('a truncated archive in pieces of any size is refused, never left pending', async (t) => {
+  // A write waiting for the next chunk of an entry that the failure destroyed used to wait forever
+  // (minipass never settles a next() asked after destroy): the request then never got an answer.
+  const c = await setup(t)
+  const gz = gzipSync(rawTar([{ path: 'a', data: randomBytes(64 * 1024) }, { path: 'b', data: 'b' }]))
+  let seed = 7
+  const nextSize = (): number => { seed = (seed * 1103515245 + 12345) % 2147483648; return 1 + (seed % 8192) }
+  for (let round = 0; round < 40; round++) {
+    const cut = gz.subarray(0, round % 2 === 0 ? gz.length - 100 : gz.length - 4)
+    let off = 0
+    const input = new Readable({
+      read () {
+        if (off >= cut.length) { this.push(null); return }
+        const n = nextSize()
+        this.push(cut.subarray(off, off + n))
+        off += n
+      }
+    })
+    const settled = extractArchive(input, { stagingDir: c.staging, gzip: true, limits: LIMITS }).then(() => 'resolved', (err: unknown) => err)
+    let timer: NodeJS.Timeout | undefined
+    const outcome = await Promise.race([settled, new Promise((resolve) => { timer = setTimeout(() => resolve('pending'), 10_000) })])
+    clearTimeout(timer)
+    assert.ok(outcome instanceof HttpError, `round ${round}: ${String(outcome)}`)
+    assert.equal(outcome.code, 'GW_BAD_ARCHIVE')
+    await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+  }
+  await assertOutsideUntouched(c)
+})
+
 test('a truncated tar is refused: inside an entry, and at an entry boundary without the end blocks', async (t) => {
   const c = await setup(t)
   const tar = rawTar([{ path: 'a', data: Buffer.alloc(10_000, 'a') }, { path: 'b', data: 'b' }])
