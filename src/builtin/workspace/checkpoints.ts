@@ -167,8 +167,18 @@ function lstatHint (pass: { root: string }, rel: string, fd: number, name: strin
   }
 }
 
+/**
+ * File timestamps come from a coarse clock (a kernel tick, several ms): a write in the same tick
+ * as our stat leaves size, mtime and ctime as they were, and a same-size rewrite would then pass
+ * for unchanged (git's "racily clean" entries). A signature taken within this window of its
+ * file's last change is never trusted; that file is read again next time. 100 ms is many ticks
+ * of the local filesystems' clock (1-10 ms); a filesystem with coarser timestamps needs more.
+ */
+export const RACY_MS = 100
+
 function sigOf (st: Stats, sha: string): FileSig {
-  return { dev: st.dev, ino: st.ino, size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs, mode: st.mode, sha }
+  const racy = Date.now() - Math.max(st.mtimeMs, st.ctimeMs) < RACY_MS
+  return { dev: st.dev, ino: st.ino, size: st.size, mtimeMs: st.mtimeMs, ctimeMs: racy ? -1 : st.ctimeMs, mode: st.mode, sha }
 }
 
 function sameSig (sig: FileSig | undefined, st: Stats): sig is FileSig {
