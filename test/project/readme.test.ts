@@ -18,14 +18,10 @@ function curlCommands (readme: string): string[] {
   return blocks.flatMap((b) => b.replace(/\\\n\s*/g, ' ').split('\n')).map((l) => l.trim()).filter((l) => l.startsWith('curl '))
 }
 
-test('the README walk-through works as written against a real server started like npm start', async (t) => {
-  const readme = await readFile('README.md', 'utf8')
-  const commands = curlCommands(readme)
-  assert.ok(commands.length >= 9, `found ${commands.length} curl lines`)
-  const workspaces = await mkdtemp(join(tmpdir(), 'tg-readme-'))
-  t.after(async () => await rm(workspaces, { recursive: true, force: true }))
+/** Starts `src/server.ts` as `npm start` does, on a free port; resolves once it listens. */
+async function startServer (t: { after: (fn: () => void) => void }, env: Record<string, string>): Promise<{ port: number, logs: string }> {
   const server = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    env: { ...process.env, PORT: '0', WORKSPACES_DIR: workspaces, LOG_LEVEL: 'info', API_KEYS: '', API_KEYS_FILE: '', REDIS_URL: '' },
+    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', API_KEYS: '', API_KEYS_FILE: '', REDIS_URL: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   t.after(() => { server.kill('SIGKILL') })
@@ -40,6 +36,16 @@ test('the README walk-through works as written against a real server started lik
     server.stderr.on('data', (chunk: Buffer) => { logs += chunk.toString() })
     server.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${logs}`)) })
   })
+  return { port, logs }
+}
+
+test('the README walk-through works as written against a real server started like npm start', async (t) => {
+  const readme = await readFile('README.md', 'utf8')
+  const commands = curlCommands(readme)
+  assert.ok(commands.length >= 9, `found ${commands.length} curl lines`)
+  const workspaces = await mkdtemp(join(tmpdir(), 'tg-readme-'))
+  t.after(async () => await rm(workspaces, { recursive: true, force: true }))
+  const { port, logs } = await startServer(t, { WORKSPACES_DIR: workspaces })
   assert.match(logs, /running OPEN/)
 
   const outputs: any[] = []
@@ -86,22 +92,7 @@ test('the README workspace walk-through works as written: upload a tar czf archi
   assert.ok(lines.filter((l) => l.startsWith('curl ')).length >= 10, `found ${lines.length} lines`)
   const dir = await mkdtemp(join(tmpdir(), 'tg-readme-ws-'))
   t.after(async () => await rm(dir, { recursive: true, force: true }))
-  const server = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    env: { ...process.env, PORT: '0', WORKSPACES_DIR: join(dir, 'w'), LOG_LEVEL: 'info', API_KEYS: '', API_KEYS_FILE: '', REDIS_URL: '', SANDBOX: 'none' },
-    stdio: ['ignore', 'pipe', 'pipe']
-  })
-  t.after(() => { server.kill('SIGKILL') })
-  let logs = ''
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${logs}`)), 60_000)
-    server.stdout.on('data', (chunk: Buffer) => {
-      logs += chunk.toString()
-      const m = /listening on http:\/\/127\.0\.0\.1:(\d+)/.exec(logs)
-      if (m) { clearTimeout(timer); resolve(Number(m[1])) }
-    })
-    server.stderr.on('data', (chunk: Buffer) => { logs += chunk.toString() })
-    server.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${logs}`)) })
-  })
+  const { port } = await startServer(t, { WORKSPACES_DIR: join(dir, 'w'), SANDBOX: 'none' })
   let checkpointId = ''
   const out: Record<string, string> = {}
   for (const line of lines) {
