@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import type { TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { chmod, mkdir, mkdtemp, readdir, readFile, realpath, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -12,6 +12,7 @@ import { gzipSync } from 'node:zlib'
 import type { FastifyInstance } from 'fastify'
 import { Header } from 'tar'
 import { buildApp } from '../../../src/app.js'
+import { renameat2Number } from '../../helpers/race.js'
 import { loadConfig } from '../../../src/config.js'
 import type { Config } from '../../../src/config.js'
 
@@ -144,6 +145,31 @@ test('upload a tar.gz made with tar czf, download it back, read one file, list i
   assert.equal(ws.expiresAt, null)
   assert.ok(Date.parse(ws.lastUsedAt) >= Date.parse(ws.createdAt) - 1000)
   assert.ok(Date.now() - Date.parse(ws.lastUsedAt) < 60_000)
+})
+
+test('a merge upload beside a symlink-swap loop in the workspace never writes outside it', async (t) => {
+  const { app, config } = await setup(t)
+  await put(app, WS, await tgz(t, { 'e/keep.txt': 'k' }))
+  const root = join(config.workspacesDir, 'alice', 'proj')
+  const outside = await mkdtemp(join(tmpdir(), 'tg-merge-outside-'))
+  t.after(async () => await rm(outside, { recursive: true, force: true }))
+  await writeFile(join(outside, 'sentinel'), 'SENTINEL')
+  await run('ln', ['-s', outside, join(root, 'swap')])
+  // The tenant exchanges its directory `e` with a link to the outside folder as fast as it can
+  // (names through perl variables: syscall() dies on literal strings).
+  const loop = spawn('perl', ['-e', `chdir $ARGV[0] or die; my ($a, $b) = ("e", "swap"); while (1) { syscall(${renameat2Number()}, -100, $a, -100, $b, 2) }`, root], { stdio: 'ignore' })
+  t.after(() => { loop.kill('SIGKILL') })
+  let merged = 0
+  for (let i = 0; i < 30; i++) {
+    const res = await put(app, `${WS}?mode=merge`, await tgz(t, { [`e/new${i}.txt`]: 'n', [`e/sub${i}/f.txt`]: 'f' }))
+    if (res.statusCode === 200) merged++
+    else assert.ok(res.statusCode < 500, res.body)
+  }
+  assert.equal(loop.exitCode, null, 'the swap loop exited early: nothing was swapped')
+  loop.kill('SIGKILL')
+  assert.ok(merged > 0, 'no merge succeeded: the test proves nothing')
+  assert.deepEqual((await readdir(outside)).sort(), ['sentinel'], 'something was written outside the workspace')
+  assert.equal(await readFile(join(outside, 'sentinel'), 'utf8'), 'SENTINEL')
 })
 
 test('replace makes the workspace exactly the archive; merge writes over what is there', async (t) => {
