@@ -498,6 +498,8 @@ export class CheckpointStore {
       listing = []
     }
     for (const d of listing) {
+      // A directory of 100,000 entries must not hold the event loop: the slice ends inside it too.
+      await this.#maybeTurn(pass)
       const name = d.name
       // The type readdir saw may be stale by now: each branch checks again and falls back to lstat.
       let kind: 'file' | 'dir' | 'link' | 'other' = d.isFile() ? 'file' : d.isDirectory() ? 'dir' : d.isSymbolicLink() ? 'link' : 'other'
@@ -611,6 +613,7 @@ export class CheckpointStore {
     }
     const files = new Map<string, FileSig>()
     for (const e of target) {
+      await this.#maybeTurn(pass)
       const name = e[0]
       if (e[1] === 'f') {
         files.set(name, this.#restoreFile(ws, store, fd, lstatHint(pass, rel, fd, name), e, before?.files.get(name)))
