@@ -82,6 +82,9 @@ function mirroredCounter (registry: Registry, name: string, help: string, read: 
  * Labels are bounded on purpose: no userId, tool name or argument ever becomes a label.
  */
 export function createMetrics (sources: MetricSources): GatewayMetrics {
+  // Started with the app, not at the first scrape: GC and event-loop observers only see what
+  // happens after they are registered, and start-up is when a gateway allocates the most.
+  processMetrics()
   const registry = new Registry()
 
   const invocations = new Counter({
