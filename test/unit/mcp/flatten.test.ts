@@ -28,9 +28,35 @@ const cases: Array<{ name: string, input: FlattenInput, text: string, isError?: 
   },
   { name: 'structuredContent as JSON when there is no text', input: { content: [], structuredContent: { ok: true, n: 1 } }, text: '{"ok":true,"n":1}' },
   {
-    name: 'structuredContent appended after placeholders when no item has text',
-    input: { content: [{ type: 'image', data: PNG, mimeType: 'image/png' }], structuredContent: { n: 2 } },
-    text: '[image image/png 1234 bytes]\n{"n":2}'
+    name: 'structuredContent appended after a resource link when no item has text or bytes',
+    input: { content: [{ type: 'resource_link', uri: 'file:///a.md', name: 'a' }], structuredContent: { n: 2 } },
+    text: '[resource file:///a.md]\n{"n":2}'
+  },
+  {
+    // @modelcontextprotocol/server-filesystem's read_media_file: the image again in structuredContent.
+    name: 'an image with structuredContent mirroring it: only the placeholder, no base64',
+    input: { content: [{ type: 'image', data: PNG, mimeType: 'image/png' }], structuredContent: { content: [{ type: 'image', data: PNG, mimeType: 'image/png' }] } },
+    text: '[image image/png 1234 bytes]'
+  },
+  {
+    name: 'audio with structuredContent: only the placeholder',
+    input: { content: [{ type: 'audio', data: WAV, mimeType: 'audio/wav' }], structuredContent: { seconds: 1 } },
+    text: '[audio audio/wav 10 bytes]'
+  },
+  {
+    name: 'a blob resource with structuredContent: only the placeholder',
+    input: { content: [{ type: 'resource', resource: { uri: 'file:///b.bin', blob: PNG } }], structuredContent: { blob: PNG } },
+    text: '[resource file:///b.bin]'
+  },
+  {
+    name: 'base64 payloads inside rendered structuredContent become placeholders',
+    input: { content: [], structuredContent: { name: 'a.png', data: PNG, preview: `data:image/png;base64,${WAV}`, id: 'abc123' } },
+    text: '{"name":"a.png","data":"[base64 1234 bytes]","preview":"[data image/png 10 bytes]","id":"abc123"}'
+  },
+  {
+    name: 'long strings that are words, JSON or URLs stay as they are',
+    input: { content: [], structuredContent: { prose: 'word '.repeat(100), url: `https://example.com/${'a'.repeat(300)}?q=1` } },
+    text: JSON.stringify({ prose: 'word '.repeat(100), url: `https://example.com/${'a'.repeat(300)}?q=1` })
   },
   { name: 'structuredContent ignored when there is text', input: { content: [{ type: 'text', text: '3' }], structuredContent: { sum: 3 } }, text: '3' },
   { name: "the tool's isError is kept", input: { content: [{ type: 'text', text: 'nope' }], isError: true }, text: 'nope', isError: true },
