@@ -119,3 +119,52 @@ test('the README workspace walk-through works as written: upload a tar czf archi
   assert.equal(ending('-X DELETE http://127.0.0.1:8080/users/alice/workspaces/proj'), '')
   assert.equal(existsSync(join(dir, 'w', 'alice', 'proj')), false)
 })
+
+test('the README remote-MCP walk-through works offline as written, against the example MCP server', async (t) => {
+  const readme = await readFile('README.md', 'utf8')
+  const section = readme.slice(readme.indexOf('## Remote MCP servers'), readme.indexOf('- **Storage**'))
+  const blocks = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => (m[1] ?? '').replace(/\\\n\s*/g, ' ').split('\n').map((l) => l.trim()))
+  // The first block says how to start the two processes; the test starts them the same way.
+  assert.ok(blocks[0]?.some((l) => l.startsWith('npm run example:mcp-server')), 'the walk-through starts the example server')
+  const egress = /^(EGRESS_ALLOW=\S+) npm start/.exec(blocks[0]?.find((l) => l.includes('npm start')) ?? '')
+  assert.ok(egress !== null, 'the walk-through says how to start the gateway')
+  const lines = blocks.slice(1).flat().filter((l) => l.startsWith('curl '))
+  assert.ok(lines.length >= 10, `found ${lines.length} curl lines`)
+
+  const example = spawn(process.execPath, ['--import', 'tsx', 'examples/mcp-server/server.ts'], { env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'pipe', 'inherit'] })
+  t.after(() => { example.kill('SIGKILL') })
+  const examplePort = await new Promise<number>((resolve, reject) => {
+    let out = ''
+    example.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString()
+      const m = /on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(out)
+      if (m !== null) resolve(Number(m[1]))
+    })
+    example.on('exit', (code) => reject(new Error(`example server exited ${code}: ${out}`)))
+  })
+  const [name, value] = (egress[1] ?? '').split('=')
+  const { port } = await startServer(t, { [name ?? '']: value ?? '' })
+  const out: string[] = []
+  for (const line of lines) {
+    const command = line.replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`).replaceAll('127.0.0.1:3001', `127.0.0.1:${examplePort}`)
+    const { stdout } = await run('sh', ['-c', command], { timeout: 30_000 })
+    out.push(stdout)
+  }
+  const having = (needle: string): any => {
+    const i = lines.findIndex((l) => l.includes(needle))
+    assert.ok(i >= 0, needle)
+    return out[i] === '' ? '' : JSON.parse(out[i] ?? '')
+  }
+  assert.equal(having('-X PUT http://127.0.0.1:8080/mcp/servers/docs').serverId, 'docs')
+  assert.deepEqual(having("tools?mcp=docs'").tools.map((x: any) => x.function.name).sort(), ['search_docs', 'word_count'])
+  const searched = having('"name":"search_docs"')
+  assert.equal(searched.isError, false, searched.output)
+  assert.match(searched.output, /bubblewrap sandbox/)
+  assert.equal(having('-X PUT http://127.0.0.1:8080/users/alice').serverId, 'notes')
+  assert.match(JSON.stringify(having('/users/alice/mcp/servers ')), /Bearer \*\*\*\*/)
+  assert.ok(having('servers/notes/tools').tools.some((x: any) => x.name === 'word_count'))
+  assert.ok(having('userId=alice').tools.some((x: any) => x.function.name === 'user_alice_tool_word_count'))
+  const counted = having('user_alice_tool_word_count')
+  assert.equal(counted.output, '3')
+  assert.equal(counted.route, 'user_mcp')
+})
