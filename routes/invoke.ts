@@ -29,7 +29,7 @@ async function invokeRoutes (app: FastifyInstance): Promise<void> {
     config: { invoke: true },
     schema: {
       summary: 'Execute several tool calls concurrently; results in order',
-      description: 'Each entry is the /invoke result, or for a call that never reached a tool { callId, name, isError: true, statusCode, error }. Writes to one workspace are serialised.',
+      description: 'Each entry is the /invoke result, or for a call that never reached a tool { callId, name, output, isError: true, statusCode, error }, whose output is the TOOL_ERROR: {...} form of a tool failure and whose callId is generated when the call gave none. Writes to one workspace are serialised.',
       tags: ['invoke'],
       body: BatchBody,
       response: { 200: BatchResponse, ...errorResponses(400, 401, 403, 413, 415, 429, 503) }

@@ -11,10 +11,11 @@ import type { ToolFormat } from './tools/formats.js'
 import { VersionedCache } from './tools/versioned-cache.js'
 import { splitComma } from './tools/allow-list.js'
 import type { Unresolved } from './tools/allow-list.js'
+import { refusalOutput } from './tools/output.js'
 import type { Diagnostic, InvokeOutcome, ToolRouter } from './tools/router.js'
 import type { Unavailable } from './tools/source.js'
 import { actingUserId } from './tools/tenancy.js'
-import type { Caller } from './tools/types.js'
+import type { Caller, CallContext } from './tools/types.js'
 
 export interface ListToolsRequest {
   functions?: string
@@ -46,7 +47,12 @@ export interface ListToolsResponse {
 
 export type BatchEntry =
   | (Extract<InvokeOutcome, { ok: true }>['result'])
-  | { callId: string | null, name: string | null, isError: true, statusCode: number, error: { code: string, message: string } }
+  | { callId: string, name: string | null, output: string, isError: true, statusCode: number, error: { code: string, message: string } }
+
+/** A call id for a call whose caller gave none (the same form for every entry of a batch). */
+export function newCallId (): string {
+  return `call_${randomUUID().replace(/-/g, '')}`
+}
 
 /**
  * The gateway's tool use cases, one method per HTTP operation: routes call exactly one of these
@@ -111,8 +117,11 @@ export class Gateway {
     return { tools, unavailable, diagnostics }
   }
 
-  /** One call. Request-level failures are `{ ok: false }` with an HttpError. */
-  async invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal): Promise<InvokeOutcome> {
+  /**
+   * One call. Request-level failures are `{ ok: false }` with an HttpError. `onProgress` (from
+   * an MCP client's progressToken on /mcp) receives the tool's progress notifications.
+   */
+  async invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal, opts: { onProgress?: CallContext['onProgress'] } = {}): Promise<InvokeOutcome> {
     let userId: string | undefined
     try {
       userId = actingUserId(caller, body.userId)
@@ -127,7 +136,7 @@ export class Gateway {
       return await this.#router.invoke({
         name: body.name,
         arguments: body.arguments ?? {},
-        callId: body.callId ?? `call_${randomUUID().replace(/-/g, '')}`,
+        callId: body.callId ?? newCallId(),
         userId,
         ...(body.allow ? { allow: body.allow } : {}),
         includeTrace: body.trace === true,
@@ -136,7 +145,8 @@ export class Gateway {
           caller: { userId, isAdmin: caller.isAdmin },
           signal,
           workspace: body.context ?? {},
-          timeoutMs: this.#config.invokeTimeoutMs
+          timeoutMs: this.#config.invokeTimeoutMs,
+          ...(opts.onProgress !== undefined ? { onProgress: opts.onProgress } : {})
         }
       })
     } catch (err) {
@@ -159,13 +169,16 @@ export class Gateway {
     const worker = async (): Promise<void> => {
       while (next < calls.length) {
         const index = next++
-        const call = calls[index]
+        let call = calls[index]
         if (!this.#validateInvoke(call)) {
           const err = this.#validateInvoke.errors?.[0]
           const where = err ? `calls/${index}${err.instancePath}` : `calls/${index}`
           results[index] = entryError(call, new HttpError('GW_BAD_REQUEST', `body/${where} ${err?.message ?? 'is invalid'}`))
           continue
         }
+        // The id is fixed here, so that an entry refused before reaching a tool carries it too.
+        const body = call as InvokeBodyT
+        if (body.callId === undefined) call = { ...body, callId: newCallId() }
         const outcome = await this.invoke(call as InvokeBodyT, caller, signal)
         if (outcome.ok) {
           toolMs += outcome.result.toolMs
@@ -180,11 +193,21 @@ export class Gateway {
   }
 }
 
+/**
+ * The entry of a call that never reached a tool: its HTTP status and error as /invoke would
+ * answer them, plus the `TOOL_ERROR:` output a tool failure has, so that the orchestrator can
+ * hand every entry's output to the model as the tool message.
+ */
 function entryError (call: unknown, error: HttpError): BatchEntry {
   const c = (call !== null && typeof call === 'object' ? call : {}) as Record<string, unknown>
+  const callId = typeof c.callId === 'string' ? c.callId : newCallId()
+  const name = typeof c.name === 'string' ? c.name : null
+  // A bad entry's name can be anything the body limit allows; the output stays a short message.
+  const tool = name === null ? '' : name.length > 200 ? name.slice(0, 200) + '...' : name
   return {
-    callId: typeof c.callId === 'string' ? c.callId : null,
-    name: typeof c.name === 'string' ? c.name : null,
+    callId,
+    name,
+    output: refusalOutput(error.code, error.message, tool, callId),
     isError: true,
     statusCode: error.statusCode,
     error: { code: error.code, message: error.message }

@@ -53,8 +53,9 @@ export const BatchBody = Type.Object({
 }, { additionalProperties: false })
 
 export const BatchEntryError = Type.Object({
-  callId: Type.Union([Type.String(), Type.Null()]),
-  name: Type.Union([Type.String(), Type.Null()]),
+  callId: Type.String({ description: 'The call\'s callId, or one generated like a successful call\'s' }),
+  name: Type.Union([Type.String(), Type.Null()], { description: 'null when the entry had no string name' }),
+  output: Type.String({ description: 'TOOL_ERROR: {"errorType", "error", "tool", "callId"}, the tool message to give the model; errorType is the GW_ code in PascalCase (GW_TOOL_NOT_FOUND: ToolNotFound)' }),
   isError: Type.Literal(true),
   statusCode: Type.Integer(),
   error: Type.Object({ code: Type.String(), message: Type.String() })

@@ -52,6 +52,16 @@ export function toolErrorOutput (reason: ToolFailureReason, message: string, too
   return 'TOOL_ERROR: ' + JSON.stringify({ errorType: ERROR_TYPES[reason], error: message, tool, callId })
 }
 
+/**
+ * The `TOOL_ERROR:` output of a call that never reached a tool (unknown name, not allowed, bad
+ * entry): the same form as a tool failure, so an orchestrator answering a batch needs no other
+ * case. The errorType is the `GW_` code in PascalCase (`GW_TOOL_NOT_FOUND` is `ToolNotFound`).
+ */
+export function refusalOutput (code: string, message: string, tool: string, callId: string): string {
+  const errorType = code.replace(/^GW_/, '').toLowerCase().split('_').filter((w) => w !== '').map((w) => w[0]?.toUpperCase() + w.slice(1)).join('')
+  return 'TOOL_ERROR: ' + JSON.stringify({ errorType, error: message, tool, callId })
+}
+
 /** Chars `s` takes inside a JSON string literal (JSON.stringify's escapes). */
 function escapedLength (code: number, s: string, i: number): number {
   if (code === 0x22 || code === 0x5c) return 2

@@ -201,16 +201,58 @@ test('POST /invoke/batch: in order, concurrent, one bad call never fails the bat
   const { results } = res.json()
   assert.equal(results.length, 7)
   assert.equal(JSON.parse(results[0].output).result, 2)
-  assert.deepEqual(results[1], { callId: 'b', name: 'nope', isError: true, statusCode: 404, error: { code: 'GW_TOOL_NOT_FOUND', message: "No tool named 'nope'" } })
+  assert.deepEqual(results[1], {
+    callId: 'b',
+    name: 'nope',
+    output: 'TOOL_ERROR: ' + JSON.stringify({ errorType: 'ToolNotFound', error: "No tool named 'nope'", tool: 'nope', callId: 'b' }),
+    isError: true,
+    statusCode: 404,
+    error: { code: 'GW_TOOL_NOT_FOUND', message: "No tool named 'nope'" }
+  })
   assert.equal(results[2].statusCode, 400)
   assert.match(results[2].error.message, /calls\/2\/arguments/)
   assert.equal(results[3].statusCode, 400)
-  assert.equal(results[3].callId, null)
+  // A bad entry still gets an id, and the tool message names no tool.
+  assert.match(results[3].callId, /^call_[0-9a-f]{32}$/)
+  assert.deepEqual(JSON.parse(results[3].output.replace(/^TOOL_ERROR: /, '')), { errorType: 'BadRequest', error: results[3].error.message, tool: '', callId: results[3].callId })
   assert.equal(results[4].statusCode, 403)
+  assert.match(results[4].output, /^TOOL_ERROR: \{"errorType":"TenantMismatch",/)
   assert.equal(results[5].error.code, 'GW_TOOL_ERROR')
   assert.equal(JSON.parse(results[6].output).result, 9)
   const empty = await a.inject({ method: 'POST', url: '/invoke/batch', payload: { calls: [] } })
   assertErrorShape(empty, 400, 'GW_BAD_REQUEST')
+})
+
+test('POST /invoke/batch: without callIds, refused entries get generated ids like the others, and an output like a tool failure', async (t) => {
+  const a = await app(t)
+  const res = await a.inject({
+    method: 'POST',
+    url: '/invoke/batch',
+    payload: {
+      calls: [
+        { name: 'calculate', arguments: { expression: '1+1' } },
+        { name: 'nope' },
+        { name: 'calculate', arguments: { expression: '1' }, allow: { functions: ['word_count'] } },
+        { name: 'throws' }
+      ]
+    }
+  })
+  assert.equal(res.statusCode, 200)
+  const { results } = res.json()
+  for (const r of results) assert.match(r.callId, /^call_[0-9a-f]{32}$/, JSON.stringify(r))
+  assert.equal(new Set(results.map((r: { callId: string }) => r.callId)).size, 4)
+  const payload = (r: { output: string }): Record<string, unknown> => {
+    assert.match(r.output, /^TOOL_ERROR: \{/)
+    return JSON.parse(r.output.slice('TOOL_ERROR: '.length))
+  }
+  assert.deepEqual(payload(results[1]), { errorType: 'ToolNotFound', error: "No tool named 'nope'", tool: 'nope', callId: results[1].callId })
+  assert.equal(results[1].statusCode, 404)
+  assert.equal(results[2].statusCode, 403)
+  assert.equal(results[2].error.code, 'GW_NOT_ALLOWED')
+  assert.deepEqual(payload(results[2]), { errorType: 'NotAllowed', error: results[2].error.message, tool: 'calculate', callId: results[2].callId })
+  // A tool failure has the same form, so the orchestrator handles both alike.
+  assert.deepEqual(Object.keys(payload(results[3])), ['errorType', 'error', 'tool', 'callId'])
+  assert.equal(payload(results[3]).callId, results[3].callId)
 })
 
 test('50 concurrent requests of every bad kind: no 500, and the server still answers', async (t) => {
