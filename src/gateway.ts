@@ -3,7 +3,6 @@ import { Ajv } from 'ajv'
 import type { ValidateFunction } from 'ajv'
 import type { Config } from './config.js'
 import { HttpError } from './errors.js'
-import { parseUserToolName } from './naming/names.js'
 import { InvokeBody } from './api/invoke.js'
 import type { InvokeBodyT } from './api/invoke.js'
 import { renderTools } from './tools/formats.js'
@@ -14,7 +13,7 @@ import type { Unresolved } from './tools/allow-list.js'
 import { refusalOutput } from './tools/output.js'
 import type { Diagnostic, InvokeOutcome, ToolRouter } from './tools/router.js'
 import type { Unavailable } from './tools/source.js'
-import { actingUserId } from './tools/tenancy.js'
+import { actingUserId, toolRequestTenant } from './tools/tenancy.js'
 import type { Caller, CallContext } from './tools/types.js'
 
 export interface ListToolsRequest {
@@ -79,14 +78,15 @@ export class Gateway {
    * server are not cached: the next request tries it again.
    */
   async listTools (query: ListToolsRequest, caller: Caller, signal: AbortSignal): Promise<ListToolsResponse> {
-    const userId = actingUserId(caller, query.userId)
+    const mcp = splitComma(query.mcp)
+    const userId = toolRequestTenant(caller, query.userId, { mcp })
     const scope = { userId, signal }
     const format = query.format ?? 'openai'
     const key = JSON.stringify([userId ?? null, query.functions ?? '', query.mcp ?? '', format])
     const version = await this.#router.catalogVersion(scope)
     let response = this.#listings.get(key, version)
     if (!response) {
-      const listing = await this.#router.list({ functions: splitComma(query.functions), mcp: splitComma(query.mcp) }, scope)
+      const listing = await this.#router.list({ functions: splitComma(query.functions), mcp }, scope)
       response = {
         tools: renderTools(listing.tools, format),
         unresolved: listing.unresolved,
@@ -124,10 +124,9 @@ export class Gateway {
   async invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal, opts: { onProgress?: CallContext['onProgress'] } = {}): Promise<InvokeOutcome> {
     let userId: string | undefined
     try {
-      userId = actingUserId(caller, body.userId)
-      // An admin (or open mode) may name the tenant through the encoded tool name alone.
-      const encoded = parseUserToolName(body.name)
-      if (userId === undefined && encoded && caller.isAdmin) userId = encoded.userId
+      // The same rule as listing: an admin (every caller in open mode) may name the tenant through
+      // an encoded name alone, a tenant key never names another tenant.
+      userId = toolRequestTenant(caller, body.userId, { toolName: body.name, mcp: body.allow?.mcp })
     } catch (err) {
       if (err instanceof HttpError) return { ok: false, error: err, toolMs: 0 }
       throw err
