@@ -1,0 +1,92 @@
+// The gateway half of an orchestrator, shared by the OpenAI and Anthropic loops: list the tools a
+// model may see, run the calls it makes. Plain fetch, no SDK: it is two HTTP routes.
+
+export interface GatewayOptions {
+  url: string
+  /** Sent as `Authorization: Bearer <key>`; leave empty for a gateway in open mode. */
+  apiKey?: string | undefined
+  /** The allow-list: the same one for GET /tools and for every POST /invoke/batch. */
+  functions: string[]
+  mcp: string[]
+  userId?: string | undefined
+  workspaceId?: string | undefined
+}
+
+export interface ToolCall {
+  /** The model's id for the call; passed as the gateway's callId so logs line up. */
+  id: string
+  name: string
+  /** An object, or the JSON string a model emitted (the gateway parses and validates it). */
+  arguments: unknown
+}
+
+export interface ToolResult { callId: string, output: string, isError: boolean }
+
+/** What a loop returns: the final answer, the model turns it took, the whole conversation. */
+export interface LoopResult<M> { text: string, steps: number, messages: M[] }
+
+const list = (value: string | undefined, fallback: string): string[] =>
+  (value ?? fallback).split(',').map((s) => s.trim()).filter(Boolean)
+
+/** GATEWAY_URL, GATEWAY_API_KEY, GATEWAY_FUNCTIONS, GATEWAY_MCP, GATEWAY_USER_ID, GATEWAY_WORKSPACE. */
+export function gatewayFromEnv (env: NodeJS.ProcessEnv = process.env): GatewayOptions {
+  return {
+    url: env.GATEWAY_URL ?? 'http://127.0.0.1:8080',
+    apiKey: env.GATEWAY_API_KEY || undefined,
+    functions: list(env.GATEWAY_FUNCTIONS, 'read_file,write_file,glob,grep,calculate,current_time'),
+    mcp: list(env.GATEWAY_MCP, ''),
+    userId: env.GATEWAY_USER_ID || undefined,
+    workspaceId: env.GATEWAY_WORKSPACE || undefined
+  }
+}
+
+async function request (gw: GatewayOptions, path: string, body?: unknown): Promise<any> {
+  const res = await fetch(new URL(path, gw.url), {
+    method: body === undefined ? 'GET' : 'POST',
+    headers: {
+      ...(gw.apiKey ? { authorization: `Bearer ${gw.apiKey}` } : {}),
+      ...(body === undefined ? {} : { 'content-type': 'application/json' })
+    },
+    body: body === undefined ? undefined : JSON.stringify(body)
+  }).catch((err: Error) => {
+    throw new Error(`gateway ${gw.url} unreachable: ${(err.cause as Error | undefined)?.message ?? err.message}`)
+  })
+  const json: any = await res.json().catch(() => null)
+  // An HTTP error here is the orchestrator's problem (bad key, rate limit, malformed request), not
+  // something to show the model: per-call failures come back inside a 200.
+  if (!res.ok) throw new Error(`gateway ${path}: ${res.status} ${json?.code ?? ''} ${json?.message ?? ''}`.trim())
+  return json
+}
+
+/** GET /tools in a provider's format. Names that resolved to nothing are reported, not hidden. */
+export async function listTools (gw: GatewayOptions, format: 'openai' | 'responses' | 'anthropic'): Promise<unknown[]> {
+  const query = new URLSearchParams({ format, functions: gw.functions.join(','), mcp: gw.mcp.join(',') })
+  if (gw.userId) query.set('userId', gw.userId)
+  const listing = await request(gw, `/tools?${query}`)
+  for (const u of listing.unresolved ?? []) console.error(`[gateway] unresolved ${u.kind} ${u.name}: ${u.reason}`)
+  for (const u of listing.unavailable ?? []) console.error(`[gateway] unavailable server ${u.serverId}: ${u.reason}`)
+  return listing.tools
+}
+
+/** Runs all calls of one model turn in one POST /invoke/batch; results come back in call order. */
+export async function invokeAll (gw: GatewayOptions, calls: ToolCall[]): Promise<ToolResult[]> {
+  const { results } = await request(gw, '/invoke/batch', {
+    calls: calls.map((c) => ({
+      name: c.name,
+      arguments: c.arguments,
+      callId: c.id,
+      userId: gw.userId,
+      allow: { functions: gw.functions, mcp: gw.mcp },
+      ...(gw.workspaceId ? { context: { workspaceId: gw.workspaceId } } : {})
+    }))
+  })
+  return calls.map((call, i) => {
+    const r = results[i]
+    // A call that never reached a tool (not allowed, unknown name) has no `output`: tell the model
+    // in the same TOOL_ERROR form the gateway uses for tool failures, so it can correct itself.
+    const output: string = typeof r.output === 'string'
+      ? r.output
+      : `TOOL_ERROR: ${JSON.stringify({ errorType: r.error?.code, error: r.error?.message, tool: call.name, callId: call.id })}`
+    return { callId: call.id, output, isError: r.isError === true }
+  })
+}
