@@ -86,6 +86,7 @@ export default fp(async function metricsPlugin (app: FastifyInstance, opts: { re
   app.get('/metrics', {
     config: { public: true, requireKey: opts.requireKey === true },
     schema: {
+      operationId: 'getMetrics',
       summary: 'Prometheus metrics (text exposition format)',
       description: 'Public unless METRICS_REQUIRE_KEY=true, then any API key. Labels never carry userIds, tool names or arguments.',
       tags: ['operations'],

@@ -15,6 +15,7 @@ async function healthRoutes (app: FastifyInstance): Promise<void> {
   app.get('/healthz', {
     config: { public: true },
     schema: {
+      operationId: 'getLiveness',
       summary: 'Liveness: the process is up',
       tags: ['operations'],
       response: { 200: Type.Object({ status: Type.Literal('ok') }) }
@@ -24,6 +25,7 @@ async function healthRoutes (app: FastifyInstance): Promise<void> {
   app.get('/readyz', {
     config: { public: true },
     schema: {
+      operationId: 'getReadiness',
       summary: 'Readiness: registry reachable, sandbox probe result, loaded sources (503 with the reasons when not ready)',
       description: 'sandbox.warning is set when bash runs unsandboxed (SANDBOX=none or auto without bubblewrap).',
       tags: ['operations'],

@@ -10,6 +10,7 @@ async function invokeRoutes (app: FastifyInstance): Promise<void> {
   app.post<{ Body: InvokeBodyT }>('/invoke', {
     config: { invoke: true },
     schema: {
+      operationId: 'invokeTool',
       summary: 'Execute a tool call the model returned',
       description: '200 once the name resolved and the caller is allowed, whatever the tool did (isError tells). HTTP errors are for calls that never reached a tool.',
       tags: ['invoke'],
@@ -28,6 +29,7 @@ async function invokeRoutes (app: FastifyInstance): Promise<void> {
   app.post<{ Body: { calls: unknown[] } }>('/invoke/batch', {
     config: { invoke: true },
     schema: {
+      operationId: 'invokeBatch',
       summary: 'Execute several tool calls concurrently; results in order',
       description: 'Each entry is the /invoke result, or for a call that never reached a tool { callId, name, output, isError: true, statusCode, error }, whose output is the TOOL_ERROR: {...} form of a tool failure and whose callId is generated when the call gave none. Writes to one workspace are serialised.',
       tags: ['invoke'],

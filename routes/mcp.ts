@@ -53,9 +53,10 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
     // Its tools/calls count against the tenant's limits; onCall below records their metrics.
     config: { invoke: 'json-rpc' },
     schema: {
+      operationId: 'mcpPost',
       summary: 'MCP (streamable HTTP, stateless): JSON-RPC requests and notifications from an MCP client',
       description: `${SCOPE} Stateless: no Mcp-Session-Id, any instance answers any request. Answers are application/json; unknown tools and tools outside the allow-list are JSON-RPC errors (-32602), tool failures are results with isError. Send Accept: application/json, text/event-stream.`,
-      tags: ['tools', 'invoke'],
+      tags: ['mcp'],
       querystring: McpQuery,
       body: Type.Unknown({ description: 'A JSON-RPC 2.0 message or batch (MCP)' }),
       response: { 200: Type.Unknown({ description: 'The JSON-RPC response(s)' }), 202: Type.Null({ description: 'Only notifications or responses were sent' }), ...errors(400, 401, 403, 413, 415, 429) }
@@ -85,9 +86,10 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
 
   app.get<{ Querystring: McpQueryT }>('/mcp', {
     schema: {
+      operationId: 'mcpStream',
       summary: 'MCP (streamable HTTP): SSE stream of notifications/tools/list_changed',
       description: `${SCOPE} The stream sends notifications/tools/list_changed when the listing for the same key and URL changes (a registry change, a remote server's own tool list); nothing else. Send Accept: text/event-stream.`,
-      tags: ['tools'],
+      tags: ['mcp'],
       querystring: McpQuery,
       response: { 200: Type.Unknown({ description: 'text/event-stream' }), ...errors(400, 401, 403, 406, 429) }
     }
@@ -100,9 +102,10 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
 
   app.delete('/mcp', {
     schema: {
+      operationId: 'mcpDeleteSession',
       summary: 'MCP session termination: not used (the endpoint is stateless)',
       description: 'The endpoint issues no Mcp-Session-Id, so there is no session to end: always 405.',
-      tags: ['tools'],
+      tags: ['mcp'],
       response: errors(401, 405, 429)
     }
   }, async (_request, reply) => {

@@ -23,12 +23,13 @@ async function registryRoutes (app: FastifyInstance): Promise<void> {
   // which tools global servers offer through GET /catalog.
   app.get('/mcp/servers', {
     config: { admin: true },
-    schema: { summary: 'Global MCP servers (admin; secrets masked)', tags, response: { 200: ServerList, ...errorResponses(401, 403, 429, 503) } }
+    schema: { operationId: 'listGlobalServers', summary: 'Global MCP servers (admin; secrets masked)', tags, response: { 200: ServerList, ...errorResponses(401, 403, 429, 503) } }
   }, async (request) => ({ servers: await registry.list(request.caller, GLOBAL) }))
 
   app.put<{ Params: Static<typeof ServerParams>, Body: Static<typeof PutServerBody> }>('/mcp/servers/:serverId', {
     config: { admin: true },
     schema: {
+      operationId: 'putGlobalServer',
       summary: 'Create or replace a global MCP server (admin)',
       description: 'type: streamable_http | sse | stdio (aliases http, streamable-http, mcp). Header and env values are encrypted at rest; sending back a masked value keeps the stored one.',
       tags,
@@ -44,18 +45,19 @@ async function registryRoutes (app: FastifyInstance): Promise<void> {
 
   app.delete<{ Params: Static<typeof ServerParams> }>('/mcp/servers/:serverId', {
     config: { admin: true },
-    schema: { summary: 'Remove a global MCP server (admin)', tags, params: ServerParams, response: { 200: DeleteServerResponse, ...errorResponses(400, 401, 403, 404, 429, 503) } }
+    schema: { operationId: 'deleteGlobalServer', summary: 'Remove a global MCP server (admin)', tags, params: ServerParams, response: { 200: DeleteServerResponse, ...errorResponses(400, 401, 403, 404, 429, 503) } }
   }, async (request) => {
     const { version } = await registry.remove(request.caller, GLOBAL, request.params.serverId)
     return { serverId: request.params.serverId, deleted: true as const, version }
   })
 
   app.get<{ Params: Static<typeof UserParams> }>('/users/:userId/mcp/servers', {
-    schema: { summary: "A tenant's MCP servers (secrets masked)", tags, params: UserParams, response: { 200: ServerList, ...errorResponses(400, 401, 403, 429, 503) } }
+    schema: { operationId: 'listUserServers', summary: "A tenant's MCP servers (secrets masked)", tags, params: UserParams, response: { 200: ServerList, ...errorResponses(400, 401, 403, 429, 503) } }
   }, async (request) => ({ servers: await registry.list(request.caller, user(request.params.userId)) }))
 
   app.put<{ Params: Static<typeof UserServerParams>, Body: Static<typeof PutServerBody> }>('/users/:userId/mcp/servers/:serverId', {
     schema: {
+      operationId: 'putUserServer',
       summary: "Create or replace a tenant's MCP server",
       description: 'Tenants may register streamable_http and sse servers only (stdio runs a command on the gateway host: admin only). The URL must not reach loopback, private, link-local, CGNAT, multicast or metadata addresses unless EGRESS_ALLOW opens them.',
       tags,
@@ -70,7 +72,7 @@ async function registryRoutes (app: FastifyInstance): Promise<void> {
   })
 
   app.delete<{ Params: Static<typeof UserServerParams> }>('/users/:userId/mcp/servers/:serverId', {
-    schema: { summary: "Remove a tenant's MCP server", tags, params: UserServerParams, response: { 200: DeleteServerResponse, ...errorResponses(400, 401, 403, 404, 429, 503) } }
+    schema: { operationId: 'deleteUserServer', summary: "Remove a tenant's MCP server", tags, params: UserServerParams, response: { 200: DeleteServerResponse, ...errorResponses(400, 401, 403, 404, 429, 503) } }
   }, async (request) => {
     const { version } = await registry.remove(request.caller, user(request.params.userId), request.params.serverId)
     return { serverId: request.params.serverId, deleted: true as const, version }
@@ -78,6 +80,7 @@ async function registryRoutes (app: FastifyInstance): Promise<void> {
 
   app.get<{ Params: Static<typeof UserServerParams> }>('/users/:userId/mcp/servers/:serverId/tools', {
     schema: {
+      operationId: 'listUserServerTools',
       summary: "Live tools/list of one of a tenant's servers (for debugging with curl)",
       tags,
       params: UserServerParams,
@@ -90,7 +93,7 @@ async function registryRoutes (app: FastifyInstance): Promise<void> {
 
   app.get('/status', {
     config: { admin: true },
-    schema: { summary: 'Client pool and gateway status (AI4J getGatewayStatus shape + sandbox + registry)', tags: ['operations'], response: { 200: StatusResponse, ...errorResponses(401, 403, 429) } }
+    schema: { operationId: 'getStatus', summary: 'Client pool and gateway status (AI4J getGatewayStatus shape + sandbox + registry)', tags: ['operations'], response: { 200: StatusResponse, ...errorResponses(401, 403, 429) } }
   }, async () => app.services.status())
 }
 

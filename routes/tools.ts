@@ -10,6 +10,7 @@ import { abortOnClientGone } from './abort.js'
 async function toolsRoutes (app: FastifyInstance): Promise<void> {
   app.get<{ Querystring: Static<typeof ToolsQuery> }>('/tools', {
     schema: {
+      operationId: 'listTools',
       summary: 'Tool schemas for a model, from an explicit allow-list',
       tags: ['tools'],
       querystring: ToolsQuery,
@@ -23,6 +24,7 @@ async function toolsRoutes (app: FastifyInstance): Promise<void> {
 
   app.get<{ Querystring: Static<typeof CatalogQuery> }>('/catalog', {
     schema: {
+      operationId: 'getCatalog',
       summary: 'Every name each tier could offer a tenant, with shadowing (for debugging, never for a model)',
       tags: ['tools'],
       querystring: CatalogQuery,

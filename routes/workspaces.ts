@@ -32,11 +32,12 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
   })
 
   app.get<{ Params: Static<typeof WorkspacesParams> }>('/users/:userId/workspaces', {
-    schema: { summary: "A tenant's workspaces", tags, params: WorkspacesParams, response: { 200: WorkspaceList, ...errorResponses(400, 401, 403, 429) } }
+    schema: { operationId: 'listWorkspaces', summary: "A tenant's workspaces", tags, params: WorkspacesParams, response: { 200: WorkspaceList, ...errorResponses(400, 401, 403, 429) } }
   }, async (request) => ({ workspaces: await workspaces.list(request.caller, request.params.userId) }))
 
   app.put<{ Params: Static<typeof WorkspaceParams>, Querystring: Static<typeof UploadQuery> }>('/users/:userId/workspaces/:workspaceId', {
     schema: {
+      operationId: 'uploadWorkspace',
       summary: "Upload a workspace's content (tar or tar.gz)",
       description: 'Body application/x-tar or application/gzip, streamed. Every entry is checked before it is written (no absolute paths, no `..`, no link leaving the workspace, no device, FIFO or setuid/setgid bit): a refused, corrupt or truncated archive is a 400 GW_BAD_ARCHIVE and changes nothing. Past WORKSPACE_QUOTA_BYTES or WORKSPACE_MAX_FILES (merge: counting what is there already) it is a 413. replace (default) swaps the extracted tree in atomically; merge writes its entries over the existing tree. 201 when the workspace was created.',
       tags,
@@ -89,6 +90,7 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
 
   app.get<{ Params: Static<typeof WorkspaceParams>, Querystring: Static<typeof ArchiveQuery> }>('/users/:userId/workspaces/:workspaceId/archive', {
     schema: {
+      operationId: 'downloadWorkspace',
       summary: 'Download a workspace (or one of its directories) as a streamed tar.gz',
       tags,
       params: WorkspaceParams,
@@ -110,6 +112,7 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
       swaggerTransform: ({ schema, url }) => ({ schema: { ...schema, params: FileParamsDoc }, url: url.replace(/\/\*$/, '/:path') })
     },
     schema: {
+      operationId: 'getWorkspaceFile',
       summary: "One file's raw bytes",
       description: 'The path is resolved like the tools resolve it: in-workspace symlinks are followed beneath the root, anything leaving it is a 400.',
       tags,
@@ -130,6 +133,7 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
 
   app.delete<{ Params: Static<typeof WorkspaceParams> }>('/users/:userId/workspaces/:workspaceId', {
     schema: {
+      operationId: 'deleteWorkspace',
       summary: 'Delete a workspace',
       description: 'Stops its background processes, waits for a tool call writing to it, then removes it and its checkpoints.',
       tags,
@@ -144,6 +148,7 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
 
   app.post<{ Params: Static<typeof WorkspaceParams>, Body: Static<typeof CheckpointBody> }>('/users/:userId/workspaces/:workspaceId/checkpoints', {
     schema: {
+      operationId: 'createCheckpoint',
       summary: 'Take a checkpoint of a workspace',
       description: 'Unchanged files are shared with earlier checkpoints, so a checkpoint costs what changed. CHECKPOINTS_PER_WORKSPACE are kept, the oldest dropped first.',
       tags,
@@ -158,11 +163,12 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
   })
 
   app.get<{ Params: Static<typeof WorkspaceParams> }>('/users/:userId/workspaces/:workspaceId/checkpoints', {
-    schema: { summary: "A workspace's checkpoints, newest first", tags, params: WorkspaceParams, response: { 200: CheckpointList, ...errorResponses(400, 401, 403, 404, 429) } }
+    schema: { operationId: 'listCheckpoints', summary: "A workspace's checkpoints, newest first", tags, params: WorkspaceParams, response: { 200: CheckpointList, ...errorResponses(400, 401, 403, 404, 429) } }
   }, async (request) => ({ checkpoints: await workspaces.listCheckpoints(request.caller, request.params.userId, request.params.workspaceId) }))
 
   app.post<{ Params: Static<typeof CheckpointParams> }>('/users/:userId/workspaces/:workspaceId/checkpoints/:checkpointId/restore', {
     schema: {
+      operationId: 'restoreCheckpoint',
       summary: 'Restore a checkpoint',
       description: 'The workspace\'s files become exactly the checkpoint\'s: added files removed, changed and deleted ones restored, modes kept. No body (or {}).',
       tags,
@@ -176,7 +182,7 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
   })
 
   app.delete<{ Params: Static<typeof CheckpointParams> }>('/users/:userId/workspaces/:workspaceId/checkpoints/:checkpointId', {
-    schema: { summary: 'Delete a checkpoint', tags, params: CheckpointParams, response: { 204: NoContent, ...errorResponses(400, 401, 403, 404, 429) } }
+    schema: { operationId: 'deleteCheckpoint', summary: 'Delete a checkpoint', tags, params: CheckpointParams, response: { 204: NoContent, ...errorResponses(400, 401, 403, 404, 429) } }
   }, async (request, reply) => {
     const { userId, workspaceId, checkpointId } = request.params
     await workspaces.deleteCheckpoint(request.caller, userId, workspaceId, checkpointId)

@@ -1,3 +1,4 @@
+import { stringify } from 'yaml'
 import { buildApp } from './app.js'
 import { loadConfig } from './config.js'
 
@@ -6,7 +7,9 @@ export async function renderOpenApiYaml (): Promise<string> {
   const app = await buildApp(loadConfig({ SANDBOX: 'none', LOG_LEVEL: 'silent' }), { logger: false })
   try {
     await app.ready()
-    return app.swagger({ yaml: true })
+    // Shared schema objects written out in full, not as YAML anchors and aliases (`tags: *a1`),
+    // which some OpenAPI tools do not follow and readers cannot.
+    return stringify(app.swagger(), { strict: false, aliasDuplicateObjects: false })
   } finally {
     await app.close()
   }
