@@ -1,116 +1,125 @@
+import { toGeminiSchema } from './gemini-schema.js'
+import type { GeminiSchema } from './gemini-schema.js'
+import { strictParameters } from './openai-strict.js'
 import type { ListedTool } from './router.js'
 import type { JsonSchema } from './types.js'
+
+export { toGeminiSchema } from './gemini-schema.js'
+export type { GeminiSchema, GeminiType } from './gemini-schema.js'
 
 export const FORMATS = ['openai', 'responses', 'anthropic', 'gemini', 'mcp'] as const
 export type ToolFormat = typeof FORMATS[number]
 
-/**
- * Renders listed tools in the shape a provider wants (docs/ARCHITECTURE.md#allow-list). Schemas pass through whole,
- * except for Gemini, which rejects parts of JSON Schema.
- */
-export function renderTools (tools: readonly ListedTool[], format: ToolFormat): unknown[] {
-  return tools.map(({ name, entry }) => {
-    const description = entry.spec.description
-    const schema = objectSchema(entry.spec.inputSchema)
-    switch (format) {
-      case 'openai':
-        return { type: 'function', function: { name, description, parameters: schema } }
-      case 'responses':
-        return { type: 'function', name, description, parameters: schema }
-      case 'anthropic':
-        return { name, description, input_schema: schema }
-      case 'gemini':
-        return { name, description, parameters: toGeminiSchema(schema) }
-      case 'mcp':
-        return {
-          name,
-          ...(entry.spec.title ? { title: entry.spec.title } : {}),
-          description,
-          inputSchema: schema,
-          ...(entry.spec.annotations ? { annotations: entry.spec.annotations } : {})
-        }
-      default:
-        throw new Error(`unknown format ${String(format)}`)
-    }
-  })
+/** A tool's input schema after {@link objectSchema}: always an object at the top. */
+export type ObjectSchema = JsonSchema & { type: 'object' }
+
+/** `format=openai`: a Chat Completions function tool (`ChatCompletionFunctionTool` in the `openai` package). */
+export interface OpenAIChatTool {
+  type: 'function'
+  function: { name: string, description: string, parameters: ObjectSchema, strict: boolean }
 }
 
-/** Every provider wants an object schema at the top; a tool without one gets an empty object. */
-function objectSchema (schema: JsonSchema | undefined): JsonSchema {
-  if (!schema || typeof schema !== 'object') return { type: 'object', properties: {} }
-  if (schema.type === undefined && schema.properties !== undefined) return { ...schema, type: 'object' }
-  return schema
+/** `format=responses`: a Responses API function tool (`FunctionTool` in the `openai` package). */
+export interface ResponsesTool {
+  type: 'function'
+  name: string
+  description: string
+  parameters: ObjectSchema
+  strict: boolean
 }
 
-const GEMINI_DROPPED = new Set(['$schema', '$id', '$comment', 'additionalProperties', '$defs', 'definitions', '$anchor'])
-const MAX_REF_DEPTH = 8
+/** `format=anthropic`: a Messages API tool (`Tool` in `@anthropic-ai/sdk`). */
+export interface AnthropicTool {
+  name: string
+  description: string
+  input_schema: ObjectSchema
+}
 
 /**
- * Rewrites a JSON Schema into what Gemini's function declarations accept: `$ref`s inlined
- * from `$defs`/`definitions` (recursive ones cut at a depth, as an untyped object), `anyOf`
- * / `type` arrays with `null` turned into `nullable`, `const` into a one-value `enum`, and
- * `$schema`/`additionalProperties` removed.
+ * `format=gemini`: a `FunctionDeclaration` of `@google/genai`, to be wrapped by the caller as
+ * `tools: [{ functionDeclarations: [...] }]`. `parameters` is absent for a tool that takes none.
  */
-export function toGeminiSchema (schema: JsonSchema): JsonSchema {
-  const defs = { ...(asObject(schema.definitions) ?? {}), ...(asObject(schema.$defs) ?? {}) }
-  return convert(schema, defs, 0) as JsonSchema
+export interface GeminiFunctionDeclaration {
+  name: string
+  description: string
+  parameters?: GeminiSchema & { type: 'OBJECT' }
 }
 
-function asObject (v: unknown): Record<string, unknown> | undefined {
-  return v !== null && typeof v === 'object' && !Array.isArray(v) ? v as Record<string, unknown> : undefined
+/** `format=mcp`: an MCP `Tool` as `tools/list` returns it. */
+export interface McpTool {
+  name: string
+  title?: string
+  description: string
+  inputSchema: ObjectSchema
+  annotations?: Record<string, unknown>
 }
 
-function convert (node: unknown, defs: Record<string, unknown>, depth: number): unknown {
-  if (Array.isArray(node)) return node.map((n) => convert(n, defs, depth))
-  const obj = asObject(node)
-  if (!obj) return node
+export interface RenderedTools {
+  openai: OpenAIChatTool
+  responses: ResponsesTool
+  anthropic: AnthropicTool
+  gemini: GeminiFunctionDeclaration
+  mcp: McpTool
+}
 
-  if (typeof obj.$ref === 'string') {
-    const target = resolveRef(obj.$ref, defs)
-    if (!target || depth >= MAX_REF_DEPTH) return { type: 'object', description: obj.description ?? `(recursive ${obj.$ref})` }
-    const { $ref: _ref, ...siblings } = obj
-    return convert({ ...target, ...siblings }, defs, depth + 1)
-  }
+/**
+ * Renders listed tools in the shape a provider wants (docs/ARCHITECTURE.md#allow-list).
+ * Schemas pass through whole, with two exceptions: Gemini takes an OpenAPI subset, so its
+ * schema is rewritten; and the Responses API treats a tool as strict unless told otherwise,
+ * so each tool says `strict` explicitly, with its schema closed (`additionalProperties:
+ * false`) when that is all strict mode needs. Chat Completions tools also say `strict`, true
+ * only when the schema already qualifies exactly as given.
+ */
+export function renderTools<F extends ToolFormat> (tools: readonly ListedTool[], format: F): Array<RenderedTools[F]> {
+  return tools.map((tool) => renderTool(tool, format))
+}
 
-  const out: Record<string, unknown> = {}
-  for (const [key, value] of Object.entries(obj)) {
-    if (GEMINI_DROPPED.has(key)) continue
-    if (key === 'properties') {
-      const props = asObject(value) ?? {}
-      out.properties = Object.fromEntries(Object.entries(props).map(([k, v]) => [k, convert(v, defs, depth)]))
-      continue
+export function renderTool<F extends ToolFormat> (tool: ListedTool, format: F): RenderedTools[F] {
+  const rendered: RenderedTools[ToolFormat] = render(tool, format)
+  return rendered as RenderedTools[F]
+}
+
+function render ({ name, entry }: ListedTool, format: ToolFormat): RenderedTools[ToolFormat] {
+  const description = entry.spec.description ?? ''
+  const schema = objectSchema(entry.spec.inputSchema)
+  switch (format) {
+    case 'openai':
+      return { type: 'function', function: { name, description, parameters: schema, strict: strictParameters(schema, 'as-is') !== undefined } }
+    case 'responses': {
+      const strict = strictParameters(schema, 'close') as ObjectSchema | undefined
+      return { type: 'function', name, description, parameters: strict ?? schema, strict: strict !== undefined }
     }
-    out[key] = convert(value, defs, depth)
-  }
-
-  if ('const' in out) {
-    out.enum = [out.const]
-    delete out.const
-  }
-  if (Array.isArray(out.type)) {
-    const types = out.type.filter((t) => t !== 'null')
-    if (types.length < out.type.length) out.nullable = true
-    out.type = types.length === 1 ? types[0] : types
-  }
-  for (const key of ['anyOf', 'oneOf'] as const) {
-    const variants = out[key]
-    if (!Array.isArray(variants)) continue
-    const nonNull = variants.filter((v) => asObject(v)?.type !== 'null')
-    if (nonNull.length < variants.length) {
-      if (nonNull.length === 1) {
-        delete out[key]
-        Object.assign(out, asObject(nonNull[0]), { nullable: true })
-      } else {
-        out[key] = nonNull
-        out.nullable = true
+    case 'anthropic':
+      return { name, description, input_schema: schema }
+    case 'gemini': {
+      const parameters = toGeminiSchema(schema)
+      // Gemini refuses an OBJECT without properties; a tool without parameters leaves the field out.
+      if (!parameters.properties || Object.keys(parameters.properties).length === 0) return { name, description }
+      return { name, description, parameters: { ...parameters, type: 'OBJECT' } }
+    }
+    case 'mcp':
+      return {
+        name,
+        ...(entry.spec.title ? { title: entry.spec.title } : {}),
+        description,
+        inputSchema: schema,
+        ...(entry.spec.annotations ? { annotations: entry.spec.annotations } : {})
       }
-    }
+    default:
+      throw new Error(`unknown format ${String(format)}`)
   }
-  return out
 }
 
-function resolveRef (ref: string, defs: Record<string, unknown>): Record<string, unknown> | undefined {
-  const match = /^#\/(?:\$defs|definitions)\/(.+)$/.exec(ref)
-  if (!match?.[1]) return undefined
-  return asObject(defs[decodeURIComponent(match[1]).replace(/~1/g, '/').replace(/~0/g, '~')])
+/**
+ * Every provider wants an object schema at the top (tool arguments are always an object). A
+ * tool without one gets an empty object; one that omits `type`, or allows `null` beside
+ * `object`, is given `type: "object"`. Anything else passes through untouched.
+ */
+export function objectSchema (schema: JsonSchema | undefined): ObjectSchema {
+  if (!schema || typeof schema !== 'object' || Array.isArray(schema)) return { type: 'object', properties: {} }
+  if (schema.type === 'object') return schema as ObjectSchema
+  if (schema.type === undefined || (Array.isArray(schema.type) && schema.type.includes('object'))) return { ...schema, type: 'object' }
+  // Unreachable from the tiers (function loading and the MCP client both refuse a non-object
+  // input schema); passed on as is rather than hiding the tool's mistake.
+  return schema as ObjectSchema
 }
