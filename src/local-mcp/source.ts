@@ -1,4 +1,5 @@
 import { flattenCallToolResult } from '../mcp/flatten.js'
+import { trackProgress } from '../mcp/progress.js'
 import { runWithDeadline } from '../tools/deadline.js'
 import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource } from '../tools/source.js'
 import { StaticCatalog } from '../tools/static-catalog.js'
@@ -26,7 +27,9 @@ export class LocalMcpSource implements ToolSource {
           description: t.tool.description ?? '',
           inputSchema: t.tool.inputSchema as Record<string, unknown>,
           ...(t.tool.title ? { title: t.tool.title } : {}),
-          ...(t.tool.annotations ? { annotations: t.tool.annotations as Record<string, unknown> } : {})
+          ...(t.tool.annotations ? { annotations: t.tool.annotations as Record<string, unknown> } : {}),
+          ...(t.tool.outputSchema ? { outputSchema: t.tool.outputSchema as Record<string, unknown> } : {}),
+          ...(t.tool.execution ? { execution: t.tool.execution as Record<string, unknown> } : {})
         },
         ref: t
       })
@@ -54,7 +57,14 @@ export class LocalMcpSource implements ToolSource {
     const timeoutMs = Math.min(this.#callTimeoutMs, ctx.timeoutMs)
     return runWithDeadline(timeoutMs, ctx.signal, async (signal) => {
       try {
-        const result = await service.client.callTool({ name: tool.name, arguments: args }, undefined, { signal, timeout: timeoutMs })
+        const progress = ctx.onProgress !== undefined ? trackProgress(service.client, ctx.onProgress) : undefined
+        let result
+        try {
+          const params = { name: tool.name, arguments: args, ...(progress !== undefined ? { _meta: { progressToken: progress.token } } : {}) }
+          result = await service.client.callTool(params, undefined, { signal, timeout: timeoutMs })
+        } finally {
+          progress?.end()
+        }
         const flat = flattenCallToolResult(result)
         return { ok: true, value: flat.text, isError: flat.isError, trace: flat.trace }
       } catch (err) {

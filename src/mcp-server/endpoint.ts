@@ -119,7 +119,9 @@ export class McpEndpoint {
       ...(hooks.limits ? { limits: hooks.limits } : {}),
       onError: (err) => this.#onError(err, 'MCP request failed')
     })
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
+    // JSON answers, except when a tools/call asks for progress: notifications can only reach
+    // the client on the request's own SSE response stream.
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !wantsProgress(body) })
     if (hooks.overheadMs) addOverheadHeader(res, hooks.overheadMs)
     res.once('close', () => {
       if (!res.writableFinished) gone.abort(new Error('client disconnected'))
@@ -205,6 +207,17 @@ export class McpEndpoint {
       res.destroy()
     }))
   }
+}
+
+/** Whether a POST body (one message or a batch) has a tools/call with `_meta.progressToken`. */
+export function wantsProgress (body: unknown): boolean {
+  const messages = Array.isArray(body) ? body : [body]
+  return messages.some((m: unknown) => {
+    if (m === null || typeof m !== 'object') return false
+    const { method, params } = m as { method?: unknown, params?: { _meta?: { progressToken?: unknown } } }
+    const token = params !== null && typeof params === 'object' ? params._meta?.progressToken : undefined
+    return method === 'tools/call' && (typeof token === 'string' || typeof token === 'number')
+  })
 }
 
 function writeJson (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {

@@ -56,7 +56,7 @@ export class PoolConnector implements McpConnector {
     }
   }
 
-  async callTool (key: string, server: RemoteServer, name: string, args: Record<string, unknown>, opts: { signal: AbortSignal, timeoutMs: number }): Promise<CallToolResult> {
+  async callTool (key: string, server: RemoteServer, name: string, args: Record<string, unknown>, opts: Parameters<McpConnector['callTool']>[4]): Promise<CallToolResult> {
     return await this.#pool(server).callTool(key, toConnectSpec(server.config as ServerConfig), name, args, opts)
   }
 }

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
-import type { CallToolResult, Implementation, Tool } from '@modelcontextprotocol/sdk/types.js'
+import type { CallToolResult, Implementation, Progress, Tool } from '@modelcontextprotocol/sdk/types.js'
+import { trackProgress } from '../mcp/progress.js'
 import { isDeadConnection, toUpstreamError } from './classify.js'
 import { closeConnection, openConnection } from './connection.js'
 import type { Connection } from './connection.js'
@@ -45,6 +46,8 @@ export interface CallToolOptions {
   signal?: AbortSignal
   /** Deadline for this call (default: the spec's timeoutMs, else the pool's callTimeoutMs). */
   timeoutMs?: number
+  /** Asks the server for progress on this call (a progressToken of the SDK's own) and receives it. */
+  onProgress?: (progress: Progress) => void
 }
 
 /** One client in {@link McpClientPoolStats}. */
@@ -186,8 +189,16 @@ export class McpClientPool {
       const conn = await this.#waitFor(this.#connect(entry), options.signal, entry)
       const timeout = options.timeoutMs ?? spec.timeoutMs ?? this.#opts.callTimeoutMs
       try {
-        const result = await conn.client.callTool({ name, arguments: args ?? {} }, undefined, { timeout, signal: perCall.signal })
-        return result as CallToolResult
+        // Progress never extends the deadline: a server that keeps reporting must still finish
+        // within the call's timeout.
+        const progress = options.onProgress !== undefined ? trackProgress(conn.client, options.onProgress) : undefined
+        try {
+          const params = { name, arguments: args ?? {}, ...(progress !== undefined ? { _meta: { progressToken: progress.token } } : {}) }
+          const result = await conn.client.callTool(params, undefined, { timeout, signal: perCall.signal })
+          return result as CallToolResult
+        } finally {
+          progress?.end()
+        }
       } catch (err) {
         if (options.signal?.aborted === true) throw new UpstreamError('GW_CANCELLED', `tools/call ${name} was cancelled by the caller`)
         if (isDeadConnection(err)) this.#dropConnection(entry, conn, 'tools/call failed on a dead connection')

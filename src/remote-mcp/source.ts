@@ -29,7 +29,7 @@ export interface ServerDirectory {
 export interface McpConnector {
   /** `key` is AI4J's client key (`{serverId}` or `user_{userId}_service_{serverId}`). */
   listTools: (key: string, server: RemoteServer, opts: { signal: AbortSignal, timeoutMs: number }) => Promise<Tool[]>
-  callTool: (key: string, server: RemoteServer, name: string, args: Record<string, unknown>, opts: { signal: AbortSignal, timeoutMs: number }) => Promise<CallToolResult>
+  callTool: (key: string, server: RemoteServer, name: string, args: Record<string, unknown>, opts: { signal: AbortSignal, timeoutMs: number, onProgress?: CallContext['onProgress'] }) => Promise<CallToolResult>
 }
 
 export interface RemoteSourceOptions {
@@ -147,7 +147,9 @@ export class RemoteMcpSource implements ToolSource {
         description: tool.description ?? '',
         inputSchema: tool.inputSchema as Record<string, unknown>,
         ...(tool.title ? { title: tool.title } : {}),
-        ...(tool.annotations ? { annotations: tool.annotations as Record<string, unknown> } : {})
+        ...(tool.annotations ? { annotations: tool.annotations as Record<string, unknown> } : {}),
+        ...(tool.outputSchema ? { outputSchema: tool.outputSchema as Record<string, unknown> } : {}),
+        ...(tool.execution ? { execution: tool.execution as Record<string, unknown> } : {})
       },
       ref: { server, key: this.#clientKey(scope, server.serverId) } satisfies EntryRef
     }
@@ -244,7 +246,7 @@ export class RemoteMcpSource implements ToolSource {
     const { server, key } = entry.ref as EntryRef
     const timeoutMs = Math.min(server.config.timeoutMs ?? this.#opts.callTimeoutMs, ctx.timeoutMs)
     try {
-      const result = await this.#connector.callTool(key, server, entry.spec.name, args, { signal: ctx.signal, timeoutMs })
+      const result = await this.#connector.callTool(key, server, entry.spec.name, args, { signal: ctx.signal, timeoutMs, ...(ctx.onProgress !== undefined ? { onProgress: ctx.onProgress } : {}) })
       const flat = flattenCallToolResult(result)
       return { ok: true, value: flat.text, isError: flat.isError, trace: flat.trace }
     } catch (err) {

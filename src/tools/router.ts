@@ -12,7 +12,7 @@ import { ArgumentValidator } from './validate.js'
 
 /** Why a tool is exposed under another name, or not at all. */
 export interface Diagnostic {
-  type: 'shadowed' | 'renamed' | 'duplicate' | 'ambiguous'
+  type: 'shadowed' | 'renamed' | 'duplicate' | 'ambiguous' | 'unsupported'
   /** The natural name that could not be used as is. */
   name: string
   route: Tier
@@ -32,6 +32,8 @@ export interface ListedTool {
 
 export interface Listing {
   tools: ListedTool[]
+  /** Selected tools the gateway cannot run (see unsupportedReason), with their diagnostic; never offered. */
+  withheld?: ListedTool[]
   unresolved: Unresolved[]
   unavailable: Unavailable[]
   diagnostics: Diagnostic[]
@@ -170,8 +172,8 @@ export class ToolRouter {
       })
     }
 
-    const { tools, diagnostics } = await this.#expose(candidates, scope)
-    return { tools, unresolved, unavailable, diagnostics }
+    const { tools, withheld, diagnostics } = await this.#expose(candidates, scope)
+    return { tools, withheld, unresolved, unavailable, diagnostics }
   }
 
   /**
@@ -179,8 +181,9 @@ export class ToolRouter {
    * would route elsewhere is replaced by the qualified name, so every listed name routes to
    * exactly the listed tool.
    */
-  async #expose (candidates: CatalogEntry[], scope: SourceScope): Promise<{ tools: ListedTool[], diagnostics: Diagnostic[] }> {
+  async #expose (candidates: CatalogEntry[], scope: SourceScope): Promise<{ tools: ListedTool[], withheld: ListedTool[], diagnostics: Diagnostic[] }> {
     const tools: ListedTool[] = []
+    const withheld: ListedTool[] = []
     const diagnostics: Diagnostic[] = []
     const byWire = new Map<string, CatalogEntry>()
     const userSource = scope.userId === undefined ? undefined : this.#source('user_mcp')
@@ -188,6 +191,12 @@ export class ToolRouter {
     // names, so only built-ins, local tools and other global servers can take a raw name.
     const rawScope: SourceScope = { userId: undefined, signal: scope.signal }
     for (const entry of candidates) {
+      const unsupported = unsupportedReason(entry)
+      if (unsupported !== undefined) {
+        diagnostics.push({ type: 'unsupported', name: entry.name, route: entry.route, source: entry.source, exposedAs: null, message: unsupported })
+        withheld.push({ name: toWireName(entry.name), entry })
+        continue
+      }
       let natural = entry.name
       const winner = await this.resolve(natural, entry.route === 'user_mcp' ? scope : rawScope)
       if (!winner.ok || !sameEntry(winner.entry, entry)) {
@@ -220,7 +229,7 @@ export class ToolRouter {
       byWire.set(wire, entry)
       tools.push({ name: wire, entry })
     }
-    return { tools, diagnostics }
+    return { tools, withheld, diagnostics }
   }
 
   /** Tokens that stay identical (===) while nothing any source offers the scope changes. */
@@ -266,12 +275,14 @@ export class ToolRouter {
       const listing = await this.list(req.allow, scope)
       const hit = listing.tools.find((t) => t.name === req.name) ??
         listing.tools.find((t) => t.entry.name === req.name || t.entry.qualifiedName === req.name)
-      if (!hit) {
+      // A selected tool that is withheld is refused below as a tool error, which says why.
+      const withheld = hit ? undefined : listing.withheld?.find((t) => t.name === req.name || t.entry.name === req.name || t.entry.qualifiedName === req.name)
+      if (!hit && !withheld) {
         const any = await this.resolve(req.name, scope)
         if (!any.ok) return { ok: false, error: any.error, toolMs: 0 }
         return { ok: false, error: new HttpError('GW_NOT_ALLOWED', `Tool '${req.name}' is not in the request's allow-list`), toolMs: 0 }
       }
-      entry = hit.entry
+      entry = (hit ?? withheld as ListedTool).entry
     } else {
       const resolved = await this.resolve(req.name, scope)
       if (!resolved.ok) return { ok: false, error: resolved.error, toolMs: 0 }
@@ -283,7 +294,10 @@ export class ToolRouter {
     const checked = args.ok ? this.#validator.validate(entry.spec.inputSchema, args.value) : args
     let outcome: ToolOutcome
     let toolMs = 0
-    if (!args.ok || !checked.ok) {
+    const unsupported = unsupportedReason(entry)
+    if (unsupported !== undefined) {
+      outcome = { ok: false, reason: 'tool-error', message: unsupported }
+    } else if (!args.ok || !checked.ok) {
       outcome = { ok: false, reason: 'invalid-arguments', message: (checked as { message: string }).message }
     } else {
       const toolStart = performance.now()
@@ -331,6 +345,19 @@ export class ToolRouter {
     const trimmed = outcome.ok && outcome.truncated === true
     return { ...base, output: capped.text, isError: false, error: null, truncated: capped.truncated || trimmed, trace }
   }
+}
+
+/**
+ * Why the gateway cannot run a tool, or undefined. An MCP tool with `execution.taskSupport:
+ * "required"` only runs as an MCP task (a call that answers at once with a task to poll); the
+ * gateway calls tools synchronously, so such a tool would always fail. It is not offered, its
+ * listing says why in `diagnostics`, and a call names the reason.
+ */
+export function unsupportedReason (entry: CatalogEntry): string | undefined {
+  if (entry.spec.execution?.taskSupport === 'required') {
+    return `Tool '${entry.name}' runs only as an MCP task (execution.taskSupport "required"); the gateway calls tools synchronously and does not support MCP tasks`
+  }
+  return undefined
 }
 
 /** A source that throws has a bug, but the caller still gets a tool-level error, never a 500. */

@@ -18,6 +18,10 @@ export interface ToolSpec {
   inputSchema: JsonSchema
   title?: string
   annotations?: Record<string, unknown>
+  /** MCP tools: the schema of the tool's structuredContent (passed through to MCP clients). */
+  outputSchema?: JsonSchema
+  /** MCP tools: how the tool runs (`taskSupport`); the router does not offer task-only tools. */
+  execution?: Record<string, unknown>
 }
 
 /**
@@ -98,4 +102,17 @@ export interface CallContext {
   workspace: WorkspaceRequest
   /** Deadline for this call in ms (sources may apply a lower one of their own). */
   timeoutMs: number
+  /**
+   * Set when the caller wants progress (an MCP client's progressToken on /mcp): MCP sources ask
+   * their server for progress on this call and report each notification here. Progress never
+   * extends the deadline.
+   */
+  onProgress?: (progress: ToolProgress) => void
+}
+
+/** One progress notification of a running call (MCP `notifications/progress` without its token). */
+export interface ToolProgress {
+  progress: number
+  total?: number
+  message?: string
 }

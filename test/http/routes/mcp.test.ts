@@ -132,14 +132,14 @@ test('tools/list is GET /tools?format=mcp; tools/call is /invoke with the allow-
   assert.ok(names.includes('calculate') && names.includes('read_file') && names.includes('user_acme_tool_echo'), names.join(','))
   assert.ok(!names.includes('current_time'))
 
-  // Each call gives exactly the /invoke output and isError for the same call with the same allow-list.
+  // Each call gives exactly the /invoke output and isError for the same call with the same allow-list
+  // (an MCP tool's text result is its text; its own isError result is its own content, below).
   const allow = { functions: ['calculate', 'write_file', 'read_file'], mcp: ['s'] }
   assert.equal(JSON.parse(text(await client.callTool({ name: 'write_file', arguments: { path: 'notes.txt', content: 'hello from mcp' } }))).created, true)
   const calls: Array<[string, Record<string, unknown>]> = [
     ['calculate', { expression: '(2 + 3) * 4' }],
     ['read_file', { path: 'notes.txt' }],
     ['user_acme_tool_echo', { text: 'hi' }],
-    ['user_acme_tool_fail', { message: 'nope' }],
     ['user_acme_tool_big', { chars: 5000 }],
     ['calculate', { expression: 5 }]
   ]
@@ -154,18 +154,31 @@ test('tools/list is GET /tools?format=mcp; tools/call is /invoke with the allow-
   }
   assert.equal(JSON.parse(text(await client.callTool({ name: 'calculate', arguments: { expression: '1 + 1' } }))).result, 2)
   assert.equal(text(await client.callTool({ name: 'user_acme_tool_echo', arguments: { text: 'z' } })), 'acme:z')
+  // The MCP tool's own failure reaches an MCP client as its server sent it (/invoke wraps it in TOOL_ERROR for models).
   const failed = await client.callTool({ name: 'user_acme_tool_fail', arguments: { message: 'nope' } })
   assert.equal(failed.isError, true)
-  assert.match(text(failed), /^TOOL_ERROR: .*nope/)
+  assert.equal(text(failed), 'nope')
+  // A built-in's failure is /invoke's TOOL_ERROR output.
+  const badPath = await client.callTool({ name: 'read_file', arguments: { path: 'missing.txt' } })
+  assert.equal(badPath.isError, true)
+  assert.match(text(badPath), /^TOOL_ERROR: /)
   const big = text(await client.callTool({ name: 'user_acme_tool_big', arguments: { chars: 5000 } }))
   assert.ok(big.length < 5000, 'truncated to OUTPUT_MAX_CHARS')
 
   // Request-level refusals are JSON-RPC errors (-32602) with the gateway's code; the trace never reaches the client.
   await rejectsWith(client.callTool({ name: 'no_such_tool', arguments: {} }), ErrorCode.InvalidParams, 'GW_TOOL_NOT_FOUND')
   await rejectsWith(client.callTool({ name: 'current_time', arguments: {} }), ErrorCode.InvalidParams, 'GW_NOT_ALLOWED')
+  // An MCP tool's items pass through as they are (the image's bytes included); no trace key.
   const mixed = await client.callTool({ name: 'user_acme_tool_mixed', arguments: {} })
   assert.deepEqual(Object.keys(mixed).sort(), ['content', 'isError'])
   assert.equal(mixed.isError, false)
+  assert.deepEqual((mixed.content as Array<{ type: string }>).map((c) => c.type), ['text', 'image', 'resource_link', 'resource'])
+  const viaRest = await gw.http('POST', '/invoke', { body: { name: 'user_acme_tool_mixed', arguments: {}, userId: 'acme', allow, trace: true } })
+  assert.deepEqual(mixed.content, viaRest.json.trace.content)
+  // No content item: the text is /invoke's output (the structuredContent as JSON) beside the structuredContent itself.
+  const structured = await client.callTool({ name: 'user_acme_tool_structured', arguments: {} })
+  assert.deepEqual(structured.structuredContent, { ok: true, n: 42 })
+  assert.equal(text(structured), '{"ok":true,"n":42}')
 })
 
 test('with API keys: /mcp needs a key; tenant A cannot list or call tenant B\'s tools by userId, server name or encoded tool name', async (t) => {
