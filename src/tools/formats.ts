@@ -51,6 +51,8 @@ export interface McpTool {
   title?: string
   description: string
   inputSchema: ObjectSchema
+  /** Always an object schema: MCP clients (and the SDK's ToolSchema) refuse any other. */
+  outputSchema?: ObjectSchema
   annotations?: Record<string, unknown>
 }
 
@@ -103,6 +105,9 @@ function render ({ name, entry }: ListedTool, format: ToolFormat): RenderedTools
         ...(entry.spec.title ? { title: entry.spec.title } : {}),
         description,
         inputSchema: schema,
+        // MCP clients check structuredContent against it; /mcp passes both through. No
+        // `execution`: the gateway serves no MCP tasks, and without it a client assumes none.
+        ...(entry.spec.outputSchema ? { outputSchema: entry.spec.outputSchema as ObjectSchema } : {}),
         ...(entry.spec.annotations ? { annotations: entry.spec.annotations } : {})
       }
     default:
