@@ -90,7 +90,20 @@ export default fp(async function docsPlugin (app: FastifyInstance) {
   // added, in a context of their own so that no other route is.
   await app.register(async function publicDocs (docs) {
     docs.addHook('onRoute', (route) => { route.config = { ...route.config, public: true } })
-    await docs.register(swaggerUi, { routePrefix: '/docs' })
+    await docs.register(swaggerUi, {
+      routePrefix: '/docs',
+      uiConfig: {
+        // Runs in the browser (serialised by swagger-ui). Swagger UI sends one Accept type, the
+        // response type picked in its form; the MCP transport answers a POST that does not accept
+        // both JSON and an event stream with 406, so "Try it out" on POST /mcp says both.
+        requestInterceptor: function (request) {
+          if (request.method === 'POST' && /\/mcp(\?|$)/.test(String(request.url))) {
+            request.headers.Accept = 'application/json, text/event-stream'
+          }
+          return request
+        }
+      }
+    })
   })
   app.get('/openapi.json', { config: { public: true }, schema: { hide: true } }, async () => app.swagger())
 }, { name: 'gateway-docs' })

@@ -59,7 +59,7 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
       tags: ['mcp'],
       querystring: McpQuery,
       body: Type.Unknown({ description: 'A JSON-RPC 2.0 message or batch (MCP)' }),
-      response: { 200: Type.Unknown({ description: 'The JSON-RPC response(s)' }), 202: Type.Null({ description: 'Only notifications or responses were sent' }), ...errors(400, 401, 403, 413, 415, 429) }
+      response: { 200: Type.Unknown({ description: 'The JSON-RPC response(s)' }), 202: Type.Null({ description: 'Only notifications or responses were sent' }), ...errors(400, 401, 403, 406, 413, 415, 429) }
     }
   }, async (request, reply) => {
     const exchange = endpoint.exchange(request.query, request.caller)

@@ -67,6 +67,12 @@ test('Swagger UI: "Try it out" is a 401 until Authorize is given the bearer key,
     assert.match(invoked.body, /"isError": false/)
     assert.match(invoked.body, /"name": "calculate"/)
     assert.equal(invoked.url, `${gateway.url}/invoke`)
+
+    // POST /mcp: the prefilled tools/list for the prefilled allow-list (the MCP transport wants an
+    // Accept of both JSON and an event stream, which Swagger UI only sends thanks to the docs plugin).
+    const mcp = await tryOut(page, 'operations-mcp-mcpPost')
+    assert.equal(mcp.status, '200', mcp.body)
+    for (const name of ['current_time', 'calculate', 'text_slugify']) assert.ok(mcp.body.includes(`"name": "${name}"`), mcp.body)
   } finally {
     await page.screenshot({ path: screenshot, fullPage: true })
     t.diagnostic(`screenshot: ${screenshot}`)
