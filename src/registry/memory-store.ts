@@ -1,6 +1,6 @@
 import { assertScope, assertServerId, assertTenant, assertUidRange, RegistryUnavailableError } from './errors.js'
 import type { ServerConfig } from './server-config.js'
-import type { RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredServer, UidRange } from './types.js'
+import type { DocumentChange, DocumentKind, DocumentListener, RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredDocument, StoredServer, UidRange } from './types.js'
 
 interface ScopeState {
   version: number
@@ -24,6 +24,9 @@ export class MemoryRegistryStore implements RegistryStore {
   readonly backend = 'memory' as const
   #scopes = new Map<string, ScopeState>()
   #listeners = new Set<RegistryListener>()
+  /** Documents and their version counters by `{kind}:{scopeKey}`; a counter outlives a delete. */
+  #documents = new Map<string, { version: number, doc: StoredDocument | undefined }>()
+  #documentListeners = new Set<DocumentListener>()
   #closed = false
   readonly #uidOfTenant = new Map<string, number>()
   readonly #tenantOfUid = new Map<number, string>()
@@ -141,6 +144,52 @@ export class MemoryRegistryStore implements RegistryStore {
     return () => { this.#listeners.delete(listener) }
   }
 
+  #emitDocument (change: DocumentChange): void {
+    for (const listener of [...this.#documentListeners]) {
+      try {
+        listener(change)
+      } catch {
+        // A broken listener must not fail the write that already happened.
+      }
+    }
+  }
+
+  async getDocument (kind: DocumentKind, scope: RegistryScope): Promise<StoredDocument | undefined> {
+    this.#checkOpen()
+    assertScope(scope)
+    const doc = this.#documents.get(`${kind}:${scopeKey(scope)}`)?.doc
+    return doc === undefined ? undefined : structuredClone(doc)
+  }
+
+  async putDocument (kind: DocumentKind, scope: RegistryScope, value: unknown): Promise<{ version: number, created: boolean }> {
+    this.#checkOpen()
+    assertScope(scope)
+    const key = `${kind}:${scopeKey(scope)}`
+    const slot = this.#documents.get(key) ?? { version: 0, doc: undefined }
+    const created = slot.doc === undefined
+    slot.version += 1
+    slot.doc = { value: structuredClone(value), version: slot.version, updatedAt: new Date().toISOString() }
+    this.#documents.set(key, slot)
+    this.#emitDocument({ op: 'document', kind, scope: { ...scope }, version: slot.version })
+    return { version: slot.version, created }
+  }
+
+  async deleteDocument (kind: DocumentKind, scope: RegistryScope): Promise<{ version: number, deleted: boolean }> {
+    this.#checkOpen()
+    assertScope(scope)
+    const slot = this.#documents.get(`${kind}:${scopeKey(scope)}`)
+    if (slot?.doc === undefined) return { version: slot?.version ?? 0, deleted: false }
+    slot.doc = undefined
+    slot.version += 1
+    this.#emitDocument({ op: 'document', kind, scope: { ...scope }, version: slot.version })
+    return { version: slot.version, deleted: true }
+  }
+
+  subscribeDocuments (listener: DocumentListener): () => void {
+    this.#documentListeners.add(listener)
+    return () => { this.#documentListeners.delete(listener) }
+  }
+
   async ping (): Promise<void> {
     this.#checkOpen()
   }
@@ -148,6 +197,7 @@ export class MemoryRegistryStore implements RegistryStore {
   async close (): Promise<void> {
     this.#closed = true
     this.#listeners.clear()
+    this.#documentListeners.clear()
   }
 }
 

@@ -3,7 +3,7 @@ import { Redis, ReplyError } from 'ioredis'
 import { assertScope, assertServerId, assertTenant, assertUidRange, RegistryUnavailableError } from './errors.js'
 import { quitWithTimeout } from './redis-quit-with-timeout.js'
 import type { ServerConfig } from './server-config.js'
-import type { RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredServer, UidRange } from './types.js'
+import type { DocumentChange, DocumentKind, DocumentListener, RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredDocument, StoredServer, UidRange } from './types.js'
 
 /**
  * Redis registry (docs/ARCHITECTURE.md#registry), shared by every gateway instance. Layout, with `{p}` the key prefix:
@@ -13,6 +13,9 @@ import type { RegistryChange, RegistryListener, RegistryScope, RegistryStore, St
  * - `{p}srv:users`: set of userIds that have at least one server
  * - `{p}events`: pub/sub channel, one JSON message per change
  * - `{p}sandbox:uids`: the host uid of each tenant's sandbox (see ALLOCATE_UID_SCRIPT)
+ * - `{p}doc:{kind}:g`, `{p}doc:{kind}:u:{userId}`: one document (a tool policy), JSON
+ *   `{ version, updatedAt, value }`, with its counter `{p}docver:{kind}:...`; changes go out on
+ *   `{p}events` too, as `{ op: 'document', kind, scope, version }`
  *
  * Writes run as Lua scripts rather than MULTI/EXEC: a script is just as atomic, and it can
  * also embed the new version in the entry and in the event, skip the increment when a delete
@@ -85,7 +88,46 @@ end
 return -1
 `
 
+const DOC_PUT_SCRIPT = `
+local v = redis.call('INCR', KEYS[2])
+local existed = redis.call('EXISTS', KEYS[1])
+redis.call('SET', KEYS[1], '{"version":' .. v .. ',' .. string.sub(ARGV[1], 2))
+redis.call('PUBLISH', ARGV[2], '{"version":' .. v .. ',' .. string.sub(ARGV[3], 2))
+return {v, 1 - existed}
+`
+
+const DOC_DELETE_SCRIPT = `
+if redis.call('DEL', KEYS[1]) == 0 then
+  return {tonumber(redis.call('GET', KEYS[2])) or 0, 0}
+end
+local v = redis.call('INCR', KEYS[2])
+redis.call('PUBLISH', ARGV[1], '{"version":' .. v .. ',' .. string.sub(ARGV[2], 2))
+return {v, 1}
+`
+
+const DOCUMENT_KINDS: ReadonlySet<string> = new Set<DocumentKind>(['policy'])
+
+/** A document change from the channel, or undefined when the message is not one. */
+function parseDocumentEvent (message: string): (DocumentChange & { op: 'document', origin: string }) | undefined {
+  let e: Record<string, unknown>
+  try {
+    e = JSON.parse(message) as Record<string, unknown>
+  } catch {
+    return undefined
+  }
+  if (typeof e !== 'object' || e === null || e.op !== 'document') return undefined
+  if (typeof e.version !== 'number' || typeof e.kind !== 'string' || !DOCUMENT_KINDS.has(e.kind) || typeof e.origin !== 'string') return undefined
+  const scope = e.scope as Record<string, unknown> | null | undefined
+  const kind = e.kind as DocumentKind
+  if (typeof scope !== 'object' || scope === null) return undefined
+  if (scope.kind === 'global') return { op: 'document', kind, scope: { kind: 'global' }, version: e.version, origin: e.origin }
+  if (scope.kind === 'user' && typeof scope.userId === 'string') return { op: 'document', kind, scope: { kind: 'user', userId: scope.userId }, version: e.version, origin: e.origin }
+  return undefined
+}
+
 interface ScriptCommands {
+  tgDocPut (docKey: string, versionKey: string, entryJson: string, channel: string, eventJson: string): Promise<[number, number]>
+  tgDocDelete (docKey: string, versionKey: string, channel: string, eventJson: string): Promise<[number, number]>
   tgAllocateUid (uidsKey: string, tenant: string, first: string, last: string): Promise<number>
   tgRegistryPut (hashKey: string, versionKey: string, usersKey: string, serverId: string, entryJson: string, channel: string, eventJson: string, userId: string): Promise<[number, number]>
   tgRegistryDelete (hashKey: string, versionKey: string, usersKey: string, serverId: string, unused: string, channel: string, eventJson: string, userId: string): Promise<[number, number]>
@@ -130,6 +172,7 @@ export class RedisRegistryStore implements RegistryStore {
   #client: Redis & ScriptCommands
   #subscriber: Redis
   #listeners = new Set<RegistryListener>()
+  #documentListeners = new Set<DocumentListener>()
   #subscriberWasReady = false
   #closeTimeoutMs: number
   #readyTimeoutMs: number
@@ -161,6 +204,8 @@ export class RedisRegistryStore implements RegistryStore {
     this.#client.defineCommand('tgRegistryPut', { numberOfKeys: 3, lua: PUT_SCRIPT })
     this.#client.defineCommand('tgRegistryDelete', { numberOfKeys: 3, lua: DELETE_SCRIPT })
     this.#client.defineCommand('tgAllocateUid', { numberOfKeys: 1, lua: ALLOCATE_UID_SCRIPT })
+    this.#client.defineCommand('tgDocPut', { numberOfKeys: 2, lua: DOC_PUT_SCRIPT })
+    this.#client.defineCommand('tgDocDelete', { numberOfKeys: 2, lua: DOC_DELETE_SCRIPT })
     this.#client.on('error', (err: Error) => this.#onError(err))
 
     this.#subscriber = new Redis(options.url, {
@@ -213,12 +258,18 @@ export class RedisRegistryStore implements RegistryStore {
       // Messages published while this connection was down are gone: tell listeners to drop
       // what they cached, now that no further change can be missed.
       this.#emit({ op: 'resync' })
+      this.#emitDocument({ op: 'resync' })
     }, (err: unknown) => {
       this.#onError(err instanceof Error ? err : new Error(String(err)))
     })
   }
 
   #onMessage (message: string): void {
+    const doc = parseDocumentEvent(message)
+    if (doc !== undefined) {
+      if (doc.origin !== this.instanceId) this.#emitDocument({ op: 'document', kind: doc.kind, scope: doc.scope, version: doc.version })
+      return
+    }
     const event = parseEvent(message)
     if (event === undefined || event.origin === this.instanceId) return
     this.#emit({ op: event.op, scope: event.scope, serverId: event.serverId, version: event.version })
@@ -232,6 +283,61 @@ export class RedisRegistryStore implements RegistryStore {
         // A broken listener must not fail the write that already happened.
       }
     }
+  }
+
+  #emitDocument (change: DocumentChange): void {
+    for (const listener of [...this.#documentListeners]) {
+      try {
+        listener(change)
+      } catch {
+        // A broken listener must not fail the write that already happened.
+      }
+    }
+  }
+
+  #docKeys (kind: DocumentKind, scope: RegistryScope): [string, string] {
+    const tail = scope.kind === 'global' ? `${kind}:g` : `${kind}:u:${scope.userId}`
+    return [`${this.keyPrefix}doc:${tail}`, `${this.keyPrefix}docver:${tail}`]
+  }
+
+  async getDocument (kind: DocumentKind, scope: RegistryScope): Promise<StoredDocument | undefined> {
+    assertScope(scope)
+    const raw = await this.#run(() => this.#client.get(this.#docKeys(kind, scope)[0]))
+    if (raw === null) return undefined
+    let e: { version?: unknown, updatedAt?: unknown, value?: unknown } | undefined
+    try {
+      e = JSON.parse(raw) as typeof e
+    } catch {
+      e = undefined
+    }
+    if (typeof e !== 'object' || e === null || typeof e.version !== 'number' || typeof e.updatedAt !== 'string' || !('value' in e)) {
+      throw new Error(`corrupt ${kind} document ${scope.kind === 'global' ? 'global' : `user ${scope.userId}`}`)
+    }
+    return { value: e.value, version: e.version, updatedAt: e.updatedAt }
+  }
+
+  async putDocument (kind: DocumentKind, scope: RegistryScope, value: unknown): Promise<{ version: number, created: boolean }> {
+    assertScope(scope)
+    const [docKey, versionKey] = this.#docKeys(kind, scope)
+    const entryJson = JSON.stringify({ updatedAt: new Date().toISOString(), value })
+    const eventJson = JSON.stringify({ op: 'document', kind, scope, origin: this.instanceId })
+    const [version, created] = await this.#run(() => this.#client.tgDocPut(docKey, versionKey, entryJson, this.#channel, eventJson))
+    this.#emitDocument({ op: 'document', kind, scope: { ...scope }, version })
+    return { version, created: created === 1 }
+  }
+
+  async deleteDocument (kind: DocumentKind, scope: RegistryScope): Promise<{ version: number, deleted: boolean }> {
+    assertScope(scope)
+    const [docKey, versionKey] = this.#docKeys(kind, scope)
+    const eventJson = JSON.stringify({ op: 'document', kind, scope, origin: this.instanceId })
+    const [version, deleted] = await this.#run(() => this.#client.tgDocDelete(docKey, versionKey, this.#channel, eventJson))
+    if (deleted === 1) this.#emitDocument({ op: 'document', kind, scope: { ...scope }, version })
+    return { version, deleted: deleted === 1 }
+  }
+
+  subscribeDocuments (listener: DocumentListener): () => void {
+    this.#documentListeners.add(listener)
+    return () => { this.#documentListeners.delete(listener) }
   }
 
   #hashKey (scope: RegistryScope): string {
@@ -360,6 +466,7 @@ export class RedisRegistryStore implements RegistryStore {
     if (this.#closed) return
     this.#closed = true
     this.#listeners.clear()
+    this.#documentListeners.clear()
     await Promise.all([
       quitWithTimeout(this.#client, this.#closeTimeoutMs),
       quitWithTimeout(this.#subscriber, this.#closeTimeoutMs)

@@ -25,6 +25,30 @@ export type RegistryChange =
 
 export type RegistryListener = (change: RegistryChange) => void
 
+/**
+ * Small per-scope documents kept beside the servers, with the same versioning and invalidation:
+ * `policy` is the tool policy (the global scope holds the default, a user scope the tenant's).
+ */
+export type DocumentKind = 'policy'
+
+/** One stored document. `version` is the (kind, scope) counter right after this write. */
+export interface StoredDocument {
+  value: unknown
+  version: number
+  /** ISO 8601 time of the write. */
+  updatedAt: string
+}
+
+/**
+ * A document changed (any instance), or `resync`: this instance may have missed changes, drop
+ * every cached document.
+ */
+export type DocumentChange =
+  | { op: 'document', kind: DocumentKind, scope: RegistryScope, version: number }
+  | { op: 'resync' }
+
+export type DocumentListener = (change: DocumentChange) => void
+
 /** Inclusive range of host uids the sandbox may hand to tenants (SANDBOX_UID_RANGE). */
 export interface UidRange {
   first: number
@@ -71,6 +95,17 @@ export interface RegistryStore {
    * one. Throws a RangeError when every uid of the range is taken.
    */
   allocateSandboxUid (tenant: string, range: UidRange): Promise<number>
+  /** The scope's document of this kind, or undefined when none was written (or it was deleted). */
+  getDocument (kind: DocumentKind, scope: RegistryScope): Promise<StoredDocument | undefined>
+  /** Creates or replaces; atomic with the version increment and the change event, like `put`. */
+  putDocument (kind: DocumentKind, scope: RegistryScope, value: unknown): Promise<{ version: number, created: boolean }>
+  /** Deleting a missing document changes nothing: `deleted` false and the current version. */
+  deleteDocument (kind: DocumentKind, scope: RegistryScope): Promise<{ version: number, deleted: boolean }>
+  /**
+   * Document changes from every instance sharing the store (its own before the write resolves),
+   * and `resync` when the event connection came back. Returns an unsubscribe function.
+   */
+  subscribeDocuments (listener: DocumentListener): () => void
   /** Resolves when the backend answers; throws RegistryUnavailableError otherwise. */
   ping (): Promise<void>
   /** Releases connections within a bounded time; never throws; idempotent. */

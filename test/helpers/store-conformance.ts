@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 import { RegistryUnavailableError } from '../../src/registry/errors.js'
 import type { ServerConfig } from '../../src/registry/server-config.js'
-import type { RegistryChange, RegistryScope, RegistryStore } from '../../src/registry/types.js'
+import type { DocumentChange, RegistryChange, RegistryScope, RegistryStore } from '../../src/registry/types.js'
 
 /**
  * One behavioural contract for every RegistryStore implementation. Each test gets fresh
@@ -223,6 +223,50 @@ export function registryStoreConformance (label: string, factory: StoreFactory):
       `put:shared:${put.version}`,
       `delete:shared:${del.version}`
     ])
+  })
+
+  test(`${label}: documents: put, get, delete with a version per kind and scope; events reach every instance, not the server listeners`, TIMEOUT, async (t) => {
+    const fixture = await setup(t)
+    const a = fixture.store
+    const serverChanges: RegistryChange[] = []
+    a.subscribe((c) => serverChanges.push(c))
+    const docChanges: DocumentChange[] = []
+    a.subscribeDocuments((c) => docChanges.push(c))
+
+    assert.equal(await a.getDocument('policy', G), undefined)
+    assert.deepEqual(await a.deleteDocument('policy', user('1')), { version: 0, deleted: false })
+    const first = await a.putDocument('policy', user('1'), { deny: ['bash'] })
+    assert.deepEqual(first, { version: 1, created: true })
+    const second = await a.putDocument('policy', user('1'), { deny: ['x'] })
+    assert.deepEqual(second, { version: 2, created: false })
+    const doc = await a.getDocument('policy', user('1'))
+    assert.deepEqual(doc?.value, { deny: ['x'] })
+    assert.equal(doc?.version, 2)
+    // Exact scopes: user 1-2 and the global scope are other documents.
+    assert.equal(await a.getDocument('policy', user('1-2')), undefined)
+    assert.equal(await a.getDocument('policy', G), undefined)
+    // A returned value is a copy.
+    ;(doc?.value as { deny: string[] }).deny.push('y')
+    assert.deepEqual((await a.getDocument('policy', user('1')))?.value, { deny: ['x'] })
+    const del = await a.deleteDocument('policy', user('1'))
+    assert.deepEqual(del, { version: 3, deleted: true })
+    assert.equal(await a.getDocument('policy', user('1')), undefined)
+    // Versions never go back, not even after a delete.
+    assert.equal((await a.putDocument('policy', user('1'), {})).version, 4)
+    assert.deepEqual(docChanges.map((c) => c.op === 'resync' ? 'resync' : c.version), [1, 2, 3, 4])
+    // Servers' listeners never see documents, and documents never bump a server scope's version.
+    assert.deepEqual(serverChanges, [])
+    assert.equal(await a.version(user('1')), 0)
+
+    if (fixture.peer === undefined) return
+    const b = await fixture.peer()
+    fixture.peers.push(b)
+    const seen = new Promise<DocumentChange>((resolve) => {
+      const off = b.subscribeDocuments((c) => { off(); resolve(c) })
+    })
+    const put = await a.putDocument('policy', G, { readOnly: true })
+    assert.deepEqual(await seen, { op: 'document', kind: 'policy', scope: G, version: put.version })
+    assert.deepEqual((await b.getDocument('policy', G))?.value, { readOnly: true })
   })
 
   test(`${label}: sandbox uids: one per tenant, stable, distinct under concurrency, within the range`, TIMEOUT, async (t) => {
