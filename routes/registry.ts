@@ -51,6 +51,21 @@ async function registryRoutes (app: FastifyInstance): Promise<void> {
     return { serverId: request.params.serverId, deleted: true as const, version }
   })
 
+  app.get<{ Params: Static<typeof ServerParams> }>('/mcp/servers/:serverId/tools', {
+    config: { admin: true },
+    schema: {
+      operationId: 'listGlobalServerTools',
+      summary: 'Live tools/list of a global server (admin; for debugging with curl)',
+      description: 'A stdio server whose first start is still under way (npx downloading its package) answers 502 with a message saying `starting`.',
+      tags,
+      params: ServerParams,
+      response: { 200: LiveToolsResponse, ...errorResponses(400, 401, 403, 404, 429, 502, 503) }
+    }
+  }, async (request, reply) => {
+    const tools = await registry.liveGlobalTools(request.caller, request.params.serverId, abortOnClientGone(reply))
+    return { serverId: request.params.serverId, tools }
+  })
+
   app.get<{ Params: Static<typeof UserParams> }>('/users/:userId/mcp/servers', {
     schema: { operationId: 'listUserServers', summary: "A tenant's MCP servers (secrets masked)", tags, params: UserParams, response: { 200: ServerList, ...errorResponses(400, 401, 403, 429, 503) } }
   }, async (request) => ({ servers: await registry.list(request.caller, user(request.params.userId)) }))

@@ -45,6 +45,7 @@ export const ConfigSchema = Type.Object({
   functionTimeoutMs: Type.Integer({ minimum: 1, env: 'FUNCTION_TIMEOUT_MS', default: 30_000, description: 'Deadline of a function or local MCP tool call' }),
   invokeTimeoutMs: Type.Integer({ minimum: 1, maximum: 3_600_000, env: 'INVOKE_TIMEOUT_MS', default: 660_000, description: 'Upper bound of any single tool call' }),
   mcpConnectTimeoutMs: Type.Integer({ minimum: 1, env: 'MCP_CONNECT_TIMEOUT_MS', default: 10_000, description: 'Connect timeout to a remote MCP server' }),
+  mcpStdioFirstConnectMs: Type.Integer({ minimum: 1, maximum: 600_000, env: 'MCP_STDIO_FIRST_CONNECT_MS', default: 60_000, description: 'Connect deadline of a stdio MCP server\'s first start under its config (`npx -y` may download the package first; the longer of this and MCP_CONNECT_TIMEOUT_MS applies). Registration and start-up begin it in the background; meanwhile a listing reports the server in `unavailable` as `starting`' }),
   mcpListTimeoutMs: Type.Integer({ minimum: 1, env: 'MCP_LIST_TIMEOUT_MS', default: 5_000, description: 'Per-server deadline of a tool listing' }),
   mcpCallTimeoutMs: Type.Integer({ minimum: 1, env: 'MCP_CALL_TIMEOUT_MS', default: 60_000, description: 'Default tools/call timeout of a remote server' }),
   mcpIdleMs: Type.Integer({ minimum: 1000, env: 'MCP_IDLE_MS', default: 300_000, description: 'A remote MCP client unused this long is closed' }),
@@ -56,7 +57,11 @@ export const ConfigSchema = Type.Object({
   commandTimeoutMs: Type.Integer({ minimum: 1, maximum: 600_000, env: 'COMMAND_TIMEOUT_MS', default: 30_000, description: 'bash command timeout maximum' }),
   bashLogChars: Type.Integer({ minimum: 1, env: 'BASH_LOG_CHARS', default: 12_000, description: 'bash logs default chars' }),
   maxProcessOutputChars: Type.Integer({ minimum: 1, env: 'MAX_PROCESS_OUTPUT_CHARS', default: 120_000, description: 'Background process log buffer' }),
-  maxProcessesPerTenant: Type.Integer({ minimum: 1, env: 'MAX_PROCESSES_PER_TENANT', default: 16, description: 'Running background processes (bash start) per tenant across all its workspaces (8 per workspace in any case)' })
+  maxProcessesPerTenant: Type.Integer({ minimum: 1, env: 'MAX_PROCESSES_PER_TENANT', default: 16, description: 'Running background processes (bash start) per tenant across all its workspaces (8 per workspace in any case)' }),
+  journal: Type.Union([Type.Literal('full'), Type.Literal('meta'), Type.Literal('off')], { env: 'JOURNAL', default: 'full', description: 'Invocation journal: full (arguments, output and trace, masked and capped), meta (without them) or off' }),
+  journalMaxEntries: Type.Integer({ minimum: 1, maximum: 10_000_000, env: 'JOURNAL_MAX_ENTRIES', default: 10_000, description: 'Journal entries kept per tenant (Redis: approximate MAXLEN of its stream); the oldest go first' }),
+  journalRetention: Type.String({ pattern: '^[1-9][0-9]{0,9}(ms|s|m|h|d)$', env: 'JOURNAL_RETENTION', default: '7d', description: 'Journal entries older than this are not returned and are trimmed (e.g. 7d, 12h)' }),
+  journalMemoryBytes: Type.Integer({ minimum: 1024 * 1024, env: 'JOURNAL_MEMORY_BYTES', default: 64 * 1024 * 1024, description: 'Without Redis: the memory journal\'s total size over all tenants (entry JSON, approximate); past it the oldest entries of any tenant go first' })
 })
 
 export type Config = Static<typeof ConfigSchema> & {

@@ -40,6 +40,14 @@ export class RegistryFacade {
     return result.value
   }
 
+  /** The live tools/list of a global server (debugging; admin only, like every global config). */
+  async liveGlobalTools (caller: Caller, serverId: string, signal: AbortSignal): Promise<unknown[]> {
+    authorize(caller, { kind: 'global' })
+    const result = await this.#router.liveTools('global_mcp', serverId, { userId: undefined, signal })
+    if (!result.ok) throw result.error
+    return result.tools
+  }
+
   /** The live tools/list of one of a tenant's servers (debugging). */
   async liveTools (caller: Caller, userId: string, serverId: string, signal: AbortSignal): Promise<unknown[]> {
     const scope = authorize(caller, { kind: 'user', userId })

@@ -25,11 +25,14 @@ export class ServerRegistry {
   readonly #store: RegistryStore
   readonly #box: SecretBox
   readonly #egress: EgressPolicy
+  readonly #onStored: ((scope: RegistryScope, serverId: string, config: ServerConfig) => void) | undefined
 
-  constructor (store: RegistryStore, box: SecretBox, egress: EgressPolicy) {
+  /** `onStored` is told of every server this instance stored (the remote tiers start a stdio server's first connection). */
+  constructor (store: RegistryStore, box: SecretBox, egress: EgressPolicy, opts: { onStored?: (scope: RegistryScope, serverId: string, config: ServerConfig) => void } = {}) {
     this.#store = store
     this.#box = box
     this.#egress = egress
+    this.#onStored = opts.onStored
   }
 
   get backend (): 'memory' | 'redis' {
@@ -71,6 +74,7 @@ export class ServerRegistry {
       }
     }
     const { created, version } = await this.#store.put(scope, serverId, this.#box.sealConfig(config, context))
+    this.#onStored?.(scope, serverId, config)
     return {
       ok: true,
       value: { created, version, server: { serverId, config: this.#box.maskConfig(config, ''), updatedAt: new Date().toISOString() } }

@@ -38,6 +38,8 @@ export interface ConnectionOptions {
   safeMessage: (err: unknown) => string
   /** Whether the pool gave up on this client meanwhile (closed, evicted, invalidated). */
   abandoned: () => boolean
+  /** Aborted when the pool closes the client: a connect still under way stops (a hung stdio child is killed) at once. */
+  signal?: AbortSignal
   /** Whether `conn` is the connection the pool uses now (events of a replaced one are ignored). */
   inUse: (conn: Connection) => boolean
   /** Takes the new connection, synchronously once initialize succeeded. */
@@ -113,10 +115,11 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
     o.logger.debug({ mcpClient: o.label, err: o.safeMessage(err) }, 'MCP transport error')
   }
   try {
-    await client.connect(handle.transport, { timeout: timeoutMs })
+    await client.connect(handle.transport, { timeout: timeoutMs, ...(o.signal !== undefined ? { signal: o.signal } : {}) })
   } catch (err) {
     conn.closed = true
     await client.close().catch(() => {})
+    if (o.signal?.aborted === true) throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client was closed while connecting')
     const timedOut = err instanceof McpError && err.code === ErrorCode.RequestTimeout
     const message = timedOut
       ? `Connecting to the MCP server timed out after ${o.connectTimeoutMs} ms`

@@ -50,10 +50,22 @@ export class PoolConnector implements McpConnector {
       if (deadline.aborted && !opts.signal.aborted) {
         const stale = pool.cachedTools(key, spec)
         if (stale !== undefined) return stale
+        // A first start (npx downloading its package) has a longer deadline of its own and goes on.
+        const starting = pool.starting(key, spec)
+        if (starting !== undefined) {
+          throw new UpstreamError('GW_UPSTREAM_ERROR', `starting: first connection in progress${starting.lastError !== undefined ? ` (the previous attempt failed: ${starting.lastError})` : ''}`)
+        }
         throw new UpstreamError('GW_UPSTREAM_TIMEOUT', `The MCP server did not connect and list its tools within ${opts.timeoutMs} ms`)
       }
       throw err
     }
+  }
+
+  /** Starts a stdio server's first connection and listing in the background; other transports connect on use. */
+  async warm (key: string, server: RemoteServer): Promise<void> {
+    const spec = toConnectSpec(server.config as ServerConfig)
+    if (spec.type !== 'stdio') return
+    await this.#pool(server).warm(key, spec)
   }
 
   async callTool (key: string, server: RemoteServer, name: string, args: Record<string, unknown>, opts: Parameters<McpConnector['callTool']>[4]): Promise<CallToolResult> {

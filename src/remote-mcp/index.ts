@@ -9,14 +9,14 @@ import { encodeUserServiceName } from '../naming/names.js'
 import { ServerRegistry } from '../registry/registry-service.js'
 import { secretBoxFromEnv } from '../registry/secrets.js'
 import type { SecretBox } from '../registry/secrets.js'
-import type { RegistryStore } from '../registry/types.js'
+import type { RegistryScope, RegistryStore } from '../registry/types.js'
 import { VERSION } from '../version.js'
 import { PoolConnector } from './connector.js'
 import { RegistryDirectory } from './directory.js'
 import { McpClientPool } from './pool.js'
 import type { McpClientPoolStats } from './pool.js'
 import { RemoteMcpSource } from './source.js'
-import type { McpConnector, ServerDirectory } from './source.js'
+import type { McpConnector, RemoteServer, ServerDirectory } from './source.js'
 
 export type { McpClientPoolStats, McpConnector, ServerDirectory }
 
@@ -81,10 +81,20 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
         ? '!!! SECRETS_KEY is not set: MCP server headers and env values are stored in Redis in PLAINTEXT'
         : 'SECRETS_KEY is not set: secrets of registered servers are kept unencrypted in memory')
     }
-    const registry = new ServerRegistry(store, box, egress)
+    // Set once the sources exist; the changes before that (MCP_SERVERS_FILE's) are covered by the
+    // start-up warm-up below.
+    const warming: { server?: (scope: RegistryScope, serverId: string) => void } = {}
+    const registry = new ServerRegistry(store, box, egress, {
+      // A tenant's stdio server (registered by an admin) starts on the instance that stored it;
+      // global ones start on every instance from their change event (below).
+      onStored: (scope, serverId, stored) => {
+        if (scope.kind === 'user' && stored.type === 'stdio') warming.server?.(scope, serverId)
+      }
+    })
 
     const poolOptions = {
       connectTimeoutMs: config.mcpConnectTimeoutMs,
+      stdioFirstConnectTimeoutMs: config.mcpStdioFirstConnectMs,
       listTimeoutMs: config.mcpListTimeoutMs,
       callTimeoutMs: config.mcpCallTimeoutMs,
       idleMs: config.mcpIdleMs,
@@ -110,6 +120,10 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
             ? pools.global.invalidate(serverId)
             : pools.tenant.invalidate(encodeUserServiceName(scope.userId, serverId))
           dropped.catch((err: unknown) => logger.warn({ err, serverId }, 'closing a removed server\'s client failed'))
+          // A (re)registered global stdio server starts now, on every instance, once its old client
+          // is gone: its first listing then finds it running instead of waiting for npx. (A tenant's
+          // is started by the instance that stored it: onStored above.)
+          if (scope.kind === 'global') dropped.finally(() => warming.server?.(scope, serverId)).catch(() => {})
         },
         onResync: () => {
           Promise.all([pools.global.invalidate(() => true), pools.tenant.invalidate(() => true)])
@@ -134,10 +148,23 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
     }
 
     const remoteOpts = { listDeadlineMs: config.mcpListTimeoutMs, callTimeoutMs: config.mcpCallTimeoutMs }
+    const userMcp = new RemoteMcpSource('user_mcp', directory, connector, remoteOpts)
+    const globalMcp = new RemoteMcpSource('global_mcp', directory, connector, remoteOpts)
+    // Warm-ups run in the background and end with the pools (closing a pool closes what it is connecting).
+    const stopWarming = new AbortController()
+    closers.push(async () => { stopWarming.abort() })
+    const warmFailed = (err: unknown): void => { logger.warn({ err }, 'warming MCP servers failed') }
+    warming.server = (scope, serverId) => {
+      if (stopWarming.signal.aborted) return
+      const source = scope.kind === 'global' ? globalMcp : userMcp
+      source.warm({ userId: scope.kind === 'user' ? scope.userId : undefined, signal: stopWarming.signal }, [serverId]).catch(warmFailed)
+    }
+    // The global stdio servers known at start-up (MCP_SERVERS_FILE, or a shared Redis) start now.
+    globalMcp.warm({ userId: undefined, signal: stopWarming.signal }).catch(warmFailed)
     return {
       registry,
-      userMcp: new RemoteMcpSource('user_mcp', directory, connector, remoteOpts),
-      globalMcp: new RemoteMcpSource('global_mcp', directory, connector, remoteOpts),
+      userMcp,
+      globalMcp,
       poolStats: () => ({ global: pools.global.stats(), tenant: pools.tenant.stats() }),
       close
     }
@@ -157,8 +184,10 @@ function countConnectFailures (connector: McpConnector, onFailure: () => void): 
       throw err
     }
   }
+  const warm = connector.warm
   return {
     listTools: async (key, server, opts) => await counted(connector.listTools(key, server, opts)),
-    callTool: async (key, server, name, args, opts) => await counted(connector.callTool(key, server, name, args, opts))
+    callTool: async (key, server, name, args, opts) => await counted(connector.callTool(key, server, name, args, opts)),
+    ...(warm !== undefined ? { warm: async (key: string, server: RemoteServer) => { await warm.call(connector, key, server) } } : {})
   }
 }

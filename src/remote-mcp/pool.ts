@@ -15,6 +15,11 @@ import type { ConnectSpec, ConnectType } from './transports.js'
 export interface McpClientPoolOptions {
   /** Deadline for spawning/connecting plus the initialize handshake. */
   connectTimeoutMs: number
+  /**
+   * Deadline of a stdio server's first connection under its config (`npx -y pkg` may download
+   * the package first); the longer of this and connectTimeoutMs applies. Default connectTimeoutMs.
+   */
+  stdioFirstConnectTimeoutMs?: number
   /** Deadline for a whole tools/list (all pages). */
   listTimeoutMs: number
   /** Default deadline for tools/call (a spec's timeoutMs or the call's timeoutMs override it). */
@@ -92,6 +97,16 @@ interface Entry {
   closed: boolean
   /** Why it was retired: out of the pool, closed when its last running call ends. */
   retired: string | undefined
+  /** Why the last connect attempt failed (cleared by a successful one). */
+  connectError: string | undefined
+  /** Aborted when the client closes: a connect under way (a stdio first start may take a minute) stops with it. */
+  closing: AbortController
+}
+
+/** What {@link McpClientPool.starting} reports about a client whose first connection is under way. */
+export interface StartingState {
+  /** Why the previous attempt failed, when this is a retry. */
+  lastError: string | undefined
 }
 
 /** Stable hash of a spec: the same config always gives the same hash, any change a new one. */
@@ -132,10 +147,15 @@ export class McpClientPool {
   readonly #entries = new Map<string, Entry>()
   /** Clients taken out of #entries while calls still ran on them (see #retire). */
   readonly #retiring = new Set<Entry>()
+  /**
+   * Client ids (key and config hash) that connected at least once, so that only a config's first
+   * connection gets the first-connect deadline. Bounded: the oldest ids are forgotten first.
+   */
+  readonly #connectedOnce = new Set<string>()
   #closed = false
 
   constructor (options: McpClientPoolOptions) {
-    this.#opts = { closeTimeoutMs: 5000, logger: silentLogger, ...options }
+    this.#opts = { closeTimeoutMs: 5000, logger: silentLogger, ...options, stdioFirstConnectTimeoutMs: options.stdioFirstConnectTimeoutMs ?? options.connectTimeoutMs }
     this.#log = this.#opts.logger
   }
 
@@ -146,6 +166,36 @@ export class McpClientPool {
    */
   cachedTools (key: string, spec: ConnectSpec): Tool[] | undefined {
     return this.#entries.get(`${key}#${hashConnectSpec(spec)}`)?.tools
+  }
+
+  /**
+   * Defined while this client's first connection (a stdio config that never connected) is under
+   * way: a caller whose own deadline ran out can say the server is starting, not that it timed out.
+   */
+  starting (key: string, spec: ConnectSpec): StartingState | undefined {
+    const entry = this.#entries.get(`${key}#${hashConnectSpec(spec)}`)
+    if (entry === undefined || entry.connecting === undefined || !this.#isFirstConnect(entry)) return undefined
+    return { lastError: entry.connectError }
+  }
+
+  /**
+   * Connects and lists in the background, so that the first listing does not pay for a slow
+   * start (a stdio server that npx must download). Shares the single-flight connect and refresh:
+   * at most one warm-up per client runs at a time, and one that is under way is joined. Never
+   * rejects: a failure is logged and kept for {@link starting}; the next use tries again.
+   */
+  async warm (key: string, spec: ConnectSpec): Promise<void> {
+    if (this.#closed) return
+    const entry = this.#acquire(key, spec)
+    try {
+      if (entry.tools !== undefined && entry.conn !== undefined && !entry.conn.closed) return
+      await this.#refresh(entry)
+      this.#log.debug({ mcpClient: key, tools: entry.tools?.length ?? 0 }, 'MCP client warmed up')
+    } catch (err) {
+      if (!entry.closed) this.#log.warn({ mcpClient: key, err: this.#safeMessage(entry, err) }, 'MCP server warm-up failed; the next use tries again')
+    } finally {
+      this.#release(entry)
+    }
   }
 
   /** Lists the server's tools (all pages), from the cache when fresh. Throws UpstreamError. */
@@ -279,7 +329,9 @@ export class McpClientPool {
         inFlight: 0,
         idleTimer: undefined,
         closed: false,
-        retired: undefined
+        retired: undefined,
+        connectError: undefined,
+        closing: new AbortController()
       }
       this.#entries.set(id, entry)
       this.#evictOverflow(entry)
@@ -343,6 +395,7 @@ export class McpClientPool {
     this.#retiring.delete(entry)
     if (entry.closed) return
     entry.closed = true
+    entry.closing.abort()
     if (entry.idleTimer !== undefined) clearTimeout(entry.idleTimer)
     this.#log.debug({ mcpClient: entry.key, why }, 'closing MCP client')
     const conn = entry.conn
@@ -375,16 +428,51 @@ export class McpClientPool {
     return entry.connecting
   }
 
+  #isFirstConnect (entry: Entry): boolean {
+    return entry.spec.type === 'stdio' && !this.#connectedOnce.has(entry.id)
+  }
+
   async #openConnection (entry: Entry): Promise<Connection> {
+    const first = this.#isFirstConnect(entry)
+    try {
+      const conn = await this.#openConnectionOnce(entry, first
+        ? Math.max(this.#opts.stdioFirstConnectTimeoutMs, this.#opts.connectTimeoutMs)
+        : this.#opts.connectTimeoutMs)
+      entry.connectError = undefined
+      this.#connectedOnce.delete(entry.id)
+      this.#connectedOnce.add(entry.id)
+      if (this.#connectedOnce.size > 4 * this.#opts.maxClients) this.#connectedOnce.delete(this.#connectedOnce.values().next().value as string)
+      return conn
+    } catch (err) {
+      entry.connectError = this.#safeMessage(entry, err)
+      throw err
+    }
+  }
+
+  async #openConnectionOnce (entry: Entry, connectTimeoutMs: number): Promise<Connection> {
+    // The SDK never removes the abort listener it adds to a request's signal: each attempt gets
+    // its own signal, linked to the entry's by a listener removed when the attempt ends.
+    const attempt = new AbortController()
+    const onClosing = (): void => { attempt.abort() }
+    entry.closing.signal.addEventListener('abort', onClosing, { once: true })
+    try {
+      return await this.#openConnectionWith(entry, connectTimeoutMs, attempt.signal)
+    } finally {
+      entry.closing.signal.removeEventListener('abort', onClosing)
+    }
+  }
+
+  async #openConnectionWith (entry: Entry, connectTimeoutMs: number, signal: AbortSignal): Promise<Connection> {
     return await openConnection({
       spec: entry.spec,
       label: entry.key,
       clientInfo: this.#opts.clientInfo,
       fetch: this.#opts.fetch,
       logger: this.#log,
-      connectTimeoutMs: this.#opts.connectTimeoutMs,
+      connectTimeoutMs,
       safeMessage: (err) => this.#safeMessage(entry, err),
       abandoned: () => entry.closed,
+      signal,
       inUse: (conn) => entry.conn === conn,
       adopt: (conn) => { entry.conn = conn },
       onClosed: (conn) => { if (entry.conn === conn) entry.conn = undefined },
@@ -405,9 +493,11 @@ export class McpClientPool {
 
   async #listAllWithRetry (entry: Entry): Promise<Tool[]> {
     const version = entry.toolsVersion
-    const deadline = Date.now() + this.#opts.listTimeoutMs
     let tools: Tool[]
     const conn = await this.#connect(entry)
+    // The deadline is the listing's own: a connect has its own, and a caller waiting for both
+    // has its signal. Counted from the connect, a slow first start would fail the listing too.
+    const deadline = Date.now() + this.#opts.listTimeoutMs
     try {
       tools = await this.#listAll(conn, deadline)
     } catch (err) {

@@ -30,6 +30,8 @@ export interface McpConnector {
   /** `key` is AI4J's client key (`{serverId}` or `user_{userId}_service_{serverId}`). */
   listTools: (key: string, server: RemoteServer, opts: { signal: AbortSignal, timeoutMs: number }) => Promise<Tool[]>
   callTool: (key: string, server: RemoteServer, name: string, args: Record<string, unknown>, opts: { signal: AbortSignal, timeoutMs: number, onProgress?: CallContext['onProgress'] }) => Promise<CallToolResult>
+  /** Connects ahead of use where a start is slow (stdio); never rejects. Optional: connectors without it connect on use. */
+  warm?: (key: string, server: RemoteServer) => Promise<void>
 }
 
 export interface RemoteSourceOptions {
@@ -231,6 +233,18 @@ export class RemoteMcpSource implements ToolSource {
     // A bounded cache: the least recently built scope goes first.
     if (this.#indexes.size > MAX_INDEXES) this.#indexes.delete(this.#indexes.keys().next().value as string)
     return index
+  }
+
+  /**
+   * Warms the scope's servers (or those of `serverIds`) in the background, so that a slow start
+   * happens before the first listing needs it. Disabled and unreadable servers are skipped.
+   */
+  async warm (scope: SourceScope, serverIds?: readonly string[]): Promise<void> {
+    const warm = this.#connector.warm
+    if (warm === undefined) return
+    const wanted = serverIds === undefined ? undefined : new Set(serverIds)
+    const servers = (await this.#servers(scope)).filter((s) => (wanted === undefined || wanted.has(s.serverId)) && s.error === undefined && s.config.enabled !== false)
+    await Promise.all(servers.map(async (server) => { await warm.call(this.#connector, this.#clientKey(scope, server.serverId), server) }))
   }
 
   /** One server's tools as MCP Tool objects (GET /users/{u}/mcp/servers/{s}/tools). */

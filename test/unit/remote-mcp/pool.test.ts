@@ -402,3 +402,32 @@ test('1,000 stdio connect/close cycles leave no child process', async (t) => {
   assert.ok(peak <= concurrency + 1, `at most one child per worker at a time, saw ${peak}`)
   await eventually(() => childPids().length === 0, 'every child reaped')
 })
+
+test('stdio first start: a longer first-connect deadline, starting() while it runs, a failed warm-up kept as the next attempt\'s lastError', async (t) => {
+  // The fixture sleeps 1.5 s before serving; the normal connect deadline is 100 ms.
+  const slow = (first: number): { pool: McpClientPool, spec: ConnectSpec } => ({
+    pool: makePool(t, { connectTimeoutMs: 100, stdioFirstConnectTimeoutMs: first }),
+    spec: { type: 'stdio', ...stdioFixture('stdio-server.ts', ['W']), env: { FIXTURE_START_DELAY_MS: '1500' } }
+  })
+
+  // A deadline long enough: warm() connects and lists once, starting() says so meanwhile and not after.
+  const ok = slow(120_000)
+  assert.equal(ok.pool.starting('w', ok.spec), undefined)
+  const warming = ok.pool.warm('w', ok.spec)
+  assert.deepEqual(ok.pool.starting('w', ok.spec), { lastError: undefined })
+  await warming
+  assert.equal(ok.pool.starting('w', ok.spec), undefined)
+  assert.ok(ok.pool.cachedTools('w', ok.spec)?.some((tool) => tool.name === 'echo'))
+  assert.equal(ok.pool.stats().clients.w?.connected, true)
+
+  // A first-connect deadline shorter than the start: warm() fails without throwing, and the retry
+  // the next use starts reports that failure while it runs.
+  const failing = slow(100)
+  await failing.pool.warm('w', failing.spec)
+  assert.equal(failing.pool.stats().clients.w?.connected, false)
+  const retry = failing.pool.listTools('w', failing.spec)
+  retry.catch(() => {})
+  const state = failing.pool.starting('w', failing.spec)
+  assert.match(state?.lastError ?? '', /tim/i, JSON.stringify(state))
+  await assert.rejects(retry, (err: unknown) => err instanceof UpstreamError)
+})
