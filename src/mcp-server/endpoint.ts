@@ -4,7 +4,7 @@ import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import type { Gateway } from '../gateway.js'
 import type { RegistryListener } from '../registry/types.js'
 import { parseServerSelection, splitComma } from '../tools/allow-list.js'
-import { actingUserId } from '../tools/tenancy.js'
+import { toolRequestTenant } from '../tools/tenancy.js'
 import type { Caller } from '../tools/types.js'
 import { ListChangedNotifier } from './notifier.js'
 import { jsonRpcError } from './json-rpc.js'
@@ -31,7 +31,7 @@ export interface McpEndpointOptions {
 export interface McpExchange {
   scope: McpQueryT
   caller: Caller
-  /** The tenant the exchange acts for (actingUserId of the caller and the URL's userId). */
+  /** The tenant the exchange acts for (toolRequestTenant of the caller, the URL's userId and its mcp= names). */
   tenant: string | undefined
   serverIds: string[]
 }
@@ -102,8 +102,10 @@ export class McpEndpoint {
    * or `user_{u}_service_{s}` name is a 403 (HttpError) for the whole exchange.
    */
   exchange (scope: McpQueryT, caller: Caller): McpExchange {
-    const tenant = actingUserId(caller, scope.userId)
-    const { serverIds } = parseServerSelection(splitComma(scope.mcp), tenant)
+    // The rule of GET /tools and /invoke: an admin's (or open mode's) encoded names imply the tenant.
+    const mcp = splitComma(scope.mcp)
+    const tenant = toolRequestTenant(caller, scope.userId, { mcp })
+    const { serverIds } = parseServerSelection(mcp, tenant)
     return { scope, caller, tenant, serverIds }
   }
 

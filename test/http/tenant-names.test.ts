@@ -74,6 +74,18 @@ test('open mode: an encoded name implies its tenant for listing and invoking ali
   assert.deepEqual(await invoke(app, { name: 'user_alice_tool_echo', arguments: { text: 'x' }, allow: { mcp: ['user_bob_service_everything'] } }), { status: 403, code: 'GW_TENANT_MISMATCH' })
   // The allow-list form of the same listing invokes too.
   assert.deepEqual(await invoke(app, { name: 'user_alice_tool_echo', arguments: { text: 'y' }, allow: { mcp: ['user_alice_service_everything'] } }), { status: 200, output: 'A:y' })
+
+  // /mcp, whose URL is an allow-list, follows the same rule for tools/list and tools/call.
+  const rpc = async (query: string, body: Record<string, unknown>): Promise<{ status: number, json: any }> => {
+    const res = await app.inject({ method: 'POST', url: `/mcp?${query}`, payload: { jsonrpc: '2.0', id: 1, ...body }, headers: { accept: 'application/json, text/event-stream' } })
+    return { status: res.statusCode, json: res.json() }
+  }
+  const mcpList = await rpc('mcp=user_alice_service_everything', { method: 'tools/list' })
+  assert.equal(mcpList.status, 200, JSON.stringify(mcpList.json))
+  assert.ok(mcpList.json.result.tools.some((x: { name: string }) => x.name === 'user_alice_tool_echo'), JSON.stringify(mcpList.json))
+  const mcpCall = await rpc('mcp=user_alice_service_everything', { method: 'tools/call', params: { name: 'user_alice_tool_echo', arguments: { text: 'z' } } })
+  assert.equal(mcpCall.json.result?.content?.[0]?.text, 'A:z', JSON.stringify(mcpCall.json))
+  assert.equal((await rpc('mcp=user_alice_service_everything&userId=bob', { method: 'tools/list' })).status, 403)
 })
 
 test('with keys: a tenant key reaches only its own tenant, listing and invoking alike; an admin key follows the open-mode rule', async (t) => {
