@@ -81,6 +81,7 @@ export const OPERATION_EXAMPLES: Readonly<Record<string, OperationExamples>> = {
     }
   },
   deleteGlobalServer: { parameters: { serverId: 'docs' } },
+  listGlobalServerTools: { parameters: { serverId: 'docs' } },
   putUserServer: {
     parameters: { serverId: 'github' },
     body: {
