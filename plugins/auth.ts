@@ -116,8 +116,8 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
     }
     request.apiKeyId = entry.id
     request.caller = entry.scope.kind === 'admin'
-      ? { userId: undefined, isAdmin: true }
-      : { userId: entry.scope.userId, isAdmin: false }
+      ? { userId: undefined, isAdmin: true, keyId: entry.id }
+      : { userId: entry.scope.userId, isAdmin: false, keyId: entry.id }
   })
   // After the overhead plugin: its onRequest hook must run first, so a request auth refuses still
   // gets a right x-gateway-overhead-ms.

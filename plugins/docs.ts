@@ -77,6 +77,7 @@ export default fp(async function docsPlugin (app: FastifyInstance) {
         { name: 'mcp', description: 'The gateway as an MCP server (streamable HTTP, stateless): the same allow-list and calls for MCP clients' },
         { name: 'registry', description: 'Registering remote MCP servers, global (admin) and per tenant' },
         { name: 'workspaces', description: 'Uploading, downloading, checkpointing and deleting tenant workspaces' },
+        { name: 'governance', description: 'The invocation journal of each tenant' },
         { name: 'operations', description: 'Health, readiness, metrics and status' }
       ]
     },

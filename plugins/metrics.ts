@@ -51,6 +51,7 @@ export default fp(async function metricsPlugin (app: FastifyInstance, opts: { re
     sandbox: builtins !== undefined ? () => builtins.sandbox.stats() : undefined,
     processes: builtins !== undefined ? () => builtins.processes.stats() : undefined,
     rateLimitRedisErrors: () => app.rateLimitRedisErrors(),
+    journal: () => services.journal.stats(),
     invocationsInFlight: () => {
       let n = 0
       for (const v of app.invocationsInFlight.values()) n += v

@@ -17,6 +17,7 @@ import metricsPlugin from '../plugins/metrics.js'
 import overheadPlugin from '../plugins/overhead.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
 import healthRoutes from '../routes/health.js'
+import invocationRoutes from '../routes/invocations.js'
 import invokeRoutes from '../routes/invoke.js'
 import mcpRoutes from '../routes/mcp.js'
 import registryRoutes from '../routes/registry.js'
@@ -112,6 +113,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(invokeRoutes)
   await app.register(registryRoutes)
   await app.register(workspaceRoutes)
+  await app.register(invocationRoutes)
   await app.register(mcpRoutes)
   return app
 }

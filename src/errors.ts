@@ -39,6 +39,8 @@ export const ERROR_CODES = {
   GW_UNRESOLVED: http(400, '`strict=true` and some requested names resolve to no tool'),
   GW_SECRET_ORIGIN_CHANGED: http(400, 'A masked secret (`Bearer ****`) sent back with a server URL of another origin: it would carry the stored secret there'),
   GW_BAD_ARCHIVE: http(400, 'An uploaded workspace archive that is corrupt, truncated, not a tar (or tar.gz), or holds an entry that is refused (absolute path, `..`, a link leaving the workspace or written through, a device, FIFO, setuid/setgid bit); the message names the entry'),
+  GW_INVALID_CURSOR: http(400, 'A journal `cursor` this gateway did not return (`GET /users/{userId}/invocations`): pass the previous page\'s `nextCursor` as is'),
+  GW_INVALID_RANGE: http(400, 'A journal `since` or `until` that is not an ISO 8601 time or epoch milliseconds, or `since` after `until`'),
   GW_UNAUTHORIZED: http(401, 'Keys are configured and the `Authorization: Bearer <key>` header is missing, of another scheme, empty or unknown (with `WWW-Authenticate: Bearer`)'),
   GW_FORBIDDEN: http(403, 'A tenant key on an admin-only route or action (global servers, stdio servers)'),
   GW_TENANT_MISMATCH: http(403, 'A userId, tool or server of another tenant than the key\'s'),
@@ -49,6 +51,7 @@ export const ERROR_CODES = {
   GW_SERVER_NOT_FOUND: http(404, 'No such registered MCP server'),
   GW_CHECKPOINT_NOT_FOUND: http(404, 'No checkpoint of that id for this workspace (never made, deleted, or dropped past `CHECKPOINTS_PER_WORKSPACE`)'),
   GW_WORKSPACE_NOT_FOUND: http(404, 'No workspace of that id for this tenant (never used, deleted, or expired past `WORKSPACE_IDLE_TTL`)'),
+  GW_INVOCATION_NOT_FOUND: http(404, 'No journal entry for that callId in this tenant\'s journal (never made, `JOURNAL=off`, or past `JOURNAL_RETENTION` or `JOURNAL_MAX_ENTRIES`)'),
   GW_WORKSPACE_BUSY: http(409, 'A checkpoint restore kept being undone by the tenant\'s own running processes writing to the workspace; stop them (or wait) and retry', true),
   GW_METHOD_NOT_ALLOWED: http(405, '`DELETE /mcp`: the MCP endpoint is stateless, there is no session to end'),
   GW_REQUEST_TIMEOUT: http(408, 'The request body did not arrive within `REQUEST_TIMEOUT_MS`', true),
@@ -63,6 +66,7 @@ export const ERROR_CODES = {
     retryable: true
   },
   GW_REGISTRY_UNAVAILABLE: http(503, 'The registry (Redis) does not answer', true),
+  GW_JOURNAL_UNAVAILABLE: http(503, 'The journal store (Redis) does not answer a journal read; calls are unaffected', true),
   GW_NOT_READY: http(503, 'Reserved, not sent by this version (`GET /readyz` answers 503 with its own body)', true),
 
   GW_INVALID_ARGUMENTS: tool('The arguments failed the tool\'s JSON Schema, or were unparsable JSON'),

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
 import { Ajv } from 'ajv'
 import type { ValidateFunction } from 'ajv'
 import type { Config } from './config.js'
 import { HttpError } from './errors.js'
+import type { Journal } from './journal/index.js'
 import { InvokeBody } from './api/invoke.js'
 import type { InvokeBodyT } from './api/invoke.js'
 import { renderTools } from './tools/formats.js'
@@ -48,6 +50,16 @@ export type BatchEntry =
   | (Extract<InvokeOutcome, { ok: true }>['result'])
   | { callId: string, name: string | null, output: string, isError: true, statusCode: number, error: { code: string, message: string } }
 
+/** What one call learnt on its way, for the journal. */
+interface CallSeen {
+  /** Ask the source for the trace. */
+  trace: boolean
+  /** The tenant the call acted for, once known. */
+  userId?: string | undefined
+  /** The remote server that served it (tiers user_mcp and global_mcp). */
+  serverId?: string
+}
+
 /** A call id for a call whose caller gave none (the same form for every entry of a batch). */
 export function newCallId (): string {
   return `call_${randomUUID().replace(/-/g, '')}`
@@ -62,12 +74,14 @@ export class Gateway {
   readonly #router: ToolRouter
   readonly #config: Config
   readonly #validateInvoke: ValidateFunction
+  readonly #journal: Journal | undefined
   // 1,000 listings or 64 MiB of their JSON, whichever comes first (a listing can be 200 KiB).
   readonly #listings = new VersionedCache<ListToolsResponse>({ maxEntries: 1000, maxBytes: 64 * 1024 * 1024, sizeOf: (r) => listingJson(r).length })
 
-  constructor (config: Config, router: ToolRouter) {
+  constructor (config: Config, router: ToolRouter, journal?: Journal) {
     this.#config = config
     this.#router = router
+    this.#journal = journal
     this.#validateInvoke = new Ajv({ strict: false, allErrors: false }).compile(InvokeBody)
   }
 
@@ -122,6 +136,20 @@ export class Gateway {
    * an MCP client's progressToken on /mcp) receives the tool's progress notifications.
    */
   async invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal, opts: { onProgress?: CallContext['onProgress'] } = {}): Promise<InvokeOutcome> {
+    // The journal's one hook: /invoke, each call of /invoke/batch and /mcp's tools/call all come here.
+    const journal = this.#journal
+    if (journal === undefined || !journal.enabled) return await this.#invoke(body, caller, signal, opts, { trace: body.trace === true })
+    const startedAt = performance.now()
+    const callId = body.callId ?? newCallId()
+    // The entry keeps the trace whether or not the caller asked for it in the result.
+    const seen: CallSeen = { trace: body.trace === true || journal.wantsTrace }
+    const outcome = await this.#invoke(body.callId === undefined ? { ...body, callId } : body, caller, signal, opts, seen)
+    journal.recordOutcome({ callId, name: body.name, arguments: body.arguments, userId: seen.userId ?? (caller.isAdmin ? undefined : caller.userId), serverId: seen.serverId, keyId: caller.keyId, startedAt }, outcome)
+    if (outcome.ok && body.trace !== true) outcome.result.trace = null
+    return outcome
+  }
+
+  async #invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal, opts: { onProgress?: CallContext['onProgress'] }, seen: CallSeen): Promise<InvokeOutcome> {
     let userId: string | undefined
     try {
       // The same rule as listing: an admin (every caller in open mode) may name the tenant through
@@ -131,6 +159,7 @@ export class Gateway {
       if (err instanceof HttpError) return { ok: false, error: err, toolMs: 0 }
       throw err
     }
+    seen.userId = userId
     try {
       return await this.#router.invoke({
         name: body.name,
@@ -138,7 +167,8 @@ export class Gateway {
         callId: body.callId ?? newCallId(),
         userId,
         ...(body.allow ? { allow: body.allow } : {}),
-        includeTrace: body.trace === true,
+        includeTrace: seen.trace,
+        onResolved: (entry) => { if (entry.route === 'user_mcp' || entry.route === 'global_mcp') seen.serverId = entry.source },
         ctx: {
           // Tools see the tenant the call acts for (an admin acting for a userId is that tenant).
           caller: { userId, isAdmin: caller.isAdmin },

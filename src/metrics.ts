@@ -16,6 +16,8 @@ export interface MetricSources {
   invocationsInFlight?: (() => number) | undefined
   /** Errors of the rate limiter's Redis connection so far. */
   rateLimitRedisErrors?: (() => number) | undefined
+  /** The invocation journal's counts (written, dropped, queued now). */
+  journal?: (() => { written: number, dropped: number, queued: number }) | undefined
 }
 
 /** One tool call as the HTTP layer saw it. */
@@ -138,6 +140,12 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
   if (processes !== undefined) {
     mirroredCounter(registry, 'gateway_background_processes_started_total', 'Background processes started (bash action start)', () => processes().spawned)
     gauge('gateway_background_processes_running', 'Background processes running now', () => [[{}, processes().running]])
+  }
+  const journal = sources.journal
+  if (journal !== undefined) {
+    mirroredCounter(registry, 'gateway_journal_written_total', 'Invocation journal entries written to its store (Redis or memory)', () => journal().written)
+    mirroredCounter(registry, 'gateway_journal_dropped_total', 'Invocation journal entries given up: the write queue was full, or the store (Redis) was unreachable or failed; the calls themselves were unaffected', () => journal().dropped)
+    gauge('gateway_journal_queue', 'Invocation journal entries waiting to be written', () => [[{}, journal().queued]])
   }
   const inFlight = sources.invocationsInFlight
   if (inFlight !== undefined) {

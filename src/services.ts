@@ -2,6 +2,9 @@ import { fileURLToPath } from 'node:url'
 import { createBuiltins } from './builtin/index.js'
 import type { Builtins } from './builtin/index.js'
 import type { Config } from './config.js'
+import { parseDuration } from './config.js'
+import { createJournal } from './journal/index.js'
+import type { Journal } from './journal/index.js'
 import type { Logger } from './logger.js'
 import { Gateway } from './gateway.js'
 import { FunctionSource } from './functions/source.js'
@@ -30,6 +33,8 @@ export interface Services {
   registryFacade: RegistryFacade
   /** The workspace use cases (the /users/{userId}/workspaces routes), tenancy included. */
   workspaces: WorkspaceFacade
+  /** The invocation journal (GET /users/{userId}/invocations), tenancy included. */
+  journal: Journal
   /** The registry itself, without tenancy checks (tests and embedders). */
   registry: ServerRegistry
   functions: FunctionSource
@@ -123,7 +128,18 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     global_mcp: remote.globalMcp
   }
   const router = new ToolRouter({ sources, outputMaxChars: config.outputMaxChars })
-  const gateway = new Gateway(config, router)
+  // Its own Redis connection: journal writes never queue behind (or delay) registry commands.
+  const journal = createJournal({
+    mode: config.journal,
+    redisUrl: config.redisUrl,
+    keyPrefix: config.redisKeyPrefix,
+    maxEntriesPerTenant: config.journalMaxEntries,
+    retentionMs: parseDuration(config.journalRetention),
+    memoryBytes: config.journalMemoryBytes,
+    logger
+  })
+  closers.push(async () => await journal.close())
+  const gateway = new Gateway(config, router, journal)
   const registryFacade = new RegistryFacade(remote.registry, router)
   logger.info({ functions: functions.size, localMcpTools: localMcp.size, localMcpServices: localMcp.serviceNames, registry: store.backend }, 'tools discovered')
 
@@ -132,6 +148,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     config,
     gateway,
     registryFacade,
+    journal,
     workspaces: new WorkspaceFacade(builtins?.lifecycle),
     registry: remote.registry,
     functions,

@@ -50,6 +50,8 @@ export interface InvokeRequest {
   ctx: Omit<CallContext, 'callId'>
   /** Include the source's structured trace in the result. */
   includeTrace: boolean
+  /** Told which catalog entry the name resolved to, before the call runs (the journal records its server). */
+  onResolved?: (entry: CatalogEntry) => void
 }
 
 export interface InvokeResult {
@@ -289,6 +291,7 @@ export class ToolRouter {
       entry = resolved.entry
     }
 
+    req.onResolved?.(entry)
     const ctx: CallContext = { ...req.ctx, callId: req.callId }
     const args = parseArguments(req.arguments)
     const checked = args.ok ? this.#validator.validate(entry.spec.inputSchema, args.value) : args

@@ -92,6 +92,8 @@ export interface WorkspaceLimits {
 export interface Caller {
   userId: string | undefined
   isAdmin: boolean
+  /** The short, non-reversible id of the API key that made the request (journal entries carry it); absent in open mode. */
+  keyId?: string | undefined
 }
 
 /** Everything a source needs for one call. Created per call, never shared between calls. */

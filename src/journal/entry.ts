@@ -1,0 +1,108 @@
+import { createHash } from 'node:crypto'
+import { maskString, prepareField, prepareText, utf8Head } from './redact.js'
+
+/** `full` stores arguments, output and trace; `meta` everything else; `off` nothing. */
+export type JournalMode = 'full' | 'meta' | 'off'
+
+/** Byte budgets of the stored fields (UTF-8 of the JSON text; of the text itself for output). */
+export const CAPS = { arguments: 16 * 1024, output: 16 * 1024, trace: 64 * 1024 } as const
+
+/**
+ * Where calls without a tenant are journaled (open mode, or an admin key naming no userId). The
+ * leading underscore keeps it apart from every userId (they start with a letter or digit); only an
+ * admin reads it (`GET /users/_global/invocations`).
+ */
+export const GLOBAL_TENANT = '_global'
+
+/** One call as the gateway saw it, before the journal masks and caps it. */
+export interface CallRecord {
+  callId: string
+  /** Epoch ms at which the call ended (its result was made). */
+  endedAt: number
+  /** The tenant the call acted for; undefined when it named none. */
+  userId: string | undefined
+  name: string
+  /** The tier that served it; null when the call was refused before a tool. */
+  route: string | null
+  /** The remote MCP server of tiers user_mcp and global_mcp. */
+  serverId: string | null
+  /** As the caller sent them: an object, or the JSON string a model emitted. */
+  arguments: unknown
+  output: string | null
+  isError: boolean
+  error: { code: string, message: string } | null
+  truncated: boolean
+  trace: unknown
+  durationMs: number
+  toolMs: number
+  /** The short hash of the API key (16 hex of its SHA-256); null in open mode. */
+  keyId: string | null
+  checkpointId: string | null
+  approvalId: string | null
+}
+
+/** A journal entry as it is stored and read back. Absent values are null, never missing. */
+export interface JournalEntry {
+  callId: string
+  /** ISO 8601 time the call ended; it started durationMs earlier. */
+  ts: string
+  userId: string | null
+  name: string
+  route: string | null
+  serverId: string | null
+  /** Masked; a CappedField over 16 KiB; null with JOURNAL=meta. */
+  arguments: unknown
+  /** SHA-256 (hex) of the arguments' JSON after masking by key, before capping. */
+  argumentsSha256: string | null
+  /** Masked; a CappedField over 16 KiB; null with JOURNAL=meta or for a refused call. */
+  output: unknown
+  isError: boolean
+  error: { code: string, message: string } | null
+  truncated: boolean
+  /** Masked; a CappedField over 64 KiB; null with JOURNAL=meta or when the source gave none. */
+  trace: unknown
+  durationMs: number
+  toolMs: number
+  keyId: string | null
+  instance: string
+  checkpointId: string | null
+  approvalId: string | null
+}
+
+/** Arguments a model emitted as a JSON string are stored as the object they encode, when they do. */
+function argumentsValue (raw: unknown): unknown {
+  if (typeof raw !== 'string') return raw ?? null
+  if (raw.trim() === '') return {}
+  try {
+    return JSON.parse(raw)
+  } catch {
+    return raw
+  }
+}
+
+/** The stored form of a call: masked, capped, and stripped to metadata with `meta`. */
+export function buildEntry (record: CallRecord, mode: Exclude<JournalMode, 'off'>, instance: string): JournalEntry {
+  const args = prepareField(argumentsValue(record.arguments), CAPS.arguments)
+  const full = mode === 'full'
+  return {
+    callId: record.callId,
+    ts: new Date(record.endedAt).toISOString(),
+    userId: record.userId ?? null,
+    name: record.name,
+    route: record.route,
+    serverId: record.serverId,
+    arguments: full ? args.stored : null,
+    argumentsSha256: createHash('sha256').update(args.json).digest('hex'),
+    output: full ? prepareText(record.output, CAPS.output) : null,
+    isError: record.isError,
+    error: record.error === null ? null : { code: record.error.code, message: maskString(utf8Head(record.error.message, CAPS.output)) },
+    truncated: record.truncated,
+    trace: full && record.trace !== null && record.trace !== undefined ? prepareField(record.trace, CAPS.trace).stored : null,
+    durationMs: record.durationMs,
+    toolMs: Math.round(record.toolMs * 1000) / 1000,
+    keyId: record.keyId,
+    instance,
+    checkpointId: record.checkpointId,
+    approvalId: record.approvalId
+  }
+}

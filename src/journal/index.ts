@@ -1,0 +1,40 @@
+import type { Logger } from '../logger.js'
+import { Journal } from './journal.js'
+import type { JournalMode } from './entry.js'
+import { MemoryJournalStore } from './memory-store.js'
+import { RedisJournalStore } from './redis-store.js'
+
+export { Journal, PAGE_MAX, EXPORT_MAX } from './journal.js'
+export type { InvocationsQuery, JournalStats } from './journal.js'
+export { CAPS, GLOBAL_TENANT, buildEntry } from './entry.js'
+export type { CallRecord, JournalEntry, JournalMode } from './entry.js'
+export { MemoryJournalStore } from './memory-store.js'
+export { RedisJournalStore } from './redis-store.js'
+export type { JournalStore } from './store.js'
+
+export interface JournalSettings {
+  mode: JournalMode
+  /** REDIS_URL: unset = a memory ring per instance. */
+  redisUrl?: string | undefined
+  keyPrefix: string
+  maxEntriesPerTenant: number
+  retentionMs: number
+  /** JOURNAL_MEMORY_BYTES: the memory ring's total budget over all tenants. */
+  memoryBytes: number
+  logger: Logger
+}
+
+/** The journal on Redis Streams when REDIS_URL is set, else on the memory ring. */
+export function createJournal (s: JournalSettings): Journal {
+  const store = s.redisUrl !== undefined && s.redisUrl !== ''
+    ? new RedisJournalStore({
+      url: s.redisUrl,
+      keyPrefix: s.keyPrefix,
+      maxEntriesPerTenant: s.maxEntriesPerTenant,
+      retentionMs: s.retentionMs,
+      // ioredis repeats connection errors while it reconnects; the journal's drop warning says enough.
+      onError: () => {}
+    })
+    : new MemoryJournalStore({ maxEntriesPerTenant: s.maxEntriesPerTenant, retentionMs: s.retentionMs, maxChars: s.memoryBytes })
+  return new Journal({ mode: s.mode, store, logger: s.logger })
+}

@@ -1,0 +1,160 @@
+import { Redis } from 'ioredis'
+import { quitWithTimeout } from '../registry/redis-quit-with-timeout.js'
+import { matches, SCAN_BUDGET } from './store.js'
+import type { JournalPage, JournalQuery, JournalStore, PendingEntry } from './store.js'
+
+/**
+ * One entry per call: XADD with approximate MAXLEN (cheap: whole stream nodes are dropped), the
+ * callId index with the retention as TTL, an approximate MINID trim when the caller asks for one,
+ * and the stream's own TTL renewed (a tenant that stops calling loses its journal after the
+ * retention, without any sweeper).
+ */
+const APPEND_SCRIPT = `
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'e', ARGV[2], 'n', ARGV[3], 'x', ARGV[4])
+redis.call('SET', KEYS[2], id, 'PX', ARGV[5])
+if ARGV[6] ~= '' then redis.call('XTRIM', KEYS[1], 'MINID', '~', ARGV[6]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return id
+`
+
+interface AppendCommand {
+  tgJournalAppend: (stream: string, callKey: string, maxLen: number, json: string, name: string, isError: string, ttlMs: number, minId: string) => Promise<string>
+}
+
+export interface RedisJournalOptions {
+  url: string
+  keyPrefix: string
+  /** JOURNAL_MAX_ENTRIES: the approximate MAXLEN of each tenant's stream. */
+  maxEntriesPerTenant: number
+  /** JOURNAL_RETENTION in ms. */
+  retentionMs: number
+  /** Bound on every command. Default 2000. */
+  commandTimeoutMs?: number
+  onError?: (err: Error) => void
+  now?: () => number
+}
+
+/** A MINID trim per tenant at most this often per instance (XADD's MAXLEN runs on every append). */
+const TRIM_EVERY_MS = 60_000
+/** Tenants whose last trim time is remembered; past it the memory is dropped (a few extra trims). */
+const TRIM_MEMORY = 100_000
+
+type StreamEntry = [id: string, fields: string[]]
+
+/**
+ * The journal in Redis Streams (docs/ARCHITECTURE.md#journal), one stream per tenant, shared by
+ * every instance. Layout, with `{p}` the key prefix:
+ * - `{p}journal:{tenant}`: the stream; fields `e` (the entry's JSON), `n` (tool name), `x` (1 when isError)
+ * - `{p}journal:{tenant}:call:{callId}`: the stream id of the call's latest entry, expiring with the retention
+ *
+ * Its own connection, which never queues while Redis is away (a write fails at once and the
+ * journal counts the drop), so journal traffic never waits behind, or delays, registry commands.
+ */
+export class RedisJournalStore implements JournalStore {
+  readonly backend = 'redis' as const
+  readonly #client: Redis & AppendCommand
+  readonly #opts: RedisJournalOptions
+  readonly #now: () => number
+  readonly #trimmed = new Map<string, number>()
+
+  constructor (opts: RedisJournalOptions) {
+    this.#opts = opts
+    this.#now = opts.now ?? Date.now
+    this.#client = new Redis(opts.url, {
+      lazyConnect: true,
+      connectTimeout: 2000,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      commandTimeout: opts.commandTimeoutMs ?? 2000,
+      retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times, 10), 2000)
+    }) as Redis & AppendCommand
+    this.#client.defineCommand('tgJournalAppend', { numberOfKeys: 2, lua: APPEND_SCRIPT })
+    this.#client.on('error', (err: Error) => opts.onError?.(err))
+    // Not awaited: the gateway starts (and serves calls) whether or not the journal's Redis is up;
+    // ioredis keeps reconnecting, and appends fail fast meanwhile.
+    this.#client.connect().catch(() => {})
+  }
+
+  #stream (tenant: string): string {
+    return `${this.#opts.keyPrefix}journal:${tenant}`
+  }
+
+  #callKey (tenant: string, callId: string): string {
+    return `${this.#opts.keyPrefix}journal:${tenant}:call:${callId}`
+  }
+
+  async append (entries: PendingEntry[]): Promise<number> {
+    if (entries.length === 0) return 0
+    const now = this.#now()
+    // Commands on a pipeline queue and return the pipeline; exec sends them in one round trip.
+    const pipeline = this.#client.pipeline() as unknown as { tgJournalAppend: (...args: Parameters<AppendCommand['tgJournalAppend']>) => unknown, exec: () => Promise<Array<[Error | null, unknown]> | null> }
+    for (const e of entries) {
+      let minId = ''
+      const last = this.#trimmed.get(e.tenant)
+      if (last === undefined || now - last >= TRIM_EVERY_MS) {
+        if (this.#trimmed.size >= TRIM_MEMORY) this.#trimmed.clear()
+        this.#trimmed.set(e.tenant, now)
+        minId = String(Math.max(0, now - this.#opts.retentionMs))
+      }
+      pipeline.tgJournalAppend(this.#stream(e.tenant), this.#callKey(e.tenant, e.callId), this.#opts.maxEntriesPerTenant, e.json, e.name, e.isError ? '1' : '0', this.#opts.retentionMs, minId)
+    }
+    const results = await pipeline.exec()
+    if (results === null) throw new Error('the journal pipeline was discarded')
+    const failed = results.filter(([err]) => err !== null)
+    if (failed.length === results.length) throw failed[0]?.[0] ?? new Error('journal append failed')
+    return results.length - failed.length
+  }
+
+  async page (tenant: string, query: JournalQuery): Promise<JournalPage> {
+    const lower = Math.max(query.since ?? 0, this.#now() - this.#opts.retentionMs)
+    const start = String(lower)
+    let end = query.until !== undefined ? String(query.until) : '+'
+    if (query.before !== undefined) {
+      const beforeMs = Number(query.before.slice(0, query.before.indexOf('-')))
+      if (query.until === undefined || query.until >= beforeMs) end = `(${query.before}`
+    }
+    const filtered = query.tool !== undefined || query.isError !== undefined
+    const entries: string[] = []
+    let scanned = 0
+    for (;;) {
+      // One more than a page shows whether another page exists; filtered pages read in larger steps.
+      const count = Math.min(SCAN_BUDGET - scanned, filtered ? Math.max(200, query.limit + 1) : query.limit - entries.length + 1)
+      const batch = await this.#client.xrevrange(this.#stream(tenant), end, start, 'COUNT', count) as StreamEntry[]
+      for (let i = 0; i < batch.length; i++) {
+        const [id, fields] = batch[i] as StreamEntry
+        scanned++
+        const f = fieldMap(fields)
+        if (matches(f.n ?? '', f.x === '1', query) && f.e !== undefined) entries.push(f.e)
+        const more = i < batch.length - 1 || batch.length === count
+        if (entries.length >= query.limit || scanned >= SCAN_BUDGET) return { entries, next: more ? id : null }
+      }
+      if (batch.length < count) return { entries, next: null }
+      end = `(${(batch[batch.length - 1] as StreamEntry)[0]}`
+    }
+  }
+
+  async get (tenant: string, callId: string): Promise<string | undefined> {
+    const id = await this.#client.get(this.#callKey(tenant, callId))
+    if (id === null) return undefined
+    if (Number(id.slice(0, id.indexOf('-'))) < this.#now() - this.#opts.retentionMs) return undefined
+    const found = await this.#client.xrange(this.#stream(tenant), id, id) as StreamEntry[]
+    const first = found[0]
+    return first === undefined ? undefined : fieldMap(first[1]).e
+  }
+
+  /** Connection state, for tests: `ready` when appends can go through. */
+  get status (): string {
+    return this.#client.status
+  }
+
+  async close (): Promise<void> {
+    await quitWithTimeout(this.#client, 1000)
+  }
+}
+
+function fieldMap (fields: string[]): { e?: string, n?: string, x?: string } {
+  const out: Record<string, string> = {}
+  for (let i = 0; i + 1 < fields.length; i += 2) out[fields[i] as string] = fields[i + 1] as string
+  return out
+}
