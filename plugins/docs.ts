@@ -78,6 +78,7 @@ export default fp(async function docsPlugin (app: FastifyInstance) {
         { name: 'registry', description: 'Registering remote MCP servers, global (admin) and per tenant' },
         { name: 'workspaces', description: 'Uploading, downloading, checkpointing and deleting tenant workspaces' },
         { name: 'governance', description: 'The invocation journal of each tenant' },
+        { name: 'policy', description: 'Tool policies: the default and each tenant\'s (deny, allowOnly, readOnly, bash.denyCommands, limits)' },
         { name: 'operations', description: 'Health, readiness, metrics and status' }
       ]
     },

@@ -20,6 +20,7 @@ import healthRoutes from '../routes/health.js'
 import invocationRoutes from '../routes/invocations.js'
 import invokeRoutes from '../routes/invoke.js'
 import mcpRoutes from '../routes/mcp.js'
+import policyRoutes from '../routes/policy.js'
 import registryRoutes from '../routes/registry.js'
 import toolsRoutes from '../routes/tools.js'
 import workspaceRoutes from '../routes/workspaces.js'
@@ -112,6 +113,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(toolsRoutes)
   await app.register(invokeRoutes)
   await app.register(registryRoutes)
+  await app.register(policyRoutes)
   await app.register(workspaceRoutes)
   await app.register(invocationRoutes)
   await app.register(mcpRoutes)

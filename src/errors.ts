@@ -38,6 +38,7 @@ export const ERROR_CODES = {
   GW_INVALID_ARGUMENTS_TYPE: http(400, 'Reserved, not sent by this version (arguments that fail a tool\'s schema are the tool-level `GW_INVALID_ARGUMENTS`)'),
   GW_UNRESOLVED: http(400, '`strict=true` and some requested names resolve to no tool'),
   GW_SECRET_ORIGIN_CHANGED: http(400, 'A masked secret (`Bearer ****`) sent back with a server URL of another origin: it would carry the stored secret there'),
+  GW_INVALID_POLICY: http(400, 'A tool policy that is not valid: an unknown key, a pattern or regular expression that does not compile, too many or too long entries; the message names the entry (`deny/3`)'),
   GW_BAD_ARCHIVE: http(400, 'An uploaded workspace archive that is corrupt, truncated, not a tar (or tar.gz), or holds an entry that is refused (absolute path, `..`, a link leaving the workspace or written through, a device, FIFO, setuid/setgid bit); the message names the entry'),
   GW_INVALID_CURSOR: http(400, 'A journal `cursor` this gateway did not return (`GET /users/{userId}/invocations`): pass the previous page\'s `nextCursor` as is'),
   GW_INVALID_RANGE: http(400, 'A journal `since` or `until` that is not an ISO 8601 time or epoch milliseconds, or `since` after `until`'),
@@ -45,6 +46,12 @@ export const ERROR_CODES = {
   GW_FORBIDDEN: http(403, 'A tenant key on an admin-only route or action (global servers, stdio servers)'),
   GW_TENANT_MISMATCH: http(403, 'A userId, tool or server of another tenant than the key\'s'),
   GW_NOT_ALLOWED: http(403, 'A tool outside the request\'s allow-list'),
+  GW_POLICY_DENIED: {
+    kind: ['http', 'tool'] as Array<'http' | 'tool'>,
+    status: 403,
+    meaning: 'The tool policy (the default or the tenant\'s) denies the tool (403; never listed), or a `bash.denyCommands` rule refused the command (tool result naming the rule)',
+    retryable: false
+  },
   GW_EGRESS_BLOCKED: http(403, 'A server URL that the egress (SSRF) guard refuses'),
   GW_TOOL_NOT_FOUND: http(404, 'No tool of that name'),
   GW_NOT_FOUND: http(404, 'No such route, or no such file in the workspace (`GET /users/{userId}/workspaces/{workspaceId}/files/{path}`)'),
@@ -134,7 +141,8 @@ export const TOOL_ERROR_CODES = {
   sandbox: 'GW_SANDBOX_ERROR',
   forbidden: 'GW_PATH_FORBIDDEN',
   cancelled: 'GW_CANCELLED',
-  quota: 'WORKSPACE_QUOTA_EXCEEDED'
+  quota: 'WORKSPACE_QUOTA_EXCEEDED',
+  policy: 'GW_POLICY_DENIED'
 } as const satisfies Record<string, CodeOfKind<'tool'>>
 
 /** The message of every GW_INTERNAL response: no stack traces, host paths or secrets leave the gateway. */

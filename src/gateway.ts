@@ -14,9 +14,10 @@ import { splitComma } from './tools/allow-list.js'
 import type { Unresolved } from './tools/allow-list.js'
 import { refusalOutput } from './tools/output.js'
 import type { Diagnostic, InvokeOutcome, ToolRouter } from './tools/router.js'
+import type { PolicyLimits, ToolPolicy, ToolPolicyProvider } from './tools/policy.js'
 import type { Unavailable } from './tools/source.js'
 import { actingUserId, toolRequestTenant } from './tools/tenancy.js'
-import type { Caller, CallContext } from './tools/types.js'
+import type { Caller, CallContext, WorkspaceRequest } from './tools/types.js'
 
 export interface ListToolsRequest {
   functions?: string
@@ -75,13 +76,15 @@ export class Gateway {
   readonly #config: Config
   readonly #validateInvoke: ValidateFunction
   readonly #journal: Journal | undefined
+  readonly #policies: ToolPolicyProvider | undefined
   // 1,000 listings or 64 MiB of their JSON, whichever comes first (a listing can be 200 KiB).
   readonly #listings = new VersionedCache<ListToolsResponse>({ maxEntries: 1000, maxBytes: 64 * 1024 * 1024, sizeOf: (r) => listingJson(r).length })
 
-  constructor (config: Config, router: ToolRouter, journal?: Journal) {
+  constructor (config: Config, router: ToolRouter, journal?: Journal, policies?: ToolPolicyProvider) {
     this.#config = config
     this.#router = router
     this.#journal = journal
+    this.#policies = policies
     this.#validateInvoke = new Ajv({ strict: false, allErrors: false }).compile(InvokeBody)
   }
 
@@ -97,15 +100,19 @@ export class Gateway {
     const scope = { userId, signal }
     const format = query.format ?? 'openai'
     const key = JSON.stringify([userId ?? null, query.functions ?? '', query.mcp ?? '', format])
-    const version = await this.#router.catalogVersion(scope)
+    const policy = await this.#policy(userId)
+    // The policy object is part of the version: a policy change (on any instance) is seen at once.
+    const version = [...await this.#router.catalogVersion(scope), policy]
     let response = this.#listings.get(key, version)
     if (!response) {
       const listing = await this.#router.list({ functions: splitComma(query.functions), mcp }, scope)
+      // The same decision /invoke makes: a denied tool is never listed (nor its diagnostics).
+      const denied = new Set(policy === undefined ? [] : listing.tools.filter((t) => policy.decide(t.entry).kind === 'deny').map((t) => t.name))
       response = {
-        tools: renderTools(listing.tools, format),
+        tools: renderTools(denied.size === 0 ? listing.tools : listing.tools.filter((t) => !denied.has(t.name)), format),
         unresolved: listing.unresolved,
         unavailable: listing.unavailable,
-        diagnostics: listing.diagnostics
+        diagnostics: denied.size === 0 ? listing.diagnostics : listing.diagnostics.filter((d) => d.exposedAs === null || !denied.has(d.exposedAs))
       }
       if (listing.unavailable.length === 0) this.#listings.set(key, version, response)
     }
@@ -161,6 +168,9 @@ export class Gateway {
     }
     seen.userId = userId
     try {
+      const policy = await this.#policy(userId)
+      const limits = policy?.limits ?? {}
+      const workspace = body.context ?? {}
       return await this.#router.invoke({
         name: body.name,
         arguments: body.arguments ?? {},
@@ -169,17 +179,31 @@ export class Gateway {
         ...(body.allow ? { allow: body.allow } : {}),
         includeTrace: seen.trace,
         onResolved: (entry) => { if (entry.route === 'user_mcp' || entry.route === 'global_mcp') seen.serverId = entry.source },
+        ...(policy !== undefined ? { policy } : {}),
+        ...(limits.outputMaxChars !== undefined ? { outputMaxChars: limits.outputMaxChars } : {}),
         ctx: {
           // Tools see the tenant the call acts for (an admin acting for a userId is that tenant).
           caller: { userId, isAdmin: caller.isAdmin },
           signal,
-          workspace: body.context ?? {},
-          timeoutMs: this.#config.invokeTimeoutMs,
+          workspace: Object.keys(limits).length === 0 ? workspace : { ...workspace, limits: underCeilings(workspace.limits, limits) },
+          timeoutMs: Math.min(this.#config.invokeTimeoutMs, limits.timeoutMs ?? Infinity),
           ...(opts.onProgress !== undefined ? { onProgress: opts.onProgress } : {})
         }
       })
     } catch (err) {
       if (err instanceof HttpError) return { ok: false, error: err, toolMs: 0 }
+      throw err
+    }
+  }
+
+  /** The tenant's effective tool policy; a store that cannot be read is a 503, never a call without its policy. */
+  async #policy (userId: string | undefined): Promise<ToolPolicy | undefined> {
+    if (this.#policies === undefined) return undefined
+    try {
+      return await this.#policies.effective(userId)
+    } catch (err) {
+      const code = (err as { code?: unknown } | null)?.code
+      if (code === 'GW_REGISTRY_UNAVAILABLE') throw new HttpError('GW_REGISTRY_UNAVAILABLE', 'The tool policy cannot be read: the registry (Redis) does not answer')
       throw err
     }
   }
@@ -220,6 +244,16 @@ export class Gateway {
     await Promise.all(Array.from({ length: Math.min(this.#config.batchConcurrency, calls.length) }, worker))
     return { results, toolMs }
   }
+}
+
+/** A request's context.limits under a policy's ceilings: each key is the lower of the two. */
+function underCeilings (requested: WorkspaceRequest['limits'], ceilings: PolicyLimits): WorkspaceRequest['limits'] {
+  const out: Record<string, number> = { ...requested }
+  for (const key of ['readMaxChars', 'commandTimeoutMs', 'bashLogChars', 'maxProcessOutputChars', 'outputMaxChars'] as const) {
+    const ceiling = ceilings[key]
+    if (ceiling !== undefined) out[key] = Math.min(out[key] ?? Infinity, ceiling)
+  }
+  return out
 }
 
 /**

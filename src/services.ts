@@ -12,6 +12,7 @@ import { loadFunctions } from './functions/loader.js'
 import { LocalMcpSource } from './local-mcp/source.js'
 import { loadLocalMcpServices } from './local-mcp/loader.js'
 import { RegistryFacade } from './registry-facade.js'
+import { PolicyService } from './policy/service.js'
 import { WorkspaceFacade } from './workspace-facade.js'
 import { createRegistryStore } from './registry/create-store.js'
 import type { ServerRegistry } from './registry/registry-service.js'
@@ -33,6 +34,8 @@ export interface Services {
   registryFacade: RegistryFacade
   /** The workspace use cases (the /users/{userId}/workspaces routes), tenancy included. */
   workspaces: WorkspaceFacade
+  /** Tool policies (GET|PUT /policy, GET|PUT|DELETE /users/{userId}/policy), tenancy included. */
+  policies: PolicyService
   /** The invocation journal (GET /users/{userId}/invocations), tenancy included. */
   journal: Journal
   /** The registry itself, without tenancy checks (tests and embedders). */
@@ -139,7 +142,10 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     logger
   })
   closers.push(async () => await journal.close())
-  const gateway = new Gateway(config, router, journal)
+  // In the registry store: a policy written through any instance is enforced by all at once.
+  const policies = new PolicyService(store, logger)
+  closers.push(async () => await policies.close())
+  const gateway = new Gateway(config, router, journal, policies)
   const registryFacade = new RegistryFacade(remote.registry, router)
   logger.info({ functions: functions.size, localMcpTools: localMcp.size, localMcpServices: localMcp.serviceNames, registry: store.backend }, 'tools discovered')
 
@@ -149,6 +155,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     gateway,
     registryFacade,
     journal,
+    policies,
     workspaces: new WorkspaceFacade(builtins?.lifecycle),
     registry: remote.registry,
     functions,

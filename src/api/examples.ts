@@ -93,6 +93,23 @@ export const OPERATION_EXAMPLES: Readonly<Record<string, OperationExamples>> = {
   },
   deleteUserServer: { parameters: { serverId: 'github' } },
   listUserServerTools: { parameters: { serverId: 'github' } },
+  putDefaultPolicy: {
+    body: {
+      guardRails: {
+        summary: 'Guard rails for every tenant: a bash command refused, a ceiling on tool output',
+        value: { bash: { denyCommands: ['^\\s*rm\\s+-rf\\s+/\\s*$'] }, limits: { outputMaxChars: 100000 } }
+      },
+      none: { summary: 'No default policy: restricts nothing', value: {} }
+    }
+  },
+  putUserPolicy: {
+    body: {
+      noBash: {
+        summary: 'This tenant never gets bash, and reads at most 20,000 characters at a time',
+        value: { deny: ['bash'], limits: { readMaxChars: 20000 } }
+      }
+    }
+  },
   createCheckpoint: {
     body: {
       labelled: { summary: 'A checkpoint with a note', value: { label: 'before the refactor' } }

@@ -40,7 +40,8 @@ const ERROR_TYPES: Record<ToolFailureReason, string> = {
   sandbox: 'SandboxError',
   forbidden: 'Forbidden',
   cancelled: 'Cancelled',
-  quota: 'QuotaExceeded'
+  quota: 'QuotaExceeded',
+  policy: 'PolicyDenied'
 }
 
 export function toolErrorCode (reason: ToolFailureReason): string {

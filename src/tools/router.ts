@@ -6,6 +6,7 @@ import type { AllowList, Unresolved } from './allow-list.js'
 import { capOutput, stringifyToolValue, toolErrorCode, toolErrorOutput } from './output.js'
 import { sameEntry } from './source.js'
 import type { CatalogEntry, SourceScope, ToolSource, Unavailable } from './source.js'
+import type { ToolPolicy } from './policy.js'
 import type { CallContext, Tier, ToolFailureReason, ToolOutcome } from './types.js'
 import { TIERS } from './types.js'
 import { ArgumentValidator } from './validate.js'
@@ -52,6 +53,10 @@ export interface InvokeRequest {
   includeTrace: boolean
   /** Told which catalog entry the name resolved to, before the call runs (the journal records its server). */
   onResolved?: (entry: CatalogEntry) => void
+  /** The tenant's tool policy: a denied tool is refused (403) once resolved, before anything runs. */
+  policy?: ToolPolicy
+  /** A lower output cap than the server's for this call (a policy's limits.outputMaxChars). */
+  outputMaxChars?: number
 }
 
 export interface InvokeResult {
@@ -292,6 +297,9 @@ export class ToolRouter {
     }
 
     req.onResolved?.(entry)
+    // The same decision as listing: it depends on the resolved entry, not on the name used.
+    const decision = req.policy?.decide(entry)
+    if (decision?.kind === 'deny') return { ok: false, error: new HttpError('GW_POLICY_DENIED', decision.message), toolMs: 0 }
     const ctx: CallContext = { ...req.ctx, callId: req.callId }
     const args = parseArguments(req.arguments)
     const checked = args.ok ? this.#validator.validate(entry.spec.inputSchema, args.value) : args
@@ -303,9 +311,14 @@ export class ToolRouter {
     } else if (!args.ok || !checked.ok) {
       outcome = { ok: false, reason: 'invalid-arguments', message: (checked as { message: string }).message }
     } else {
-      const toolStart = performance.now()
-      outcome = await callSafely(this.#sourceFor(entry), entry, args.value, ctx)
-      toolMs = performance.now() - toolStart
+      const refused = await req.policy?.checkCall(entry, args.value, ctx.signal)
+      if (refused !== undefined) {
+        outcome = { ok: false, reason: 'policy', message: refused }
+      } else {
+        const toolStart = performance.now()
+        outcome = await callSafely(this.#sourceFor(entry), entry, args.value, ctx)
+        toolMs = performance.now() - toolStart
+      }
     }
     const result = this.#shape(req, entry, outcome)
     result.toolMs = toolMs
@@ -341,10 +354,10 @@ export class ToolRouter {
     }
     if (failure) {
       const message = failure.message.length > 4000 ? capOutput(failure.message, 4000).text : failure.message
-      const capped = capOutput(toolErrorOutput(failure.reason, message, req.name, req.callId), this.#outputMaxChars)
+      const capped = capOutput(toolErrorOutput(failure.reason, message, req.name, req.callId), Math.min(this.#outputMaxChars, req.outputMaxChars ?? Infinity))
       return { ...base, output: capped.text, isError: true, error: { code: toolErrorCode(failure.reason), message }, truncated: capped.truncated, trace }
     }
-    const capped = capOutput(text, this.#outputMaxChars)
+    const capped = capOutput(text, Math.min(this.#outputMaxChars, req.outputMaxChars ?? Infinity))
     const trimmed = outcome.ok && outcome.truncated === true
     return { ...base, output: capped.text, isError: false, error: null, truncated: capped.truncated || trimmed, trace }
   }

@@ -44,6 +44,8 @@ export type ToolFailureReason =
   | 'cancelled'
   /** A workspace quota (bytes or files) would be or was passed. */
   | 'quota'
+  /** The tool policy refused these arguments (a `bash.denyCommands` rule). */
+  | 'policy'
 
 /** What a source returns for one call. */
 export type ToolOutcome =

@@ -1,0 +1,139 @@
+import { BUILTIN_READONLY } from '../naming/builtin-names.js'
+import { toWireName } from '../naming/names.js'
+import type { PolicyDecision, PolicyLimits, ToolPolicy } from '../tools/policy.js'
+import type { CatalogEntry } from '../tools/source.js'
+import { CommandCheckTimeout } from './command-guard.js'
+import type { CommandGuard } from './command-guard.js'
+import { LIMIT_KEYS } from './document.js'
+import type { PolicyDocument } from './document.js'
+import { compileNamePattern } from './pattern.js'
+
+interface Pattern {
+  source: string
+  /** `default` or `tenant`: which policy the pattern comes from, for messages. */
+  origin: string
+  test: (name: string) => boolean
+}
+
+function compile (patterns: readonly string[] | undefined, origin: string): Pattern[] {
+  return (patterns ?? []).map((source) => {
+    const test = compileNamePattern(source)
+    // Stored policies were validated on write; a pattern that no longer compiles matches nothing.
+    return { source, origin, test: test ?? (() => false) }
+  })
+}
+
+const READONLY_BUILTINS: ReadonlySet<string> = new Set(BUILTIN_READONLY)
+
+/**
+ * Every name a call can use to reach the entry: its natural and qualified names, the raw MCP
+ * tool name remote servers also answer to, and the wire forms of all of them. A pattern matches
+ * the tool when it matches any of them, so a deny cannot be dodged by calling a tool by another
+ * of its names, and the decision is the same whichever name listed or invoked it.
+ */
+function namesOf (entry: CatalogEntry): string[] {
+  const names = new Set<string>([entry.name, toWireName(entry.name)])
+  if (entry.qualifiedName !== undefined) {
+    names.add(entry.qualifiedName)
+    names.add(toWireName(entry.qualifiedName))
+  }
+  if (entry.route === 'user_mcp' || entry.route === 'global_mcp') names.add(entry.spec.name)
+  return [...names]
+}
+
+function firstMatch (patterns: readonly Pattern[], names: readonly string[]): Pattern | undefined {
+  for (const p of patterns) {
+    if (names.some((n) => p.test(n))) return p
+  }
+  return undefined
+}
+
+/**
+ * The policy in force for one tenant: the default policy and the tenant's own, combined so that
+ * the tenant's can only add restrictions (a default is a floor for every tenant):
+ * - `deny`, `requireApproval`, `bash.denyCommands`: the union of both;
+ * - `allowOnly`: a tool must pass each list that is present (the intersection);
+ * - `readOnly`: either;
+ * - `limits`: the lower of the two for each key.
+ */
+export class EffectivePolicy implements ToolPolicy {
+  readonly limits: PolicyLimits
+  readonly #deny: Pattern[]
+  readonly #allowOnly: Pattern[][]
+  readonly #requireApproval: Pattern[]
+  readonly #readOnly: string | undefined
+  readonly #commandRules: Array<{ source: string, origin: string, index: number }>
+  readonly #commandKey: string
+  readonly #guard: CommandGuard
+  /** Decisions per catalog entry (sources reuse their entry objects, so a warm listing decides nothing). */
+  readonly #decisions = new WeakMap<CatalogEntry, PolicyDecision>()
+
+  constructor (docs: { default?: PolicyDocument | undefined, tenant?: PolicyDocument | undefined }, guard: CommandGuard) {
+    this.#guard = guard
+    const layers = [['default', docs.default], ['tenant', docs.tenant]] as const
+    this.#deny = layers.flatMap(([origin, doc]) => compile(doc?.deny, origin))
+    this.#requireApproval = layers.flatMap(([origin, doc]) => compile(doc?.requireApproval, origin))
+    this.#allowOnly = layers.flatMap(([origin, doc]) => doc?.allowOnly !== undefined ? [compile(doc.allowOnly, origin)] : [])
+    this.#readOnly = layers.find(([, doc]) => doc?.readOnly === true)?.[0]
+    this.#commandRules = layers.flatMap(([origin, doc]) => (doc?.bash?.denyCommands ?? []).map((source, index) => ({ source, origin, index })))
+    this.#commandKey = JSON.stringify(this.#commandRules.map((r) => r.source))
+    const limits: PolicyLimits = {}
+    for (const key of LIMIT_KEYS) {
+      const values = layers.flatMap(([, doc]) => doc?.limits?.[key] !== undefined ? [doc.limits[key]] : [])
+      if (values.length > 0) limits[key] = Math.min(...values)
+    }
+    this.limits = limits
+  }
+
+  /** True when the policy restricts nothing (the common case needs no per-tool work). */
+  get empty (): boolean {
+    return this.#deny.length === 0 && this.#allowOnly.length === 0 && this.#readOnly === undefined &&
+      this.#requireApproval.length === 0 && this.#commandRules.length === 0 && Object.keys(this.limits).length === 0
+  }
+
+  decide (entry: CatalogEntry): PolicyDecision {
+    let decision = this.#decisions.get(entry)
+    if (decision === undefined) {
+      decision = this.#decide(entry)
+      this.#decisions.set(entry, decision)
+    }
+    return decision
+  }
+
+  #decide (entry: CatalogEntry): PolicyDecision {
+    const shown = entry.name
+    if (this.#readOnly !== undefined) {
+      const readOnly = entry.route === 'builtin' ? READONLY_BUILTINS.has(entry.spec.name) : entry.spec.annotations?.readOnlyHint === true
+      if (!readOnly) {
+        return { kind: 'deny', message: `Tool '${shown}' is denied by the ${this.#readOnly} tool policy: readOnly allows only read_file, glob, grep and tools annotated readOnlyHint` }
+      }
+    }
+    const names = namesOf(entry)
+    const denied = firstMatch(this.#deny, names)
+    if (denied !== undefined) return { kind: 'deny', message: `Tool '${shown}' is denied by the ${denied.origin} tool policy (deny '${denied.source}')` }
+    for (const list of this.#allowOnly) {
+      if (firstMatch(list, names) === undefined) {
+        return { kind: 'deny', message: `Tool '${shown}' is denied by the ${list[0]?.origin ?? 'tool'} tool policy: it matches no allowOnly pattern` }
+      }
+    }
+    // allowOnly [] of either policy allows nothing: handled above (no pattern can match).
+    const approval = firstMatch(this.#requireApproval, names)
+    if (approval !== undefined) return { kind: 'approval-required', rule: approval.source }
+    return { kind: 'allow' }
+  }
+
+  async checkCall (entry: CatalogEntry, args: Record<string, unknown>): Promise<string | undefined> {
+    if (this.#commandRules.length === 0 || entry.route !== 'builtin' || entry.spec.name !== 'bash') return undefined
+    if ((args.action !== 'exec' && args.action !== 'start') || typeof args.command !== 'string') return undefined
+    let index: number
+    try {
+      index = await this.#guard.firstMatch(this.#commandKey, this.#commandRules.map((r) => r.source), args.command)
+    } catch (err) {
+      const why = err instanceof CommandCheckTimeout ? err.message : `the policy check of the command failed (${(err as Error).message})`
+      return `Command refused: ${why}; the tool policy refuses what it cannot check`
+    }
+    const rule = this.#commandRules[index]
+    if (rule === undefined) return undefined
+    return `Command refused by the ${rule.origin} tool policy: it matches bash.denyCommands/${rule.index} ${JSON.stringify(rule.source)}`
+  }
+}

@@ -1,0 +1,168 @@
+import { HttpError } from '../errors.js'
+import type { Logger } from '../logger.js'
+import type { DocumentChange, RegistryScope, RegistryStore } from '../registry/types.js'
+import type { ToolPolicy, ToolPolicyProvider } from '../tools/policy.js'
+import { actingUserId } from '../tools/tenancy.js'
+import type { Caller } from '../tools/types.js'
+import { CommandGuard } from './command-guard.js'
+import { parsePolicy } from './document.js'
+import type { PolicyDocument } from './document.js'
+import { EffectivePolicy } from './effective.js'
+
+/** One scope's policy as read from the store. */
+interface Loaded {
+  policy: PolicyDocument | undefined
+  version: number
+  updatedAt: string | null
+}
+
+interface CacheSlot {
+  loaded: Loaded
+  /** False once a change (or a resync) made it stale: reloaded next time, kept as the fallback. */
+  fresh: boolean
+}
+
+/** What GET /policy and GET /users/{userId}/policy answer. */
+export interface PolicyView {
+  /** The stored policy, or null when none is set. */
+  policy: PolicyDocument | null
+  /** The (kind, scope) version: it grows with every write and delete, 0 when never written. */
+  version: number
+  updatedAt: string | null
+}
+
+/** Tenants whose policy stays cached; beyond it the least recently read are dropped (and re-read). */
+const MAX_CACHED_SCOPES = 10_000
+
+const DEFAULT_SCOPE: RegistryScope = { kind: 'global' }
+
+function scopeKey (scope: RegistryScope): string {
+  return scope.kind === 'global' ? 'g' : `u:${scope.userId}`
+}
+
+/**
+ * Tool policies (docs/ARCHITECTURE.md#policies): the default (the registry's global scope) and
+ * one per tenant (its user scope), stored as documents in the registry store with a version
+ * and the registry's change events, so a write on any instance is enforced by every instance at
+ * once. Reads are cached per scope and dropped on a change event; while the store is down the
+ * last policy read keeps being enforced, and a scope never read fails the request (503) rather
+ * than run without its policy.
+ */
+export class PolicyService implements ToolPolicyProvider {
+  readonly #store: RegistryStore
+  readonly #logger: Logger
+  readonly #guard: CommandGuard
+  readonly #cache = new Map<string, CacheSlot>()
+  /** Effective policies by tenant ('' without one), rebuilt when either of its documents changes. */
+  readonly #effective = new Map<string, { base: Loaded, own: Loaded | undefined, policy: EffectivePolicy }>()
+  /** Grows with every change event: a read that started before a change is not cached as fresh. */
+  #epoch = 0
+  readonly #unsubscribe: () => void
+
+  constructor (store: RegistryStore, logger: Logger, opts: { guard?: CommandGuard } = {}) {
+    this.#store = store
+    this.#logger = logger
+    this.#guard = opts.guard ?? new CommandGuard()
+    this.#unsubscribe = store.subscribeDocuments((change) => { this.#onChange(change) })
+  }
+
+  #onChange (change: DocumentChange): void {
+    this.#epoch++
+    if (change.op === 'resync') {
+      for (const slot of this.#cache.values()) slot.fresh = false
+      return
+    }
+    if (change.kind !== 'policy') return
+    const slot = this.#cache.get(scopeKey(change.scope))
+    if (slot !== undefined) slot.fresh = false
+  }
+
+  async #load (scope: RegistryScope): Promise<Loaded> {
+    const key = scopeKey(scope)
+    const slot = this.#cache.get(key)
+    if (slot?.fresh === true) {
+      // Recently used last: the bound drops the tenants not seen for longest.
+      this.#cache.delete(key)
+      this.#cache.set(key, slot)
+      return slot.loaded
+    }
+    const epoch = this.#epoch
+    let loaded: Loaded
+    try {
+      const doc = await this.#store.getDocument('policy', scope)
+      loaded = doc === undefined
+        ? { policy: undefined, version: 0, updatedAt: null }
+        : { policy: parsePolicy(doc.value), version: doc.version, updatedAt: doc.updatedAt }
+    } catch (err) {
+      if (slot !== undefined) {
+        this.#logger.warn({ err, scope: key }, 'policy store unavailable: enforcing the last policy read')
+        return slot.loaded
+      }
+      throw err
+    }
+    // The very same version stays the same object, so effective policies built on it are kept.
+    const same = slot !== undefined && slot.loaded.version === loaded.version && slot.loaded.updatedAt === loaded.updatedAt
+    const next: CacheSlot = { loaded: same ? slot.loaded : loaded, fresh: epoch === this.#epoch }
+    this.#cache.delete(key)
+    this.#cache.set(key, next)
+    while (this.#cache.size > MAX_CACHED_SCOPES) {
+      const oldest = this.#cache.keys().next().value as string
+      this.#cache.delete(oldest)
+      this.#effective.delete(oldest === 'g' ? '' : oldest.slice(2))
+    }
+    return next.loaded
+  }
+
+  /** The policy every call of the tenant (or of no tenant) obeys; the same object while nothing changed. */
+  async effective (userId: string | undefined): Promise<ToolPolicy> {
+    const [base, own] = await Promise.all([
+      this.#load(DEFAULT_SCOPE),
+      userId === undefined ? undefined : this.#load({ kind: 'user', userId })
+    ])
+    const key = userId ?? ''
+    const known = this.#effective.get(key)
+    if (known !== undefined && known.base === base && known.own === own) return known.policy
+    const policy = new EffectivePolicy({ default: base.policy, tenant: own?.policy }, this.#guard)
+    this.#effective.set(key, { base, own, policy })
+    return policy
+  }
+
+  /** GET: an admin reads any policy, a tenant key only its own (and not the default's route). */
+  async read (caller: Caller, scope: RegistryScope): Promise<PolicyView> {
+    const loaded = await this.#load(authorize(caller, scope, 'read'))
+    return { policy: loaded.policy ?? null, version: loaded.version, updatedAt: loaded.updatedAt }
+  }
+
+  /** The default policy a tenant's calls also obey (shown to the tenant with its own). */
+  async defaultPolicy (): Promise<PolicyDocument | null> {
+    return (await this.#load(DEFAULT_SCOPE)).policy ?? null
+  }
+
+  /** PUT (admin): validates strictly, then creates or replaces. */
+  async write (caller: Caller, scope: RegistryScope, input: unknown): Promise<PolicyView & { created: boolean }> {
+    const target = authorize(caller, scope, 'write')
+    const policy = parsePolicy(input)
+    const { version, created } = await this.#store.putDocument('policy', target, policy)
+    return { policy, version, updatedAt: new Date().toISOString(), created }
+  }
+
+  /** DELETE (admin): the tenant goes back to the default policy alone. */
+  async remove (caller: Caller, scope: RegistryScope): Promise<{ deleted: boolean, version: number }> {
+    return await this.#store.deleteDocument('policy', authorize(caller, scope, 'write'))
+  }
+
+  async close (): Promise<void> {
+    this.#unsubscribe()
+    await this.#guard.close()
+  }
+}
+
+/** Policies are written by admins; a tenant key reads only its own. */
+function authorize (caller: Caller, scope: RegistryScope, action: 'read' | 'write'): RegistryScope {
+  if (action === 'write' && !caller.isAdmin) throw new HttpError('GW_FORBIDDEN', 'Tool policies are written with an admin key')
+  if (scope.kind === 'global') {
+    if (!caller.isAdmin) throw new HttpError('GW_FORBIDDEN', 'The default tool policy is managed with an admin key')
+    return scope
+  }
+  return { kind: 'user', userId: actingUserId(caller, scope.userId) ?? scope.userId }
+}

@@ -1,0 +1,40 @@
+import type { CatalogEntry } from './source.js'
+import type { WorkspaceLimits } from './types.js'
+
+/**
+ * What the tool policy says about one tool for one tenant. `approval-required` names the
+ * `requireApproval` pattern that matched: such a call is meant to be held for a human; until
+ * holding is built, the router runs it like an allowed one.
+ */
+export type PolicyDecision =
+  | { kind: 'allow' }
+  | { kind: 'deny', message: string }
+  | { kind: 'approval-required', rule: string }
+
+/** Ceilings a policy puts on a call: the request may lower them, never raise them. */
+export interface PolicyLimits extends Partial<WorkspaceLimits> {
+  /** The call's deadline (below INVOKE_TIMEOUT_MS). */
+  timeoutMs?: number
+}
+
+/**
+ * The effective tool policy of one tenant (the default combined with the tenant's own). One
+ * object decides for listing (GET /tools, MCP tools/list) and invoking (/invoke, /invoke/batch,
+ * MCP tools/call), so a name is listed exactly when invoking it is not refused by the policy.
+ * The decision depends on the catalog entry only, never on the name the caller used for it.
+ */
+export interface ToolPolicy {
+  decide: (entry: CatalogEntry) => PolicyDecision
+  /**
+   * Checks the validated arguments of a call the policy allows (a bash command against
+   * `bash.denyCommands`): the refusal's message naming the rule, or undefined. May run the
+   * check off the event loop, hence async.
+   */
+  checkCall: (entry: CatalogEntry, args: Record<string, unknown>, signal: AbortSignal) => Promise<string | undefined>
+  limits: PolicyLimits
+}
+
+/** The policy of a tenant (undefined: no userId) for a request; an object that stays === while it is unchanged. */
+export interface ToolPolicyProvider {
+  effective: (userId: string | undefined) => Promise<ToolPolicy>
+}
