@@ -156,6 +156,7 @@ test('the README remote-MCP walk-through works offline as written, against the e
     return out[i] === '' ? '' : JSON.parse(out[i] ?? '')
   }
   assert.equal(having('-X PUT http://127.0.0.1:8080/mcp/servers/docs').serverId, 'docs')
+  assert.deepEqual(having('/mcp/servers/docs/tools').tools.map((x: any) => x.name).sort(), ['search_docs', 'word_count'])
   assert.deepEqual(having("tools?mcp=docs'").tools.map((x: any) => x.function.name).sort(), ['search_docs', 'word_count'])
   const searched = having('"name":"search_docs"')
   assert.equal(searched.isError, false, searched.output)
