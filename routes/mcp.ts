@@ -55,7 +55,7 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
     schema: {
       operationId: 'mcpPost',
       summary: 'MCP (streamable HTTP, stateless): JSON-RPC requests and notifications from an MCP client',
-      description: `${SCOPE} Stateless: no Mcp-Session-Id, any instance answers any request. Answers are application/json; unknown tools and tools outside the allow-list are JSON-RPC errors (-32602), tool failures are results with isError. Send Accept: application/json, text/event-stream.`,
+      description: `${SCOPE} Stateless: no Mcp-Session-Id, any instance answers any request. Answers are application/json, except a tools/call that sends _meta.progressToken: that one is answered as a text/event-stream carrying the upstream server's progress notifications under the client's token, then the result. Unknown tools and tools outside the allow-list are JSON-RPC errors (-32602), tool failures are results with isError. Send Accept: application/json, text/event-stream.`,
       tags: ['mcp'],
       querystring: McpQuery,
       body: Type.Unknown({ description: 'A JSON-RPC 2.0 message or batch (MCP)' }),
