@@ -35,6 +35,8 @@ export interface CallFacts {
   keyId: string | undefined
   /** performance.now() when the call arrived: the duration of a refused call. */
   startedAt: number
+  /** The approval a held call ran (or was refused) under. */
+  approvalId?: string
 }
 
 /** What GET /users/{userId}/invocations accepts, as the query string gives it. */
@@ -58,8 +60,9 @@ export interface JournalStats {
 
 /** Calls recorded but not yet turned into entries, at most: they hold the call's arguments and output until the next turn of the event loop. */
 const RAW_MAX = 4096
-/** Entries per store append (one Redis pipeline). */
+/** Entries per store append (one Redis script call), and their JSON size at most: a batch holds Redis for its whole run. */
 const BATCH = 256
+const BATCH_CHARS = 4 * 1024 * 1024
 /** A page of GET /users/{userId}/invocations holds at most this many entries (larger limits are lowered to it). */
 export const PAGE_MAX = 500
 const PAGE_DEFAULT = 50
@@ -88,6 +91,7 @@ export class Journal {
   #pendingChars = 0
   #scheduled = false
   #writing = false
+  #lingering: NodeJS.Timeout | undefined
   #written = 0
   #dropped = 0
   #lastWarn = 0
@@ -139,7 +143,7 @@ export class Journal {
         toolMs: r.toolMs,
         keyId: facts.keyId ?? null,
         checkpointId: r.checkpointId ?? null,
-        approvalId: null
+        approvalId: facts.approvalId ?? null
       })
       return
     }
@@ -160,7 +164,7 @@ export class Journal {
       toolMs: 0,
       keyId: facts.keyId ?? null,
       checkpointId: null,
-      approvalId: null
+      approvalId: facts.approvalId ?? null
     })
   }
 
@@ -201,6 +205,25 @@ export class Journal {
       this.#pending.push({ tenant: call.userId ?? GLOBAL_TENANT, callId: call.callId, name: call.name, isError: call.isError, json })
       this.#pendingChars += json.length
     }
+    this.#kick()
+  }
+
+  /**
+   * Starts the writer. A store with a round trip per append (Redis) waits `lingerMs` first unless a
+   * full batch is there: under load that gathers many calls into one command, which is most of
+   * the journal's CPU cost there.
+   */
+  #kick (): void {
+    if (this.#writing || this.#lingering !== undefined || this.#pending.length === 0) return
+    const linger = this.#store.lingerMs ?? 0
+    if (linger > 0 && this.#pending.length < BATCH) {
+      this.#lingering = setTimeout(() => {
+        this.#lingering = undefined
+        if (!this.#writing) this.#write().catch(() => {})
+      }, linger)
+      this.#lingering.unref()
+      return
+    }
     // #write never rejects: a failing store is counted in it.
     this.#write().catch(() => {})
   }
@@ -210,8 +233,14 @@ export class Journal {
     this.#writing = true
     try {
       while (this.#pending.length > 0) {
-        const batch = this.#pending.splice(0, BATCH)
-        for (const e of batch) this.#pendingChars -= e.json.length
+        let n = 0
+        let chars = 0
+        while (n < this.#pending.length && n < BATCH && (n === 0 || chars + (this.#pending[n] as PendingEntry).json.length <= BATCH_CHARS)) {
+          chars += (this.#pending[n] as PendingEntry).json.length
+          n++
+        }
+        const batch = this.#pending.splice(0, n)
+        this.#pendingChars -= chars
         try {
           const n = await this.#store.append(batch)
           this.#written += n
@@ -223,6 +252,8 @@ export class Journal {
     } finally {
       this.#writing = false
     }
+    // Entries that arrived while the last batch was written.
+    this.#kick()
   }
 
   #drop (n: number, err: unknown): void {
@@ -239,7 +270,7 @@ export class Journal {
   /** Resolves once everything recorded so far was written or dropped, or after `timeoutMs`. */
   async flush (timeoutMs = 5000): Promise<void> {
     const deadline = Date.now() + timeoutMs
-    while ((this.#scheduled || this.#raw.length > 0 || this.#pending.length > 0 || this.#writing) && Date.now() < deadline) {
+    while ((this.#scheduled || this.#raw.length > 0 || this.#pending.length > 0 || this.#writing || this.#lingering !== undefined) && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 5))
     }
   }

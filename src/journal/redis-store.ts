@@ -4,21 +4,29 @@ import { matches, SCAN_BUDGET } from './store.js'
 import type { JournalPage, JournalQuery, JournalStore, PendingEntry } from './store.js'
 
 /**
- * One entry per call: XADD with approximate MAXLEN (cheap: whole stream nodes are dropped), the
- * callId index with the retention as TTL, an approximate MINID trim when the caller asks for one,
- * and the stream's own TTL renewed (a tenant that stops calling loses its journal after the
- * retention, without any sweeper).
+ * A batch of entries in one call (one command to encode, one round trip). Per entry: XADD with
+ * approximate MAXLEN (cheap: whole stream nodes are dropped), the callId index with the retention
+ * as TTL, an approximate MINID trim when the caller asks for one, and the stream's own TTL renewed
+ * (a tenant that stops calling loses its journal after the retention, without any sweeper).
+ * KEYS: stream and callId key per entry; ARGV: MAXLEN, TTL (ms), then json, name, isError, minId per entry.
  */
 const APPEND_SCRIPT = `
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'e', ARGV[2], 'n', ARGV[3], 'x', ARGV[4])
-redis.call('SET', KEYS[2], id, 'PX', ARGV[5])
-if ARGV[6] ~= '' then redis.call('XTRIM', KEYS[1], 'MINID', '~', ARGV[6]) end
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return id
+local ids = {}
+for i = 0, #KEYS / 2 - 1 do
+  local stream = KEYS[1 + 2 * i]
+  local a = 3 + 4 * i
+  local id = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'e', ARGV[a], 'n', ARGV[a + 1], 'x', ARGV[a + 2])
+  redis.call('SET', KEYS[2 + 2 * i], id, 'PX', ARGV[2])
+  if ARGV[a + 3] ~= '' then redis.call('XTRIM', stream, 'MINID', '~', ARGV[a + 3]) end
+  redis.call('PEXPIRE', stream, ARGV[2])
+  ids[#ids + 1] = id
+end
+return ids
 `
 
 interface AppendCommand {
-  tgJournalAppend: (stream: string, callKey: string, maxLen: number, json: string, name: string, isError: string, ttlMs: number, minId: string) => Promise<string>
+  /** numKeys, then the keys, then the arguments (see APPEND_SCRIPT). */
+  tgJournalAppend: (numKeys: number, ...keysAndArgs: Array<string | number>) => Promise<string[]>
 }
 
 export interface RedisJournalOptions {
@@ -52,6 +60,7 @@ type StreamEntry = [id: string, fields: string[]]
  */
 export class RedisJournalStore implements JournalStore {
   readonly backend = 'redis' as const
+  readonly lingerMs = 20
   readonly #client: Redis & AppendCommand
   readonly #opts: RedisJournalOptions
   readonly #now: () => number
@@ -69,7 +78,7 @@ export class RedisJournalStore implements JournalStore {
       commandTimeout: opts.commandTimeoutMs ?? 2000,
       retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times, 10), 2000)
     }) as Redis & AppendCommand
-    this.#client.defineCommand('tgJournalAppend', { numberOfKeys: 2, lua: APPEND_SCRIPT })
+    this.#client.defineCommand('tgJournalAppend', { lua: APPEND_SCRIPT })
     this.#client.on('error', (err: Error) => opts.onError?.(err))
     // Not awaited: the gateway starts (and serves calls) whether or not the journal's Redis is up;
     // ioredis keeps reconnecting, and appends fail fast meanwhile.
@@ -87,8 +96,8 @@ export class RedisJournalStore implements JournalStore {
   async append (entries: PendingEntry[]): Promise<number> {
     if (entries.length === 0) return 0
     const now = this.#now()
-    // Commands on a pipeline queue and return the pipeline; exec sends them in one round trip.
-    const pipeline = this.#client.pipeline() as unknown as { tgJournalAppend: (...args: Parameters<AppendCommand['tgJournalAppend']>) => unknown, exec: () => Promise<Array<[Error | null, unknown]> | null> }
+    const keys: string[] = []
+    const args: Array<string | number> = [this.#opts.maxEntriesPerTenant, this.#opts.retentionMs]
     for (const e of entries) {
       let minId = ''
       const last = this.#trimmed.get(e.tenant)
@@ -97,13 +106,12 @@ export class RedisJournalStore implements JournalStore {
         this.#trimmed.set(e.tenant, now)
         minId = String(Math.max(0, now - this.#opts.retentionMs))
       }
-      pipeline.tgJournalAppend(this.#stream(e.tenant), this.#callKey(e.tenant, e.callId), this.#opts.maxEntriesPerTenant, e.json, e.name, e.isError ? '1' : '0', this.#opts.retentionMs, minId)
+      keys.push(this.#stream(e.tenant), this.#callKey(e.tenant, e.callId))
+      args.push(e.json, e.name, e.isError ? '1' : '0', minId)
     }
-    const results = await pipeline.exec()
-    if (results === null) throw new Error('the journal pipeline was discarded')
-    const failed = results.filter(([err]) => err !== null)
-    if (failed.length === results.length) throw failed[0]?.[0] ?? new Error('journal append failed')
-    return results.length - failed.length
+    // All or nothing: a script either runs whole or fails (then the journal counts the batch as dropped).
+    const ids = await this.#client.tgJournalAppend(keys.length, ...keys, ...args)
+    return ids.length
   }
 
   async page (tenant: string, query: JournalQuery): Promise<JournalPage> {

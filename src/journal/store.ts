@@ -35,6 +35,8 @@ export interface JournalPage {
  */
 export interface JournalStore {
   readonly backend: 'redis' | 'memory'
+  /** How long the writer may wait to gather a larger batch (stores with a round trip per append). */
+  readonly lingerMs?: number
   /** Appends a batch; resolves to how many were written, rejects when the store cannot be reached. */
   append: (entries: PendingEntry[]) => Promise<number>
   page: (tenant: string, query: JournalQuery) => Promise<JournalPage>
