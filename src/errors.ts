@@ -77,6 +77,7 @@ export const ERROR_CODES = {
   GW_NOT_READY: http(503, 'Reserved, not sent by this version (`GET /readyz` answers 503 with its own body)', true),
 
   GW_INVALID_ARGUMENTS: tool('The arguments failed the tool\'s JSON Schema, or were unparsable JSON'),
+  GW_UPSTREAM_UNAVAILABLE: tool('A remote MCP server\'s circuit breaker is open after repeated transport failures: the call failed fast without reaching it; the message says when it will be tried again (`retryAt` in listings)', true),
   GW_TOOL_TIMEOUT: tool('The tool ran past its deadline (`INVOKE_TIMEOUT_MS`, a server\'s `timeoutMs`); it may have had effects', true),
   GW_TOOL_ERROR: tool('The tool itself failed; the message says why'),
   GW_SANDBOX_ERROR: tool('The sandbox could not run the command (the tenant is over its process limit, a start failure)', true),
@@ -142,7 +143,8 @@ export const TOOL_ERROR_CODES = {
   forbidden: 'GW_PATH_FORBIDDEN',
   cancelled: 'GW_CANCELLED',
   quota: 'WORKSPACE_QUOTA_EXCEEDED',
-  policy: 'GW_POLICY_DENIED'
+  policy: 'GW_POLICY_DENIED',
+  'upstream-unavailable': 'GW_UPSTREAM_UNAVAILABLE'
 } as const satisfies Record<string, CodeOfKind<'tool'>>
 
 /** The message of every GW_INTERNAL response: no stack traces, host paths or secrets leave the gateway. */

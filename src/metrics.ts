@@ -8,7 +8,7 @@ import { TIERS } from './tools/types.js'
  * app (or an embedder) without built-ins still exposes the rest.
  */
 export interface MetricSources {
-  status: () => Pick<GatewayStatus, 'globalClients' | 'userClients' | 'connectedClients'>
+  status: () => Pick<GatewayStatus, 'globalClients' | 'userClients' | 'connectedClients'> & Partial<Pick<GatewayStatus, 'remoteMcp'>>
   counters: Readonly<ServiceCounters>
   sandbox?: (() => { execs: number, timeouts: number, running: number }) | undefined
   processes?: (() => { spawned: number, running: number }) | undefined
@@ -127,6 +127,36 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
   }, ['pool'])
   gauge('gateway_mcp_clients_connected', 'Remote MCP clients with an open connection', () => [[{}, sources.status().connectedClients]])
   mirroredCounter(registry, 'gateway_mcp_connect_failures_total', 'Remote MCP list or call operations that could not connect to the server', () => sources.counters.mcpConnectFailures)
+  mirroredCounter(registry, 'gateway_mcp_retries_total', 'Remote MCP tools/call retried once on a fresh connection (read-only or idempotent tools whose call failed in transport before any answer)', () => sources.status().remoteMcp?.retries)
+  mirroredCounter(registry, 'gateway_mcp_breaker_open_total', 'Times a remote MCP server\'s circuit breaker opened (or reopened after a failed half-open probe)', () => sources.status().remoteMcp?.breakerOpens)
+  // Tenants may register many servers: tenant breakers are only counted per state; a serverId
+  // label is given to global servers alone (the operator's, a bounded set).
+  gauge('gateway_mcp_breakers', 'Remote MCP circuit breakers that are open or half-open now, by pool and state', () => {
+    const counts = new Map<string, number>()
+    for (const pool of ['global', 'tenant']) for (const state of ['open', 'half_open']) counts.set(`${pool} ${state}`, 0)
+    for (const b of sources.status().remoteMcp?.breakers ?? []) {
+      const k = `${b.pool} ${b.state === 'half-open' ? 'half_open' : b.state}`
+      if (counts.has(k)) counts.set(k, (counts.get(k) ?? 0) + 1)
+    }
+    return [...counts].map(([k, n]) => {
+      const [pool = '', state = ''] = k.split(' ')
+      return [{ pool, state }, n]
+    })
+  }, ['pool', 'state'])
+  const breakerState = new Gauge({
+    name: 'gateway_mcp_breaker_state',
+    help: 'Circuit breaker of each global remote MCP server that is open, half-open or counting failures (0 closed, 1 half-open, 2 open); tenant servers are only counted in gateway_mcp_breakers',
+    labelNames: ['server'] as const,
+    registers: [],
+    collect () {
+      // A breaker that closed is dropped, not left at its last value.
+      this.reset()
+      for (const b of sources.status().remoteMcp?.breakers ?? []) {
+        if (b.pool === 'global') this.set({ server: b.server }, b.state === 'open' ? 2 : b.state === 'half-open' ? 1 : 0)
+      }
+    }
+  })
+  registry.registerMetric(breakerState)
   mirroredCounter(registry, 'gateway_registry_unavailable_total', 'Registry operations that failed because the backend (Redis) was unreachable', () => sources.counters.registryUnavailable)
   mirroredCounter(registry, 'gateway_rate_limit_redis_errors_total', 'Errors of the rate limiter\'s Redis connection; while they occur requests are not rate limited', () => sources.rateLimitRedisErrors?.() ?? 0)
 

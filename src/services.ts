@@ -163,6 +163,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     builtins,
     status: () => gatewayStatus({
       pools: remote.poolStats(),
+      resilience: remote.resilience(),
       sandbox,
       registry: { backend: store.backend, secretsEncrypted: remoteSettings.box.encrypted }
     }),

@@ -1,7 +1,7 @@
 import type { Builtins, SandboxIsolation } from './builtin/index.js'
 import { isRegistryUnavailableError } from './registry/errors.js'
 import type { RegistryStore } from './registry/types.js'
-import type { McpClientPoolStats } from './remote-mcp/index.js'
+import type { McpClientPoolStats, McpResilienceStats } from './remote-mcp/index.js'
 
 type Sandbox = Builtins['sandbox']
 
@@ -15,6 +15,29 @@ export interface GatewayStatus {
   clients: McpClientPoolStats['clients']
   sandbox: { mode: string, probe: unknown, warning: string | null, isolation: SandboxIsolation | null }
   registry: { backend: 'memory' | 'redis', secretsEncrypted: boolean }
+  remoteMcp: RemoteMcpResilience
+}
+
+/** One remote MCP server's circuit breaker in GET /status (closed ones without failures are left out). */
+export interface BreakerStatus {
+  pool: 'global' | 'tenant'
+  /** The client key: `{serverId}` (global) or `user_{userId}_service_{serverId}`. */
+  server: string
+  state: 'closed' | 'open' | 'half-open'
+  consecutiveFailures: number
+  openedAt: string | null
+  retryAt: string | null
+  lastError: string | null
+}
+
+/** Retries and circuit breakers of the remote MCP pools. */
+export interface RemoteMcpResilience {
+  /** tools/call retried once on a fresh connection (read-only or idempotent tools). */
+  retries: number
+  /** Times a breaker opened (or reopened after a failed probe). */
+  breakerOpens: number
+  openBreakers: number
+  breakers: BreakerStatus[]
 }
 
 /** GET /readyz. `ready` false means 503: the reasons say why. */
@@ -29,11 +52,26 @@ export interface Readiness {
 /** What GET /status reads: the two client pools, tier 1's sandbox (absent: an external built-in source), the registry. */
 export interface StatusParts {
   pools: { global: McpClientPoolStats, tenant: McpClientPoolStats }
+  resilience?: { global: McpResilienceStats, tenant: McpResilienceStats } | undefined
   sandbox: Sandbox | undefined
   registry: GatewayStatus['registry']
 }
 
-export function gatewayStatus ({ pools, sandbox, registry }: StatusParts): GatewayStatus {
+function resilienceStatus (r: StatusParts['resilience']): RemoteMcpResilience {
+  if (r === undefined) return { retries: 0, breakerOpens: 0, openBreakers: 0, breakers: [] }
+  const iso = (ms: number | null): string | null => ms === null ? null : new Date(ms).toISOString()
+  const breakers = (['global', 'tenant'] as const).flatMap((pool) => r[pool].breakers.map((b) => ({
+    pool, server: b.key, state: b.state, consecutiveFailures: b.consecutiveFailures, openedAt: iso(b.openedAt), retryAt: iso(b.retryAt), lastError: b.lastError
+  })))
+  return {
+    retries: r.global.retries + r.tenant.retries,
+    breakerOpens: r.global.breakerOpens + r.tenant.breakerOpens,
+    openBreakers: r.global.open + r.tenant.open,
+    breakers
+  }
+}
+
+export function gatewayStatus ({ pools, resilience, sandbox, registry }: StatusParts): GatewayStatus {
   const g = pools.global
   const u = pools.tenant
   const clients = { ...g.clients, ...u.clients }
@@ -45,7 +83,8 @@ export function gatewayStatus ({ pools, sandbox, registry }: StatusParts): Gatew
     totalTools: Object.values(clients).reduce((n, c) => n + c.tools, 0),
     clients,
     sandbox: { mode: sandbox?.mode ?? 'external', probe: sandbox?.probe ?? null, warning: sandbox?.warning ?? null, isolation: sandbox?.isolation ?? null },
-    registry
+    registry,
+    remoteMcp: resilienceStatus(resilience)
   }
 }
 

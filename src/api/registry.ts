@@ -58,5 +58,19 @@ export const StatusResponse = Type.Object({
       seccomp: Type.Boolean({ description: 'A seccomp filter denies ptrace, keyrings, bpf, io_uring, the mount family and new user namespaces' })
     }), Type.Null()], { description: 'Isolation mechanisms in force (uid per tenant, cgroups, rlimits, seccomp); null without a built-in sandbox' })
   }),
-  registry: Type.Object({ backend: Type.String(), secretsEncrypted: Type.Boolean() })
+  registry: Type.Object({ backend: Type.String(), secretsEncrypted: Type.Boolean() }),
+  remoteMcp: Type.Object({
+    retries: Type.Integer({ description: 'tools/call retried once on a fresh connection (read-only or idempotent tools whose call failed in transport before any answer)' }),
+    breakerOpens: Type.Integer({ description: 'Times a circuit breaker opened (or reopened after a failed probe)' }),
+    openBreakers: Type.Integer(),
+    breakers: Type.Array(Type.Object({
+      pool: Type.Union([Type.Literal('global'), Type.Literal('tenant')]),
+      server: Type.String({ description: 'The client key: `{serverId}` or `user_{userId}_service_{serverId}`' }),
+      state: Type.Union([Type.Literal('closed'), Type.Literal('open'), Type.Literal('half-open')]),
+      consecutiveFailures: Type.Integer(),
+      openedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+      retryAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+      lastError: Type.Union([Type.String(), Type.Null()])
+    }), { description: 'Circuit breakers that are open, half-open or counting failures (closed ones without failures are left out)' })
+  }, { description: 'Retries and circuit breakers of the remote MCP servers' })
 })

@@ -23,7 +23,11 @@ export const Unresolved = Type.Object({
   reason: Type.String()
 })
 
-export const UnavailableServer = Type.Object({ serverId: Type.String(), reason: Type.String() })
+export const UnavailableServer = Type.Object({
+  serverId: Type.String(),
+  reason: Type.String(),
+  retryAt: Type.Optional(Type.String({ format: 'date-time', description: 'The server\'s circuit breaker is open: from this time one call or listing probes it again' }))
+})
 
 export const Diagnostic = Type.Object({
   type: Type.String(),

@@ -64,3 +64,32 @@ export function toUpstreamError (err: unknown, op: 'list' | 'call', timeoutMs: n
   }
   return new UpstreamError(code, `${what} failed: ${safeMessage(err)}`)
 }
+
+/**
+ * Whether a failed tools/call certainly got no answer from the server: the request could not be
+ * sent or was refused before it ran (a stale session's 404, a failed fetch, a connection already
+ * closed), or a stdio server exited before answering (stdio has no partial responses). On HTTP
+ * transports a closed connection means a response stream had started and broke: not this.
+ */
+export function failedBeforeResponse (err: unknown, transport: string): boolean {
+  if (isSessionExpired(err)) return true
+  if (err instanceof TypeError && /fetch failed/i.test(err.message)) return true
+  if (err instanceof Error && /^Not connected$/.test(err.message)) return true
+  return transport === 'stdio' && err instanceof McpError && err.code === ErrorCode.ConnectionClosed
+}
+
+/**
+ * How a failed list or call counts for the server's circuit breaker: `failure` (transport or
+ * protocol: the server is not usable), `answered` (the server sent a JSON-RPC error: it is
+ * alive), `neutral` (the caller cancelled, or a tool ran past its own deadline).
+ */
+export function breakerVerdict (err: unknown, op: 'list' | 'call'): 'failure' | 'answered' | 'neutral' {
+  if (err instanceof UpstreamError) return err.code === 'GW_CANCELLED' || err.code === 'GW_UPSTREAM_UNAVAILABLE' ? 'neutral' : 'failure'
+  if (isAbortError(err)) return 'neutral'
+  if (err instanceof McpError) {
+    if (err.code === ErrorCode.RequestTimeout) return op === 'call' ? 'neutral' : 'failure'
+    if (err.code === ErrorCode.ConnectionClosed) return 'failure'
+    return 'answered'
+  }
+  return 'failure'
+}

@@ -3,9 +3,9 @@ import type { ToolFailureReason } from '../tools/types.js'
 
 /**
  * The codes of failures talking to a remote MCP server (their meanings are in ERROR_CODES):
- * connect, timeout, error, cancelled. A subset of the table, checked by the compiler.
+ * connect, timeout, error, unavailable (circuit open), cancelled. A subset of the table, checked by the compiler.
  */
-export type UpstreamErrorCode = GwCodes<'GW_UPSTREAM_CONNECT' | 'GW_UPSTREAM_TIMEOUT' | 'GW_UPSTREAM_ERROR' | 'GW_CANCELLED'>
+export type UpstreamErrorCode = GwCodes<'GW_UPSTREAM_CONNECT' | 'GW_UPSTREAM_TIMEOUT' | 'GW_UPSTREAM_ERROR' | 'GW_UPSTREAM_UNAVAILABLE' | 'GW_CANCELLED'>
 
 /**
  * A failure of a remote MCP server, thrown by the client pool. The message is safe to show to a
@@ -13,10 +13,13 @@ export type UpstreamErrorCode = GwCodes<'GW_UPSTREAM_CONNECT' | 'GW_UPSTREAM_TIM
  */
 export class UpstreamError extends Error {
   readonly code: UpstreamErrorCode
-  constructor (code: UpstreamErrorCode, message: string) {
+  /** GW_UPSTREAM_UNAVAILABLE: epoch ms from which the server's open circuit breaker lets a probe through. */
+  readonly retryAt: number | undefined
+  constructor (code: UpstreamErrorCode, message: string, retryAt?: number) {
     super(message)
     this.name = 'UpstreamError'
     this.code = code
+    this.retryAt = retryAt
   }
 }
 
@@ -28,6 +31,7 @@ export function isUpstreamError (err: unknown): err is UpstreamError {
 export function upstreamFailureReason (code: UpstreamErrorCode): ToolFailureReason {
   if (code === 'GW_UPSTREAM_TIMEOUT') return 'timeout'
   if (code === 'GW_CANCELLED') return 'cancelled'
+  if (code === 'GW_UPSTREAM_UNAVAILABLE') return 'upstream-unavailable'
   return 'upstream'
 }
 

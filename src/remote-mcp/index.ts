@@ -14,11 +14,11 @@ import { VERSION } from '../version.js'
 import { PoolConnector } from './connector.js'
 import { RegistryDirectory } from './directory.js'
 import { McpClientPool } from './pool.js'
-import type { McpClientPoolStats } from './pool.js'
+import type { McpClientPoolStats, McpResilienceStats } from './pool.js'
 import { RemoteMcpSource } from './source.js'
 import type { McpConnector, RemoteServer, ServerDirectory } from './source.js'
 
-export type { McpClientPoolStats, McpConnector, ServerDirectory }
+export type { McpClientPoolStats, McpConnector, McpResilienceStats, ServerDirectory }
 
 /** The settings tiers 2 and 5 cannot start without, checked before anything is opened. */
 export interface RemoteMcpSettings {
@@ -57,6 +57,8 @@ export interface RemoteMcp {
   globalMcp: RemoteMcpSource
   /** Client pool statistics (GET /status). */
   poolStats: () => { global: McpClientPoolStats, tenant: McpClientPoolStats }
+  /** Retries and circuit breakers of each pool (GET /status, /metrics). */
+  resilience: () => { global: McpResilienceStats, tenant: McpResilienceStats }
   /** Closes the directory's subscription, every MCP client and the tenant egress agent. The store stays open. */
   close: () => Promise<void>
 }
@@ -100,6 +102,7 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
       idleMs: config.mcpIdleMs,
       maxClients: config.mcpMaxClients,
       toolsTtlMs: config.mcpToolsTtlMs,
+      breaker: { failures: config.mcpBreakerFailures, windowMs: config.mcpBreakerWindowMs, openMs: config.mcpBreakerOpenMs },
       clientInfo: { name: 'tool-gateway', version: VERSION },
       logger
     }
@@ -166,6 +169,7 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
       userMcp,
       globalMcp,
       poolStats: () => ({ global: pools.global.stats(), tenant: pools.tenant.stats() }),
+      resilience: () => ({ global: pools.global.resilience(), tenant: pools.tenant.resilience() }),
       close
     }
   } catch (err) {

@@ -3,7 +3,9 @@ import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
 import type { CallToolResult, Implementation, Progress, Tool } from '@modelcontextprotocol/sdk/types.js'
 import { trackProgress } from '../mcp/progress.js'
-import { isDeadConnection, toUpstreamError } from './classify.js'
+import { CircuitBreakers } from './breaker.js'
+import type { Admission, BreakerSnapshot } from './breaker.js'
+import { breakerVerdict, failedBeforeResponse, isDeadConnection, toUpstreamError } from './classify.js'
 import { closeConnection, openConnection } from './connection.js'
 import type { Connection } from './connection.js'
 import { redactSecrets, UpstreamError } from './errors.js'
@@ -37,6 +39,20 @@ export interface McpClientPoolOptions {
   clientInfo: Implementation
   /** How long close()/invalidate() wait for clients to close before giving up on them. Default 5000. */
   closeTimeoutMs?: number
+  /** Circuit breaker per client: consecutive failures within windowMs open it for openMs. Default 5, 60000, 30000. */
+  breaker?: { failures: number, windowMs: number, openMs: number }
+}
+
+/** Retries and circuit breakers of a pool (GET /status, /metrics). */
+export interface McpResilienceStats {
+  /** tools/call retried once on a fresh connection (read-only or idempotent tools only). */
+  retries: number
+  /** Times a breaker opened (a failed half-open probe reopens it and counts again). */
+  breakerOpens: number
+  open: number
+  halfOpen: number
+  /** Breakers that are open, half-open or counting failures. */
+  breakers: BreakerSnapshot[]
 }
 
 /** Per-request options of listTools. */
@@ -53,6 +69,11 @@ export interface CallToolOptions {
   timeoutMs?: number
   /** Asks the server for progress on this call (a progressToken of the SDK's own) and receives it. */
   onProgress?: (progress: Progress) => void
+  /**
+   * The tool says it is read-only or idempotent (its annotations): a call that failed in
+   * transport before any answer is retried once on a fresh connection. Never set it otherwise.
+   */
+  retrySafe?: boolean
 }
 
 /** One client in {@link McpClientPoolStats}. */
@@ -109,6 +130,11 @@ export interface StartingState {
   lastError: string | undefined
 }
 
+/** A client's id in the pool: the caller's key and its config's hash. */
+function clientId (key: string, spec: ConnectSpec): string {
+  return `${key}#${hashConnectSpec(spec)}`
+}
+
 /** Stable hash of a spec: the same config always gives the same hash, any change a new one. */
 export function hashConnectSpec (spec: ConnectSpec): string {
   return createHash('sha256').update(canonicalJson(spec)).digest('hex').slice(0, 16)
@@ -152,11 +178,24 @@ export class McpClientPool {
    * connection gets the first-connect deadline. Bounded: the oldest ids are forgotten first.
    */
   readonly #connectedOnce = new Set<string>()
+  readonly #breakers: CircuitBreakers
+  /** Failures already counted by the breaker (a connect failure reaches every caller waiting for it). */
+  readonly #counted = new WeakSet<object>()
+  #retries = 0
   #closed = false
 
   constructor (options: McpClientPoolOptions) {
-    this.#opts = { closeTimeoutMs: 5000, logger: silentLogger, ...options, stdioFirstConnectTimeoutMs: options.stdioFirstConnectTimeoutMs ?? options.connectTimeoutMs }
+    const breaker = options.breaker ?? { failures: 5, windowMs: 60_000, openMs: 30_000 }
+    this.#opts = { closeTimeoutMs: 5000, logger: silentLogger, ...options, breaker, stdioFirstConnectTimeoutMs: options.stdioFirstConnectTimeoutMs ?? options.connectTimeoutMs }
     this.#log = this.#opts.logger
+    // Remembered beyond the clients themselves (an open breaker outlives its idle client), bounded alike.
+    this.#breakers = new CircuitBreakers({ ...breaker, maxEntries: 4 * options.maxClients })
+  }
+
+  /** Retries and breakers (GET /status, /metrics). */
+  resilience (): McpResilienceStats {
+    const counts = this.#breakers.counts()
+    return { retries: this.#retries, breakerOpens: this.#breakers.openedTotal, ...counts, breakers: this.#breakers.snapshot() }
   }
 
   /**
@@ -165,7 +204,7 @@ export class McpClientPool {
    * way (the refresh goes on and updates the cache when it lands).
    */
   cachedTools (key: string, spec: ConnectSpec): Tool[] | undefined {
-    return this.#entries.get(`${key}#${hashConnectSpec(spec)}`)?.tools
+    return this.#entries.get(clientId(key, spec))?.tools
   }
 
   /**
@@ -173,7 +212,7 @@ export class McpClientPool {
    * way: a caller whose own deadline ran out can say the server is starting, not that it timed out.
    */
   starting (key: string, spec: ConnectSpec): StartingState | undefined {
-    const entry = this.#entries.get(`${key}#${hashConnectSpec(spec)}`)
+    const entry = this.#entries.get(clientId(key, spec))
     if (entry === undefined || entry.connecting === undefined || !this.#isFirstConnect(entry)) return undefined
     return { lastError: entry.connectError }
   }
@@ -186,6 +225,9 @@ export class McpClientPool {
    */
   async warm (key: string, spec: ConnectSpec): Promise<void> {
     if (this.#closed) return
+    const id = clientId(key, spec)
+    const admission = this.#breakers.admit(id)
+    if (!admission.ok) return
     const entry = this.#acquire(key, spec)
     try {
       if (entry.tools !== undefined && entry.conn !== undefined && !entry.conn.closed) return
@@ -194,15 +236,21 @@ export class McpClientPool {
     } catch (err) {
       if (!entry.closed) this.#log.warn({ mcpClient: key, err: this.#safeMessage(entry, err) }, 'MCP server warm-up failed; the next use tries again')
     } finally {
+      if (admission.probe) this.#breakers.release(id)
       this.#release(entry)
     }
   }
 
-  /** Lists the server's tools (all pages), from the cache when fresh. Throws UpstreamError. */
+  /**
+   * Lists the server's tools (all pages), from the cache when fresh (a half-open probe always
+   * asks the server). Throws UpstreamError; GW_UPSTREAM_UNAVAILABLE while its breaker is open.
+   */
   async listTools (key: string, spec: ConnectSpec, options: ListToolsOptions = {}): Promise<Tool[]> {
+    const id = clientId(key, spec)
+    const admission = this.#admit(id)
     const entry = this.#acquire(key, spec)
     try {
-      const fresh = entry.tools !== undefined &&
+      const fresh = !admission.probe && entry.tools !== undefined &&
         entry.toolsFetchedVersion === entry.toolsVersion &&
         Date.now() - entry.toolsFetchedAt < this.#opts.toolsTtlMs
       if (fresh && entry.tools !== undefined) return entry.tools
@@ -210,7 +258,9 @@ export class McpClientPool {
       try {
         return await this.#waitFor(this.#refresh(entry), options.signal, entry)
       } catch (err) {
-        // A stale list beats no list: a failed or cancelled refresh never empties what routing uses.
+        // A stale list beats no list: a failed or cancelled refresh never empties what routing uses
+        // (unless that failure opened the breaker: then the server is reported unavailable).
+        if (this.#breakers.isOpen(id)) throw this.#unavailable(this.#breakers.admit(id))
         if (previous !== undefined && !options.signal?.aborted) {
           this.#log.warn({ mcpClient: key, err: this.#safeMessage(entry, err) }, 'tools/list refresh failed; keeping the previous list')
           return previous
@@ -218,6 +268,7 @@ export class McpClientPool {
         throw this.#toUpstream(entry, err, 'list')
       }
     } finally {
+      if (admission.probe) this.#breakers.release(id)
       this.#release(entry)
     }
   }
@@ -225,40 +276,66 @@ export class McpClientPool {
   /**
    * Calls a tool and returns the raw CallToolResult (a tool-level failure is `isError: true`,
    * not an exception). Throws UpstreamError for connect, timeout, cancellation and protocol
-   * failures. Never retried: a call may have side effects.
+   * failures, GW_UPSTREAM_UNAVAILABLE while the server's breaker is open. Replayed only when
+   * `retrySafe` and the failure certainly got no answer: once, on a fresh connection.
    */
   async callTool (key: string, spec: ConnectSpec, name: string, args: Record<string, unknown> | undefined, options: CallToolOptions = {}): Promise<CallToolResult> {
+    const id = clientId(key, spec)
+    const admission = this.#admit(id)
     const entry = this.#acquire(key, spec)
     // The SDK adds an abort listener to the signal it is given and never removes it, so it gets a
     // per-call signal; the caller's long-lived signal then only carries our own removable link.
     const perCall = new AbortController()
     const onAbort = (): void => { perCall.abort(options.signal?.reason) }
     options.signal?.addEventListener('abort', onAbort, { once: true })
+    const timeout = options.timeoutMs ?? spec.timeoutMs ?? this.#opts.callTimeoutMs
+    const deadline = Date.now() + timeout
+    // Any progress notification means the server is running the call: never replayed after it.
+    let responded = false
+    const userProgress = options.onProgress
+    const onProgress = userProgress === undefined ? undefined : (p: Progress): void => { responded = true; userProgress(p) }
     try {
       options.signal?.throwIfAborted()
-      const conn = await this.#waitFor(this.#connect(entry), options.signal, entry)
-      const timeout = options.timeoutMs ?? spec.timeoutMs ?? this.#opts.callTimeoutMs
-      try {
-        // Progress never extends the deadline: a server that keeps reporting must still finish
-        // within the call's timeout.
-        const progress = options.onProgress !== undefined ? trackProgress(conn.client, options.onProgress) : undefined
+      for (let attempt = 1; ; attempt++) {
+        const conn = await this.#waitFor(this.#connect(entry), options.signal, entry)
+        const attemptTimeout = attempt === 1 ? timeout : Math.max(1, deadline - Date.now())
         try {
-          const params = { name, arguments: args ?? {}, ...(progress !== undefined ? { _meta: { progressToken: progress.token } } : {}) }
-          const result = await conn.client.callTool(params, undefined, { timeout, signal: perCall.signal })
-          return result as CallToolResult
-        } finally {
-          progress?.end()
+          const result = await this.#callOnce(conn, name, args, attemptTimeout, perCall.signal, onProgress)
+          this.#breakers.success(id)
+          return result
+        } catch (err) {
+          if (options.signal?.aborted === true) throw new UpstreamError('GW_CANCELLED', `tools/call ${name} was cancelled by the caller`)
+          if (isDeadConnection(err)) this.#dropConnection(entry, conn, 'tools/call failed on a dead connection')
+          if (attempt === 1 && options.retrySafe === true && !responded && !entry.closed && deadline - Date.now() > 0 && failedBeforeResponse(err, conn.handle.type)) {
+            // The broken connection is out of the pool (dropped above, or already closed): the
+            // next #connect opens a fresh one.
+            if (entry.conn === conn) this.#dropConnection(entry, conn, 'tools/call failed before any answer; retrying once')
+            this.#retries++
+            this.#log.info({ mcpClient: key, tool: name, err: this.#safeMessage(entry, err) }, 'retrying a read-only/idempotent tools/call once on a fresh connection')
+            continue
+          }
+          this.#countFailure(entry, err, 'call')
+          throw this.#toUpstream(entry, err, 'call', timeout)
         }
-      } catch (err) {
-        if (options.signal?.aborted === true) throw new UpstreamError('GW_CANCELLED', `tools/call ${name} was cancelled by the caller`)
-        if (isDeadConnection(err)) this.#dropConnection(entry, conn, 'tools/call failed on a dead connection')
-        throw this.#toUpstream(entry, err, 'call', timeout)
       }
     } catch (err) {
       throw this.#toUpstream(entry, err, 'call')
     } finally {
       options.signal?.removeEventListener('abort', onAbort)
+      if (admission.probe) this.#breakers.release(id)
       this.#release(entry)
+    }
+  }
+
+  async #callOnce (conn: Connection, name: string, args: Record<string, unknown> | undefined, timeout: number, signal: AbortSignal, onProgress: ((p: Progress) => void) | undefined): Promise<CallToolResult> {
+    // Progress never extends the deadline: a server that keeps reporting must still finish
+    // within the call's timeout.
+    const progress = onProgress !== undefined ? trackProgress(conn.client, onProgress) : undefined
+    try {
+      const params = { name, arguments: args ?? {}, ...(progress !== undefined ? { _meta: { progressToken: progress.token } } : {}) }
+      return await conn.client.callTool(params, undefined, { timeout, signal }) as CallToolResult
+    } finally {
+      progress?.end()
     }
   }
 
@@ -275,6 +352,8 @@ export class McpClientPool {
         ? (k: string) => k === target
         : (k: string) => k.startsWith(target.prefix)
     const victims = [...this.#entries.values()].filter((e) => match(e.key))
+    // A changed (or removed) server starts over: its breaker must not hold the new config back.
+    this.#breakers.reset(match)
     await this.#bounded(Promise.all(victims.map(async (e) => { await this.#retire(e, 'invalidated') })))
     return victims.length
   }
@@ -304,14 +383,44 @@ export class McpClientPool {
     await this.#bounded(Promise.all(all.map(async (e) => { await this.#closeEntry(e, 'pool closed') })))
   }
 
+  /** Lets an operation through the client's breaker, or throws GW_UPSTREAM_UNAVAILABLE without any I/O. */
+  #admit (id: string): Admission & { ok: true } {
+    if (this.#closed) throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client pool is closed')
+    const admission = this.#breakers.admit(id)
+    if (!admission.ok) throw this.#unavailable(admission)
+    return admission
+  }
+
+  #unavailable (admission: Admission): UpstreamError {
+    if (admission.ok) return new UpstreamError('GW_UPSTREAM_UNAVAILABLE', 'The MCP server is unavailable: its circuit breaker is being probed')
+    return new UpstreamError('GW_UPSTREAM_UNAVAILABLE', admission.message, admission.retryAt)
+  }
+
+  /** Tells the breaker about a failed operation (once per error: a shared connect failure reaches every waiter). */
+  #countFailure (entry: Entry, err: unknown, op: 'list' | 'call' | 'connect'): void {
+    if (entry.closed || (typeof err === 'object' && err !== null && this.#counted.has(err))) return
+    if (typeof err === 'object' && err !== null) this.#counted.add(err)
+    const verdict = op === 'connect' ? breakerVerdict(err, 'list') : breakerVerdict(err, op)
+    if (verdict === 'failure') {
+      const before = this.#breakers.openedTotal
+      this.#breakers.failure(entry.id, entry.key, this.#safeMessage(entry, err))
+      if (this.#breakers.openedTotal > before) this.#log.warn({ mcpClient: entry.key, err: this.#safeMessage(entry, err) }, 'MCP server circuit breaker opened: its calls fail fast until a probe succeeds')
+    } else if (verdict === 'answered') {
+      this.#breakers.success(entry.id)
+    }
+  }
+
   #acquire (key: string, spec: ConnectSpec): Entry {
     if (this.#closed) throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client pool is closed')
-    const id = `${key}#${hashConnectSpec(spec)}`
+    const id = clientId(key, spec)
     let entry = this.#entries.get(id)
     if (entry === undefined) {
       // Same key, other config: that client belongs to a config that no longer exists.
       for (const other of this.#entries.values()) {
-        if (other.key === key) this.#retire(other, 'config changed').catch(() => {})
+        if (other.key === key) {
+          this.#retire(other, 'config changed').catch(() => {})
+          this.#breakers.reset((k, breakerId) => k === key && breakerId !== id)
+        }
       }
       entry = {
         id,
@@ -445,6 +554,7 @@ export class McpClientPool {
       return conn
     } catch (err) {
       entry.connectError = this.#safeMessage(entry, err)
+      this.#countFailure(entry, err, 'connect')
       throw err
     }
   }
@@ -499,14 +609,20 @@ export class McpClientPool {
     // has its signal. Counted from the connect, a slow first start would fail the listing too.
     const deadline = Date.now() + this.#opts.listTimeoutMs
     try {
-      tools = await this.#listAll(conn, deadline)
+      try {
+        tools = await this.#listAll(conn, deadline)
+      } catch (err) {
+        // tools/list is idempotent, so a stale session or a dropped connection is re-initialised
+        // and the listing retried once (docs/ARCHITECTURE.md#mcp-pool). Anything else (timeout, server error) is final.
+        if (!isDeadConnection(err) || entry.closed) throw err
+        this.#dropConnection(entry, conn, 'tools/list failed on a dead connection; retrying once')
+        tools = await this.#listAll(await this.#connect(entry), deadline)
+      }
     } catch (err) {
-      // tools/list is idempotent, so a stale session or a dropped connection is re-initialised
-      // and the listing retried once (docs/ARCHITECTURE.md#mcp-pool). Anything else (timeout, server error) is final.
-      if (!isDeadConnection(err) || entry.closed) throw err
-      this.#dropConnection(entry, conn, 'tools/list failed on a dead connection; retrying once')
-      tools = await this.#listAll(await this.#connect(entry), deadline)
+      this.#countFailure(entry, err, 'list')
+      throw err
     }
+    this.#breakers.success(entry.id)
     if (!entry.closed) {
       entry.tools = tools
       entry.toolsFetchedAt = Date.now()

@@ -29,7 +29,8 @@ export interface ServerDirectory {
 export interface McpConnector {
   /** `key` is AI4J's client key (`{serverId}` or `user_{userId}_service_{serverId}`). */
   listTools: (key: string, server: RemoteServer, opts: { signal: AbortSignal, timeoutMs: number }) => Promise<Tool[]>
-  callTool: (key: string, server: RemoteServer, name: string, args: Record<string, unknown>, opts: { signal: AbortSignal, timeoutMs: number, onProgress?: CallContext['onProgress'] }) => Promise<CallToolResult>
+  /** `retrySafe`: the listed tool is annotated read-only or idempotent (a call that got no answer may be retried once). */
+  callTool: (key: string, server: RemoteServer, name: string, args: Record<string, unknown>, opts: { signal: AbortSignal, timeoutMs: number, onProgress?: CallContext['onProgress'], retrySafe?: boolean }) => Promise<CallToolResult>
   /** Connects ahead of use where a start is slow (stdio); never rejects. Optional: connectors without it connect on use. */
   warm?: (key: string, server: RemoteServer) => Promise<void>
 }
@@ -124,14 +125,17 @@ export class RemoteMcpSource implements ToolSource {
         const disabled = new Set(server.config.disabledTools ?? [])
         return { server, tools: tools.filter((t) => !disabled.has(t.name)) }
       } catch (err) {
-        return { server, error: describeError(err) }
+        return { server, error: describeError(err), retryAt: (err as { retryAt?: unknown }).retryAt }
       }
     }))
     const listed: ServerTools[] = []
     const unavailable: Unavailable[] = []
     for (const s of settled) {
       if ('tools' in s && s.tools) listed.push({ server: s.server, tools: s.tools })
-      else unavailable.push({ serverId: s.server.serverId, reason: s.error ?? 'unknown error' })
+      else {
+        const retryAt = 'retryAt' in s && typeof s.retryAt === 'number' ? new Date(s.retryAt).toISOString() : undefined
+        unavailable.push({ serverId: s.server.serverId, reason: s.error ?? 'unknown error', ...(retryAt !== undefined ? { retryAt } : {}) })
+      }
     }
     return { listed, unavailable }
   }
@@ -259,13 +263,16 @@ export class RemoteMcpSource implements ToolSource {
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
     const { server, key } = entry.ref as EntryRef
     const timeoutMs = Math.min(server.config.timeoutMs ?? this.#opts.callTimeoutMs, ctx.timeoutMs)
+    // The annotations of the listed tool: a name routed to a server that could not be listed has none.
+    const annotations = entry.spec.annotations
+    const retrySafe = annotations?.readOnlyHint === true || annotations?.idempotentHint === true
     try {
-      const result = await this.#connector.callTool(key, server, entry.spec.name, args, { signal: ctx.signal, timeoutMs, ...(ctx.onProgress !== undefined ? { onProgress: ctx.onProgress } : {}) })
+      const result = await this.#connector.callTool(key, server, entry.spec.name, args, { signal: ctx.signal, timeoutMs, retrySafe, ...(ctx.onProgress !== undefined ? { onProgress: ctx.onProgress } : {}) })
       const flat = flattenCallToolResult(result)
       return { ok: true, value: flat.text, isError: flat.isError, trace: flat.trace }
     } catch (err) {
       const code = (err as { code?: unknown }).code
-      const reason = code === 'GW_UPSTREAM_TIMEOUT' ? 'timeout' : 'upstream'
+      const reason = code === 'GW_UPSTREAM_TIMEOUT' ? 'timeout' : code === 'GW_UPSTREAM_UNAVAILABLE' ? 'upstream-unavailable' : 'upstream'
       return { ok: false, reason, message: `MCP server '${server.serverId}' failed: ${describeError(err)}` }
     }
   }

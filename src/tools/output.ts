@@ -36,6 +36,7 @@ const ERROR_TYPES: Record<ToolFailureReason, string> = {
   'invalid-arguments': 'InvalidArguments',
   timeout: 'Timeout',
   upstream: 'UpstreamError',
+  'upstream-unavailable': 'UpstreamUnavailable',
   'tool-error': 'ToolError',
   sandbox: 'SandboxError',
   forbidden: 'Forbidden',

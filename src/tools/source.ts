@@ -38,6 +38,8 @@ export interface SourceScope {
 export interface Unavailable {
   serverId: string
   reason: string
+  /** ISO time from which the server is tried again (its circuit breaker is open). */
+  retryAt?: string
 }
 
 export interface SourceListing {

@@ -38,6 +38,8 @@ export type ToolFailureReason =
   | 'invalid-arguments'
   | 'timeout'
   | 'upstream'
+  /** A remote MCP server's circuit breaker is open: the call was not attempted. */
+  | 'upstream-unavailable'
   | 'tool-error'
   | 'sandbox'
   | 'forbidden'
