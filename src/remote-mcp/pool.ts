@@ -164,8 +164,11 @@ const MAX_LIST_PAGES = 1000
  * - Tool lists are cached per client and refreshed after `toolsTtlMs` or on
  *   notifications/tools/list_changed; a failed refresh keeps the previous list (and logs).
  * - A stale streamable-HTTP session (404) or a dropped connection is re-initialised and
- *   tools/list retried once; tools/call is never replayed: it fails with GW_UPSTREAM_ERROR and
- *   the next call gets a fresh session.
+ *   tools/list retried once; tools/call is replayed only for a caller that says the tool is
+ *   read-only or idempotent (`retrySafe`) and when the failure got no answer, once; otherwise it
+ *   fails with GW_UPSTREAM_ERROR and the next call gets a fresh session.
+ * - A circuit breaker per client id fails operations fast (GW_UPSTREAM_UNAVAILABLE) after
+ *   repeated failures, until a half-open probe succeeds (breaker.ts).
  */
 export class McpClientPool {
   readonly #opts: Required<Omit<McpClientPoolOptions, 'fetch'>> & { fetch?: FetchLike }
