@@ -282,3 +282,36 @@ test('a registry change of the server resets its open breaker; tool-level errors
   assert.equal(afterChange.error?.code, 'GW_UPSTREAM_ERROR', JSON.stringify(afterChange))
   assert.ok(dead.connections() > reached, 'the changed server was dialled')
 })
+
+test('a read-only tool that runs past its timeout is not retried, and tool timeouts never open the breaker', { timeout: 60_000 }, async (t) => {
+  let runs = 0
+  const fx = await startStreamableHttpFixture({
+    factory: (counters) => {
+      const server = new McpServer({ name: 'slow-reader', version: '1.0.0' })
+      server.registerTool('scan', {
+        description: 'Reads slowly.',
+        inputSchema: { ms: z.number().int().min(0) },
+        annotations: { readOnlyHint: true }
+      }, async ({ ms }, extra) => {
+        counters.toolCalls++
+        runs++
+        await sleep(ms, undefined, { signal: extra.signal }).catch(() => {})
+        return { content: [{ type: 'text' as const, text: `scanned ${ms}` }] }
+      })
+      return server
+    }
+  })
+  t.after(async () => await fx.close())
+  const gw = await buildTestApp(t, { env: { ...ENV, MCP_BREAKER_FAILURES: '2' } })
+  await register(gw, 'sr', { type: 'http', url: fx.url, timeoutMs: 300 })
+
+  for (let i = 1; i <= 3; i++) {
+    const r = await invoke(gw, 'sr__scan', { ms: 5000 })
+    assert.equal(r.error?.code, 'GW_TOOL_TIMEOUT', JSON.stringify(r))
+    assert.equal(runs, i, 'each timed-out call ran once')
+  }
+  const st = (await status(gw)).remoteMcp
+  assert.equal(st.retries, 0)
+  assert.deepEqual(st.breakers, [])
+  assert.equal((await invoke(gw, 'sr__scan', { ms: 1 })).output, 'scanned 1')
+})
