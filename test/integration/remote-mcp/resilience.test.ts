@@ -315,3 +315,39 @@ test('a read-only tool that runs past its timeout is not retried, and tool timeo
   assert.deepEqual(st.breakers, [])
   assert.equal((await invoke(gw, 'sr__scan', { ms: 1 })).output, 'scanned 1')
 })
+
+test('a tenant server\'s breaker is its own (keyed by tenant) and reaches /metrics only as a count, never by userId or serverId', { timeout: 60_000 }, async (t) => {
+  const fx = await startStreamableHttpFixture({ marker: 'tn' })
+  t.after(async () => await fx.close())
+  const gw = await buildTestApp(t, { env: { ...ENV, EGRESS_ALLOW: '127.0.0.1/32', MCP_BREAKER_FAILURES: '2', MCP_BREAKER_OPEN_MS: '600000' } })
+  const put = async (userId: string): Promise<void> => {
+    const res = await gw.inject({ method: 'PUT', url: `/users/${userId}/mcp/servers/notes-zebra`, payload: { type: 'http', url: fx.url } })
+    assert.equal(res.statusCode, 201, res.body)
+  }
+  await put('tenant-quokka')
+  await put('tenant-okapi')
+  const call = async (userId: string): Promise<any> => {
+    const res = await gw.inject({ method: 'POST', url: '/invoke', payload: { name: `user_${userId}_tool_echo`, userId, arguments: { text: 'x' } } })
+    assert.equal(res.statusCode, 200, res.body)
+    return res.json()
+  }
+  assert.equal((await call('tenant-quokka')).output, 'tn:x')
+  assert.equal((await call('tenant-okapi')).output, 'tn:x')
+
+  const port = fx.port
+  await fx.close()
+  await deadListener(t, port)
+  for (let i = 0; i < 2; i++) assert.equal((await call('tenant-quokka')).error?.code, 'GW_UPSTREAM_ERROR')
+  assert.equal((await call('tenant-quokka')).error?.code, 'GW_UPSTREAM_UNAVAILABLE')
+  // The other tenant's client of the same URL has a breaker of its own: still closed, still dialled.
+  assert.equal((await call('tenant-okapi')).error?.code, 'GW_UPSTREAM_ERROR')
+
+  const breakers = (await status(gw)).remoteMcp.breakers
+  assert.deepEqual(breakers.map((b: any) => [b.pool, b.server, b.state]).sort(), [
+    ['tenant', 'user_tenant-okapi_service_notes-zebra', 'closed'],
+    ['tenant', 'user_tenant-quokka_service_notes-zebra', 'open']
+  ])
+  const text = await metrics(gw)
+  assert.equal(metricValue(text, 'gateway_mcp_breakers{pool="tenant",state="open"}'), 1)
+  for (const secret of ['quokka', 'okapi', 'zebra']) assert.ok(!text.includes(secret), `${secret} leaked into /metrics`)
+})
