@@ -9,9 +9,13 @@
 import { test } from 'node:test'
 import type { TestContext } from 'node:test'
 import assert from 'node:assert/strict'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { createServer } from 'node:net'
 import type { Server as NetServer, Socket } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { fileURLToPath } from 'node:url'
 import type { FastifyInstance } from 'fastify'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import * as z from 'zod'
@@ -25,6 +29,9 @@ const ENV = {
   MCP_CALL_TIMEOUT_MS: '5000',
   LOAD_EXAMPLES: 'false'
 }
+
+const TSX_IMPORT = import.meta.resolve('tsx')
+const CRASH_FIXTURE = fileURLToPath(new URL('../../../scripts/lib/mcp-fixtures/faulty/stdio-crash.ts', import.meta.url))
 
 /** Per-tool executions, across every session of a fixture. */
 type Runs = Record<'lookup' | 'upsert' | 'write', number>
@@ -350,4 +357,25 @@ test('a tenant server\'s breaker is its own (keyed by tenant) and reaches /metri
   const text = await metrics(gw)
   assert.equal(metricValue(text, 'gateway_mcp_breakers{pool="tenant",state="open"}'), 1)
   for (const secret of ['quokka', 'okapi', 'zebra']) assert.ok(!text.includes(secret), `${secret} leaked into /metrics`)
+})
+
+test('a stdio server that exits before answering a read-only tool: retried once on a fresh child; the crash of a tool without hints is not', { timeout: 90_000 }, async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'tg-retry-'))
+  t.after(async () => await rm(dir, { recursive: true, force: true }))
+  const callLog = join(dir, 'calls.log')
+  const gw = await buildTestApp(t, { env: { ...ENV, MCP_CONNECT_TIMEOUT_MS: '15000', MCP_LIST_TIMEOUT_MS: '15000' } })
+  await register(gw, 'crashy', { type: 'stdio', command: process.execPath, args: ['--import', TSX_IMPORT, CRASH_FIXTURE, 'crashy'], env: { CALL_LOG: callLog }, timeoutMs: 20_000 })
+
+  const once = await invoke(gw, 'crashy__crash_once', {})
+  assert.equal(once.isError, false, JSON.stringify(once))
+  assert.equal(once.output, 'crashy:survived')
+  const lines = (await readFile(callLog, 'utf8')).trim().split('\n')
+  assert.equal(lines.length, 2, lines.join(' | '))
+  assert.notEqual(lines[0]?.split(' ')[1], lines[1]?.split(' ')[1], 'the retry ran in a fresh child')
+  assert.equal((await status(gw)).remoteMcp.retries, 1)
+
+  const crash = await invoke(gw, 'crashy__crash', {})
+  assert.equal(crash.error?.code, 'GW_UPSTREAM_ERROR', JSON.stringify(crash))
+  assert.equal((await readFile(callLog, 'utf8')).trim().split('\n').filter((l) => l.startsWith('crash ')).length, 1, 'not replayed')
+  assert.equal((await status(gw)).remoteMcp.retries, 1)
 })
