@@ -11,7 +11,7 @@ declare module 'fastify' {
     /** `open`: no key configured, every caller is admin (local development). `keyed`: Bearer keys required. */
     authMode: 'open' | 'keyed'
     /** How many keys of each kind are configured (counts only; for the start-up announcement). */
-    apiKeyCounts: { admin: number, tenant: number }
+    apiKeyCounts: { admin: number, tenant: number, approver: number }
   }
   interface FastifyRequest {
     /** Who is calling: set before any route runs. */
@@ -71,6 +71,10 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
     if (request.routeOptions.config.admin === true && !request.caller.isAdmin) {
       throw new HttpError('GW_FORBIDDEN', 'Global servers are managed with an admin key')
     }
+    // An approver key decides held calls; it never runs tools or reaches anything else of its tenant.
+    if (request.caller.role === 'approver' && request.routeOptions.config.approver !== true) {
+      throw new HttpError('GW_FORBIDDEN', 'An approver key only reads and decides approvals and reads the journal of its tenant')
+    }
   })
 
   if (open) {
@@ -117,7 +121,9 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
     request.apiKeyId = entry.id
     request.caller = entry.scope.kind === 'admin'
       ? { userId: undefined, isAdmin: true, keyId: entry.id }
-      : { userId: entry.scope.userId, isAdmin: false, keyId: entry.id }
+      : entry.scope.kind === 'approver'
+        ? { userId: entry.scope.userId, isAdmin: false, keyId: entry.id, role: 'approver' }
+        : { userId: entry.scope.userId, isAdmin: false, keyId: entry.id }
   })
   // After the overhead plugin: its onRequest hook must run first, so a request auth refuses still
   // gets a right x-gateway-overhead-ms.

@@ -21,6 +21,8 @@ declare module 'fastify' {
     requireKey?: boolean
     /** Needs an admin key (global servers, /status): the auth plugin answers 403 GW_FORBIDDEN to any other caller. */
     admin?: boolean
+    /** An approver key (`key:approver:{userId}`) may call it (approvals, the journal); every other route refuses one with 403 GW_FORBIDDEN. */
+    approver?: boolean
     /**
      * The route runs tools: each request holds MAX_CONCURRENT_PER_TENANT slots while it runs
      * (rate-limit plugin). `true`: its answer is an invoke result or batch, recorded by the

@@ -17,6 +17,7 @@ async function invocationRoutes (app: FastifyInstance): Promise<void> {
   const tags = ['governance']
 
   app.get<{ Params: Static<typeof InvocationsParams>, Querystring: Static<typeof InvocationsQuery> }>('/users/:userId/invocations', {
+    config: { approver: true },
     schema: {
       operationId: 'listInvocations',
       summary: "A tenant's invocation journal, newest first",
@@ -38,6 +39,7 @@ async function invocationRoutes (app: FastifyInstance): Promise<void> {
   })
 
   app.get<{ Params: Static<typeof InvocationParams> }>('/users/:userId/invocations/:callId', {
+    config: { approver: true },
     schema: {
       operationId: 'getInvocation',
       summary: 'One journal entry by callId',

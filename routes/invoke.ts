@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { errorResponses } from '../src/api/common.js'
-import { BatchBody, BatchResponse, InvokeBody, InvokeResult } from '../src/api/invoke.js'
+import { BatchBody, BatchResponse, InvokeBody, InvokePending, InvokeResult } from '../src/api/invoke.js'
 import type { InvokeBodyT } from '../src/api/invoke.js'
 import { abortOnClientGone } from './abort.js'
 
@@ -12,14 +12,18 @@ async function invokeRoutes (app: FastifyInstance): Promise<void> {
     schema: {
       operationId: 'invokeTool',
       summary: 'Execute a tool call the model returned',
-      description: '200 once the name resolved and the caller is allowed, whatever the tool did (isError tells). HTTP errors are for calls that never reached a tool.',
+      description: '200 once the name resolved and the caller is allowed, whatever the tool did (isError tells). HTTP errors are for calls that never reached a tool. 202 when the tool policy holds the call for a human\'s approval (requireApproval) and no decision came within waitForApprovalMs.',
       tags: ['invoke'],
       body: InvokeBody,
-      response: { 200: InvokeResult, ...errorResponses(400, 401, 403, 404, 413, 415, 429, 503) }
+      response: { 200: InvokeResult, 202: InvokePending, ...errorResponses(400, 401, 403, 404, 413, 415, 429, 503) }
     }
   }, async (request, reply) => {
     const outcome = await app.services.gateway.invoke(request.body, request.caller, abortOnClientGone(reply))
     if (!outcome.ok) throw outcome.error
+    if (outcome.pending !== undefined) {
+      request.logFields = { tool: outcome.result.name, route: outcome.result.route, tenant: request.body.userId ?? request.caller.userId ?? null, outcome: 'pending', approvalId: outcome.pending.approvalId }
+      return await reply.code(202).send({ callId: outcome.result.callId, status: 'pending', approvalId: outcome.pending.approvalId })
+    }
     const { toolMs, ...result } = outcome.result
     request.toolMs = toolMs
     request.logFields = { tool: result.name, route: result.route, tenant: request.body.userId ?? request.caller.userId ?? null, outcome: result.isError ? result.error?.code : 'ok', durationMs: result.durationMs }
@@ -31,7 +35,7 @@ async function invokeRoutes (app: FastifyInstance): Promise<void> {
     schema: {
       operationId: 'invokeBatch',
       summary: 'Execute several tool calls concurrently; results in order',
-      description: 'Each entry is the /invoke result, or for a call that never reached a tool { callId, name, output, isError: true, statusCode, error }, whose output is the TOOL_ERROR: {...} form of a tool failure and whose callId is generated when the call gave none. Writes to one workspace are serialised.',
+      description: 'Each entry is the /invoke result, or for a call that never reached a tool { callId, name, output, isError: true, statusCode, error }, whose output is the TOOL_ERROR: {...} form of a tool failure and whose callId is generated when the call gave none; a call held for approval is { callId, name, status: "pending", approvalId, output, isError: true, statusCode: 202, error }. Writes to one workspace are serialised.',
       tags: ['invoke'],
       body: BatchBody,
       response: { 200: BatchResponse, ...errorResponses(400, 401, 403, 413, 415, 429, 503) }

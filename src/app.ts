@@ -16,6 +16,7 @@ import gatewayPlugin from '../plugins/gateway.js'
 import metricsPlugin from '../plugins/metrics.js'
 import overheadPlugin from '../plugins/overhead.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
+import approvalRoutes from '../routes/approvals.js'
 import healthRoutes from '../routes/health.js'
 import invocationRoutes from '../routes/invocations.js'
 import invokeRoutes from '../routes/invoke.js'
@@ -116,6 +117,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(policyRoutes)
   await app.register(workspaceRoutes)
   await app.register(invocationRoutes)
+  await app.register(approvalRoutes)
   await app.register(mcpRoutes)
   return app
 }

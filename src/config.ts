@@ -31,7 +31,7 @@ export const ConfigSchema = Type.Object({
   egressAllow: Type.Array(Type.String({ minLength: 1 }), { env: 'EGRESS_ALLOW', default: [], description: 'Hosts or CIDRs a tenant server may reach despite the SSRF guard' }),
   secretsKey: Type.Optional(Type.String({ minLength: 1, env: 'SECRETS_KEY', description: 'Key for secrets at rest: base64 of 32 bytes, or keyId:base64' })),
   secretsKeyPrevious: Type.Optional(Type.String({ minLength: 1, env: 'SECRETS_KEY_PREVIOUS', description: 'Old keys still accepted for decryption after a rotation (comma list, same format)' })),
-  apiKeys: Type.Optional(Type.String({ minLength: 1, env: 'API_KEYS', description: 'key:scope pairs; scope * = admin, else a userId' })),
+  apiKeys: Type.Optional(Type.String({ minLength: 1, env: 'API_KEYS', description: 'key:scope pairs; scope * = admin, approver:{userId} = an approver of that tenant, else a userId' })),
   apiKeysFile: Type.Optional(Type.String({ minLength: 1, env: 'API_KEYS_FILE', description: 'File with one key:scope pair per line' })),
   authFailuresPerMinute: Type.Integer({ minimum: 0, env: 'AUTH_FAILURES_PER_MINUTE', default: 30, description: 'Wrong API keys per minute from one client address with the same 8-character key prefix; at the limit that prefix gets 429 from that address until the minute ends, and at 10x the limit the whole address does (0 = off)' }),
   rateLimitPerMinute: Type.Integer({ minimum: 1, env: 'RATE_LIMIT_PER_MINUTE', default: 600, description: 'Requests per minute per tenant' }),
@@ -64,7 +64,10 @@ export const ConfigSchema = Type.Object({
   journal: Type.Union([Type.Literal('full'), Type.Literal('meta'), Type.Literal('off')], { env: 'JOURNAL', default: 'full', description: 'Invocation journal: full (arguments, output and trace, masked and capped), meta (without them) or off' }),
   journalMaxEntries: Type.Integer({ minimum: 1, maximum: 10_000_000, env: 'JOURNAL_MAX_ENTRIES', default: 10_000, description: 'Journal entries kept per tenant (Redis: approximate MAXLEN of its stream); the oldest go first' }),
   journalRetention: Type.String({ pattern: '^[1-9][0-9]{0,9}(ms|s|m|h|d)$', env: 'JOURNAL_RETENTION', default: '7d', description: 'Journal entries older than this are not returned and are trimmed (e.g. 7d, 12h)' }),
-  journalMemoryBytes: Type.Integer({ minimum: 1024 * 1024, env: 'JOURNAL_MEMORY_BYTES', default: 64 * 1024 * 1024, description: 'Without Redis: the memory journal\'s total size over all tenants (entry JSON, approximate); past it the oldest entries of any tenant go first' })
+  journalMemoryBytes: Type.Integer({ minimum: 1024 * 1024, env: 'JOURNAL_MEMORY_BYTES', default: 64 * 1024 * 1024, description: 'Without Redis: the memory journal\'s total size over all tenants (entry JSON, approximate); past it the oldest entries of any tenant go first' }),
+  approvalTtl: Type.String({ pattern: '^[1-9][0-9]{0,9}(ms|s|m|h|d)$', env: 'APPROVAL_TTL', default: '1h', description: 'How long a held call (a tool matching a policy\'s requireApproval) waits for a decision; past it the call is APPROVAL_EXPIRED' }),
+  approvalWebhookUrl: Type.Optional(Type.String({ pattern: '^https?://', env: 'APPROVAL_WEBHOOK_URL', description: 'Receives a POST per held call (approvalId, userId, name, callId, createdAt, expiresAt; never the arguments), signed in x-gateway-signature' })),
+  approvalWebhookSecret: Type.Optional(Type.String({ minLength: 16, env: 'APPROVAL_WEBHOOK_SECRET', description: 'HMAC-SHA256 key of the approval webhook\'s x-gateway-signature (sha256=<hex of the raw body>)' }))
 })
 
 export type Config = Static<typeof ConfigSchema> & {

@@ -58,6 +58,14 @@ export const ERROR_CODES = {
   GW_SERVER_NOT_FOUND: http(404, 'No such registered MCP server'),
   GW_CHECKPOINT_NOT_FOUND: http(404, 'No checkpoint of that id for this workspace (never made, deleted, or dropped past `CHECKPOINTS_PER_WORKSPACE`)'),
   GW_WORKSPACE_NOT_FOUND: http(404, 'No workspace of that id for this tenant (never used, deleted, or expired past `WORKSPACE_IDLE_TTL`)'),
+  GW_APPROVAL_NOT_FOUND: http(404, 'No approval of that id (never made, or its record was dropped a day after it expired or was decided)'),
+  GW_APPROVAL_DECIDED: http(409, 'The approval was already decided (approved or denied, by this or another approver)'),
+  APPROVAL_EXPIRED: {
+    kind: ['http', 'tool'] as Array<'http' | 'tool'>,
+    status: 410,
+    meaning: 'A held call was not decided within `APPROVAL_TTL`: deciding it is 410; its result (GET /approvals/{approvalId}) is a tool error',
+    retryable: false
+  },
   GW_INVOCATION_NOT_FOUND: http(404, 'No journal entry for that callId in this tenant\'s journal (never made, `JOURNAL=off`, or past `JOURNAL_RETENTION` or `JOURNAL_MAX_ENTRIES`)'),
   GW_WORKSPACE_BUSY: http(409, 'A checkpoint restore kept being undone by the tenant\'s own running processes writing to the workspace; stop them (or wait) and retry', true),
   GW_METHOD_NOT_ALLOWED: http(405, '`DELETE /mcp`: the MCP endpoint is stateless, there is no session to end'),
@@ -84,6 +92,9 @@ export const ERROR_CODES = {
   GW_PATH_FORBIDDEN: tool('A path outside the workspace and its read roots'),
   GW_CANCELLED: tool('The caller cancelled the call (it went away, or MCP `notifications/cancelled`)', true),
   // The one code without the GW_ prefix: its name is part of the workspace contract clients match on.
+  GW_APPROVAL_PENDING: tool('The tool policy holds the call for a human\'s approval (`requireApproval`): it has not run; the message names the approvalId (`/mcp`; `POST /invoke` answers 202)'),
+  // Named without the GW_ prefix like the workspace quota code: clients match on these names.
+  APPROVAL_DENIED: tool('A human denied the held call; the message carries the reason'),
   WORKSPACE_QUOTA_EXCEEDED: tool('A file tool\'s write would pass the workspace\'s `WORKSPACE_QUOTA_BYTES` or `WORKSPACE_MAX_FILES` (nothing written), or a bash command or background process was stopped because the workspace passed them'),
 
   GW_UPSTREAM_CONNECT: internal('A remote MCP server could not be connected or initialised; callers get `GW_UPSTREAM_ERROR`', true),
@@ -91,7 +102,7 @@ export const ERROR_CODES = {
   GW_UPSTREAM_REDIRECT: internal('A remote MCP server answered with a redirect, which is never followed; callers get `GW_UPSTREAM_ERROR`'),
   GW_BAD_MCP_CONFIG: internal('A server config that makes no transport (no url or command, not http/https); callers get `GW_UPSTREAM_ERROR`'),
   GW_SANDBOX_UNAVAILABLE: internal('`SANDBOX=bwrap` and bwrap does not work on this host: start-up stops')
-} as const satisfies Record<`GW_${string}` | 'WORKSPACE_QUOTA_EXCEEDED', ErrorCodeInfo>
+} as const satisfies Record<`GW_${string}` | 'WORKSPACE_QUOTA_EXCEEDED' | 'APPROVAL_DENIED' | 'APPROVAL_EXPIRED', ErrorCodeInfo>
 
 export type GwCode = keyof typeof ERROR_CODES
 /** Some codes of the table, for a narrower type; a code not in the table does not compile. */
@@ -144,7 +155,10 @@ export const TOOL_ERROR_CODES = {
   cancelled: 'GW_CANCELLED',
   quota: 'WORKSPACE_QUOTA_EXCEEDED',
   policy: 'GW_POLICY_DENIED',
-  'upstream-unavailable': 'GW_UPSTREAM_UNAVAILABLE'
+  'upstream-unavailable': 'GW_UPSTREAM_UNAVAILABLE',
+  'approval-pending': 'GW_APPROVAL_PENDING',
+  'approval-denied': 'APPROVAL_DENIED',
+  'approval-expired': 'APPROVAL_EXPIRED'
 } as const satisfies Record<string, CodeOfKind<'tool'>>
 
 /** The message of every GW_INTERNAL response: no stack traces, host paths or secrets leave the gateway. */

@@ -5,6 +5,7 @@ import type { ValidateFunction } from 'ajv'
 import type { Config } from './config.js'
 import { HttpError } from './errors.js'
 import type { Journal } from './journal/index.js'
+import type { ApprovalRecord, ApprovalService, ApprovalView, HeldRequest } from './approvals/index.js'
 import { InvokeBody } from './api/invoke.js'
 import type { InvokeBodyT } from './api/invoke.js'
 import { renderTools } from './tools/formats.js'
@@ -12,12 +13,12 @@ import type { ToolFormat } from './tools/formats.js'
 import { VersionedCache } from './tools/versioned-cache.js'
 import { splitComma } from './tools/allow-list.js'
 import type { Unresolved } from './tools/allow-list.js'
-import { refusalOutput } from './tools/output.js'
-import type { Diagnostic, InvokeOutcome, ToolRouter } from './tools/router.js'
+import { refusalOutput, toolErrorCode, toolErrorOutput } from './tools/output.js'
+import type { Diagnostic, InvokeOutcome, InvokeResult, ToolRouter } from './tools/router.js'
 import type { PolicyLimits, ToolPolicy, ToolPolicyProvider } from './tools/policy.js'
 import type { Unavailable } from './tools/source.js'
 import { actingUserId, toolRequestTenant } from './tools/tenancy.js'
-import type { Caller, CallContext, WorkspaceRequest } from './tools/types.js'
+import type { Caller, CallContext, Tier, WorkspaceRequest } from './tools/types.js'
 
 export interface ListToolsRequest {
   functions?: string
@@ -50,6 +51,27 @@ export interface ListToolsResponse {
 export type BatchEntry =
   | (Extract<InvokeOutcome, { ok: true }>['result'])
   | { callId: string, name: string | null, output: string, isError: true, statusCode: number, error: { code: string, message: string } }
+  | PendingBatchEntry
+
+/** A batch entry held for an approval: the 202 body of /invoke plus what a model can be handed. */
+export interface PendingBatchEntry {
+  callId: string
+  name: string
+  status: 'pending'
+  approvalId: string
+  output: string
+  isError: true
+  statusCode: 202
+  error: { code: string, message: string }
+}
+
+/** The longest inline wait for a decision (waitForApprovalMs), whatever the body asks. */
+export const APPROVAL_WAIT_MAX_MS = 300_000
+
+export interface DecisionBody {
+  decision: 'approve' | 'deny'
+  reason?: string
+}
 
 /** What one call learnt on its way, for the journal. */
 interface CallSeen {
@@ -59,6 +81,8 @@ interface CallSeen {
   userId?: string | undefined
   /** The remote server that served it (tiers user_mcp and global_mcp). */
   serverId?: string
+  /** Set when the call runs because a human approved it. */
+  approvalId?: string
 }
 
 /** A call id for a call whose caller gave none (the same form for every entry of a batch). */
@@ -77,14 +101,16 @@ export class Gateway {
   readonly #validateInvoke: ValidateFunction
   readonly #journal: Journal | undefined
   readonly #policies: ToolPolicyProvider | undefined
+  readonly #approvals: ApprovalService | undefined
   // 1,000 listings or 64 MiB of their JSON, whichever comes first (a listing can be 200 KiB).
   readonly #listings = new VersionedCache<ListToolsResponse>({ maxEntries: 1000, maxBytes: 64 * 1024 * 1024, sizeOf: (r) => listingJson(r).length })
 
-  constructor (config: Config, router: ToolRouter, journal?: Journal, policies?: ToolPolicyProvider) {
+  constructor (config: Config, router: ToolRouter, journal?: Journal, policies?: ToolPolicyProvider, approvals?: ApprovalService) {
     this.#config = config
     this.#router = router
     this.#journal = journal
     this.#policies = policies
+    this.#approvals = approvals
     this.#validateInvoke = new Ajv({ strict: false, allErrors: false }).compile(InvokeBody)
   }
 
@@ -143,15 +169,27 @@ export class Gateway {
    * an MCP client's progressToken on /mcp) receives the tool's progress notifications.
    */
   async invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal, opts: { onProgress?: CallContext['onProgress'] } = {}): Promise<InvokeOutcome> {
-    // The journal's one hook: /invoke, each call of /invoke/batch and /mcp's tools/call all come here.
+    // An approver key decides calls, it never makes them (the routes refuse it first; this is the rule itself).
+    if (caller.role === 'approver') return { ok: false, error: new HttpError('GW_FORBIDDEN', 'An approver key cannot invoke tools'), toolMs: 0 }
+    const outcome = await this.#journaled(body, caller, signal, opts)
+    if (outcome.ok && outcome.pending !== undefined) return await this.#awaitDecision(outcome, body.waitForApprovalMs ?? 0, signal)
+    return outcome
+  }
+
+  /** One call, journaled. A held call is not: its entry is written when it is decided. */
+  async #journaled (body: InvokeBodyT, caller: Caller, signal: AbortSignal, opts: { onProgress?: CallContext['onProgress'], approvalId?: string }): Promise<InvokeOutcome> {
+    // The journal's one hook: /invoke, each call of /invoke/batch, /mcp's tools/call and approved calls all come here.
     const journal = this.#journal
-    if (journal === undefined || !journal.enabled) return await this.#invoke(body, caller, signal, opts, { trace: body.trace === true })
+    const journaled = journal !== undefined && journal.enabled
     const startedAt = performance.now()
     const callId = body.callId ?? newCallId()
     // The entry keeps the trace whether or not the caller asked for it in the result.
-    const seen: CallSeen = { trace: body.trace === true || journal.wantsTrace }
+    const seen: CallSeen = { trace: body.trace === true || (journaled && journal.wantsTrace), ...(opts.approvalId !== undefined ? { approvalId: opts.approvalId } : {}) }
     const outcome = await this.#invoke(body.callId === undefined ? { ...body, callId } : body, caller, signal, opts, seen)
-    journal.recordOutcome({ callId, name: body.name, arguments: body.arguments, userId: seen.userId ?? (caller.isAdmin ? undefined : caller.userId), serverId: seen.serverId, keyId: caller.keyId, startedAt }, outcome)
+    if (outcome.ok && outcome.pending !== undefined) return outcome
+    if (journaled) {
+      journal.recordOutcome({ callId, name: body.name, arguments: body.arguments, userId: seen.userId ?? (caller.isAdmin ? undefined : caller.userId), serverId: seen.serverId, keyId: caller.keyId, startedAt, ...(opts.approvalId !== undefined ? { approvalId: opts.approvalId } : {}) }, outcome)
+    }
     if (outcome.ok && body.trace !== true) outcome.result.trace = null
     return outcome
   }
@@ -171,11 +209,27 @@ export class Gateway {
       const policy = await this.#policy(userId)
       const limits = policy?.limits ?? {}
       const workspace = body.context ?? {}
+      const callId = body.callId ?? newCallId()
+      const approvals = this.#approvals
+      const actingFor = userId
       return await this.#router.invoke({
         name: body.name,
         arguments: body.arguments ?? {},
-        callId: body.callId ?? newCallId(),
+        callId,
         userId,
+        ...(seen.approvalId !== undefined ? { approved: true } : {}),
+        ...(approvals !== undefined
+          ? {
+              hold: async (entry, rule) => {
+                const request: HeldRequest = { arguments: body.arguments ?? {}, allow: body.allow, context: body.context, route: entry.route, caller: { isAdmin: caller.isAdmin, keyId: caller.keyId } }
+                const record = await approvals.hold({ userId: actingFor, name: body.name, callId, rule, request })
+                return {
+                  approvalId: record.approvalId,
+                  message: `The call awaits a human's approval (approvalId ${record.approvalId}, rule '${rule}'); it has not run. Its result comes once a person approves or denies it (until ${new Date(record.expiresAt).toISOString()}); do not repeat the call.`
+                }
+              }
+            }
+          : {}),
         ...(body.allow ? { allow: body.allow } : {}),
         includeTrace: seen.trace,
         onResolved: (entry) => { if (entry.route === 'user_mcp' || entry.route === 'global_mcp') seen.serverId = entry.source },
@@ -208,6 +262,86 @@ export class Gateway {
     }
   }
 
+  /** Waits inline (waitForApprovalMs) for a held call's outcome; still pending past it: the pending outcome. */
+  async #awaitDecision (held: InvokeOutcome & { ok: true }, waitMs: number, signal: AbortSignal): Promise<InvokeOutcome> {
+    const approvals = this.#approvals
+    const approvalId = held.pending?.approvalId
+    const ms = Math.min(waitMs, APPROVAL_WAIT_MAX_MS, this.#config.invokeTimeoutMs)
+    if (approvals === undefined || approvalId === undefined || ms <= 0) return held
+    const record = await approvals.wait(approvalId, ms, signal)
+    if (record === undefined) return held
+    const result = record.result !== undefined ? approvals.openResult(record) as InvokeResult | undefined : this.#expiredResult(record, undefined)
+    return result === undefined ? held : { ok: true, result }
+  }
+
+  /** GET /approvals?userId=: the tenant's pending approvals (a tenant or approver key: its own). */
+  async listApprovals (requestedUserId: string | undefined, caller: Caller): Promise<{ approvals: ApprovalView[] }> {
+    const approvals = this.#requireApprovals()
+    const userId = actingUserId(caller, requestedUserId)
+    const records = await approvals.listPending(userId)
+    return { approvals: records.map((r) => approvals.view(r, (rec, req) => this.#expiredResult(rec, req))) }
+  }
+
+  /** GET /approvals/{approvalId}. */
+  async getApproval (approvalId: string, caller: Caller): Promise<ApprovalView> {
+    const approvals = this.#requireApprovals()
+    const record = await approvals.get(approvalId)
+    if (!caller.isAdmin && caller.userId !== record.userId) throw new HttpError('GW_TENANT_MISMATCH', 'The approval belongs to another tenant than the key\'s')
+    return approvals.view(record, (rec, req) => this.#expiredResult(rec, req))
+  }
+
+  /**
+   * POST /approvals/{approvalId}: an admin or the tenant's approver decides. The decision is a
+   * compare-and-set in the store, so of concurrent decisions (on any instances) one wins; the
+   * winner runs the call here, whichever instance held it, journals it and stores its result.
+   */
+  async decideApproval (approvalId: string, body: DecisionBody, caller: Caller): Promise<ApprovalView> {
+    const approvals = this.#requireApprovals()
+    const current = await approvals.get(approvalId)
+    if (!caller.isAdmin) {
+      if (caller.role !== 'approver') throw new HttpError('GW_FORBIDDEN', 'Only an admin or an approver key (key:approver:{userId}) decides approvals')
+      if (caller.userId !== current.userId) throw new HttpError('GW_TENANT_MISMATCH', 'The approval belongs to another tenant than the approver key\'s')
+    }
+    const { record, request } = await approvals.decide(approvalId, body.decision, { keyId: caller.keyId, reason: body.reason })
+    const userId = record.userId === '' ? undefined : record.userId
+    let result: InvokeResult
+    if (body.decision === 'deny') {
+      const reason = body.reason !== undefined && body.reason !== '' ? body.reason : 'no reason given'
+      result = refusedResult(record, request.route as Tier, 'approval-denied', `A human denied the call: ${reason}`)
+      this.#journal?.recordOutcome({ callId: record.callId, name: record.name, arguments: request.arguments, userId, serverId: undefined, keyId: request.caller.keyId, startedAt: performance.now(), approvalId }, { ok: true, result })
+    } else {
+      const invokeBody: InvokeBodyT = {
+        name: record.name,
+        arguments: request.arguments,
+        callId: record.callId,
+        ...(userId !== undefined ? { userId } : {}),
+        ...(request.allow !== undefined ? { allow: request.allow } : {}),
+        ...(request.context !== undefined ? { context: request.context as InvokeBodyT['context'] } : {})
+      }
+      // The call acts as its maker did, not as the approver; its own deadline bounds it, not the approver's connection.
+      const maker: Caller = { userId, isAdmin: request.caller.isAdmin, ...(request.caller.keyId !== undefined ? { keyId: request.caller.keyId } : {}) }
+      const outcome = await this.#journaled(invokeBody, maker, new AbortController().signal, { approvalId })
+      if (outcome.ok) {
+        const { toolMs: _toolMs, ...rest } = outcome.result
+        result = { ...rest, toolMs: 0 }
+      } else {
+        result = { ...refusedResult(record, request.route as Tier, 'tool-error', outcome.error.message), output: refusalOutput(outcome.error.code, outcome.error.message, record.name, record.callId), error: { code: outcome.error.code, message: outcome.error.message } }
+      }
+    }
+    await approvals.complete(record, result)
+    return { ...approvals.view(record, () => null), result: publicResult(result) }
+  }
+
+  #requireApprovals (): ApprovalService {
+    if (this.#approvals === undefined) throw new HttpError('GW_APPROVAL_NOT_FOUND', 'Approvals are not enabled on this gateway')
+    return this.#approvals
+  }
+
+  /** The result of a held call nobody decided within APPROVAL_TTL. */
+  #expiredResult (record: ApprovalRecord, request: HeldRequest | undefined): InvokeResult {
+    return refusedResult(record, (request?.route ?? 'builtin') as Tier, 'approval-expired', `Nobody approved or denied the call before ${new Date(record.expiresAt).toISOString()} (APPROVAL_TTL); it did not run`)
+  }
+
   /**
    * Runs calls concurrently (bounded) and returns results in order. Each entry is validated
    * on its own: one bad call never fails the batch.
@@ -233,7 +367,9 @@ export class Gateway {
         const body = call as InvokeBodyT
         if (body.callId === undefined) call = { ...body, callId: newCallId() }
         const outcome = await this.invoke(call as InvokeBodyT, caller, signal)
-        if (outcome.ok) {
+        if (outcome.ok && outcome.pending !== undefined) {
+          results[index] = pendingEntry(outcome.result, outcome.pending.approvalId)
+        } else if (outcome.ok) {
           toolMs += outcome.result.toolMs
           results[index] = outcome.result
         } else {
@@ -254,6 +390,41 @@ function underCeilings (requested: WorkspaceRequest['limits'], ceilings: PolicyL
     if (ceiling !== undefined) out[key] = Math.min(out[key] ?? Infinity, ceiling)
   }
   return out
+}
+
+/** The result of a held call that did not run (denied, expired, or refused when it was to run). */
+function refusedResult (record: ApprovalRecord, route: Tier, reason: 'approval-denied' | 'approval-expired' | 'tool-error', message: string): InvokeResult {
+  return {
+    callId: record.callId,
+    name: record.name,
+    route,
+    output: toolErrorOutput(reason, message, record.name, record.callId),
+    isError: true,
+    error: { code: toolErrorCode(reason), message },
+    truncated: false,
+    trace: null,
+    durationMs: 0,
+    toolMs: 0
+  }
+}
+
+/** A result as the API shows it (toolMs is for the gateway's own accounting). */
+function publicResult (result: InvokeResult): Omit<InvokeResult, 'toolMs'> {
+  const { toolMs: _toolMs, ...rest } = result
+  return rest
+}
+
+function pendingEntry (result: InvokeResult, approvalId: string): PendingBatchEntry {
+  return {
+    callId: result.callId,
+    name: result.name,
+    status: 'pending',
+    approvalId,
+    output: result.output,
+    isError: true,
+    statusCode: 202,
+    error: result.error ?? { code: 'GW_APPROVAL_PENDING', message: result.output }
+  }
 }
 
 /**

@@ -47,7 +47,7 @@ async function main (): Promise<void> {
   if (open) {
     app.log.warn('No API keys configured: running OPEN (every caller is admin) for local development; bound to %s', host)
   } else {
-    app.log.info(`API keys required (Authorization: Bearer <key>): ${app.apiKeyCounts.admin} admin, ${app.apiKeyCounts.tenant} tenant key(s)`)
+    app.log.info(`API keys required (Authorization: Bearer <key>): ${app.apiKeyCounts.admin} admin, ${app.apiKeyCounts.tenant} tenant, ${app.apiKeyCounts.approver} approver key(s)`)
   }
   const auth = open ? '' : " -H 'authorization: Bearer <key>'"
   app.log.info(`tool-gateway listening on http://${host}:${port}  try: curl${auth} 'http://${host}:${port}/tools?functions=current_time,calculate'`)

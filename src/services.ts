@@ -2,7 +2,9 @@ import { fileURLToPath } from 'node:url'
 import { createBuiltins } from './builtin/index.js'
 import type { Builtins } from './builtin/index.js'
 import type { Config } from './config.js'
-import { parseDuration } from './config.js'
+import { StartupError, parseDuration } from './config.js'
+import { createApprovals } from './approvals/index.js'
+import type { ApprovalService } from './approvals/index.js'
 import { createJournal } from './journal/index.js'
 import type { Journal } from './journal/index.js'
 import type { Logger } from './logger.js'
@@ -38,6 +40,8 @@ export interface Services {
   policies: PolicyService
   /** The invocation journal (GET /users/{userId}/invocations), tenancy included. */
   journal: Journal
+  /** Calls held for a human's approval (the gateway decides them: /approvals routes). */
+  approvals: ApprovalService
   /** The registry itself, without tenancy checks (tests and embedders). */
   registry: ServerRegistry
   functions: FunctionSource
@@ -145,7 +149,21 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   // In the registry store: a policy written through any instance is enforced by all at once.
   const policies = new PolicyService(store, logger)
   closers.push(async () => await policies.close())
-  const gateway = new Gateway(config, router, journal, policies)
+  if (config.approvalWebhookUrl !== undefined && (config.approvalWebhookSecret ?? '') === '') {
+    throw new StartupError('APPROVAL_WEBHOOK_URL is set without APPROVAL_WEBHOOK_SECRET: the webhook\'s receiver could not tell its POSTs from forged ones')
+  }
+  // Its own Redis connection too: a call waiting for its decision polls without queueing behind registry commands.
+  const approvals = createApprovals({
+    redisUrl: config.redisUrl,
+    keyPrefix: config.redisKeyPrefix,
+    ttlMs: parseDuration(config.approvalTtl),
+    box: remoteSettings.box,
+    webhookUrl: config.approvalWebhookUrl,
+    webhookSecret: config.approvalWebhookSecret,
+    logger
+  })
+  closers.push(async () => await approvals.close())
+  const gateway = new Gateway(config, router, journal, policies, approvals)
   const registryFacade = new RegistryFacade(remote.registry, router)
   logger.info({ functions: functions.size, localMcpTools: localMcp.size, localMcpServices: localMcp.serviceNames, registry: store.backend }, 'tools discovered')
 
@@ -155,6 +173,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     gateway,
     registryFacade,
     journal,
+    approvals,
     policies,
     workspaces: new WorkspaceFacade(builtins?.lifecycle),
     registry: remote.registry,

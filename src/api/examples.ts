@@ -25,7 +25,9 @@ export const PATH_PARAMETER_EXAMPLES: Readonly<Record<string, string>> = {
   userId: 'alice',
   // The workspace built-in tools use when a call names none: the invoke examples write to it.
   workspaceId: 'default',
-  path: 'notes.md'
+  path: 'notes.md',
+  // The shape of an id POST /invoke answers with 202 (the examples test holds a call to get a real one).
+  approvalId: 'apr_6f1c0d2e9b8a47d5a3e1f0c9b8d7e6a5'
 }
 
 /** The allow-list the listing examples use: two example functions and the example local MCP service's slugify. */
@@ -108,6 +110,12 @@ export const OPERATION_EXAMPLES: Readonly<Record<string, OperationExamples>> = {
         summary: 'This tenant never gets bash, and reads at most 20,000 characters at a time',
         value: { deny: ['bash'], limits: { readMaxChars: 20000 } }
       }
+    }
+  },
+  decideApproval: {
+    body: {
+      approve: { summary: 'Approve: the call runs now and this answer carries its result', value: { decision: 'approve' } },
+      deny: { summary: 'Deny, with a reason the model is told', value: { decision: 'deny', reason: 'Writes to notes.md need a ticket' } }
     }
   },
   createCheckpoint: {

@@ -31,7 +31,8 @@ export const InvokeBody = Type.Object({
   callId: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
   allow: Type.Optional(AllowList),
   context: Type.Optional(InvokeContext),
-  trace: Type.Optional(Type.Boolean({ default: false, description: 'Include the structured trace in the result' }))
+  trace: Type.Optional(Type.Boolean({ default: false, description: 'Include the structured trace in the result' })),
+  waitForApprovalMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 300_000, default: 0, description: 'A call the tool policy holds for approval (requireApproval): wait this long (at most 5 minutes, and never past INVOKE_TIMEOUT_MS) for the decision and answer 200 with the result; otherwise, or when still undecided, 202 {callId, status: "pending", approvalId}' }))
 }, { additionalProperties: false, $id: 'InvokeBody' })
 export type InvokeBodyT = Static<typeof InvokeBody>
 
@@ -61,6 +62,23 @@ export const BatchEntryError = Type.Object({
   error: Type.Object({ code: Type.String(), message: Type.String() })
 })
 
+export const InvokePending = Type.Object({
+  callId: Type.String(),
+  status: Type.Literal('pending'),
+  approvalId: Type.String({ description: 'Decide it with POST /approvals/{approvalId}; read it with GET /approvals/{approvalId}' })
+}, { description: 'The tool policy holds the call for a human\'s approval (requireApproval): it has not run' })
+
+export const BatchEntryPending = Type.Object({
+  callId: Type.String(),
+  name: Type.String(),
+  status: Type.Literal('pending'),
+  approvalId: Type.String(),
+  output: Type.String({ description: 'TOOL_ERROR: {"errorType": "ApprovalPending", ...}: tells the model the call awaits approval' }),
+  isError: Type.Literal(true),
+  statusCode: Type.Literal(202),
+  error: Type.Object({ code: Type.String(), message: Type.String() })
+}, { description: 'An entry held for a human\'s approval, as /invoke\'s 202' })
+
 export const BatchResponse = Type.Object({
-  results: Type.Array(Type.Union([InvokeResult, BatchEntryError]))
+  results: Type.Array(Type.Union([BatchEntryPending, InvokeResult, BatchEntryError]))
 })

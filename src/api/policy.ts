@@ -13,7 +13,7 @@ export const Policy = Type.Object({
   deny: Type.Optional(Patterns('Tools never listed and never invoked (403 GW_POLICY_DENIED). A pattern matches a tool when it matches any name that calls it: its exposed name, its qualified {serverId}__{tool} name, the raw MCP tool name')),
   allowOnly: Type.Optional(Patterns('When present, only tools matching one of these are listed and invoked; [] allows none')),
   readOnly: Type.Optional(Type.Boolean({ description: 'Only read_file, glob and grep among built-ins, and other tools only when annotated readOnlyHint: true' })),
-  requireApproval: Type.Optional(Patterns('Calls meant to be held for a human approval (stored and reported; this version runs them normally)')),
+  requireApproval: Type.Optional(Patterns('Calls held for a human\'s approval: POST /invoke answers 202 with an approvalId, decided with POST /approvals/{approvalId}')),
   bash: Type.Optional(Type.Object({
     denyCommands: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 512 }), {
       maxItems: 64,

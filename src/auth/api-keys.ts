@@ -4,7 +4,7 @@ import { ConfigError } from '../config.js'
 import { isValidId } from '../naming/names.js'
 
 /** What a key grants: every tenant (admin) or exactly one userId. */
-export type KeyScope = { kind: 'admin' } | { kind: 'tenant', userId: string }
+export type KeyScope = { kind: 'admin' } | { kind: 'tenant', userId: string } | { kind: 'approver', userId: string }
 
 /** A configured key as the lookup returns it. The key itself is never kept in clear. */
 export interface ApiKeyEntry {
@@ -50,10 +50,14 @@ export class ApiKeys {
   }
 
   /** How many keys of each kind, for the start-up announcement (counts only, never keys). */
-  counts (): { admin: number, tenant: number } {
+  counts (): { admin: number, tenant: number, approver: number } {
     let admin = 0
-    for (const { entry } of this.#entries) if (entry.scope.kind === 'admin') admin++
-    return { admin, tenant: this.#entries.length - admin }
+    let approver = 0
+    for (const { entry } of this.#entries) {
+      if (entry.scope.kind === 'admin') admin++
+      else if (entry.scope.kind === 'approver') approver++
+    }
+    return { admin, tenant: this.#entries.length - admin - approver, approver }
   }
 
   /** The entry of a presented key, or undefined. Constant time in the key's content. */
@@ -71,19 +75,22 @@ export class ApiKeys {
 interface RawPair { text: string, origin: string }
 
 /**
- * Parses one `key:scope` pair. The scope is after the last `:` (keys cannot contain one).
+ * Parses one `key:scope` pair. The scope is everything after the first `:` (keys cannot
+ * contain one): `*`, a userId, or `approver:{userId}`.
  * Messages name the origin and the scope, never the key.
  */
 function parsePair ({ text, origin }: RawPair): { key: string, scope: KeyScope } {
-  const colon = text.lastIndexOf(':')
-  if (colon < 0) throw new ConfigError(`${origin}: expected key:scope (scope * for admin, else a userId)`)
+  const colon = text.indexOf(':')
+  if (colon < 0) throw new ConfigError(`${origin}: expected key:scope (scope * for admin, approver:{userId} for an approver, else a userId)`)
   const key = text.slice(0, colon).trim()
   const scopeText = text.slice(colon + 1).trim()
+  const approverOf = scopeText.startsWith('approver:') ? scopeText.slice('approver:'.length).trim() : undefined
   let scope: KeyScope
   if (scopeText === '*') scope = { kind: 'admin' }
+  else if (approverOf !== undefined && isValidId(approverOf)) scope = { kind: 'approver', userId: approverOf }
   else if (isValidId(scopeText)) scope = { kind: 'tenant', userId: scopeText }
-  else throw new ConfigError(`${origin}: scope must be * (admin) or a userId matching ^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`)
-  const scopeLabel = scope.kind === 'admin' ? 'scope *' : `scope '${scope.userId}'`
+  else throw new ConfigError(`${origin}: scope must be * (admin), approver:{userId} or a userId matching ^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`)
+  const scopeLabel = scope.kind === 'admin' ? 'scope *' : scope.kind === 'approver' ? `scope 'approver:${scope.userId}'` : `scope '${scope.userId}'`
   if (key.length < MIN_KEY_LENGTH) throw new ConfigError(`${origin} (${scopeLabel}): the key must be at least ${MIN_KEY_LENGTH} characters long`)
   if (key.length > MAX_KEY_LENGTH) throw new ConfigError(`${origin} (${scopeLabel}): the key must be at most ${MAX_KEY_LENGTH} characters long`)
   if (!KEY_CHARS.test(key)) throw new ConfigError(`${origin} (${scopeLabel}): the key may only use A-Z a-z 0-9 . _ ~ + / = -`)

@@ -12,7 +12,7 @@ export interface PolicyDocument {
   allowOnly?: string[]
   /** Only tools that cannot change anything: read_file, glob, grep, and tools annotated readOnlyHint. */
   readOnly?: boolean
-  /** Tools whose calls need a human's approval (stored and reported; holding calls comes later). */
+  /** Tools whose calls are held until a human approves them. */
   requireApproval?: string[]
   bash?: {
     /** JavaScript regular expressions tested against the whole command of bash exec and start. */

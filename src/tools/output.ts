@@ -42,7 +42,11 @@ const ERROR_TYPES: Record<ToolFailureReason, string> = {
   forbidden: 'Forbidden',
   cancelled: 'Cancelled',
   quota: 'QuotaExceeded',
-  policy: 'PolicyDenied'
+  policy: 'PolicyDenied',
+  'approval-pending': 'ApprovalPending',
+  // As named in the approvals contract, which clients match on.
+  'approval-denied': 'APPROVAL_DENIED',
+  'approval-expired': 'APPROVAL_EXPIRED'
 }
 
 export function toolErrorCode (reason: ToolFailureReason): string {

@@ -3,8 +3,8 @@ import type { WorkspaceLimits } from './types.js'
 
 /**
  * What the tool policy says about one tool for one tenant. `approval-required` names the
- * `requireApproval` pattern that matched: such a call is meant to be held for a human; until
- * holding is built, the router runs it like an allowed one.
+ * `requireApproval` pattern that matched: such a call is held for a human's decision (the
+ * gateway's approvals) and runs only once approved.
  */
 export type PolicyDecision =
   | { kind: 'allow' }

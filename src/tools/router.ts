@@ -57,6 +57,13 @@ export interface InvokeRequest {
   policy?: ToolPolicy
   /** A lower output cap than the server's for this call (a policy's limits.outputMaxChars). */
   outputMaxChars?: number
+  /**
+   * Holds a call the policy says needs a human's approval (once its arguments passed every check),
+   * answering the approvalId and the message the model sees. Without it such a call runs.
+   */
+  hold?: (entry: CatalogEntry, rule: string) => Promise<{ approvalId: string, message: string }>
+  /** The call was approved: run it even though the policy requires an approval. */
+  approved?: boolean
 }
 
 export interface InvokeResult {
@@ -75,7 +82,8 @@ export interface InvokeResult {
   checkpointId?: string
 }
 
-export type InvokeOutcome = { ok: true, result: InvokeResult } | { ok: false, error: HttpError, toolMs: 0 }
+/** `pending`: the call was held for an approval and has not run; its result says so (isError, GW_APPROVAL_PENDING). */
+export type InvokeOutcome = { ok: true, result: InvokeResult, pending?: { approvalId: string } } | { ok: false, error: HttpError, toolMs: 0 }
 
 export interface CatalogRow {
   name: string
@@ -314,6 +322,11 @@ export class ToolRouter {
       const refused = await req.policy?.checkCall(entry, args.value, ctx.signal)
       if (refused !== undefined) {
         outcome = { ok: false, reason: 'policy', message: refused }
+      } else if (decision?.kind === 'approval-required' && req.approved !== true && req.hold !== undefined) {
+        const held = await req.hold(entry, decision.rule)
+        const result = this.#shape(req, entry, { ok: false, reason: 'approval-pending', message: held.message })
+        result.durationMs = round(performance.now() - started)
+        return { ok: true, result, pending: { approvalId: held.approvalId } }
       } else {
         const toolStart = performance.now()
         outcome = await callSafely(this.#sourceFor(entry), entry, args.value, ctx)

@@ -48,6 +48,12 @@ export type ToolFailureReason =
   | 'quota'
   /** The tool policy refused these arguments (a `bash.denyCommands` rule). */
   | 'policy'
+  /** The tool policy holds the call for a human's approval: it has not run (yet). */
+  | 'approval-pending'
+  /** A human denied the held call. */
+  | 'approval-denied'
+  /** Nobody decided the held call within APPROVAL_TTL. */
+  | 'approval-expired'
 
 /** What a source returns for one call. */
 export type ToolOutcome =
@@ -98,6 +104,11 @@ export interface Caller {
   isAdmin: boolean
   /** The short, non-reversible id of the API key that made the request (journal entries carry it); absent in open mode. */
   keyId?: string | undefined
+  /**
+   * `approver`: a key that decides and reads the held calls (and journal) of its tenant
+   * (`key:approver:{userId}`) but runs no tools.
+   */
+  role?: 'approver'
 }
 
 /** Everything a source needs for one call. Created per call, never shared between calls. */

@@ -163,6 +163,17 @@ async function cannotResolve (host: string): Promise<boolean> {
   return await lookup(host).then(() => false, () => true)
 }
 
+/** Holds a call (a policy requiring approval for one tenant's calculate) and answers its approvalId. */
+async function heldCall (base: string): Promise<string> {
+  const headers = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }
+  const policy = await fetch(`${base}/users/approval-examples/policy`, { method: 'PUT', headers, body: JSON.stringify({ requireApproval: ['calculate'] }) })
+  assert.ok(policy.status === 200 || policy.status === 201, await policy.text())
+  const res = await fetch(`${base}/invoke`, { method: 'POST', headers, body: JSON.stringify({ name: 'calculate', userId: 'approval-examples', arguments: { expression: '1+1' } }) })
+  const text = await res.text()
+  assert.equal(res.status, 202, text)
+  return JSON.parse(text).approvalId
+}
+
 test('every request body example works against a gateway started like npm start', async (t) => {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-openapi-examples-'))
   t.after(async () => await rm(workspaces, { recursive: true, force: true }))
@@ -191,7 +202,9 @@ test('every request body example works against a gateway started like npm start'
     })
     for (const [name, example] of Object.entries(media.examples)) {
       const what = `${keyOf(op)} example ${name}`
-      const res = await fetch(`${gateway.url}${path}${query === '' ? '' : `?${query}`}`, {
+      // A decision needs a call held for it: each example decides one of its own.
+      const target = op.operationId === 'decideApproval' ? path.replace(/[^/]+$/, await heldCall(gateway.url)) : path
+      const res = await fetch(`${gateway.url}${target}${query === '' ? '' : `?${query}`}`, {
         method: op.method,
         headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
         body: JSON.stringify(example.value)

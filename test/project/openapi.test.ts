@@ -64,7 +64,8 @@ const VALID_BODIES: Record<string, Record<string, unknown> | Buffer> = {
   'PUT /users/{userId}/mcp/servers/{serverId}': { type: 'streamable_http', url: 'https://mcp.example.com/mcp' },
   'POST /mcp': { jsonrpc: '2.0', id: 1, method: 'tools/list' },
   'PUT /policy': { deny: ['nomatch_*'] },
-  'PUT /users/{userId}/policy': { deny: ['nomatch_*'] }
+  'PUT /users/{userId}/policy': { deny: ['nomatch_*'] },
+  'POST /approvals/{approvalId}': { decision: 'approve' }
 }
 
 function bodyOf (op: Operation): Record<string, unknown> | Buffer | undefined {

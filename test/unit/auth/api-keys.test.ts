@@ -21,7 +21,7 @@ function configError (fn: () => unknown, message: RegExp, secret?: string): void
 test('API_KEYS: admin and tenant keys, looked up by the exact key', () => {
   const keys = parseApiKeys(splitApiKeysEnv(` ${ADMIN}:* , ${ACME}:acme,`))
   assert.equal(keys.size, 2)
-  assert.deepEqual(keys.counts(), { admin: 1, tenant: 1 })
+  assert.deepEqual(keys.counts(), { admin: 1, tenant: 1, approver: 0 })
   assert.deepEqual(keys.lookup(ADMIN)?.scope, { kind: 'admin' })
   assert.deepEqual(keys.lookup(ACME)?.scope, { kind: 'tenant', userId: 'acme' })
   assert.equal(keys.lookup(ACME)?.origin, 'API_KEYS entry 2')
@@ -43,7 +43,7 @@ test('bad entries are start-up errors naming the entry, never the key', () => {
   const short = 'short-key-123'
   configError(() => parseApiKeys(splitApiKeysEnv(`${ADMIN}:*,${short}:acme`)), /API_KEYS entry 2 \(scope 'acme'\): the key must be at least 16 characters/, short)
   configError(() => parseApiKeys(splitApiKeysEnv(`${ADMIN}`)), /API_KEYS entry 1: expected key:scope/, ADMIN)
-  configError(() => parseApiKeys(splitApiKeysEnv(`${ADMIN}:a_b`)), /API_KEYS entry 1: scope must be \* \(admin\) or a userId/, ADMIN)
+  configError(() => parseApiKeys(splitApiKeysEnv(`${ADMIN}:a_b`)), /API_KEYS entry 1: scope must be \* \(admin\), approver:\{userId\} or a userId/, ADMIN)
   configError(() => parseApiKeys(splitApiKeysEnv(`${ADMIN}:`)), /scope must be/, ADMIN)
   configError(() => parseApiKeys(splitApiKeysEnv(`${ADMIN}:${'u'.repeat(65)}`)), /scope must be/, ADMIN)
   const spaced = 'has space in the key 123'
@@ -51,8 +51,17 @@ test('bad entries are start-up errors naming the entry, never the key', () => {
   const quote = 'with"quote-0123456789'
   configError(() => parseApiKeys(splitApiKeysEnv(`${quote}:*`)), /may only use/, quote)
   configError(() => parseApiKeys(splitApiKeysEnv(`${'k'.repeat(513)}:*`)), /at most 512 characters/, 'k'.repeat(513))
-  // A key with a colon would make key:scope ambiguous: the scope is after the last colon.
-  configError(() => parseApiKeys(splitApiKeysEnv('abc:defghijklmnopqrstu:*')), /may only use/, 'defghijklmnopqrstu')
+  // A key cannot hold a colon: the scope is everything after the first one, and this one is no scope.
+  configError(() => parseApiKeys(splitApiKeysEnv('abc:defghijklmnopqrstu:*')), /scope must be/, 'defghijklmnopqrstu')
+  configError(() => parseApiKeys(splitApiKeysEnv(`${ADMIN}:approver:`)), /scope must be/, ADMIN)
+  configError(() => parseApiKeys(splitApiKeysEnv(`${ADMIN}:approver:a_b`)), /scope must be/, ADMIN)
+})
+
+test('approver keys: key:approver:{userId} is an approver of that tenant, not a tenant key', () => {
+  const keys = parseApiKeys(splitApiKeysEnv(`${ADMIN}:*,k-approve-7f3a9c2e41:approver:acme,${ACME}:acme`))
+  assert.deepEqual(keys.lookup('k-approve-7f3a9c2e41')?.scope, { kind: 'approver', userId: 'acme' })
+  assert.deepEqual(keys.lookup(ACME)?.scope, { kind: 'tenant', userId: 'acme' })
+  assert.deepEqual(keys.counts(), { admin: 1, tenant: 1, approver: 1 })
 })
 
 test('duplicate keys are refused, even with different scopes', () => {
@@ -76,7 +85,7 @@ test('loadApiKeys: neither set is open mode; both are merged; duplicates across 
 
   assert.equal((await loadApiKeys({})).size, 0)
   const both = await loadApiKeys({ apiKeys: `${ADMIN}:*`, apiKeysFile: file })
-  assert.deepEqual(both.counts(), { admin: 1, tenant: 1 })
+  assert.deepEqual(both.counts(), { admin: 1, tenant: 1, approver: 0 })
   assert.equal(both.lookup(ACME)?.origin, 'API_KEYS_FILE line 2')
 
   await assert.rejects(loadApiKeys({ apiKeys: `${ACME}:other`, apiKeysFile: file }), /API_KEYS_FILE line 2: the same key is already configured at API_KEYS entry 1/)

@@ -1,0 +1,35 @@
+import type { Logger } from '../logger.js'
+import type { SecretBox } from '../registry/secrets.js'
+import { RedisApprovalStore } from './redis-store.js'
+import { ApprovalService } from './service.js'
+import { MemoryApprovalStore } from './store.js'
+import { ApprovalWebhook } from './webhook.js'
+
+export { ApprovalService } from './service.js'
+export type { ApprovalStatus, ApprovalView, HeldRequest, OpenedApproval } from './service.js'
+export type { ApprovalRecord, ApprovalStore } from './store.js'
+export { MemoryApprovalStore } from './store.js'
+export { RedisApprovalStore } from './redis-store.js'
+export { ApprovalWebhook, signature } from './webhook.js'
+export type { ApprovalNotice } from './webhook.js'
+
+export interface ApprovalSettings {
+  redisUrl?: string | undefined
+  keyPrefix: string
+  ttlMs: number
+  box: SecretBox
+  webhookUrl?: string | undefined
+  webhookSecret?: string | undefined
+  logger: Logger
+}
+
+/** Held calls in Redis when it is configured (every instance sees and decides them), else in memory. */
+export function createApprovals (s: ApprovalSettings): ApprovalService {
+  const store = s.redisUrl !== undefined && s.redisUrl !== ''
+    ? new RedisApprovalStore({ url: s.redisUrl, keyPrefix: s.keyPrefix, onError: () => {} })
+    : new MemoryApprovalStore()
+  const webhook = s.webhookUrl !== undefined && s.webhookUrl !== ''
+    ? new ApprovalWebhook({ url: s.webhookUrl, secret: s.webhookSecret ?? '', logger: s.logger })
+    : undefined
+  return new ApprovalService({ store, box: s.box, ttlMs: s.ttlMs, logger: s.logger, webhook })
+}

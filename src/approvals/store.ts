@@ -1,0 +1,126 @@
+/** A held call's state as stored: `expired` is never stored, it is a pending record past its expiresAt. */
+export type StoredStatus = 'pending' | 'approved' | 'denied'
+
+/** One held call. `request` and `result` are sealed JSON (opaque to the store). */
+export interface ApprovalRecord {
+  approvalId: string
+  /** The tenant the call acts for ('' for none: an admin's call that named no tenant). */
+  userId: string
+  name: string
+  callId: string
+  /** The requireApproval pattern that held the call. */
+  rule: string
+  status: StoredStatus
+  createdAt: number
+  expiresAt: number
+  decidedAt?: number
+  /** keyId of the deciding key ('' in open mode). */
+  decidedBy?: string
+  reason?: string
+  /** The full request (arguments, allow, context, caller), sealed. */
+  request: string
+  /** The call's result once it ran (approved) or its refusal (denied), sealed. */
+  result?: string
+}
+
+export type DecideOutcome =
+  | { ok: true, record: ApprovalRecord }
+  | { ok: false, reason: 'not-found' | 'expired' | 'decided', record?: ApprovalRecord }
+
+/**
+ * Where held calls live. `decide` is the one compare-and-set: of any number of concurrent
+ * decisions on any number of instances, exactly one sees `ok: true`, and only it runs the call.
+ */
+export interface ApprovalStore {
+  readonly backend: 'memory' | 'redis'
+  put: (record: ApprovalRecord) => Promise<void>
+  get: (approvalId: string) => Promise<ApprovalRecord | undefined>
+  /** Pending, unexpired approvals of a tenant, oldest first, at most `limit`. */
+  listPending: (userId: string, now: number, limit: number) => Promise<ApprovalRecord[]>
+  /** pending and unexpired at `now` -> `status`; otherwise why not. */
+  decide: (approvalId: string, status: 'approved' | 'denied', facts: { now: number, decidedBy: string, reason: string }) => Promise<DecideOutcome>
+  /** Stores the result of a decided call (the winner of `decide` only). */
+  setResult: (approvalId: string, result: string) => Promise<void>
+  close: () => Promise<void>
+}
+
+/** Decided and expired records stay readable this long (GET shows the result; a late decision gets 409/410, not 404). */
+export const KEEP_AFTER_MS = 24 * 60 * 60 * 1000
+
+/**
+ * Without Redis: records in a Map, bounded. Past `maxRecords` the records that are no longer
+ * pending go first, oldest first; if every record is pending, `put` refuses (the caller answers
+ * 503 rather than forgetting a held call).
+ */
+export class MemoryApprovalStore implements ApprovalStore {
+  readonly backend = 'memory' as const
+  readonly #records = new Map<string, ApprovalRecord>()
+  readonly #max: number
+
+  constructor (maxRecords = 10_000) {
+    this.#max = maxRecords
+  }
+
+  async put (record: ApprovalRecord): Promise<void> {
+    this.#sweep(record.createdAt)
+    if (this.#records.size >= this.#max) {
+      for (const [id, r] of this.#records) {
+        if (r.status !== 'pending' || r.expiresAt <= record.createdAt) this.#records.delete(id)
+        if (this.#records.size < this.#max) break
+      }
+    }
+    if (this.#records.size >= this.#max) throw new ApprovalStoreFull(this.#max)
+    this.#records.set(record.approvalId, { ...record })
+  }
+
+  async get (approvalId: string): Promise<ApprovalRecord | undefined> {
+    const r = this.#records.get(approvalId)
+    return r === undefined ? undefined : { ...r }
+  }
+
+  async listPending (userId: string, now: number, limit: number): Promise<ApprovalRecord[]> {
+    const out: ApprovalRecord[] = []
+    for (const r of this.#records.values()) {
+      if (r.userId === userId && r.status === 'pending' && r.expiresAt > now) out.push({ ...r })
+      if (out.length >= limit) break
+    }
+    return out
+  }
+
+  async decide (approvalId: string, status: 'approved' | 'denied', facts: { now: number, decidedBy: string, reason: string }): Promise<DecideOutcome> {
+    // No await between the read and the write: the event loop makes this the compare-and-set.
+    const r = this.#records.get(approvalId)
+    if (r === undefined) return { ok: false, reason: 'not-found' }
+    if (r.status !== 'pending') return { ok: false, reason: 'decided', record: { ...r } }
+    if (r.expiresAt <= facts.now) return { ok: false, reason: 'expired', record: { ...r } }
+    r.status = status
+    r.decidedAt = facts.now
+    r.decidedBy = facts.decidedBy
+    r.reason = facts.reason
+    return { ok: true, record: { ...r } }
+  }
+
+  async setResult (approvalId: string, result: string): Promise<void> {
+    const r = this.#records.get(approvalId)
+    if (r !== undefined) r.result = result
+  }
+
+  async close (): Promise<void> {
+    this.#records.clear()
+  }
+
+  /** Drops records past their keeping time (insertion order is creation order). */
+  #sweep (now: number): void {
+    for (const [id, r] of this.#records) {
+      if ((r.decidedAt ?? r.expiresAt) + KEEP_AFTER_MS > now) break
+      this.#records.delete(id)
+    }
+  }
+}
+
+export class ApprovalStoreFull extends Error {
+  constructor (max: number) {
+    super(`${max} calls are already awaiting approval on this instance`)
+    this.name = 'ApprovalStoreFull'
+  }
+}
