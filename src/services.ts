@@ -149,6 +149,9 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   // In the registry store: a policy written through any instance is enforced by all at once.
   const policies = new PolicyService(store, logger)
   closers.push(async () => await policies.close())
+  // Read the default policy once now: a registry outage later keeps enforcing it, and calls of no
+  // tenant keep being served instead of failing for a policy never read.
+  await policies.defaultPolicy().catch((err: unknown) => { logger.warn({ err }, 'the default tool policy could not be read at start-up') })
   if (config.approvalWebhookUrl !== undefined && (config.approvalWebhookSecret ?? '') === '') {
     throw new StartupError('APPROVAL_WEBHOOK_URL is set without APPROVAL_WEBHOOK_SECRET: the webhook\'s receiver could not tell its POSTs from forged ones')
   }
