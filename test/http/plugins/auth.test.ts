@@ -49,7 +49,7 @@ test('open mode (no keys): every caller is admin, no header needed', async (t) =
 test('missing, wrong-scheme, empty and unknown keys: 401 GW_UNAUTHORIZED with WWW-Authenticate: Bearer', async (t) => {
   const a = await keyed(t)
   assert.equal(a.authMode, 'keyed')
-  assert.deepEqual(a.apiKeyCounts, { admin: 1, tenant: 2 })
+  assert.deepEqual(a.apiKeyCounts, { admin: 1, tenant: 2, approver: 0 })
   const routes: Array<{ method: 'GET' | 'POST', url: string, payload?: Record<string, unknown> }> = [
     { method: 'GET', url: '/tools?functions=calculate' },
     { method: 'GET', url: '/catalog' },
@@ -279,7 +279,7 @@ test('keys never reach the logs of a real server (pino JSON on stdout), at trace
     })
     server.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${logs}`)) })
   })
-  assert.match(logs, /API keys required .*1 admin, 2 tenant key/)
+  assert.match(logs, /API keys required .*1 admin, 2 tenant, 0 approver key/)
   assert.doesNotMatch(logs, /running OPEN/)
   const base = `http://127.0.0.1:${port}`
   const statuses: number[] = []
