@@ -36,7 +36,8 @@ test('every GW_ code written in src/, plugins/ and routes/ is in the error table
 test('every row of the table has a kind, a status that fits it, a meaning and retryable', () => {
   assert.ok(rows.length >= 30)
   for (const [code, info] of rows) {
-    assert.match(code, /^(?:GW_[A-Z][A-Z0-9_]*|WORKSPACE_QUOTA_EXCEEDED)$/)
+    // GW_ codes, plus the names the contract gives without the prefix (quota and approval outcomes).
+    assert.match(code, /^(?:GW_[A-Z][A-Z0-9_]*|WORKSPACE_QUOTA_EXCEEDED|APPROVAL_DENIED|APPROVAL_EXPIRED)$/)
     assert.ok(info.kind.length > 0, code)
     assert.ok(!info.kind.includes('internal') || info.kind.length === 1, `${code}: internal is a kind of its own`)
     if (info.kind.includes('http')) assert.ok(typeof info.status === 'number' && info.status >= 400 && info.status < 600, `${code}: HTTP status ${info.status}`)
