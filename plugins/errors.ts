@@ -5,14 +5,14 @@ import { HttpError, toHttpFailure } from '../src/errors.js'
 import type { HttpErrorCode } from '../src/errors.js'
 
 /** Fastify's own error codes mapped to the gateway's stable GW_ codes. */
-const FASTIFY_CODES: Record<string, HttpErrorCode> = {
-  FST_ERR_CTP_INVALID_JSON_BODY: 'GW_MALFORMED_JSON',
-  FST_ERR_CTP_EMPTY_JSON_BODY: 'GW_MALFORMED_JSON',
-  FST_ERR_CTP_BODY_TOO_LARGE: 'GW_PAYLOAD_TOO_LARGE',
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'GW_UNSUPPORTED_MEDIA_TYPE',
-  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'GW_BAD_REQUEST',
-  FST_ERR_VALIDATION: 'GW_BAD_REQUEST'
-}
+const FASTIFY_CODES: ReadonlyMap<string, HttpErrorCode> = new Map([
+  ['FST_ERR_CTP_INVALID_JSON_BODY', 'GW_MALFORMED_JSON'],
+  ['FST_ERR_CTP_EMPTY_JSON_BODY', 'GW_MALFORMED_JSON'],
+  ['FST_ERR_CTP_BODY_TOO_LARGE', 'GW_PAYLOAD_TOO_LARGE'],
+  ['FST_ERR_CTP_INVALID_MEDIA_TYPE', 'GW_UNSUPPORTED_MEDIA_TYPE'],
+  ['FST_ERR_CTP_INVALID_CONTENT_LENGTH', 'GW_BAD_REQUEST'],
+  ['FST_ERR_VALIDATION', 'GW_BAD_REQUEST']
+])
 
 export function errorBody (statusCode: number, code: string, message: string): { statusCode: number, code: string, error: string, message: string } {
   return { statusCode, code, error: STATUS_CODES[statusCode] ?? 'Error', message }
@@ -24,7 +24,7 @@ export function errorBody (statusCode: number, code: string, message: string): {
  */
 export function fromFastifyError (err: FastifyError | HttpError): unknown {
   if (err instanceof HttpError || typeof err.code !== 'string') return err
-  const code = FASTIFY_CODES[err.code]
+  const code = FASTIFY_CODES.get(err.code)
   if (code === undefined) return err
   return new HttpError(code, code === 'GW_MALFORMED_JSON' ? `Malformed JSON body: ${err.message}` : err.message)
 }

@@ -21,10 +21,10 @@ export interface Unresolved {
 }
 
 /** Group tokens of `functions=`. */
-const GROUPS: Record<string, readonly string[]> = {
-  '@builtin': BUILTIN_NAMES,
-  '@builtin-readonly': BUILTIN_READONLY
-}
+const GROUPS: ReadonlyMap<string, readonly string[]> = new Map([
+  ['@builtin', BUILTIN_NAMES],
+  ['@builtin-readonly', BUILTIN_READONLY]
+])
 
 /** A query parameter's comma list: items trimmed, empty ones dropped; absent is empty. */
 export function splitComma (value: string | undefined): string[] {
@@ -38,8 +38,8 @@ export function expandFunctionNames (names: readonly string[]): string[] {
   for (const raw of names) {
     const name = raw.trim()
     if (name === '') continue
-    const group = GROUPS[name]
-    if (group) group.forEach((n) => out.add(n))
+    const group = GROUPS.get(name)
+    if (group !== undefined) group.forEach((n) => out.add(n))
     else out.add(name)
   }
   return [...out]

@@ -35,9 +35,9 @@ export interface GeminiSchema {
   example?: unknown
 }
 
-const TYPES: Record<string, GeminiType> = {
-  string: 'STRING', number: 'NUMBER', integer: 'INTEGER', boolean: 'BOOLEAN', array: 'ARRAY', object: 'OBJECT'
-}
+const TYPES: ReadonlyMap<string, GeminiType> = new Map([
+  ['string', 'STRING'], ['number', 'NUMBER'], ['integer', 'INTEGER'], ['boolean', 'BOOLEAN'], ['array', 'ARRAY'], ['object', 'OBJECT']
+])
 /** Formats Gemini accepts, per type; any other is moved into the description. */
 const FORMATS: Partial<Record<GeminiType, readonly string[]>> = {
   STRING: ['enum', 'date-time'],
@@ -102,7 +102,7 @@ function convert (input: unknown, defs: Record<string, unknown>, depth: number):
   let nullable = false
   const rawTypes = node.type === undefined ? [] : Array.isArray(node.type) ? node.type : [node.type]
   if (rawTypes.includes('null')) nullable = true
-  const types = [...new Set(rawTypes.map((t) => typeof t === 'string' ? TYPES[t] : undefined).filter((t): t is GeminiType => t !== undefined))]
+  const types = [...new Set(rawTypes.map((t) => typeof t === 'string' ? TYPES.get(t) : undefined).filter((t): t is GeminiType => t !== undefined))]
 
   let values: unknown[] | undefined
   if ('const' in node) values = [node.const]

@@ -126,14 +126,14 @@ function segmentsOf (raw: string, what: string): string[] {
 }
 
 /** Kinds of tar entries we write; everything else (devices, FIFOs, vendor types) is refused. */
-const ENTRY_KINDS: Record<string, Kind | 'hardlink' | undefined> = {
-  File: 'file',
-  OldFile: 'file',
-  ContiguousFile: 'file',
-  Directory: 'dir',
-  SymbolicLink: 'symlink',
-  Link: 'hardlink'
-}
+const ENTRY_KINDS: ReadonlyMap<string, Kind | 'hardlink'> = new Map([
+  ['File', 'file'],
+  ['OldFile', 'file'],
+  ['ContiguousFile', 'file'],
+  ['Directory', 'dir'],
+  ['SymbolicLink', 'symlink'],
+  ['Link', 'hardlink']
+])
 
 /** What one entry will do, decided from its header alone. */
 interface Plan {
@@ -186,7 +186,7 @@ class Extraction {
   /** Every check of one entry, in archive order, before anything of it is written. */
   plan (entry: ReadEntry): Plan | undefined {
     const name = entry.path
-    const kind = ENTRY_KINDS[entry.type]
+    const kind = ENTRY_KINDS.get(entry.type)
     if (kind === undefined) {
       const what = entry.type === 'CharacterDevice' || entry.type === 'BlockDevice'
         ? 'a device'

@@ -92,3 +92,9 @@ test('parseServerSelection: an encoded name whose server part is not a valid id 
   assert.deepEqual(r.serverIds, [])
   assert.deepEqual(r.errors.map((e) => e.name), ['user_u2_service_bad_id'])
 })
+
+test('expandFunctionNames: names of Object.prototype (toString, constructor, __proto__) are plain names, not groups', () => {
+  // CI fuzz counterexample: functions=toString was looked up in an object literal and gave a 500.
+  assert.deepEqual(expandFunctionNames(['toString', 'constructor', '__proto__', 'hasOwnProperty']),
+    ['toString', 'constructor', '__proto__', 'hasOwnProperty'])
+})

@@ -97,3 +97,10 @@ test('a tool without an object schema gets an empty object schema', () => {
   const untyped: ListedTool = { name: 'u', entry: { route: 'function', source: 'u', name: 'u', spec: { name: 'u', description: '', inputSchema: { properties: { a: {} } } } } }
   assert.deepEqual(renderTools([untyped], 'mcp')[0]?.inputSchema, { properties: { a: {} }, type: 'object' })
 })
+
+test('gemini: a schema type that is a name of Object.prototype is unknown, not a function', () => {
+  const g = toGeminiSchema({ type: 'object', properties: { a: { type: 'constructor' }, b: { type: ['toString', 'string'] } } })
+  assert.deepEqual(JSON.parse(JSON.stringify(g)), g, 'the schema is plain JSON')
+  assert.equal((g as { properties: { b: { type: string } } }).properties.b.type, 'STRING')
+  assert.equal(typeof (g as { properties: { a: { type?: unknown } } }).properties.a.type !== 'function', true)
+})
