@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { Redis } from 'ioredis'
 import { HttpError } from '../src/errors.js'
 import { isValidId } from '../src/naming/names.js'
-import { quitWithTimeout } from '../src/registry/redis-quit-with-timeout.js'
+import { quitWithTimeout } from '../src/redis/index.js'
 import type { CallLimits } from '../src/mcp-server/budget.js'
 import { isPublicRoute } from './route-config.js'
 

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis'
-import { quitWithTimeout } from '../registry/redis-quit-with-timeout.js'
+import { quitWithTimeout } from '../redis/index.js'
 import { KEEP_AFTER_MS } from './store.js'
 import type { ApprovalRecord, ApprovalStore, DecideOutcome } from './store.js'
 

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis'
-import { quitWithTimeout } from '../registry/redis-quit-with-timeout.js'
+import { quitWithTimeout } from '../redis/index.js'
 import { matches, SCAN_BUDGET } from './store.js'
 import type { JournalPage, JournalQuery, JournalStore, PendingEntry } from './store.js'
 

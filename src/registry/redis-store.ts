@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { Redis, ReplyError } from 'ioredis'
 import { assertScope, assertServerId, assertTenant, assertUidRange, RegistryUnavailableError } from './errors.js'
-import { quitWithTimeout } from './redis-quit-with-timeout.js'
+import { quitWithTimeout } from '../redis/index.js'
 import type { ServerConfig } from './server-config.js'
 import type { DocumentChange, DocumentKind, DocumentListener, RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredDocument, StoredServer, UidRange } from './types.js'
 

@@ -1,11 +1,11 @@
-import type { Redis } from 'ioredis'
+import type { RedisClient } from './connection.js'
 
 /**
  * Closes a connection politely (QUIT) but never waits more than `timeoutMs`: during a Redis
  * outage QUIT can hang or fail, and shutdown must stay bounded. Falls back to a hard
  * disconnect, which also stops ioredis' reconnect timer. Never rejects.
  */
-export async function quitWithTimeout (client: Redis, timeoutMs: number): Promise<void> {
+export async function quitWithTimeout (client: RedisClient, timeoutMs: number): Promise<void> {
   if (client.status === 'end') return
   // QUIT on a connection that is not up would only wait for a reconnect.
   if (client.status !== 'ready' && client.status !== 'connect') {
@@ -20,7 +20,7 @@ export async function quitWithTimeout (client: Redis, timeoutMs: number): Promis
   if (outcome !== 'quit') hardDisconnect(client)
 }
 
-function hardDisconnect (client: Redis): void {
+function hardDisconnect (client: RedisClient): void {
   try {
     client.disconnect(false)
   } catch {
