@@ -4,6 +4,10 @@ import type { Builtins } from './builtin/index.js'
 import type { Config } from './config.js'
 import { StartupError, parseDuration } from './config.js'
 import { createApprovals } from './approvals/index.js'
+import { newInstanceId } from './cluster/index.js'
+import type { Coordination } from './cluster/index.js'
+import { createRedisClient, quitWithTimeout, redisTargetOf } from './redis/index.js'
+import type { RedisTarget } from './redis/index.js'
 import type { ApprovalService } from './approvals/index.js'
 import { createJournal } from './journal/index.js'
 import type { Journal } from './journal/index.js'
@@ -30,6 +34,12 @@ import type { Tier } from './tools/types.js'
 /** Everything the HTTP layer needs, built once per process from the config. */
 export interface Services {
   config: Config
+  /** This instance in the cluster (GET /cluster, logs). */
+  instanceId: string
+  /** Where Redis is (REDIS_CLUSTER_NODES or REDIS_URL); undefined for the embedded in-memory default. */
+  redisTarget: RedisTarget | undefined
+  /** The cluster-wide parts' shared Redis connection; undefined without Redis (one instance). */
+  coordination: Coordination | undefined
   /** The tool use cases (GET /tools, GET /catalog, POST /invoke, /mcp). */
   gateway: Gateway
   /** The registry use cases (the /mcp/servers and /users/{userId}/mcp/servers routes), tenancy included. */
@@ -108,11 +118,23 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   if (!overrides.store) closers.push(async () => await rawStore.close())
   const store = countUnavailable(rawStore, counters)
 
+  // One connection for the cluster-wide parts (membership, process ownership, write leases).
+  const redisTarget = redisTargetOf(config)
+  const instanceId = newInstanceId()
+  let coordination: Coordination | undefined
+  if (redisTarget !== undefined) {
+    const redis = createRedisClient(redisTarget, { commandTimeoutMs: 2000, connectTimeoutMs: 2000 })
+    redis.on('error', () => {})
+    // Pushed before the built-ins: closed after them, so their shutdown can still record what it stopped.
+    closers.push(async () => { await quitWithTimeout(redis, 1000) })
+    coordination = { redis, keyPrefix: config.redisKeyPrefix, instanceId }
+  }
+
   // After the store: the sandbox allocates each tenant's host uid in it.
   let builtin = overrides.builtin
   let builtins: Builtins | undefined
   if (!builtin) {
-    builtins = await createBuiltins(config, logger, { uids: store })
+    builtins = await createBuiltins(config, logger, { uids: store, ...(coordination !== undefined ? { coordination } : {}) })
     const b = builtins
     closers.push(async () => await b.close())
     builtin = builtins.source
@@ -173,6 +195,9 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   const sandbox = builtins?.sandbox
   return {
     config,
+    instanceId,
+    redisTarget,
+    coordination,
     gateway,
     registryFacade,
     journal,

@@ -3,6 +3,7 @@ import path from 'node:path'
 import type { Config } from '../config.js'
 import { parseDuration } from '../config.js'
 import type { Logger } from '../logger.js'
+import type { Coordination } from '../cluster/index.js'
 import { ProcessManager } from './processes/index.js'
 import { createSandbox, parseUidRange, tenantOwners } from './sandbox/index.js'
 import type { Sandbox, UidStore } from './sandbox/index.js'
@@ -42,11 +43,19 @@ export interface Builtins {
  */
 export const FALLBACK_WORKSPACES_DIRS = ['/var/lib/tool-gateway/workspaces', path.join(os.tmpdir(), 'tool-gateway-workspaces')]
 
+export interface BuiltinDeps {
+  /** Allocates each tenant's sandbox uid (the registry store). */
+  uids?: UidStore
+  fallbackWorkspacesDirs?: string[]
+  /** With Redis: process ownership and workspace write leases are cluster-wide. */
+  coordination?: Coordination
+}
+
 /**
  * Builds tier 1. The sandbox probe runs here, at start-up: with SANDBOX=bwrap a failing probe
  * throws (start-up stops with what to install or which container options to set).
  */
-export async function createBuiltins (config: Config, logger: Logger, deps: { uids?: UidStore, fallbackWorkspacesDirs?: string[] } = {}): Promise<Builtins> {
+export async function createBuiltins (config: Config, logger: Logger, deps: BuiltinDeps = {}): Promise<Builtins> {
   const uidRange = parseUidRange(config.sandboxUidRange)
   const sandbox = await createSandbox({
     mode: config.sandbox,

@@ -1,0 +1,2 @@
+export { newInstanceId } from './coordination.js'
+export type { Coordination } from './coordination.js'
