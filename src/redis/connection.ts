@@ -27,6 +27,10 @@ export interface RedisClientOptions {
   maxRetriesPerRequest?: number | null
   /** Do not connect before the first command. */
   lazyConnect?: boolean
+  /** ioredis `autoResubscribe` (default true); false for a subscriber that resubscribes by hand. */
+  autoResubscribe?: boolean
+  /** ioredis `autoResendUnfulfilledCommands` (default true); false where a command must not run twice. */
+  autoResendUnfulfilledCommands?: boolean
 }
 
 /**
@@ -68,7 +72,9 @@ export function createRedisClient (target: RedisTarget, options: RedisClientOpti
     retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times, 10), maxDelay),
     ...(options.commandTimeoutMs !== undefined ? { commandTimeout: options.commandTimeoutMs } : {}),
     ...(options.connectTimeoutMs !== undefined ? { connectTimeout: options.connectTimeoutMs } : {}),
-    ...(options.lazyConnect === true ? { lazyConnect: true } : {})
+    ...(options.lazyConnect === true ? { lazyConnect: true } : {}),
+    ...(options.autoResubscribe !== undefined ? { autoResubscribe: options.autoResubscribe } : {}),
+    ...(options.autoResendUnfulfilledCommands !== undefined ? { autoResendUnfulfilledCommands: options.autoResendUnfulfilledCommands } : {})
   }
   if (target.kind === 'single') return new Redis(target.url, base)
   const clusterOptions: ClusterOptions = {

@@ -2,3 +2,5 @@ export { createRedisClient, isReady, parseNode, redisTargetOf } from './connecti
 export type { RedisClient, RedisClientOptions, RedisTarget } from './connection.js'
 export { taggedKey } from './keys.js'
 export { quitWithTimeout } from './quit.js'
+export { escapeGlob, migrateKeys } from './migrate.js'
+export type { MigrationResult } from './migrate.js'

@@ -1,21 +1,28 @@
 import { randomUUID } from 'node:crypto'
-import { Redis, ReplyError } from 'ioredis'
+import { ReplyError } from 'ioredis'
+import type { Redis } from 'ioredis'
 import { assertScope, assertServerId, assertTenant, assertUidRange, RegistryUnavailableError } from './errors.js'
-import { quitWithTimeout } from '../redis/index.js'
+import { createRedisClient, escapeGlob, migrateKeys, quitWithTimeout, taggedKey } from '../redis/index.js'
+import type { MigrationResult, RedisClient, RedisTarget } from '../redis/index.js'
 import type { ServerConfig } from './server-config.js'
 import type { DocumentChange, DocumentKind, DocumentListener, RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredDocument, StoredServer, UidRange } from './types.js'
 
 /**
- * Redis registry (docs/ARCHITECTURE.md#registry), shared by every gateway instance. Layout, with `{p}` the key prefix:
- * - `{p}srv:g`, `{p}srv:u:{userId}`: hash per scope, field = serverId, value = JSON
- *   `{ version, updatedAt, config }`
- * - `{p}ver:g`, `{p}ver:u:{userId}`: version counter per scope (INCR, never reset)
- * - `{p}srv:users`: set of userIds that have at least one server
- * - `{p}events`: pub/sub channel, one JSON message per change
- * - `{p}sandbox:uids`: the host uid of each tenant's sandbox (see ALLOCATE_UID_SCRIPT)
- * - `{p}doc:{kind}:g`, `{p}doc:{kind}:u:{userId}`: one document (a tool policy), JSON
- *   `{ version, updatedAt, value }`, with its counter `{p}docver:{kind}:...`; changes go out on
- *   `{p}events` too, as `{ op: 'document', kind, scope, version }`
+ * Redis registry (docs/ARCHITECTURE.md#registry), shared by every gateway instance, on one Redis
+ * server or a Redis Cluster. Layout (docs/CLUSTER.md#redis-key-layout), with `p` the key prefix
+ * and `<tag>` the scope's hash tag, `reg:g` or `reg:u:<userId>`:
+ * - `p{<tag>}:srv`: hash per scope, field = serverId, value = JSON `{ version, updatedAt, config }`
+ * - `p{<tag>}:ver`: version counter per scope (INCR, never reset)
+ * - `p{<tag>}:doc:<kind>`: one document (a tool policy), JSON `{ version, updatedAt, value }`,
+ *   with its counter `p{<tag>}:docver:<kind>`; changes go out on `pevents` too, as
+ *   `{ op: 'document', kind, scope, version }`
+ * - `p{reg}:users`: set of userIds that have (or had) a server (see put: never shrinks)
+ * - `p{sandbox}:uids`: the host uid of each tenant's sandbox (see ALLOCATE_UID_SCRIPT)
+ * - `pevents`: pub/sub channel, one JSON message per change (a cluster broadcasts it to every node)
+ * Every script touches the keys of one scope only, so one hash slot: a Redis Cluster runs it.
+ * Before the tags (layout 1) the keys were `psrv:g`, `psrv:u:<userId>`, `pver:...`,
+ * `psrv:users`, `psandbox:uids`, `pdoc:<kind>:...`, `pdocver:<kind>:...`: a single-Redis store
+ * renames them once on start-up (see #migrate).
  *
  * Writes run as Lua scripts rather than MULTI/EXEC: a script is just as atomic, and it can
  * also embed the new version in the entry and in the event, skip the increment when a delete
@@ -24,8 +31,10 @@ import type { DocumentChange, DocumentKind, DocumentListener, RegistryChange, Re
  */
 
 export interface RedisRegistryStoreOptions {
-  /** `redis://host:port/db`. */
-  url: string
+  /** Where Redis is: one server or a Redis Cluster. Either this or `url`. */
+  target?: RedisTarget
+  /** `redis://host:port/db`: the same as `target: { kind: 'single', url }`. */
+  url?: string
   /** Prefix of every key and of the channel. Default `tg:`. */
   keyPrefix?: string
   /** Bound on every command; past it the call fails with RegistryUnavailableError. Default 2000. */
@@ -43,7 +52,6 @@ export interface RedisRegistryStoreOptions {
 const PUT_SCRIPT = `
 local v = redis.call('INCR', KEYS[2])
 local created = redis.call('HSET', KEYS[1], ARGV[1], '{"version":' .. v .. ',' .. string.sub(ARGV[2], 2))
-if ARGV[5] ~= '' then redis.call('SADD', KEYS[3], ARGV[5]) end
 redis.call('PUBLISH', ARGV[3], '{"version":' .. v .. ',' .. string.sub(ARGV[4], 2))
 return {v, created}
 `
@@ -53,13 +61,12 @@ if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then
   return {tonumber(redis.call('GET', KEYS[2])) or 0, 0}
 end
 local v = redis.call('INCR', KEYS[2])
-if ARGV[5] ~= '' and redis.call('HLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[3], ARGV[5]) end
-redis.call('PUBLISH', ARGV[3], '{"version":' .. v .. ',' .. string.sub(ARGV[4], 2))
+redis.call('PUBLISH', ARGV[2], '{"version":' .. v .. ',' .. string.sub(ARGV[3], 2))
 return {v, 1}
 `
 
 /**
- * Sandbox uid per tenant (docs/ARCHITECTURE.md#isolation), in one hash `{p}sandbox:uids`: `t:{tenant}` -> uid,
+ * Sandbox uid per tenant (docs/ARCHITECTURE.md#isolation), in one hash `p{sandbox}:uids`: `t:{tenant}` -> uid,
  * `u:{uid}` -> tenant (so no uid is handed out twice, whatever the range was when it was taken),
  * and `cursor`, where the next search starts. The whole allocation is one script: atomic across
  * instances. Returns -1 when the range is full.
@@ -129,8 +136,8 @@ interface ScriptCommands {
   tgDocPut (docKey: string, versionKey: string, entryJson: string, channel: string, eventJson: string): Promise<[number, number]>
   tgDocDelete (docKey: string, versionKey: string, channel: string, eventJson: string): Promise<[number, number]>
   tgAllocateUid (uidsKey: string, tenant: string, first: string, last: string): Promise<number>
-  tgRegistryPut (hashKey: string, versionKey: string, usersKey: string, serverId: string, entryJson: string, channel: string, eventJson: string, userId: string): Promise<[number, number]>
-  tgRegistryDelete (hashKey: string, versionKey: string, usersKey: string, serverId: string, unused: string, channel: string, eventJson: string, userId: string): Promise<[number, number]>
+  tgRegistryPut (hashKey: string, versionKey: string, serverId: string, entryJson: string, channel: string, eventJson: string): Promise<[number, number]>
+  tgRegistryDelete (hashKey: string, versionKey: string, serverId: string, channel: string, eventJson: string): Promise<[number, number]>
 }
 
 interface WireEvent {
@@ -160,6 +167,11 @@ function parseEvent (message: string): WireEvent | undefined {
   return undefined
 }
 
+/** The hash tag of a scope's keys: all of them in one slot, so its scripts run on a cluster. */
+function scopeTag (scope: RegistryScope): string {
+  return scope.kind === 'global' ? 'reg:g' : `reg:u:${scope.userId}`
+}
+
 function compareIds (a: StoredServer, b: StoredServer): number {
   return a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0
 }
@@ -169,8 +181,11 @@ export class RedisRegistryStore implements RegistryStore {
   readonly keyPrefix: string
   /** Tags this instance's events so its own echo from pub/sub is not delivered twice. */
   readonly instanceId = randomUUID()
-  #client: Redis & ScriptCommands
-  #subscriber: Redis
+  readonly #target: RedisTarget
+  #client: RedisClient & ScriptCommands
+  #subscriber: RedisClient
+  /** What the start-up migration did (undefined on a cluster, or before connect). */
+  migration: MigrationResult | undefined
   #listeners = new Set<RegistryListener>()
   #documentListeners = new Set<DocumentListener>()
   #subscriberWasReady = false
@@ -181,17 +196,19 @@ export class RedisRegistryStore implements RegistryStore {
 
   constructor (options: RedisRegistryStoreOptions) {
     this.keyPrefix = options.keyPrefix ?? 'tg:'
+    const target = options.target ?? (options.url !== undefined ? { kind: 'single' as const, url: options.url } : undefined)
+    if (target === undefined) throw new Error('RedisRegistryStore needs a target or a url')
+    this.#target = target
     this.#closeTimeoutMs = options.closeTimeoutMs ?? 1000
     this.#onError = options.onError ?? (() => {})
-    const maxDelay = options.maxReconnectDelayMs ?? 2000
     this.#readyTimeoutMs = 2 * (options.connectTimeoutMs ?? 2000) + (options.commandTimeoutMs ?? 2000)
     const common = {
       lazyConnect: true,
-      connectTimeout: options.connectTimeoutMs ?? 2000,
+      connectTimeoutMs: options.connectTimeoutMs ?? 2000,
       // Reconnect forever with a capped back-off: a Redis restart must heal without a gateway restart.
-      retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times, 10), maxDelay)
+      maxReconnectDelayMs: options.maxReconnectDelayMs ?? 2000
     }
-    this.#client = new Redis(options.url, {
+    this.#client = createRedisClient(target, {
       ...common,
       // Fail fast instead of queueing while disconnected: a request gets a 503 now, never hangs.
       enableOfflineQueue: false,
@@ -199,16 +216,16 @@ export class RedisRegistryStore implements RegistryStore {
       // (it increments the version), so the caller gets a 503 and decides.
       maxRetriesPerRequest: 0,
       autoResendUnfulfilledCommands: false,
-      commandTimeout: options.commandTimeoutMs ?? 2000
-    }) as Redis & ScriptCommands
-    this.#client.defineCommand('tgRegistryPut', { numberOfKeys: 3, lua: PUT_SCRIPT })
-    this.#client.defineCommand('tgRegistryDelete', { numberOfKeys: 3, lua: DELETE_SCRIPT })
+      commandTimeoutMs: options.commandTimeoutMs ?? 2000
+    }) as RedisClient & ScriptCommands
+    this.#client.defineCommand('tgRegistryPut', { numberOfKeys: 2, lua: PUT_SCRIPT })
+    this.#client.defineCommand('tgRegistryDelete', { numberOfKeys: 2, lua: DELETE_SCRIPT })
     this.#client.defineCommand('tgAllocateUid', { numberOfKeys: 1, lua: ALLOCATE_UID_SCRIPT })
     this.#client.defineCommand('tgDocPut', { numberOfKeys: 2, lua: DOC_PUT_SCRIPT })
     this.#client.defineCommand('tgDocDelete', { numberOfKeys: 2, lua: DOC_DELETE_SCRIPT })
     this.#client.on('error', (err: Error) => this.#onError(err))
 
-    this.#subscriber = new Redis(options.url, {
+    this.#subscriber = createRedisClient(target, {
       ...common,
       // Subscribed by hand on every 'ready' so a resync is announced only once the
       // subscription is live again (see #onSubscriberReady).
@@ -243,12 +260,44 @@ export class RedisRegistryStore implements RegistryStore {
     } finally {
       clearTimeout(timer)
     }
+    // Outside the deadline: a first start over a large layout-1 Redis scans it whole.
+    try {
+      await this.#migrate()
+    } catch (err) {
+      if (err instanceof ReplyError) throw err
+      throw new RegistryUnavailableError('registry unavailable: the key migration failed', { cause: err })
+    }
   }
 
   async #start (): Promise<void> {
     await Promise.all([this.#client.connect(), this.#subscriber.connect()])
     await this.#subscriber.subscribe(this.#channel)
     this.#subscriberWasReady = true
+  }
+
+  /**
+   * Layout 1 (untagged names) to layout 2, once per Redis (docs/CLUSTER.md#redis-key-layout).
+   * Only a single Redis can hold layout 1: the cluster support came with the tags.
+   */
+  async #migrate (): Promise<void> {
+    if (this.#target.kind !== 'single') return
+    const p = this.keyPrefix
+    const e = escapeGlob(p)
+    this.migration = await migrateKeys(this.#client as Redis, {
+      marker: taggedKey(p, 'meta', 'layout:registry'),
+      patterns: [`${e}srv:*`, `${e}ver:*`, `${e}doc:*`, `${e}docver:*`, `${e}sandbox:uids`],
+      rename: (key) => {
+        const rest = key.slice(p.length)
+        if (rest === 'srv:users') return this.#usersKey
+        if (rest === 'sandbox:uids') return this.#uidsKey
+        const m = /^(srv|ver|doc|docver):(?:([a-z]+):)?(g|u:([A-Za-z0-9-]+))$/.exec(rest)
+        if (m === null) return undefined
+        const [, what, kind, , userId] = m
+        const scope: RegistryScope = userId === undefined ? { kind: 'global' } : { kind: 'user', userId }
+        if (what === 'srv' || what === 'ver') return kind === undefined ? taggedKey(p, scopeTag(scope), what) : undefined
+        return kind === undefined ? undefined : taggedKey(p, scopeTag(scope), `${what}:${kind}`)
+      }
+    })
   }
 
   #onSubscriberReady (): void {
@@ -296,8 +345,8 @@ export class RedisRegistryStore implements RegistryStore {
   }
 
   #docKeys (kind: DocumentKind, scope: RegistryScope): [string, string] {
-    const tail = scope.kind === 'global' ? `${kind}:g` : `${kind}:u:${scope.userId}`
-    return [`${this.keyPrefix}doc:${tail}`, `${this.keyPrefix}docver:${tail}`]
+    const tag = scopeTag(scope)
+    return [taggedKey(this.keyPrefix, tag, `doc:${kind}`), taggedKey(this.keyPrefix, tag, `docver:${kind}`)]
   }
 
   async getDocument (kind: DocumentKind, scope: RegistryScope): Promise<StoredDocument | undefined> {
@@ -341,15 +390,19 @@ export class RedisRegistryStore implements RegistryStore {
   }
 
   #hashKey (scope: RegistryScope): string {
-    return scope.kind === 'global' ? `${this.keyPrefix}srv:g` : `${this.keyPrefix}srv:u:${scope.userId}`
+    return taggedKey(this.keyPrefix, scopeTag(scope), 'srv')
   }
 
   #versionKey (scope: RegistryScope): string {
-    return scope.kind === 'global' ? `${this.keyPrefix}ver:g` : `${this.keyPrefix}ver:u:${scope.userId}`
+    return taggedKey(this.keyPrefix, scopeTag(scope), 'ver')
   }
 
   get #usersKey (): string {
-    return `${this.keyPrefix}srv:users`
+    return taggedKey(this.keyPrefix, 'reg', 'users')
+  }
+
+  get #uidsKey (): string {
+    return taggedKey(this.keyPrefix, 'sandbox', 'uids')
   }
 
   /** Runs a command, turning every connection-level failure into RegistryUnavailableError. */
@@ -411,9 +464,13 @@ export class RedisRegistryStore implements RegistryStore {
     // Serialised here; the script splices `"version":N,` in after the opening brace.
     const entryJson = JSON.stringify({ updatedAt: new Date().toISOString(), config })
     const eventJson = JSON.stringify({ op: 'put', scope, serverId, origin: this.instanceId })
-    const userId = scope.kind === 'user' ? scope.userId : ''
+    // The set of userIds is in another slot than the scope's keys, so a cluster cannot update it
+    // in the put script. Added first, and never removed (not even when a delete empties the
+    // hash): a member without servers only costs listUserIds a lookup, while a removal could race
+    // with a concurrent put of the same user (SREM after its SADD) and lose a tenant that has servers.
+    if (scope.kind === 'user') await this.#run(() => this.#client.sadd(this.#usersKey, scope.userId))
     const [version, created] = await this.#run(() => this.#client.tgRegistryPut(
-      this.#hashKey(scope), this.#versionKey(scope), this.#usersKey, serverId, entryJson, this.#channel, eventJson, userId))
+      this.#hashKey(scope), this.#versionKey(scope), serverId, entryJson, this.#channel, eventJson))
     this.#emit({ op: 'put', scope: { ...scope }, serverId, version })
     return { version, created: created === 1 }
   }
@@ -422,9 +479,8 @@ export class RedisRegistryStore implements RegistryStore {
     assertScope(scope)
     assertServerId(serverId)
     const eventJson = JSON.stringify({ op: 'delete', scope, serverId, origin: this.instanceId })
-    const userId = scope.kind === 'user' ? scope.userId : ''
     const [version, deleted] = await this.#run(() => this.#client.tgRegistryDelete(
-      this.#hashKey(scope), this.#versionKey(scope), this.#usersKey, serverId, '', this.#channel, eventJson, userId))
+      this.#hashKey(scope), this.#versionKey(scope), serverId, this.#channel, eventJson))
     if (deleted === 1) this.#emit({ op: 'delete', scope: { ...scope }, serverId, version })
     return { version, deleted: deleted === 1 }
   }
@@ -437,13 +493,15 @@ export class RedisRegistryStore implements RegistryStore {
 
   async listUserIds (): Promise<string[]> {
     const ids = await this.#run(() => this.#client.smembers(this.#usersKey))
-    return ids.sort()
+    // The set never shrinks (see put): users whose hash is empty have no servers now.
+    const sizes = await this.#run(async () => await Promise.all(ids.map(async (id) => await this.#client.hlen(this.#hashKey({ kind: 'user', userId: id })))))
+    return ids.filter((_id, i) => (sizes[i] ?? 0) > 0).sort()
   }
 
   async allocateSandboxUid (tenant: string, range: UidRange): Promise<number> {
     assertTenant(tenant)
     assertUidRange(range)
-    const uid = await this.#run(() => this.#client.tgAllocateUid(`${this.keyPrefix}sandbox:uids`, tenant, String(range.first), String(range.last)))
+    const uid = await this.#run(() => this.#client.tgAllocateUid(this.#uidsKey, tenant, String(range.first), String(range.last)))
     if (uid < 0) throw new RangeError(`every sandbox uid of ${range.first}-${range.last} is taken`)
     return uid
   }

@@ -49,13 +49,14 @@ if (!available) {
     await store.put({ kind: 'user', userId: '1-2' }, 'gh', config)
     await store.put({ kind: 'global' }, 'gh', config)
 
-    assert.deepEqual(await raw.hkeys(`${keyPrefix}srv:u:1-2`), ['gh'])
-    assert.equal(await raw.get(`${keyPrefix}ver:u:1-2`), '1')
-    assert.deepEqual(await raw.hkeys(`${keyPrefix}srv:g`), ['gh'])
-    assert.equal(await raw.get(`${keyPrefix}ver:g`), '1')
-    assert.deepEqual(await raw.smembers(`${keyPrefix}srv:users`), ['1-2'])
-    assert.equal(await raw.exists(`${keyPrefix}srv:u:1`), 0)
-    const entry = JSON.parse(await raw.hget(`${keyPrefix}srv:u:1-2`, 'gh') ?? 'null') as Record<string, unknown>
+    assert.deepEqual(await raw.hkeys(`${keyPrefix}{reg:u:1-2}:srv`), ['gh'])
+    assert.equal(await raw.get(`${keyPrefix}{reg:u:1-2}:ver`), '1')
+    assert.deepEqual(await raw.hkeys(`${keyPrefix}{reg:g}:srv`), ['gh'])
+    assert.equal(await raw.get(`${keyPrefix}{reg:g}:ver`), '1')
+    assert.deepEqual(await raw.smembers(`${keyPrefix}{reg}:users`), ['1-2'])
+    assert.equal(await raw.exists(`${keyPrefix}{reg:u:1}:srv`), 0)
+    assert.equal(await raw.cluster('KEYSLOT', `${keyPrefix}{reg:u:1-2}:srv`).catch(() => null), null, 'a single server (no cluster mode)')
+    const entry = JSON.parse(await raw.hget(`${keyPrefix}{reg:u:1-2}:srv`, 'gh') ?? 'null') as Record<string, unknown>
     assert.equal(entry.version, 1)
     assert.deepEqual(entry.config, config)
 
@@ -66,7 +67,8 @@ if (!available) {
     assert.equal(event.serverId, 'gh')
 
     await store.delete({ kind: 'user', userId: '1-2' }, 'gh')
-    assert.deepEqual(await raw.smembers(`${keyPrefix}srv:users`), [], 'a user without servers leaves the set')
+    assert.deepEqual(await raw.smembers(`${keyPrefix}{reg}:users`), ['1-2'], 'the set never shrinks (a cluster cannot update it with the hash)')
+    assert.deepEqual(await store.listUserIds(), [], 'but a user without servers is not listed')
 
     const defaults = new RedisRegistryStore({ url: REDIS_URL })
     assert.equal(defaults.keyPrefix, 'tg:')
@@ -79,7 +81,7 @@ if (!available) {
     try {
       assert.equal(store.backend, 'redis')
       await store.put({ kind: 'global' }, 'x', config)
-      assert.equal(await countKeys(keyPrefix), 2)
+      assert.equal(await countKeys(keyPrefix), 3, 'the hash, its version, the migration marker')
     } finally {
       await store.close()
       await deleteKeys(keyPrefix)
