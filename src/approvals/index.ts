@@ -1,4 +1,5 @@
 import type { Logger } from '../logger.js'
+import type { RedisTarget } from '../redis/index.js'
 import type { SecretBox } from '../registry/secrets.js'
 import { RedisApprovalStore } from './redis-store.js'
 import { ApprovalService } from './service.js'
@@ -14,6 +15,9 @@ export { ApprovalWebhook, signature } from './webhook.js'
 export type { ApprovalNotice } from './webhook.js'
 
 export interface ApprovalSettings {
+  /** Where Redis is (REDIS_CLUSTER_NODES or REDIS_URL); wins over redisUrl. */
+  target?: RedisTarget | undefined
+  /** REDIS_URL; with no target either, held calls stay in this instance's memory. */
   redisUrl?: string | undefined
   keyPrefix: string
   ttlMs: number
@@ -25,8 +29,9 @@ export interface ApprovalSettings {
 
 /** Held calls in Redis when it is configured (every instance sees and decides them), else in memory. */
 export function createApprovals (s: ApprovalSettings): ApprovalService {
-  const store = s.redisUrl !== undefined && s.redisUrl !== ''
-    ? new RedisApprovalStore({ url: s.redisUrl, keyPrefix: s.keyPrefix, onError: () => {} })
+  const target = s.target ?? (s.redisUrl !== undefined && s.redisUrl !== '' ? { kind: 'single' as const, url: s.redisUrl } : undefined)
+  const store = target !== undefined
+    ? new RedisApprovalStore({ target, keyPrefix: s.keyPrefix, onError: () => {} })
     : new MemoryApprovalStore()
   const webhook = s.webhookUrl !== undefined && s.webhookUrl !== ''
     ? new ApprovalWebhook({ url: s.webhookUrl, secret: s.webhookSecret ?? '', logger: s.logger })

@@ -1,13 +1,16 @@
-import { Redis } from 'ioredis'
-import { quitWithTimeout } from '../redis/index.js'
+import type { Redis } from 'ioredis'
+import { createRedisClient, escapeGlob, migrateKeys, quitWithTimeout, taggedKey } from '../redis/index.js'
+import type { MigrationResult, RedisClient, RedisTarget } from '../redis/index.js'
 import { KEEP_AFTER_MS } from './store.js'
 import type { ApprovalRecord, ApprovalStore, DecideOutcome } from './store.js'
 
 /**
- * The compare-and-set of a decision: pending and unexpired -> approved/denied, off the tenant's
- * pending index, in one step. Redis runs a script alone, so of two decisions arriving on two
- * instances exactly one finds the record pending.
- * KEYS: the record, the tenant's pending index. ARGV: status, now, decidedBy, reason, approvalId, keep (ms).
+ * The compare-and-set of a decision: pending and unexpired -> approved/denied, in one step. Redis
+ * runs a script alone, so of two decisions arriving on two instances exactly one finds the record
+ * pending. It touches the record only: the record is found by its approvalId alone (so it is
+ * tagged by it), the pending index by tenant, two slots on a cluster; the index is updated after
+ * the script (see decide), and readers of the index check each record's status anyway.
+ * KEYS: the record. ARGV: status, now, decidedBy, reason, keep (ms).
  */
 const DECIDE_SCRIPT = `
 local s = redis.call('HGET', KEYS[1], 'status')
@@ -15,8 +18,7 @@ if not s then return 'not-found' end
 if s ~= 'pending' then return 'decided' end
 if tonumber(redis.call('HGET', KEYS[1], 'expiresAt')) <= tonumber(ARGV[2]) then return 'expired' end
 redis.call('HSET', KEYS[1], 'status', ARGV[1], 'decidedAt', ARGV[2], 'decidedBy', ARGV[3], 'reason', ARGV[4])
-redis.call('ZREM', KEYS[2], ARGV[5])
-redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return 'ok'
 `
 
@@ -25,56 +27,87 @@ interface DecideCommand {
 }
 
 export interface RedisApprovalOptions {
-  url: string
+  /** Where Redis is: one server or a Redis Cluster. Either this or `url`. */
+  target?: RedisTarget
+  /** `redis://...`: the same as `target: { kind: 'single', url }`. */
+  url?: string
   keyPrefix: string
   commandTimeoutMs?: number
   onError?: (err: Error) => void
 }
 
 /**
- * Held calls in Redis, shared by every instance. Layout, with `{p}` the key prefix:
- * - `{p}approval:{approvalId}`: a hash of the record's fields, expiring a day after the call
- *   expires or is decided;
- * - `{p}approvals:pending:{tenant}`: a sorted set of the tenant's pending approvalIds by expiresAt.
+ * Held calls in Redis (one server or a Redis Cluster), shared by every instance. Layout
+ * (docs/CLUSTER.md#redis-key-layout), with `p` the key prefix:
+ * - `p{approval:<approvalId>}:rec`: a hash of the record's fields, expiring a day after the call
+ *   expires or is decided; tagged by its id, since GET /approvals/{approvalId} knows nothing else;
+ * - `p{approvals:<tenant>}:pending`: a sorted set of the tenant's pending approvalIds by expiresAt
+ *   (tenant `_global` for calls of no user).
+ * No command or script spans both (they may be in two slots). Before the tags they were
+ * `papproval:<approvalId>` and `papprovals:pending:<tenant>`: a single-Redis store renames them
+ * once after its first connect.
  * Its own connection, so that a waiting call's polling never queues behind registry commands.
  */
 export class RedisApprovalStore implements ApprovalStore {
   readonly backend = 'redis' as const
-  readonly #client: Redis & DecideCommand
+  readonly #client: RedisClient & DecideCommand
   readonly #prefix: string
+  /** Settles when the start-up migration is done (undefined: none ran: a cluster, or it failed). */
+  readonly migrated: Promise<MigrationResult | undefined>
 
   constructor (opts: RedisApprovalOptions) {
     this.#prefix = opts.keyPrefix
-    this.#client = new Redis(opts.url, {
+    const target = opts.target ?? (opts.url !== undefined ? { kind: 'single' as const, url: opts.url } : undefined)
+    if (target === undefined) throw new Error('RedisApprovalStore needs a target or a url')
+    this.#client = createRedisClient(target, {
       lazyConnect: true,
-      connectTimeout: 2000,
+      connectTimeoutMs: 2000,
       maxRetriesPerRequest: 1,
-      commandTimeout: opts.commandTimeoutMs ?? 2000,
-      retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times, 10), 2000)
-    }) as Redis & DecideCommand
+      commandTimeoutMs: opts.commandTimeoutMs ?? 2000
+    }) as RedisClient & DecideCommand
     this.#client.defineCommand('tgApprovalDecide', { lua: DECIDE_SCRIPT })
     this.#client.on('error', (err: Error) => opts.onError?.(err))
-    this.#client.connect().catch(() => {})
+    this.migrated = this.#client.connect().then(async () => {
+      if (target.kind !== 'single') return undefined
+      const p = this.#prefix
+      return await migrateKeys(this.#client as Redis, {
+        marker: taggedKey(p, 'meta', 'layout:approvals'),
+        patterns: [`${escapeGlob(p)}approval:*`, `${escapeGlob(p)}approvals:pending:*`],
+        rename: (key) => {
+          const rest = key.slice(p.length)
+          const record = /^approval:([A-Za-z0-9_-]+)$/.exec(rest)
+          if (record !== null) return this.#key(record[1] as string)
+          const index = /^approvals:pending:([A-Za-z0-9_.-]+)$/.exec(rest)
+          return index === null ? undefined : this.#indexOfTenant(index[1] as string)
+        }
+      })
+    }).catch((err: unknown) => {
+      // Tried again on the next start (the marker is set only once the scan completed).
+      opts.onError?.(err instanceof Error ? err : new Error(String(err)))
+      return undefined
+    })
   }
 
   #key (approvalId: string): string {
-    return `${this.#prefix}approval:${approvalId}`
+    return taggedKey(this.#prefix, `approval:${approvalId}`, 'rec')
   }
 
   #index (userId: string): string {
-    return `${this.#prefix}approvals:pending:${userId === '' ? '_global' : userId}`
+    return this.#indexOfTenant(userId === '' ? '_global' : userId)
+  }
+
+  #indexOfTenant (tenant: string): string {
+    return taggedKey(this.#prefix, `approvals:${tenant}`, 'pending')
   }
 
   async put (record: ApprovalRecord): Promise<void> {
     const key = this.#key(record.approvalId)
+    const index = this.#index(record.userId)
     const fields: Record<string, string> = {}
     for (const [k, v] of Object.entries(record)) if (v !== undefined) fields[k] = String(v)
-    await this.#client.multi()
-      .hset(key, fields)
-      .pexpireat(key, record.expiresAt + KEEP_AFTER_MS)
-      .zadd(this.#index(record.userId), record.expiresAt, record.approvalId)
-      .pexpireat(this.#index(record.userId), record.expiresAt + KEEP_AFTER_MS)
-      .exec()
+    // Two transactions, one per slot; the record first, so an index member always has its record.
+    await this.#client.multi().hset(key, fields).pexpireat(key, record.expiresAt + KEEP_AFTER_MS).exec()
+    await this.#client.multi().zadd(index, record.expiresAt, record.approvalId).pexpireat(index, record.expiresAt + KEEP_AFTER_MS).exec()
   }
 
   async get (approvalId: string): Promise<ApprovalRecord | undefined> {
@@ -88,22 +121,28 @@ export class RedisApprovalStore implements ApprovalStore {
     await this.#client.zremrangebyscore(index, '-inf', now)
     const ids = await this.#client.zrangebyscore(index, `(${now}`, '+inf', 'LIMIT', 0, limit)
     if (ids.length === 0) return []
-    const pipeline = this.#client.pipeline()
-    for (const id of ids) pipeline.hgetall(this.#key(id))
-    const replies = await pipeline.exec()
+    // One command per record, sent together: the records are in other slots than the index (a
+    // cluster pipeline must stay on one node).
+    const records = await Promise.all(ids.map(async (id) => fromHash(await this.#client.hgetall(this.#key(id)))))
     const out: ApprovalRecord[] = []
-    for (const [err, h] of replies ?? []) {
-      const r = err === null ? fromHash(h as Record<string, string>) : undefined
+    const stale: string[] = []
+    records.forEach((r, i) => {
       if (r !== undefined && r.status === 'pending') out.push(r)
-    }
+      else stale.push(ids[i] as string)
+    })
+    // Decided (or gone) but still indexed: decide's ZREM did not happen (see decide). Dropped now.
+    if (stale.length > 0) await this.#client.zrem(index, ...stale)
     return out.sort((a, b) => a.createdAt - b.createdAt)
   }
 
   async decide (approvalId: string, status: 'approved' | 'denied', facts: { now: number, decidedBy: string, reason: string }): Promise<DecideOutcome> {
     const record = await this.get(approvalId)
     if (record === undefined) return { ok: false, reason: 'not-found' }
-    const verdict = await this.#client.tgApprovalDecide(2, this.#key(approvalId), this.#index(record.userId),
-      status, facts.now, facts.decidedBy, facts.reason, approvalId, KEEP_AFTER_MS)
+    const verdict = await this.#client.tgApprovalDecide(1, this.#key(approvalId),
+      status, facts.now, facts.decidedBy, facts.reason, KEEP_AFTER_MS)
+    // After the compare-and-set, not in it (another slot). A failure here leaves a stale member
+    // that listPending skips and removes: the decision itself is already final.
+    if (verdict === 'ok') await this.#client.zrem(this.#index(record.userId), approvalId).catch(() => 0)
     const after = await this.get(approvalId)
     if (verdict === 'ok' && after !== undefined) return { ok: true, record: after }
     if (verdict === 'expired' || verdict === 'decided') return { ok: false, reason: verdict, ...(after !== undefined ? { record: after } : {}) }

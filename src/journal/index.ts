@@ -1,4 +1,5 @@
 import type { Logger } from '../logger.js'
+import type { RedisTarget } from '../redis/index.js'
 import { Journal } from './journal.js'
 import type { JournalMode } from './entry.js'
 import { MemoryJournalStore } from './memory-store.js'
@@ -15,7 +16,9 @@ export type { JournalStore } from './store.js'
 
 export interface JournalSettings {
   mode: JournalMode
-  /** REDIS_URL: unset = a memory ring per instance. */
+  /** Where Redis is (REDIS_CLUSTER_NODES or REDIS_URL); wins over redisUrl. */
+  target?: RedisTarget | undefined
+  /** REDIS_URL; with no target either, a memory ring per instance. */
   redisUrl?: string | undefined
   keyPrefix: string
   maxEntriesPerTenant: number
@@ -25,11 +28,12 @@ export interface JournalSettings {
   logger: Logger
 }
 
-/** The journal on Redis Streams when REDIS_URL is set, else on the memory ring. */
+/** The journal on Redis Streams when Redis is configured (a server or a cluster), else on the memory ring. */
 export function createJournal (s: JournalSettings): Journal {
-  const store = s.redisUrl !== undefined && s.redisUrl !== ''
+  const target = s.target ?? (s.redisUrl !== undefined && s.redisUrl !== '' ? { kind: 'single' as const, url: s.redisUrl } : undefined)
+  const store = target !== undefined
     ? new RedisJournalStore({
-      url: s.redisUrl,
+      target,
       keyPrefix: s.keyPrefix,
       maxEntriesPerTenant: s.maxEntriesPerTenant,
       retentionMs: s.retentionMs,

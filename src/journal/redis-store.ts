@@ -1,10 +1,13 @@
-import { Redis } from 'ioredis'
-import { quitWithTimeout } from '../redis/index.js'
+import type { Redis } from 'ioredis'
+import { createRedisClient, escapeGlob, migrateKeys, quitWithTimeout, taggedKey } from '../redis/index.js'
+import type { MigrationResult, RedisClient, RedisTarget } from '../redis/index.js'
 import { matches, SCAN_BUDGET } from './store.js'
 import type { JournalPage, JournalQuery, JournalStore, PendingEntry } from './store.js'
 
 /**
- * A batch of entries in one call (one command to encode, one round trip). Per entry: XADD with
+ * A batch of one tenant's entries in one call (one command to encode, one round trip): the keys
+ * of one tenant share a hash slot, so a Redis Cluster runs it; a batch of several tenants is one
+ * call per tenant (see append). Per entry: XADD with
  * approximate MAXLEN (cheap: whole stream nodes are dropped), the callId index with the retention
  * as TTL, an approximate MINID trim when the caller asks for one, and the stream's own TTL renewed
  * (a tenant that stops calling loses its journal after the retention, without any sweeper).
@@ -30,7 +33,10 @@ interface AppendCommand {
 }
 
 export interface RedisJournalOptions {
-  url: string
+  /** Where Redis is: one server or a Redis Cluster. Either this or `url`. */
+  target?: RedisTarget
+  /** `redis://...`: the same as `target: { kind: 'single', url }`. */
+  url?: string
   keyPrefix: string
   /** JOURNAL_MAX_ENTRIES: the approximate MAXLEN of each tenant's stream. */
   maxEntriesPerTenant: number
@@ -51,9 +57,12 @@ type StreamEntry = [id: string, fields: string[]]
 
 /**
  * The journal in Redis Streams (docs/ARCHITECTURE.md#journal), one stream per tenant, shared by
- * every instance. Layout, with `{p}` the key prefix:
- * - `{p}journal:{tenant}`: the stream; fields `e` (the entry's JSON), `n` (tool name), `x` (1 when isError)
- * - `{p}journal:{tenant}:call:{callId}`: the stream id of the call's latest entry, expiring with the retention
+ * every instance, on one Redis server or a Redis Cluster. Layout (docs/CLUSTER.md#redis-key-layout),
+ * with `p` the key prefix, every key of a tenant under its hash tag `{journal:<tenant>}`:
+ * - `p{journal:<tenant>}:stream`: the stream; fields `e` (the entry's JSON), `n` (tool name), `x` (1 when isError)
+ * - `p{journal:<tenant>}:call:<callId>`: the stream id of the call's latest entry, expiring with the retention
+ * Before the tags they were `pjournal:<tenant>` and `pjournal:<tenant>:call:<callId>`: a
+ * single-Redis store renames them once after its first connect (see #migrate).
  *
  * Its own connection, which never queues while Redis is away (a write fails at once and the
  * journal counts the drop), so journal traffic never waits behind, or delays, registry commands.
@@ -61,7 +70,9 @@ type StreamEntry = [id: string, fields: string[]]
 export class RedisJournalStore implements JournalStore {
   readonly backend = 'redis' as const
   readonly lingerMs = 20
-  readonly #client: Redis & AppendCommand
+  readonly #client: RedisClient & AppendCommand
+  /** Settles when the start-up migration is done (undefined: none ran: a cluster, or it failed). */
+  readonly migrated: Promise<MigrationResult | undefined>
   readonly #opts: RedisJournalOptions
   readonly #now: () => number
   readonly #trimmed = new Map<string, number>()
@@ -69,32 +80,80 @@ export class RedisJournalStore implements JournalStore {
   constructor (opts: RedisJournalOptions) {
     this.#opts = opts
     this.#now = opts.now ?? Date.now
-    this.#client = new Redis(opts.url, {
+    const target = opts.target ?? (opts.url !== undefined ? { kind: 'single' as const, url: opts.url } : undefined)
+    if (target === undefined) throw new Error('RedisJournalStore needs a target or a url')
+    this.#client = createRedisClient(target, {
       lazyConnect: true,
-      connectTimeout: 2000,
+      connectTimeoutMs: 2000,
       enableOfflineQueue: false,
       maxRetriesPerRequest: 0,
       autoResendUnfulfilledCommands: false,
-      commandTimeout: opts.commandTimeoutMs ?? 2000,
-      retryStrategy: (times: number) => Math.min(50 * 2 ** Math.min(times, 10), 2000)
-    }) as Redis & AppendCommand
+      commandTimeoutMs: opts.commandTimeoutMs ?? 2000
+    }) as RedisClient & AppendCommand
     this.#client.defineCommand('tgJournalAppend', { lua: APPEND_SCRIPT })
     this.#client.on('error', (err: Error) => opts.onError?.(err))
     // Not awaited: the gateway starts (and serves calls) whether or not the journal's Redis is up;
     // ioredis keeps reconnecting, and appends fail fast meanwhile.
-    this.#client.connect().catch(() => {})
+    this.migrated = this.#client.connect().then(async () => await this.#migrate(target), (err: unknown) => {
+      opts.onError?.(err instanceof Error ? err : new Error(String(err)))
+      return undefined
+    })
+  }
+
+  /**
+   * Layout 1 (untagged) to layout 2, once per Redis. Appends may run meanwhile: a tenant's old
+   * stream is then merged into the new one in id order, so no entry is lost; reads of that
+   * tenant miss the old entries only until its key is moved.
+   */
+  async #migrate (target: RedisTarget): Promise<MigrationResult | undefined> {
+    if (target.kind !== 'single') return undefined
+    const p = this.#opts.keyPrefix
+    try {
+      return await migrateKeys(this.#client as Redis, {
+        marker: taggedKey(p, 'meta', 'layout:journal'),
+        patterns: [`${escapeGlob(p)}journal:*`],
+        rename: (key) => {
+          const m = /^journal:([A-Za-z0-9_.-]+)(?::call:([\s\S]*))?$/.exec(key.slice(p.length))
+          if (m === null) return undefined
+          const [, tenant, callId] = m as unknown as [string, string, string | undefined]
+          return callId === undefined ? this.#stream(tenant) : this.#callKey(tenant, callId)
+        }
+      })
+    } catch (err) {
+      // Tried again on the next start (the marker is set only once the scan completed).
+      this.#opts.onError?.(err instanceof Error ? err : new Error(String(err)))
+      return undefined
+    }
   }
 
   #stream (tenant: string): string {
-    return `${this.#opts.keyPrefix}journal:${tenant}`
+    return taggedKey(this.#opts.keyPrefix, `journal:${tenant}`, 'stream')
   }
 
   #callKey (tenant: string, callId: string): string {
-    return `${this.#opts.keyPrefix}journal:${tenant}:call:${callId}`
+    return taggedKey(this.#opts.keyPrefix, `journal:${tenant}`, `call:${callId}`)
   }
 
   async append (entries: PendingEntry[]): Promise<number> {
     if (entries.length === 0) return 0
+    // One script call per tenant: a script may only touch one hash slot on a cluster. All sent at
+    // once (one round trip on a single server); each tenant's part is all or nothing.
+    const byTenant = new Map<string, PendingEntry[]>()
+    for (const e of entries) {
+      const list = byTenant.get(e.tenant)
+      if (list === undefined) byTenant.set(e.tenant, [e])
+      else list.push(e)
+    }
+    const outcomes = await Promise.allSettled([...byTenant.values()].map(async (list) => await this.#appendTenant(list)))
+    let written = 0
+    for (const o of outcomes) if (o.status === 'fulfilled') written += o.value
+    const failed = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected')
+    // Nothing written: the batch fails as a whole (the journal counts it dropped, with the cause).
+    if (written === 0 && failed !== undefined) throw failed.reason
+    return written
+  }
+
+  async #appendTenant (entries: PendingEntry[]): Promise<number> {
     const now = this.#now()
     const keys: string[] = []
     const args: Array<string | number> = [this.#opts.maxEntriesPerTenant, this.#opts.retentionMs]
@@ -109,7 +168,7 @@ export class RedisJournalStore implements JournalStore {
       keys.push(this.#stream(e.tenant), this.#callKey(e.tenant, e.callId))
       args.push(e.json, e.name, e.isError ? '1' : '0', minId)
     }
-    // All or nothing: a script either runs whole or fails (then the journal counts the batch as dropped).
+    // All or nothing: a script either runs whole or fails.
     const ids = await this.#client.tgJournalAppend(keys.length, ...keys, ...args)
     return ids.length
   }

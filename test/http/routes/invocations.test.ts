@@ -242,7 +242,7 @@ test('with REDIS_URL the journal is a Redis stream shared by every instance', as
   const { body } = await journal(two, 'acme', ACME)
   assert.deepEqual(body.invocations.map((e: any) => e.callId), ['from-two', 'from-one'])
   assert.equal(body.invocations[1].arguments.token, '****')
-  assert.equal(await r.redis.xlen(`${r.prefix}journal:acme`), 2)
+  assert.equal(await r.redis.xlen(`${r.prefix}{journal:acme}:stream`), 2)
   assert.equal((await one.inject({ method: 'GET', url: '/users/acme/invocations/from-two', headers: bearer(ACME) })).json().callId, 'from-two')
 })
 

@@ -21,11 +21,11 @@ test('redis: the layout is one stream per tenant with MAXLEN and TTLs, and a cal
   t.after(async () => await store.close())
   while (store.status !== 'ready') await delay(5)
   await store.append([{ tenant: 'acme', callId: 'c1', name: 'bash', isError: true, json: '{"callId":"c1"}' }])
-  const stream = `${r.prefix}journal:acme`
+  const stream = `${r.prefix}{journal:acme}:stream`
   assert.equal(await r.redis.type(stream), 'stream')
   const ttl = await r.redis.pttl(stream)
   assert.ok(ttl > 0 && ttl <= 3_600_000)
-  const id = await r.redis.get(`${r.prefix}journal:acme:call:c1`)
+  const id = await r.redis.get(`${r.prefix}{journal:acme}:call:c1`)
   const entries = await r.redis.xrange(stream, '-', '+') as Array<[string, string[]]>
   assert.equal(entries.length, 1)
   const [gotId, fields] = entries[0] as [string, string[]]
@@ -45,4 +45,35 @@ test('redis: with Redis gone, appends and reads fail at once instead of queueing
   while (store.status === 'ready') await delay(5)
   await assert.rejects(store.append([{ tenant: 'acme', callId: 'c1', name: 'bash', isError: false, json: '{}' }]))
   await assert.rejects(store.page('acme', { limit: 10 }))
+})
+
+test('redis: journal keys of the untagged layout are moved once on start-up, merging with entries already appended', async (t) => {
+  const r = await redisForTest(t)
+  if (r === undefined) return
+  const p = r.prefix
+  const now = Date.now()
+  // Layout 1: an old stream and its callId index, and a tenant whose new stream got an entry first.
+  await r.redis.xadd(`${p}journal:acme`, `${now - 2000}-0`, 'e', '{"callId":"old1"}', 'n', 'bash', 'x', '0')
+  await r.redis.xadd(`${p}journal:acme`, `${now - 1000}-0`, 'e', '{"callId":"old2"}', 'n', 'bash', 'x', '1')
+  await r.redis.pexpire(`${p}journal:acme`, 3_600_000)
+  await r.redis.set(`${p}journal:acme:call:old2`, `${now - 1000}-0`, 'PX', 3_600_000)
+  await r.redis.xadd(`${p}journal:beta`, `${now - 3000}-0`, 'e', '{"callId":"b-old"}', 'n', 'read_file', 'x', '0')
+  await r.redis.xadd(`${p}{journal:beta}:stream`, `${now - 500}-0`, 'e', '{"callId":"b-new"}', 'n', 'read_file', 'x', '0')
+
+  const a = new RedisJournalStore({ url: REDIS_URL, keyPrefix: p, maxEntriesPerTenant: 50, retentionMs: 3_600_000 })
+  const b = new RedisJournalStore({ url: REDIS_URL, keyPrefix: p, maxEntriesPerTenant: 50, retentionMs: 3_600_000 })
+  t.after(async () => { await a.close(); await b.close() })
+  const [ra, rb] = await Promise.all([a.migrated, b.migrated])
+  console.log('journal migration, two instances at once:', ra, rb)
+  assert.equal((ra?.renamed ?? 0) + (rb?.renamed ?? 0), 2, 'acme stream and callId renamed once in all')
+  assert.equal((ra?.merged ?? 0) + (rb?.merged ?? 0), 1, 'beta merged once')
+  assert.equal(await r.redis.exists(`${p}journal:acme`, `${p}journal:acme:call:old2`, `${p}journal:beta`), 0)
+  const ids = (page: { entries: string[] }): string[] => page.entries.map((e) => (JSON.parse(e) as { callId: string }).callId)
+  assert.deepEqual(ids(await a.page('acme', { limit: 10 })), ['old2', 'old1'])
+  assert.deepEqual(ids(await a.page('beta', { limit: 10 })), ['b-new', 'b-old'])
+  assert.equal(await a.get('acme', 'old2'), '{"callId":"old2"}')
+  assert.ok(await r.redis.pttl(`${p}{journal:acme}:stream`) > 0, 'the TTL moved with the key')
+  const again = new RedisJournalStore({ url: REDIS_URL, keyPrefix: p, maxEntriesPerTenant: 50, retentionMs: 3_600_000 })
+  t.after(async () => await again.close())
+  assert.equal((await again.migrated)?.ran, false, 'the marker skips the scan on later starts')
 })
