@@ -3,12 +3,24 @@ import assert from 'node:assert/strict'
 import { RedisJournalStore } from '../../../src/journal/redis-store.js'
 import { journalStoreConformance } from '../../helpers/journal-conformance.js'
 import { redisForTest } from '../../helpers/redis.js'
-import { delay, REDIS_URL, TcpProxy } from '../../helpers/redis-utils.js'
+import { delay, REDIS_URL, TcpProxy, uniquePrefix } from '../../helpers/redis-utils.js'
+import { clusterTarget, lazyCluster } from '../../helpers/redis-cluster.js'
 
 journalStoreConformance('redis', async (t, opts) => {
   const r = await redisForTest(t)
   if (r === undefined) return undefined
   const store = new RedisJournalStore({ url: REDIS_URL, keyPrefix: r.prefix, ...opts })
+  t.after(async () => await store.close())
+  while (store.status !== 'ready') await delay(5)
+  return store
+})
+
+// The same contract on a real local Redis Cluster (3 masters): a tenant's keys in one slot,
+// tenants spread over the nodes (a multi-tenant batch is one script call per tenant).
+const cluster = lazyCluster()
+journalStoreConformance('redis cluster', async (t, opts) => {
+  if (await redisForTest(t) === undefined) return undefined
+  const store = new RedisJournalStore({ target: clusterTarget(await cluster()), keyPrefix: uniquePrefix(), ...opts })
   t.after(async () => await store.close())
   while (store.status !== 'ready') await delay(5)
   return store

@@ -7,6 +7,7 @@ import { createRedisRegistryStore, RedisRegistryStore, type RedisRegistryStoreOp
 import type { ServerConfig } from '../../../src/registry/server-config.js'
 import type { RegistryChange } from '../../../src/registry/types.js'
 import { countKeys, delay, deleteKeys, freePort, REDIS_REQUIRED, REDIS_URL, redisReachable, TcpProxy, uniquePrefix } from '../../helpers/redis-utils.js'
+import { clusterTarget, lazyCluster } from '../../helpers/redis-cluster.js'
 import { registryStoreConformance } from '../../helpers/store-conformance.js'
 
 const config: ServerConfig = { type: 'streamable_http', url: 'https://a.example/mcp', enabled: true, priority: 0 }
@@ -29,6 +30,18 @@ if (!available) {
       store: await createRedisRegistryStore(options),
       peer: async () => await createRedisRegistryStore(options),
       cleanup: async () => { await deleteKeys(keyPrefix) }
+    }
+  })
+
+  // The same contract on a real local Redis Cluster (3 masters), REDIS_CLUSTER_NODES' target.
+  const cluster = lazyCluster()
+  registryStoreConformance('redis cluster store', async () => {
+    const options: RedisRegistryStoreOptions = { target: clusterTarget(await cluster()), keyPrefix: uniquePrefix() }
+    return {
+      store: await createRedisRegistryStore(options),
+      peer: async () => await createRedisRegistryStore(options),
+      // The cluster is a throwaway: stopped, with every key, after this file.
+      cleanup: async () => {}
     }
   })
 
@@ -180,3 +193,48 @@ test('redis store: nothing listening gives RegistryUnavailableError, not a hang'
   await assert.rejects(store.get({ kind: 'user', userId: '1' }, 's'), RegistryUnavailableError)
   await store.close()
 })
+
+if (available) {
+  test('redis store: keys of the untagged layout are moved on start-up (several instances at once), once, nothing lost', TIMEOUT, async (t) => {
+    const p = uniquePrefix()
+    const raw = new Redis(REDIS_URL)
+    t.after(async () => { raw.disconnect(); await deleteKeys(p) })
+    const entry = (version: number): string => JSON.stringify({ version, updatedAt: '2026-01-01T00:00:00.000Z', config })
+    // Layout 1, as the store before the hash tags wrote it.
+    await raw.hset(`${p}srv:g`, 'gh', entry(3))
+    await raw.set(`${p}ver:g`, '3')
+    await raw.hset(`${p}srv:u:1-2`, 'a', entry(1), 'b', entry(2))
+    await raw.set(`${p}ver:u:1-2`, '2')
+    await raw.set(`${p}ver:u:7`, '5') // a user whose servers were all deleted: the counter stays
+    await raw.sadd(`${p}srv:users`, '1-2')
+    await raw.set(`${p}doc:policy:g`, JSON.stringify({ version: 4, updatedAt: '2026-01-01T00:00:00.000Z', value: { deny: ['bash'] } }))
+    await raw.set(`${p}docver:policy:g`, '4')
+    await raw.set(`${p}doc:policy:u:1-2`, JSON.stringify({ version: 1, updatedAt: '2026-01-01T00:00:00.000Z', value: { allow: ['x'] } }))
+    await raw.set(`${p}docver:policy:u:1-2`, '1')
+    await raw.hset(`${p}sandbox:uids`, 't:1-2', '20001', 'u:20001', '1-2', 'cursor', '1')
+    // An instance already on layout 2 wrote the global version past the old one: the larger wins.
+    await raw.set(`${p}{reg:g}:ver`, '9')
+
+    const stores = await Promise.all([1, 2, 3].map(async () => await createRedisRegistryStore({ url: REDIS_URL, keyPrefix: p })))
+    t.after(async () => { await Promise.all(stores.map(async (s) => { await s.close() })) })
+    const totals = stores.reduce((sum, s) => ({ renamed: sum.renamed + (s.migration?.renamed ?? 0), merged: sum.merged + (s.migration?.merged ?? 0) }), { renamed: 0, merged: 0 })
+    console.log('registry migration, three instances at once:', stores.map((s) => s.migration))
+    assert.deepEqual(totals, { renamed: 10, merged: 1 }, 'each of the 11 old keys moved exactly once')
+    assert.equal(await countKeys(p), 12, 'the 11 moved keys and the marker; no old key left')
+
+    const s = stores[0] as RedisRegistryStore
+    assert.deepEqual((await s.list({ kind: 'user', userId: '1-2' })).map((e) => [e.serverId, e.version]), [['a', 1], ['b', 2]])
+    assert.deepEqual(await s.snapshot({ kind: 'global' }).then((x) => [x.version, x.servers.map((e) => e.serverId)]), [9, ['gh']])
+    assert.equal(await s.version({ kind: 'user', userId: '7' }), 5)
+    assert.deepEqual(await s.listUserIds(), ['1-2'])
+    assert.deepEqual((await s.getDocument('policy', { kind: 'global' }))?.value, { deny: ['bash'] })
+    assert.deepEqual((await s.getDocument('policy', { kind: 'user', userId: '1-2' }))?.value, { allow: ['x'] })
+    assert.equal(await s.allocateSandboxUid('1-2', { first: 20000, last: 20010 }), 20001, 'the tenant keeps its uid')
+    assert.equal(await s.allocateSandboxUid('other', { first: 20000, last: 20010 }), 20002, 'and the cursor moved along')
+    assert.equal((await s.put({ kind: 'user', userId: '1-2' }, 'c', config)).version, 3, 'versions go on from the old counter')
+
+    const later = await createRedisRegistryStore({ url: REDIS_URL, keyPrefix: p })
+    t.after(async () => { await later.close() })
+    assert.equal(later.migration?.ran, false, 'the marker skips the scan on later starts')
+  })
+}
