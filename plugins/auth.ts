@@ -5,6 +5,7 @@ import { KeyGuessGuard } from '../src/auth/failure-guard.js'
 import type { ApiKeys } from '../src/auth/api-keys.js'
 import { HttpError } from '../src/errors.js'
 import type { Caller } from '../src/tools/types.js'
+import { isClusterRoute } from './route-config.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -79,7 +80,8 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
 
   if (open) {
     app.addHook('onRequest', async (request) => {
-      request.caller = { userId: undefined, isAdmin: true }
+      // Instance-to-instance routes are nobody's, open mode or not: their token is checked by cluster-auth.
+      request.caller = isClusterRoute(request) ? { userId: undefined, isAdmin: false } : { userId: undefined, isAdmin: true }
     })
     return
   }
@@ -90,6 +92,8 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
     request.caller = { userId: undefined, isAdmin: false }
     const rules = request.routeOptions.config
     if (rules.public === true && rules.requireKey !== true) return
+    // Other instances send a CLUSTER_SECRET token, never an API key (the cluster-auth plugin checks it).
+    if (rules.cluster === true) return
     // Past the per-address ceiling nothing from the address is looked at.
     throwIfBlocked(reply, guard.addressBlockedFor(request.ip))
 

@@ -30,10 +30,21 @@ declare module 'fastify' {
      * tools/call counts against the limits, and the route records each call's metrics itself.
      */
     invoke?: boolean | 'json-rpc'
+    /**
+     * Called by other gateway instances only (forwarded background-process calls): no API key
+     * but a CLUSTER_SECRET token (cluster-auth plugin); not rate limited (the call was counted
+     * where it came in); hidden from openapi.yaml.
+     */
+    cluster?: boolean
   }
 }
 
 /** Whether the request's route is public (see FastifyContextConfig.public); unknown routes (404) are not. */
 export function isPublicRoute (request: FastifyRequest): boolean {
   return request.routeOptions.config?.public === true
+}
+
+/** Whether the request's route is instance-to-instance (see FastifyContextConfig.cluster). */
+export function isClusterRoute (request: FastifyRequest): boolean {
+  return request.routeOptions.config?.cluster === true
 }

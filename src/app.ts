@@ -17,6 +17,8 @@ import metricsPlugin from '../plugins/metrics.js'
 import overheadPlugin from '../plugins/overhead.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
 import approvalRoutes from '../routes/approvals.js'
+import clusterRoutes from '../routes/cluster.js'
+import clusterAuthPlugin from '../plugins/cluster-auth.js'
 import healthRoutes from '../routes/health.js'
 import invocationRoutes from '../routes/invocations.js'
 import invokeRoutes from '../routes/invoke.js'
@@ -100,6 +102,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     apiKeysFile: config.apiKeysFile,
     failuresPerMinute: config.authFailuresPerMinute
   })
+  await app.register(clusterAuthPlugin)
   await app.register(rateLimitPlugin, {
     perMinute: config.rateLimitPerMinute,
     maxConcurrent: config.maxConcurrentPerTenant,
@@ -119,5 +122,6 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(invocationRoutes)
   await app.register(approvalRoutes)
   await app.register(mcpRoutes)
+  await app.register(clusterRoutes)
   return app
 }

@@ -1,3 +1,4 @@
+import os from 'node:os'
 import closeWithGrace from 'close-with-grace'
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig } from './config.js'
@@ -48,6 +49,15 @@ async function main (): Promise<void> {
     app.log.warn('No API keys configured: running OPEN (every caller is admin) for local development; bound to %s', host)
   } else {
     app.log.info(`API keys required (Authorization: Bearer <key>): ${app.apiKeyCounts.admin} admin, ${app.apiKeyCounts.tenant} tenant, ${app.apiKeyCounts.approver} approver key(s)`)
+  }
+  const membership = app.services.coordination?.membership
+  if (membership !== undefined) {
+    // Where the other instances reach this one: INSTANCE_URL, else this host and the bound port
+    // (a wildcard bind is announced under the host name, which resolves in compose and Kubernetes).
+    const announced = host === '0.0.0.0' || host === '::' ? os.hostname() : host
+    const url = config.instanceUrl ?? `http://${announced.includes(':') ? `[${announced}]` : announced}:${port}`
+    await membership.start(url).catch((err: unknown) => app.log.warn({ err }, 'cluster membership could not be registered yet (retried every heartbeat)'))
+    app.log.info({ instanceId: membership.id, instanceUrl: url }, `cluster instance ${membership.id} at ${url}`)
   }
   const auth = open ? '' : " -H 'authorization: Bearer <key>'"
   app.log.info(`tool-gateway listening on http://${host}:${port}  try: curl${auth} 'http://${host}:${port}/tools?functions=current_time,calculate'`)

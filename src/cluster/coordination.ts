@@ -1,19 +1,28 @@
 import { randomBytes } from 'node:crypto'
 import os from 'node:os'
 import type { RedisClient } from '../redis/index.js'
+import type { Membership } from './membership.js'
+import type { PeerClient } from './peer-client.js'
 
-/**
- * What the cluster-wide parts (membership, background-process ownership, workspace write leases,
- * the per-tenant concurrency semaphore) share: one Redis connection of this instance, the key
- * prefix, and this instance's id. Absent without Redis: then the gateway is one instance and
- * every one of those parts falls back to its in-process form.
- */
-export interface Coordination {
+/** One instance's handle on the shared Redis: its connection, the key prefix, and its id. */
+export interface RedisScope {
   redis: RedisClient
   /** REDIS_KEY_PREFIX. */
   keyPrefix: string
   /** This instance, unique for its lifetime (a restart is a new instance). */
   instanceId: string
+}
+
+/**
+ * What the cluster-wide parts (background-process ownership, workspace write leases, the
+ * per-tenant concurrency semaphore) share. Absent without Redis: then the gateway is one instance
+ * and every one of those parts falls back to its in-process form.
+ */
+export interface Coordination extends RedisScope {
+  /** Who else is there (GET /cluster); started once the server listens. */
+  membership: Membership
+  /** Calls to other instances; undefined without CLUSTER_SECRET (nothing is forwarded then). */
+  peers: PeerClient | undefined
 }
 
 /** `{hostname}-{pid}-{random}`: readable in GET /cluster and logs, never reused by a restart. */

@@ -1,0 +1,58 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import { Type } from '@sinclair/typebox'
+import { ClusterResponse } from '../src/api/cluster.js'
+import { errorResponses } from '../src/api/common.js'
+import { HttpError } from '../src/errors.js'
+
+/** Where another instance sends the background-process calls it forwards to this one (the owner). */
+export const FORWARDED_PROCESS_CALL_PATH = '/internal/cluster/processes'
+
+/**
+ * GET /cluster (admin): the live instances. POST /internal/cluster/processes: instance to
+ * instance only (`config.cluster`: a CLUSTER_SECRET token instead of an API key, see the
+ * cluster-auth plugin), hidden from openapi.yaml.
+ */
+async function clusterRoutes (app: FastifyInstance): Promise<void> {
+  // This context's JSON parser authenticates first: the token is checked against the exact bytes
+  // received, and nothing an unauthenticated caller sent is parsed.
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    try {
+      if (request.routeOptions.config.cluster !== true) throw new HttpError('GW_NOT_FOUND', 'Not an instance-to-instance route')
+      app.verifyClusterCall(request, body as string)
+      // Only a peer holding CLUSTER_SECRET gets here.
+      done(null, JSON.parse(body as string))
+    } catch (err) {
+      done(err as Error, undefined)
+    }
+  })
+
+  app.get('/cluster', {
+    config: { admin: true },
+    schema: {
+      operationId: 'getCluster',
+      summary: 'The live gateway instances sharing this Redis (membership heartbeats)',
+      tags: ['operations'],
+      response: { 200: ClusterResponse, ...errorResponses(401, 403, 429, 503) }
+    }
+  }, async () => {
+    const membership = app.services.coordination?.membership
+    if (membership === undefined) return { self: null, instances: [] }
+    try {
+      return { self: membership.id, instances: await membership.list() }
+    } catch (err) {
+      throw new HttpError('GW_REGISTRY_UNAVAILABLE', `Cluster membership cannot be read: ${(err as Error).message}`)
+    }
+  })
+
+  app.post(FORWARDED_PROCESS_CALL_PATH, {
+    config: { cluster: true },
+    schema: { hide: true, body: Type.Object({}, { additionalProperties: true }) }
+  }, async (request) => {
+    const serve = app.services.builtins?.serveForwarded
+    if (serve === undefined) throw new HttpError('GW_NOT_FOUND', 'This instance runs no built-in tools')
+    return await serve(request.body)
+  })
+}
+
+export default fp(clusterRoutes, { name: 'routes-cluster', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-cluster-auth'], encapsulate: true })
