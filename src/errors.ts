@@ -81,6 +81,7 @@ export const ERROR_CODES = {
     retryable: true
   },
   GW_REGISTRY_UNAVAILABLE: http(503, 'The registry (Redis) does not answer', true),
+  GW_WORKSPACE_LOCK_UNAVAILABLE: http(503, 'The workspace write lock (a Redis lease shared by the instances) could not be taken because Redis does not answer; nothing was changed (a tool call gets a `GW_TOOL_ERROR` saying so)', true),
   GW_JOURNAL_UNAVAILABLE: http(503, 'The journal store (Redis) does not answer a journal read; calls are unaffected', true),
   GW_NOT_READY: http(503, 'Reserved, not sent by this version (`GET /readyz` answers 503 with its own body)', true),
 

@@ -3,7 +3,8 @@ import path from 'node:path'
 import type { Config } from '../config.js'
 import { parseDuration } from '../config.js'
 import type { Logger } from '../logger.js'
-import type { Coordination } from '../cluster/index.js'
+import { LeaseLock } from '../cluster/index.js'
+import type { Coordination, WriteLock } from '../cluster/index.js'
 import { ProcessManager } from './processes/index.js'
 import { createSandbox, parseUidRange, tenantOwners } from './sandbox/index.js'
 import type { Sandbox, UidStore } from './sandbox/index.js'
@@ -100,8 +101,11 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
     editTool,
     updateAgentsMdTool
   ]
-  // One write lock per workspace, shared by mutating tool calls and the lifecycle (upload swap, restore, delete).
-  const writes = new KeyedMutex()
+  // One write lock per workspace, shared by mutating tool calls and the lifecycle (upload swap, restore, delete);
+  // with Redis a lease every instance honours, since instances may serve the same workspace.
+  const writes: WriteLock = deps.coordination !== undefined
+    ? new LeaseLock(deps.coordination, { leaseMs: config.workspaceLockLeaseMs })
+    : new KeyedMutex()
   const checkpoints = new CheckpointStore({
     dir: path.join(workspaces.stateDir, 'checkpoints'),
     checkpointsPerWorkspace: config.checkpointsPerWorkspace,

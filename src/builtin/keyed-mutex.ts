@@ -1,5 +1,7 @@
-/** Runs tasks with the same key one after another; different keys run concurrently. */
-export class KeyedMutex {
+import type { WriteLock } from '../cluster/index.js'
+
+/** Runs tasks with the same key one after another; different keys run concurrently (one instance). */
+export class KeyedMutex implements WriteLock {
   readonly #tails = new Map<string, Promise<unknown>>()
 
   async run<T> (key: string, task: () => Promise<T>): Promise<T> {

@@ -2,6 +2,8 @@ import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource } 
 import { fitJsonValue } from '../tools/output.js'
 import { StaticCatalog } from '../tools/static-catalog.js'
 import type { CallContext, Caller, ToolOutcome, WorkspaceRequest } from '../tools/types.js'
+import { LockUnavailableError, LockWaitAbortedError } from '../cluster/index.js'
+import type { LeaseContext, WriteLock } from '../cluster/index.js'
 import { KeyedMutex } from './keyed-mutex.js'
 import { ToolError } from './types.js'
 import type { BuiltinName } from '../naming/builtin-names.js'
@@ -21,8 +23,11 @@ export function workspaceWriteKey (ws: Pick<Workspace, 'tenant' | 'root'>): stri
 
 export interface BuiltinSourceOptions {
   usage?: WorkspaceUsage
-  /** The write locks, shared with the workspace lifecycle (uploads, restores, deletes). */
-  writes?: KeyedMutex
+  /**
+   * The write locks, shared with the workspace lifecycle (uploads, restores, deletes): in process
+   * (KeyedMutex), or cluster-wide leases in Redis (LeaseLock) when several instances share workspaces.
+   */
+  writes?: WriteLock
   /**
    * Takes a checkpoint of the workspace (the lock is held) and returns its id; called before a
    * mutating tool runs when the request's context asks for one (`context.checkpoint`).
@@ -39,7 +44,7 @@ export class BuiltinSource implements ToolSource {
   readonly tier = 'builtin' as const
   readonly #catalog = new StaticCatalog()
   readonly #workspaces: WorkspaceResolver
-  readonly #writes: KeyedMutex
+  readonly #writes: WriteLock
   readonly #checkpoint: ((ws: Workspace) => Promise<string>) | undefined
   readonly #usage: WorkspaceUsage | undefined
 
@@ -75,26 +80,41 @@ export class BuiltinSource implements ToolSource {
     const tool = entry.ref as BuiltinTool
     try {
       const workspace = await this.#workspaces.resolve(ctx.workspace, ctx.caller)
-      const run = async (): Promise<ToolOutcome> => {
+      const run = async (lease?: LeaseContext): Promise<ToolOutcome> => {
+        // Under a cluster lease the tool also stops when the lease is lost: another instance may be writing.
+        const signal = lease === undefined ? ctx.signal : AbortSignal.any([ctx.signal, lease.signal])
+        let value: unknown
+        try {
+          value = await tool.run(args, { workspace, signal, ...(this.#usage !== undefined ? { usage: this.#usage } : {}) })
+        } catch (err) {
+          if (lease?.signal.aborted === true && !(err instanceof ToolError && err.message.includes((lease.signal.reason as Error).message))) {
+            throw new ToolError(`${(lease.signal.reason as Error).message}; the tool was stopped`, 'timeout')
+          }
+          throw err
+        }
         // Built-in results are JSON and must stay valid JSON under the cap (docs/ARCHITECTURE.md#result-and-trace): their long
         // fields are trimmed here, before the router's generic cut of the text could break them.
         // The workspace's cap is the server's, or lower when the request asked for less.
-        const fitted = fitJsonValue(await tool.run(args, { workspace, signal: ctx.signal, ...(this.#usage !== undefined ? { usage: this.#usage } : {}) }), workspace.limits.outputMaxChars)
+        const fitted = fitJsonValue(value, workspace.limits.outputMaxChars)
         return { ok: true, value: fitted.value, ...(fitted.truncated ? { truncated: true } : {}) }
       }
       if (!tool.mutates(args)) return await run()
-      if (ctx.workspace.checkpoint !== true) return await this.#writes.run(workspaceWriteKey(workspace), run)
-      return await this.#writes.run(workspaceWriteKey(workspace), async () => {
+      const lockOpts = { signal: ctx.signal }
+      if (ctx.workspace.checkpoint !== true) return await this.#writes.run(workspaceWriteKey(workspace), run, lockOpts)
+      return await this.#writes.run(workspaceWriteKey(workspace), async (lease) => {
         // Taken inside the lock, so the checkpoint is exactly the tree the tool starts from.
         const checkpointId = await this.#takeCheckpoint(workspace, ctx)
-        const outcome = await run().catch((err: unknown): ToolOutcome => {
+        const outcome = await run(lease).catch((err: unknown): ToolOutcome => {
           if (err instanceof ToolError) return { ok: false, reason: err.reason, message: err.message }
           throw err
         })
         return { ...outcome, checkpointId }
-      })
+      }, lockOpts)
     } catch (err) {
       if (err instanceof ToolError) return { ok: false, reason: err.reason, message: err.message }
+      // Fail closed: without the lock nothing ran (a tool error, never a 500).
+      if (err instanceof LockUnavailableError) return { ok: false, reason: 'tool-error', message: err.message }
+      if (err instanceof LockWaitAbortedError) return { ok: false, reason: 'timeout', message: err.message }
       throw err
     }
   }

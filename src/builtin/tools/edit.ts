@@ -64,7 +64,7 @@ export const editTool: BuiltinTool = {
     const updated = replaceAll
       ? parts.join(newStr)
       : (parts[0] ?? '') + newStr + parts.slice(1).join(oldStr)
-    await withQuota(ctx.usage, ctx.workspace, async (quota) => await writeFileAtomic(ctx.workspace, input, updated, quota))
+    await withQuota(ctx.usage, ctx.workspace, async (quota) => await writeFileAtomic(ctx.workspace, input, updated, { ...quota, signal: ctx.signal }))
     return { path: rel, replacements: replaceAll ? n : 1 }
   }
 }

@@ -38,6 +38,7 @@ export const writeFileTool: BuiltinTool = {
     const { created, bytesWritten, rel } = await withQuota(ctx.usage, ctx.workspace, async (quota) => await writeFileAtomic(ctx.workspace, input, content, {
       append: mode === 'append',
       exclusive: mode === 'create',
+      signal: ctx.signal,
       ...quota
     }))
     return { path: rel, mode, created, appended: mode === 'append', bytesWritten }

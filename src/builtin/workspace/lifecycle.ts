@@ -25,7 +25,8 @@ import type { Readable } from 'node:stream'
 import { promisify } from 'node:util'
 import { HttpError } from '../../errors.js'
 import type { Logger } from '../../logger.js'
-import type { KeyedMutex } from '../keyed-mutex.js'
+import { LockUnavailableError, LockWaitAbortedError } from '../../cluster/index.js'
+import type { WriteLock } from '../../cluster/index.js'
 import type { ProcessManager } from '../processes/index.js'
 import { workspaceWriteKey } from '../source.js'
 import { ToolError } from '../types.js'
@@ -71,8 +72,8 @@ export interface WorkspaceLifecycleOptions {
   processes: ProcessManager
   checkpoints: CheckpointStore
   usage: WorkspaceUsage
-  /** The write lock BuiltinSource takes around mutating tool calls. */
-  writes: KeyedMutex
+  /** The write lock BuiltinSource takes around mutating tool calls (cluster-wide with Redis). */
+  writes: WriteLock
   /** WORKSPACE_IDLE_TTL in ms; undefined keeps workspaces forever. */
   idleTtlMs?: number
   /** How often the sweeper looks (default: a quarter of the TTL, between 1 s and 10 min). */
@@ -93,7 +94,7 @@ export class WorkspaceLifecycle {
   readonly #processes: ProcessManager
   readonly #checkpoints: CheckpointStore
   readonly #usage: WorkspaceUsage
-  readonly #writes: KeyedMutex
+  readonly #writes: WriteLock
   readonly #ttlMs: number | undefined
   readonly #logger: Logger
   readonly #timer: NodeJS.Timeout | undefined
@@ -132,8 +133,15 @@ export class WorkspaceLifecycle {
     return ws
   }
 
-  async #locked<T> (ws: Workspace, task: () => Promise<T>): Promise<T> {
-    return await this.#writes.run(workspaceWriteKey(ws), task)
+  async #locked<T> (ws: Workspace, task: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    try {
+      return await this.#writes.run(workspaceWriteKey(ws), task, { signal })
+    } catch (err) {
+      // Fail closed: without the cluster-wide lock nothing was changed.
+      if (err instanceof LockUnavailableError) throw new HttpError('GW_WORKSPACE_LOCK_UNAVAILABLE', err.message)
+      if (err instanceof LockWaitAbortedError) throw new HttpError('GW_BAD_REQUEST', 'Client disconnected while the upload waited for the workspace write lock; nothing was changed')
+      throw err
+    }
   }
 
   // --- listing --------------------------------------------------------------------------------
@@ -213,7 +221,7 @@ export class WorkspaceLifecycle {
         this.#usage.forget(ws)
         const fig = await this.#usage.measure(ws)
         return { created, bytes: fig.bytes, files: fig.files }
-      })
+      }, opts.signal)
     } finally {
       await this.#removePrivate(staging)
     }

@@ -399,6 +399,11 @@ export interface WriteOptions {
    * it). Throwing refuses the write (the quota check); the folders made are removed again.
    */
   beforeWrite?: (change: { deltaBytes: number, deltaFiles: number }) => Promise<void>
+  /**
+   * Checked right before the rename that commits the write: aborted (the call was cancelled, or
+   * its workspace write lease was lost to another instance), the file is left as it was.
+   */
+  signal?: AbortSignal
 }
 
 /**
@@ -479,6 +484,10 @@ async function writeAt (ws: Workspace, loc: Location, data: string | Buffer, opt
     }
     if (existing !== undefined) await fh.chmod(mode)
     await fh.close()
+    if (opts.signal?.aborted === true) {
+      const why = opts.signal.reason instanceof Error ? opts.signal.reason.message : 'the call was cancelled'
+      throw new ToolError(`${loc.rel} was not written: ${why}`, 'timeout')
+    }
     // rename() never follows: whatever `name` is by now (even a link swapped in), it is replaced.
     await rename(at(loc.parent, tmpName), at(loc.parent, loc.name))
     renamed = true
