@@ -3,10 +3,10 @@ import type { FastifyInstance } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import { ClusterResponse } from '../src/api/cluster.js'
 import { errorResponses } from '../src/api/common.js'
+import { FORWARDED_PROCESS_CALL_PATH } from '../src/cluster/index.js'
 import { HttpError } from '../src/errors.js'
 
-/** Where another instance sends the background-process calls it forwards to this one (the owner). */
-export const FORWARDED_PROCESS_CALL_PATH = '/internal/cluster/processes'
+export { FORWARDED_PROCESS_CALL_PATH }
 
 /**
  * GET /cluster (admin): the live instances. POST /internal/cluster/processes: instance to

@@ -7,7 +7,11 @@ import type { Sandbox, SandboxedProcess } from '../sandbox/index.js'
 import { LogRing, type LogSlice } from './log-ring.js'
 import type { WorkspaceUsage } from '../workspace/usage.js'
 
-export type ProcessStatus = 'RUNNING' | 'EXITED' | 'STOPPED'
+/**
+ * LOST: the instance that ran it is gone (crashed or cut off from Redis), so nobody can say more
+ * than its last-known snapshot; only the cluster-wide ProcessService reports it.
+ */
+export type ProcessStatus = 'RUNNING' | 'EXITED' | 'STOPPED' | 'LOST'
 
 /** AI4J's process snapshot. Times are epoch milliseconds. */
 export interface ProcessSnapshot {
@@ -52,6 +56,11 @@ export interface ProcessManagerOptions {
   stopGraceMs?: number
   /** Clock, for tests. */
   now?: () => number
+  /**
+   * Called once a process has ended (EXITED or STOPPED), with its workspace and final snapshot:
+   * the cluster directory records it. Must not throw.
+   */
+  onEnded?: (ws: Workspace, snapshot: ProcessSnapshot) => void
 }
 
 export interface ProcessManagerStats {
@@ -99,6 +108,7 @@ interface Entry {
   id: string
   key: string
   tenant: string
+  ws: Workspace
   command: string
   workingDirectory: string
   proc: SandboxedProcess
@@ -138,6 +148,7 @@ export class ProcessManager {
   readonly #idleTimeoutMs: number
   readonly #stopGraceMs: number
   readonly #now: () => number
+  readonly #onEnded: ((ws: Workspace, snapshot: ProcessSnapshot) => void) | undefined
   readonly #byWorkspace = new Map<string, Map<string, Entry>>()
   /** Starts past the limit checks but not yet registered, per tenant: concurrent starts in other workspaces count them. */
   readonly #startingByTenant = new Map<string, number>()
@@ -156,6 +167,7 @@ export class ProcessManager {
     this.#idleTimeoutMs = opts.idleTimeoutMs ?? 30 * 60_000
     this.#stopGraceMs = opts.stopGraceMs ?? 1000
     this.#now = opts.now ?? Date.now
+    this.#onEnded = opts.onEnded
     const every = opts.reapIntervalMs ?? 60_000
     if (every > 0) {
       this.#timer = setInterval(() => { this.reap().catch(() => {}) }, every)
@@ -209,6 +221,7 @@ export class ProcessManager {
       id: `proc_${randomBytes(16).toString('hex')}`,
       key,
       tenant: ws.tenant,
+      ws,
       command: req.command,
       workingDirectory: req.workingDirectory,
       proc,
@@ -236,6 +249,7 @@ export class ProcessManager {
       entry.status = entry.stopRequested || entry.quotaExceeded ? 'STOPPED' : 'EXITED'
       entry.exitCode = exit.exitCode ?? -1
       entry.endedAt = this.#now()
+      this.#onEnded?.(entry.ws, this.#snapshot(entry))
     })
     // A sandbox that could not start (the tenant's process limit, a broken host) is a tool error,
     // not a background process that "exited 1". bwrap reports its
@@ -356,6 +370,26 @@ export class ProcessManager {
     return [...entries.values()]
       .sort((a, b) => a.startedAt - b.startedAt || (a.id < b.id ? -1 : 1))
       .map((e) => { e.lastAccess = now; return this.#snapshot(e) })
+  }
+
+  /** Whether this manager tracks the process in this workspace (without touching its idle clock). */
+  has (ws: Workspace, processId: string): boolean {
+    return this.#byWorkspace.get(workspaceKey(ws))?.has(processId) === true
+  }
+
+  /** The process's snapshot without touching its idle clock; undefined when not tracked. */
+  peek (ws: Workspace, processId: string): ProcessSnapshot | undefined {
+    const e = this.#byWorkspace.get(workspaceKey(ws))?.get(processId)
+    return e === undefined ? undefined : this.#snapshot(e)
+  }
+
+  /** Every running process with its workspace (the cluster directory refreshes their records). */
+  runningEntries (): Array<{ ws: Workspace, snapshot: ProcessSnapshot }> {
+    const out: Array<{ ws: Workspace, snapshot: ProcessSnapshot }> = []
+    for (const entries of this.#byWorkspace.values()) {
+      for (const e of entries.values()) if (e.status === 'RUNNING') out.push({ ws: e.ws, snapshot: this.#snapshot(e) })
+    }
+    return out
   }
 
   /** Running background processes of the workspace (without touching their idle clocks). */

@@ -1,6 +1,6 @@
 import { realpath, stat } from 'node:fs/promises'
 import { relative, resolve, sep } from 'node:path'
-import { DEFAULT_WRITE_TIMEOUT_MS, type ProcessManager } from '../processes/index.js'
+import { DEFAULT_WRITE_TIMEOUT_MS, ProcessManager, ProcessService } from '../processes/index.js'
 import type { Sandbox } from '../sandbox/index.js'
 import { ToolError, type Workspace } from '../types.js'
 import type { BuiltinTool } from '../tool.js'
@@ -47,7 +47,8 @@ export const BASH_INPUT_SCHEMA = {
 
 export interface BashToolDeps {
   sandbox: Sandbox
-  processes: ProcessManager
+  /** The cluster-wide service; a bare manager is served as one instance. */
+  processes: ProcessService | ProcessManager
 }
 
 function optString (args: Record<string, unknown>, name: string): string | undefined {
@@ -120,7 +121,8 @@ function quotaNote (usage: WorkspaceUsage, before: UsageFigure, after: UsageFigu
 }
 
 /** `bash` with AI4J's actions and result shapes; every command runs in the sandbox. */
-export function createBashTool ({ sandbox, processes }: BashToolDeps): BuiltinTool {
+export function createBashTool ({ sandbox, processes: given }: BashToolDeps): BuiltinTool {
+  const processes = given instanceof ProcessManager ? new ProcessService({ local: given }) : given
   return {
     name: 'bash',
     description:
@@ -187,9 +189,9 @@ export function createBashTool ({ sandbox, processes }: BashToolDeps): BuiltinTo
           return await processes.start(ws, { command, cwd: cwd.abs, workingDirectory: cwd.rel, ...(ctx.usage !== undefined ? { usage: ctx.usage } : {}) })
         }
         case 'status':
-          return processes.status(ws, requireString(args, 'processId', 'status'))
+          return await processes.status(ws, requireString(args, 'processId', 'status'))
         case 'logs':
-          return processes.logs(ws, requireString(args, 'processId', 'logs'), optInt(args, 'offset', 0), optInt(args, 'limit', 1))
+          return await processes.logs(ws, requireString(args, 'processId', 'logs'), optInt(args, 'offset', 0), optInt(args, 'limit', 1))
         case 'write': {
           const id = requireString(args, 'processId', 'write')
           const input = optString(args, 'input')
@@ -201,7 +203,7 @@ export function createBashTool ({ sandbox, processes }: BashToolDeps): BuiltinTo
         case 'stop':
           return await processes.stop(ws, requireString(args, 'processId', 'stop'))
         case 'list':
-          return processes.list(ws)
+          return await processes.list(ws)
         default:
           throw new ToolError(`Unsupported bash action: ${rawAction}`, 'invalid-arguments')
       }
