@@ -142,9 +142,9 @@ for (const backend of BACKENDS) {
 
     if (gw.redis !== undefined) {
       const { client, prefix } = gw.redis
-      assert.equal(await client.get(`${prefix}ver:u:u`), '71')
-      assert.equal(await client.get(`${prefix}ver:u:u-2`), '3')
-      assert.equal(await client.hlen(`${prefix}srv:u:u`), 20)
+      assert.equal(await client.get(`${prefix}{reg:u:u}:ver`), '71')
+      assert.equal(await client.get(`${prefix}{reg:u:u-2}:ver`), '3')
+      assert.equal(await client.hlen(`${prefix}{reg:u:u}:srv`), 20)
     }
   })
 

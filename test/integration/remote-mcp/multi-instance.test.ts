@@ -38,7 +38,7 @@ test('two gateway processes on one Redis: registered through A is usable through
   assert.equal((await json(`${a.url}/status`)).body.userClients, 1)
 
   // at rest in Redis: ciphertext only
-  const raw = JSON.stringify(await env.redis.hgetall(`${env.prefix}srv:u:t1`))
+  const raw = JSON.stringify(await env.redis.hgetall(`${env.prefix}{reg:u:t1}:srv`))
   assert.ok(raw.includes('enc:v1:'), raw)
   assert.ok(!raw.includes('plain-secret-xyz'), raw)
 
