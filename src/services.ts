@@ -4,7 +4,7 @@ import type { Builtins } from './builtin/index.js'
 import type { Config } from './config.js'
 import { StartupError, parseDuration } from './config.js'
 import { createApprovals } from './approvals/index.js'
-import { newInstanceId } from './cluster/index.js'
+import { ClusterTokens, Membership, PeerClient, newInstanceId } from './cluster/index.js'
 import type { Coordination } from './cluster/index.js'
 import { createRedisClient, quitWithTimeout, redisTargetOf } from './redis/index.js'
 import type { RedisTarget } from './redis/index.js'
@@ -40,6 +40,8 @@ export interface Services {
   redisTarget: RedisTarget | undefined
   /** The cluster-wide parts' shared Redis connection; undefined without Redis (one instance). */
   coordination: Coordination | undefined
+  /** Signs and checks instance-to-instance calls; undefined without CLUSTER_SECRET. */
+  clusterTokens: ClusterTokens | undefined
   /** The tool use cases (GET /tools, GET /catalog, POST /invoke, /mcp). */
   gateway: Gateway
   /** The registry use cases (the /mcp/servers and /users/{userId}/mcp/servers routes), tenancy included. */
@@ -114,7 +116,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   // Checked before the store is opened: a bad SECRETS_KEY or EGRESS_ALLOW stops start-up before Redis is dialled.
   const remoteSettings = remoteMcpSettings(config)
   const counters: ServiceCounters = { mcpConnectFailures: 0, registryUnavailable: 0 }
-  const rawStore = overrides.store ?? await createRegistryStore({ redisUrl: config.redisUrl, keyPrefix: config.redisKeyPrefix })
+  const rawStore = overrides.store ?? await createRegistryStore({ target: redisTargetOf(config), keyPrefix: config.redisKeyPrefix })
   if (!overrides.store) closers.push(async () => await rawStore.close())
   const store = countUnavailable(rawStore, counters)
 
@@ -122,12 +124,26 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   const redisTarget = redisTargetOf(config)
   const instanceId = newInstanceId()
   let coordination: Coordination | undefined
+  let tokens: ClusterTokens | undefined
   if (redisTarget !== undefined) {
+    const keyed = (config.apiKeys ?? '') !== '' || (config.apiKeysFile ?? '') !== ''
+    if (keyed && config.clusterSecret === undefined) {
+      throw new StartupError('CLUSTER_SECRET is required when Redis is configured and API keys are set: instances sign their calls to each other with it (set the same value, at least 16 characters, on every instance)')
+    }
     const redis = createRedisClient(redisTarget, { commandTimeoutMs: 2000, connectTimeoutMs: 2000 })
     redis.on('error', () => {})
     // Pushed before the built-ins: closed after them, so their shutdown can still record what it stopped.
     closers.push(async () => { await quitWithTimeout(redis, 1000) })
-    coordination = { redis, keyPrefix: config.redisKeyPrefix, instanceId }
+    const scope = { redis, keyPrefix: config.redisKeyPrefix, instanceId }
+    const membership = new Membership(scope, {
+      heartbeatMs: config.clusterHeartbeatMs,
+      processes: () => builtins?.processes.stats().running ?? 0,
+      logger
+    })
+    // After the built-ins' close (their processes stopped and recorded), before Redis goes.
+    closers.push(async () => { await membership.stop() })
+    tokens = config.clusterSecret !== undefined ? new ClusterTokens(config.clusterSecret) : undefined
+    coordination = { ...scope, membership, peers: tokens !== undefined ? new PeerClient(tokens) : undefined }
   }
 
   // After the store: the sandbox allocates each tenant's host uid in it.
@@ -160,7 +176,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   // Its own Redis connection: journal writes never queue behind (or delay) registry commands.
   const journal = createJournal({
     mode: config.journal,
-    redisUrl: config.redisUrl,
+    target: redisTarget,
     keyPrefix: config.redisKeyPrefix,
     maxEntriesPerTenant: config.journalMaxEntries,
     retentionMs: parseDuration(config.journalRetention),
@@ -179,7 +195,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   }
   // Its own Redis connection too: a call waiting for its decision polls without queueing behind registry commands.
   const approvals = createApprovals({
-    redisUrl: config.redisUrl,
+    target: redisTarget,
     keyPrefix: config.redisKeyPrefix,
     ttlMs: parseDuration(config.approvalTtl),
     box: remoteSettings.box,
@@ -198,6 +214,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     instanceId,
     redisTarget,
     coordination,
+    clusterTokens: tokens,
     gateway,
     registryFacade,
     journal,

@@ -23,7 +23,7 @@ const config: ServerConfig = { type: 'streamable_http', url: 'https://a.example/
 /** The master (`host:port`) that serves a key, asked of the cluster itself (CLUSTER KEYSLOT, CLUSTER SLOTS). */
 async function nodeOf (client: Cluster, key: string): Promise<string> {
   const slot = Number(await client.cluster('KEYSLOT', key))
-  const ranges = await client.cluster('SLOTS') as Array<[number, number, [string, number, ...unknown[]]]>
+  const ranges = await client.cluster('SLOTS') as unknown as Array<[number, number, [string, number, ...unknown[]]]>
   const range = ranges.find(([from, to]) => slot >= from && slot <= to)
   assert.ok(range !== undefined, `slot ${slot} is served`)
   return `${range[2][0]}:${range[2][1]}`
