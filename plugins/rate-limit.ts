@@ -3,18 +3,20 @@ import { setTimeout as delay } from 'node:timers/promises'
 import fp from 'fastify-plugin'
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { Redis } from 'ioredis'
 import { HttpError } from '../src/errors.js'
 import { isValidId } from '../src/naming/names.js'
-import { quitWithTimeout } from '../src/redis/index.js'
+import { RedisSemaphore, newInstanceId } from '../src/cluster/index.js'
+import type { SemaphoreHold } from '../src/cluster/index.js'
+import { createRedisClient, quitWithTimeout } from '../src/redis/index.js'
+import type { RedisClient, RedisTarget } from '../src/redis/index.js'
 import type { CallLimits } from '../src/mcp-server/budget.js'
-import { isPublicRoute } from './route-config.js'
+import { isClusterRoute, isPublicRoute } from './route-config.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** In-flight invocations per tenant bucket on this instance (for tests and metrics). */
+    /** In-flight invocations per tenant bucket on this instance (for tests and metrics; with Redis the cap counts every instance's). */
     invocationsInFlight: ReadonlyMap<string, number>
-    /** Errors of the limiter's Redis connection so far (metrics); 0 without REDIS_URL. */
+    /** Errors of the limiter's Redis connection so far, refused commands included (metrics); 0 without Redis. */
     rateLimitRedisErrors: () => number
   }
   interface FastifyRequest {
@@ -31,13 +33,17 @@ declare module 'fastify' {
 export interface RateLimitPluginOptions {
   /** Requests per minute per bucket (RATE_LIMIT_PER_MINUTE). */
   perMinute: number
-  /** Concurrent invocations per bucket on this instance (MAX_CONCURRENT_PER_TENANT). */
+  /** Concurrent invocations per bucket (MAX_CONCURRENT_PER_TENANT): across instances with Redis, else on this one. */
   maxConcurrent: number
   /** How many calls of one batch run at once (BATCH_CONCURRENCY): a batch holds that many slots at most. */
   batchConcurrency: number
-  /** Shared counters in Redis (several instances, one limit); unset = per-instance memory. */
-  redisUrl?: string | undefined
+  /** Shared counters and concurrency slots in Redis or a Redis Cluster (several instances, one limit); unset = per-instance memory. */
+  redis?: RedisTarget | undefined
   redisKeyPrefix: string
+  /** Names this instance's concurrency slots in Redis. Default: a new instance id. */
+  instanceId?: string
+  /** How long a concurrency slot outlives a crashed instance (renewed every third of it). Default 15000. */
+  concurrencyLeaseMs?: number
 }
 
 /** Most buckets kept in memory; beyond it expired windows, then the oldest, are dropped. */
@@ -138,17 +144,19 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
   app.decorateRequest('tenantBucket', undefined)
   app.decorateRequest('callBudget', undefined)
 
-  let redis: Redis | undefined
+  let redis: RedisClient | undefined
+  let semaphore: RedisSemaphore | undefined
   let redisErrors = 0
   app.decorate('rateLimitRedisErrors', () => redisErrors)
-  if (opts.redisUrl !== undefined) {
-    redis = new Redis(opts.redisUrl, {
-      // A down or stalled Redis must not hold requests: commands fail fast and the limiter
-      // lets the request through (skipOnError) rather than turning an outage into 500s.
+  if (opts.redis !== undefined) {
+    // A down or stalled Redis must not hold requests: commands fail fast and the limiter lets
+    // the request through (skipOnError) rather than turning an outage into 500s. The plugin's
+    // RedisStore works on a Redis Cluster too: one key per script (defineCommand), no MULTI.
+    redis = createRedisClient(opts.redis, {
       enableOfflineQueue: false,
       maxRetriesPerRequest: 1,
-      commandTimeout: 1000,
-      connectTimeout: 2000
+      commandTimeoutMs: 1000,
+      connectTimeoutMs: 2000
     })
     let lastLogged = 0
     redis.on('error', (err: Error) => {
@@ -160,7 +168,12 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
       }
     })
     const client = redis
-    app.addHook('onClose', async () => { await quitWithTimeout(client, 2000) })
+    semaphore = new RedisSemaphore({ redis: client, keyPrefix: opts.redisKeyPrefix, instanceId: opts.instanceId ?? newInstanceId(), leaseMs: opts.concurrencyLeaseMs ?? 15_000 })
+    const sem = semaphore
+    app.addHook('onClose', async () => {
+      sem.close()
+      await quitWithTimeout(client, 2000)
+    })
     // Give Redis a bounded moment to connect, so the first requests are counted; a Redis that
     // is down at start-up is not fatal (requests go unlimited until it is back).
     const ready = await Promise.race([
@@ -203,23 +216,25 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
       request.tenantBucket = bucketOf(request)
       return request.tenantBucket
     },
-    allowList: (request) => isPublicRoute(request),
+    allowList: (request) => isPublicRoute(request) || isClusterRoute(request),
     skipOnError: true,
     ...(redis !== undefined ? { redis, nameSpace } : { store: sharedMemoryStore as never }),
     errorResponseBuilder: (_request, context) => new HttpError('GW_RATE_LIMITED', `Rate limit of ${context.max} requests per minute exceeded; retry in ${context.after}`)
   })
 
-  // Concurrent invocations, per bucket. In memory on purpose: an in-flight count kept in Redis
-  // would leak slots forever when an instance dies mid-call.
+  // Concurrent invocations, per bucket. With Redis, slots of a semaphore every instance shares:
+  // leases (a ZSET member per slot, scored by expiry), so an instance that dies mid-call does
+  // not leak them: they come back after the lease. This instance's count is kept here too.
   const inFlight = new Map<string, number>()
   app.decorate('invocationsInFlight', inFlight)
-  const held = new WeakMap<FastifyRequest, { bucket: string, slots: number }>()
+  const held = new WeakMap<FastifyRequest, { bucket: string, slots: number, shared?: SemaphoreHold }>()
   const aborted = new WeakSet<FastifyRequest>()
 
   const release = (request: FastifyRequest): void => {
     const hold = held.get(request)
     if (hold === undefined) return
     held.delete(request)
+    hold.shared?.release().catch(() => { redisErrors++ })
     const left = (inFlight.get(hold.bucket) ?? 0) - hold.slots
     if (left > 0) inFlight.set(hold.bucket, left)
     else inFlight.delete(hold.bucket)
@@ -256,13 +271,32 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     }
     if (isMcp) request.callBudget = { calls: allowed, concurrency: slots }
 
-    const current = inFlight.get(bucket) ?? 0
-    if (current + slots > opts.maxConcurrent) {
+    const refuse = (): never => {
       reply.header('retry-after', '1')
       throw new HttpError('GW_RATE_LIMITED', `Too many concurrent invocations for this tenant (at most ${opts.maxConcurrent}); retry in 1 second`)
     }
-    inFlight.set(bucket, current + slots)
-    held.set(request, { bucket, slots })
+    // Cluster-wide when Redis answers; this instance's own cap when it does not (fail open to the local limit).
+    let shared: SemaphoreHold | undefined
+    let sharedAnswered = false
+    if (semaphore !== undefined) {
+      try {
+        const got = await semaphore.acquire(bucket, slots, opts.maxConcurrent)
+        sharedAnswered = true
+        if (!got.ok) refuse()
+        else shared = got.hold
+      } catch (err) {
+        if (err instanceof HttpError) throw err
+        redisErrors++
+      }
+    }
+    // The client may have left during the round trip: its 'close' has fired already, so nothing would free the slots.
+    if (aborted.has(request) || reply.raw.destroyed) {
+      shared?.release().catch(() => { redisErrors++ })
+      throw new HttpError('GW_BAD_REQUEST', 'Client disconnected')
+    }
+    if (!sharedAnswered && (inFlight.get(bucket) ?? 0) + slots > opts.maxConcurrent) refuse()
+    inFlight.set(bucket, (inFlight.get(bucket) ?? 0) + slots)
+    held.set(request, { bucket, slots, ...(shared !== undefined ? { shared } : {}) })
     // onResponse does not run when the client left after sending its body (the response never
     // finishes, and onRequestAbort only covers requests cut off mid-body); the response's
     // 'close' event fires in every case. The tool sees the same disconnect (abortOnClientGone).

@@ -107,8 +107,9 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     perMinute: config.rateLimitPerMinute,
     maxConcurrent: config.maxConcurrentPerTenant,
     batchConcurrency: config.batchConcurrency,
-    redisUrl: config.redisUrl,
-    redisKeyPrefix: config.redisKeyPrefix
+    redis: services.redisTarget,
+    redisKeyPrefix: config.redisKeyPrefix,
+    ...(services.coordination !== undefined ? { instanceId: services.coordination.instanceId } : {})
   })
 
   await app.register(metricsPlugin, { requireKey: config.metricsRequireKey })

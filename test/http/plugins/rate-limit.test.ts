@@ -13,7 +13,8 @@ const API_KEYS = `${ADMIN}:*,${ACME}:acme,${GLOBEX}:globex`
 const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
 
 async function keyed (t: TestContext, env: Record<string, string> = {}): Promise<FastifyInstance> {
-  return await buildTestApp(t, { env: { API_KEYS, FUNCTIONS_DIR: 'test/fixtures/functions/slow', LOAD_EXAMPLES: 'true', ...env } })
+  // CLUSTER_SECRET: with Redis and API keys the instances sign their calls to each other.
+  return await buildTestApp(t, { env: { API_KEYS, CLUSTER_SECRET: 'rate-limit-test-cluster-secret', FUNCTIONS_DIR: 'test/fixtures/functions/slow', LOAD_EXAMPLES: 'true', ...env } })
 }
 
 function assertRateLimited (res: LightMyRequestResponse): void {
@@ -229,4 +230,63 @@ test('Redis down: requests are not limited rather than failing, and nothing hang
   const metrics = (await a.inject({ method: 'GET', url: '/metrics' })).body
   const errors = Number(/^gateway_rate_limit_redis_errors_total (\d+)/m.exec(metrics)?.[1] ?? 0)
   assert.ok(errors > 0, 'gateway_rate_limit_redis_errors_total stayed 0 while Redis was down')
+})
+
+test('Redis-backed: MAX_CONCURRENT_PER_TENANT counts the calls of every instance; slots are freed in Redis', async (t) => {
+  if (!await redisReachable()) {
+    if (REDIS_REQUIRED) assert.fail(`Redis is required under CI and not reachable at ${REDIS_URL}`)
+    t.skip(`no Redis at ${REDIS_URL}`)
+    return
+  }
+  closeGate()
+  t.after(() => openGate(true))
+  const prefix = uniquePrefix()
+  t.after(async () => { await deleteKeys(prefix) })
+  const env = { MAX_CONCURRENT_PER_TENANT: '2', REDIS_URL, REDIS_KEY_PREFIX: prefix }
+  const one = await keyed(t, env)
+  const two = await keyed(t, env)
+  const call = (app: FastifyInstance, key = ACME): Promise<LightMyRequestResponse> => app.inject({ method: 'POST', url: '/invoke', headers: bearer(key), payload: { name: 'wait_gate' } })
+  const held = [call(one), call(two)]
+  await until(() => waiting() === 2, 'one call at the gate on each instance')
+  assert.equal(one.invocationsInFlight.get('t:acme'), 1)
+  // Each instance runs one: a per-instance cap of 2 would let this through.
+  const third = await call(one)
+  assertRateLimited(third)
+  assert.match(third.json().message, /at most 2/)
+  assertRateLimited(await call(two))
+  // Another tenant is not held back.
+  const globex = call(two, GLOBEX)
+  await until(() => waiting() === 3, 'globex at the gate too')
+  held.push(globex)
+  openGate(true)
+  for (const res of await Promise.all(held)) assert.equal(res.json().output, 'passed')
+  assert.equal(await countKeys(`${prefix}{sem:t:acme}`), 0, 'the slots left Redis')
+  assert.equal((await call(two)).json().output, 'passed')
+  assert.equal(one.rateLimitRedisErrors(), 0)
+})
+
+test('Redis down: the concurrency cap falls back to this instance\'s own count, and the errors are counted', async (t) => {
+  if (!await redisReachable()) {
+    if (REDIS_REQUIRED) assert.fail(`Redis is required under CI and not reachable at ${REDIS_URL}`)
+    t.skip(`no Redis at ${REDIS_URL}`)
+    return
+  }
+  closeGate()
+  t.after(() => openGate(true))
+  const proxy = new TcpProxy()
+  await proxy.start()
+  t.after(async () => await proxy.stop())
+  const prefix = uniquePrefix()
+  t.after(async () => { await deleteKeys(prefix) })
+  const a = await keyed(t, { MAX_CONCURRENT_PER_TENANT: '1', REDIS_URL: proxy.url, REDIS_KEY_PREFIX: prefix })
+  await proxy.stop()
+  // The admin for itself: its calls to a function tool do not touch the registry, only the limiter sees Redis go.
+  const call = (): Promise<LightMyRequestResponse> => a.inject({ method: 'POST', url: '/invoke', headers: bearer(ADMIN), payload: { name: 'wait_gate' } })
+  const held = call()
+  await until(() => waiting() === 1, 'the call at the gate')
+  assertRateLimited(await call())
+  assert.ok(a.rateLimitRedisErrors() > 0)
+  openGate(true)
+  assert.equal((await held).json().output, 'passed')
+  assert.equal(a.invocationsInFlight.size, 0)
 })
