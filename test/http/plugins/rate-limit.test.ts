@@ -5,6 +5,7 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fas
 import { buildTestApp } from '../../helpers/app.js'
 import { REDIS_REQUIRED, REDIS_URL, TcpProxy, countKeys, deleteKeys, redisReachable, uniquePrefix } from '../../helpers/redis-utils.js'
 import { closeGate, openGate, waiting } from '../../fixtures/functions/slow/gate.js'
+import { startRedisCluster } from '../../../scripts/lib/redis-cluster.js'
 
 const ADMIN = 'admin-key-0123456789abcdef'
 const ACME = 'acme-key-0123456789abcdef'
@@ -289,4 +290,31 @@ test('Redis down: the concurrency cap falls back to this instance\'s own count, 
   openGate(true)
   assert.equal((await held).json().output, 'passed')
   assert.equal(a.invocationsInFlight.size, 0)
+})
+
+test('on a real Redis Cluster: the per-minute limit (the plugin\'s own Redis store) and the concurrency cap are shared by two instances', async (t) => {
+  if (!await redisReachable()) {
+    if (REDIS_REQUIRED) assert.fail(`Redis is required under CI and not reachable at ${REDIS_URL}`)
+    t.skip(`no Redis at ${REDIS_URL}`)
+    return
+  }
+  closeGate()
+  t.after(() => openGate(true))
+  const cluster = await startRedisCluster(t)
+  const env = { RATE_LIMIT_PER_MINUTE: '20', MAX_CONCURRENT_PER_TENANT: '2', REDIS_CLUSTER_NODES: cluster.nodes.join(','), REDIS_KEY_PREFIX: uniquePrefix() }
+  const one = await keyed(t, env)
+  const two = await keyed(t, env)
+  const call = (app: FastifyInstance): Promise<LightMyRequestResponse> => app.inject({ method: 'POST', url: '/invoke', headers: bearer(ADMIN), payload: { name: 'wait_gate' } })
+  const held = [call(one), call(two)]
+  await until(() => waiting() === 2, 'one call at the gate on each instance')
+  assertRateLimited(await call(two))
+  openGate(true)
+  for (const res of await Promise.all(held)) assert.equal(res.json().output, 'passed')
+  // 3 counted so far; 17 more pass over both instances, then 429.
+  const req = (): InjectOptions => ({ method: 'GET', url: '/tools?functions=calculate', headers: bearer(ADMIN) })
+  const first = await flood(one, 10, 5, req)
+  const second = await flood(two, 10, 5, req)
+  assert.equal([...first, ...second].filter((r) => r.statusCode === 200).length, 17)
+  assertRateLimited(second.at(-1) as LightMyRequestResponse)
+  assert.equal(one.rateLimitRedisErrors() + two.rateLimitRedisErrors(), 0)
 })
