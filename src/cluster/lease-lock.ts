@@ -114,8 +114,9 @@ export interface LeaseLockOptions {
  * they commit. What it does not prevent: the workspace's filesystem cannot check a fence, so a
  * holder stalled (GC pause, overloaded event loop) between its last check of the signal and the
  * write system call, or whose lease expired less than the detection latency ago, can still land
- * one write after the next holder began. The fence is logged and stored where a store can check
- * it; nothing else enforces it. The window is bounded by the stall; leases of seconds make it rare.
+ * one write after the next holder began. The fence is handed to the task so that a store able to
+ * compare it could refuse a stale writer; nothing in the gateway compares it today. The window is
+ * bounded by the stall; leases of seconds make it rare.
  */
 export class LeaseLock implements WriteLock {
   readonly #redis: RedisClient
