@@ -15,7 +15,9 @@ export { FORWARDED_PROCESS_CALL_PATH }
  */
 async function clusterRoutes (app: FastifyInstance): Promise<void> {
   // This context's JSON parser authenticates first: the token is checked against the exact bytes
-  // received, and nothing an unauthenticated caller sent is parsed.
+  // received, and nothing an unauthenticated caller sent is parsed. (The app's own JSON parser is
+  // replaced in this context only: encapsulated.)
+  app.removeContentTypeParser('application/json')
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     try {
       if (request.routeOptions.config.cluster !== true) throw new HttpError('GW_NOT_FOUND', 'Not an instance-to-instance route')
