@@ -5,7 +5,7 @@ import { parseDuration } from '../config.js'
 import type { Logger } from '../logger.js'
 import { LeaseLock } from '../cluster/index.js'
 import type { Coordination, WriteLock } from '../cluster/index.js'
-import { ProcessManager } from './processes/index.js'
+import { ProcessManager, ProcessService } from './processes/index.js'
 import { createSandbox, parseUidRange, tenantOwners } from './sandbox/index.js'
 import type { Sandbox, UidStore } from './sandbox/index.js'
 import { KeyedMutex } from './keyed-mutex.js'
@@ -29,6 +29,8 @@ export interface Builtins {
   source: BuiltinSource
   sandbox: Sandbox
   processes: ProcessManager
+  /** What bash's background actions go through: cluster-wide with Redis (SPEC 12), else the manager alone. */
+  processService: ProcessService
   workspaces: WorkspaceManager
   /** Per-workspace bytes/files figures and the quota (WORKSPACE_QUOTA_BYTES, WORKSPACE_MAX_FILES). */
   usage: WorkspaceUsage
@@ -36,6 +38,11 @@ export interface Builtins {
   lifecycle: WorkspaceLifecycle
   /** Kills every sandboxed and background process. */
   close: () => Promise<void>
+  /**
+   * Serves a background-process call another instance forwarded to this one (the owner); the
+   * body is what that instance sent, already authenticated. Undefined without Redis.
+   */
+  serveForwarded?: (call: unknown) => Promise<unknown>
 }
 
 /**
@@ -88,10 +95,13 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
   }
   // One figure per workspace, shared by the file tools (they reserve before writing) and bash (watched while it runs).
   const usage = new WorkspaceUsage({ quotaBytes: config.workspaceQuotaBytes, maxFiles: config.workspaceMaxFiles })
-  const processes = new ProcessManager({ sandbox, maxRunningPerTenant: config.maxProcessesPerTenant })
+  // The service files each process's end in Redis through the manager's hook (bound once both exist).
+  const bound: { service?: ProcessService } = {}
+  const processes = new ProcessManager({ sandbox, maxRunningPerTenant: config.maxProcessesPerTenant, onEnded: (ws, snap) => bound.service?.ended(ws, snap) })
+  const service = bound.service = new ProcessService({ local: processes, logger, ...(deps.coordination !== undefined ? { coordination: deps.coordination } : {}) })
   // AI4J's allCodingToolNames() order.
   const tools: BuiltinTool[] = [
-    createBashTool({ sandbox, processes }),
+    createBashTool({ sandbox, processes: service }),
     readFileTool,
     writeFileTool,
     applyPatchTool,
@@ -125,14 +135,18 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
     source: new BuiltinSource(tools, workspaces, { usage, writes, checkpoint: async (ws) => await lifecycle.checkpointHeld(ws) }),
     sandbox,
     processes,
+    processService: service,
     workspaces,
     usage,
     lifecycle,
     close: async () => {
       await lifecycle.close()
       await processes.killAll()
+      // Their ends (STOPPED) recorded before Redis closes: the others see them stopped, not LOST.
+      await service.close()
       await sandbox.close()
-    }
+    },
+    ...(deps.coordination !== undefined ? { serveForwarded: async (call: unknown) => await service.serveForwarded(call) } : {})
   }
 }
 export type { SandboxIsolation } from './sandbox/index.js'

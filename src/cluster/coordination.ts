@@ -1,17 +1,8 @@
 import { randomBytes } from 'node:crypto'
 import os from 'node:os'
-import type { RedisClient } from '../redis/index.js'
+import type { RedisScope } from './scope.js'
 import type { Membership } from './membership.js'
 import type { PeerClient } from './peer-client.js'
-
-/** One instance's handle on the shared Redis: its connection, the key prefix, and its id. */
-export interface RedisScope {
-  redis: RedisClient
-  /** REDIS_KEY_PREFIX. */
-  keyPrefix: string
-  /** This instance, unique for its lifetime (a restart is a new instance). */
-  instanceId: string
-}
 
 /**
  * What the cluster-wide parts (background-process ownership, workspace write leases, the

@@ -1,6 +1,6 @@
 import type { Logger } from '../logger.js'
 import { taggedKey } from '../redis/index.js'
-import type { RedisScope } from './coordination.js'
+import type { RedisScope } from './scope.js'
 
 /** One live instance as GET /cluster shows it. Times are epoch milliseconds. */
 export interface InstanceInfo {

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import { taggedKey } from '../redis/index.js'
-import type { RedisScope } from './coordination.js'
+import type { RedisScope } from './scope.js'
 
 /** Where another instance sends the background-process calls it forwards to this one (the owner). */
 export const FORWARDED_PROCESS_CALL_PATH = '/internal/cluster/processes'
