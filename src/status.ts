@@ -14,7 +14,7 @@ export interface GatewayStatus {
   totalTools: number
   clients: McpClientPoolStats['clients']
   sandbox: { mode: string, probe: unknown, warning: string | null, isolation: SandboxIsolation | null }
-  registry: { backend: 'memory' | 'redis', secretsEncrypted: boolean }
+  registry: { backend: 'memory' | 'redis' | 'redis-cluster', secretsEncrypted: boolean }
   remoteMcp: RemoteMcpResilience
 }
 
@@ -44,7 +44,7 @@ export interface RemoteMcpResilience {
 export interface Readiness {
   ready: boolean
   reasons: string[]
-  registry: { backend: 'memory' | 'redis', reachable: boolean }
+  registry: { backend: 'memory' | 'redis' | 'redis-cluster', reachable: boolean }
   sandbox: { mode: string, ok: boolean, reason: string, warning: string | null }
   sources: { builtin: number, functions: number, localMcpTools: number }
 }

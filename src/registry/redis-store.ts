@@ -177,7 +177,7 @@ function compareIds (a: StoredServer, b: StoredServer): number {
 }
 
 export class RedisRegistryStore implements RegistryStore {
-  readonly backend = 'redis' as const
+  readonly backend: 'redis' | 'redis-cluster'
   readonly keyPrefix: string
   /** Tags this instance's events so its own echo from pub/sub is not delivered twice. */
   readonly instanceId = randomUUID()
@@ -199,6 +199,7 @@ export class RedisRegistryStore implements RegistryStore {
     const target = options.target ?? (options.url !== undefined ? { kind: 'single' as const, url: options.url } : undefined)
     if (target === undefined) throw new Error('RedisRegistryStore needs a target or a url')
     this.#target = target
+    this.backend = target.kind === 'cluster' ? 'redis-cluster' : 'redis'
     this.#closeTimeoutMs = options.closeTimeoutMs ?? 1000
     this.#onError = options.onError ?? (() => {})
     this.#readyTimeoutMs = 2 * (options.connectTimeoutMs ?? 2000) + (options.commandTimeoutMs ?? 2000)

@@ -35,7 +35,7 @@ export class ServerRegistry {
     this.#onStored = opts.onStored
   }
 
-  get backend (): 'memory' | 'redis' {
+  get backend (): 'memory' | 'redis' | 'redis-cluster' {
     return this.#store.backend
   }
 

@@ -68,7 +68,8 @@ export interface UidRange {
  * reached; both throw it for calls after `close()` (a request racing shutdown gets a 503).
  */
 export interface RegistryStore {
-  readonly backend: 'memory' | 'redis'
+  /** Where it keeps its data (GET /status, GET /readyz): `redis-cluster` with REDIS_CLUSTER_NODES. */
+  readonly backend: 'memory' | 'redis' | 'redis-cluster'
   /** All servers of the scope, sorted by serverId. */
   list (scope: RegistryScope): Promise<StoredServer[]>
   /** The scope's servers and its version, read atomically (a consistent cache fill). */

@@ -78,8 +78,8 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
   }
   try {
     if (!box.encrypted) {
-      const level = store.backend === 'redis' ? 'warn' : 'info'
-      logger[level]({ registry: store.backend }, store.backend === 'redis'
+      const level = store.backend !== 'memory' ? 'warn' : 'info'
+      logger[level]({ registry: store.backend }, store.backend !== 'memory'
         ? '!!! SECRETS_KEY is not set: MCP server headers and env values are stored in Redis in PLAINTEXT'
         : 'SECRETS_KEY is not set: secrets of registered servers are kept unencrypted in memory')
     }

@@ -51,6 +51,7 @@ test('registry on a cluster: two instances, tenants on every node, changes and d
   const [a, b] = await Promise.all([createRedisRegistryStore(options), createRedisRegistryStore(options)]) as [RedisRegistryStore, RedisRegistryStore]
   t.after(async () => { await a.close(); await b.close() })
   assert.equal(a.migration, undefined, 'no layout-1 migration on a cluster')
+  assert.equal(a.backend, 'redis-cluster')
 
   // Tenants until every master holds at least one tenant's registry.
   const tenantsByNode = new Map<string, string>()
@@ -201,4 +202,6 @@ test('a gateway app with REDIS_CLUSTER_NODES registers a server and lists it; a 
   assert.deepEqual(listed.servers.map((s) => s.serverId), ['local'])
   const ready = await one.inject({ method: 'GET', url: '/readyz' })
   assert.equal(ready.statusCode, 200, ready.body)
+  assert.equal(ready.json().registry.backend, 'redis-cluster')
+  assert.equal((await two.inject({ method: 'GET', url: '/status' })).json().registry.backend, 'redis-cluster')
 })
