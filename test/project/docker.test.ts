@@ -71,7 +71,8 @@ test('each lint check fails on a file broken its way', async () => {
     [/host port 8080 is published by both/, (c) => { c.services['cluster-proxy'].ports = ['8080:80'] }],
     [/gateway-1: environment variable SANDBOX_MODE is not a config variable/, (c) => { c.services['gateway-1'].environment.SANDBOX_MODE = 'bwrap' }],
     [/gateway-2: its environment does not load: [\s\S]*INSTANCE_URL/, (c) => { c.services['gateway-2'].environment.INSTANCE_URL = 'gateway-2:8080' }],
-    [/docker compose up needs more than API_KEYS and SECRETS_KEY \(required variable CLUSTER_SECRET/, (c) => { c.services['gateway-1'].environment.CLUSTER_SECRET = '${CLUSTER_SECRET:?set it}' }],
+    [/docker compose up needs more than API_KEYS, SECRETS_KEY and CLUSTER_SECRET \(required variable PROXY_TOKEN/, (c) => { c.services['gateway-1'].environment.INSTANCE_URL = '${PROXY_TOKEN:?set it}' }],
+    [/gateway: Redis and API keys without CLUSTER_SECRET: the gateway would not start/, (c) => { c.services.gateway.environment.CLUSTER_SECRET = '${CLUSTER_SECRET_UNSET:-}' }],
     [/gateway: WORKSPACES_DIR \/data\/workspaces is not a volume/, (c) => { c.services.gateway.volumes = [] }],
     [/without a profile: gateway, redis, gateway-3 \(expected gateway, redis\)/, (c) => { delete c.services['gateway-3'].profiles }],
     [/cluster: 2 gateway instances/, (c) => { delete c.services['gateway-3']; delete c.services['cluster-proxy'].depends_on['gateway-3'] }],
@@ -137,10 +138,13 @@ interface Files {
 
 const CLUSTER_INSTANCES = ['gateway-1', 'gateway-2', 'gateway-3']
 const PROXY_CONF = 'deploy/nginx/cluster.conf'
-/** What `docker compose up` needs today, and all it may need. */
-const DEFAULT_ENV = { API_KEYS: 'k-admin-0123456789:*', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64') }
-/** The variables a cluster user sets on top. */
-const CLUSTER_ENV = { ...DEFAULT_ENV, CLUSTER_SECRET: 'a-cluster-secret-of-32-characters' }
+/**
+ * What `docker compose up` needs, and all it may need: with Redis and API keys the gateway
+ * requires CLUSTER_SECRET (src/services.ts), so the default gateway needs it too.
+ */
+const DEFAULT_ENV = { API_KEYS: 'k-admin-0123456789:*', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'), CLUSTER_SECRET: 'a-cluster-secret-of-32-characters' }
+/** The cluster profile needs nothing more. */
+const CLUSTER_ENV = DEFAULT_ENV
 const CONFIG_ENV_NAMES = new Set(Object.values(ConfigSchema.properties).map((s) => (s as unknown as { env: string }).env))
 const configDefault = (env: string): number => {
   const s = Object.values(ConfigSchema.properties).find((p) => (p as unknown as { env: string }).env === env) as unknown as { default: number }
@@ -286,7 +290,11 @@ function composeProblems (compose: any, files: Files): string[] {
         if (!CONFIG_ENV_NAMES.has(key)) problems.push(`${name}: environment variable ${key} is not a config variable of src/config.ts`)
       }
       try {
-        loadConfig({ ...files.imageEnv, ...(interpolateAll(env, profilesOf(s).length > 0 ? CLUSTER_ENV : DEFAULT_ENV) as Record<string, string>) })
+        const loaded = loadConfig({ ...files.imageEnv, ...(interpolateAll(env, profilesOf(s).length > 0 ? CLUSTER_ENV : DEFAULT_ENV) as Record<string, string>) })
+        // The start-up rule of src/services.ts: Redis and API keys without CLUSTER_SECRET do not start.
+        if ((loaded.redisUrl !== undefined || loaded.redisClusterNodes.length > 0) && loaded.apiKeys !== undefined && loaded.clusterSecret === undefined) {
+          problems.push(`${name}: Redis and API keys without CLUSTER_SECRET: the gateway would not start`)
+        }
       } catch (err) {
         problems.push(`${name}: its environment does not load: ${(err as Error).message}`)
       }
@@ -299,7 +307,7 @@ function composeProblems (compose: any, files: Files): string[] {
   try {
     interpolateAll(compose, DEFAULT_ENV)
   } catch (err) {
-    problems.push(`docker compose up needs more than API_KEYS and SECRETS_KEY (${(err as Error).message}); a cluster variable needs CLUSTER_SECRET-style ":-" defaults`)
+    problems.push(`docker compose up needs more than API_KEYS, SECRETS_KEY and CLUSTER_SECRET (${(err as Error).message}); a cluster-only variable needs a ":-" default`)
   }
   for (const profiles of [[], ['cluster']]) {
     const published = new Map<string, string>()
