@@ -121,7 +121,7 @@ for (const backend of ['memory', 'redis'] as const) {
       redis = { REDIS_URL, REDIS_KEY_PREFIX: r.prefix }
     }
     const upstream = await countingUpstream(t)
-    const gw = await gateway(t, { MAX_CONCURRENT_PER_TENANT: '4', RATE_LIMIT_PER_MINUTE: '10', ...redis })
+    const gw = await gateway(t, { MAX_CONCURRENT_PER_TENANT: '4', RATE_LIMIT_PER_MINUTE: '10', CLUSTER_SECRET: 'http-mcp-limits-cluster-secret', ...redis })
     assert.equal((await call(gw, 'PUT', '/users/acme/mcp/servers/s', ADMIN, { type: 'http', url: upstream.url })).status, 201)
 
     const answer = await call(gw, 'POST', '/mcp?mcp=s', ACME, batch(25, 'user_acme_tool_hold', { ms: 1 }))

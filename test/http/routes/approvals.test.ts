@@ -34,7 +34,7 @@ async function instances (t: TestContext, n: number, env: Record<string, string>
   if (redis === undefined) return undefined
   const apps: FastifyInstance[] = []
   for (let i = 0; i < n; i++) {
-    apps.push(await buildTestApp(t, { env: { API_KEYS: KEYS, REDIS_URL, REDIS_KEY_PREFIX: redis.prefix, FUNCTIONS_DIR: 'test/fixtures/functions/approvals', ...env } }))
+    apps.push(await buildTestApp(t, { env: { API_KEYS: KEYS, REDIS_URL, REDIS_KEY_PREFIX: redis.prefix, CLUSTER_SECRET: 'approvals-test-cluster-secret', FUNCTIONS_DIR: 'test/fixtures/functions/approvals', ...env } }))
   }
   const r = await call(apps[0] as FastifyInstance, ADMIN, 'PUT', '/users/acme/policy', { requireApproval: ['count_*'] })
   assert.equal(r.status, 201, JSON.stringify(r.json))

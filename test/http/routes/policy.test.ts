@@ -207,7 +207,7 @@ test('limits are ceilings: a request cannot raise them, the output cap applies t
 test('two instances on one Redis: a policy written through one is enforced by the other at once', async (t) => {
   const redis = await redisForTest(t)
   if (redis === undefined) return
-  const env = { API_KEYS: KEYS, REDIS_URL, REDIS_KEY_PREFIX: redis.prefix }
+  const env = { API_KEYS: KEYS, REDIS_URL, REDIS_KEY_PREFIX: redis.prefix, CLUSTER_SECRET: 'policy-test-cluster-secret' }
   const one = await buildTestApp(t, { env })
   const two = await buildTestApp(t, { env })
   // Warm the other instance's listing and policy caches first.
