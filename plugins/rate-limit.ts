@@ -147,6 +147,7 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
   let redis: RedisClient | undefined
   let semaphore: RedisSemaphore | undefined
   let redisErrors = 0
+  let lastSemaphoreLog = 0
   app.decorate('rateLimitRedisErrors', () => redisErrors)
   if (opts.redis !== undefined) {
     // A down or stalled Redis must not hold requests: commands fail fast and the limiter lets
@@ -287,6 +288,10 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
       } catch (err) {
         if (err instanceof HttpError) throw err
         redisErrors++
+        if (Date.now() - lastSemaphoreLog > 60_000) {
+          lastSemaphoreLog = Date.now()
+          app.log.warn({ err: { message: (err as Error).message } }, 'the cluster-wide concurrency cap is unavailable; this instance applies MAX_CONCURRENT_PER_TENANT on its own until Redis answers')
+        }
       }
     }
     // The client may have left during the round trip: its 'close' has fired already, so nothing would free the slots.
