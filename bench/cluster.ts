@@ -21,7 +21,11 @@ import {
   CLUSTER_TOKEN_HEADER, ClusterTokenVerifier, ClusterTokens, FORWARDED_PROCESS_CALL_PATH, Membership, PeerClient, ProcessDirectory, newInstanceId
 } from '../src/cluster/index.js'
 import { silentLogger } from '../src/logger.js'
-import { createRedisClient, quitWithTimeout } from '../src/redis/index.js'
+import { createRedisClient, parseNode, quitWithTimeout } from '../src/redis/index.js'
+import type { RedisTarget } from '../src/redis/index.js'
+import { createRedisRegistryStore } from '../src/registry/redis-store.js'
+import type { RegistryChange } from '../src/registry/types.js'
+import { startRedisCluster } from '../scripts/lib/redis-cluster.js'
 import { makeRow, percentile, round, timePair } from './stats.js'
 import type { BenchContext, Row } from './types.js'
 
@@ -44,7 +48,7 @@ async function redisUp (): Promise<boolean> {
   }
 }
 
-export async function run (ctx: BenchContext): Promise<Row[]> {
+async function forwardedLogs (ctx: BenchContext): Promise<Row[]> {
   if (!await redisUp()) {
     return [makeRow({ ...ROW, metric: 'p50 ms', value: null, baseline: null, target: null, notes: `not measured: no Redis at ${REDIS_URL}` })]
   }
@@ -137,4 +141,88 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     notes: `${subject.length} interleaved calls each, ${chars} chars of log per call; p99 forwarded ${round(percentile(subject, 99))} ms, local ${round(percentile(baseline, 99))} ms; sandbox ${sandbox.mode}`,
     detail: { reps: subject.length, p99Ms: round(percentile(subject, 99)), baselineP99Ms: round(percentile(baseline, 99)), logChars: chars }
   })]
+}
+
+const PROPAGATION = { id: '17.2', name: 'registry change on instance A seen by instance C (pub/sub event), vs a bare PUBLISH to SUBSCRIBE' }
+const CHANGES = 200
+
+/**
+ * Registry change propagation: A's store writes a tenant server (the put script publishes the
+ * event in the same atomic step); C's store, on its own connections, receives it. Time from the
+ * start of A's put to C's listener. Baseline: a bare ioredis PUBLISH to a SUBSCRIBE on the same
+ * Redis. On one Redis, and on a local 3-master Redis Cluster (the event crosses the cluster bus).
+ */
+async function propagation (ctx: BenchContext, label: string, target: RedisTarget, keyPrefix: string): Promise<Row> {
+  const a = await createRedisRegistryStore({ target, keyPrefix })
+  const c = await createRedisRegistryStore({ target, keyPrefix })
+  ctx.defer(async () => { await a.close(); await c.close() })
+  const pub = createRedisClient(target, { commandTimeoutMs: 2000 })
+  const sub = createRedisClient(target, { commandTimeoutMs: 2000 })
+  pub.on('error', () => {})
+  sub.on('error', () => {})
+  ctx.defer(async () => { await quitWithTimeout(pub, 1000); await quitWithTimeout(sub, 1000) })
+  const channel = `${keyPrefix}bench-baseline`
+  await sub.subscribe(channel)
+
+  let waiting: { serverId: string, resolve: () => void } | undefined
+  c.subscribe((change: RegistryChange) => {
+    if (change.op === 'put' && waiting !== undefined && change.serverId === waiting.serverId) waiting.resolve()
+  })
+  let baselineWaiting: { token: string, resolve: () => void } | undefined
+  sub.on('message', (ch: string, message: string) => {
+    if (ch === channel && baselineWaiting !== undefined && message === baselineWaiting.token) baselineWaiting.resolve()
+  })
+  const subject: number[] = []
+  const baseline: number[] = []
+  for (let i = 0; i < CHANGES + 10 && ctx.signal.aborted !== true; i++) {
+    const serverId = `bench-${i}`
+    const seen = new Promise<void>((resolve) => { waiting = { serverId, resolve } })
+    const t0 = performance.now()
+    await a.put({ kind: 'user', userId: 'bench' }, serverId, { type: 'streamable_http', url: 'https://93.184.216.34/mcp', enabled: true, priority: 0 })
+    await seen
+    const t1 = performance.now()
+    const token = `t${i}`
+    const echoed = new Promise<void>((resolve) => { baselineWaiting = { token, resolve } })
+    const t2 = performance.now()
+    await pub.publish(channel, token)
+    await echoed
+    const t3 = performance.now()
+    if (i >= 10) { subject.push(t1 - t0); baseline.push(t3 - t2) }
+  }
+  ctx.log(`${label}: propagation p50 ${round(percentile(subject, 50))} ms, p99 ${round(percentile(subject, 99))} ms; bare pub/sub p99 ${round(percentile(baseline, 99))} ms`)
+  return makeRow({
+    ...PROPAGATION,
+    id: label === 'one Redis' ? '17.2' : '17.3',
+    name: `${PROPAGATION.name} (${label})`,
+    metric: 'p99 ms',
+    value: round(percentile(subject, 99)),
+    baseline: round(percentile(baseline, 99)),
+    target: { on: 'value', op: '<', limit: 100 },
+    notes: `${subject.length} changes, one at a time; p50 ${round(percentile(subject, 50))} ms (bare pub/sub ${round(percentile(baseline, 50))} ms)`,
+    detail: { changes: subject.length, p50Ms: round(percentile(subject, 50)), baselineP50Ms: round(percentile(baseline, 50)) }
+  })
+}
+
+export async function run (ctx: BenchContext): Promise<Row[]> {
+  const rows = await forwardedLogs(ctx)
+  if (!await redisUp()) {
+    rows.push(makeRow({ ...PROPAGATION, metric: 'p99 ms', value: null, baseline: null, target: null, notes: `not measured: no Redis at ${REDIS_URL}` }))
+    return rows
+  }
+  const keyPrefix = `tg-bench-propagation-${process.pid}-${Date.now()}:`
+  ctx.defer(async () => {
+    const r = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 })
+    r.on('error', () => {})
+    let cursor = '0'
+    do {
+      const [next, keys] = await r.scan(cursor, 'MATCH', `${keyPrefix}*`, 'COUNT', 500)
+      cursor = next
+      if (keys.length > 0) await r.del(...keys)
+    } while (cursor !== '0')
+    r.disconnect()
+  })
+  rows.push(await propagation(ctx, 'one Redis', { kind: 'single', url: REDIS_URL }, keyPrefix))
+  const cluster = await startRedisCluster({ after: (fn) => { ctx.defer(async () => { await fn() }) } })
+  rows.push(await propagation(ctx, 'local 3-master Redis Cluster', { kind: 'cluster', nodes: cluster.nodes.map(parseNode) }, 'tg-bench-propagation:'))
+  return rows
 }

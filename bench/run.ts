@@ -35,7 +35,7 @@ const MODULES: readonly ModuleSpec[] = [
   { key: 'workspaces-archive', row: 14, title: 'Workspace download vs tar czf, upload vs tar xzf, 50,000-file tree', budgetMs: 500_000 },
   { key: 'journal', row: 16, title: 'POST /invoke with JOURNAL=full vs JOURNAL=off: CPU per request', budgetMs: 150_000 },
   { key: 'policy', row: 16, title: 'Warm GET /tools under a 50-pattern tool policy vs none', budgetMs: 90_000 },
-  { key: 'cluster', row: 17, title: 'bash logs forwarded to the owner instance vs served locally', budgetMs: 60_000 }
+  { key: 'cluster', row: 17, title: 'cluster: bash logs forwarded to the owner instance; registry change propagation between instances', budgetMs: 120_000 }
 ]
 
 const GRACE_MS = 30_000
