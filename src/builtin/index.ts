@@ -123,7 +123,8 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
   })
   const lifecycle = new WorkspaceLifecycle({
     workspaces,
-    processes,
+    // Deleting a workspace stops its processes on every instance; summaries count them all.
+    processes: service,
     checkpoints,
     usage,
     writes,

@@ -105,6 +105,20 @@ test('three gateway processes: a background process is reachable through every i
   assert.equal(stopped.status, 'STOPPED')
   assert.equal((await ok(a, { action: 'status', processId: p1.processId }) as Snapshot).status, 'STOPPED')
 
+  // A workspace's summary through B counts A's process in it; deleting it through C stops that process.
+  const started = await fetch(`${a.url}/invoke`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${ALICE}` },
+    body: JSON.stringify({ name: 'bash', userId: 'alice', arguments: { action: 'start', command: `sleep 400${marker}` }, context: { workspaceId: 'doomed' } })
+  })
+  assert.equal((await started.json() as ToolResult).isError, false)
+  await until('A\'s sleep in the doomed workspace', async () => (await pgrep(`400${marker}`)).length > 0 ? true : undefined, 10_000)
+  const summaries = await (await fetch(`${b.url}/users/alice/workspaces`, { headers: { authorization: `Bearer ${ALICE}` } })).json() as { workspaces: Array<{ workspaceId: string, processes: number }> }
+  assert.equal(summaries.workspaces.find((w) => w.workspaceId === 'doomed')?.processes, 1, JSON.stringify(summaries))
+  const deleted = await fetch(`${c.url}/users/alice/workspaces/doomed`, { method: 'DELETE', headers: { authorization: `Bearer ${ALICE}` } })
+  assert.equal(deleted.status, 204, await deleted.text())
+  assert.deepEqual(await pgrep(`400${marker}`), [], 'the deleted workspace\'s process on A is stopped before the DELETE answers')
+
   // Forwarding without a token, with a tampered one, with an expired one: 401. A good one passes.
   const body = JSON.stringify({ op: 'list', workspace: { tenant: 'alice', workspaceId: 'default', root: '/nowhere', limits: { readMaxChars: 1, commandTimeoutMs: 1, bashLogChars: 1, maxProcessOutputChars: 1, outputMaxChars: 1 } } })
   const tokens = new ClusterTokens(SECRET)

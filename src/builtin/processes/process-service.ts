@@ -234,6 +234,46 @@ export class ProcessService {
     return recs.map((r) => r.snapshot)
   }
 
+  /** Running processes of the workspace on every live instance (the workspace summaries). */
+  async running (ws: Workspace): Promise<number> {
+    let n = this.#local.running(ws)
+    const dir = this.#dir
+    const coord = this.#coord
+    if (dir === undefined || coord === undefined) return n
+    const records = await dir.list(ws).catch(() => [])
+    for (const r of records) {
+      if (r.owner === dir.instanceId || r.snapshot.status !== 'RUNNING') continue
+      if (await coord.membership.isAlive(r.owner).catch(() => false)) n++
+    }
+    return n
+  }
+
+  /**
+   * Stops the workspace's processes on every instance (deletion, idle expiry): this instance's
+   * at once, the others' through their owners, in parallel. An owner that does not answer is
+   * logged; its processes die with it or stay in the (deleted) workspace until it answers again.
+   */
+  async stopAll (ws: Workspace): Promise<void> {
+    const dir = this.#dir
+    const coord = this.#coord
+    const remote: Array<Promise<unknown>> = []
+    if (dir !== undefined && coord !== undefined) {
+      const records = await dir.list(ws).catch((err: unknown) => {
+        this.#logger?.warn({ err }, 'the background processes of other instances in a deleted workspace cannot be looked up: Redis does not answer')
+        return []
+      })
+      for (const r of records) {
+        if (r.owner === dir.instanceId || r.snapshot.status !== 'RUNNING') continue
+        remote.push((async () => {
+          const owner = await coord.membership.get(r.owner)
+          if (owner === undefined) return
+          await this.#forward(owner, ws, { op: 'stop', processId: r.snapshot.processId }, 2 * this.#forwardTimeoutMs)
+        })().catch((err: unknown) => { this.#logger?.warn({ err, processId: r.snapshot.processId, owner: r.owner }, 'a background process of another instance could not be stopped with its workspace') }))
+      }
+    }
+    await Promise.all([this.#local.stopAll(ws), ...remote])
+  }
+
   /** Who serves a call for this id: here, its live owner, or nobody (LOST). */
   async #route (ws: Workspace, processId: string): Promise<Route> {
     const dir = this.#dir

@@ -27,7 +27,6 @@ import { HttpError } from '../../errors.js'
 import type { Logger } from '../../logger.js'
 import { LockUnavailableError, LockWaitAbortedError } from '../../cluster/index.js'
 import type { WriteLock } from '../../cluster/index.js'
-import type { ProcessManager } from '../processes/index.js'
 import { workspaceWriteKey } from '../source.js'
 import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
@@ -67,9 +66,18 @@ export interface UploadOptions {
   signal?: AbortSignal
 }
 
+/**
+ * The background processes of a workspace as deletion and the summaries see them: the local
+ * manager on one instance, every instance's with Redis (ProcessService).
+ */
+export interface WorkspaceProcesses {
+  running: (ws: Workspace) => number | Promise<number>
+  stopAll: (ws: Workspace) => Promise<void>
+}
+
 export interface WorkspaceLifecycleOptions {
   workspaces: WorkspaceManager
-  processes: ProcessManager
+  processes: WorkspaceProcesses
   checkpoints: CheckpointStore
   usage: WorkspaceUsage
   /** The write lock BuiltinSource takes around mutating tool calls (cluster-wide with Redis). */
@@ -91,7 +99,7 @@ function notFound (workspaceId: string): HttpError {
 
 export class WorkspaceLifecycle {
   readonly #ws: WorkspaceManager
-  readonly #processes: ProcessManager
+  readonly #processes: WorkspaceProcesses
   readonly #checkpoints: CheckpointStore
   readonly #usage: WorkspaceUsage
   readonly #writes: WriteLock
@@ -162,7 +170,7 @@ export class WorkspaceLifecycle {
         lastUsedAt: new Date(lastUsedAt).toISOString(),
         expiresAt: this.#ttlMs === undefined ? null : new Date(lastUsedAt + this.#ttlMs).toISOString(),
         quotaBytes: this.#usage.quotaBytes,
-        processes: this.#processes.running(ws)
+        processes: await this.#processes.running(ws)
       })
     }
     return out
