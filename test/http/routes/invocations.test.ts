@@ -19,7 +19,7 @@ const bearer = (key: string): Record<string, string> => ({ authorization: `Beare
 const keyId = (key: string): string => createHash('sha256').update(key).digest('hex').slice(0, 16)
 
 async function app (t: TestContext, env: Record<string, string> = {}, overrides = {}): Promise<FastifyInstance> {
-  return await buildTestApp(t, { env: { API_KEYS: KEYS, EGRESS_ALLOW: '127.0.0.1/32', ...env }, overrides })
+  return await buildTestApp(t, { env: { API_KEYS: KEYS, EGRESS_ALLOW: '127.0.0.1/32', CLUSTER_SECRET: 'invocations-test-cluster-secret', ...env }, overrides })
 }
 
 async function journal (a: FastifyInstance, userId: string, key: string, query = ''): Promise<{ status: number, body: any }> {
