@@ -49,11 +49,13 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   const app = Fastify({
     logger: opts.logger ?? {
       level: config.logLevel,
-      redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'headers.authorization', '*.headers.authorization', '*.secretsKey', '*.apiKeys'], censor: '[redacted]' }
+      redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers["x-gateway-cluster-token"]', 'headers.authorization', '*.headers.authorization', '*.secretsKey', '*.apiKeys'], censor: '[redacted]' }
     },
     // plugins/request-log.ts writes one line per request instead.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.bodyLimitBytes,
+    // TRUST_PROXY: a hop count or the proxies' addresses; never `true` (any client could name its own address).
+    trustProxy: trustProxyOf(config.trustProxy),
     // Slow or stalled uploads (slowloris) are cut off instead of holding a socket forever.
     // Node's own backstop (whole request); plugins/body-timeout.ts enforces the body deadline.
     requestTimeout: config.requestTimeoutMs * 2,
@@ -125,4 +127,13 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(mcpRoutes)
   await app.register(clusterRoutes)
   return app
+}
+
+/** TRUST_PROXY as Fastify takes it: a hop count, the proxies' addresses, or nobody. */
+function trustProxyOf (value: string | undefined): string | false | ((address: string, hop: number) => boolean) {
+  if (value === undefined || value === 'false') return false
+  if (!/^[0-9]+$/.test(value)) return value
+  // The nearest `hops` addresses (the socket's, then X-Forwarded-For from the right) are proxies.
+  const hops = Number(value)
+  return (_address: string, hop: number) => hop < hops
 }
