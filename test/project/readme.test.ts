@@ -1,4 +1,4 @@
-import { test } from 'node:test'
+import { after, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, execFile } from 'node:child_process'
 import { existsSync } from 'node:fs'
@@ -10,6 +10,10 @@ import { renderConfigTable } from '../../src/config.js'
 import { renderOpenApiYaml } from '../../src/openapi.js'
 
 const run = promisify(execFile)
+
+/** The README's commands run here: one that writes a file (`> acme.ndjson`) writes it in a temp dir, not the checkout. */
+const SCRATCH = await mkdtemp(join(tmpdir(), 'tg-readme-cwd-'))
+after(async () => await rm(SCRATCH, { recursive: true, force: true }))
 
 /** The curl commands of the README's walk-through, continuation lines joined. */
 function curlCommands (readme: string): string[] {
@@ -50,7 +54,7 @@ test('the README walk-through works as written against a real server started lik
 
   const outputs: any[] = []
   for (const command of commands) {
-    const { stdout } = await run('sh', ['-c', command.replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`)], { timeout: 30_000 })
+    const { stdout } = await run('sh', ['-c', command.replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`)], { timeout: 30_000, cwd: SCRATCH })
     outputs.push(JSON.parse(stdout))
   }
   const byCommand = (needle: string): any => outputs[commands.findIndex((c) => c.includes(needle))]
@@ -97,7 +101,7 @@ test('the README workspace walk-through works as written: upload a tar czf archi
   const out: Record<string, string> = {}
   for (const line of lines) {
     const command = line.replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`).replaceAll('/tmp/', `${dir}/`).replaceAll('CHECKPOINT_ID', checkpointId)
-    const { stdout } = await run('sh', ['-c', command], { timeout: 30_000 })
+    const { stdout } = await run('sh', ['-c', command], { timeout: 30_000, cwd: SCRATCH })
     out[line] = stdout
     if (line.includes('"label"')) checkpointId = JSON.parse(stdout).checkpointId
   }
@@ -147,7 +151,7 @@ test('the README remote-MCP walk-through works offline as written, against the e
   const out: string[] = []
   for (const line of lines) {
     const command = line.replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`).replaceAll('127.0.0.1:3001', `127.0.0.1:${examplePort}`)
-    const { stdout } = await run('sh', ['-c', command], { timeout: 30_000 })
+    const { stdout } = await run('sh', ['-c', command], { timeout: 30_000, cwd: SCRATCH })
     out.push(stdout)
   }
   const having = (needle: string): any => {
