@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { RedisClient } from '../redis/index.js'
 import { taggedKey } from '../redis/index.js'
-import type { Coordination } from './coordination.js'
+import type { RedisScope } from './scope.js'
 
 /** What a task run under a cluster-wide write lease gets. */
 export interface LeaseContext {
@@ -128,7 +128,7 @@ export class LeaseLock implements WriteLock {
   readonly #commandMs: number
   readonly #tails = new Map<string, Promise<unknown>>()
 
-  constructor (coordination: Pick<Coordination, 'redis' | 'keyPrefix' | 'instanceId'>, opts: LeaseLockOptions) {
+  constructor (coordination: RedisScope, opts: LeaseLockOptions) {
     if (!(opts.leaseMs >= 30)) throw new Error(`A lease of ${opts.leaseMs} ms is too short`)
     this.#redis = coordination.redis
     this.#prefix = coordination.keyPrefix

@@ -12,6 +12,7 @@ import { startGateway } from '../../scripts/lib/gateway-process.js'
 import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
 import { CLUSTER_TOKEN_HEADER, CLUSTER_TOKEN_MAX_AGE_MS, ClusterTokens, FORWARDED_PROCESS_CALL_PATH } from '../../src/cluster/index.js'
 import { REDIS_URL, redisForTest } from '../helpers/redis.js'
+import { startRedisCluster } from '../../scripts/lib/redis-cluster.js'
 
 const run = promisify(execFile)
 const SECRET = 'integration-cluster-secret-0123456789'
@@ -61,17 +62,25 @@ async function ok (gw: GatewayProcess, args: Record<string, unknown>): Promise<a
   return value
 }
 
-test('three gateway processes: a background process is reachable through every instance, LOST when its owner is killed, STOPPED when it shuts down cleanly', async (t: TestContext) => {
+test('three gateway processes on one Redis: a background process is reachable through every instance, LOST when its owner is killed, STOPPED when it shuts down cleanly', async (t: TestContext) => {
   const env = await redisForTest(t)
   if (!env) return
+  await scenario(t, { REDIS_URL, REDIS_KEY_PREFIX: env.prefix })
+})
+
+test('the same on a local 3-master Redis Cluster', async (t: TestContext) => {
+  const cluster = await startRedisCluster(t)
+  await scenario(t, { REDIS_CLUSTER_NODES: cluster.nodes.join(','), REDIS_KEY_PREFIX: 'tg-procs:' })
+})
+
+async function scenario (t: TestContext, redisEnv: Record<string, string>): Promise<void> {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-cluster-procs-'))
   t.after(async () => await rm(workspaces, { recursive: true, force: true }))
   const marker = `77${Math.floor(Math.random() * 1e8)}`
   // Whatever happens, nothing of ours outlives the test (the assertions say whether it had to).
   t.after(async () => { for (const pid of await pgrep(marker)) { try { process.kill(pid, 'SIGKILL') } catch {} } })
   const common = {
-    REDIS_URL,
-    REDIS_KEY_PREFIX: env.prefix,
+    ...redisEnv,
     CLUSTER_SECRET: SECRET,
     API_KEYS: `${ADMIN}:*,${ALICE}:alice`,
     WORKSPACES_DIR: workspaces,
@@ -166,4 +175,4 @@ test('three gateway processes: a background process is reachable through every i
   const members = await (await fetch(`${b.url}/cluster`, { headers: { authorization: `Bearer ${ADMIN}` } })).json() as { instances: unknown[] }
   assert.equal(members.instances.length, 1, 'C left at once, A expired')
   assert.equal(await b.stop(20_000), 0, b.logs())
-})
+}
