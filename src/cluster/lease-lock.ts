@@ -2,24 +2,9 @@ import { createHash, randomBytes } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { RedisClient } from '../redis/index.js'
 import { taggedKey } from '../redis/index.js'
+import { KeyedMutex } from './keyed-mutex.js'
+import type { LeaseContext, WriteLock } from './write-lock.js'
 import type { RedisScope } from './scope.js'
-
-/** What a task run under a cluster-wide write lease gets. */
-export interface LeaseContext {
-  /** The fencing token: strictly increasing per key across every holder on every instance. */
-  fence: number
-  /** Aborts when this holder lost the lease (another holder may already be writing). */
-  signal: AbortSignal
-}
-
-/**
- * A per-key write lock: tasks with the same key run one at a time, different keys concurrently.
- * The in-process KeyedMutex (one instance) and LeaseLock (every instance sharing a Redis) both
- * are one; only LeaseLock hands the task a LeaseContext.
- */
-export interface WriteLock {
-  run: <T>(key: string, task: (lease?: LeaseContext) => Promise<T>, opts?: { signal?: AbortSignal | undefined }) => Promise<T>
-}
 
 /** The lock could not be taken because its store (Redis) did not answer: nothing ran. */
 export class LockUnavailableError extends Error {
@@ -126,7 +111,7 @@ export class LeaseLock implements WriteLock {
   readonly #minPollMs: number
   readonly #maxPollMs: number
   readonly #commandMs: number
-  readonly #tails = new Map<string, Promise<unknown>>()
+  readonly #local = new KeyedMutex()
 
   constructor (coordination: RedisScope, opts: LeaseLockOptions) {
     if (!(opts.leaseMs >= 30)) throw new Error(`A lease of ${opts.leaseMs} ms is too short`)
@@ -147,16 +132,8 @@ export class LeaseLock implements WriteLock {
   }
 
   async run<T> (key: string, task: (lease?: LeaseContext) => Promise<T>, opts: { signal?: AbortSignal | undefined } = {}): Promise<T> {
-    const previous = this.#tails.get(key) ?? Promise.resolve()
-    const current = previous.then(async () => await this.#runLeased(key, task, opts.signal))
-    const tail = current.then(() => {}, () => {})
-    this.#tails.set(key, tail)
-    try {
-      return await current
-    } finally {
-      // Drop the key once nothing is queued behind us, so the map does not grow forever.
-      if (this.#tails.get(key) === tail) this.#tails.delete(key)
-    }
+    // Same-key tasks of this instance queue here first: one of them at a time asks Redis.
+    return await this.#local.run(key, async () => await this.#runLeased(key, task, opts.signal))
   }
 
   async #runLeased<T> (key: string, task: (lease?: LeaseContext) => Promise<T>, signal: AbortSignal | undefined): Promise<T> {

@@ -1,4 +1,4 @@
-import type { WriteLock } from '../cluster/index.js'
+import type { WriteLock } from './write-lock.js'
 
 /** Runs tasks with the same key one after another; different keys run concurrently (one instance). */
 export class KeyedMutex implements WriteLock {
