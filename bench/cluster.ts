@@ -11,7 +11,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { chmod } from 'node:fs/promises'
 import path from 'node:path'
-import { Redis } from 'ioredis'
+import { deleteKeys, redisReachable } from '../scripts/lib/redis-keys.js'
 import { ProcessManager, ProcessService } from '../src/builtin/processes/index.js'
 import type { ProcessSnapshot } from '../src/builtin/processes/index.js'
 import { createSandbox } from '../src/builtin/sandbox/create-sandbox.js'
@@ -35,35 +35,12 @@ const WARMUP = 30
 const REPS = 400
 const ROW = { id: '17.1', name: 'bash logs forwarded to the owner instance (Redis lookup + signed HTTP) vs served locally' }
 
-async function redisUp (): Promise<boolean> {
-  const r = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null })
-  r.on('error', () => {})
-  try {
-    await r.connect()
-    return await r.ping() === 'PONG'
-  } catch {
-    return false
-  } finally {
-    r.disconnect()
-  }
-}
-
 async function forwardedLogs (ctx: BenchContext): Promise<Row[]> {
-  if (!await redisUp()) {
+  if (!await redisReachable(REDIS_URL)) {
     return [makeRow({ ...ROW, metric: 'p50 ms', value: null, baseline: null, target: null, notes: `not measured: no Redis at ${REDIS_URL}` })]
   }
   const keyPrefix = `tg-bench-cluster-${process.pid}-${Date.now()}:`
-  ctx.defer(async () => {
-    const r = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 })
-    r.on('error', () => {})
-    let cursor = '0'
-    do {
-      const [next, keys] = await r.scan(cursor, 'MATCH', `${keyPrefix}*`, 'COUNT', 500)
-      cursor = next
-      if (keys.length > 0) await r.del(...keys)
-    } while (cursor !== '0')
-    r.disconnect()
-  })
+  ctx.defer(async () => await deleteKeys(keyPrefix, REDIS_URL))
   const sandbox = await createSandbox({ mode: 'auto' })
   ctx.defer(async () => await sandbox.close())
   const tokens = new ClusterTokens(`bench-secret-${process.pid}-0123456789`)
@@ -205,22 +182,12 @@ async function propagation (ctx: BenchContext, label: string, target: RedisTarge
 
 export async function run (ctx: BenchContext): Promise<Row[]> {
   const rows = await forwardedLogs(ctx)
-  if (!await redisUp()) {
+  if (!await redisReachable(REDIS_URL)) {
     rows.push(makeRow({ ...PROPAGATION, metric: 'p99 ms', value: null, baseline: null, target: null, notes: `not measured: no Redis at ${REDIS_URL}` }))
     return rows
   }
   const keyPrefix = `tg-bench-propagation-${process.pid}-${Date.now()}:`
-  ctx.defer(async () => {
-    const r = new Redis(REDIS_URL, { maxRetriesPerRequest: 1 })
-    r.on('error', () => {})
-    let cursor = '0'
-    do {
-      const [next, keys] = await r.scan(cursor, 'MATCH', `${keyPrefix}*`, 'COUNT', 500)
-      cursor = next
-      if (keys.length > 0) await r.del(...keys)
-    } while (cursor !== '0')
-    r.disconnect()
-  })
+  ctx.defer(async () => await deleteKeys(keyPrefix, REDIS_URL))
   rows.push(await propagation(ctx, 'one Redis', { kind: 'single', url: REDIS_URL }, keyPrefix))
   const cluster = await startRedisCluster({ after: (fn) => { ctx.defer(async () => { await fn() }) } })
   rows.push(await propagation(ctx, 'local 3-master Redis Cluster', { kind: 'cluster', nodes: cluster.nodes.map(parseNode) }, 'tg-bench-propagation:'))

@@ -6,7 +6,7 @@
  * redis://127.0.0.1:6379) the same pair runs on Redis Streams too.
  */
 import path from 'node:path'
-import { Redis } from 'ioredis'
+import { deleteKeys, redisReachable } from '../scripts/lib/redis-keys.js'
 import { closeHttp, cpuMs, gatewayEnv, httpOk, load, loadInterleaved, REPO_ROOT, startGateway } from './fixtures/procs.js'
 import type { LoadResult } from './fixtures/procs.js'
 import { makeRow, median } from './stats.js'
@@ -19,41 +19,12 @@ const ROUNDS = 4
 const BODY = JSON.stringify({ name: 'bench_echo', arguments: { text: 'hello' }, callId: 'call_bench' })
 const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
 
-async function redisReachable (): Promise<boolean> {
-  const client = new Redis(REDIS_URL, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null })
-  client.on('error', () => {})
-  try {
-    await client.connect()
-    return (await client.ping()) === 'PONG'
-  } catch {
-    return false
-  } finally {
-    client.disconnect()
-  }
-}
-
-async function cleanRedis (prefix: string): Promise<void> {
-  const client = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 1000, retryStrategy: () => null })
-  client.on('error', () => {})
-  try {
-    await client.connect()
-    let cursor = '0'
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 500)
-      cursor = next
-      if (keys.length > 0) await client.del(...keys)
-    } while (cursor !== '0')
-  } finally {
-    client.disconnect()
-  }
-}
-
 export async function run (ctx: BenchContext): Promise<Row[]> {
   ctx.defer(closeHttp)
   const functions = path.join(REPO_ROOT, 'bench/fixtures/functions')
-  const withRedis = await redisReachable()
+  const withRedis = await redisReachable(REDIS_URL)
   const prefix = `tg-bench-journal-${process.pid}:`
-  if (withRedis) ctx.defer(async () => await cleanRedis(prefix))
+  if (withRedis) ctx.defer(async () => await deleteKeys(prefix, REDIS_URL))
   const variants: Record<string, Record<string, string>> = {
     'memory-full': { FUNCTIONS_DIR: functions, JOURNAL: 'full' },
     'memory-off': { FUNCTIONS_DIR: functions, JOURNAL: 'off' },

@@ -1,71 +1,25 @@
 import { randomBytes } from 'node:crypto'
 import { createServer, connect, type Server, type Socket } from 'node:net'
-import { Redis } from 'ioredis'
+import type { TestContext } from 'node:test'
 
-/** The real redis-server the suite runs against (REDIS_URL overrides). */
-export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+import { REDIS_URL, redisReachable } from '../../scripts/lib/redis-keys.js'
+
+export { REDIS_URL, countKeys, deleteKeys, redisReachable } from '../../scripts/lib/redis-keys.js'
 
 /** Under CI a missing Redis is a failure, never a skip (STYLE "Tests"). */
 export const REDIS_REQUIRED = process.env.CI === 'true'
 
+/** Whether the test may use Redis: true when it answers; else the test is skipped, or fails under CI=true. */
+export async function requireRedis (t: TestContext): Promise<boolean> {
+  if (await redisReachable()) return true
+  if (REDIS_REQUIRED) throw new Error(`Redis is required under CI=true (${REDIS_URL})`)
+  t.skip(`no Redis at ${REDIS_URL}`)
+  return false
+}
+
 /** A prefix no other run shares, so parallel runs and leftovers never collide. */
 export function uniquePrefix (): string {
   return `tg-test:${randomBytes(6).toString('hex')}:`
-}
-
-/** Whether Redis answers PING (bounded: one connect attempt, no offline queue). */
-export async function redisReachable (url = REDIS_URL): Promise<boolean> {
-  const client = new Redis(url, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null })
-  client.on('error', () => {})
-  try {
-    await client.connect()
-    return (await client.ping()) === 'PONG'
-  } catch {
-    return false
-  } finally {
-    client.disconnect()
-  }
-}
-
-/** Deletes every key under `prefix` (SCAN, never KEYS, so a big shared Redis is not blocked). */
-export async function deleteKeys (prefix: string, url = REDIS_URL): Promise<number> {
-  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 1000, retryStrategy: () => null })
-  client.on('error', () => {})
-  let deleted = 0
-  try {
-    await client.connect()
-    // Escape glob characters so a prefix can never match another run's keys.
-    const pattern = prefix.replace(/[*?[\]\\]/g, (c) => `\\${c}`) + '*'
-    let cursor = '0'
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 500)
-      cursor = next
-      if (keys.length > 0) deleted += await client.del(...keys)
-    } while (cursor !== '0')
-  } finally {
-    client.disconnect()
-  }
-  return deleted
-}
-
-/** Counts keys under `prefix`. */
-export async function countKeys (prefix: string, url = REDIS_URL): Promise<number> {
-  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, connectTimeout: 1000, retryStrategy: () => null })
-  client.on('error', () => {})
-  try {
-    await client.connect()
-    const pattern = prefix.replace(/[*?[\]\\]/g, (c) => `\\${c}`) + '*'
-    let count = 0
-    let cursor = '0'
-    do {
-      const [next, keys] = await client.scan(cursor, 'MATCH', pattern, 'COUNT', 500)
-      cursor = next
-      count += keys.length
-    } while (cursor !== '0')
-    return count
-  } finally {
-    client.disconnect()
-  }
 }
 
 /** A loopback port nothing listens on (bound then released). */

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { startGateway } from '../../scripts/lib/gateway-process.js'
 import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
 import { startRedisCluster } from '../../scripts/lib/redis-cluster.js'
-import { REDIS_REQUIRED, REDIS_URL, deleteKeys, redisReachable, uniquePrefix } from '../helpers/redis-utils.js'
+import { REDIS_URL, deleteKeys, requireRedis, uniquePrefix } from '../helpers/redis-utils.js'
 
 // Three real gateway processes as one gateway (issue 17): on one Redis, then on a local 3-master
 // Redis Cluster, with one shared WORKSPACES_DIR. Concurrent edits through two instances lose
@@ -169,10 +169,7 @@ async function scenario (t: TestContext, trio: Trio, label: string): Promise<voi
 }
 
 test('three gateways on one Redis act as one', async (t) => {
-  if (!await redisReachable()) {
-    if (REDIS_REQUIRED) throw new Error(`Redis is required under CI=true (${REDIS_URL})`)
-    return t.skip(`no Redis at ${REDIS_URL}`)
-  }
+  if (!await requireRedis(t)) return
   const prefix = uniquePrefix()
   t.after(async () => { await deleteKeys(prefix) })
   await scenario(t, await startTrio(t, { REDIS_URL, REDIS_KEY_PREFIX: prefix }), 'one Redis')

@@ -3,19 +3,12 @@ import type { TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { ClusterTokens, CLUSTER_TOKEN_HEADER, CLUSTER_TOKEN_MAX_AGE_MS } from '../../../src/cluster/index.js'
 import { buildTestApp } from '../../helpers/app.js'
-import { REDIS_REQUIRED, REDIS_URL, deleteKeys, redisReachable, uniquePrefix } from '../../helpers/redis-utils.js'
+import { REDIS_URL, deleteKeys, requireRedis, uniquePrefix } from '../../helpers/redis-utils.js'
 
 const SECRET = 'cluster-secret-for-the-tests'
 const PATH = '/internal/cluster/processes'
 const ADMIN = 'admin-key-0123456789'
 const TENANT = 'tenant-key-0123456789'
-
-async function redisOrSkip (t: TestContext): Promise<boolean> {
-  if (await redisReachable()) return true
-  if (REDIS_REQUIRED) throw new Error(`Redis is required under CI=true (${REDIS_URL})`)
-  t.skip(`no Redis at ${REDIS_URL}`)
-  return false
-}
 
 async function clusterApp (t: TestContext, env: Record<string, string> = {}): Promise<Awaited<ReturnType<typeof buildTestApp>>> {
   const prefix = uniquePrefix()
@@ -24,12 +17,12 @@ async function clusterApp (t: TestContext, env: Record<string, string> = {}): Pr
 }
 
 test('Redis with API keys and no CLUSTER_SECRET does not start, and says why', async (t) => {
-  if (!await redisOrSkip(t)) return
+  if (!await requireRedis(t)) return
   await assert.rejects(buildTestApp(t, { env: { REDIS_URL, REDIS_KEY_PREFIX: uniquePrefix(), API_KEYS: `${ADMIN}:*` } }), /CLUSTER_SECRET is required/)
 })
 
 test('GET /cluster: admin only; lists this instance once its membership started', async (t) => {
-  if (!await redisOrSkip(t)) return
+  if (!await requireRedis(t)) return
   const app = await clusterApp(t)
   const membership = app.services.coordination?.membership
   assert.ok(membership)
@@ -51,7 +44,7 @@ test('GET /cluster without Redis: no membership, an empty list', async (t) => {
 })
 
 test('the instance-to-instance route: 401 without a token, with an API key instead, a tampered, expired or replayed token; a good one gets through', async (t) => {
-  if (!await redisOrSkip(t)) return
+  if (!await requireRedis(t)) return
   const app = await clusterApp(t)
   const payload = JSON.stringify({ op: 'list' })
   const tokens = new ClusterTokens(SECRET)
@@ -81,7 +74,7 @@ test('the instance-to-instance route: 401 without a token, with an API key inste
 })
 
 test('open mode (no keys) with Redis: the instance-to-instance route still needs a token', async (t) => {
-  if (!await redisOrSkip(t)) return
+  if (!await requireRedis(t)) return
   const app = await clusterApp(t, { API_KEYS: '' })
   const res = await app.inject({ method: 'POST', url: PATH, headers: { 'content-type': 'application/json' }, payload: '{"op":"list"}' })
   assert.equal(res.statusCode, 401, res.body)

@@ -11,16 +11,9 @@ import type { BuiltinTool } from '../../../src/builtin/tool.js'
 import type { Workspace } from '../../../src/builtin/types.js'
 import type { CallContext } from '../../../src/tools/types.js'
 import { startRedisCluster } from '../../../scripts/lib/redis-cluster.js'
-import { REDIS_URL, deleteKeys, freePort, redisReachable, uniquePrefix } from '../../helpers/redis-utils.js'
+import { deleteKeys, freePort, REDIS_URL, requireRedis, uniquePrefix } from '../../helpers/redis-utils.js'
 
 // Two LeaseLock objects with their own connections and instance ids act as two gateway instances.
-
-async function requireRedis (t: TestContext): Promise<boolean> {
-  if (await redisReachable()) return true
-  if (process.env.CI === 'true') throw new Error(`Redis is required under CI=true (${REDIS_URL})`)
-  t.skip(`no Redis at ${REDIS_URL}`)
-  return false
-}
 
 /** A connection for one simulated instance, closed after the test. */
 function connect (t: TestContext, target: RedisTarget): RedisClient {

@@ -7,7 +7,7 @@ import { silentLogger } from '../../../src/logger.js'
 import { createRedisClient, quitWithTimeout } from '../../../src/redis/index.js'
 import type { RedisClient, RedisTarget } from '../../../src/redis/index.js'
 import { startRedisCluster } from '../../../scripts/lib/redis-cluster.js'
-import { REDIS_REQUIRED, REDIS_URL, deleteKeys, redisReachable, uniquePrefix } from '../../helpers/redis-utils.js'
+import { REDIS_URL, deleteKeys, requireRedis, uniquePrefix } from '../../helpers/redis-utils.js'
 
 function client (t: TestContext, target: RedisTarget): RedisClient {
   const c = createRedisClient(target, { commandTimeoutMs: 2000 })
@@ -64,10 +64,7 @@ async function scenario (t: TestContext, target: RedisTarget): Promise<void> {
 }
 
 test('membership on one Redis: live instances listed, a crashed one gone after its TTL, a stopped one at once', async (t) => {
-  if (!await redisReachable()) {
-    if (REDIS_REQUIRED) throw new Error(`Redis is required under CI=true (${REDIS_URL})`)
-    return t.skip(`no Redis at ${REDIS_URL}`)
-  }
+  if (!await requireRedis(t)) return
   await scenario(t, { kind: 'single', url: REDIS_URL })
 })
 

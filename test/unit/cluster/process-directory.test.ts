@@ -7,7 +7,7 @@ import type { RedisScope } from '../../../src/cluster/index.js'
 import { createRedisClient, quitWithTimeout } from '../../../src/redis/index.js'
 import type { RedisTarget } from '../../../src/redis/index.js'
 import { startRedisCluster } from '../../../scripts/lib/redis-cluster.js'
-import { REDIS_REQUIRED, REDIS_URL, deleteKeys, redisReachable, uniquePrefix } from '../../helpers/redis-utils.js'
+import { REDIS_URL, deleteKeys, requireRedis, uniquePrefix } from '../../helpers/redis-utils.js'
 
 interface Snap { processId: string, startedAt: number, status: string, command: string }
 
@@ -62,10 +62,7 @@ async function scenario (t: TestContext, target: RedisTarget): Promise<void> {
 }
 
 test('process directory on one Redis: records per tenant, per-workspace index, TTLs, bounded index', async (t) => {
-  if (!await redisReachable()) {
-    if (REDIS_REQUIRED) throw new Error(`Redis is required under CI=true (${REDIS_URL})`)
-    return t.skip(`no Redis at ${REDIS_URL}`)
-  }
+  if (!await requireRedis(t)) return
   await scenario(t, { kind: 'single', url: REDIS_URL })
 })
 

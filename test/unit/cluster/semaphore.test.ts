@@ -7,16 +7,9 @@ import type { SemaphoreHold } from '../../../src/cluster/index.js'
 import { createRedisClient, quitWithTimeout } from '../../../src/redis/index.js'
 import type { RedisClient, RedisTarget } from '../../../src/redis/index.js'
 import { startRedisCluster } from '../../../scripts/lib/redis-cluster.js'
-import { REDIS_URL, deleteKeys, freePort, redisReachable, uniquePrefix } from '../../helpers/redis-utils.js'
+import { deleteKeys, freePort, REDIS_URL, requireRedis, uniquePrefix } from '../../helpers/redis-utils.js'
 
 // Two RedisSemaphore objects with their own connections and instance ids act as two gateway instances.
-
-async function requireRedis (t: TestContext): Promise<boolean> {
-  if (await redisReachable()) return true
-  if (process.env.CI === 'true') throw new Error(`Redis is required under CI=true (${REDIS_URL})`)
-  t.skip(`no Redis at ${REDIS_URL}`)
-  return false
-}
 
 function connect (t: TestContext, target: RedisTarget): RedisClient {
   const redis = createRedisClient(target, { commandTimeoutMs: 2000, connectTimeoutMs: 2000 })
