@@ -5,6 +5,7 @@ import { Ajv } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { Config } from './config.js'
 import { formatValidationErrors } from './api/error-format.js'
+import { redactLogLine } from './logger.js'
 import { createServices } from './services.js'
 import type { ServiceOverrides, Services } from './services.js'
 import authPlugin from '../plugins/auth.js'
@@ -49,7 +50,10 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   const app = Fastify({
     logger: opts.logger ?? {
       level: config.logLevel,
-      redact: { paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'req.headers["x-gateway-cluster-token"]', 'headers.authorization', '*.headers.authorization', '*.secretsKey', '*.apiKeys'], censor: '[redacted]' }
+      // The paths pino's `redact` took (req.headers authorization, x-api-key and the cluster
+      // token; headers.authorization; *.headers.authorization, *.secretsKey, *.apiKeys), checked
+      // per line and copied only when present: `redact` ran every value of every line through its redactor.
+      formatters: { log: redactLogLine, bindings: redactLogLine }
     },
     // plugins/request-log.ts writes one line per request instead.
     logController: new LogController({ disableRequestLogging: true }),

@@ -11,3 +11,72 @@ export interface Logger {
 
 /** A logger that drops everything: the default where logging is optional. */
 export const silentLogger: Logger = { debug () {}, info () {}, warn () {}, error () {} }
+
+/** What redacted values are replaced with in log lines. */
+export const LOG_CENSOR = '[redacted]'
+
+/** Header names redacted under a top-level `req.headers` (API keys, the cluster token). */
+const REQ_HEADERS = ['authorization', 'x-api-key', 'x-gateway-cluster-token'] as const
+/** Keys redacted in any top-level value of a line (`*.secretsKey`, `*.apiKeys`). */
+const NESTED_KEYS = ['secretsKey', 'apiKeys'] as const
+
+function isObject (v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object'
+}
+
+/** A shallow copy that keeps the prototype and non-enumerable own properties (an Error stays an Error for its serializer). */
+function copyOf<T extends object> (v: T): T {
+  return Object.defineProperties(Object.create(Object.getPrototypeOf(v) as object | null) as T, Object.getOwnPropertyDescriptors(v))
+}
+
+/** `headers` with `names` censored, or undefined when none of them is present. */
+function censoredHeaders (headers: unknown, names: readonly string[]): Record<string, unknown> | undefined {
+  if (!isObject(headers)) return undefined
+  let out: Record<string, unknown> | undefined
+  for (const name of names) {
+    if (headers[name] === undefined) continue
+    out ??= copyOf(headers)
+    out[name] = LOG_CENSOR
+  }
+  return out
+}
+
+/** One top-level value with `headers.authorization`, `secretsKey` and `apiKeys` censored, or undefined when it has none. */
+function censoredValue (value: unknown, headerNames: readonly string[]): Record<string, unknown> | undefined {
+  if (!isObject(value)) return undefined
+  let out: Record<string, unknown> | undefined
+  const headers = censoredHeaders(value.headers, headerNames)
+  if (headers !== undefined) {
+    out = copyOf(value)
+    out.headers = headers
+  }
+  for (const key of NESTED_KEYS) {
+    if (value[key] === undefined) continue
+    out ??= copyOf(value)
+    out[key] = LOG_CENSOR
+  }
+  return out
+}
+
+/**
+ * Redacts credentials from a log line's object (a pino `formatters.log` / `formatters.bindings`):
+ * `req.headers` authorization, x-api-key and x-gateway-cluster-token, `headers.authorization`,
+ * and in any top-level value `headers.authorization`, `secretsKey` and `apiKeys`. The line is
+ * returned as it is when none is present (almost every line): pino's own `redact` option copied
+ * every value of every line through its redactor, a visible part of the CPU per request. Only
+ * the values that carry a credential are copied, never the caller's objects changed.
+ */
+export function redactLogLine (line: Record<string, unknown>): Record<string, unknown> {
+  let out: Record<string, unknown> | undefined
+  const top = censoredHeaders(line.headers, ['authorization'])
+  if (top !== undefined) {
+    out = { ...line, headers: top }
+  }
+  for (const key in line) {
+    const value = censoredValue((out ?? line)[key], key === 'req' ? REQ_HEADERS : ['authorization'])
+    if (value === undefined) continue
+    out ??= { ...line }
+    out[key] = value
+  }
+  return out ?? line
+}
