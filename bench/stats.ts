@@ -93,3 +93,38 @@ export function round (x: number): number {
   if (Math.abs(x) >= 100) return Math.round(x)
   return Number(x.toPrecision(3))
 }
+
+/** The figure a row is judged on (its target's), or its ratio, else its value: what picks the median run. */
+function judgedFigure (row: Row): number | null {
+  const on = row.target?.on ?? (row.ratio !== null ? 'ratio' : 'value')
+  if (row.value === null) return null
+  if (on === 'value') return row.value
+  if (row.baseline === null) return null
+  return on === 'ratio' ? (row.baseline > 0 ? row.value / row.baseline : null) : row.value - row.baseline
+}
+
+/**
+ * BENCH_REPEAT: a module run N times gives N rows per id; the result keeps, per id, the row of
+ * the median run by its judged figure (a whole run's row, so value, baseline and ratio stay from
+ * the same side-by-side measurement), with every run's figure in its notes and detail. Rows of
+ * an id that some run lacks are kept from the runs that have them. Order: the first run's.
+ */
+export function medianOfRuns (runs: readonly Row[][]): Row[] {
+  if (runs.length <= 1) return [...(runs[0] ?? [])]
+  const ids: string[] = []
+  for (const rows of runs) for (const r of rows) if (!ids.includes(r.id)) ids.push(r.id)
+  return ids.map((id) => {
+    const candidates = runs.map((rows) => rows.find((r) => r.id === id)).filter((r): r is Row => r !== undefined)
+    const measured = candidates.filter((r) => judgedFigure(r) !== null)
+    if (measured.length === 0) return candidates[0] as Row
+    const sorted = [...measured].sort((a, b) => (judgedFigure(a) as number) - (judgedFigure(b) as number))
+    const pick = sorted[(sorted.length - 1) >> 1] as Row
+    const figures = measured.map((r) => round(judgedFigure(r) as number))
+    const what = pick.target?.on ?? (pick.ratio !== null ? 'ratio' : 'value')
+    return {
+      ...pick,
+      notes: `median of ${runs.length} runs by ${what} (${figures.join(', ')}); ${pick.notes}`,
+      detail: { ...(pick.detail ?? {}), runs: runs.length, runFigures: figures.join(',') }
+    }
+  })
+}
