@@ -39,9 +39,10 @@ export class FunctionSource implements ToolSource {
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
     const tool = entry.ref as FunctionTool
     const timeoutMs = Math.min(tool.timeoutMs ?? this.#defaultTimeoutMs, ctx.timeoutMs)
-    return runWithDeadline(timeoutMs, ctx.signal, async (signal) => {
+    return runWithDeadline(timeoutMs, ctx.signal, async (call) => {
       try {
-        const value = await tool.handler(args, { callId: ctx.callId, userId: ctx.caller.userId, signal })
+        // `signal` read through: its AbortController is only made for a handler that uses it.
+        const value = await tool.handler(args, { callId: ctx.callId, userId: ctx.caller.userId, get signal () { return call.signal } })
         return { ok: true, value }
       } catch (err) {
         return { ok: false, reason: 'tool-error', message: err instanceof Error ? err.message : String(err) }

@@ -55,7 +55,7 @@ export class LocalMcpSource implements ToolSource {
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
     const { service, tool } = entry.ref as LocalMcpTool
     const timeoutMs = Math.min(this.#callTimeoutMs, ctx.timeoutMs)
-    return runWithDeadline(timeoutMs, ctx.signal, async (signal) => {
+    return runWithDeadline(timeoutMs, ctx.signal, async ({ signal }) => {
       try {
         const progress = ctx.onProgress !== undefined ? trackProgress(service.client, ctx.onProgress) : undefined
         let result

@@ -1,38 +1,109 @@
 import type { ToolOutcome } from './types.js'
 
+/** What `runWithDeadline` hands the work: its signal, created when first read. */
+export interface DeadlineCall {
+  /** Aborted on the deadline (reason: Error('timeout')) or when the caller's signal aborts (its reason). */
+  readonly signal: AbortSignal
+}
+
+const CANCELLED: ToolOutcome = { ok: false, reason: 'cancelled', message: 'The caller cancelled the call' }
+
+/**
+ * One call under a deadline. The work's AbortController is created only when the work reads
+ * `signal` (most in-process functions never do: it was the largest allocation of a trivial
+ * call); an abort that came first is applied to it then. It is its own abort listener
+ * (`handleEvent`) and the timer gets it as an argument: no closures per call.
+ */
+class DeadlineRun implements DeadlineCall {
+  readonly #parent: AbortSignal
+  readonly #timeoutMessage: string
+  #controller: AbortController | undefined
+  #aborted = false
+  #reason: unknown
+  #settled = false
+  timer: NodeJS.Timeout | undefined
+  resolve!: (outcome: ToolOutcome) => void
+  reject!: (err: unknown) => void
+
+  constructor (parent: AbortSignal, timeoutMessage: string) {
+    this.#parent = parent
+    this.#timeoutMessage = timeoutMessage
+  }
+
+  get signal (): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController()
+      if (this.#aborted) this.#controller.abort(this.#reason)
+    }
+    return this.#controller.signal
+  }
+
+  /** The caller's signal aborted. */
+  handleEvent (): void {
+    this.#abort(this.#parent.reason)
+    this.settle(CANCELLED)
+  }
+
+  timedOut (): void {
+    this.#abort(new Error('timeout'))
+    this.settle({ ok: false, reason: 'timeout', message: this.#timeoutMessage })
+  }
+
+  settle (outcome: ToolOutcome): void {
+    if (this.#finish()) this.resolve(outcome)
+  }
+
+  fail (err: unknown): void {
+    if (this.#finish()) this.reject(err)
+  }
+
+  #finish (): boolean {
+    if (this.#settled) return false
+    this.#settled = true
+    clearTimeout(this.timer)
+    this.#parent.removeEventListener('abort', this)
+    return true
+  }
+
+  #abort (reason: unknown): void {
+    if (this.#aborted) return
+    this.#aborted = true
+    this.#reason = reason
+    this.#controller?.abort(reason)
+  }
+}
+
+function onDeadline (run: DeadlineRun): void {
+  run.timedOut()
+}
+
 /**
  * Runs `fn` with a deadline. In-process handlers cannot be killed, so on timeout the caller
  * gets a timeout outcome at once and the handler's signal is aborted for it to stop; its late
- * result is ignored.
+ * result is ignored. The same when the caller's signal aborts (a cancelled outcome).
  */
 export async function runWithDeadline (
   timeoutMs: number,
   parent: AbortSignal,
-  fn: (signal: AbortSignal) => Promise<ToolOutcome>,
+  fn: (call: DeadlineCall) => Promise<ToolOutcome>,
   timeoutMessage: string
 ): Promise<ToolOutcome> {
-  const controller = new AbortController()
-  let timer: NodeJS.Timeout | undefined
-  let onAbort: (() => void) | undefined
-  const stop = new Promise<ToolOutcome>((resolve) => {
-    timer = setTimeout(() => {
-      controller.abort(new Error('timeout'))
-      resolve({ ok: false, reason: 'timeout', message: timeoutMessage })
-    }, timeoutMs)
-    onAbort = () => {
-      controller.abort(parent.reason)
-      resolve({ ok: false, reason: 'cancelled', message: 'The caller cancelled the call' })
-    }
-    if (parent.aborted) onAbort()
-    else parent.addEventListener('abort', onAbort, { once: true })
+  const run = new DeadlineRun(parent, timeoutMessage)
+  const result = new Promise<ToolOutcome>((resolve, reject) => {
+    run.resolve = resolve
+    run.reject = reject
   })
+  run.timer = setTimeout(onDeadline, timeoutMs, run)
+  if (parent.aborted) run.handleEvent()
+  else parent.addEventListener('abort', run, { once: true })
+  let work: Promise<ToolOutcome>
   try {
-    const work = fn(controller.signal)
-    // A rejection after the deadline must not surface as an unhandled rejection.
-    work.catch(() => {})
-    return await Promise.race([work, stop])
-  } finally {
-    clearTimeout(timer)
-    if (onAbort) parent.removeEventListener('abort', onAbort)
+    work = fn(run)
+  } catch (err) {
+    run.fail(err)
+    return await result
   }
+  // A rejection after the deadline is ignored (fail does nothing then): never an unhandled rejection.
+  work.then((outcome) => { run.settle(outcome) }, (err: unknown) => { run.fail(err) })
+  return await result
 }
