@@ -12,12 +12,10 @@
 import { execFile } from 'node:child_process'
 import type { FileHandle } from 'node:fs/promises'
 import { close as fsClose, constants as fsConstants, fstat as fsFstat, open as fsOpen, read as fsRead } from 'node:fs'
-import { open } from 'node:fs/promises'
 import path from 'node:path'
 import type { Sandbox } from '../../sandbox/index.js'
 import { ToolError } from '../../types.js'
 import type { Workspace } from '../../types.js'
-import { at } from '../../workspace/tree.js'
 import { BINARY_SNIFF_BYTES, looksBinary, mapLimit } from '../args.js'
 import { pathSortKey } from '../walk.js'
 import { RgOutputParser } from './rg-output.js'
@@ -143,10 +141,26 @@ async function runRg (sandbox: RgSandbox, ws: Workspace, args: string[], signal:
 const DIR_FLAGS = fsConstants.O_RDONLY | fsConstants.O_DIRECTORY | fsConstants.O_NOFOLLOW
 const FILE_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY
 
-/** Whether `name` in the open directory is a regular file with a NUL in its first 8 KiB (or unreadable). */
-function sniffIn (dir: FileHandle, name: string): Promise<boolean> {
+/** `name` beneath the open directory fd (a /proc/self/fd path: see tree.ts `at`). */
+function atFd (dirFd: number, name: string): string {
+  return `/proc/self/fd/${dirFd}/${name}`
+}
+
+/** Opens `name` beneath the directory fd with callback fs (an fd, no FileHandle); undefined on any error. */
+function openAtFd (dirFd: number, name: string, flags: number): Promise<number | undefined> {
   return new Promise((resolve) => {
-    fsOpen(at(dir, name), FILE_FLAGS, (err, fd) => {
+    fsOpen(atFd(dirFd, name), flags, (err, fd) => { resolve(err === null ? fd : undefined) })
+  })
+}
+
+function closeFd (fd: number): Promise<void> {
+  return new Promise((resolve) => { fsClose(fd, () => { resolve() }) })
+}
+
+/** Whether `name` in the open directory is a regular file with a NUL in its first 8 KiB (or unreadable). */
+function sniffIn (dirFd: number, name: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    fsOpen(atFd(dirFd, name), FILE_FLAGS, (err, fd) => {
       if (err !== null) { resolve(true); return }
       const done = (binary: boolean): void => { fsClose(fd, () => { resolve(binary) }) }
       fsFstat(fd, (statErr, st) => {
@@ -161,9 +175,11 @@ function sniffIn (dir: FileHandle, name: string): Promise<boolean> {
 /**
  * Which of the files (paths relative to the open base directory) are binary (a NUL in the first
  * 8 KiB). Each directory is opened once, component by component beneath the base's fd with no
- * symlink followed (rg followed none either), and its files are opened beneath it (callback fs:
- * a FileHandle per file costs several times the CPU). Anything else there now (a link swapped in,
- * gone) counts as binary, i.e. dropped.
+ * symlink followed (rg followed none either), and its files are opened beneath it. Callback fs
+ * throughout: a FileHandle per directory or file cost several times the CPU (the sniff was most
+ * of the tool's own CPU per call). Anything else there now (a link swapped in, gone) counts as
+ * binary, i.e. dropped. Run after rg exits: sniffing while its output streams in measured no
+ * faster here (rg keeps both cores busy) and cost about twice the CPU.
  */
 async function sniffBinary (base: FileHandle, rels: ReadonlyArray<string | undefined>): Promise<boolean[]> {
   const out = new Array<boolean>(rels.length).fill(true)
@@ -178,18 +194,19 @@ async function sniffBinary (base: FileHandle, rels: ReadonlyArray<string | undef
     list.push({ i, name: parts[parts.length - 1] as string })
   })
   await mapLimit([...byDir], SNIFF_CONCURRENCY, async ([d, files]) => {
-    const opened: FileHandle[] = []
+    const opened: number[] = []
     try {
-      let cur = base
+      let cur = base.fd
       for (const p of d === '' ? [] : d.split('/')) {
-        cur = await open(at(cur, p), DIR_FLAGS)
-        opened.push(cur)
+        const fd = await openAtFd(cur, p, DIR_FLAGS)
+        // A directory that is not there any more (or is a link now): its files stay "binary".
+        if (fd === undefined) return
+        opened.push(fd)
+        cur = fd
       }
       for (const f of files) out[f.i] = await sniffIn(cur, f.name)
-    } catch {
-      // A directory that is not there any more (or is a link now): its files stay "binary".
     } finally {
-      for (const h of opened) await h.close().catch(() => {})
+      for (const fd of opened) await closeFd(fd)
     }
   })
   return out

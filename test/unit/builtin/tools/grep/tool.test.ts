@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdir, writeFile } from 'node:fs/promises'
+import { mkdir, readdir, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { comparePaths } from '../../../../../src/builtin/tools/walk.js'
 import { createGrepTool, grepTool } from '../../../../../src/builtin/tools/grep/tool.js'
@@ -149,4 +149,15 @@ test('grep: rg output split across many chunks parses as the Node engine reads i
   const r = await run(rg, { pattern: 'HIT', path: 'chunks', maxResults: 100_000 })
   assert.equal(r.totalMatches, 20_003)
   assert.equal(r.filesSearched, 3)
+})
+
+test('grep: the ripgrep engine closes every directory and file its binary sniff opened', { skip: !HAS_RG }, async (t) => {
+  const { run } = await searchTree(t)
+  const rg = createGrepTool({ engine: 'rg' })
+  // The first call starts the private sandbox (its own fds stay open).
+  const first = await run(rg, { pattern: 'TODO' })
+  assert.ok((first.filesMatched as number) > 3)
+  const before = (await readdir('/proc/self/fd')).length
+  for (let i = 0; i < 5; i++) await run(rg, { pattern: 'TODO' })
+  assert.equal((await readdir('/proc/self/fd')).length, before)
 })
