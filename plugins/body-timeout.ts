@@ -1,5 +1,5 @@
 import fp from 'fastify-plugin'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { errorBody } from './errors.js'
 
 declare module 'fastify' {
@@ -18,21 +18,27 @@ declare module 'fastify' {
  */
 export default fp(async function bodyTimeoutPlugin (app: FastifyInstance, opts: { timeoutMs: number }) {
   app.decorateRequest('bodyTimer', undefined)
-  app.addHook('onRequest', async (request, reply) => {
-    request.bodyTimer = setTimeout(() => {
-      if (!reply.raw.headersSent) {
-        reply.raw.writeHead(408, { 'content-type': 'application/json; charset=utf-8', connection: 'close' })
-        reply.raw.end(JSON.stringify(errorBody(408, 'GW_REQUEST_TIMEOUT', `The request body did not arrive within ${opts.timeoutMs} ms`)))
-      }
-      request.raw.destroy()
-    }, opts.timeoutMs)
+  // Callback hooks and a timer given its arguments: no promise or closure per request.
+  app.addHook('onRequest', (request, reply, done) => {
+    request.bodyTimer = setTimeout(timedOut, opts.timeoutMs, request, reply, opts.timeoutMs)
     request.bodyTimer.unref()
+    done()
   })
-  const clear = async (request: { bodyTimer: NodeJS.Timeout | undefined }): Promise<void> => {
-    clearTimeout(request.bodyTimer)
-    request.bodyTimer = undefined
-  }
   app.addHook('preValidation', clear)
   app.addHook('onResponse', clear)
-  app.addHook('onRequestAbort', clear)
+  app.addHook('onRequestAbort', (request, done) => { clear(request, undefined, done) })
 }, { name: 'gateway-body-timeout' })
+
+function timedOut (request: FastifyRequest, reply: FastifyReply, timeoutMs: number): void {
+  if (!reply.raw.headersSent) {
+    reply.raw.writeHead(408, { 'content-type': 'application/json; charset=utf-8', connection: 'close' })
+    reply.raw.end(JSON.stringify(errorBody(408, 'GW_REQUEST_TIMEOUT', `The request body did not arrive within ${timeoutMs} ms`)))
+  }
+  request.raw.destroy()
+}
+
+function clear (request: FastifyRequest, _reply: unknown, done: HookHandlerDoneFunction): void {
+  clearTimeout(request.bodyTimer)
+  request.bodyTimer = undefined
+  done()
+}

@@ -39,9 +39,11 @@ export default fp(async function clusterAuthPlugin (app: FastifyInstance) {
     if (!check.ok) throw new HttpError('GW_UNAUTHORIZED', `Instance-to-instance call refused: ${REASONS[check.reason]}`)
   })
 
-  app.addHook('onRequest', async (request) => {
-    if (request.routeOptions.config.cluster !== true) return
-    if (verifier === undefined) throw new HttpError('GW_UNAUTHORIZED', 'Instance-to-instance call refused: this instance has no CLUSTER_SECRET')
-    if (typeof request.headers[CLUSTER_TOKEN_HEADER] !== 'string') throw new HttpError('GW_UNAUTHORIZED', `Instance-to-instance call refused: ${REASONS.missing}`)
+  // A callback hook: every request passes here, and only cluster routes have anything to check.
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.routeOptions.config.cluster !== true) done()
+    else if (verifier === undefined) done(new HttpError('GW_UNAUTHORIZED', 'Instance-to-instance call refused: this instance has no CLUSTER_SECRET'))
+    else if (typeof request.headers[CLUSTER_TOKEN_HEADER] !== 'string') done(new HttpError('GW_UNAUTHORIZED', `Instance-to-instance call refused: ${REASONS.missing}`))
+    else done()
   })
 }, { name: 'gateway-cluster-auth', dependencies: ['gateway-services', 'gateway-auth'] })

@@ -66,8 +66,12 @@ export default fp(async function metricsPlugin (app: FastifyInstance, opts: { re
 
   // preSerialization sees the answer as an object, for results and for errors alike (the error
   // handler sends its body through it too), before anything is turned into a string.
-  app.addHook('preSerialization', async (request, _reply, payload) => {
-    if (!isInvoke(request) || payload === null || typeof payload !== 'object') return payload
+  // Callback hooks, not async ones: no promise per hook on every request.
+  app.addHook('preSerialization', (request, _reply, payload, done) => {
+    if (!isInvoke(request) || payload === null || typeof payload !== 'object') {
+      done(null, payload)
+      return
+    }
     const endpoint = request.routeOptions.url ?? ''
     const results = (payload as { results?: unknown }).results
     if (Array.isArray(results)) {
@@ -75,13 +79,14 @@ export default fp(async function metricsPlugin (app: FastifyInstance, opts: { re
     } else {
       metrics.recordInvocation(toRecord(endpoint, payload as ResultLike))
     }
-    return payload
+    done(null, payload)
   })
 
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const header = reply.getHeader('x-gateway-overhead-ms')
     const overheadMs = typeof header === 'string' ? Number(header) : NaN
     if (Number.isFinite(overheadMs)) metrics.recordOverhead(request.routeOptions.url ?? 'unmatched', overheadMs)
+    done()
   })
 
   app.get('/metrics', {

@@ -15,11 +15,14 @@ declare module 'fastify' {
 export default fp(async function overheadPlugin (app: FastifyInstance) {
   app.decorateRequest('toolMs', 0)
   app.decorateRequest('startedAt', 0)
-  app.addHook('onRequest', async (request) => {
+  // Callback hooks, not async ones: no promise per hook on every request.
+  app.addHook('onRequest', (request, _reply, done) => {
     request.startedAt = performance.now()
+    done()
   })
-  app.addHook('onSend', async (request, reply) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
     const overhead = Math.max(0, performance.now() - request.startedAt - request.toolMs)
     reply.header('x-gateway-overhead-ms', overhead.toFixed(3))
+    done(null, payload)
   })
 }, { name: 'gateway-overhead' })

@@ -308,9 +308,13 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     reply.raw.once('close', () => { release(request) })
   })
   // Released once, whichever comes first: the response finished, or the client went away.
-  app.addHook('onResponse', async (request) => { release(request) })
-  app.addHook('onRequestAbort', async (request) => {
+  app.addHook('onResponse', (request, _reply, done) => {
+    release(request)
+    done()
+  })
+  app.addHook('onRequestAbort', (request, done) => {
     aborted.add(request)
     release(request)
+    done()
   })
 }, { name: 'gateway-rate-limit', dependencies: ['gateway-auth'] })

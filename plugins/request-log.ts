@@ -46,7 +46,7 @@ export function redactUrl (url: string): string {
  */
 export default fp(async function requestLogPlugin (app: FastifyInstance) {
   app.decorateRequest('logFields', undefined)
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     const quiet = reply.statusCode < 400 && isPublicRoute(request)
     const line = {
       req: { method: request.method, url: redactUrl(request.url), remoteAddress: request.ip },
@@ -56,5 +56,6 @@ export default fp(async function requestLogPlugin (app: FastifyInstance) {
     }
     if (quiet) request.log.debug(line, 'request completed')
     else request.log.info(line, 'request completed')
+    done()
   })
 }, { name: 'gateway-request-log' })
