@@ -1,6 +1,6 @@
 import { lookup as dnsLookup } from 'node:dns/promises'
 import { BlockList, isIP } from 'node:net'
-import { Agent, fetch as undiciFetch, type RequestInit as UndiciRequestInit } from 'undici'
+import { Agent, fetch as undiciFetch, type Dispatcher, type RequestInit as UndiciRequestInit } from 'undici'
 import type { GwCode } from '../errors.js'
 
 /**
@@ -361,6 +361,12 @@ export type GuardedFetch = ((input: string | URL | Request, init?: RequestInit) 
   close: () => Promise<void>
   /** Origins on the current connection pool, and pools created so far. */
   stats: () => { origins: number, pools: number }
+  /**
+   * The guarded dispatcher for a request to `url` (the lean MCP transport's undici request()
+   * path): throws EgressBlockedError for a bad scheme or a blocked IP literal, and names are
+   * checked at connect time by the same lookup as fetch's. The caller must refuse 3xx itself.
+   */
+  dispatcherFor: (url: URL) => Dispatcher
 }
 
 function isRedirect (status: number): boolean {
@@ -386,6 +392,7 @@ export function guardedFetch (policy: EgressPolicy, options: GuardedFetchOptions
   let origins = new Set<string>()
   let pools = 1
   const retired = new Set<Agent>()
+  const checkedUrls = new WeakSet<URL>()
   const agentFor = (origin: string): Agent => {
     if (!origins.has(origin)) {
       if (origins.size >= maxOrigins) {
@@ -431,6 +438,17 @@ export function guardedFetch (policy: EgressPolicy, options: GuardedFetchOptions
       // Retired pools may still hold long-lived streams (MCP GET streams): cut those off.
       await Promise.all([agent.close(), ...[...retired].map(async (a) => { await a.destroy().catch(() => {}) })])
     },
-    stats: () => ({ origins: origins.size, pools })
+    stats: () => ({ origins: origins.size, pools }),
+    dispatcherFor: (url: URL): Dispatcher => {
+      // The static check is a property of the URL object (the transport's own, never mutated):
+      // once per transport, not per request. Names are still checked on every connect.
+      if (checkedUrls.has(url)) return agentFor(url.origin)
+      const target = parseTarget(url)
+      if (!(target instanceof URL)) throw new EgressBlockedError(target.ok ? 'invalid-url' : target.reason, target.ok ? 'invalid URL' : target.message)
+      const literal = checkStatic(target, policy)
+      if (literal !== undefined && !literal.ok) throw new EgressBlockedError(literal.reason, literal.message)
+      checkedUrls.add(url)
+      return agentFor(target.origin)
+    }
   })
 }

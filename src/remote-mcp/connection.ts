@@ -13,7 +13,7 @@ import type { Logger } from '../logger.js'
 import { isStaleSocket } from './classify.js'
 import { UpstreamError } from './errors.js'
 import { createTransport } from './transports.js'
-import type { ConnectSpec, TransportHandle } from './transports.js'
+import type { ConnectSpec, HttpTransportKind, TransportHandle } from './transports.js'
 
 export interface Connection {
   client: Client
@@ -31,6 +31,8 @@ export interface ConnectionOptions {
   /** What the gateway calls itself in the initialize handshake. */
   clientInfo: Implementation
   fetch?: FetchLike
+  /** streamable_http: the SDK's transport or the lean one (MCP_HTTP_TRANSPORT). */
+  httpTransport?: HttpTransportKind
   logger: Logger
   /** Deadline for spawning/connecting plus initialize; also bounds the liveness ping. */
   connectTimeoutMs: number
@@ -84,7 +86,7 @@ export async function openConnection (o: ConnectionOptions): Promise<Connection>
 async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Connection> {
   let handle: TransportHandle
   try {
-    handle = createTransport(o.spec, { fetch: o.fetch, logger: o.logger, label: o.label })
+    handle = createTransport(o.spec, { fetch: o.fetch, logger: o.logger, label: o.label, ...(o.httpTransport !== undefined ? { httpTransport: o.httpTransport } : {}) })
   } catch (err) {
     throw new UpstreamError('GW_UPSTREAM_CONNECT', o.safeMessage(err))
   }

@@ -104,6 +104,7 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
       toolsTtlMs: config.mcpToolsTtlMs,
       breaker: { failures: config.mcpBreakerFailures, windowMs: config.mcpBreakerWindowMs, openMs: config.mcpBreakerOpenMs },
       clientInfo: { name: 'tool-gateway', version: VERSION },
+      httpTransport: config.mcpHttpTransport,
       logger
     }
     const tenantFetch = guardedFetch(egress, { connectTimeoutMs: config.mcpConnectTimeoutMs })

@@ -11,7 +11,7 @@ import type { Connection } from './connection.js'
 import { redactSecrets, UpstreamError } from './errors.js'
 import { silentLogger } from '../logger.js'
 import type { Logger } from '../logger.js'
-import type { ConnectSpec, ConnectType } from './transports.js'
+import type { ConnectSpec, ConnectType, HttpTransportKind } from './transports.js'
 
 /** Construction options of {@link McpClientPool}. All durations in milliseconds. */
 export interface McpClientPoolOptions {
@@ -34,6 +34,8 @@ export interface McpClientPoolOptions {
   toolsTtlMs: number
   /** fetch for HTTP transports (the SSRF guard's); defaults to the global fetch. */
   fetch?: FetchLike
+  /** streamable_http: the SDK's transport or the lean one (MCP_HTTP_TRANSPORT); default 'sdk'. */
+  httpTransport?: HttpTransportKind
   logger?: Logger
   /** What the gateway calls itself in the initialize handshake. */
   clientInfo: Implementation
@@ -171,7 +173,7 @@ const MAX_LIST_PAGES = 1000
  *   repeated failures, until a half-open probe succeeds (breaker.ts).
  */
 export class McpClientPool {
-  readonly #opts: Required<Omit<McpClientPoolOptions, 'fetch'>> & { fetch?: FetchLike }
+  readonly #opts: Required<Omit<McpClientPoolOptions, 'fetch' | 'httpTransport'>> & { fetch?: FetchLike, httpTransport?: HttpTransportKind }
   readonly #log: Logger
   readonly #entries = new Map<string, Entry>()
   /** Clients taken out of #entries while calls still ran on them (see #retire). */
@@ -581,6 +583,7 @@ export class McpClientPool {
       label: entry.key,
       clientInfo: this.#opts.clientInfo,
       fetch: this.#opts.fetch,
+      ...(this.#opts.httpTransport !== undefined ? { httpTransport: this.#opts.httpTransport } : {}),
       logger: this.#log,
       connectTimeoutMs,
       safeMessage: (err) => this.#safeMessage(entry, err),

@@ -4,6 +4,9 @@ import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js'
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import { Agent, type Dispatcher } from 'undici'
+import { EgressBlockedError } from '../egress/ssrf.js'
+import { LeanHttpTransport } from './lean-http-transport.js'
 import { silentLogger } from '../logger.js'
 import type { Logger } from '../logger.js'
 import type { GwCode } from '../errors.js'
@@ -44,6 +47,31 @@ export interface CreateTransportOptions {
   label?: string
   /** Bytes of a stdio child's stderr copied into the logs; the rest is drained and dropped. */
   stderrCapBytes?: number
+  /**
+   * streamable_http: the SDK's fetch-based transport or our own on undici request()
+   * (MCP_HTTP_TRANSPORT; lean-http-transport.ts). Default 'sdk'. Lean needs a dispatcher with
+   * the same egress guarantees as `fetch`: the SSRF guard's (`fetch.dispatcherFor`), or the
+   * plain shared agent when no fetch is given; a custom fetch without one keeps the SDK's.
+   */
+  httpTransport?: HttpTransportKind
+}
+
+export const HTTP_TRANSPORT_KINDS = ['sdk', 'lean'] as const
+export type HttpTransportKind = typeof HTTP_TRANSPORT_KINDS[number]
+
+// Operator (global) servers without the SSRF guard: one keep-alive agent for the process, a
+// pool per origin, no pipelining (a slow call must not hold up the next one on the socket),
+// connections bounded per origin (each session's GET stream holds one while open).
+let plainAgent: Agent | undefined
+function plainDispatcher (): Dispatcher {
+  plainAgent ??= new Agent({ pipelining: 1, connections: 1024, keepAliveTimeout: 4000 })
+  return plainAgent
+}
+
+function leanDispatcher (fetchFn: FetchLike | undefined): ((url: URL) => Dispatcher) | undefined {
+  if (fetchFn === undefined) return plainDispatcher
+  const dispatcherFor = (fetchFn as { dispatcherFor?: unknown }).dispatcherFor
+  return typeof dispatcherFor === 'function' ? dispatcherFor as (url: URL) => Dispatcher : undefined
 }
 
 /** A transport plus what the pool needs to manage it. */
@@ -82,6 +110,18 @@ export function createTransport (spec: ConnectSpec, options: CreateTransportOpti
     throw new ConnectSpecError(`Unknown MCP transport type: ${String(spec.type)}`)
   }
   const url = parseHttpUrl(spec.url)
+  const dispatcher = spec.type === 'streamable_http' && options.httpTransport === 'lean' ? leanDispatcher(options.fetch) : undefined
+  if (dispatcher !== undefined) {
+    const transport = new LeanHttpTransport(url, {
+      headers: { ...(spec.headers ?? {}) },
+      dispatcher,
+      // The same refusal as the SDK path's: the SSRF guard's own error for tenant servers.
+      redirectError: options.fetch !== undefined
+        ? (status) => new EgressBlockedError('redirect', `refused to follow a redirect (HTTP ${status}) from ${url.host}`)
+        : (status) => new RedirectRefusedError(status)
+    })
+    return { transport, type: spec.type, pid: () => null, abortListenerCount: () => transport.abortListenerCount() }
+  }
   const isolated = isolateAbortSignals(refuseRedirects(options.fetch ?? globalThis.fetch))
   // redirect 'manual' makes the SDK hand the POSTs to our fetch unchanged (it would otherwise
   // follow same-origin redirects itself); refuseRedirects then fails any 3xx, including on the

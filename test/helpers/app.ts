@@ -15,7 +15,9 @@ import type { ServiceOverrides } from '../../src/services.js'
 export async function buildTestApp (t: TestContext, opts: { env?: Record<string, string>, overrides?: ServiceOverrides } = {}): Promise<FastifyInstance> {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-ws-'))
   t.after(async () => await rm(workspaces, { recursive: true, force: true }))
-  const config = loadConfig({ SANDBOX: 'none', LOG_LEVEL: 'silent', WORKSPACES_DIR: workspaces, ...opts.env })
+  // MCP_HTTP_TRANSPORT from the environment lets a run pick the remote MCP client transport (sdk|lean).
+  const transport = process.env.MCP_HTTP_TRANSPORT !== undefined ? { MCP_HTTP_TRANSPORT: process.env.MCP_HTTP_TRANSPORT } : {}
+  const config = loadConfig({ SANDBOX: 'none', LOG_LEVEL: 'silent', WORKSPACES_DIR: workspaces, ...transport, ...opts.env })
   const app = await buildApp(config, { logger: false, ...(opts.overrides ? { overrides: opts.overrides } : {}) })
   t.after(async () => await app.close())
   return app

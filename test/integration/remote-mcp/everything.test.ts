@@ -15,12 +15,13 @@ import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { McpClientPool } from '../../../src/remote-mcp/pool.js'
 import { flattenCallToolResult } from '../../../src/mcp/flatten.js'
-import type { ConnectSpec } from '../../../src/remote-mcp/transports.js'
+import type { ConnectSpec, HttpTransportKind } from '../../../src/remote-mcp/transports.js'
 
 const EVERYTHING_BIN = fileURLToPath(import.meta.resolve('@modelcontextprotocol/server-everything/dist/index.js'))
 
-function makePool (t: { after: (fn: () => Promise<void>) => void }): McpClientPool {
+function makePool (t: { after: (fn: () => Promise<void>) => void }, httpTransport: HttpTransportKind = (process.env.MCP_HTTP_TRANSPORT as HttpTransportKind | undefined) ?? 'sdk'): McpClientPool {
   const pool = new McpClientPool({
+    httpTransport,
     connectTimeoutMs: 30_000,
     listTimeoutMs: 15_000,
     callTimeoutMs: 15_000,
@@ -110,15 +111,18 @@ test('server-everything over stdio: list, echo, image placeholder; the child is 
   assert.equal(everythingChildren(), 0, 'the stdio child was reaped')
 })
 
-test('server-everything over streamable HTTP: list, echo, image placeholder', async (t) => {
-  const { url, child } = await startEverythingHttp()
-  t.after(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((resolve) => child.once('exit', resolve))
-      child.kill('SIGKILL')
-      await Promise.race([exited, sleep(5000)])
-    }
+// Both client transports (MCP_HTTP_TRANSPORT=sdk|lean) against the reference server.
+for (const httpTransport of ['sdk', 'lean'] as const) {
+  test(`server-everything over streamable HTTP (${httpTransport} transport): list, echo, image placeholder`, async (t) => {
+    const { url, child } = await startEverythingHttp()
+    t.after(async () => {
+      if (child.exitCode === null && child.signalCode === null) {
+        const exited = new Promise((resolve) => child.once('exit', resolve))
+        child.kill('SIGKILL')
+        await Promise.race([exited, sleep(5000)])
+      }
+    })
+    const pool = makePool(t, httpTransport)
+    await exercise(pool, 'user_42_service_everything', { type: 'streamable_http', url })
   })
-  const pool = makePool(t)
-  await exercise(pool, 'user_42_service_everything', { type: 'streamable_http', url })
-})
+}

@@ -29,6 +29,8 @@ function makePool (t: { after: (fn: () => Promise<void>) => void }, overrides: P
     maxClients: 50,
     toolsTtlMs: 60_000,
     clientInfo: { name: 'tool-gateway-test', version: '0.0.0' },
+    // MCP_HTTP_TRANSPORT=lean runs this file against the lean streamable-HTTP transport.
+    ...(process.env.MCP_HTTP_TRANSPORT === 'lean' ? { httpTransport: 'lean' as const } : {}),
     ...overrides
   })
   t.after(async () => { await pool.close() })

@@ -1,0 +1,304 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { createServer } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { Agent } from 'undici'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { ErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { LeanHttpTransport, MessageTooLargeError, SseParser } from '../../../src/remote-mcp/lean-http-transport.js'
+import type { SseEvent } from '../../../src/remote-mcp/lean-http-transport.js'
+import { createTransport, RedirectRefusedError } from '../../../src/remote-mcp/transports.js'
+import { createEgressPolicy, EgressBlockedError, guardedFetch } from '../../../src/egress/ssrf.js'
+import { startStreamableHttpFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
+
+function textOf (result: unknown): string {
+  const content = (result as { content: Array<{ type: string, text?: string }> }).content
+  return content.map((c) => c.text ?? '').join('\n')
+}
+
+const agent = new Agent({ pipelining: 1 })
+test.after(async () => { await agent.close() })
+
+function lean (url: string, extra: Partial<ConstructorParameters<typeof LeanHttpTransport>[1]> = {}): LeanHttpTransport {
+  return new LeanHttpTransport(new URL(url), { dispatcher: () => agent, redirectError: (s) => new RedirectRefusedError(s), ...extra })
+}
+
+// --- SSE parser on raw buffers ---------------------------------------------------------------
+
+const SSE_TEXT = '\uFEFF: comment\r\nretry: 1500\nevent: message\ndata: {"a":"é€😀"}\r\nid: 7\r\n\r' +
+  'data: line1\ndata: line2\n\n' +
+  'event: other\ndata: x\n\n' +
+  'data:nospace\rid\r\r' +
+  'data: last\n\n' +
+  'data: unfinished'
+
+const EXPECTED: SseEvent[] = [
+  { event: 'message', data: '{"a":"é€😀"}', id: '7' },
+  { event: 'message', data: 'line1\nline2', id: undefined },
+  { event: 'other', data: 'x', id: undefined },
+  { event: 'message', data: 'nospace', id: '' },
+  { event: 'message', data: 'last', id: undefined }
+]
+
+function parseChunks (chunks: Buffer[]): { events: SseEvent[], retry: number[] } {
+  const events: SseEvent[] = []
+  const retry: number[] = []
+  const p = new SseParser((e) => events.push(e), (ms) => retry.push(ms))
+  for (const c of chunks) p.push(c)
+  p.end()
+  return { events, retry }
+}
+
+test('SSE parser: the same events whatever the byte boundary (LF, CRLF, CR, BOM, UTF-8, comments)', () => {
+  const bytes = Buffer.from(SSE_TEXT, 'utf8')
+  const whole = parseChunks([bytes])
+  assert.deepEqual(whole.events, EXPECTED)
+  assert.deepEqual(whole.retry, [1500])
+  for (let i = 0; i <= bytes.length; i++) {
+    for (const j of [i, Math.min(bytes.length, i + 1), Math.min(bytes.length, i + 7)]) {
+      const got = parseChunks([bytes.subarray(0, i), bytes.subarray(i, j), bytes.subarray(j)])
+      assert.deepEqual(got.events, EXPECTED, `split at ${i}/${j}`)
+    }
+  }
+  const oneByOne = parseChunks([...bytes].map((b) => Buffer.from([b])))
+  assert.deepEqual(oneByOne.events, EXPECTED)
+})
+
+test('SSE parser: an event larger than the bound throws, also when it never ends a line', () => {
+  const p = new SseParser(() => {}, () => {}, 1024)
+  assert.throws(() => { p.push(Buffer.from(`data: ${'x'.repeat(600)}\ndata: ${'y'.repeat(600)}\n`)) }, MessageTooLargeError)
+  const q = new SseParser(() => {}, () => {}, 1024)
+  q.push(Buffer.from('data: '))
+  assert.throws(() => { for (let i = 0; i < 20; i++) q.push(Buffer.alloc(100, 0x61)) }, MessageTooLargeError)
+})
+
+// --- against the SDK's server side -------------------------------------------------------------
+
+test('lean transport against the SDK server: initialize, list, call, session id kept and sent, list_changed on the GET stream, DELETE on terminate', async (t) => {
+  const fx = await startStreamableHttpFixture({ marker: 'lean' })
+  t.after(() => fx.close())
+  const transport = lean(fx.url, { headers: { Authorization: 'Bearer s3cret' } })
+  const client = new Client({ name: 't', version: '1' })
+  let changed = 0
+  client.setNotificationHandler(ToolListChangedNotificationSchema, () => { changed++ })
+  await client.connect(transport)
+  t.after(() => client.close())
+  assert.equal(typeof transport.sessionId, 'string')
+  assert.ok(transport.protocolVersion !== undefined)
+  const { tools } = await client.listTools()
+  assert.ok(tools.some((x) => x.name === 'echo'))
+  // The fixture answers with SSE (no enableJsonResponse): the incremental parser path.
+  assert.equal(textOf(await client.callTool({ name: 'echo', arguments: { text: 'hi' } })), 'lean:hi')
+  const many = await Promise.all(Array.from({ length: 20 }, async (_, i) => await client.callTool({ name: 'echo', arguments: { text: String(i) } })))
+  assert.deepEqual(many.map(textOf), Array.from({ length: 20 }, (_, i) => `lean:${i}`))
+  assert.equal(fx.stats.sessions, 1, 'one session: the id was sent with every request')
+  fx.addTool('extra')
+  const changes = (): number => changed
+  for (let i = 0; i < 100 && changes() === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+  assert.equal(changed, 1, 'notifications/tools/list_changed arrived on the GET stream')
+  assert.equal(transport.abortListenerCount(), 1, 'only the GET stream holds a listener once the calls are done')
+  await transport.terminateSession()
+  assert.equal(transport.sessionId, undefined)
+  for (let i = 0; i < 50 && fx.stats.activeSessions > 0; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+  assert.equal(fx.stats.activeSessions, 0, 'DELETE ended the session on the server')
+})
+
+test('lean transport: a forgotten session answers 404, surfaced as StreamableHTTPError 404', async (t) => {
+  const fx = await startStreamableHttpFixture()
+  t.after(() => fx.close())
+  const transport = lean(fx.url)
+  const client = new Client({ name: 't', version: '1' })
+  const errors: Error[] = []
+  await client.connect(transport)
+  transport.onerror = (err) => { errors.push(err) }
+  t.after(() => client.close())
+  await fx.forgetSessions()
+  await assert.rejects(client.callTool({ name: 'echo', arguments: { text: 'x' } }), (err: unknown) => err instanceof StreamableHTTPError && err.code === 404 && /session expired/.test(err.message))
+  assert.ok(errors.some((e) => e instanceof StreamableHTTPError))
+})
+
+test('lean transport: cancellation via AbortSignal reaches the server; a timeout is RequestTimeout', async (t) => {
+  const fx = await startStreamableHttpFixture()
+  t.after(() => fx.close())
+  const client = new Client({ name: 't', version: '1' })
+  await client.connect(lean(fx.url))
+  t.after(() => client.close())
+  const ac = new AbortController()
+  const call = client.callTool({ name: 'slow', arguments: { ms: 10_000 } }, undefined, { signal: ac.signal })
+  setTimeout(() => ac.abort(new Error('caller left')), 100)
+  await assert.rejects(call, /caller left/)
+  for (let i = 0; i < 100 && fx.stats.cancelled === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+  assert.equal(fx.stats.cancelled, 1, 'the server saw notifications/cancelled')
+  await assert.rejects(client.callTool({ name: 'slow', arguments: { ms: 10_000 } }, undefined, { timeout: 150 }), (err: unknown) => err instanceof McpError && err.code === ErrorCode.RequestTimeout)
+  // Still usable afterwards.
+  assert.equal(textOf(await client.callTool({ name: 'echo', arguments: { text: 'after' } })), 'fixture:after')
+})
+
+// --- hand-written servers: JSON answers, chunked SSE, broken streams, redirects ----------------
+
+type Handler = (req: IncomingMessage, res: ServerResponse, body: { id?: unknown, method?: string }) => void
+
+async function rawServer (t: { after: (fn: () => Promise<void>) => void }, handler: Handler): Promise<{ url: string, seen: Array<{ method: string, sid: string | undefined, version: string | undefined }> }> {
+  const seen: Array<{ method: string, sid: string | undefined, version: string | undefined }> = []
+  const server = createServer((req, res) => {
+    let raw = ''
+    req.on('data', (c: Buffer) => { raw += c.toString() })
+    req.on('end', () => {
+      const body = raw === '' ? {} : JSON.parse(raw) as { id?: unknown, method?: string }
+      seen.push({ method: `${req.method ?? ''} ${body.method ?? ''}`, sid: req.headers['mcp-session-id'] as string | undefined, version: req.headers['mcp-protocol-version'] as string | undefined })
+      if (req.method === 'GET') { res.writeHead(405).end(); return }
+      if (req.method === 'DELETE') { res.writeHead(200).end(); return }
+      if (body.method === 'initialize') {
+        res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'sess-1' })
+        res.end(JSON.stringify({ jsonrpc: '2.0', id: body.id, result: { protocolVersion: '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: 'raw', version: '1' } } }))
+        return
+      }
+      if (body.id === undefined) { res.writeHead(202).end(); return }
+      handler(req, res, body)
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(async () => { await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections() }) })
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, seen }
+}
+
+function toolResult (id: unknown, text: string): string {
+  return JSON.stringify({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text }] } })
+}
+
+test('lean transport: JSON answers (fast path), session id and protocol version sent after initialize', async (t) => {
+  const srv = await rawServer(t, (_req, res, body) => {
+    res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(toolResult(body.id, 'json:ok'))
+  })
+  const client = new Client({ name: 't', version: '1' })
+  await client.connect(lean(srv.url))
+  t.after(() => client.close())
+  assert.equal(textOf(await client.callTool({ name: 'x', arguments: {} })), 'json:ok')
+  const call = srv.seen.find((s) => s.method === 'POST tools/call')
+  assert.equal(call?.sid, 'sess-1')
+  assert.equal(call?.version, '2025-06-18')
+  assert.equal(srv.seen[0]?.sid, undefined, 'no session id before the server gave one')
+})
+
+test('lean transport: an SSE answer written one byte at a time, with a notification before the result', async (t) => {
+  const srv = await rawServer(t, (_req, res, body) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    const text = 'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hello"}}\n\n' +
+      `id: 1\r\ndata: ${toolResult(body.id, 'sse:é😀')}\r\n\r\n`
+    const bytes = Buffer.from(text)
+    let i = 0
+    const step = (): void => {
+      if (i >= bytes.length) { res.end(); return }
+      res.write(bytes.subarray(i, i + 1))
+      i++
+      setImmediate(step)
+    }
+    step()
+  })
+  const client = new Client({ name: 't', version: '1' }, { capabilities: {} })
+  const logs: unknown[] = []
+  client.fallbackNotificationHandler = async (n) => { logs.push(n.method) }
+  await client.connect(lean(srv.url))
+  t.after(() => client.close())
+  assert.equal(textOf(await client.callTool({ name: 'x', arguments: {} })), 'sse:é😀')
+  assert.deepEqual(logs, ['notifications/message'])
+})
+
+test('lean transport: a 5 MB event written in 1 KB chunks arrives whole', async (t) => {
+  const big = 'z'.repeat(5 * 1024 * 1024)
+  const srv = await rawServer(t, (_req, res, body) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    const bytes = Buffer.from(`data: ${toolResult(body.id, big)}\n\n`)
+    for (let i = 0; i < bytes.length; i += 1024) res.write(bytes.subarray(i, i + 1024))
+    res.end()
+  })
+  const client = new Client({ name: 't', version: '1' })
+  await client.connect(lean(srv.url))
+  t.after(() => client.close())
+  const started = process.hrtime.bigint()
+  assert.equal(textOf(await client.callTool({ name: 'x', arguments: {} })).length, big.length)
+  console.log(`5 MB SSE event in 1 KB chunks: ${Number(process.hrtime.bigint() - started) / 1e6} ms`)
+})
+
+test('lean transport: a server closing mid-stream reports a transport error; an oversized event is cut off', async (t) => {
+  let mode = 'cut'
+  const srv = await rawServer(t, (_req, res, body) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    if (mode === 'cut') {
+      res.write('data: {"jsonrpc":"2.0","id":')
+      setTimeout(() => res.destroy(), 20)
+    } else {
+      res.write(`data: ${'x'.repeat(4096)}`)
+      res.write(`${'y'.repeat(4096)}\n\n`)
+      res.end(toolResult(body.id, 'never'))
+    }
+  })
+  const transport = lean(srv.url, { maxMessageBytes: 2048 })
+  const client = new Client({ name: 't', version: '1' })
+  await client.connect(transport)
+  t.after(() => client.close())
+  const errors: Error[] = []
+  client.onerror = (err) => { errors.push(err) }
+  await assert.rejects(client.callTool({ name: 'x', arguments: {} }, undefined, { timeout: 500 }), (err: unknown) => err instanceof McpError && err.code === ErrorCode.RequestTimeout)
+  assert.ok(errors.some((e) => /SSE stream (disconnected|ended)/.test(e.message)), errors.map((e) => e.message).join('; '))
+  mode = 'big'
+  errors.length = 0
+  // Failed at once with the reason, not left to its timeout.
+  await assert.rejects(client.callTool({ name: 'x', arguments: {} }, undefined, { timeout: 60_000 }), (err: unknown) => err instanceof McpError && err.code === ErrorCode.InternalError && /exceeds 2048 bytes/.test(err.message))
+  assert.ok(errors.some((e) => /exceeds 2048 bytes/.test(e.message)), errors.map((e) => e.message).join('; '))
+})
+
+test('lean transport: redirects are refused and never followed; close() aborts a pending request', async (t) => {
+  let followed = 0
+  const server = createServer((req, res) => {
+    if (req.url === '/elsewhere') followed++
+    res.writeHead(307, { location: '/elsewhere' }).end()
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(() => new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections() }))
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`
+  const client = new Client({ name: 't', version: '1' })
+  await assert.rejects(client.connect(lean(url), { timeout: 5000 }), RedirectRefusedError)
+  assert.equal(followed, 0)
+
+  const hang = await rawServer(t, () => { /* never answers */ })
+  const transport = lean(hang.url)
+  const c2 = new Client({ name: 't', version: '1' })
+  await c2.connect(transport)
+  const pending = c2.callTool({ name: 'x', arguments: {} })
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  await c2.close()
+  await assert.rejects(pending, (err: unknown) => err instanceof McpError && err.code === ErrorCode.ConnectionClosed)
+  assert.equal(transport.abortListenerCount(), 0)
+})
+
+test('createTransport lean: the SSRF guard refuses a blocked address before connecting; sdk stays selectable', async (t) => {
+  const fx = await startStreamableHttpFixture()
+  t.after(() => fx.close())
+  const blocked = guardedFetch(createEgressPolicy([]))
+  t.after(() => blocked.close())
+  const handle = createTransport({ type: 'streamable_http', url: fx.url }, { fetch: blocked, httpTransport: 'lean' })
+  assert.ok(handle.transport instanceof LeanHttpTransport)
+  await assert.rejects(new Client({ name: 't', version: '1' }).connect(handle.transport, { timeout: 5000 }), EgressBlockedError)
+  assert.equal(fx.stats.requests, 0, 'nothing reached the loopback server')
+
+  // A name resolving to loopback is refused at connect time too (not just literals).
+  const byName = guardedFetch(createEgressPolicy([], { resolve: async () => [{ address: '127.0.0.1', family: 4 }] }))
+  t.after(() => byName.close())
+  const named = createTransport({ type: 'streamable_http', url: fx.url.replace('127.0.0.1', 'looks-public.example') }, { fetch: byName, httpTransport: 'lean' })
+  await assert.rejects(new Client({ name: 't', version: '1' }).connect(named.transport, { timeout: 5000 }), EgressBlockedError)
+  assert.equal(fx.stats.requests, 0)
+
+  const allowed = guardedFetch(createEgressPolicy(['127.0.0.1/32']))
+  t.after(() => allowed.close())
+  const ok = createTransport({ type: 'streamable_http', url: fx.url }, { fetch: allowed, httpTransport: 'lean' })
+  const client = new Client({ name: 't', version: '1' })
+  await client.connect(ok.transport)
+  t.after(() => client.close())
+  assert.equal(textOf(await client.callTool({ name: 'echo', arguments: { text: 'g' } })), 'fixture:g')
+
+  assert.ok(!(createTransport({ type: 'streamable_http', url: fx.url }, { httpTransport: 'sdk' }).transport instanceof LeanHttpTransport))
+  assert.ok(!(createTransport({ type: 'streamable_http', url: fx.url }, { fetch: async (u, i) => await fetch(u, i), httpTransport: 'lean' }).transport instanceof LeanHttpTransport), 'a custom fetch without a dispatcher keeps the SDK transport')
+})
