@@ -3,10 +3,9 @@
  * bytewise, the order ripgrep's results are sorted into) and the directory walks over open fds.
  */
 import type { Dirent } from 'node:fs'
-import { constants as fsConstants } from 'node:fs'
-import { open, readdir } from 'node:fs/promises'
+import { close as fsClose, constants as fsConstants, open as fsOpen, readdir } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
-import { at, walk, WALK_MAX_DEPTH } from '../workspace/tree.js'
+import { walk, WALK_MAX_DEPTH } from '../workspace/tree.js'
 import type { WalkEntry, WalkOptions } from '../workspace/tree.js'
 
 /** Order shared with grep: compare path segment by segment, bytewise (what a sorted tree walk yields). */
@@ -56,11 +55,25 @@ export function walkBytewise (base: FileHandle, opts: WalkOptions = {}): AsyncGe
   return walk(base, { ...opts, sortKey: pathSortKey })
 }
 
+/** Directories read at once by walkDirs (libuv's pool has 4 threads; 16 measured best here, 4-32 within 10%). */
+const WALK_CONCURRENCY = 16
+
+/** An open directory fd shared by its pending subdirectories: closed when the last has been opened. */
+interface DirRef { fd: number, refs: number, owned: boolean }
+
+/** A directory still to be entered: `name` beneath `parent`, listed as `prefix`. */
+interface PendingDir { parent: DirRef, name: string, prefix: string, depth: number }
+
 /**
  * The same walk for callers that need no per-entry order (glob sorts its result): `visit` gets
- * each directory's entries at once (far fewer promise hops than one yield per entry) and returns
- * false to stop. Directories are entered by fd, O_NOFOLLOW|O_DIRECTORY, never through a symlink.
- * Resolves true when the walk was stopped by `visit`.
+ * each directory's entries at once and returns false to stop. Directories are entered by fd
+ * (O_NOFOLLOW|O_DIRECTORY beneath their parent's fd), never through a symlink. Up to
+ * WALK_CONCURRENCY directories are opened and read at once with callback fs (a FileHandle and a
+ * promise chain per directory, one directory at a time, made this walk ~1.5x fast-glob's time).
+ * Pending directories are taken last-in first-out, so the open fds stay about depth x
+ * concurrency: a directory's fd is closed as soon as its last subdirectory has been opened.
+ * Resolves true when the walk was stopped by `visit` (or the signal); every fd it opened is closed
+ * by then.
  */
 export async function walkDirs (
   base: FileHandle,
@@ -68,31 +81,66 @@ export async function walkDirs (
   visit: (prefix: string, entries: Dirent[]) => boolean
 ): Promise<boolean> {
   const maxDepth = opts.maxDepth ?? WALK_MAX_DEPTH
-  const inside = async (dir: FileHandle, prefix: string, depth: number): Promise<boolean> => {
-    if (opts.signal?.aborted === true) return true
-    let entries: Dirent[]
-    try {
-      entries = await readdir(at(dir), { withFileTypes: true })
-    } catch {
-      return false
+  const stack: PendingDir[] = []
+  let running = 0
+  let stopped = false
+  let failure: unknown
+  return await new Promise<boolean>((resolve, reject) => {
+    const finish = (): void => {
+      if (running > 0) return
+      if (!stopped && stack.length > 0) { pump(); return }
+      // Stopped early: what is still pending only holds references to release.
+      for (const p of stack.splice(0)) release(p.parent)
+      // The stack was emptied above; a close it started is counted in `running`.
+      if (running > 0) return
+      if (failure !== undefined) reject(failure)
+      else resolve(stopped)
     }
-    if (!visit(prefix, entries)) return true
-    if (depth >= maxDepth) return false
-    for (const d of entries) {
-      if (!d.isDirectory() || opts.skip?.has(d.name) === true) continue
-      let sub: FileHandle
-      try {
-        sub = await open(at(dir, d.name), DIR_FLAGS)
-      } catch {
-        continue
-      }
-      try {
-        if (await inside(sub, prefix === '' ? d.name : `${prefix}/${d.name}`, depth + 1)) return true
-      } finally {
-        await sub.close().catch(() => {})
+    // Closes count as running, so the walk resolves only once every fd it opened is closed.
+    const release = (ref: DirRef): void => {
+      if (--ref.refs !== 0 || !ref.owned) return
+      running++
+      fsClose(ref.fd, () => { running--; pump(); finish() })
+    }
+    const list = (dir: DirRef, prefix: string, depth: number, done: () => void): void => {
+      readdir(`/proc/self/fd/${dir.fd}`, { withFileTypes: true }, (err, entries) => {
+        if (err === null && !stopped) {
+          let go = false
+          try {
+            go = opts.signal?.aborted !== true && visit(prefix, entries)
+          } catch (e) {
+            failure = e
+          }
+          if (!go) {
+            stopped = true
+          } else if (depth < maxDepth) {
+            for (const d of entries) {
+              if (!d.isDirectory() || opts.skip?.has(d.name) === true) continue
+              dir.refs++
+              stack.push({ parent: dir, name: d.name, prefix: prefix === '' ? d.name : `${prefix}/${d.name}`, depth: depth + 1 })
+            }
+          }
+        }
+        release(dir)
+        done()
+      })
+    }
+    const pump = (): void => {
+      while (running < WALK_CONCURRENCY && stack.length > 0) {
+        if (stopped) return
+        const p = stack.pop() as PendingDir
+        running++
+        fsOpen(`/proc/self/fd/${p.parent.fd}/${p.name}`, DIR_FLAGS, (err, fd) => {
+          release(p.parent)
+          const done = (): void => { running--; pump(); finish() }
+          if (err !== null) { done(); return }
+          list({ fd, refs: 1, owned: true }, p.prefix, p.depth, done)
+        })
       }
     }
-    return false
-  }
-  return await inside(base, '', 1)
+    if (opts.signal?.aborted === true) { resolve(true); return }
+    // The base stays open (the caller closes it): a reference that is never closed here.
+    running++
+    list({ fd: base.fd, refs: 1, owned: false }, '', 1, () => { running--; pump(); finish() })
+  })
 }
