@@ -119,6 +119,27 @@ test('lean transport: a forgotten session answers 404, surfaced as StreamableHTT
   assert.ok(errors.some((e) => e instanceof StreamableHTTPError))
 })
 
+test('lean transport: a GET stream the server ends is reopened on the schedule; failed reopens are reported, then given up', async (t) => {
+  const fx = await startStreamableHttpFixture()
+  t.after(() => fx.close())
+  const transport = lean(fx.url, { reconnect: { initialDelayMs: 20, maxDelayMs: 50, growFactor: 1.5, maxRetries: 2 } })
+  const client = new Client({ name: 't', version: '1' })
+  await client.connect(transport)
+  t.after(() => client.close())
+  const errors: string[] = []
+  transport.onerror = (err) => { errors.push(err.message) }
+  // The GET stream opens in the background after initialize: let it be established first.
+  await client.listTools()
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  const requestsBefore = fx.stats.requests
+  await fx.forgetSessions()
+  const gaveUp = (): boolean => errors.some((m) => /Maximum reconnection attempts \(2\)/.test(m))
+  for (let i = 0; i < 200 && !gaveUp(); i++) await new Promise((resolve) => setTimeout(resolve, 20))
+  assert.ok(gaveUp(), errors.join('; '))
+  assert.equal(errors.filter((m) => /Failed to reconnect SSE stream/.test(m)).length, 2, errors.join('; '))
+  assert.ok(fx.stats.staleSessionRequests >= 2 && fx.stats.requests > requestsBefore, 'the reopens reached the server (and got 404)')
+})
+
 test('lean transport: cancellation via AbortSignal reaches the server; a timeout is RequestTimeout', async (t) => {
   const fx = await startStreamableHttpFixture()
   t.after(() => fx.close())
