@@ -65,7 +65,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       metric: 'req/s',
       value: g.rps,
       baseline: b.rps,
-      target: { on: 'ratio', op: '>=', limit: 0.6 },
+      target: { on: 'ratio', op: '>=', limit: 0.5 },
       notes: `${common}; ${g.n} + ${b.n} requests${bad}; see 1.4 for CPU per request`,
       detail: { connections: CONNECTIONS, seconds: SECONDS, rounds: res.gateway.length, gatewayRps: res.gateway.map((r) => round(r.rps)).join(' '), bareRps: res.bare.map((r) => round(r.rps)).join(' ') }
     }),
@@ -75,7 +75,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       metric: 'us/req',
       value: usGw,
       baseline: usBare,
-      target: null,
+      target: { on: 'ratio', op: '<=', limit: 2 },
       notes: `all rounds and warm-ups of 1.1; ratio ${round(usBare / usGw)} is the throughput ratio a CPU-bound server would reach`
     }),
     makeRow({
