@@ -173,17 +173,20 @@ function v1 (bases: ReadonlyMap<string, string>, limits: CgroupLimits, made: str
     commandGroup: (groupName) => {
       assertGroupName(groupName)
       const tenant = tenantDirs(groupName)
-      if (!configured.has(groupName)) {
+      const configure = (): void => {
         for (const d of tenant.values()) mkdirp(d)
         write(path.join(tenant.get('cpu') as string, 'cpu.shares'), String(V1_CPU_SHARES))
         write(path.join(tenant.get('memory') as string, 'memory.limit_in_bytes'), String(limits.memoryBytes))
         write(path.join(tenant.get('pids') as string, 'pids.max'), String(limits.pids))
         configured.add(groupName)
+      }
+      if (!configured.has(groupName)) {
+        configure()
         sweepStale([...tenant.values()], tenant.get('pids') as string)
       }
       const child = childName()
       const dirs = [...tenant.values()].map((d) => path.join(d, child))
-      for (const d of dirs) mkdirSync(d, { mode: 0o755 })
+      makeChildGroups(dirs, configure)
       const pidsProcs = path.join(tenant.get('pids') as string, child, 'cgroup.procs')
       const killAll = async (): Promise<void> => { await killLoop(pidsProcs, undefined) }
       return {
@@ -210,17 +213,20 @@ function v2 (base: string, limits: CgroupLimits, made: string[]): Cgroups {
     commandGroup: (groupName) => {
       assertGroupName(groupName)
       const tenant = path.join(base, groupName)
-      if (!configured.has(groupName)) {
+      const configure = (): void => {
         mkdirp(tenant)
         write(path.join(tenant, 'cpu.weight'), String(V2_CPU_WEIGHT))
         write(path.join(tenant, 'memory.max'), String(limits.memoryBytes))
         try { write(path.join(tenant, 'memory.swap.max'), '0') } catch {}
         write(path.join(tenant, 'pids.max'), String(limits.pids))
         configured.add(groupName)
+      }
+      if (!configured.has(groupName)) {
+        configure()
         sweepStale([tenant], tenant)
       }
       const dir = path.join(tenant, childName())
-      mkdirSync(dir, { mode: 0o755 })
+      makeChildGroups([dir], configure)
       const killFile = existsSync(path.join(dir, 'cgroup.kill')) ? path.join(dir, 'cgroup.kill') : undefined
       const killAll = async (): Promise<void> => { await killLoop(path.join(dir, 'cgroup.procs'), killFile) }
       return {
@@ -235,6 +241,28 @@ function v2 (base: string, limits: CgroupLimits, made: string[]): Cgroups {
     close: async () => {
       for (const name of configured) await removeDir(path.join(base, name))
       for (const d of made.reverse()) await removeDir(d)
+    }
+  }
+}
+
+/**
+ * Makes a command's child groups under its tenant's. The tenant's group is shared by every gateway
+ * on the host with the same cgroup base (instances of one cluster, side by side): one that closes
+ * removes it when nothing of it runs, so a group found missing is made again, with its limits.
+ */
+function makeChildGroups (dirs: readonly string[], configureTenant: () => void): void {
+  try {
+    for (const d of dirs) mkdirSync(d, { mode: 0o755 })
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+    configureTenant()
+    for (const d of dirs) {
+      try {
+        mkdirSync(d, { mode: 0o755 })
+      } catch (e) {
+        // Made before the first attempt failed on a later controller.
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e
+      }
     }
   }
 }

@@ -79,3 +79,17 @@ test('a sandbox that cannot start (bwrap fails before the command) is a ToolErro
   const own = await sb.exec({ workspace: testWorkspace(root), command: 'echo "bwrap: not really" >&2; echo out; exit 1', cwd: root, timeoutMs: 10_000, maxOutputBytes: 1024 })
   assert.equal(own.exitCode, 1)
 })
+
+test('cgroups: two gateways on one host share a tenant\'s group; one closing (it removes the group) does not break the other\'s next command', { skip, timeout: 60_000 }, async (t) => {
+  // Instances of a cluster on one machine (and test files run side by side) get the same cgroup base.
+  const first = await setup(t, 'cg-shared')
+  const second = await createSandbox({ mode: 'bwrap', tenantLimits: { memoryBytes: 128 * 1024 * 1024, pids: 64 } })
+  t.after(async () => { await second.close() })
+  const run = async (sb: Sandbox): Promise<number | null> => (await sb.exec({ workspace: first.ws, command: 'echo ok', cwd: first.ws.root, timeoutMs: 20_000, maxOutputBytes: 1024 })).exitCode
+  assert.equal(await run(first.sb), 0)
+  assert.equal(await run(second), 0)
+  await first.sb.close()
+  assert.equal(existsSync(first.pidsDir), false, 'closing removed the tenant group (nothing of it was running)')
+  assert.equal(await run(second), 0, 'the other gateway made the group again')
+  assert.equal(readFileSync(join(first.pidsDir, 'pids.max'), 'utf8').trim(), '64', 'with its limits')
+})
