@@ -1,3 +1,4 @@
+// test-runner: alone
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdtemp, readdir, realpath, rm, stat, writeFile } from 'node:fs/promises'
