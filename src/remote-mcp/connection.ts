@@ -9,6 +9,7 @@ import { SseError } from '@modelcontextprotocol/sdk/client/sse.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { ErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import type { Implementation } from '@modelcontextprotocol/sdk/types.js'
+import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js'
 import type { Logger } from '../logger.js'
 import { isStaleSocket } from './classify.js'
 import { UpstreamError } from './errors.js'
@@ -30,6 +31,8 @@ export interface ConnectionOptions {
   label: string
   /** What the gateway calls itself in the initialize handshake. */
   clientInfo: Implementation
+  /** Validates tools' structured output; one shared by every client (compiled once per schema). */
+  schemaValidator: jsonSchemaValidator
   fetch?: FetchLike
   /** streamable_http: the SDK's transport or the lean one (MCP_HTTP_TRANSPORT). */
   httpTransport?: HttpTransportKind
@@ -90,7 +93,7 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
   } catch (err) {
     throw new UpstreamError('GW_UPSTREAM_CONNECT', o.safeMessage(err))
   }
-  const client = new Client(o.clientInfo, { capabilities: {} })
+  const client = new Client(o.clientInfo, { capabilities: {}, jsonSchemaValidator: o.schemaValidator })
   const conn: Connection = { client, handle, closed: false }
   client.setNotificationHandler(ToolListChangedNotificationSchema, () => { o.onToolsChanged() })
   client.onclose = () => {

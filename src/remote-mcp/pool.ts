@@ -2,7 +2,9 @@ import { createHash } from 'node:crypto'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
 import type { CallToolResult, Implementation, Progress, Tool } from '@modelcontextprotocol/sdk/types.js'
+import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js'
 import { trackProgress } from '../mcp/progress.js'
+import { SharedSchemaValidator } from '../mcp/schema-validator.js'
 import { CircuitBreakers } from './breaker.js'
 import type { Admission, BreakerSnapshot } from './breaker.js'
 import { breakerVerdict, failedBeforeResponse, isDeadConnection, toUpstreamError } from './classify.js'
@@ -39,6 +41,8 @@ export interface McpClientPoolOptions {
   logger?: Logger
   /** What the gateway calls itself in the initialize handshake. */
   clientInfo: Implementation
+  /** Output-schema validators shared by the pool's clients; default: one of the pool's own. */
+  schemaValidator?: jsonSchemaValidator
   /** How long close()/invalidate() wait for clients to close before giving up on them. Default 5000. */
   closeTimeoutMs?: number
   /** Circuit breaker per client: consecutive failures within windowMs open it for openMs. Default 5, 60000, 30000. */
@@ -173,8 +177,9 @@ const MAX_LIST_PAGES = 1000
  *   repeated failures, until a half-open probe succeeds (breaker.ts).
  */
 export class McpClientPool {
-  readonly #opts: Required<Omit<McpClientPoolOptions, 'fetch' | 'httpTransport'>> & { fetch?: FetchLike, httpTransport?: HttpTransportKind }
+  readonly #opts: Required<Omit<McpClientPoolOptions, 'fetch' | 'httpTransport' | 'schemaValidator'>> & { fetch?: FetchLike, httpTransport?: HttpTransportKind }
   readonly #log: Logger
+  readonly #schemaValidator: jsonSchemaValidator
   readonly #entries = new Map<string, Entry>()
   /** Clients taken out of #entries while calls still ran on them (see #retire). */
   readonly #retiring = new Set<Entry>()
@@ -193,6 +198,7 @@ export class McpClientPool {
     const breaker = options.breaker ?? { failures: 5, windowMs: 60_000, openMs: 30_000 }
     this.#opts = { closeTimeoutMs: 5000, logger: silentLogger, ...options, breaker, stdioFirstConnectTimeoutMs: options.stdioFirstConnectTimeoutMs ?? options.connectTimeoutMs }
     this.#log = this.#opts.logger
+    this.#schemaValidator = options.schemaValidator ?? new SharedSchemaValidator()
     // Remembered beyond the clients themselves (an open breaker outlives its idle client), bounded alike.
     this.#breakers = new CircuitBreakers({ ...breaker, maxEntries: 4 * options.maxClients })
   }
@@ -582,6 +588,7 @@ export class McpClientPool {
       spec: entry.spec,
       label: entry.key,
       clientInfo: this.#opts.clientInfo,
+      schemaValidator: this.#schemaValidator,
       fetch: this.#opts.fetch,
       ...(this.#opts.httpTransport !== undefined ? { httpTransport: this.#opts.httpTransport } : {}),
       logger: this.#log,

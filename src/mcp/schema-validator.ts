@@ -1,0 +1,92 @@
+import { Ajv } from 'ajv'
+import type { ValidateFunction } from 'ajv'
+import addFormatsModule from 'ajv-formats'
+import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js'
+
+// ajv-formats is CommonJS with a default export; under NodeNext its default import is the module object.
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
+
+/**
+ * The SDK's `Client` validates `structuredContent` against each tool's `outputSchema`, and by
+ * default builds a new Ajv instance per client and compiles every output schema again on every
+ * listing: about 1 ms of CPU per server connected, most of a first listing's own work.
+ *
+ * One instance of this class is shared by every MCP client of the gateway. Validators are cached
+ * by the schema's JSON text, so the same server listed by many tenants compiles each schema once.
+ * Tenants never share anything else: a validator is a pure function of its schema's text.
+ *
+ * - Schemas without any `$id` compile on one shared Ajv (`addUsedSchema: false`, nothing is
+ *   registered by name), and leave its cache (`removeSchema`) when they leave ours.
+ * - A schema with an `$id` anywhere would register that id on a shared instance, where another
+ *   tenant's schema with the same id would resolve to it (or fail as a duplicate): it gets an Ajv
+ *   instance of its own, as the SDK's default does, cached with it.
+ * - The cache is bounded (least recently used out first), so tenant schemas cannot grow memory.
+ * - Options match the SDK's default validator (formats validated, all errors, not strict).
+ */
+export class SharedSchemaValidator implements jsonSchemaValidator {
+  readonly #max: number
+  readonly #cache = new Map<string, CacheEntry>()
+  #shared: Ajv | undefined
+  #compiled = 0
+
+  constructor (maxSchemas = 1000) {
+    this.#max = Math.max(1, maxSchemas)
+  }
+
+  getValidator<T>(schema: JsonSchemaType): JsonSchemaValidator<T> {
+    const text = JSON.stringify(schema)
+    let entry = this.#cache.get(text)
+    if (entry !== undefined) {
+      // Most recently used last: Map keeps insertion order.
+      this.#cache.delete(text)
+      this.#cache.set(text, entry)
+    } else {
+      entry = this.#compile(text)
+      this.#cache.set(text, entry)
+      if (this.#cache.size > this.#max) this.#evictOldest()
+    }
+    const { validate, ajv } = entry
+    return (input: unknown) => validate(input)
+      ? { valid: true, data: input as T, errorMessage: undefined }
+      : { valid: false, data: undefined, errorMessage: ajv.errorsText(validate.errors) }
+  }
+
+  /** Cached validators, and schemas compiled so far (a hit compiles nothing). */
+  stats (): { cached: number, compiled: number } {
+    return { cached: this.#cache.size, compiled: this.#compiled }
+  }
+
+  #compile (text: string): CacheEntry {
+    // A private copy: the compiled function and Ajv's cache never hold the caller's object.
+    const own = JSON.parse(text) as object
+    this.#compiled++
+    if (text.includes('"$id"')) {
+      const ajv = newAjv(true)
+      return { ajv, schema: own, validate: ajv.compile(own), shared: false }
+    }
+    this.#shared ??= newAjv(false)
+    return { ajv: this.#shared, schema: own, validate: this.#shared.compile(own), shared: true }
+  }
+
+  #evictOldest (): void {
+    const oldest = this.#cache.keys().next()
+    if (oldest.done === true) return
+    const entry = this.#cache.get(oldest.value)
+    this.#cache.delete(oldest.value)
+    if (entry?.shared === true) entry.ajv.removeSchema(entry.schema)
+  }
+}
+
+interface CacheEntry {
+  ajv: Ajv
+  /** The object Ajv compiled (its cache key inside the shared instance). */
+  schema: object
+  validate: ValidateFunction
+  shared: boolean
+}
+
+function newAjv (addUsedSchema: boolean): Ajv {
+  const ajv = new Ajv({ strict: false, validateFormats: true, validateSchema: false, allErrors: true, addUsedSchema })
+  addFormats(ajv)
+  return ajv
+}
