@@ -1,5 +1,5 @@
 import neostandard from 'neostandard'
 
 export default [
-  ...neostandard({ ts: true, ignores: ['dist/**', 'node_modules/**', 'data/**', 'test/fixtures/apply-patch-scenarios/**'] })
+  ...neostandard({ ts: true, ignores: ['dist/**', 'console/dist/**', 'node_modules/**', 'data/**', 'test/fixtures/apply-patch-scenarios/**'] })
 ]

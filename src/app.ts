@@ -19,6 +19,7 @@ import overheadPlugin from '../plugins/overhead.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
 import approvalRoutes from '../routes/approvals.js'
 import clusterRoutes from '../routes/cluster.js'
+import consoleRoutes from '../routes/console.js'
 import clusterAuthPlugin from '../plugins/cluster-auth.js'
 import healthRoutes from '../routes/health.js'
 import invocationRoutes from '../routes/invocations.js'
@@ -130,6 +131,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(approvalRoutes)
   await app.register(mcpRoutes)
   await app.register(clusterRoutes)
+  await app.register(consoleRoutes)
   return app
 }
 

@@ -83,7 +83,7 @@ export const ERROR_CODES = {
   GW_REGISTRY_UNAVAILABLE: http(503, 'The registry (Redis) does not answer', true),
   GW_WORKSPACE_LOCK_UNAVAILABLE: http(503, 'The workspace write lock (a Redis lease shared by the instances) could not be taken because Redis does not answer; nothing was changed (a tool call gets a `GW_TOOL_ERROR` saying so)', true),
   GW_JOURNAL_UNAVAILABLE: http(503, 'The journal store (Redis) does not answer a journal read; calls are unaffected', true),
-  GW_NOT_READY: http(503, 'Reserved, not sent by this version (`GET /readyz` answers 503 with its own body)', true),
+  GW_NOT_READY: http(503, '`GET /console` when the console was not built (`npm run build:console`; `npm ci` builds it); `GET /readyz` answers 503 with its own body', true),
 
   GW_INVALID_ARGUMENTS: tool('The arguments failed the tool\'s JSON Schema, or were unparsable JSON'),
   GW_UPSTREAM_UNAVAILABLE: tool('A remote MCP server\'s circuit breaker is open after repeated transport failures: the call failed fast without reaching it; the message says when it will be tried again (`retryAt` in listings)', true),

@@ -1,0 +1,170 @@
+import { render } from 'preact'
+import type { JSX } from 'preact'
+import { useEffect, useMemo, useState } from 'preact/hooks'
+import { Api, ApiError } from './api.js'
+import { clearSession, loadAllow, loadSession, loadTenant, recentTenants, rememberTenant, saveAllow, saveSession, saveTenant } from './session.js'
+import type { AllowList, Role, Session } from './session.js'
+import type { ViewName, ViewProps } from './view.js'
+import { ErrorBox } from './ui.js'
+import { ToolsView } from './views/tools.js'
+import { ServersView } from './views/servers.js'
+import { PlaygroundView } from './views/playground.js'
+import { JournalView } from './views/journal.js'
+import { ApprovalsView } from './views/approvals.js'
+import { WorkspacesView } from './views/workspaces.js'
+import { StatusView } from './views/status.js'
+import './styles.css'
+
+const VIEWS = {
+  tools: { title: 'Tools', roles: ['admin', 'tenant'], component: ToolsView },
+  servers: { title: 'Servers', roles: ['admin', 'tenant'], component: ServersView },
+  playground: { title: 'Playground', roles: ['admin', 'tenant'], component: PlaygroundView },
+  journal: { title: 'Journal', roles: ['admin', 'tenant', 'approver'], component: JournalView },
+  approvals: { title: 'Approvals', roles: ['admin', 'tenant', 'approver'], component: ApprovalsView },
+  workspaces: { title: 'Workspaces', roles: ['admin', 'tenant'], component: WorkspacesView },
+  status: { title: 'Status', roles: ['admin', 'tenant', 'approver'], component: StatusView }
+} as const satisfies Record<ViewName, { title: string, roles: readonly Role[], component: (p: ViewProps) => JSX.Element }>
+
+function viewOfHash (): ViewName | undefined {
+  const name = location.hash.replace(/^#\/?/, '').split('?')[0] ?? ''
+  return Object.hasOwn(VIEWS, name) ? name as ViewName : undefined
+}
+
+/**
+ * Finds out what a key may do, through the public API only: /status answers an admin key;
+ * another key names its tenant, which its journal confirms (a key of another tenant is refused
+ * there), and /catalog tells a tenant key from an approver key (which reaches nothing but approvals and the journal).
+ */
+async function identify (key: string, tenant: string): Promise<Session> {
+  const api = new Api(key)
+  try {
+    await api.status()
+    return { key, role: 'admin' }
+  } catch (err) {
+    if (!(err instanceof ApiError) || err.status !== 403) throw err
+  }
+  if (tenant === '') throw new ApiError(403, 'CONSOLE_TENANT_REQUIRED', 'This is not an admin key: enter the tenant id the key belongs to')
+  await api.invocations(tenant, { limit: 1 })
+  try {
+    await api.catalog(tenant)
+    return { key, role: 'tenant', tenant }
+  } catch (err) {
+    if (err instanceof ApiError && err.status === 403) return { key, role: 'approver', tenant }
+    throw err
+  }
+}
+
+function Login ({ onLogin }: { onLogin: (s: Session) => void }): JSX.Element {
+  const [key, setKey] = useState('')
+  const [tenant, setTenant] = useState('')
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState<unknown>(undefined)
+  const submit = async (e: Event): Promise<void> => {
+    e.preventDefault()
+    setBusy(true)
+    setError(undefined)
+    try {
+      onLogin(await identify(key.trim(), tenant.trim()))
+    } catch (err) {
+      setError(err)
+    } finally {
+      setBusy(false)
+    }
+  }
+  return (
+    <main class='login'>
+      <form class='card login-card' onSubmit={(e) => { submit(e) }}>
+        <h1>tool-gateway console</h1>
+        <p class='muted'>Log in with an API key. It is kept in this tab's session storage only and sent as <code>Authorization: Bearer</code>.</p>
+        <label>API key
+          <input name='key' type='password' autoComplete='off' value={key} onInput={(e) => setKey(e.currentTarget.value)} placeholder='empty when the gateway runs without keys' />
+        </label>
+        <label>Tenant id <span class='muted'>(for a tenant or approver key)</span>
+          <input name='tenant' value={tenant} onInput={(e) => setTenant(e.currentTarget.value)} placeholder='acme' />
+        </label>
+        <button type='submit' class='primary' disabled={busy}>{busy ? 'Checking…' : 'Log in'}</button>
+        <ErrorBox error={error} />
+      </form>
+    </main>
+  )
+}
+
+function TenantPicker ({ tenant, onChange }: { tenant: string, onChange: (t: string) => void }): JSX.Element {
+  const [text, setText] = useState(tenant)
+  useEffect(() => setText(tenant), [tenant])
+  const recent = recentTenants()
+  const apply = (e: Event): void => {
+    e.preventDefault()
+    onChange(text.trim())
+  }
+  return (
+    <form class='tenant-picker' onSubmit={apply}>
+      <label>Tenant
+        <input name='tenant' list='recent-tenants' value={text} placeholder='none (global)' onInput={(e) => setText(e.currentTarget.value)} onChange={apply} />
+      </label>
+      <datalist id='recent-tenants'>{recent.map((t) => <option key={t} value={t} />)}</datalist>
+    </form>
+  )
+}
+
+function App (): JSX.Element {
+  const [session, setSession] = useState<Session | undefined>(loadSession)
+  const [view, setView] = useState<ViewName | undefined>(viewOfHash)
+  const [adminTenant, setAdminTenant] = useState(loadTenant)
+  const [allow, setAllowState] = useState<AllowList>(loadAllow)
+  useEffect(() => {
+    const onHash = (): void => setView(viewOfHash())
+    addEventListener('hashchange', onHash)
+    return () => removeEventListener('hashchange', onHash)
+  }, [])
+  const api = useMemo(() => new Api(session?.key ?? ''), [session?.key])
+
+  if (session === undefined) {
+    return <Login onLogin={(s) => { saveSession(s); setSession(s) }} />
+  }
+  const allowed = (Object.keys(VIEWS) as ViewName[]).filter((v) => (VIEWS[v].roles as readonly Role[]).includes(session.role))
+  const current = view !== undefined && allowed.includes(view) ? view : allowed[0] as ViewName
+  const tenant = session.role === 'admin' ? adminTenant : session.tenant ?? ''
+  const go = (v: ViewName): void => { location.hash = `#/${v}` }
+  const setTenant = (t: string): void => {
+    rememberTenant(t)
+    saveTenant(t)
+    setAdminTenant(t)
+  }
+  const setAllow = (a: AllowList): void => {
+    saveAllow(a)
+    setAllowState(a)
+  }
+  const logout = (): void => {
+    clearSession()
+    setSession(undefined)
+  }
+  const View = VIEWS[current].component
+  return (
+    <div class='shell'>
+      <header class='top'>
+        <span class='brand'>tool-gateway</span>
+        <nav aria-label='Views'>
+          {allowed.map((v) => <a key={v} href={`#/${v}`} class={v === current ? 'active' : ''} aria-current={v === current ? 'page' : undefined}>{VIEWS[v].title}</a>)}
+        </nav>
+        <div class='who'>
+          {session.role === 'admin'
+            ? <TenantPicker tenant={adminTenant} onChange={setTenant} />
+            : <span class='badge'>tenant {session.tenant}</span>}
+          <span class='badge role'>{session.role}</span>
+          <button type='button' onClick={logout}>Log out</button>
+        </div>
+      </header>
+      <main class='content' id={`view-${current}`}>
+        <h1>{VIEWS[current].title}{tenant !== '' ? <span class='muted'> · {tenant}</span> : null}</h1>
+        <View key={`${current}:${tenant}`} api={api} role={session.role} tenant={tenant} allow={allow} setAllow={setAllow} go={go} />
+      </main>
+    </div>
+  )
+}
+
+const root = document.getElementById('app')
+if (root !== null) {
+  root.textContent = ''
+  render(<App />, root)
+}

@@ -1,0 +1,191 @@
+import type { JSX } from 'preact'
+import { useState } from 'preact/hooks'
+import type { Api, LiveTools, Server, ServerInput } from '../api.js'
+import { ConfirmButton, ErrorBox, Loading, Section, formatTime, useAction, useLoad } from '../ui.js'
+import type { ViewProps } from '../view.js'
+
+interface Draft {
+  serverId: string
+  type: string
+  url: string
+  command: string
+  args: string
+  headers: string
+  description: string
+  enabled: boolean
+  timeoutMs: string
+}
+
+const EMPTY: Draft = { serverId: '', type: 'streamable_http', url: '', command: '', args: '', headers: '', description: '', enabled: true, timeoutMs: '' }
+
+/** Header lines "Name: value"; a masked value sent back as is keeps the stored secret. */
+function headersOf (text: string): Record<string, string> | undefined {
+  const out: Record<string, string> = {}
+  for (const line of text.split('\n')) {
+    if (line.trim() === '') continue
+    const colon = line.indexOf(':')
+    if (colon <= 0) throw new Error(`Header line without a colon: ${line}`)
+    out[line.slice(0, colon).trim()] = line.slice(colon + 1).trim()
+  }
+  return Object.keys(out).length > 0 ? out : undefined
+}
+
+function inputOf (d: Draft): ServerInput {
+  const config: ServerInput = { type: d.type, enabled: d.enabled }
+  if (d.type === 'stdio') {
+    config.command = d.command
+    const args = d.args.split('\n').map((a) => a.trim()).filter((a) => a !== '')
+    if (args.length > 0) config.args = args
+  } else {
+    config.url = d.url
+    const headers = headersOf(d.headers)
+    if (headers !== undefined) config.headers = headers
+  }
+  if (d.description !== '') config.description = d.description
+  if (d.timeoutMs !== '') config.timeoutMs = Number(d.timeoutMs)
+  return config
+}
+
+function draftOf (s: Server): Draft {
+  const c = s.config
+  return {
+    serverId: s.serverId,
+    type: c.type,
+    url: c.url ?? '',
+    command: c.command ?? '',
+    args: (c.args ?? []).join('\n'),
+    headers: Object.entries(c.headers ?? {}).map(([k, v]) => `${k}: ${v}`).join('\n'),
+    description: c.description ?? '',
+    enabled: c.enabled,
+    timeoutMs: c.timeoutMs === undefined ? '' : String(c.timeoutMs)
+  }
+}
+
+function ServerForm ({ initial, editing, allowStdio, onSave, onCancel }: { initial: Draft, editing: boolean, allowStdio: boolean, onSave: (d: Draft) => Promise<void>, onCancel: () => void }): JSX.Element {
+  const [d, setD] = useState<Draft>(initial)
+  const set = (patch: Partial<Draft>): void => setD({ ...d, ...patch })
+  return (
+    <form class='stack server-form' onSubmit={(e) => { e.preventDefault(); onSave(d) }}>
+      <div class='row'>
+        <label>Server id<input name='serverId' required value={d.serverId} disabled={editing} onInput={(e) => set({ serverId: e.currentTarget.value })} placeholder='docs' /></label>
+        <label>Type
+          <select name='type' value={d.type} onChange={(e) => set({ type: e.currentTarget.value })}>
+            <option value='streamable_http'>streamable_http</option>
+            <option value='sse'>sse</option>
+            {allowStdio && <option value='stdio'>stdio</option>}
+          </select>
+        </label>
+        <label class='check'><input type='checkbox' name='enabled' checked={d.enabled} onChange={(e) => set({ enabled: e.currentTarget.checked })} /> enabled</label>
+        <label>Timeout (ms)<input name='timeoutMs' inputMode='numeric' value={d.timeoutMs} onInput={(e) => set({ timeoutMs: e.currentTarget.value })} /></label>
+      </div>
+      {d.type === 'stdio'
+        ? (
+          <div class='row'>
+            <label class='grow'>Command<input name='command' value={d.command} onInput={(e) => set({ command: e.currentTarget.value })} placeholder='npx' /></label>
+            <label class='grow'>Arguments <span class='muted'>(one a line)</span><textarea name='args' rows={3} value={d.args} onInput={(e) => set({ args: e.currentTarget.value })} /></label>
+          </div>
+          )
+        : (
+          <div class='row'>
+            <label class='grow'>URL<input name='url' type='url' required value={d.url} onInput={(e) => set({ url: e.currentTarget.value })} placeholder='https://mcp.example.com/mcp' /></label>
+            <label class='grow'>Headers <span class='muted'>(Name: value, one a line; values are stored encrypted and shown masked)</span>
+              <textarea name='headers' rows={2} value={d.headers} onInput={(e) => set({ headers: e.currentTarget.value })} placeholder='Authorization: Bearer …' />
+            </label>
+          </div>
+          )}
+      <label>Description<input name='description' value={d.description} onInput={(e) => set({ description: e.currentTarget.value })} /></label>
+      <div class='row'>
+        <button type='submit' class='primary'>{editing ? 'Save' : 'Add server'}</button>
+        <button type='button' onClick={onCancel}>Cancel</button>
+      </div>
+    </form>
+  )
+}
+
+function LiveToolsPanel ({ tools }: { tools: LiveTools }): JSX.Element {
+  return (
+    <div class='live-tools' data-server={tools.serverId}>
+      <p><strong>{tools.tools.length}</strong> tools live on <code>{tools.serverId}</code>:</p>
+      <ul>
+        {tools.tools.map((t) => {
+          const tool = t as { name?: string, description?: string }
+          return <li key={tool.name}><code>{tool.name}</code> {tool.description !== undefined && <span class='muted'>{tool.description}</span>}</li>
+        })}
+      </ul>
+    </div>
+  )
+}
+
+/** One scope's servers: the global ones (userId undefined) or a tenant's. */
+function ServerScope ({ api, userId, title, allowStdio }: { api: Api, userId: string | undefined, title: string, allowStdio: boolean }): JSX.Element {
+  const servers = useLoad(() => api.servers(userId), [api, userId])
+  const [form, setForm] = useState<{ draft: Draft, editing: boolean } | undefined>(undefined)
+  const [live, setLive] = useState<LiveTools | undefined>(undefined)
+  const action = useAction()
+  const scope = userId === undefined ? 'global' : `tenant-${userId}`
+
+  const save = async (d: Draft): Promise<void> => {
+    const done = await action.run(async () => await api.putServer(userId, d.serverId.trim(), inputOf(d)))
+    if (done !== undefined) {
+      setForm(undefined)
+      servers.reload()
+    }
+  }
+  const test = async (serverId: string): Promise<void> => {
+    setLive(undefined)
+    const tools = await action.run(() => api.liveTools(userId, serverId))
+    if (tools !== undefined) setLive(tools)
+  }
+  const remove = async (serverId: string): Promise<void> => {
+    const done = await action.run(() => api.deleteServer(userId, serverId))
+    if (done !== undefined) {
+      if (live?.serverId === serverId) setLive(undefined)
+      servers.reload()
+    }
+  }
+
+  return (
+    <Section title={title} actions={<><Loading when={servers.loading} /><button type='button' onClick={() => servers.reload()}>Refresh</button><button type='button' class='primary' onClick={() => setForm({ draft: EMPTY, editing: false })}>Add</button></>}>
+      <div class='stack' data-scope={scope}>
+        {form !== undefined && <ServerForm key={form.draft.serverId} initial={form.draft} editing={form.editing} allowStdio={allowStdio} onSave={save} onCancel={() => setForm(undefined)} />}
+        <ErrorBox error={servers.error ?? action.error} />
+        {servers.data !== undefined && servers.data.servers.length === 0 && <p class='muted'>No servers.</p>}
+        {servers.data !== undefined && servers.data.servers.length > 0 && (
+          <div class='scroll'>
+            <table class='servers'>
+              <thead><tr><th>Server</th><th>Type</th><th>Where</th><th>Headers / env</th><th>Enabled</th><th>Updated</th><th /></tr></thead>
+              <tbody>
+                {servers.data.servers.map((s) => (
+                  <tr key={s.serverId} data-server={s.serverId}>
+                    <td><code>{s.serverId}</code>{s.config.description !== undefined && <div class='muted'>{s.config.description}</div>}</td>
+                    <td>{s.config.type}</td>
+                    <td class='wrap'>{s.config.url ?? [s.config.command, ...(s.config.args ?? [])].join(' ')}</td>
+                    <td class='wrap'>{Object.entries({ ...s.config.headers, ...s.config.env }).map(([k, v]) => <div key={k}><code>{k}</code>: <span class='masked'>{v}</span></div>)}</td>
+                    <td>{s.config.enabled ? 'yes' : 'no'}</td>
+                    <td>{formatTime(s.updatedAt)}</td>
+                    <td class='actions'>
+                      <button type='button' onClick={() => { test(s.serverId) }} disabled={action.busy}>Test</button>
+                      <button type='button' onClick={() => setForm({ draft: draftOf(s), editing: true })}>Edit</button>
+                      <ConfirmButton label='Remove' confirm={`Remove ${s.serverId}?`} onConfirm={() => { remove(s.serverId) }} />
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+        {live !== undefined && <LiveToolsPanel tools={live} />}
+      </div>
+    </Section>
+  )
+}
+
+export function ServersView ({ api, role, tenant }: ViewProps): JSX.Element {
+  return (
+    <div class='stack'>
+      {tenant !== '' && <ServerScope api={api} userId={tenant} title={`Servers of ${tenant}`} allowStdio={false} />}
+      {role === 'admin' && <ServerScope api={api} userId={undefined} title='Global servers' allowStdio />}
+      {role === 'admin' && tenant === '' && <p class='muted'>Pick a tenant above to see its own servers.</p>}
+    </div>
+  )
+}

@@ -1,0 +1,114 @@
+import type { JSX } from 'preact'
+import { useState } from 'preact/hooks'
+import type { Catalog, Tools } from '../api.js'
+import { listOf } from '../session.js'
+import type { AllowList } from '../session.js'
+import { ErrorBox, Json, Loading, Section, useAction, useLoad } from '../ui.js'
+import type { ViewProps } from '../view.js'
+
+const FORMATS = ['openai', 'responses', 'anthropic', 'gemini', 'mcp'] as const
+
+/** The allow-list fields the Tools and Playground views share. */
+export function AllowListFields ({ allow, setAllow }: { allow: AllowList, setAllow: (a: AllowList) => void }): JSX.Element {
+  return (
+    <div class='row'>
+      <label class='grow'>Functions <span class='muted'>(built-in, function and local MCP tool names; @builtin, @builtin-readonly)</span>
+        <input name='functions' value={allow.functions} onInput={(e) => setAllow({ ...allow, functions: e.currentTarget.value })} placeholder='@builtin-readonly, calculate' />
+      </label>
+      <label class='grow'>MCP servers <span class='muted'>(serverIds)</span>
+        <input name='mcp' value={allow.mcp} onInput={(e) => setAllow({ ...allow, mcp: e.currentTarget.value })} placeholder='github, docs' />
+      </label>
+    </div>
+  )
+}
+
+/** Adds a catalog entry to the allow-list: a remote MCP tool by its server, any other by its name. */
+function addToAllow (allow: AllowList, entry: Catalog['tools'][number]): AllowList {
+  if (entry.route === 'user_mcp' || entry.route === 'global_mcp') {
+    const servers = listOf(allow.mcp)
+    return servers.includes(entry.source) ? allow : { ...allow, mcp: [...servers, entry.source].join(', ') }
+  }
+  const names = listOf(allow.functions)
+  return names.includes(entry.name) ? allow : { ...allow, functions: [...names, entry.name].join(', ') }
+}
+
+function toolNameOf (tool: Record<string, unknown>): string {
+  const fn = tool.function as { name?: unknown } | undefined
+  const name = tool.name ?? fn?.name
+  return typeof name === 'string' ? name : '(unnamed)'
+}
+
+export function ToolsView ({ api, tenant, allow, setAllow }: ViewProps): JSX.Element {
+  const [format, setFormat] = useState<typeof FORMATS[number]>('openai')
+  const [strict, setStrict] = useState(false)
+  const [listing, setListing] = useState<Tools | undefined>(undefined)
+  const action = useAction()
+  const catalog = useLoad(() => api.catalog(tenant === '' ? undefined : tenant), [api, tenant])
+
+  const list = async (e: Event): Promise<void> => {
+    e.preventDefault()
+    const result = await action.run(() => api.tools({ functions: allow.functions, mcp: allow.mcp, format, strict, userId: tenant === '' ? undefined : tenant }))
+    if (result !== undefined) setListing(result)
+  }
+
+  return (
+    <div class='stack'>
+      <Section title='What a model sees'>
+        <form class='stack' onSubmit={(e) => { list(e) }}>
+          <AllowListFields allow={allow} setAllow={setAllow} />
+          <div class='row'>
+            <label>Format
+              <select name='format' value={format} onChange={(e) => setFormat(e.currentTarget.value as typeof FORMATS[number])}>
+                {FORMATS.map((f) => <option key={f} value={f}>{f}</option>)}
+              </select>
+            </label>
+            <label class='check'><input type='checkbox' checked={strict} onChange={(e) => setStrict(e.currentTarget.checked)} /> strict</label>
+            <button type='submit' class='primary' disabled={action.busy}>List tools</button>
+          </div>
+        </form>
+        <ErrorBox error={action.error} />
+        {listing !== undefined && (
+          <div class='stack' id='tools-listing'>
+            <p><strong>{listing.tools.length}</strong> tools: <span class='tool-names'>{listing.tools.map((t) => toolNameOf(t)).join(', ')}</span></p>
+            {listing.unresolved.length > 0 && (
+              <table><caption>Unresolved</caption><thead><tr><th>Kind</th><th>Name</th><th>Reason</th></tr></thead>
+                <tbody>{listing.unresolved.map((u) => <tr key={u.name}><td>{u.kind}</td><td>{u.name}</td><td>{u.reason}</td></tr>)}</tbody>
+              </table>
+            )}
+            {listing.unavailable.length > 0 && (
+              <table><caption>Unavailable servers</caption><thead><tr><th>Server</th><th>Reason</th><th>Retry at</th></tr></thead>
+                <tbody>{listing.unavailable.map((u) => <tr key={u.serverId}><td>{u.serverId}</td><td>{u.reason}</td><td>{u.retryAt ?? '—'}</td></tr>)}</tbody>
+              </table>
+            )}
+            {listing.diagnostics.length > 0 && (
+              <table><caption>Diagnostics</caption><thead><tr><th>Type</th><th>Name</th><th>Tier</th><th>Message</th></tr></thead>
+                <tbody>{listing.diagnostics.map((d, i) => <tr key={i}><td>{d.type}</td><td>{d.name}</td><td>{d.route}</td><td>{d.message}</td></tr>)}</tbody>
+              </table>
+            )}
+            <details open><summary>Schemas ({format})</summary><Json value={listing.tools} label='tool schemas' /></details>
+          </div>
+        )}
+      </Section>
+      <Section title='Catalog' actions={<><Loading when={catalog.loading} /><button type='button' onClick={() => catalog.reload()}>Refresh</button></>}>
+        <p class='muted'>Every name each tier could offer{tenant === '' ? '' : ` tenant ${tenant}`}, with shadowing (a tier that comes first hides the same name in a later one). Add a tool to the allow-list above.</p>
+        <ErrorBox error={catalog.error} />
+        {catalog.data !== undefined && (
+          <div class='scroll'>
+            <table id='catalog'>
+              <thead><tr><th>Name</th><th>Tier</th><th>Source</th><th>Shadowed by</th><th /></tr></thead>
+              <tbody>
+                {catalog.data.tools.map((t) => (
+                  <tr key={`${t.route}:${t.source}:${t.name}`} class={t.shadowedBy !== null ? 'shadowed' : ''}>
+                    <td><code>{t.name}</code></td><td>{t.route}</td><td>{t.source}</td><td>{t.shadowedBy ?? ''}</td>
+                    <td><button type='button' onClick={() => setAllow(addToAllow(allow, t))}>Add</button></td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+            {catalog.data.unavailable.map((u) => <p key={u.serverId} class='warn'>Server {u.serverId} unavailable: {u.reason}</p>)}
+          </div>
+        )}
+      </Section>
+    </div>
+  )
+}
