@@ -39,8 +39,13 @@ function securityHeaders (reply: FastifyReply): void {
  * rate limit and openapi.yaml, and never counted as invocations. The page itself is never cached
  * (it names the current hashed assets); the assets are cached for good.
  */
-async function consoleRoutes (app: FastifyInstance): Promise<void> {
-  const dist = consoleDistDir()
+export interface ConsoleRoutesOptions {
+  /** The built console (index.html and assets/); defaults to consoleDistDir(). */
+  distDir?: string
+}
+
+async function consoleRoutes (app: FastifyInstance, opts: ConsoleRoutesOptions): Promise<void> {
+  const dist = opts.distDir ?? consoleDistDir()
   // Every route of this context, @fastify/static's too, is public and hidden from the API docs.
   app.addHook('onRoute', (route) => {
     route.config = { ...route.config, public: true }

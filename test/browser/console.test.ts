@@ -1,0 +1,334 @@
+import { test } from 'node:test'
+import type { TestContext } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { chromium } from 'playwright-core'
+import type { Browser, ConsoleMessage, Page } from 'playwright-core'
+import { startGateway } from '../../scripts/lib/gateway-process.js'
+import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
+import { startStreamableHttpFixture } from '../../scripts/lib/mcp-fixtures/index.js'
+
+// The console in a real browser (Debian's chromium driven by playwright-core; nothing downloads a
+// browser) against the real gateway process, as an operator would use it.
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+const ADMIN = 'console-admin-key-0123456789'
+const ACME = 'console-acme-key-0123456789'
+const APPROVER = 'console-approver-key-0123456789'
+const KEYS = `${ADMIN}:*,${ACME}:acme,${APPROVER}:approver:acme`
+
+const missing = existsSync(CHROMIUM) ? undefined : `no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`
+if (missing !== undefined && process.env.CI === 'true') throw new Error(`${missing}: the console browser tests cannot be skipped under CI=true`)
+
+interface Setup { gateway: GatewayProcess, browser: Browser, shots: string, dir: string }
+
+async function setUp (t: TestContext, env: Record<string, string> = {}): Promise<Setup> {
+  const dir = await mkdtemp(join(tmpdir(), 'tg-console-'))
+  t.after(async () => await rm(dir, { recursive: true, force: true }))
+  const shots = await mkdtemp(join(tmpdir(), 'tg-console-screenshots-'))
+  t.diagnostic(`screenshots: ${shots}`)
+  const gateway = await startGateway(t, { API_KEYS: KEYS, WORKSPACES_DIR: join(dir, 'workspaces'), EGRESS_ALLOW: '127.0.0.1/32', ...env })
+  t.after(async () => { await gateway.stop() })
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'], headless: true })
+  t.after(async () => { await browser.close() })
+  return { gateway, browser, shots, dir }
+}
+
+/** Every console error and uncaught page error, by the phase of the test it happened in. */
+function watchErrors (page: Page): { phase: (name: string) => void, errors: Array<{ phase: string, text: string }> } {
+  let current = 'load'
+  const errors: Array<{ phase: string, text: string }> = []
+  page.on('console', (msg: ConsoleMessage) => { if (msg.type() === 'error') errors.push({ phase: current, text: msg.text() }) })
+  page.on('pageerror', (err) => errors.push({ phase: current, text: `pageerror: ${err.message}` }))
+  return { phase: (name) => { current = name }, errors }
+}
+
+async function api (gateway: GatewayProcess, key: string, method: string, path: string, body?: unknown): Promise<{ status: number, json: any }> {
+  const res = await fetch(`${gateway.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {})
+  })
+  const text = await res.text()
+  return { status: res.status, json: text === '' ? null : JSON.parse(text) }
+}
+
+async function view (page: Page, name: string): Promise<void> {
+  await page.locator('nav a', { hasText: new RegExp(`^${name}$`) }).click()
+  await page.locator('main h1', { hasText: name }).waitFor()
+}
+
+async function tarGz (dir: string, name: string, files: Record<string, string>): Promise<string> {
+  const src = join(dir, `${name}-src`)
+  await mkdir(src, { recursive: true })
+  for (const [file, text] of Object.entries(files)) await writeFile(join(src, file), text)
+  const archive = join(dir, `${name}.tar.gz`)
+  execFileSync('tar', ['czf', archive, '-C', src, ...Object.keys(files)])
+  return archive
+}
+
+test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP server, playground, approvals, workspaces, journal and status in a real browser, with no console errors', { skip: missing }, async (t) => {
+  const { gateway, browser, shots, dir } = await setUp(t)
+  const fixture = await startStreamableHttpFixture({ marker: 'console' })
+  t.after(async () => { await fixture.close() })
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, acceptDownloads: true })
+  const page = await context.newPage()
+  const watch = watchErrors(page)
+  const shot = async (name: string): Promise<void> => { await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true }) }
+
+  await page.goto(`${gateway.url}/console`)
+  await page.locator('form.login-card').waitFor()
+
+  // A wrong key: the API's own code and message, and the login form stays.
+  watch.phase('wrong-key')
+  await page.fill('input[name=key]', 'not-a-key-0123456789')
+  await page.click('button[type=submit]')
+  const refused = page.locator('.login-card .error')
+  await refused.waitFor()
+  assert.match(await refused.innerText(), /GW_UNAUTHORIZED[\s\S]*Unknown API key/)
+  await shot('login-error')
+
+  watch.phase('login')
+  await page.fill('input[name=key]', ADMIN)
+  await page.click('button[type=submit]')
+  await page.locator('.badge.role', { hasText: 'admin' }).waitFor()
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('tool-gateway.console.session')?.includes('console-admin-key') ?? false), true)
+  assert.equal(await page.evaluate(() => localStorage.length), 0, 'nothing in localStorage')
+  await page.fill('.tenant-picker input', 'acme')
+  await page.press('.tenant-picker input', 'Enter')
+  await page.locator('main h1', { hasText: 'acme' }).waitFor()
+
+  watch.phase('tools')
+  await view(page, 'Tools')
+  await page.fill('input[name=functions]', 'calculate, current_time')
+  await page.fill('input[name=mcp]', '')
+  await page.click('button:has-text("List tools")')
+  await page.locator('#tools-listing').waitFor()
+  assert.match(await page.locator('#tools-listing .tool-names').innerText(), /calculate, current_time/)
+  await page.selectOption('select[name=format]', 'anthropic')
+  await page.click('button:has-text("List tools")')
+  await page.locator('#tools-listing details pre', { hasText: '"input_schema"' }).waitFor()
+  await page.locator('#catalog td', { hasText: 'calculate' }).first().waitFor()
+  await shot('tools')
+
+  watch.phase('servers')
+  await view(page, 'Servers')
+  const tenantScope = page.locator('section', { has: page.locator('h2', { hasText: 'Servers of acme' }) })
+  await tenantScope.locator('button:has-text("Add")').first().click()
+  await tenantScope.locator('input[name=serverId]').fill('fixture')
+  await tenantScope.locator('input[name=url]').fill(fixture.url)
+  await tenantScope.locator('textarea[name=headers]').fill('Authorization: Bearer fixture-secret-123')
+  await tenantScope.locator('button:has-text("Add server")').click()
+  const row = tenantScope.locator('tr[data-server=fixture]')
+  await row.waitFor()
+  const rowText = await row.innerText()
+  assert.doesNotMatch(rowText, /fixture-secret-123/, 'the header value is shown masked')
+  assert.match(rowText, /Authorization/)
+  await row.locator('button:has-text("Test")').click()
+  const live = tenantScope.locator('.live-tools[data-server=fixture]')
+  await live.waitFor()
+  for (const name of ['echo', 'add']) assert.match(await live.innerText(), new RegExp(`\\b${name}\\b`))
+  const listed = await api(gateway, ADMIN, 'GET', '/users/acme/mcp/servers')
+  assert.equal(listed.json.servers[0].config.url, fixture.url)
+  await shot('servers')
+
+  watch.phase('playground')
+  await view(page, 'Playground')
+  await page.fill('input[name=functions]', 'calculate')
+  await page.fill('input[name=mcp]', 'fixture')
+  await page.click('button:has-text("Load tools")')
+  const tool = page.locator('select[name=tool]')
+  await tool.waitFor()
+  const options = await tool.locator('option').allInnerTexts()
+  const add = options.find((o) => /add$/.test(o))
+  assert.ok(add !== undefined && options.includes('calculate'), options.join(', '))
+  await tool.selectOption(add)
+  // The form from the tool's JSON schema: one field per argument.
+  await page.fill('label[data-arg=a] input', '2')
+  await page.fill('label[data-arg=b] input', '40')
+  await page.click('#invoke')
+  await page.locator('#invoke-result').waitFor()
+  assert.equal((await page.locator('#result-output').innerText()).trim(), '42')
+  assert.equal(await page.locator('#result-is-error').innerText(), 'false')
+  assert.match(await page.locator('#result-overhead').innerText(), /^\d+(\.\d+)?$/)
+  assert.match(await page.locator('#result-duration').innerText(), /^\d+(\.\d+)?$/)
+  // Raw JSON arguments, and a tool error shown as the result says it.
+  await tool.selectOption('calculate')
+  await page.click('button[role=tab]:has-text("JSON")')
+  await page.fill('textarea[name=arguments]', '{ "expression": "6 * 7" }')
+  await page.click('#invoke')
+  await page.locator('#result-output', { hasText: '42' }).waitFor()
+  await page.click('details:has(summary:has-text("Trace")) summary')
+  await shot('playground')
+
+  watch.phase('approvals')
+  assert.equal((await api(gateway, ADMIN, 'PUT', '/users/acme/policy', { requireApproval: ['current_time'] })).status, 201)
+  const held = await api(gateway, ACME, 'POST', '/invoke', { name: 'current_time', arguments: {} })
+  assert.equal(held.status, 202, JSON.stringify(held.json))
+  await view(page, 'Approvals')
+  const pending = page.locator(`li[data-approval=${held.json.approvalId}]`).first()
+  await pending.waitFor()
+  await shot('approvals')
+  await pending.locator('input[name=reason]').fill('looks fine')
+  await pending.locator('button:has-text("Approve")').click()
+  const decided = page.locator(`li.decided[data-approval=${held.json.approvalId}]`)
+  await decided.waitFor()
+  assert.match(await decided.innerText(), /approved/)
+  const after = await api(gateway, ADMIN, 'GET', `/approvals/${held.json.approvalId as string}`)
+  assert.equal(after.json.status, 'approved')
+  assert.equal(after.json.reason, 'looks fine')
+  assert.equal(after.json.result.isError, false)
+  await page.locator('#no-approvals').waitFor()
+
+  watch.phase('workspaces')
+  await view(page, 'Workspaces')
+  const archive = await tarGz(dir, 'proj', { 'hello.txt': 'hello from the console test\n' })
+  await page.fill('input[name=workspaceId]', 'proj')
+  await page.setInputFiles('input[name=archive]', archive)
+  await page.click('button:has-text("Upload")')
+  await page.locator('#uploaded').waitFor()
+  const wsRow = page.locator('tr[data-workspace=proj]')
+  await wsRow.waitFor()
+  assert.match(await wsRow.locator('.usage').innerText(), /\//)
+  const [download] = await Promise.all([page.waitForEvent('download'), wsRow.locator('button:has-text("Download")').click()])
+  const saved = join(dir, 'downloaded.tar.gz')
+  await download.saveAs(saved)
+  assert.equal(download.suggestedFilename(), 'proj.tar.gz')
+  const entry = execFileSync('tar', ['tzf', saved], { encoding: 'utf8' }).split('\n').find((e) => /(^|\/)hello\.txt$/.test(e))
+  assert.ok(entry !== undefined, 'hello.txt is in the downloaded archive')
+  assert.equal(execFileSync('tar', ['xzOf', saved, entry], { encoding: 'utf8' }), 'hello from the console test\n')
+
+  await wsRow.locator('button:has-text("Checkpoints")').click()
+  await page.fill('.checkpoints input[name=label]', 'first')
+  await page.click('button:has-text("Create checkpoint")')
+  const cpRow = page.locator('.checkpoints tr[data-checkpoint]').first()
+  await cpRow.waitFor()
+  // Change the workspace, then restore the checkpoint: the change is gone.
+  const changed = await tarGz(dir, 'changed', { 'hello.txt': 'changed\n', 'extra.txt': 'extra\n' })
+  await page.setInputFiles('input[name=archive]', changed)
+  await page.click('button:has-text("Upload")')
+  await page.locator('#uploaded', { hasText: '2 entries' }).waitFor()
+  const before = await fetch(`${gateway.url}/users/acme/workspaces/proj/files/hello.txt`, { headers: { authorization: `Bearer ${ACME}` } })
+  assert.equal(await before.text(), 'changed\n')
+  await cpRow.locator('button:has-text("Restore")').click()
+  await cpRow.locator('button:has-text("Yes, restore")').click()
+  await page.locator('#restored').waitFor()
+  const restored = await fetch(`${gateway.url}/users/acme/workspaces/proj/files/hello.txt`, { headers: { authorization: `Bearer ${ACME}` } })
+  assert.equal(await restored.text(), 'hello from the console test\n')
+  assert.equal((await fetch(`${gateway.url}/users/acme/workspaces/proj/files/extra.txt`, { headers: { authorization: `Bearer ${ACME}` } })).status, 404)
+  await shot('workspaces')
+  // Delete asks first.
+  await wsRow.locator('button:has-text("Delete")').click()
+  await wsRow.locator('button:has-text("Yes, delete")').click()
+  await wsRow.waitFor({ state: 'detached' })
+  assert.equal((await api(gateway, ACME, 'GET', '/users/acme/workspaces')).json.workspaces.length, 0)
+
+  watch.phase('journal')
+  await view(page, 'Journal')
+  const entryRow = page.locator('#journal tr.clickable', { hasText: 'calculate' }).first()
+  await entryRow.waitFor()
+  await page.fill('.filters input[name=tool]', 'calculate')
+  await page.click('.filters button[type=submit]')
+  // The filtered page replaces the unfiltered one (other tools' rows go away).
+  await page.waitForFunction(() => {
+    const cells = [...document.querySelectorAll('#journal tbody tr td:nth-child(2)')]
+    return cells.length > 0 && cells.every((td) => td.textContent === 'calculate')
+  })
+  const tools = await page.locator('#journal tbody tr td:nth-child(2)').allInnerTexts()
+  assert.ok(tools.length > 0 && tools.every((n) => n === 'calculate'), tools.join(', '))
+  await page.locator('#journal tr.clickable').first().click()
+  await page.locator('#journal-entry').waitFor()
+  const curl = await page.locator('#curl').innerText()
+  assert.match(curl, /curl -sS -X POST '.*\/invoke'/)
+  assert.match(curl, /"name":"calculate"/)
+  assert.doesNotMatch(curl, new RegExp(ADMIN), 'the curl line never carries the session\'s key')
+  await shot('journal')
+
+  watch.phase('status')
+  await view(page, 'Status')
+  await page.locator('#readiness').waitFor()
+  await page.locator('#status').waitFor()
+  await page.locator('figure.chart svg rect').first().waitFor({ state: 'attached' })
+  await shot('status')
+
+  // A narrow window: the page reflows instead of scrolling sideways.
+  watch.phase('narrow')
+  await page.setViewportSize({ width: 390, height: 800 })
+  await view(page, 'Playground')
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
+  assert.ok(overflow <= 0, `the page is ${overflow}px wider than a 390px window`)
+  await shot('narrow-playground')
+
+  // The only console errors: the browser's own note of the wrong key's 401.
+  const unexpected = watch.errors.filter((e) => !(e.phase === 'wrong-key' && /status of 401/.test(e.text)))
+  assert.deepEqual(unexpected, [])
+  assert.ok(watch.errors.some((e) => e.phase === 'wrong-key'), 'the wrong key\'s 401 was seen (the error watch works)')
+  await context.close()
+})
+
+test('console: an approver key sees its tenant\'s approvals and journal only, and decides', { skip: missing }, async (t) => {
+  const { gateway, browser } = await setUp(t)
+  assert.equal((await api(gateway, ADMIN, 'PUT', '/users/acme/policy', { requireApproval: ['calculate'] })).status, 201)
+  const held = await api(gateway, ACME, 'POST', '/invoke', { name: 'calculate', arguments: { expression: '1 + 1' } })
+  assert.equal(held.status, 202)
+  const page = await browser.newPage()
+  const watch = watchErrors(page)
+  await page.goto(`${gateway.url}/console`)
+  await page.fill('input[name=key]', APPROVER)
+  await page.fill('input[name=tenant]', 'acme')
+  await page.click('button[type=submit]')
+  await page.locator('.badge.role', { hasText: 'approver' }).waitFor()
+  assert.deepEqual(await page.locator('nav a').allInnerTexts(), ['Journal', 'Approvals', 'Status'])
+  await view(page, 'Approvals')
+  const pending = page.locator(`li[data-approval=${held.json.approvalId as string}]`).first()
+  await pending.locator('input[name=reason]').fill('not now')
+  await pending.locator('button:has-text("Deny")').click()
+  await page.locator(`li.decided[data-approval=${held.json.approvalId as string}]`, { hasText: 'denied' }).waitFor()
+  assert.equal((await api(gateway, ADMIN, 'GET', `/approvals/${held.json.approvalId as string}`)).json.status, 'denied')
+  // Identifying the key probes /status and /catalog, which refuse an approver: the browser notes those 403s.
+  assert.deepEqual(watch.errors.filter((e) => !/status of 403/.test(e.text)), [])
+})
+
+test('GET /console: strict CSP, no-cache page, immutable hashed assets, nothing loaded from another origin', { skip: missing }, async (t) => {
+  const { gateway, browser } = await setUp(t)
+  const res = await fetch(`${gateway.url}/console`)
+  assert.equal(res.status, 200)
+  const csp = res.headers.get('content-security-policy') ?? ''
+  for (const directive of ["default-src 'self'", "script-src 'self'", "style-src 'self'", "connect-src 'self'", "object-src 'none'", "frame-ancestors 'none'", "base-uri 'none'"]) {
+    assert.ok(csp.includes(directive), `${directive} in ${csp}`)
+  }
+  assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/)
+  assert.equal(res.headers.get('cache-control'), 'no-cache')
+  const html = await res.text()
+  assert.doesNotMatch(html, /<script>|<script [^>]*>[^<]|style=/, 'no inline script or style in the page')
+  const assets = [...html.matchAll(/(?:src|href)="(\/console\/assets\/[^"]+)"/g)].map((m) => m[1] as string)
+  assert.equal(assets.length, 2, html)
+  for (const asset of assets) {
+    assert.match(asset, /-[A-Z0-9]{8}\.(js|css)$/, 'content-hashed name')
+    const a = await fetch(`${gateway.url}${asset}`)
+    assert.equal(a.status, 200)
+    assert.equal(a.headers.get('cache-control'), 'public, max-age=31536000, immutable')
+  }
+  // Public, out of the API description and the invocation metrics.
+  const openapi = await (await fetch(`${gateway.url}/openapi.json`)).text()
+  assert.doesNotMatch(openapi, /\/console/)
+  const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
+  assert.doesNotMatch(metrics, /gateway_invocations_total\{/)
+
+  const page = await browser.newPage()
+  const requests: string[] = []
+  page.on('request', (r) => requests.push(r.url()))
+  const watch = watchErrors(page)
+  await page.goto(`${gateway.url}/console`)
+  await page.fill('input[name=key]', ADMIN)
+  await page.click('button[type=submit]')
+  await page.locator('.badge.role', { hasText: 'admin' }).waitFor()
+  for (const name of ['Servers', 'Playground', 'Journal', 'Approvals', 'Workspaces', 'Status', 'Tools']) await view(page, name)
+  assert.ok(requests.length > 3)
+  const foreign = requests.filter((u) => { const h = new URL(u).hostname; return !['127.0.0.1', 'localhost', '[::1]'].includes(h) && !u.startsWith('data:') && !u.startsWith('blob:') })
+  assert.deepEqual(foreign, [])
+  assert.deepEqual(watch.errors, [])
+})
