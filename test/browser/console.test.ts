@@ -95,8 +95,9 @@ test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP
   await page.fill('input[name=key]', ADMIN)
   await page.click('button[type=submit]')
   await page.locator('.badge.role', { hasText: 'admin' }).waitFor()
-  assert.equal(await page.evaluate(() => sessionStorage.getItem('tool-gateway.console.session')?.includes('console-admin-key') ?? false), true)
-  assert.equal(await page.evaluate(() => localStorage.length), 0, 'nothing in localStorage')
+  // Browser-side expressions as strings: the tests are type-checked without the DOM library.
+  assert.equal(await page.evaluate("sessionStorage.getItem('tool-gateway.console.session').includes('console-admin-key')"), true)
+  assert.equal(await page.evaluate('localStorage.length'), 0, 'nothing in localStorage')
   await page.fill('.tenant-picker input', 'acme')
   await page.press('.tenant-picker input', 'Enter')
   await page.locator('main h1', { hasText: 'acme' }).waitFor()
@@ -233,10 +234,10 @@ test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP
   await page.fill('.filters input[name=tool]', 'calculate')
   await page.click('.filters button[type=submit]')
   // The filtered page replaces the unfiltered one (other tools' rows go away).
-  await page.waitForFunction(() => {
+  await page.waitForFunction(`(() => {
     const cells = [...document.querySelectorAll('#journal tbody tr td:nth-child(2)')]
     return cells.length > 0 && cells.every((td) => td.textContent === 'calculate')
-  })
+  })()`)
   const tools = await page.locator('#journal tbody tr td:nth-child(2)').allInnerTexts()
   assert.ok(tools.length > 0 && tools.every((n) => n === 'calculate'), tools.join(', '))
   await page.locator('#journal tr.clickable').first().click()
@@ -258,7 +259,7 @@ test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP
   watch.phase('narrow')
   await page.setViewportSize({ width: 390, height: 800 })
   await view(page, 'Playground')
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth)
+  const overflow = await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth') as number
   assert.ok(overflow <= 0, `the page is ${overflow}px wider than a 390px window`)
   await shot('narrow-playground')
 

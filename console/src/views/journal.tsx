@@ -1,5 +1,6 @@
 import type { JSX } from 'preact'
 import { useState } from 'preact/hooks'
+import { urlOf } from '../api.js'
 import type { Invocation } from '../api.js'
 import { ErrorBox, Json, Loading, Section, copyText, formatTime, shellQuote, useAction, useLoad } from '../ui.js'
 import type { ViewProps } from '../view.js'
@@ -14,7 +15,7 @@ export function curlOf (entry: Invocation, origin: string): string {
   if (args !== null && typeof args === 'object' && !('$capped' in args)) body.arguments = args
   if (entry.userId !== null) body.userId = entry.userId
   return [
-    `curl -sS -X POST ${shellQuote(`${origin}/invoke`)}`,
+    `curl -sS -X POST ${shellQuote(`${origin}${urlOf('invokeTool')}`)}`,
     '  -H "Authorization: Bearer $TOOL_GATEWAY_KEY"',
     "  -H 'content-type: application/json'",
     `  -d ${shellQuote(JSON.stringify(body))}`

@@ -23,26 +23,23 @@ interface Point { label: string, value: number }
 export function BarChart ({ points, unit, title }: { points: Point[], unit: string, title: string }): JSX.Element {
   const width = 600
   const height = 140
-  const pad = 24
   const max = Math.max(1, ...points.map((p) => p.value))
-  const step = points.length > 0 ? (width - pad) / points.length : 0
+  const step = points.length > 0 ? width / points.length : 0
   return (
     <figure class='chart'>
+      <div class='chart-max'>{max.toFixed(max < 10 ? 1 : 0)} {unit}</div>
       <svg viewBox={`0 0 ${width} ${height}`} role='img' aria-label={title} preserveAspectRatio='none'>
-        <line x1={pad} y1={height - pad} x2={width} y2={height - pad} class='axis' />
-        <text x={0} y={12} class='tick'>{max.toFixed(max < 10 ? 1 : 0)}</text>
-        <text x={0} y={height - pad} class='tick'>0</text>
+        <line x1={0} y1={height - 1} x2={width} y2={height - 1} class='axis' />
         {points.map((p, i) => {
-          const h = (p.value / max) * (height - 2 * pad)
+          const h = (p.value / max) * (height - 4)
           return (
-            <rect key={i} x={pad + i * step + 1} y={height - pad - h} width={Math.max(1, step - 2)} height={h} class='bar-rect'>
+            <rect key={i} x={i * step + 1} y={height - 1 - h} width={Math.max(1, step - 2)} height={h} class='bar-rect'>
               <title>{`${p.label}: ${p.value.toFixed(1)} ${unit}`}</title>
             </rect>
           )
         })}
-        {points.length > 0 && <text x={pad} y={height - 6} class='tick'>{points[0]?.label}</text>}
-        {points.length > 1 && <text x={width} y={height - 6} class='tick end'>{points.at(-1)?.label}</text>}
       </svg>
+      <div class='chart-axis'><span>{points[0]?.label ?? ''}</span><span>{points.at(-1)?.label ?? ''}</span></div>
       <figcaption>{title}</figcaption>
     </figure>
   )
