@@ -4,6 +4,9 @@
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+# npm ci runs the prepare script, which builds the web console (console/ -> console/dist).
+COPY scripts/build-console.mjs ./scripts/
+COPY console ./console
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
@@ -21,6 +24,8 @@ WORKDIR /app
 COPY --from=build /app/package.json ./package.json
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
+# Served at /console by dist/routes/console.js.
+COPY --from=build /app/console/dist ./console/dist
 ENV NODE_ENV=production \
     PORT=8080 \
     WORKSPACES_DIR=/data/workspaces

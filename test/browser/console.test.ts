@@ -146,24 +146,31 @@ test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP
   const options = await tool.locator('option').allInnerTexts()
   const add = options.find((o) => /add$/.test(o))
   assert.ok(add !== undefined && options.includes('calculate'), options.join(', '))
-  await tool.selectOption(add)
-  // The form from the tool's JSON schema: one field per argument.
-  await page.fill('label[data-arg=a] input', '2')
-  await page.fill('label[data-arg=b] input', '40')
-  await page.click('#invoke')
-  await page.locator('#invoke-result').waitFor()
-  assert.equal((await page.locator('#result-output').innerText()).trim(), '42')
-  assert.equal(await page.locator('#result-is-error').innerText(), 'false')
-  assert.match(await page.locator('#result-overhead').innerText(), /^\d+(\.\d+)?$/)
-  assert.match(await page.locator('#result-duration').innerText(), /^\d+(\.\d+)?$/)
-  // Raw JSON arguments, and a tool error shown as the result says it.
+  // Raw JSON arguments first.
   await tool.selectOption('calculate')
   await page.click('button[role=tab]:has-text("JSON")')
   await page.fill('textarea[name=arguments]', '{ "expression": "6 * 7" }')
   await page.click('#invoke')
-  await page.locator('#result-output', { hasText: '42' }).waitFor()
+  await page.locator('#result-output', { hasText: '"result":42' }).waitFor()
+  assert.equal(await page.locator('#result-is-error').innerText(), 'false')
+  // Then the form from the tool's JSON schema (one field per argument), on the remote MCP tool.
+  await tool.selectOption(add)
+  await page.click('button[role=tab]:has-text("Form")')
+  await page.fill('label[data-arg=a] input', '2')
+  await page.fill('label[data-arg=b] input', '40')
+  await page.click('#invoke')
+  await page.locator('#result-output', { hasText: /^42$/ }).waitFor()
+  assert.equal(await page.locator('#result-is-error').innerText(), 'false')
+  assert.match(await page.locator('#result-overhead').innerText(), /^\d+(\.\d+)?$/)
+  assert.match(await page.locator('#result-duration').innerText(), /^\d+(\.\d+)?$/)
   await page.click('details:has(summary:has-text("Trace")) summary')
   await shot('playground')
+  // The README's picture (docs/console-playground.png): CONSOLE_SCREENSHOT_OUT=docs/console-playground.png npm test -- test/browser/console
+  if (process.env.CONSOLE_SCREENSHOT_OUT !== undefined) {
+    await page.locator('#invoke-result').scrollIntoViewIfNeeded()
+    await page.screenshot({ path: process.env.CONSOLE_SCREENSHOT_OUT, fullPage: true })
+    t.diagnostic(`playground screenshot: ${process.env.CONSOLE_SCREENSHOT_OUT}`)
+  }
 
   watch.phase('approvals')
   assert.equal((await api(gateway, ADMIN, 'PUT', '/users/acme/policy', { requireApproval: ['current_time'] })).status, 201)

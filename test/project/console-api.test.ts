@@ -61,3 +61,16 @@ test('console/src reaches the network only through the client\'s one fetch, with
   }
   assert.equal(fetches, 1)
 })
+
+test('the Docker image builds the console with npm ci and ships it where dist/routes/console.js looks', () => {
+  const dockerfile = readFileSync('Dockerfile', 'utf8')
+  const ci = dockerfile.indexOf('RUN npm ci')
+  for (const copy of ['COPY scripts/build-console.mjs', 'COPY console ./console']) {
+    const at = dockerfile.indexOf(copy)
+    assert.ok(at >= 0 && at < ci, `${copy} before npm ci (its prepare script builds the console)`)
+  }
+  assert.match(dockerfile, /^COPY --from=build \/app\/console\/dist \.\/console\/dist$/m)
+  const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> }
+  assert.equal(pkg.scripts.prepare, 'node scripts/build-console.mjs')
+  assert.equal(pkg.scripts['build:console'], 'node scripts/build-console.mjs')
+})
