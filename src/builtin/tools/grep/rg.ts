@@ -88,7 +88,8 @@ export function shellQuote (s: string): string {
   return `'${s.replaceAll("'", "'\\''")}'`
 }
 
-function rgArgs (q: RgQuery, baseAbs: string): string[] {
+/** rg's argv for a query (exported for the benchmark's floor rows, which run the same command). */
+export function rgArgs (q: Omit<RgQuery, 'signal'>, baseAbs: string): string[] {
   // Every value is glued to its flag ("--glob=x") and paths follow "--", so a pattern such as
   // "--pre=sh" or a path "-x" is never parsed as an option. --no-config ignores RIPGREP_CONFIG_PATH.
   const args = ['--no-config', '--hidden', '--no-ignore', '--no-follow', '--max-filesize=10M']
