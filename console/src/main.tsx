@@ -1,6 +1,6 @@
 import { render } from 'preact'
-import type { JSX } from 'preact'
-import { useEffect, useMemo, useState } from 'preact/hooks'
+import type { ComponentChildren, JSX } from 'preact'
+import { useEffect, useErrorBoundary, useMemo, useState } from 'preact/hooks'
 import { Api, ApiError } from './api.js'
 import { clearSession, loadAllow, loadSession, loadTenant, recentTenants, rememberTenant, saveAllow, saveSession, saveTenant } from './session.js'
 import type { AllowList, Role, Session } from './session.js'
@@ -107,6 +107,20 @@ function TenantPicker ({ tenant, onChange }: { tenant: string, onChange: (t: str
   )
 }
 
+/** A view that throws while rendering shows the error instead of a blank page. */
+function Boundary ({ children }: { children: ComponentChildren }): JSX.Element {
+  const [error, reset] = useErrorBoundary()
+  if (error !== undefined) {
+    return (
+      <div class='stack'>
+        <ErrorBox error={error} />
+        <div class='row'><button type='button' onClick={() => reset()}>Show the view again</button></div>
+      </div>
+    )
+  }
+  return <>{children}</>
+}
+
 function App (): JSX.Element {
   const [session, setSession] = useState<Session | undefined>(loadSession)
   const [view, setView] = useState<ViewName | undefined>(viewOfHash)
@@ -157,7 +171,9 @@ function App (): JSX.Element {
       </header>
       <main class='content' id={`view-${current}`}>
         <h1>{VIEWS[current].title}{tenant !== '' ? <span class='muted'> · {tenant}</span> : null}</h1>
-        <View key={`${current}:${tenant}`} api={api} role={session.role} tenant={tenant} allow={allow} setAllow={setAllow} go={go} />
+        <Boundary key={`${current}:${tenant}`}>
+          <View api={api} role={session.role} tenant={tenant} allow={allow} setAllow={setAllow} go={go} />
+        </Boundary>
       </main>
     </div>
   )

@@ -30,7 +30,8 @@ async function setUp (t: TestContext, env: Record<string, string> = {}): Promise
   t.after(async () => await rm(dir, { recursive: true, force: true }))
   const shots = await mkdtemp(join(tmpdir(), 'tg-console-screenshots-'))
   t.diagnostic(`screenshots: ${shots}`)
-  const gateway = await startGateway(t, { API_KEYS: KEYS, WORKSPACES_DIR: join(dir, 'workspaces'), EGRESS_ALLOW: '127.0.0.1/32', ...env })
+  // The console runs no command: no sandbox (its own tests cover it), like the other HTTP-level suites.
+  const gateway = await startGateway(t, { API_KEYS: KEYS, SANDBOX: 'none', WORKSPACES_DIR: join(dir, 'workspaces'), EGRESS_ALLOW: '127.0.0.1/32', ...env })
   t.after(async () => { await gateway.stop() })
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'], headless: true })
   t.after(async () => { await browser.close() })
