@@ -19,3 +19,28 @@ test('a slowloris-style body (headers sent, body trickled then stalled) is cut o
   await closed
   assert.match(answer, /^HTTP\/1\.1 408 /)
 })
+
+test('one sweeping timer for all bodies: stalled bodies before, between and after finished requests each get their 408', async (t) => {
+  const app = await buildTestApp(t, { env: { REQUEST_TIMEOUT_MS: '500' } })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const port = (app.server.address() as { port: number }).port
+  const healthz = async (): Promise<Response> => await fetch(`http://127.0.0.1:${port}/healthz`, { headers: { connection: 'close' } })
+  // Requests that finish at once leave the sweep's list before the stalled ones join it.
+  for (let i = 0; i < 20; i++) assert.equal((await healthz()).status, 200)
+  const stall = (): { answer: () => string, closed: Promise<void> } => {
+    const socket = connect(port, '127.0.0.1')
+    t.after(() => socket.destroy())
+    let answer = ''
+    socket.on('data', (chunk: Buffer) => { answer += chunk.toString() })
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()))
+    socket.write('POST /invoke HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{')
+    return { answer: () => answer, closed }
+  }
+  const first = stall()
+  // Finished requests arriving after the stalled one (later deadlines) and between two stalled ones.
+  for (let i = 0; i < 10; i++) assert.equal((await healthz()).status, 200)
+  const second = stall()
+  await Promise.all([first.closed, second.closed])
+  assert.match(first.answer(), /^HTTP\/1\.1 408 /)
+  assert.match(second.answer(), /^HTTP\/1\.1 408 /)
+})
