@@ -287,10 +287,12 @@ test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP
   // A narrow window: the page reflows instead of scrolling sideways.
   watch.phase('narrow')
   await page.setViewportSize({ width: 390, height: 800 })
-  await view(page, 'Playground')
-  const overflow = await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth') as number
-  assert.ok(overflow <= 0, `the page is ${overflow}px wider than a 390px window`)
-  await shot('narrow-playground')
+  for (const name of ['Tools', 'Servers', 'Journal', 'Approvals', 'Workspaces', 'Status', 'Playground']) {
+    await view(page, name)
+    const overflow = await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth') as number
+    assert.ok(overflow <= 0, `${name}: the page is ${overflow}px wider than a 390px window`)
+    await shot(`narrow-${name.toLowerCase()}`)
+  }
 
   // The only console errors: the browser's own note of the wrong key's 401.
   const unexpected = watch.errors.filter((e) => !(e.phase === 'wrong-key' && /status of 401/.test(e.text)))
