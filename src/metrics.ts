@@ -182,19 +182,42 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
     gauge('gateway_invocations_in_flight', 'Tool invocations in progress on this instance (all tenants)', () => [[{}, inFlight()]])
   }
 
+  // The labelled series of the per-request metrics, looked up once per label set: prom-client
+  // hashes the labels object on every inc/observe otherwise. Every label value comes from a
+  // closed set (tiers, endpoints, outcomes, route patterns), so these maps stay small.
+  const invocationSeries = new Map<string, ReturnType<typeof invocations.labels>>()
+  const durationSeries = new Map<string, ReturnType<typeof invokeDuration.labels>>()
+  const overheadSeries = new Map<string, ReturnType<typeof overhead.labels>>()
+
   return {
     contentType: registry.contentType,
     recordInvocation (r) {
       const route = r.route !== undefined && KNOWN_TIERS.has(r.route) ? r.route : 'none'
-      invocations.inc({
-        endpoint: KNOWN_ENDPOINTS.has(r.endpoint) ? r.endpoint : 'other',
-        route,
-        outcome: KNOWN_OUTCOMES.has(r.outcome) ? r.outcome : 'other'
-      })
-      if (r.durationMs !== undefined && route !== 'none') invokeDuration.observe({ route }, r.durationMs / 1000)
+      const endpoint = KNOWN_ENDPOINTS.has(r.endpoint) ? r.endpoint : 'other'
+      const outcome = KNOWN_OUTCOMES.has(r.outcome) ? r.outcome : 'other'
+      const key = `${endpoint} ${route} ${outcome}`
+      let series = invocationSeries.get(key)
+      if (series === undefined) {
+        series = invocations.labels({ endpoint, route, outcome })
+        invocationSeries.set(key, series)
+      }
+      series.inc()
+      if (r.durationMs !== undefined && route !== 'none') {
+        let duration = durationSeries.get(route)
+        if (duration === undefined) {
+          duration = invokeDuration.labels({ route })
+          durationSeries.set(route, duration)
+        }
+        duration.observe(r.durationMs / 1000)
+      }
     },
     recordOverhead (endpoint, overheadMs) {
-      overhead.observe({ endpoint }, overheadMs / 1000)
+      let series = overheadSeries.get(endpoint)
+      if (series === undefined) {
+        series = overhead.labels({ endpoint })
+        overheadSeries.set(endpoint, series)
+      }
+      series.observe(overheadMs / 1000)
     },
     render: async () => await Registry.merge([processMetrics(), registry]).metrics()
   }
