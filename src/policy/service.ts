@@ -115,6 +115,9 @@ export class PolicyService implements ToolPolicyProvider {
 
   /** The policy every call of the tenant (or of no tenant) obeys; the same object while nothing changed. */
   async effective (userId: string | undefined): Promise<ToolPolicy> {
+    // Every call asks: while nothing changed, answer from the cache without a store round.
+    const cached = this.#effectiveIfFresh(userId)
+    if (cached !== undefined) return cached
     const [base, own] = await Promise.all([
       this.#load(DEFAULT_SCOPE),
       userId === undefined ? undefined : this.#load({ kind: 'user', userId })
@@ -125,6 +128,22 @@ export class PolicyService implements ToolPolicyProvider {
     const policy = new EffectivePolicy({ default: base.policy, tenant: own?.policy }, this.#guard)
     this.#effective.set(key, { base, own, policy })
     return policy
+  }
+
+  /** The cached effective policy when both of its documents are still fresh, else undefined. */
+  #effectiveIfFresh (userId: string | undefined): ToolPolicy | undefined {
+    const known = this.#effective.get(userId ?? '')
+    if (known === undefined) return undefined
+    const base = this.#cache.get('g')
+    if (base?.fresh !== true || base.loaded !== known.base) return undefined
+    if (userId === undefined) return known.own === undefined ? known.policy : undefined
+    const key = `u:${userId}`
+    const own = this.#cache.get(key)
+    if (own?.fresh !== true || own.loaded !== known.own) return undefined
+    // Recently used last, as #load does: the bound drops the tenants not seen for longest.
+    this.#cache.delete(key)
+    this.#cache.set(key, own)
+    return known.policy
   }
 
   /** GET: an admin reads any policy, a tenant key only its own (and not the default's route). */
