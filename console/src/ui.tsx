@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
 import type { ComponentChildren, JSX } from 'preact'
 import { describeError } from './api.js'
+import { clearSession, loadSession } from './session.js'
 
 export interface Loaded<T> {
   data: T | undefined
@@ -63,6 +64,10 @@ export function ErrorBox ({ error }: { error: unknown }): JSX.Element | null {
   return (
     <div class='error' role='alert'>
       <span class='error-code'>{code}</span> <span class='error-message'>{message}</span>
+      {code === 'GW_UNAUTHORIZED' && loadSession() !== undefined && (
+        // The key stopped working (revoked, rotated, or the gateway restarted with other keys).
+        <button type='button' class='relogin' onClick={() => { clearSession(); location.reload() }}>Log in again</button>
+      )}
     </div>
   )
 }
