@@ -4,11 +4,15 @@
  * EGRESS_ALLOW opens 127.0.0.1 to the SSRF guard).
  * - 4.1 warm, sequential: p50 and p99, interleaved with GET /healthz on the same gateway (the
  *   floor of any request: HTTP, auth, rate limit, logging);
+ * - 4.1b the floor of 4.1: a bare Fastify route sending the same bytes, vs its own /healthz, in the
+ *   same interleaved rounds;
  * - 4.2 warm under load: autocannon, 8 connections;
  * - 4.3 cold: the first GET after a registry change (PUT of a 21st server, then GET naming it),
  *   against the warm p50.
  */
-import { closeHttp, cpuMs, gatewayEnv, http, httpOk, load, startGateway, startMcpServers } from './fixtures/procs.js'
+import { writeFile } from 'node:fs/promises'
+import path from 'node:path'
+import { closeHttp, cpuMs, freePort, gatewayEnv, http, httpOk, load, LOG_LEVEL, nodeFlags, REPO_ROOT, spawnChild, startGateway, startMcpServers, TSX_IMPORT, waitReady } from './fixtures/procs.js'
 import { makeRow, median, percentile, round, timeInterleaved, timeMs } from './stats.js'
 import type { BenchContext, Row } from './types.js'
 
@@ -36,7 +40,29 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   }
   const first = await timeMs(() => list(toolsUrl(), SERVERS * TOOLS))
   ctx.log(`first listing (connect ${SERVERS} servers): ${round(first)} ms`)
-  const bytes = (await http('GET', toolsUrl())).body.length
+  const body = (await http('GET', toolsUrl())).body
+  const bytes = body.length
+
+  // The floor: the same bytes from a bare Fastify route (bench/fixtures/bare-fastify.ts).
+  const listingFile = path.join(ctx.tmpDir, 'listing.json')
+  await writeFile(listingFile, body)
+  const barePort = await freePort()
+  const bare = spawnChild(ctx, {
+    name: 'bare-fastify',
+    command: process.execPath,
+    args: [...nodeFlags('bare'), '--import', TSX_IMPORT, path.join(REPO_ROOT, 'bench/fixtures/bare-fastify.ts')],
+    env: { PORT: String(barePort), LOG_LEVEL, BARE_LISTING_FILE: listingFile }
+  })
+  const bareUrl = `http://127.0.0.1:${barePort}`
+  await waitReady(bare, `${bareUrl}/healthz`)
+  const bareList = async (): Promise<void> => {
+    const r = await http('GET', `${bareUrl}/tools`)
+    if (r.status !== 200 || r.body.length !== bytes) throw new Error(`bare GET /tools -> ${r.status}, ${r.body.length} bytes (expected ${bytes})`)
+  }
+  const bareHealthz = async (): Promise<void> => {
+    const r = await http('GET', `${bareUrl}/healthz`)
+    if (r.status !== 200) throw new Error(`bare healthz ${r.status}`)
+  }
 
   const healthz = async (): Promise<void> => {
     const r = await http('GET', `${gw.url}/healthz`)
@@ -48,8 +74,9 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     if (r.status !== 200 || r.body.length !== bytes) throw new Error(`GET /tools -> ${r.status}, ${r.body.length} bytes (expected ${bytes})`)
   }
   const cpu0 = await cpuMs(gw.pid)
-  const warm = await timeInterleaved({ tools: warmList, healthz }, { warmup: 50, reps: 1000, signal: ctx.signal })
+  const warm = await timeInterleaved({ tools: warmList, healthz, bareTools: bareList, bareHealthz }, { warmup: 50, reps: 1000, signal: ctx.signal })
   const warmCpuMs = (await cpuMs(gw.pid) - cpu0) / (warm.tools.length + 50)
+  ctx.log(`bare: /tools p50 ${round(median(warm.bareTools))} p99 ${round(percentile(warm.bareTools, 99))} ms; healthz p50 ${round(median(warm.bareHealthz))} p99 ${round(percentile(warm.bareHealthz, 99))} ms`)
   ctx.log(`warm: p50 ${round(median(warm.tools))} p99 ${round(percentile(warm.tools, 99))} ms; healthz p50 ${round(median(warm.healthz))} ms`)
 
   await load({ url: toolsUrl(), connections: 8, seconds: 1 })
@@ -79,6 +106,15 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       target: { on: 'ratio', op: '<=', limit: 1.5 },
       notes: `p50 ${round(warmP50)} ms (healthz ${round(median(warm.healthz))}); gateway CPU ${round(warmCpuMs)} ms per listing (+ healthz); ${SERVERS * TOOLS} tools, ${Math.round(bytes / 1024)} KiB JSON; n=${warm.tools.length} interleaved`,
       detail: { p50: round(warmP50), healthzP50: round(median(warm.healthz)), bytes, firstListingMs: round(first) }
+    }),
+    makeRow({
+      id: '4.1b',
+      name: 'the floor of 4.1: a bare Fastify route sending the same bytes, p99 vs its own GET /healthz',
+      metric: 'p99 ms',
+      value: percentile(warm.bareTools, 99),
+      baseline: percentile(warm.bareHealthz, 99),
+      target: null,
+      notes: `p50 ${round(median(warm.bareTools))} ms (healthz ${round(median(warm.bareHealthz))}); the same interleaved rounds as 4.1; what sending ${Math.round(bytes / 1024)} KiB costs on this machine, with no gateway`
     }),
     makeRow({
       id: '4.2',
