@@ -1,7 +1,7 @@
 /**
  * Issue 6 row 6: 10,000 tenants x 3 streamable-HTTP servers registered through the REST API in a
  * real Redis (127.0.0.1:6379, or REDIS_URL; a unique REDIS_KEY_PREFIX whose keys are deleted
- * after). The servers point at 3 shared fixture servers, each in a child process of its own.
+ * after). The servers point at 3 shared fixture servers in one child process.
  * - 6.1 gateway RSS before (started, warmed up) and after (30,000 servers registered and a sample
  *   of tenants listed: every listed tenant has its own pooled clients);
  * - 6.2 GET /tools for a random tenant (its first listing: the gateway connects its 3 servers)
@@ -47,11 +47,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     redis.disconnect()
   })
 
-  // One process per server, as a tenant's servers are separate services: in one process their three
-  // sessions' work was serialised on one thread, a latency floor of the fixture rather than the gateway's.
-  const started = await Promise.all(SERVER_IDS.map(async () => await startMcpServers(ctx, 1, 'fixture')))
-  const urls = started.map((s) => s.urls[0] as string)
-  const fixtureCpuMs = async (): Promise<number> => (await Promise.all(started.map(async (s) => await cpuMs(s.child.pid)))).reduce((a, b) => a + b, 0)
+  const { urls, child: fixtures } = await startMcpServers(ctx, PER_TENANT, 'fixture')
   const gw = await startGateway(ctx, gatewayEnv(ctx, { REDIS_URL, REDIS_KEY_PREFIX: prefix, EGRESS_ALLOW: '127.0.0.1/32' }))
   const put = async (t: number, s: number): Promise<void> => {
     await httpOk('PUT', `${gw.url}/users/${uid(t)}/mcp/servers/${SERVER_IDS[s] as string}`, { type: 'streamable_http', url: urls[s] })
@@ -103,10 +99,10 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   }
   // CPU of the gateway and of the fixture servers during the first listings: where the time goes.
   const firstMs: number[] = []
-  const [g0, f0] = [await cpuMs(gw.pid), await fixtureCpuMs()]
+  const [g0, f0] = [await cpuMs(gw.pid), await cpuMs(fixtures.pid)]
   for (const t of sample) firstMs.push(await timeMs(() => list(t)))
   const gwFirstCpu = (await cpuMs(gw.pid) - g0) / SAMPLE
-  const fixFirstCpu = (await fixtureCpuMs() - f0) / SAMPLE
+  const fixFirstCpu = (await cpuMs(fixtures.pid) - f0) / SAMPLE
   // Warm: interleaved with GET /healthz, the floor of any request on this (noisy) machine.
   const warmMs: number[] = []
   const healthMs: number[] = []
