@@ -57,6 +57,13 @@ async function api (gateway: GatewayProcess, key: string, method: string, path: 
   return { status: res.status, json: text === '' ? null : JSON.parse(text) }
 }
 
+/** Fills the login form (the tenant field only when given) and submits it. */
+async function logIn (page: Page, key: string, tenant?: string): Promise<void> {
+  await page.fill('input[name=key]', key)
+  if (tenant !== undefined) await page.fill('input[name=tenant]', tenant)
+  await page.click('button[type=submit]')
+}
+
 async function view (page: Page, name: string): Promise<void> {
   await page.locator('nav a', { hasText: new RegExp(`^${name}$`) }).click()
   await page.locator('main h1', { hasText: name }).waitFor()
@@ -85,16 +92,14 @@ test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP
 
   // A wrong key: the API's own code and message, and the login form stays.
   watch.phase('wrong-key')
-  await page.fill('input[name=key]', 'not-a-key-0123456789')
-  await page.click('button[type=submit]')
+  await logIn(page, 'not-a-key-0123456789')
   const refused = page.locator('.login-card .error')
   await refused.waitFor()
   assert.match(await refused.innerText(), /GW_UNAUTHORIZED[\s\S]*Unknown API key/)
   await shot('login-error')
 
   watch.phase('login')
-  await page.fill('input[name=key]', ADMIN)
-  await page.click('button[type=submit]')
+  await logIn(page, ADMIN)
   await page.locator('.badge.role', { hasText: 'admin' }).waitFor()
   // Browser-side expressions as strings: the tests are type-checked without the DOM library.
   assert.equal(await page.evaluate("sessionStorage.getItem('tool-gateway.console.session').includes('console-admin-key')"), true)
@@ -318,9 +323,7 @@ test('console: an approver key sees its tenant\'s approvals and journal only, an
   const page = await browser.newPage()
   const watch = watchErrors(page)
   await page.goto(`${gateway.url}/console`)
-  await page.fill('input[name=key]', APPROVER)
-  await page.fill('input[name=tenant]', 'acme')
-  await page.click('button[type=submit]')
+  await logIn(page, APPROVER, 'acme')
   await page.locator('.badge.role', { hasText: 'approver' }).waitFor()
   assert.deepEqual(await page.locator('nav a').allInnerTexts(), ['Journal', 'Approvals', 'Status'])
   await view(page, 'Approvals')
@@ -364,8 +367,7 @@ test('GET /console: strict CSP, no-cache page, immutable hashed assets, nothing 
   page.on('request', (r) => requests.push(r.url()))
   const watch = watchErrors(page)
   await page.goto(`${gateway.url}/console`)
-  await page.fill('input[name=key]', ADMIN)
-  await page.click('button[type=submit]')
+  await logIn(page, ADMIN)
   await page.locator('.badge.role', { hasText: 'admin' }).waitFor()
   for (const name of ['Servers', 'Playground', 'Journal', 'Approvals', 'Workspaces', 'Status', 'Tools']) await view(page, name)
   assert.ok(requests.length > 3)
@@ -379,9 +381,7 @@ test('console: a tenant key logs in with its tenant id, reads approvals without 
   const page = await browser.newPage()
   const watch = watchErrors(page)
   await page.goto(`${gateway.url}/console`)
-  await page.fill('input[name=key]', ACME)
-  await page.fill('input[name=tenant]', 'globex')
-  await page.click('button[type=submit]')
+  await logIn(page, ACME, 'globex')
   const refused = page.locator('.login-card .error')
   await refused.waitFor()
   assert.match(await refused.innerText(), /GW_TENANT_MISMATCH/)
@@ -452,8 +452,7 @@ test('console: a key that stops working after login (replaced in the tab\'s sess
   const page = await browser.newPage()
   const watch = watchErrors(page)
   await page.goto(`${gateway.url}/console`)
-  await page.fill('input[name=key]', ADMIN)
-  await page.click('button[type=submit]')
+  await logIn(page, ADMIN)
   await page.locator('.badge.role', { hasText: 'admin' }).waitFor()
   await view(page, 'Tools')
   await page.locator('#catalog').waitFor()
@@ -485,8 +484,7 @@ test('console: a key that stops working after login (replaced in the tab\'s sess
   await page.locator('#view-workspaces .error button.relogin', { hasText: 'Log in again' }).first().click()
   await page.locator('input[name=key]').waitFor()
   assert.equal(await page.locator('.badge.role').count(), 0, 'back on the login form')
-  await page.fill('input[name=key]', ADMIN)
-  await page.click('button[type=submit]')
+  await logIn(page, ADMIN)
   await page.locator('.badge.role', { hasText: 'admin' }).waitFor()
   await view(page, 'Tools')
   await page.locator('#catalog').waitFor()
