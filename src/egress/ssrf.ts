@@ -319,10 +319,11 @@ type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | Addr
  * so the address checked is the address dialled. (IP literals do not go through lookup:
  * guardedFetch checks those before the request.)
  */
-export function guardedLookup (policy: EgressPolicy): (hostname: string, options: { family?: number | string, all?: boolean }, callback: LookupCallback) => void {
+export function guardedLookup (policy: EgressPolicy, cache: { ttlMs: number, maxHosts?: number } = { ttlMs: 0 }): (hostname: string, options: { family?: number | string, all?: boolean }, callback: LookupCallback) => void {
+  const resolve = cache.ttlMs > 0 ? cachedResolve(policy.resolve, cache.ttlMs, cache.maxHosts ?? 1000) : policy.resolve
   return (hostname, options, callback) => {
     const host = hostKey(hostname)
-    policy.resolve(host).then((addresses) => {
+    resolve(host).then((addresses) => {
       if (!policy.allowHosts.has(host)) {
         const blocked = addresses.find((a) => !isAddressAllowed(a.address, policy))
         if (blocked !== undefined) {
@@ -349,11 +350,35 @@ export function guardedLookup (policy: EgressPolicy): (hostname: string, options
   }
 }
 
+/**
+ * The resolver with a short-lived memory per hostname: the connects of many tenants to servers on
+ * the same host within `ttlMs` share one lookup (concurrent ones share the lookup in flight).
+ * Every answer is still checked on every connect, so a cached answer can only make a connect dial
+ * an address that was checked, never one that was not (a rebinding answer arrives once the entry
+ * expires, and is checked then). Failures are not kept; at most `maxHosts` names, oldest first out.
+ */
+function cachedResolve (resolve: ResolveAll, ttlMs: number, maxHosts: number): ResolveAll {
+  const answers = new Map<string, { expires: number, answer: Promise<AddressList> }>()
+  return async (host) => {
+    const now = Date.now()
+    const hit = answers.get(host)
+    if (hit !== undefined && hit.expires > now) return await hit.answer
+    const answer = resolve(host)
+    answers.delete(host)
+    answers.set(host, { expires: now + ttlMs, answer })
+    if (answers.size > maxHosts) answers.delete(answers.keys().next().value as string)
+    answer.catch(() => { if (answers.get(host)?.answer === answer) answers.delete(host) })
+    return await answer
+  }
+}
+
 export interface GuardedFetchOptions {
   /** Bound on establishing a connection (TCP + TLS). Default 10000. */
   connectTimeoutMs?: number
   /** Distinct origins one connection pool serves before a fresh one takes over. Default 64. */
   maxOriginsPerAgent?: number
+  /** How long a hostname's DNS answer serves further connects (each still checked); 0 resolves every connect. Default 2000. */
+  dnsCacheMs?: number
 }
 
 /** A fetch for tenant servers. `close()` releases its connection pools. */
@@ -379,8 +404,10 @@ function isRedirect (status: number): boolean {
  * through its own connection pool, and any 3xx answer as an error (never followed).
  */
 export function guardedFetch (policy: EgressPolicy, options: GuardedFetchOptions = {}): GuardedFetch {
+  // One memory of DNS answers for every pool of this fetch (they rotate, see maxOrigins below).
+  const lookup = guardedLookup(policy, { ttlMs: options.dnsCacheMs ?? 2000 })
   const newAgent = (): Agent => new Agent({
-    connect: { lookup: guardedLookup(policy), timeout: options.connectTimeoutMs ?? 10_000 },
+    connect: { lookup, timeout: options.connectTimeoutMs ?? 10_000 },
     maxRedirections: 0
   })
   // undici's Agent keeps a pool per origin it ever dispatched to and never drops it (~20 KiB

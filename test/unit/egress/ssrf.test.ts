@@ -244,3 +244,47 @@ test('guardedFetch keeps no per-origin state forever: past maxOriginsPerAgent it
   assert.ok(stats.origins <= 3, `${stats.origins} origins on the current pool`)
   assert.equal(stats.pools, 3, 'origins 1-3, 4-6, 7-8 (origin 1 again counts on the first)')
 })
+
+test('guardedFetch: connects to one host within dnsCacheMs share one DNS answer (concurrent ones the lookup in flight); every connect still checks it; a failed lookup is not kept', { timeout: 15_000 }, async (t) => {
+  // Slow answers, so that concurrent requests need a connection (and a lookup) each.
+  const { server, port } = await listen((_req, res) => { setTimeout(() => res.end('ok'), 100) })
+  t.after(async () => { await closeServer(server) })
+  const counting = (answer: () => AddressList): { policy: ReturnType<typeof createEgressPolicy>, calls: () => number } => {
+    let calls = 0
+    return { policy: createEgressPolicy(['127.0.0.1/32'], { resolve: async () => { calls++; return answer() } }), calls: () => calls }
+  }
+  const loopback = (): AddressList => [{ address: '127.0.0.1', family: 4 }]
+  const three = async (fetch: ReturnType<typeof guardedFetch>): Promise<string[]> =>
+    await Promise.all([1, 2, 3].map(async () => await (await fetch(`http://cache.test:${port}/`)).text()))
+
+  const cached = counting(loopback)
+  const fetch = guardedFetch(cached.policy, { dnsCacheMs: 60_000 })
+  t.after(async () => { await fetch.close() })
+  assert.deepEqual(await three(fetch), ['ok', 'ok', 'ok'])
+  assert.equal(cached.calls(), 1, 'three connects, one lookup')
+
+  // Control: without the memory each connect resolves.
+  const uncached = counting(loopback)
+  const plain = guardedFetch(uncached.policy, { dnsCacheMs: 0 })
+  t.after(async () => { await plain.close() })
+  assert.deepEqual(await three(plain), ['ok', 'ok', 'ok'])
+  assert.equal(uncached.calls(), 3)
+
+  // A remembered answer that is blocked is refused on every connect, not once.
+  const privateAnswer = counting(() => [{ address: '10.1.2.3', family: 4 }])
+  const refusing = guardedFetch(privateAnswer.policy, { dnsCacheMs: 60_000 })
+  t.after(async () => { await refusing.close() })
+  for (let i = 0; i < 2; i++) {
+    await assert.rejects(refusing(`http://inner.test:${port}/`), (err: unknown) => err instanceof EgressBlockedError && err.reason === 'blocked-address')
+  }
+  assert.equal(privateAnswer.calls(), 1)
+
+  // A lookup that failed is asked again next time.
+  let attempt = 0
+  const flaky = counting(() => { if (attempt++ === 0) throw new Error('SERVFAIL'); return loopback() })
+  const recovering = guardedFetch(flaky.policy, { dnsCacheMs: 60_000 })
+  t.after(async () => { await recovering.close() })
+  await assert.rejects(recovering(`http://flaky.test:${port}/`), (err: unknown) => err instanceof EgressBlockedError && err.reason === 'dns-failure')
+  assert.equal(await (await recovering(`http://flaky.test:${port}/`)).text(), 'ok')
+  assert.equal(flaky.calls(), 2)
+})
