@@ -27,6 +27,9 @@ function toRecord (endpoint: string, r: ResultLike): InvocationRecord {
     const code = r.error?.code ?? (r as { code?: unknown }).code
     return { endpoint, route: undefined, outcome: typeof code === 'string' ? code : 'other', durationMs: undefined }
   }
+  // POST /invoke's 202 for a call held for approval ({ callId, status: 'pending', approvalId }): not
+  // ok, it has not run; the same outcome as a held entry of a batch.
+  if ((r as { status?: unknown }).status === 'pending') return { endpoint, route: undefined, outcome: 'GW_APPROVAL_PENDING', durationMs: undefined }
   const code = r.error?.code
   return {
     endpoint,

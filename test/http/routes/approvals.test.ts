@@ -334,6 +334,10 @@ test('without Redis, held calls live in memory: hold, list, approve, 409 on a se
   const path = await counterFile(t)
   const held = await hold(app, path)
   assert.equal((await call(app, ACME, 'GET', '/approvals')).json.approvals.length, 1)
+  // The 202 is counted as held, not as ok: nothing ran.
+  const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body
+  assert.match(metrics, /^gateway_invocations_total\{endpoint="\/invoke",route="none",outcome="GW_APPROVAL_PENDING"\} 1$/m)
+  assert.doesNotMatch(metrics, /^gateway_invocations_total\{endpoint="\/invoke",route="[a-z_]+",outcome="ok"\}/m)
   const r = await call(app, ADMIN, 'POST', `/approvals/${held.approvalId}`, { decision: 'approve' })
   assert.equal(r.status, 200)
   assert.deepEqual(JSON.parse(r.json.result.output), { runs: 1 })
