@@ -27,6 +27,8 @@ export class SharedSchemaValidator implements jsonSchemaValidator {
   readonly #max: number
   readonly #cache = new Map<string, CacheEntry>()
   #shared: Ajv | undefined
+  /** What the shared instance holds before any tenant schema (its meta-schemas). */
+  #sharedBase = 0
   #compiled = 0
 
   constructor (maxSchemas = 1000) {
@@ -51,9 +53,13 @@ export class SharedSchemaValidator implements jsonSchemaValidator {
       : { valid: false, data: undefined, errorMessage: ajv.errorsText(validate.errors) }
   }
 
-  /** Cached validators, and schemas compiled so far (a hit compiles nothing). */
-  stats (): { cached: number, compiled: number } {
-    return { cached: this.#cache.size, compiled: this.#compiled }
+  /**
+   * Cached validators, schemas compiled so far (a hit compiles nothing), and schemas the shared Ajv
+   * instance holds (read from Ajv's own cache; -1 if a later Ajv names it differently).
+   */
+  stats (): { cached: number, compiled: number, sharedAjvSchemas: number } {
+    const held = this.#shared === undefined ? 0 : ajvCacheSize(this.#shared)
+    return { cached: this.#cache.size, compiled: this.#compiled, sharedAjvSchemas: held < 0 ? -1 : held - this.#sharedBase }
   }
 
   #compile (text: string): CacheEntry {
@@ -64,8 +70,19 @@ export class SharedSchemaValidator implements jsonSchemaValidator {
       const ajv = newAjv(true)
       return { ajv, schema: own, validate: ajv.compile(own), shared: false }
     }
-    this.#shared ??= newAjv(false)
-    return { ajv: this.#shared, schema: own, validate: this.#shared.compile(own), shared: true }
+    if (this.#shared === undefined) {
+      this.#shared = newAjv(false)
+      this.#sharedBase = Math.max(0, ajvCacheSize(this.#shared))
+    }
+    const shared = this.#shared
+    try {
+      return { ajv: shared, schema: own, validate: shared.compile(own), shared: true }
+    } catch (err) {
+      // Ajv keeps a schema it failed to compile in its own cache: a tenant listing a broken
+      // schema again and again must not grow the shared instance.
+      shared.removeSchema(own)
+      throw err
+    }
   }
 
   #evictOldest (): void {
@@ -83,6 +100,10 @@ interface CacheEntry {
   schema: object
   validate: ValidateFunction
   shared: boolean
+}
+
+function ajvCacheSize (ajv: Ajv): number {
+  return (ajv as unknown as { _cache?: Map<unknown, unknown> })._cache?.size ?? -1
 }
 
 function newAjv (addUsedSchema: boolean): Ajv {

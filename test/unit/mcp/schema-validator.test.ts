@@ -12,7 +12,7 @@ test('the same schema text compiles once, whichever object carries it', () => {
   const v = new SharedSchemaValidator()
   const a = v.getValidator(structuredClone(numberResult))
   const b = v.getValidator(structuredClone(numberResult))
-  assert.deepEqual(v.stats(), { cached: 1, compiled: 1 })
+  assert.deepEqual(v.stats(), { cached: 1, compiled: 1, sharedAjvSchemas: 1 })
   assert.deepEqual(a({ n: 1 }), { valid: true, data: { n: 1 }, errorMessage: undefined })
   const refused = b({ n: 'one' })
   assert.equal(refused.valid, false)
@@ -51,7 +51,7 @@ test('the cache is bounded: the least recently used schema leaves and is compile
   v.getValidator(schema(2))
   v.getValidator(schema(1)) // 1 is now the most recent
   v.getValidator(schema(3)) // 2 leaves
-  assert.deepEqual(v.stats(), { cached: 2, compiled: 3 })
+  assert.deepEqual(v.stats(), { cached: 2, compiled: 3, sharedAjvSchemas: 2 })
   v.getValidator(schema(1))
   assert.equal(v.stats().compiled, 3, 'schema 1 was still cached')
   v.getValidator(schema(2))
@@ -86,10 +86,25 @@ test('SDK clients sharing one validator still refuse structured output that brea
   }
   const first = await serve()
   const second = await serve()
-  assert.deepEqual(shared.stats(), { cached: 1, compiled: 1 }, 'the second client reused the first one\'s compiled schema')
+  assert.deepEqual(shared.stats(), { cached: 1, compiled: 1, sharedAjvSchemas: 1 }, 'the second client reused the first one\'s compiled schema')
   const ok = await second.callTool({ name: 'count', arguments: {} })
   assert.deepEqual(ok.structuredContent, { n: 1 })
   answer = { n: 'many' }
   await assert.rejects(first.callTool({ name: 'count', arguments: {} }), /must be number/)
   await assert.rejects(second.callTool({ name: 'count', arguments: {} }), /must be number/)
+})
+
+test('a schema that does not compile throws, as the SDK default does, and leaves nothing behind in the shared instance', () => {
+  const v = new SharedSchemaValidator()
+  const broken = { type: 'object', properties: { a: { $ref: '#/$defs/missing' } } }
+  for (let i = 0; i < 50; i++) assert.throws(() => v.getValidator(broken), /can't resolve reference/)
+  assert.deepEqual(v.stats(), { cached: 0, compiled: 50, sharedAjvSchemas: 0 })
+  assert.equal(v.getValidator(numberResult)({ n: 1 }).valid, true)
+  assert.deepEqual(v.stats(), { cached: 1, compiled: 51, sharedAjvSchemas: 1 })
+})
+
+test('evicted schemas leave the shared Ajv instance too', () => {
+  const v = new SharedSchemaValidator(3)
+  for (let i = 0; i < 20; i++) v.getValidator({ type: 'object', properties: { [`k${i}`]: { type: 'string' } } })
+  assert.deepEqual(v.stats(), { cached: 3, compiled: 20, sharedAjvSchemas: 3 })
 })
