@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { errorResponses } from '../src/api/common.js'
 import { BatchBody, BatchResponse, InvokeBody, InvokePending, InvokeResult } from '../src/api/invoke.js'
 import type { InvokeBodyT } from '../src/api/invoke.js'
-import { abortOnClientGone } from './abort.js'
+import { abortOnClientGone, callerAbortOnClientGone } from './abort.js'
 
 /** POST /invoke and POST /invoke/batch (docs/ARCHITECTURE.md#result-and-trace). */
 async function invokeRoutes (app: FastifyInstance): Promise<void> {
@@ -18,7 +18,7 @@ async function invokeRoutes (app: FastifyInstance): Promise<void> {
       response: { 200: InvokeResult, 202: InvokePending, ...errorResponses(400, 401, 403, 404, 413, 415, 429, 503) }
     }
   }, async (request, reply) => {
-    const outcome = await app.services.gateway.invoke(request.body, request.caller, abortOnClientGone(reply))
+    const outcome = await app.services.gateway.invoke(request.body, request.caller, callerAbortOnClientGone(reply))
     if (!outcome.ok) throw outcome.error
     if (outcome.pending !== undefined) {
       request.logFields = { tool: outcome.result.name, route: outcome.result.route, tenant: request.body.userId ?? request.caller.userId ?? null, outcome: 'pending', approvalId: outcome.pending.approvalId }

@@ -12,6 +12,7 @@ import { renderTools } from './tools/formats.js'
 import type { ToolFormat } from './tools/formats.js'
 import { VersionedCache } from './tools/versioned-cache.js'
 import { splitComma } from './tools/allow-list.js'
+import { CallerAbort } from './tools/signals.js'
 import type { Unresolved } from './tools/allow-list.js'
 import { refusalOutput, toolErrorCode, toolErrorOutput } from './tools/output.js'
 import type { Diagnostic, InvokeOutcome, InvokeResult, ToolRouter } from './tools/router.js'
@@ -168,16 +169,16 @@ export class Gateway {
    * One call. Request-level failures are `{ ok: false }` with an HttpError. `onProgress` (from
    * an MCP client's progressToken on /mcp) receives the tool's progress notifications.
    */
-  async invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal, opts: { onProgress?: CallContext['onProgress'] } = {}): Promise<InvokeOutcome> {
+  async invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal | CallerAbort, opts: { onProgress?: CallContext['onProgress'] } = {}): Promise<InvokeOutcome> {
     // An approver key decides calls, it never makes them (the routes refuse it first; this is the rule itself).
     if (caller.role === 'approver') return { ok: false, error: new HttpError('GW_FORBIDDEN', 'An approver key cannot invoke tools'), toolMs: 0 }
     const outcome = await this.#journaled(body, caller, signal, opts)
-    if (outcome.ok && outcome.pending !== undefined) return await this.#awaitDecision(outcome, body.waitForApprovalMs ?? 0, signal)
+    if (outcome.ok && outcome.pending !== undefined) return await this.#awaitDecision(outcome, body.waitForApprovalMs ?? 0, signal instanceof CallerAbort ? signal.signal : signal)
     return outcome
   }
 
   /** One call, journaled. A held call is not: its entry is written when it is decided. */
-  async #journaled (body: InvokeBodyT, caller: Caller, signal: AbortSignal, opts: { onProgress?: CallContext['onProgress'], approvalId?: string }): Promise<InvokeOutcome> {
+  async #journaled (body: InvokeBodyT, caller: Caller, signal: AbortSignal | CallerAbort, opts: { onProgress?: CallContext['onProgress'], approvalId?: string }): Promise<InvokeOutcome> {
     // The journal's one hook: /invoke, each call of /invoke/batch, /mcp's tools/call and approved calls all come here.
     const journal = this.#journal
     const journaled = journal !== undefined && journal.enabled
@@ -194,7 +195,7 @@ export class Gateway {
     return outcome
   }
 
-  async #invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal, opts: { onProgress?: CallContext['onProgress'] }, seen: CallSeen): Promise<InvokeOutcome> {
+  async #invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal | CallerAbort, opts: { onProgress?: CallContext['onProgress'] }, seen: CallSeen): Promise<InvokeOutcome> {
     let userId: string | undefined
     try {
       // The same rule as listing: an admin (every caller in open mode) may name the tenant through
@@ -212,6 +213,7 @@ export class Gateway {
       const callId = body.callId ?? newCallId()
       const approvals = this.#approvals
       const actingFor = userId
+      const lazy = signal instanceof CallerAbort ? signal : undefined
       return await this.#router.invoke({
         name: body.name,
         arguments: body.arguments ?? {},
@@ -238,7 +240,9 @@ export class Gateway {
         ctx: {
           // Tools see the tenant the call acts for (an admin acting for a userId is that tenant).
           caller: { userId, isAdmin: caller.isAdmin },
-          signal,
+          // A CallerAbort makes its AbortSignal only when a source reads it; the deadline listens without one.
+          get signal () { return lazy !== undefined ? lazy.signal : signal as AbortSignal },
+          ...(lazy !== undefined ? { abortSource: lazy } : {}),
           workspace: Object.keys(limits).length === 0 ? workspace : { ...workspace, limits: underCeilings(workspace.limits, limits) },
           timeoutMs: Math.min(this.#config.invokeTimeoutMs, limits.timeoutMs ?? Infinity),
           ...(opts.onProgress !== undefined ? { onProgress: opts.onProgress } : {})

@@ -39,7 +39,7 @@ export class FunctionSource implements ToolSource {
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
     const tool = entry.ref as FunctionTool
     const timeoutMs = Math.min(tool.timeoutMs ?? this.#defaultTimeoutMs, ctx.timeoutMs)
-    return runWithDeadline(timeoutMs, ctx.signal, async (call) => {
+    return runWithDeadline(timeoutMs, ctx.abortSource ?? ctx.signal, async (call) => {
       try {
         // `signal` read through: its AbortController is only made for a handler that uses it.
         const value = await tool.handler(args, { callId: ctx.callId, userId: ctx.caller.userId, get signal () { return call.signal } })

@@ -1,3 +1,4 @@
+import type { AbortSource } from './signals.js'
 import type { ToolOutcome } from './types.js'
 
 /** What `runWithDeadline` hands the work: its signal, created when first read. */
@@ -15,7 +16,7 @@ const CANCELLED: ToolOutcome = { ok: false, reason: 'cancelled', message: 'The c
  * (`handleEvent`) and the timer gets it as an argument: no closures per call.
  */
 class DeadlineRun implements DeadlineCall {
-  readonly #parent: AbortSignal
+  readonly #parent: AbortSource
   readonly #timeoutMessage: string
   #controller: AbortController | undefined
   #aborted = false
@@ -25,7 +26,7 @@ class DeadlineRun implements DeadlineCall {
   resolve!: (outcome: ToolOutcome) => void
   reject!: (err: unknown) => void
 
-  constructor (parent: AbortSignal, timeoutMessage: string) {
+  constructor (parent: AbortSource, timeoutMessage: string) {
     this.#parent = parent
     this.#timeoutMessage = timeoutMessage
   }
@@ -84,7 +85,7 @@ function onDeadline (run: DeadlineRun): void {
  */
 export async function runWithDeadline (
   timeoutMs: number,
-  parent: AbortSignal,
+  parent: AbortSource,
   fn: (call: DeadlineCall) => Promise<ToolOutcome>,
   timeoutMessage: string
 ): Promise<ToolOutcome> {

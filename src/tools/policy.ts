@@ -30,7 +30,7 @@ export interface ToolPolicy {
    * `bash.denyCommands`): the refusal's message naming the rule, or undefined. May run the
    * check off the event loop, hence async.
    */
-  checkCall: (entry: CatalogEntry, args: Record<string, unknown>, signal: AbortSignal) => Promise<string | undefined>
+  checkCall: (entry: CatalogEntry, args: Record<string, unknown>) => Promise<string | undefined>
   limits: PolicyLimits
 }
 

@@ -284,7 +284,9 @@ export class ToolRouter {
   /** POST /invoke: resolve, enforce the allow-list, validate, call, shape the result. */
   async invoke (req: InvokeRequest): Promise<InvokeOutcome> {
     const started = performance.now()
-    const scope: SourceScope = { userId: req.userId, signal: req.ctx.signal }
+    // Read on demand: the call's signal may be made only when something needs it (CallerAbort).
+    const ctxOf = req.ctx
+    const scope: SourceScope = { userId: req.userId, get signal () { return ctxOf.signal } }
     let entry: CatalogEntry
     if (req.allow) {
       const listing = await this.list(req.allow, scope)
@@ -308,7 +310,9 @@ export class ToolRouter {
     // The same decision as listing: it depends on the resolved entry, not on the name used.
     const decision = req.policy?.decide(entry)
     if (decision?.kind === 'deny') return { ok: false, error: new HttpError('GW_POLICY_DENIED', decision.message), toolMs: 0 }
-    const ctx: CallContext = { ...req.ctx, callId: req.callId }
+    // The caller's context object itself (made for this call), not a spread copy: a spread would read
+    // a lazily made `signal` (CallerAbort) on every call.
+    const ctx: CallContext = Object.assign(req.ctx, { callId: req.callId })
     const args = parseArguments(req.arguments)
     const checked = args.ok ? this.#validator.validate(entry.spec.inputSchema, args.value) : args
     let outcome: ToolOutcome
@@ -319,7 +323,7 @@ export class ToolRouter {
     } else if (!args.ok || !checked.ok) {
       outcome = { ok: false, reason: 'invalid-arguments', message: (checked as { message: string }).message }
     } else {
-      const refused = await req.policy?.checkCall(entry, args.value, ctx.signal)
+      const refused = await req.policy?.checkCall(entry, args.value)
       if (refused !== undefined) {
         outcome = { ok: false, reason: 'policy', message: refused }
       } else if (decision?.kind === 'approval-required' && req.approved !== true && req.hold !== undefined) {

@@ -2,6 +2,7 @@
  * Core domain types shared by the router and every tool source.
  * Nothing here imports Fastify: the HTTP layer adapts these values.
  */
+import type { AbortSource } from './signals.js'
 
 /** The five tiers a tool can come from, in routing priority order (the wire field is `route`). */
 export const TIERS = ['builtin', 'user_mcp', 'local_mcp', 'function', 'global_mcp'] as const
@@ -115,7 +116,13 @@ export interface Caller {
 export interface CallContext {
   callId: string
   caller: Caller
+  /** Aborted when the caller goes away (or cancels). May be made when first read: read it only to pass it on. */
   signal: AbortSignal
+  /**
+   * The same cancellation without making an AbortSignal, for work that only needs to be told
+   * (a deadline's listener). Absent: use `signal`.
+   */
+  abortSource?: AbortSource
   workspace: WorkspaceRequest
   /** Deadline for this call in ms (sources may apply a lower one of their own). */
   timeoutMs: number
