@@ -57,6 +57,15 @@ async function api (gateway: GatewayProcess, key: string, method: string, path: 
   return { status: res.status, json: text === '' ? null : JSON.parse(text) }
 }
 
+/** A new page watched for console errors (listeners `before` adds see the first load too), on the console's login form. */
+async function openConsole (setup: Pick<Setup, 'gateway' | 'browser'>, before?: (page: Page) => void): Promise<{ page: Page, watch: ReturnType<typeof watchErrors> }> {
+  const page = await setup.browser.newPage()
+  const watch = watchErrors(page)
+  before?.(page)
+  await page.goto(`${setup.gateway.url}/console`)
+  return { page, watch }
+}
+
 /** Fills the login form (the tenant field only when given) and submits it. */
 async function logIn (page: Page, key: string, tenant?: string): Promise<void> {
   await page.fill('input[name=key]', key)
@@ -320,9 +329,7 @@ test('console: an approver key sees its tenant\'s approvals and journal only, an
   assert.equal((await api(gateway, ADMIN, 'PUT', '/users/acme/policy', { requireApproval: ['calculate'] })).status, 201)
   const held = await api(gateway, ACME, 'POST', '/invoke', { name: 'calculate', arguments: { expression: '1 + 1' } })
   assert.equal(held.status, 202)
-  const page = await browser.newPage()
-  const watch = watchErrors(page)
-  await page.goto(`${gateway.url}/console`)
+  const { page, watch } = await openConsole({ gateway, browser })
   await logIn(page, APPROVER, 'acme')
   await page.locator('.badge.role', { hasText: 'approver' }).waitFor()
   assert.deepEqual(await page.locator('nav a').allInnerTexts(), ['Journal', 'Approvals', 'Status'])
@@ -362,11 +369,8 @@ test('GET /console: strict CSP, no-cache page, immutable hashed assets, nothing 
   const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
   assert.doesNotMatch(metrics, /gateway_invocations_total\{/)
 
-  const page = await browser.newPage()
   const requests: string[] = []
-  page.on('request', (r) => requests.push(r.url()))
-  const watch = watchErrors(page)
-  await page.goto(`${gateway.url}/console`)
+  const { page, watch } = await openConsole({ gateway, browser }, (p) => { p.on('request', (r) => requests.push(r.url())) })
   await logIn(page, ADMIN)
   await page.locator('.badge.role', { hasText: 'admin' }).waitFor()
   for (const name of ['Servers', 'Playground', 'Journal', 'Approvals', 'Workspaces', 'Status', 'Tools']) await view(page, name)
@@ -378,9 +382,7 @@ test('GET /console: strict CSP, no-cache page, immutable hashed assets, nothing 
 
 test('console: a tenant key logs in with its tenant id, reads approvals without deciding; another tenant\'s id is refused with the API\'s error', { skip: missing }, async (t) => {
   const { gateway, browser } = await setUp(t)
-  const page = await browser.newPage()
-  const watch = watchErrors(page)
-  await page.goto(`${gateway.url}/console`)
+  const { page, watch } = await openConsole({ gateway, browser })
   await logIn(page, ACME, 'globex')
   const refused = page.locator('.login-card .error')
   await refused.waitFor()
@@ -406,11 +408,10 @@ test('console: a tenant key logs in with its tenant id, reads approvals without 
 
 test('console: open mode (no API keys, as `npm start` on a fresh clone): an empty key logs in as admin, sends no Authorization header, lists tools and invokes one, with no console errors', { skip: missing }, async (t) => {
   const { gateway, browser } = await setUp(t, { API_KEYS: '', API_KEYS_FILE: '' })
-  const page = await browser.newPage()
-  const watch = watchErrors(page)
   const authorization: string[] = []
-  page.on('request', (r) => { const h = r.headers().authorization; if (h !== undefined) authorization.push(`${r.url()}: ${h}`) })
-  await page.goto(`${gateway.url}/console`)
+  const { page, watch } = await openConsole({ gateway, browser }, (p) => {
+    p.on('request', (r) => { const h = r.headers().authorization; if (h !== undefined) authorization.push(`${r.url()}: ${h}`) })
+  })
   await page.locator('form.login-card').waitFor()
   assert.equal(await page.inputValue('input[name=key]'), '')
   await page.click('button[type=submit]')
@@ -449,9 +450,7 @@ test('console: open mode (no API keys, as `npm start` on a fresh clone): an empt
 
 test('console: a key that stops working after login (replaced in the tab\'s session) shows the API\'s 401 in the view with "Log in again", and logging in again works', { skip: missing }, async (t) => {
   const { gateway, browser } = await setUp(t)
-  const page = await browser.newPage()
-  const watch = watchErrors(page)
-  await page.goto(`${gateway.url}/console`)
+  const { page, watch } = await openConsole({ gateway, browser })
   await logIn(page, ADMIN)
   await page.locator('.badge.role', { hasText: 'admin' }).waitFor()
   await view(page, 'Tools')
