@@ -5,7 +5,7 @@ import { KeyGuessGuard } from '../src/auth/failure-guard.js'
 import type { ApiKeys } from '../src/auth/api-keys.js'
 import { HttpError } from '../src/errors.js'
 import type { Caller } from '../src/tools/types.js'
-import { isClusterRoute } from './route-config.js'
+import { isClusterRoute, rulesOf } from './route-config.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -70,12 +70,13 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
   // After validation, like the checks of the handler it guards: a malformed request is a 400 whoever sends it.
   // Callback hooks where nothing is awaited: no promise per hook on every request.
   app.addHook('preHandler', (request, _reply, done) => {
-    if (request.routeOptions.config.admin === true && !request.caller.isAdmin) {
+    const rules = rulesOf(request)
+    if (rules.admin === true && !request.caller.isAdmin) {
       done(new HttpError('GW_FORBIDDEN', 'Global servers are managed with an admin key'))
       return
     }
     // An approver key decides held calls; it never runs tools or reaches anything else of its tenant.
-    if (request.caller.role === 'approver' && request.routeOptions.config.approver !== true) {
+    if (request.caller.role === 'approver' && rules.approver !== true) {
       done(new HttpError('GW_FORBIDDEN', 'An approver key only reads and decides approvals and reads the journal of its tenant'))
       return
     }
@@ -95,7 +96,7 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
     // Public routes act as nobody: not admin, no tenant. The rule is read from the route Fastify
     // matched, not the raw URL, so `/healthz/../tools` or `/docs%2F..` cannot pass as public.
     request.caller = { userId: undefined, isAdmin: false }
-    const rules = request.routeOptions.config
+    const rules = rulesOf(request)
     if (rules.public === true && rules.requireKey !== true) return
     // Other instances send a CLUSTER_SECRET token, never an API key (the cluster-auth plugin checks it).
     if (rules.cluster === true) return

@@ -2,6 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { CLUSTER_TOKEN_HEADER, ClusterTokenVerifier } from '../src/cluster/index.js'
 import { HttpError } from '../src/errors.js'
+import { isClusterRoute } from './route-config.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -41,7 +42,7 @@ export default fp(async function clusterAuthPlugin (app: FastifyInstance) {
 
   // A callback hook: every request passes here, and only cluster routes have anything to check.
   app.addHook('onRequest', (request, _reply, done) => {
-    if (request.routeOptions.config.cluster !== true) done()
+    if (!isClusterRoute(request)) done()
     else if (verifier === undefined) done(new HttpError('GW_UNAUTHORIZED', 'Instance-to-instance call refused: this instance has no CLUSTER_SECRET'))
     else if (typeof request.headers[CLUSTER_TOKEN_HEADER] !== 'string') done(new HttpError('GW_UNAUTHORIZED', `Instance-to-instance call refused: ${REASONS.missing}`))
     else done()

@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox'
 import { createMetrics } from '../src/metrics.js'
 import type { GatewayMetrics, InvocationRecord } from '../src/metrics.js'
 import { errorResponses } from '../src/api/common.js'
+import { rulesOf } from './route-config.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -65,7 +66,7 @@ export default fp(async function metricsPlugin (app: FastifyInstance, opts: { re
 
   // Only answers that are invoke results: a JSON-RPC answer (/mcp) is no result, and that route
   // records each of its tools/call itself.
-  const isInvoke = (request: FastifyRequest): boolean => request.routeOptions.config.invoke === true
+  const isInvoke = (request: FastifyRequest): boolean => rulesOf(request).invoke === true
 
   // preSerialization sees the answer as an object, for results and for errors alike (the error
   // handler sends its body through it too), before anything is turned into a string.
@@ -75,7 +76,7 @@ export default fp(async function metricsPlugin (app: FastifyInstance, opts: { re
       done(null, payload)
       return
     }
-    const endpoint = request.routeOptions.url ?? ''
+    const endpoint = rulesOf(request).url ?? ''
     const results = (payload as { results?: unknown }).results
     if (Array.isArray(results)) {
       for (const r of results) metrics.recordInvocation(toRecord(endpoint, (r ?? {}) as ResultLike))
@@ -88,7 +89,7 @@ export default fp(async function metricsPlugin (app: FastifyInstance, opts: { re
   app.addHook('onResponse', (request, reply, done) => {
     const header = reply.getHeader('x-gateway-overhead-ms')
     const overheadMs = typeof header === 'string' ? Number(header) : NaN
-    if (Number.isFinite(overheadMs)) metrics.recordOverhead(request.routeOptions.url ?? 'unmatched', overheadMs)
+    if (Number.isFinite(overheadMs)) metrics.recordOverhead(rulesOf(request).url ?? 'unmatched', overheadMs)
     done()
   })
 

@@ -10,7 +10,7 @@ import type { SemaphoreHold } from '../src/cluster/index.js'
 import { createRedisClient, quitWithTimeout } from '../src/redis/index.js'
 import type { RedisClient, RedisTarget } from '../src/redis/index.js'
 import type { CallLimits } from '../src/mcp-server/budget.js'
-import { isClusterRoute, isPublicRoute } from './route-config.js'
+import { isClusterRoute, isPublicRoute, rulesOf } from './route-config.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -244,7 +244,7 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
   app.addHook('preHandler', async (request, reply) => {
     // Routes that run tools say so (config.invoke): POST /invoke, /invoke/batch and /mcp. GET /mcp,
     // a long-lived notification stream, does not.
-    const invoke = request.routeOptions.config.invoke
+    const invoke = rulesOf(request).invoke
     if (invoke === undefined || invoke === false) return
     // A client that left while the body was read gets no slot: no onResponse would free it.
     if (aborted.has(request)) throw new HttpError('GW_BAD_REQUEST', 'Client disconnected')

@@ -1,4 +1,5 @@
-import type { FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 
 declare module 'fastify' {
   /**
@@ -37,14 +38,40 @@ declare module 'fastify' {
      */
     cluster?: boolean
   }
+  interface FastifyRequest {
+    /** The matched route's rules, read once per request (rulesOf). */
+    routeRules: RouteRules | undefined
+  }
+}
+
+/** A route's declared rules plus the url and method Fastify adds to every route's config. */
+export type RouteRules = FastifyRequest['routeOptions']['config']
+
+/**
+ * The rules of the route the request matched. Every plugin reads them on every request;
+ * `request.routeOptions` builds a fresh object of a dozen fields on each read, so the config is
+ * read from it once and kept on the request.
+ */
+export function rulesOf (request: FastifyRequest): RouteRules {
+  let rules = request.routeRules
+  if (rules === undefined) {
+    rules = request.routeOptions.config
+    request.routeRules = rules
+  }
+  return rules
 }
 
 /** Whether the request's route is public (see FastifyContextConfig.public); unknown routes (404) are not. */
 export function isPublicRoute (request: FastifyRequest): boolean {
-  return request.routeOptions.config?.public === true
+  return rulesOf(request).public === true
 }
 
 /** Whether the request's route is instance-to-instance (see FastifyContextConfig.cluster). */
 export function isClusterRoute (request: FastifyRequest): boolean {
-  return request.routeOptions.config?.cluster === true
+  return rulesOf(request).cluster === true
 }
+
+/** Declares `request.routeRules` (registered first: every request object gets the same shape). */
+export default fp(async function routeConfigPlugin (app: FastifyInstance) {
+  app.decorateRequest('routeRules', undefined)
+}, { name: 'gateway-route-config' })

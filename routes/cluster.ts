@@ -5,6 +5,7 @@ import { ClusterResponse } from '../src/api/cluster.js'
 import { errorResponses } from '../src/api/common.js'
 import { FORWARDED_PROCESS_CALL_PATH } from '../src/cluster/index.js'
 import { HttpError } from '../src/errors.js'
+import { isClusterRoute } from '../plugins/route-config.js'
 
 export { FORWARDED_PROCESS_CALL_PATH }
 
@@ -20,7 +21,7 @@ async function clusterRoutes (app: FastifyInstance): Promise<void> {
   app.removeContentTypeParser('application/json')
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     try {
-      if (request.routeOptions.config.cluster !== true) throw new HttpError('GW_NOT_FOUND', 'Not an instance-to-instance route')
+      if (!isClusterRoute(request)) throw new HttpError('GW_NOT_FOUND', 'Not an instance-to-instance route')
       app.verifyClusterCall(request, body as string)
       // Only a peer holding CLUSTER_SECRET gets here.
       done(null, JSON.parse(body as string))

@@ -24,9 +24,10 @@ async function invokeRoutes (app: FastifyInstance): Promise<void> {
       request.logFields = { tool: outcome.result.name, route: outcome.result.route, tenant: request.body.userId ?? request.caller.userId ?? null, outcome: 'pending', approvalId: outcome.pending.approvalId }
       return await reply.code(202).send({ callId: outcome.result.callId, status: 'pending', approvalId: outcome.pending.approvalId })
     }
-    const { toolMs, ...result } = outcome.result
-    request.toolMs = toolMs
+    const result = outcome.result
+    request.toolMs = result.toolMs
     request.logFields = { tool: result.name, route: result.route, tenant: request.body.userId ?? request.caller.userId ?? null, outcome: result.isError ? result.error?.code : 'ok', durationMs: result.durationMs }
+    // The response schema names the fields sent: toolMs (the gateway's own accounting) is not one of them.
     return result
   })
 

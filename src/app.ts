@@ -9,6 +9,7 @@ import { redactLogLine } from './logger.js'
 import { createServices } from './services.js'
 import type { ServiceOverrides, Services } from './services.js'
 import authPlugin from '../plugins/auth.js'
+import routeConfigPlugin from '../plugins/route-config.js'
 import requestLogPlugin from '../plugins/request-log.js'
 import bodyTimeoutPlugin from '../plugins/body-timeout.js'
 import docsPlugin from '../plugins/docs.js'
@@ -98,6 +99,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
 
   const services = opts.services ?? await createServices(config, app.log, opts.overrides)
 
+  await app.register(routeConfigPlugin)
   await app.register(requestLogPlugin)
   await app.register(errorsPlugin)
   await app.register(docsPlugin)

@@ -185,11 +185,11 @@ export class Gateway {
     const startedAt = performance.now()
     const callId = body.callId ?? newCallId()
     // The entry keeps the trace whether or not the caller asked for it in the result.
-    const seen: CallSeen = { trace: body.trace === true || (journaled && journal.wantsTrace), ...(opts.approvalId !== undefined ? { approvalId: opts.approvalId } : {}) }
+    const seen: CallSeen = { trace: body.trace === true || (journaled && journal.wantsTrace), approvalId: opts.approvalId, userId: undefined, serverId: undefined }
     const outcome = await this.#invoke(body.callId === undefined ? { ...body, callId } : body, caller, signal, opts, seen)
     if (outcome.ok && outcome.pending !== undefined) return outcome
     if (journaled) {
-      journal.recordOutcome({ callId, name: body.name, arguments: body.arguments, userId: seen.userId ?? (caller.isAdmin ? undefined : caller.userId), serverId: seen.serverId, keyId: caller.keyId, startedAt, ...(opts.approvalId !== undefined ? { approvalId: opts.approvalId } : {}) }, outcome)
+      journal.recordOutcome({ callId, name: body.name, arguments: body.arguments, userId: seen.userId ?? (caller.isAdmin ? undefined : caller.userId), serverId: seen.serverId, keyId: caller.keyId, startedAt, approvalId: opts.approvalId }, outcome)
     }
     if (outcome.ok && body.trace !== true) outcome.result.trace = null
     return outcome
@@ -219,33 +219,32 @@ export class Gateway {
         arguments: body.arguments ?? {},
         callId,
         userId,
-        ...(seen.approvalId !== undefined ? { approved: true } : {}),
-        ...(approvals !== undefined
-          ? {
-              hold: async (entry, rule) => {
+        // Fixed-shape literals (absent = undefined) rather than conditional spreads: this runs on every call.
+        approved: seen.approvalId !== undefined,
+        hold: approvals === undefined
+          ? undefined
+          : async (entry, rule) => {
                 const request: HeldRequest = { arguments: body.arguments ?? {}, allow: body.allow, context: body.context, route: entry.route, caller: { isAdmin: caller.isAdmin, keyId: caller.keyId } }
                 const record = await approvals.hold({ userId: actingFor, name: body.name, callId, rule, request })
-                return {
-                  approvalId: record.approvalId,
-                  message: `The call awaits a human's approval (approvalId ${record.approvalId}, rule '${rule}'); it has not run. Its result comes once a person approves or denies it (until ${new Date(record.expiresAt).toISOString()}); do not repeat the call.`
-                }
-              }
+            return {
+              approvalId: record.approvalId,
+              message: `The call awaits a human's approval (approvalId ${record.approvalId}, rule '${rule}'); it has not run. Its result comes once a person approves or denies it (until ${new Date(record.expiresAt).toISOString()}); do not repeat the call.`
             }
-          : {}),
-        ...(body.allow ? { allow: body.allow } : {}),
+          },
+        allow: body.allow,
         includeTrace: seen.trace,
         onResolved: (entry) => { if (entry.route === 'user_mcp' || entry.route === 'global_mcp') seen.serverId = entry.source },
-        ...(policy !== undefined ? { policy } : {}),
-        ...(limits.outputMaxChars !== undefined ? { outputMaxChars: limits.outputMaxChars } : {}),
+        policy,
+        outputMaxChars: limits.outputMaxChars,
         ctx: {
           // Tools see the tenant the call acts for (an admin acting for a userId is that tenant).
           caller: { userId, isAdmin: caller.isAdmin },
           // A CallerAbort makes its AbortSignal only when a source reads it; the deadline listens without one.
           get signal () { return lazy !== undefined ? lazy.signal : signal as AbortSignal },
-          ...(lazy !== undefined ? { abortSource: lazy } : {}),
+          abortSource: lazy,
           workspace: Object.keys(limits).length === 0 ? workspace : { ...workspace, limits: underCeilings(workspace.limits, limits) },
           timeoutMs: Math.min(this.#config.invokeTimeoutMs, limits.timeoutMs ?? Infinity),
-          ...(opts.onProgress !== undefined ? { onProgress: opts.onProgress } : {})
+          onProgress: opts.onProgress
         }
       })
     } catch (err) {

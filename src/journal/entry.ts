@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 import { maskString, prepareField, prepareText, utf8Head } from './redact.js'
 
 /** `full` stores arguments, output and trace; `meta` everything else; `off` nothing. */
@@ -92,7 +92,8 @@ export function buildEntry (record: CallRecord, mode: Exclude<JournalMode, 'off'
     route: record.route,
     serverId: record.serverId,
     arguments: full ? args.stored : null,
-    argumentsSha256: createHash('sha256').update(args.json).digest('hex'),
+    // One-shot hash (Node >= 20.12): no Hash object per entry.
+    argumentsSha256: hash('sha256', args.json, 'hex'),
     output: full ? prepareText(record.output, CAPS.output) : null,
     isError: record.isError,
     error: record.error === null ? null : { code: record.error.code, message: maskString(utf8Head(record.error.message, CAPS.output)) },

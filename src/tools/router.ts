@@ -312,7 +312,8 @@ export class ToolRouter {
     if (decision?.kind === 'deny') return { ok: false, error: new HttpError('GW_POLICY_DENIED', decision.message), toolMs: 0 }
     // The caller's context object itself (made for this call), not a spread copy: a spread would read
     // a lazily made `signal` (CallerAbort) on every call.
-    const ctx: CallContext = Object.assign(req.ctx, { callId: req.callId })
+    const ctx = req.ctx as CallContext
+    ctx.callId = req.callId
     const args = parseArguments(req.arguments)
     const checked = args.ok ? this.#validator.validate(entry.spec.inputSchema, args.value) : args
     let outcome: ToolOutcome
@@ -349,16 +350,10 @@ export class ToolRouter {
     return source
   }
 
+  /** One object literal of a fixed shape per result: spreads here were the largest single cost of a trivial call. */
   #shape (req: InvokeRequest, entry: CatalogEntry, outcome: ToolOutcome): InvokeResult {
-    const base = {
-      callId: req.callId,
-      name: req.name,
-      route: entry.route,
-      durationMs: 0,
-      toolMs: 0,
-      ...(outcome.checkpointId !== undefined ? { checkpointId: outcome.checkpointId } : {})
-    }
     const trace = req.includeTrace ? (outcome.trace ?? null) : null
+    const maxChars = Math.min(this.#outputMaxChars, req.outputMaxChars ?? Infinity)
     let failure: { reason: ToolFailureReason, message: string } | undefined
     let text = ''
     if (!outcome.ok) {
@@ -369,14 +364,18 @@ export class ToolRouter {
       else if (outcome.isError === true) failure = { reason: 'tool-error', message: str.text }
       else text = str.text
     }
+    let result: InvokeResult
     if (failure) {
       const message = failure.message.length > 4000 ? capOutput(failure.message, 4000).text : failure.message
-      const capped = capOutput(toolErrorOutput(failure.reason, message, req.name, req.callId), Math.min(this.#outputMaxChars, req.outputMaxChars ?? Infinity))
-      return { ...base, output: capped.text, isError: true, error: { code: toolErrorCode(failure.reason), message }, truncated: capped.truncated, trace }
+      const capped = capOutput(toolErrorOutput(failure.reason, message, req.name, req.callId), maxChars)
+      result = { callId: req.callId, name: req.name, route: entry.route, output: capped.text, isError: true, error: { code: toolErrorCode(failure.reason), message }, truncated: capped.truncated, trace, durationMs: 0, toolMs: 0 }
+    } else {
+      const capped = capOutput(text, maxChars)
+      const trimmed = outcome.ok && outcome.truncated === true
+      result = { callId: req.callId, name: req.name, route: entry.route, output: capped.text, isError: false, error: null, truncated: capped.truncated || trimmed, trace, durationMs: 0, toolMs: 0 }
     }
-    const capped = capOutput(text, Math.min(this.#outputMaxChars, req.outputMaxChars ?? Infinity))
-    const trimmed = outcome.ok && outcome.truncated === true
-    return { ...base, output: capped.text, isError: false, error: null, truncated: capped.truncated || trimmed, trace }
+    if (outcome.checkpointId !== undefined) result.checkpointId = outcome.checkpointId
+    return result
   }
 }
 
