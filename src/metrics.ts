@@ -1,4 +1,5 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
+import type { Metric } from 'prom-client'
 import { HTTP_ERROR_CODES, TOOL_ERROR_CODES } from './errors.js'
 import type { GatewayStatus, ServiceCounters } from './status.js'
 import { TIERS } from './tools/types.js'
@@ -79,6 +80,93 @@ function mirroredCounter (registry: Registry, name: string, help: string, read: 
   })
 }
 
+/** prom-client's metric JSON, which its Registry renders (the part of its Metric interface a registry reads). */
+interface MetricJson {
+  name: string
+  help: string
+  type: 'counter' | 'histogram'
+  values: Array<{ labels: Record<string, string | number>, value: number, metricName?: string }>
+  aggregator: 'sum'
+}
+
+/**
+ * A counter or histogram fed on every request: plain numbers per label set, turned into
+ * prom-client's metric JSON only at scrape time. prom-client's own `inc`/`observe` validate and
+ * hash the labels and look the bucket up by a float-to-string key on every call, a few
+ * microseconds per request across the three per-request metrics. Label sets come from closed sets.
+ */
+class RequestMetric<L extends string> {
+  readonly name: string
+  readonly help: string
+  readonly type: 'counter' | 'histogram'
+  readonly aggregator = 'sum' as const
+  readonly #labelNames: readonly L[]
+  readonly #bounds: readonly number[]
+  readonly #series = new Map<string, RequestSeries<L>>()
+
+  constructor (opts: { name: string, help: string, labelNames: readonly L[], buckets?: readonly number[] }) {
+    this.name = opts.name
+    this.help = opts.help
+    this.type = opts.buckets === undefined ? 'counter' : 'histogram'
+    this.#labelNames = opts.labelNames
+    this.#bounds = opts.buckets ?? []
+  }
+
+  /** The series of one label set, made on first use (`labels` is read only then). */
+  series (key: string, labels: Record<L, string>): RequestSeries<L> {
+    let series = this.#series.get(key)
+    if (series === undefined) {
+      series = { labels: { ...labels }, count: 0, sum: 0, buckets: new Float64Array(this.#bounds.length) }
+      this.#series.set(key, series)
+    }
+    return series
+  }
+
+  /** One observation (a histogram) or one more (a counter: `value` ignored). */
+  observe (series: RequestSeries<L>, value: number): void {
+    series.count++
+    if (this.type === 'counter') return
+    series.sum += value
+    const bounds = this.#bounds
+    for (let i = 0; i < bounds.length; i++) {
+      if (value <= (bounds[i] as number)) {
+        (series.buckets[i] as number)++
+        break
+      }
+    }
+  }
+
+  get (): MetricJson {
+    const values: MetricJson['values'] = []
+    for (const s of this.#series.values()) {
+      const labels: Record<string, string | number> = {}
+      for (const name of this.#labelNames) labels[name] = s.labels[name]
+      if (this.type === 'counter') {
+        values.push({ labels, value: s.count })
+        continue
+      }
+      // As prom-client writes a histogram: cumulative buckets with `le` first, then +Inf, sum and count.
+      let acc = 0
+      for (let i = 0; i < this.#bounds.length; i++) {
+        acc += s.buckets[i] as number
+        values.push({ labels: { le: this.#bounds[i] as number, ...labels }, value: acc, metricName: `${this.name}_bucket` })
+      }
+      values.push({ labels: { le: '+Inf', ...labels }, value: s.count, metricName: `${this.name}_bucket` })
+      values.push({ labels, value: s.sum, metricName: `${this.name}_sum` })
+      values.push({ labels, value: s.count, metricName: `${this.name}_count` })
+    }
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator }
+  }
+}
+
+interface RequestSeries<L extends string> {
+  labels: Record<L, string>
+  count: number
+  sum: number
+  /** Observations per bucket (not cumulative); beyond the last bound only in count. */
+  buckets: Float64Array
+}
+
 /**
  * The gateway's Prometheus metrics (no Fastify here: the plugin feeds and serves them).
  * Labels are bounded on purpose: no userId, tool name or argument ever becomes a label.
@@ -89,26 +177,24 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
   processMetrics()
   const registry = new Registry()
 
-  const invocations = new Counter({
+  const invocations = new RequestMetric({
     name: 'gateway_invocations_total',
     help: 'Tool calls by endpoint, serving tier (route; none = refused before a tool) and outcome (ok, the tool error code, or the GW_ code of a refused call)',
-    labelNames: ['endpoint', 'route', 'outcome'] as const,
-    registers: [registry]
+    labelNames: ['endpoint', 'route', 'outcome'] as const
   })
-  const invokeDuration = new Histogram({
+  const invokeDuration = new RequestMetric({
     name: 'gateway_invoke_duration_seconds',
     help: 'Time spent in the tool per call, by serving tier',
     labelNames: ['route'] as const,
-    buckets: INVOKE_BUCKETS,
-    registers: [registry]
+    buckets: INVOKE_BUCKETS
   })
-  const overhead = new Histogram({
+  const overhead = new RequestMetric({
     name: 'gateway_overhead_seconds',
     help: 'Time in the gateway outside tools per request (the x-gateway-overhead-ms header), by route pattern',
     labelNames: ['endpoint'] as const,
-    buckets: OVERHEAD_BUCKETS,
-    registers: [registry]
+    buckets: OVERHEAD_BUCKETS
   })
+  for (const metric of [invocations, invokeDuration, overhead]) registry.registerMetric(metric as unknown as Metric)
 
   const gauge = (name: string, help: string, read: () => Array<[Record<string, string>, number]>, labelNames: string[] = []): Gauge =>
     new Gauge({
@@ -182,42 +268,19 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
     gauge('gateway_invocations_in_flight', 'Tool invocations in progress on this instance (all tenants)', () => [[{}, inFlight()]])
   }
 
-  // The labelled series of the per-request metrics, looked up once per label set: prom-client
-  // hashes the labels object on every inc/observe otherwise. Every label value comes from a
-  // closed set (tiers, endpoints, outcomes, route patterns), so these maps stay small.
-  const invocationSeries = new Map<string, ReturnType<typeof invocations.labels>>()
-  const durationSeries = new Map<string, ReturnType<typeof invokeDuration.labels>>()
-  const overheadSeries = new Map<string, ReturnType<typeof overhead.labels>>()
-
   return {
     contentType: registry.contentType,
     recordInvocation (r) {
       const route = r.route !== undefined && KNOWN_TIERS.has(r.route) ? r.route : 'none'
       const endpoint = KNOWN_ENDPOINTS.has(r.endpoint) ? r.endpoint : 'other'
       const outcome = KNOWN_OUTCOMES.has(r.outcome) ? r.outcome : 'other'
-      const key = `${endpoint} ${route} ${outcome}`
-      let series = invocationSeries.get(key)
-      if (series === undefined) {
-        series = invocations.labels({ endpoint, route, outcome })
-        invocationSeries.set(key, series)
-      }
-      series.inc()
+      invocations.observe(invocations.series(`${endpoint} ${route} ${outcome}`, { endpoint, route, outcome }), 1)
       if (r.durationMs !== undefined && route !== 'none') {
-        let duration = durationSeries.get(route)
-        if (duration === undefined) {
-          duration = invokeDuration.labels({ route })
-          durationSeries.set(route, duration)
-        }
-        duration.observe(r.durationMs / 1000)
+        invokeDuration.observe(invokeDuration.series(route, { route }), r.durationMs / 1000)
       }
     },
     recordOverhead (endpoint, overheadMs) {
-      let series = overheadSeries.get(endpoint)
-      if (series === undefined) {
-        series = overhead.labels({ endpoint })
-        overheadSeries.set(endpoint, series)
-      }
-      series.observe(overheadMs / 1000)
+      overhead.observe(overhead.series(endpoint, { endpoint }), overheadMs / 1000)
     },
     render: async () => await Registry.merge([processMetrics(), registry]).metrics()
   }
