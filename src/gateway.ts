@@ -224,8 +224,8 @@ export class Gateway {
         hold: approvals === undefined
           ? undefined
           : async (entry, rule) => {
-                const request: HeldRequest = { arguments: body.arguments ?? {}, allow: body.allow, context: body.context, route: entry.route, caller: { isAdmin: caller.isAdmin, keyId: caller.keyId } }
-                const record = await approvals.hold({ userId: actingFor, name: body.name, callId, rule, request })
+            const request: HeldRequest = { arguments: body.arguments ?? {}, allow: body.allow, context: body.context, route: entry.route, caller: { isAdmin: caller.isAdmin, keyId: caller.keyId } }
+            const record = await approvals.hold({ userId: actingFor, name: body.name, callId, rule, request })
             return {
               approvalId: record.approvalId,
               message: `The call awaits a human's approval (approvalId ${record.approvalId}, rule '${rule}'); it has not run. Its result comes once a person approves or denies it (until ${new Date(record.expiresAt).toISOString()}); do not repeat the call.`
