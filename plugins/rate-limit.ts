@@ -1,8 +1,7 @@
 import { once } from 'node:events'
 import { setTimeout as delay } from 'node:timers/promises'
 import fp from 'fastify-plugin'
-import rateLimit from '@fastify/rate-limit'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { HttpError } from '../src/errors.js'
 import { isValidId } from '../src/naming/names.js'
 import { RedisSemaphore, newInstanceId } from '../src/cluster/index.js'
@@ -10,7 +9,7 @@ import type { SemaphoreHold } from '../src/cluster/index.js'
 import { createRedisClient, quitWithTimeout } from '../src/redis/index.js'
 import type { RedisClient, RedisTarget } from '../src/redis/index.js'
 import type { CallLimits } from '../src/mcp-server/budget.js'
-import { isClusterRoute, isPublicRoute, rulesOf } from './route-config.js'
+import { rulesOf } from './route-config.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -50,16 +49,12 @@ export interface RateLimitPluginOptions {
 const MEMORY_BUCKETS = 50_000
 
 /**
- * Fixed one-minute windows in memory (no REDIS_URL). Replaces the plugin's LocalStore, which
- * hands every request the same mutable counter object: requests of one burst that interleave
- * all read the final count and are all refused, even the first `max` of them.
+ * Fixed one-minute windows in memory (no REDIS_URL), per bucket. Each count returns a copy of its
+ * window: requests of one burst that interleave each see their own count, so exactly the first
+ * `max` of them pass.
  */
 class MemoryWindowStore {
   readonly #windows = new Map<string, { count: number, resetAt: number }>()
-
-  incr (key: string, callback: (error: Error | null, result?: { current: number, ttl: number }) => void, timeWindow: number): void {
-    callback(null, this.incrBy(key, 1, timeWindow))
-  }
 
   /** Counts `n` at once (the calls of a batch beyond the request itself); returns a copy of the window. */
   incrBy (key: string, n: number, timeWindow: number): { current: number, ttl: number } {
@@ -84,12 +79,10 @@ class MemoryWindowStore {
       this.#windows.delete(key)
     }
   }
-
-  child (): MemoryWindowStore {
-    // Routes share the one global limit (no per-route config), so children share the windows.
-    return this
-  }
 }
+
+/** A window after a count: requests in it so far, and ms until it resets. */
+interface Window { current: number, ttl: number }
 
 function requestedUserId (request: FastifyRequest): string | undefined {
   for (const source of [request.params, request.query, request.body]) {
@@ -124,7 +117,7 @@ export function mcpToolCalls (body: unknown): number {
   return n
 }
 
-/** Adds `n` to a Redis window the way the plugin's own script counts (the key expires with its window). */
+/** Adds `n` to a Redis window (the key expires with its window, set when the window starts). */
 const INCR_BY_LUA = `
 local current = redis.call('INCRBY', KEYS[1], ARGV[1])
 local ttl = redis.call('PTTL', KEYS[1])
@@ -136,9 +129,12 @@ return {current, ttl}
 `
 
 /**
- * Per-tenant request rate (@fastify/rate-limit, in Redis when REDIS_URL is set so every
- * instance shares one limit) and a per-tenant cap on concurrent invocations (this instance).
- * Both answer 429 GW_RATE_LIMITED with Retry-After. Public routes are not limited.
+ * Per-tenant request rate (fixed one-minute windows, in Redis when REDIS_URL is set so every
+ * instance shares one limit) and a per-tenant cap on concurrent invocations (across instances with
+ * Redis). Both answer 429 GW_RATE_LIMITED with Retry-After; a counted request gets
+ * x-ratelimit-limit, x-ratelimit-remaining and x-ratelimit-reset. Public and instance-to-instance
+ * routes are not limited. Callback hooks with a synchronous path when nothing is in Redis: this
+ * runs on every request (it replaced @fastify/rate-limit, whose hook cost a few promises per request).
  */
 export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: RateLimitPluginOptions) {
   app.decorateRequest('tenantBucket', undefined)
@@ -184,43 +180,53 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     if (!ready) app.log.warn('rate-limit Redis not reachable at start-up; requests are not rate limited until it is')
   }
 
-  // One store instance the batch counting below can reach too (the plugin constructs its store
-  // with `new`; a function returning an object makes `new` return that object).
   const memoryStore = new MemoryWindowStore()
-  function sharedMemoryStore (): MemoryWindowStore { return memoryStore }
   const nameSpace = `${opts.redisKeyPrefix}rl:`
+  const perMinute = opts.perMinute
 
   /**
-   * Counts `n` more requests in `bucket`'s current window (the plugin counted the request itself
-   * as one). Returns the window after them (count, ms left), or undefined when Redis fails (like the plugin's
-   * skipOnError: an outage does not turn into refusals).
+   * Counts `n` requests in `bucket`'s current window: at once in memory; with Redis a promise of the
+   * window, undefined when Redis fails (an outage lets requests through rather than refusing them).
    */
-  const countMore = async (bucket: string, n: number): Promise<{ current: number, ttl: number } | undefined> => {
-    if (n <= 0) return undefined
+  const count = (bucket: string, n: number): Window | Promise<Window | undefined> => {
     if (redis === undefined) return memoryStore.incrBy(bucket, n, 60_000)
-    try {
-      const [current, ttl] = await redis.eval(INCR_BY_LUA, 1, `${nameSpace}${bucket}`, n, 60_000) as [number, number]
+    return redis.eval(INCR_BY_LUA, 1, `${nameSpace}${bucket}`, n, 60_000).then((answer) => {
+      const [current, ttl] = answer as [number, number]
       return { current, ttl }
-    } catch {
+    }, () => {
+      redisErrors++
       return undefined
-    }
+    })
   }
 
-  await app.register(rateLimit, {
-    global: true,
-    max: opts.perMinute,
-    timeWindow: 60_000,
-    // preValidation: the caller is known (onRequest) and the body is parsed, so an admin call
-    // for a tenant is counted for that tenant. Unauthenticated requests were refused earlier.
-    hook: 'preValidation',
-    keyGenerator: (request) => {
-      request.tenantBucket = bucketOf(request)
-      return request.tenantBucket
-    },
-    allowList: (request) => isPublicRoute(request) || isClusterRoute(request),
-    skipOnError: true,
-    ...(redis !== undefined ? { redis, nameSpace } : { store: sharedMemoryStore as never }),
-    errorResponseBuilder: (_request, context) => new HttpError('GW_RATE_LIMITED', `Rate limit of ${context.max} requests per minute exceeded; retry in ${context.after}`)
+  /** The window's headers on the reply; the 429 to answer when the request is over the limit. */
+  const overLimit = (reply: FastifyReply, window: Window | undefined): HttpError | undefined => {
+    if (window === undefined) return undefined
+    const reset = Math.max(0, Math.ceil(window.ttl / 1000))
+    const over = window.current > perMinute
+    reply.header('x-ratelimit-limit', perMinute)
+    reply.header('x-ratelimit-remaining', over ? 0 : perMinute - window.current)
+    reply.header('x-ratelimit-reset', reset)
+    if (!over) return undefined
+    const retry = Math.max(1, reset)
+    reply.header('retry-after', retry)
+    return new HttpError('GW_RATE_LIMITED', `Rate limit of ${perMinute} requests per minute exceeded; retry in ${retry} second${retry === 1 ? '' : 's'}`)
+  }
+
+  // preValidation: the caller is known (onRequest) and the body is parsed, so an admin call for a
+  // tenant is counted for that tenant. Unauthenticated requests were refused earlier; unknown
+  // routes (404) and public and instance-to-instance routes are not counted.
+  app.addHook('preValidation', (request, reply, done) => {
+    const rules = rulesOf(request)
+    if (rules.url === undefined || rules.public === true || rules.cluster === true) {
+      done()
+      return
+    }
+    const bucket = bucketOf(request)
+    request.tenantBucket = bucket
+    const window = count(bucket, 1)
+    if (window instanceof Promise) window.then((w) => { done(overLimit(reply, w)) }, done)
+    else done(overLimit(reply, window))
   })
 
   // Concurrent invocations, per bucket. With Redis, slots of a semaphore every instance shares:
@@ -228,7 +234,7 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
   // not leak them: they come back after the lease. This instance's count is kept here too.
   const inFlight = new Map<string, number>()
   app.decorate('invocationsInFlight', inFlight)
-  const held = new WeakMap<FastifyRequest, { bucket: string, slots: number, shared?: SemaphoreHold }>()
+  const held = new WeakMap<FastifyRequest, { bucket: string, slots: number, shared: SemaphoreHold | undefined }>()
   const aborted = new WeakSet<FastifyRequest>()
 
   const release = (request: FastifyRequest): void => {
@@ -241,13 +247,90 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     else inFlight.delete(hold.bucket)
   }
 
-  app.addHook('preHandler', async (request, reply) => {
+  const tooMany = (reply: FastifyReply): HttpError => {
+    reply.header('retry-after', '1')
+    return new HttpError('GW_RATE_LIMITED', `Too many concurrent invocations for this tenant (at most ${opts.maxConcurrent}); retry in 1 second`)
+  }
+
+  /**
+   * Takes `slots` of this instance's count (after the cluster-wide semaphore answered, or without
+   * one); the error to answer instead, if any. `shared` is the cluster-wide hold, released on refusal.
+   */
+  const hold = (request: FastifyRequest, reply: FastifyReply, bucket: string, slots: number, shared: SemaphoreHold | undefined, sharedAnswered: boolean): HttpError | undefined => {
+    // The client may have left (during a round trip, or while the body was read): its 'close' has
+    // fired already, so nothing would free the slots.
+    if (aborted.has(request) || reply.raw.destroyed) {
+      shared?.release().catch(() => { redisErrors++ })
+      return new HttpError('GW_BAD_REQUEST', 'Client disconnected')
+    }
+    const now = inFlight.get(bucket) ?? 0
+    if (!sharedAnswered && now + slots > opts.maxConcurrent) return tooMany(reply)
+    inFlight.set(bucket, now + slots)
+    held.set(request, { bucket, slots, shared })
+    // onResponse does not run when the client left after sending its body (the response never
+    // finishes, and onRequestAbort only covers requests cut off mid-body); the response's
+    // 'close' event fires in every case. The tool sees the same disconnect (abortOnClientGone).
+    reply.raw.once('close', () => { release(request) })
+    return undefined
+  }
+
+  /** A batch, a JSON-RPC message, or any call with Redis: what may need a round trip first. */
+  const acquire = async (request: FastifyRequest, reply: FastifyReply, bucket: string, isMcp: boolean, count: number): Promise<void> => {
+    const slots = count > 1 ? Math.max(1, Math.min(count, opts.batchConcurrency, opts.maxConcurrent)) : 1
+    // Per minute, each call of a batch counts (preValidation counted the request as one). /invoke/batch
+    // cannot answer part of a batch, so a batch that does not fit is refused whole; /mcp answers
+    // the calls over the limit with a JSON-RPC error each.
+    let allowed = count
+    if (count > 1) {
+      const after = await countMore(bucket, count - 1)
+      if (after !== undefined) allowed = Math.max(0, Math.min(count, perMinute - (after.current - count)))
+      if (after !== undefined && allowed < count && !isMcp) {
+        reply.header('retry-after', String(Math.max(1, Math.ceil(after.ttl / 1000))))
+        throw new HttpError('GW_RATE_LIMITED', `Rate limit of ${perMinute} requests per minute exceeded: this batch of ${count} calls does not fit in what is left of the minute; retry later or send fewer calls`)
+      }
+    }
+    if (isMcp) request.callBudget = { calls: allowed, concurrency: slots }
+
+    // Cluster-wide when Redis answers; this instance's own cap when it does not (fail open to the local limit).
+    let shared: SemaphoreHold | undefined
+    let sharedAnswered = false
+    if (semaphore !== undefined) {
+      let got: Awaited<ReturnType<RedisSemaphore['acquire']>> | undefined
+      try {
+        got = await semaphore.acquire(bucket, slots, opts.maxConcurrent)
+      } catch (err) {
+        redisErrors++
+        if (Date.now() - lastSemaphoreLog > 60_000) {
+          lastSemaphoreLog = Date.now()
+          app.log.warn({ err: { message: (err as Error).message } }, 'the cluster-wide concurrency cap is unavailable; this instance applies MAX_CONCURRENT_PER_TENANT on its own until Redis answers')
+        }
+      }
+      if (got !== undefined) {
+        sharedAnswered = true
+        if (!got.ok) throw tooMany(reply)
+        shared = got.hold
+      }
+    }
+    const refused = hold(request, reply, bucket, slots, shared, sharedAnswered)
+    if (refused !== undefined) throw refused
+  }
+
+  /** Counts `n` more requests for a batch's other calls; the window after them, undefined when Redis fails. */
+  const countMore = async (bucket: string, n: number): Promise<Window | undefined> => await count(bucket, n)
+
+  app.addHook('preHandler', (request, reply, done) => {
     // Routes that run tools say so (config.invoke): POST /invoke, /invoke/batch and /mcp. GET /mcp,
     // a long-lived notification stream, does not.
     const invoke = rulesOf(request).invoke
-    if (invoke === undefined || invoke === false) return
+    if (invoke === undefined || invoke === false) {
+      done()
+      return
+    }
     // A client that left while the body was read gets no slot: no onResponse would free it.
-    if (aborted.has(request)) throw new HttpError('GW_BAD_REQUEST', 'Client disconnected')
+    if (aborted.has(request)) {
+      done(new HttpError('GW_BAD_REQUEST', 'Client disconnected'))
+      return
+    }
     const bucket = request.tenantBucket ?? bucketOf(request)
     // A batch holds as many slots as calls it can run at once (BATCH_CONCURRENCY), capped at
     // the limit itself so that a big batch always fits when the tenant is otherwise idle. A
@@ -255,57 +338,10 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     // at most `slots` of them at once, see src/mcp-server/budget.ts).
     const isMcp = invoke === 'json-rpc'
     const calls = (request.body as { calls?: unknown } | undefined)?.calls
-    const count = isMcp ? mcpToolCalls(request.body) : Array.isArray(calls) ? calls.length : 1
-    const slots = count > 1 ? Math.max(1, Math.min(count, opts.batchConcurrency, opts.maxConcurrent)) : 1
-
-    // Per minute, each call of a batch counts (the plugin counted the request as one). /invoke/batch
-    // cannot answer part of a batch, so a batch that does not fit is refused whole; /mcp answers
-    // the calls over the limit with a JSON-RPC error each.
-    let allowed = count
-    if (count > 1) {
-      const after = await countMore(bucket, count - 1)
-      if (after !== undefined) allowed = Math.max(0, Math.min(count, opts.perMinute - (after.current - count)))
-      if (after !== undefined && allowed < count && !isMcp) {
-        reply.header('retry-after', String(Math.max(1, Math.ceil(after.ttl / 1000))))
-        throw new HttpError('GW_RATE_LIMITED', `Rate limit of ${opts.perMinute} requests per minute exceeded: this batch of ${count} calls does not fit in what is left of the minute; retry later or send fewer calls`)
-      }
-    }
-    if (isMcp) request.callBudget = { calls: allowed, concurrency: slots }
-
-    const refuse = (): never => {
-      reply.header('retry-after', '1')
-      throw new HttpError('GW_RATE_LIMITED', `Too many concurrent invocations for this tenant (at most ${opts.maxConcurrent}); retry in 1 second`)
-    }
-    // Cluster-wide when Redis answers; this instance's own cap when it does not (fail open to the local limit).
-    let shared: SemaphoreHold | undefined
-    let sharedAnswered = false
-    if (semaphore !== undefined) {
-      try {
-        const got = await semaphore.acquire(bucket, slots, opts.maxConcurrent)
-        sharedAnswered = true
-        if (!got.ok) refuse()
-        else shared = got.hold
-      } catch (err) {
-        if (err instanceof HttpError) throw err
-        redisErrors++
-        if (Date.now() - lastSemaphoreLog > 60_000) {
-          lastSemaphoreLog = Date.now()
-          app.log.warn({ err: { message: (err as Error).message } }, 'the cluster-wide concurrency cap is unavailable; this instance applies MAX_CONCURRENT_PER_TENANT on its own until Redis answers')
-        }
-      }
-    }
-    // The client may have left during the round trip: its 'close' has fired already, so nothing would free the slots.
-    if (aborted.has(request) || reply.raw.destroyed) {
-      shared?.release().catch(() => { redisErrors++ })
-      throw new HttpError('GW_BAD_REQUEST', 'Client disconnected')
-    }
-    if (!sharedAnswered && (inFlight.get(bucket) ?? 0) + slots > opts.maxConcurrent) refuse()
-    inFlight.set(bucket, (inFlight.get(bucket) ?? 0) + slots)
-    held.set(request, { bucket, slots, ...(shared !== undefined ? { shared } : {}) })
-    // onResponse does not run when the client left after sending its body (the response never
-    // finishes, and onRequestAbort only covers requests cut off mid-body); the response's
-    // 'close' event fires in every case. The tool sees the same disconnect (abortOnClientGone).
-    reply.raw.once('close', () => { release(request) })
+    const n = isMcp ? mcpToolCalls(request.body) : Array.isArray(calls) ? calls.length : 1
+    // One call on this instance alone (no Redis): nothing to wait for, no promise.
+    if (!isMcp && n <= 1 && semaphore === undefined) done(hold(request, reply, bucket, 1, undefined, false))
+    else acquire(request, reply, bucket, isMcp, n).then(() => { done() }, done)
   })
   // Released once, whichever comes first: the response finished, or the client went away.
   app.addHook('onResponse', (request, _reply, done) => {
