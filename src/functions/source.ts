@@ -1,7 +1,7 @@
 import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource } from '../tools/source.js'
 import { StaticCatalog } from '../tools/static-catalog.js'
 import type { CallContext, ToolOutcome } from '../tools/types.js'
-import { runWithDeadline } from '../tools/deadline.js'
+import { CANCELLED_OUTCOME, DeadlineRun } from '../tools/deadline.js'
 import type { FunctionTool } from './define.js'
 import type { LoadedFunction } from './loader.js'
 
@@ -39,14 +39,26 @@ export class FunctionSource implements ToolSource {
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
     const tool = entry.ref as FunctionTool
     const timeoutMs = Math.min(tool.timeoutMs ?? this.#defaultTimeoutMs, ctx.timeoutMs)
-    return runWithDeadline(timeoutMs, ctx.abortSource ?? ctx.signal, async (call) => {
-      try {
-        // `signal` read through: its AbortController is only made for a handler that uses it.
-        const value = await tool.handler(args, { callId: ctx.callId, userId: ctx.caller.userId, get signal () { return call.signal } })
-        return { ok: true, value }
-      } catch (err) {
-        return { ok: false, reason: 'tool-error', message: err instanceof Error ? err.message : String(err) }
-      }
-    }, `Function '${entry.name}' did not finish within ${timeoutMs} ms`)
+    const parent = ctx.abortSource ?? ctx.signal
+    if (parent.aborted) return CANCELLED_OUTCOME
+    const run = new DeadlineRun(parent, () => `Function '${entry.name}' did not finish within ${timeoutMs} ms`)
+    let value: unknown
+    try {
+      // `signal` read through: its AbortController is only made for a handler that uses it.
+      value = tool.handler(args, { callId: ctx.callId, userId: ctx.caller.userId, get signal () { return run.signal } })
+    } catch (err) {
+      return failed(err)
+    }
+    // A handler that answered synchronously is done: there is nothing left to time out or cancel.
+    if (!isThenable(value)) return { ok: true, value }
+    return await run.watch(Promise.resolve(value).then((v): ToolOutcome => ({ ok: true, value: v }), failed), timeoutMs)
   }
+}
+
+function isThenable (value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function'
+}
+
+function failed (err: unknown): ToolOutcome {
+  return { ok: false, reason: 'tool-error', message: err instanceof Error ? err.message : String(err) }
 }

@@ -13,20 +13,22 @@ const CANCELLED: ToolOutcome = { ok: false, reason: 'cancelled', message: 'The c
  * One call under a deadline. The work's AbortController is created only when the work reads
  * `signal` (most in-process functions never do: it was the largest allocation of a trivial
  * call); an abort that came first is applied to it then. It is its own abort listener
- * (`handleEvent`) and the timer gets it as an argument: no closures per call.
+ * (`handleEvent`) and the timer gets it as an argument: no closures per call. Nothing is armed
+ * until `watch`: a handler that answers synchronously needs no timer (it cannot be interrupted).
  */
-class DeadlineRun implements DeadlineCall {
+export class DeadlineRun implements DeadlineCall {
   readonly #parent: AbortSource
-  readonly #timeoutMessage: string
+  readonly #timeoutMessage: string | (() => string)
   #controller: AbortController | undefined
   #aborted = false
   #reason: unknown
   #settled = false
-  timer: NodeJS.Timeout | undefined
-  resolve!: (outcome: ToolOutcome) => void
-  reject!: (err: unknown) => void
+  #timer: NodeJS.Timeout | undefined
+  #resolve: ((outcome: ToolOutcome) => void) | undefined
+  #reject: ((err: unknown) => void) | undefined
 
-  constructor (parent: AbortSource, timeoutMessage: string) {
+  /** `timeoutMessage` may be a function: it is only needed when the deadline passes. */
+  constructor (parent: AbortSource, timeoutMessage: string | (() => string)) {
     this.#parent = parent
     this.#timeoutMessage = timeoutMessage
   }
@@ -39,29 +41,47 @@ class DeadlineRun implements DeadlineCall {
     return this.#controller.signal
   }
 
+  /**
+   * The outcome of `work`, or a timeout outcome after `timeoutMs`, or a cancelled one when the
+   * caller's signal aborts, whichever comes first; `work`'s late settling is ignored (never an
+   * unhandled rejection).
+   */
+  async watch (work: Promise<ToolOutcome>, timeoutMs: number): Promise<ToolOutcome> {
+    const result = new Promise<ToolOutcome>((resolve, reject) => {
+      this.#resolve = resolve
+      this.#reject = reject
+    })
+    this.#timer = setTimeout(onDeadline, timeoutMs, this)
+    if (this.#parent.aborted) this.handleEvent()
+    else this.#parent.addEventListener('abort', this, { once: true })
+    work.then((outcome) => { this.#settle(outcome) }, (err: unknown) => { this.#fail(err) })
+    return await result
+  }
+
   /** The caller's signal aborted. */
   handleEvent (): void {
     this.#abort(this.#parent.reason)
-    this.settle(CANCELLED)
+    this.#settle(CANCELLED)
   }
 
   timedOut (): void {
     this.#abort(new Error('timeout'))
-    this.settle({ ok: false, reason: 'timeout', message: this.#timeoutMessage })
+    const message = this.#timeoutMessage
+    this.#settle({ ok: false, reason: 'timeout', message: typeof message === 'string' ? message : message() })
   }
 
-  settle (outcome: ToolOutcome): void {
-    if (this.#finish()) this.resolve(outcome)
+  #settle (outcome: ToolOutcome): void {
+    if (this.#finish()) this.#resolve?.(outcome)
   }
 
-  fail (err: unknown): void {
-    if (this.#finish()) this.reject(err)
+  #fail (err: unknown): void {
+    if (this.#finish()) this.#reject?.(err)
   }
 
   #finish (): boolean {
     if (this.#settled) return false
     this.#settled = true
-    clearTimeout(this.timer)
+    clearTimeout(this.#timer)
     this.#parent.removeEventListener('abort', this)
     return true
   }
@@ -78,6 +98,9 @@ function onDeadline (run: DeadlineRun): void {
   run.timedOut()
 }
 
+/** The outcome of a call whose caller had gone before it started. */
+export const CANCELLED_OUTCOME: ToolOutcome = CANCELLED
+
 /**
  * Runs `fn` with a deadline. In-process handlers cannot be killed, so on timeout the caller
  * gets a timeout outcome at once and the handler's signal is aborted for it to stop; its late
@@ -87,24 +110,14 @@ export async function runWithDeadline (
   timeoutMs: number,
   parent: AbortSource,
   fn: (call: DeadlineCall) => Promise<ToolOutcome>,
-  timeoutMessage: string
+  timeoutMessage: string | (() => string)
 ): Promise<ToolOutcome> {
   const run = new DeadlineRun(parent, timeoutMessage)
-  const result = new Promise<ToolOutcome>((resolve, reject) => {
-    run.resolve = resolve
-    run.reject = reject
-  })
-  run.timer = setTimeout(onDeadline, timeoutMs, run)
-  if (parent.aborted) run.handleEvent()
-  else parent.addEventListener('abort', run, { once: true })
   let work: Promise<ToolOutcome>
   try {
     work = fn(run)
   } catch (err) {
-    run.fail(err)
-    return await result
+    work = Promise.reject(err)
   }
-  // A rejection after the deadline is ignored (fail does nothing then): never an unhandled rejection.
-  work.then((outcome) => { run.settle(outcome) }, (err: unknown) => { run.fail(err) })
-  return await result
+  return await run.watch(work, timeoutMs)
 }
