@@ -49,7 +49,9 @@ export default fp(async function requestLogPlugin (app: FastifyInstance) {
   app.addHook('onResponse', (request, reply, done) => {
     const quiet = reply.statusCode < 400 && isPublicRoute(request)
     const line = {
-      req: { method: request.method, url: redactUrl(request.url), remoteAddress: request.ip },
+      // Through Fastify's `req` serializer, which writes `remoteAddress` from an `ip` field (a
+      // `remoteAddress` field of its own would be dropped).
+      req: { method: request.method, url: redactUrl(request.url), ip: request.ip },
       res: { statusCode: reply.statusCode },
       responseTime: reply.elapsedTime,
       ...request.logFields

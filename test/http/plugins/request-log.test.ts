@@ -30,6 +30,8 @@ test('one log line per request: an invoke carries its tool, tier, tenant and out
   assert.deepEqual({ tool: mine[0]?.tool, route: mine[0]?.route, tenant: mine[0]?.tenant, outcome: mine[0]?.outcome, status: mine[0]?.res?.statusCode },
     { tool: 'calculate', route: 'function', tenant: 'acme', outcome: 'ok', status: 200 })
   assert.equal(typeof mine[0]?.responseTime, 'number')
+  // The client's address and the request line (Fastify's req serializer once dropped the address).
+  assert.deepEqual(mine[0]?.req, { method: 'POST', url: '/invoke', remoteAddress: '127.0.0.1' })
 
   lines.length = 0
   assert.equal((await app.inject({ method: 'POST', url: '/invoke', payload: { name: 'no_such_tool' } })).statusCode, 404)
