@@ -5,7 +5,7 @@
  * this process, in interleaved rounds after a warm-up.
  */
 import path from 'node:path'
-import { closeHttp, cpuMs, freePort, gatewayEnv, httpOk, load, loadInterleaved, LOG_LEVEL, nodeFlags, REPO_ROOT, spawnChild, startGateway, TSX_IMPORT, waitReady } from './fixtures/procs.js'
+import { closeHttp, cpuMs, freePort, GATEWAY_RUN, gatewayEnv, httpOk, load, loadInterleaved, LOG_LEVEL, nodeFlags, pinServers, REPO_ROOT, spawnChild, startGateway, TSX_IMPORT, waitReady } from './fixtures/procs.js'
 import type { LoadResult } from './fixtures/procs.js'
 import { makeRow, median, round } from './stats.js'
 import type { BenchContext, Row } from './types.js'
@@ -40,7 +40,10 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   })
   const bareUrl = `http://127.0.0.1:${barePort}`
   await waitReady(bare, `${bareUrl}/healthz`)
-  ctx.log(`gateway pid ${gw.pid}, bare Fastify pid ${bare.pid}; ${CONNECTIONS} connections, ${ROUNDS} x ${SECONDS} s each`)
+  const unpin = pinServers([gw.pid, bare.pid])
+  if (unpin !== undefined) ctx.defer(unpin)
+  const pinned = unpin !== undefined ? 'both servers pinned to CPU 0, load generator on the others' : 'not pinned (no taskset or 1 CPU)'
+  ctx.log(`gateway pid ${gw.pid} (${GATEWAY_RUN}), bare Fastify pid ${bare.pid}; ${CONNECTIONS} connections, ${ROUNDS} x ${SECONDS} s each; ${pinned}`)
 
   // CPU time of each server per request (from /proc): steadier than req/s on a shared machine.
   const cpu = { gateway: { ms: 0, requests: 0 }, bare: { ms: 0, requests: 0 } }
@@ -56,7 +59,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   const usBare = 1000 * cpu.bare.ms / cpu.bare.requests
   const g = summary(res.gateway)
   const b = summary(res.bare)
-  const common = `${CONNECTIONS} connections, median of ${res.gateway.length} interleaved ${SECONDS} s rounds; LOG_LEVEL=${LOG_LEVEL} both`
+  const common = `${CONNECTIONS} connections, median of ${res.gateway.length} interleaved ${SECONDS} s rounds; LOG_LEVEL=${LOG_LEVEL} both; gateway ${GATEWAY_RUN === 'dist' ? 'production build (node dist/src/server.js)' : 'under tsx (npm start)'}; ${pinned}`
   const bad = g.bad + b.bad > 0 ? `; ${g.bad} non-2xx/errors (bare ${b.bad})` : ''
   const rows = [
     makeRow({
