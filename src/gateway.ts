@@ -207,7 +207,8 @@ export class Gateway {
     }
     seen.userId = userId
     try {
-      const policy = await this.#policy(userId)
+      // Fresh in the cache on almost every call: no await then.
+      const policy = this.#policies?.effectiveNow?.(userId) ?? await this.#policy(userId)
       const limits = policy?.limits ?? {}
       const workspace = body.context ?? {}
       const callId = body.callId ?? newCallId()

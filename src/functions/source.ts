@@ -32,7 +32,7 @@ export class FunctionSource implements ToolSource {
     return this.#catalog.list(selection)
   }
 
-  async resolve (name: string, _scope: SourceScope): Promise<CatalogEntry | undefined> {
+  resolve (name: string, _scope: SourceScope): CatalogEntry | undefined {
     return this.#catalog.get(name)
   }
 

@@ -122,12 +122,17 @@ export class EffectivePolicy implements ToolPolicy {
     return { kind: 'allow' }
   }
 
-  async checkCall (entry: CatalogEntry, args: Record<string, unknown>): Promise<string | undefined> {
+  checkCall (entry: CatalogEntry, args: Record<string, unknown>): string | undefined | Promise<string | undefined> {
+    // Answered at once when no command rule applies (every call but a policed bash command).
     if (this.#commandRules.length === 0 || entry.route !== 'builtin' || entry.spec.name !== 'bash') return undefined
     if ((args.action !== 'exec' && args.action !== 'start') || typeof args.command !== 'string') return undefined
+    return this.#checkCommand(args.command)
+  }
+
+  async #checkCommand (command: string): Promise<string | undefined> {
     let index: number
     try {
-      index = await this.#guard.firstMatch(this.#commandKey, this.#commandRules.map((r) => r.source), args.command)
+      index = await this.#guard.firstMatch(this.#commandKey, this.#commandRules.map((r) => r.source), command)
     } catch (err) {
       const why = err instanceof CommandCheckTimeout ? err.message : `the policy check of the command failed (${(err as Error).message})`
       return `Command refused: ${why}; the tool policy refuses what it cannot check`

@@ -116,7 +116,7 @@ export class PolicyService implements ToolPolicyProvider {
   /** The policy every call of the tenant (or of no tenant) obeys; the same object while nothing changed. */
   async effective (userId: string | undefined): Promise<ToolPolicy> {
     // Every call asks: while nothing changed, answer from the cache without a store round.
-    const cached = this.#effectiveIfFresh(userId)
+    const cached = this.effectiveNow(userId)
     if (cached !== undefined) return cached
     const [base, own] = await Promise.all([
       this.#load(DEFAULT_SCOPE),
@@ -131,7 +131,7 @@ export class PolicyService implements ToolPolicyProvider {
   }
 
   /** The cached effective policy when both of its documents are still fresh, else undefined. */
-  #effectiveIfFresh (userId: string | undefined): ToolPolicy | undefined {
+  effectiveNow (userId: string | undefined): ToolPolicy | undefined {
     const known = this.#effective.get(userId ?? '')
     if (known === undefined) return undefined
     const base = this.#cache.get('g')

@@ -27,14 +27,16 @@ export interface ToolPolicy {
   decide: (entry: CatalogEntry) => PolicyDecision
   /**
    * Checks the validated arguments of a call the policy allows (a bash command against
-   * `bash.denyCommands`): the refusal's message naming the rule, or undefined. May run the
-   * check off the event loop, hence async.
+   * `bash.denyCommands`): the refusal's message naming the rule, or undefined. A check that runs
+   * off the event loop answers a promise; one with nothing to check answers at once.
    */
-  checkCall: (entry: CatalogEntry, args: Record<string, unknown>) => Promise<string | undefined>
+  checkCall: (entry: CatalogEntry, args: Record<string, unknown>) => string | undefined | Promise<string | undefined>
   limits: PolicyLimits
 }
 
 /** The policy of a tenant (undefined: no userId) for a request; an object that stays === while it is unchanged. */
 export interface ToolPolicyProvider {
   effective: (userId: string | undefined) => Promise<ToolPolicy>
+  /** The same policy when it can be answered without waiting (cached and fresh), else undefined: ask `effective`. */
+  effectiveNow?: (userId: string | undefined) => ToolPolicy | undefined
 }

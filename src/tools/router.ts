@@ -85,6 +85,9 @@ export interface InvokeResult {
 /** `pending`: the call was held for an approval and has not run; its result says so (isError, GW_APPROVAL_PENDING). */
 export type InvokeOutcome = { ok: true, result: InvokeResult, pending?: { approvalId: string } } | { ok: false, error: HttpError, toolMs: 0 }
 
+/** What a name resolves to for a scope: the entry, or why not (GW_TOOL_NOT_FOUND, GW_TENANT_MISMATCH). */
+type Resolution = { ok: true, entry: CatalogEntry } | { ok: false, error: HttpError }
+
 export interface CatalogRow {
   name: string
   route: Tier
@@ -129,20 +132,47 @@ export class ToolRouter {
    * Resolves a model-facing name through the full priority (docs/ARCHITECTURE.md#tiers). An encoded
    * `user_{u}_tool_{t}` name goes straight to tier 2 of tenant u and never falls back.
    */
-  async resolve (name: string, scope: SourceScope): Promise<{ ok: true, entry: CatalogEntry } | { ok: false, error: HttpError }> {
-    const builtin = await this.#source('builtin')?.resolve(name, scope)
+  async resolve (name: string, scope: SourceScope): Promise<Resolution> {
+    const now = this.#resolveNow(name, scope)
+    return now instanceof Promise ? await now : now
+  }
+
+  /**
+   * `resolve`, answered at once while every source asked answers at once (the static tiers:
+   * built-ins, local MCP, functions); from the first source that answers a promise, it waits.
+   */
+  #resolveNow (name: string, scope: SourceScope): Resolution | Promise<Resolution> {
+    const builtin = this.#source('builtin')?.resolve(name, scope)
+    if (builtin instanceof Promise) return builtin.then((entry) => entry ? { ok: true, entry } : this.#resolvePastBuiltin(name, scope))
     if (builtin) return { ok: true, entry: builtin }
+    return this.#resolvePastBuiltin(name, scope)
+  }
+
+  /** A name the built-ins do not have: an encoded tenant name goes to tier 2 alone, any other to the tiers in order. */
+  #resolvePastBuiltin (name: string, scope: SourceScope): Resolution | Promise<Resolution> {
     const encoded = parseUserToolName(name)
     if (encoded) {
       if (scope.userId !== encoded.userId) {
         return { ok: false, error: new HttpError('GW_TENANT_MISMATCH', `Tool '${name}' belongs to another tenant than the request's`) }
       }
-      const entry = await this.#source('user_mcp')?.resolve(name, scope)
-      return entry ? { ok: true, entry } : { ok: false, error: notFound(name) }
+      const found = this.#source('user_mcp')?.resolve(name, scope)
+      const answer = (entry: CatalogEntry | undefined): Resolution => entry ? { ok: true, entry } : { ok: false, error: notFound(name) }
+      return found instanceof Promise ? found.then(answer) : answer(found)
     }
+    return this.#resolveAfter('builtin', name, scope)
+  }
+
+  /** The tiers after `after` in priority order, for a name that is not an encoded tenant name. */
+  #resolveAfter (after: Tier, name: string, scope: SourceScope): Resolution | Promise<Resolution> {
+    let past = false
     for (const [route, source] of this.#sources) {
+      if (!past) {
+        past = route === after
+        continue
+      }
       if (route === 'builtin' || (route === 'user_mcp' && scope.userId === undefined)) continue
-      const entry = await source.resolve(name, scope)
+      const entry = source.resolve(name, scope)
+      if (entry instanceof Promise) return entry.then((hit) => hit ? { ok: true, entry: hit } : this.#resolveAfter(route, name, scope))
       if (entry) return { ok: true, entry }
     }
     return { ok: false, error: notFound(name) }
@@ -225,7 +255,7 @@ export class ToolRouter {
         natural = fallback
       } else if (userSource && entry.route !== 'user_mcp' && entry.route !== 'builtin') {
         // Only a diagnostic: a registry outage must not fail a listing that names no tenant server.
-        const tenantTool = await userSource.resolve(natural, scope).catch(() => undefined)
+        const tenantTool = await Promise.resolve(userSource.resolve(natural, scope)).catch(() => undefined)
         if (tenantTool) {
           diagnostics.push({ type: 'ambiguous', name: natural, route: entry.route, source: entry.source, exposedAs: toWireName(natural), shadowedBy: 'user_mcp', message: `The tenant's server '${tenantTool.source}' also has a tool '${natural}': an invoke with userId and without \`allow\` routes it there (tier 2 comes before tiers 3 to 5); pass \`allow\` to route by this listing` })
         }
@@ -301,7 +331,8 @@ export class ToolRouter {
       }
       entry = (hit ?? withheld as ListedTool).entry
     } else {
-      const resolved = await this.resolve(req.name, scope)
+      const now = this.#resolveNow(req.name, scope)
+      const resolved = now instanceof Promise ? await now : now
       if (!resolved.ok) return { ok: false, error: resolved.error, toolMs: 0 }
       entry = resolved.entry
     }
@@ -324,7 +355,8 @@ export class ToolRouter {
     } else if (!args.ok || !checked.ok) {
       outcome = { ok: false, reason: 'invalid-arguments', message: (checked as { message: string }).message }
     } else {
-      const refused = await req.policy?.checkCall(entry, args.value)
+      const check = req.policy?.checkCall(entry, args.value)
+      const refused = check instanceof Promise ? await check : check
       if (refused !== undefined) {
         outcome = { ok: false, reason: 'policy', message: refused }
       } else if (decision?.kind === 'approval-required' && req.approved !== true && req.hold !== undefined) {

@@ -60,9 +60,10 @@ export interface ToolSource {
   list: (selection: Selection | 'all', scope: SourceScope) => Promise<SourceListing>
   /**
    * The entry a model-facing name refers to in this source, if any. Sources accept their
-   * natural names, qualified names and the wire names derived from either.
+   * natural names, qualified names and the wire names derived from either. A source with a
+   * static catalog answers at once (no promise): the router then resolves a call without waiting.
    */
-  resolve: (name: string, scope: SourceScope) => Promise<CatalogEntry | undefined>
+  resolve: (name: string, scope: SourceScope) => CatalogEntry | undefined | Promise<CatalogEntry | undefined>
   /** Runs the tool. Arguments were already validated against `entry.spec.inputSchema`. */
   call: (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext) => Promise<ToolOutcome>
   /**
