@@ -366,7 +366,12 @@ export class ToolRouter {
         return { ok: true, result, pending: { approvalId: held.approvalId } }
       } else {
         const toolStart = performance.now()
-        outcome = await callSafely(this.#sourceFor(entry), entry, args.value, ctx)
+        // A source that throws has a bug, but the caller still gets a tool-level error, never a 500.
+        try {
+          outcome = await this.#sourceFor(entry).call(entry, args.value, ctx)
+        } catch (err) {
+          outcome = { ok: false, reason: 'tool-error', message: `The tool failed: ${(err as Error)?.message ?? String(err)}` }
+        }
         toolMs = performance.now() - toolStart
       }
     }
@@ -422,15 +427,6 @@ export function unsupportedReason (entry: CatalogEntry): string | undefined {
     return `Tool '${entry.name}' runs only as an MCP task (execution.taskSupport "required"); the gateway calls tools synchronously and does not support MCP tasks`
   }
   return undefined
-}
-
-/** A source that throws has a bug, but the caller still gets a tool-level error, never a 500. */
-async function callSafely (source: ToolSource, entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
-  try {
-    return await source.call(entry, args, ctx)
-  } catch (err) {
-    return { ok: false, reason: 'tool-error', message: `The tool failed: ${(err as Error)?.message ?? String(err)}` }
-  }
 }
 
 /** Models emit arguments as a JSON string; an empty string means no arguments. */
