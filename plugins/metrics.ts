@@ -86,10 +86,8 @@ export default fp(async function metricsPlugin (app: FastifyInstance, opts: { re
     done(null, payload)
   })
 
-  app.addHook('onResponse', (request, reply, done) => {
-    const header = reply.getHeader('x-gateway-overhead-ms')
-    const overheadMs = typeof header === 'string' ? Number(header) : NaN
-    if (Number.isFinite(overheadMs)) metrics.recordOverhead(rulesOf(request).url ?? 'unmatched', overheadMs)
+  app.addHook('onResponse', (request, _reply, done) => {
+    if (request.overheadMs >= 0) metrics.recordOverhead(rulesOf(request).url ?? 'unmatched', request.overheadMs)
     done()
   })
 

@@ -8,6 +8,8 @@ declare module 'fastify' {
     toolMs: number
     /** performance.now() when the request arrived. */
     startedAt: number
+    /** The x-gateway-overhead-ms value sent (ms; -1 until the response is sent). */
+    overheadMs: number
   }
 }
 
@@ -15,6 +17,7 @@ declare module 'fastify' {
 export default fp(async function overheadPlugin (app: FastifyInstance) {
   app.decorateRequest('toolMs', 0)
   app.decorateRequest('startedAt', 0)
+  app.decorateRequest('overheadMs', -1)
   // Callback hooks, not async ones: no promise per hook on every request.
   app.addHook('onRequest', (request, _reply, done) => {
     request.startedAt = performance.now()
@@ -22,7 +25,10 @@ export default fp(async function overheadPlugin (app: FastifyInstance) {
   })
   app.addHook('onSend', (request, reply, payload, done) => {
     const overhead = Math.max(0, performance.now() - request.startedAt - request.toolMs)
-    reply.header('x-gateway-overhead-ms', overhead.toFixed(3))
+    const text = overhead.toFixed(3)
+    reply.header('x-gateway-overhead-ms', text)
+    // The very number sent (rounded as in the header), for the metrics.
+    request.overheadMs = Number(text)
     done(null, payload)
   })
 }, { name: 'gateway-overhead' })

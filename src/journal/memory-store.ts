@@ -2,7 +2,7 @@ import { matches, parseId, SCAN_BUDGET } from './store.js'
 import type { JournalPage, JournalQuery, JournalStore, PendingEntry } from './store.js'
 
 interface Item {
-  id: string
+  /** With `seq`, the entry's id (`{ms}-{seq}`, made only when a page needs it). */
   ms: number
   seq: number
   tenant: string
@@ -94,7 +94,7 @@ export class MemoryJournalStore implements JournalStore {
     } else {
       this.#seq++
     }
-    const item: Item = { id: `${this.#lastMs}-${this.#seq}`, ms: this.#lastMs, seq: this.#seq, tenant: e.tenant, callId: e.callId, name: e.name, isError: e.isError, json: e.json, live: true }
+    const item: Item = { ms: this.#lastMs, seq: this.#seq, tenant: e.tenant, callId: e.callId, name: e.name, isError: e.isError, json: e.json, live: true }
     let ring = this.#tenants.get(e.tenant)
     if (ring === undefined) {
       ring = { items: new Deque(), byCall: new Map() }
@@ -154,7 +154,7 @@ export class MemoryJournalStore implements JournalStore {
       scanned++
       if (matches(it.name, it.isError, query)) entries.push(it.json)
       const more = i > 0 && items.at(i - 1).ms >= lower
-      if (entries.length >= query.limit || scanned >= SCAN_BUDGET) return { entries, next: more ? it.id : null }
+      if (entries.length >= query.limit || scanned >= SCAN_BUDGET) return { entries, next: more ? `${it.ms}-${it.seq}` : null }
     }
     return { entries, next: null }
   }
