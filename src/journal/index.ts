@@ -40,6 +40,6 @@ export function createJournal (s: JournalSettings): Journal {
       // ioredis repeats connection errors while it reconnects; the journal's drop warning says enough.
       onError: () => {}
     })
-    : new MemoryJournalStore({ maxEntriesPerTenant: s.maxEntriesPerTenant, retentionMs: s.retentionMs, maxChars: s.memoryBytes })
+    : new MemoryJournalStore({ maxEntriesPerTenant: s.maxEntriesPerTenant, retentionMs: s.retentionMs, maxBytes: s.memoryBytes })
   return new Journal({ mode: s.mode, store, logger: s.logger })
 }

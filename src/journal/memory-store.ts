@@ -9,7 +9,10 @@ interface Item {
   callId: string
   name: string
   isError: boolean
-  json: string
+  /** The entry's JSON as UTF-8, off the JS heap: entries that live until evicted were most of the
+   * garbage collector's work on a busy gateway (each was copied twice and promoted), and a Buffer's
+   * bytes are never copied. */
+  json: Buffer
   /** False once evicted (by the tenant's cap or retention) while still queued in the global order. */
   live: boolean
 }
@@ -49,8 +52,8 @@ export interface MemoryJournalOptions {
   maxEntriesPerTenant: number
   /** Entries older than this are neither read nor kept (JOURNAL_RETENTION). */
   retentionMs: number
-  /** Characters of entry JSON kept over all tenants (JOURNAL_MEMORY_BYTES; one byte each for ASCII): many tenants cannot grow memory without bound. */
-  maxChars: number
+  /** UTF-8 bytes of entry JSON kept over all tenants (JOURNAL_MEMORY_BYTES): many tenants cannot grow memory without bound. */
+  maxBytes: number
   now?: () => number
 }
 
@@ -66,7 +69,7 @@ export class MemoryJournalStore implements JournalStore {
   readonly #tenants = new Map<string, Ring>()
   readonly #global = new Deque<Item>()
   #live = 0
-  #chars = 0
+  #bytes = 0
   #lastMs = 0
   #seq = 0
 
@@ -75,9 +78,9 @@ export class MemoryJournalStore implements JournalStore {
     this.#now = opts.now ?? Date.now
   }
 
-  /** Live entries and their JSON size (UTF-16 units), for tests and status. */
-  get size (): { entries: number, chars: number, tenants: number } {
-    return { entries: this.#live, chars: this.#chars, tenants: this.#tenants.size }
+  /** Live entries and their JSON size (UTF-8 bytes), for tests and status. */
+  get size (): { entries: number, bytes: number, tenants: number } {
+    return { entries: this.#live, bytes: this.#bytes, tenants: this.#tenants.size }
   }
 
   async append (entries: PendingEntry[]): Promise<number> {
@@ -94,7 +97,7 @@ export class MemoryJournalStore implements JournalStore {
     } else {
       this.#seq++
     }
-    const item: Item = { ms: this.#lastMs, seq: this.#seq, tenant: e.tenant, callId: e.callId, name: e.name, isError: e.isError, json: e.json, live: true }
+    const item: Item = { ms: this.#lastMs, seq: this.#seq, tenant: e.tenant, callId: e.callId, name: e.name, isError: e.isError, json: ownBytes(e.json), live: true }
     let ring = this.#tenants.get(e.tenant)
     if (ring === undefined) {
       ring = { items: new Deque(), byCall: new Map() }
@@ -104,13 +107,13 @@ export class MemoryJournalStore implements JournalStore {
     ring.byCall.set(e.callId, item)
     this.#global.push(item)
     this.#live++
-    this.#chars += item.json.length
+    this.#bytes += item.json.length
 
     const oldest = now - this.#opts.retentionMs
     while (ring.items.length > this.#opts.maxEntriesPerTenant || (ring.items.length > 0 && ring.items.at(0).ms < oldest)) {
       this.#evict(ring, ring.items.shift() as Item)
     }
-    while (this.#chars > this.#opts.maxChars && this.#global.length > 0) {
+    while (this.#bytes > this.#opts.maxBytes && this.#global.length > 0) {
       const head = this.#global.shift() as Item
       if (!head.live) continue
       const owner = this.#tenants.get(head.tenant) as Ring
@@ -126,7 +129,7 @@ export class MemoryJournalStore implements JournalStore {
   #evict (ring: Ring, item: Item): void {
     item.live = false
     this.#live--
-    this.#chars -= item.json.length
+    this.#bytes -= item.json.length
     if (ring.byCall.get(item.callId) === item) ring.byCall.delete(item.callId)
     if (ring.items.length === 0) this.#tenants.delete(item.tenant)
   }
@@ -152,7 +155,7 @@ export class MemoryJournalStore implements JournalStore {
       const it = items.at(i)
       if (it.ms < lower) return { entries, next: null }
       scanned++
-      if (matches(it.name, it.isError, query)) entries.push(it.json)
+      if (matches(it.name, it.isError, query)) entries.push(it.json.toString())
       const more = i > 0 && items.at(i - 1).ms >= lower
       if (entries.length >= query.limit || scanned >= SCAN_BUDGET) return { entries, next: more ? `${it.ms}-${it.seq}` : null }
     }
@@ -162,15 +165,26 @@ export class MemoryJournalStore implements JournalStore {
   async get (tenant: string, callId: string): Promise<string | undefined> {
     const item = this.#tenants.get(tenant)?.byCall.get(callId)
     if (item === undefined || item.ms < this.#now() - this.#opts.retentionMs) return undefined
-    return item.json
+    return item.json.toString()
   }
 
   async close (): Promise<void> {
     this.#tenants.clear()
     this.#global.filter(() => false)
     this.#live = 0
-    this.#chars = 0
+    this.#bytes = 0
   }
+}
+
+/**
+ * `text` as UTF-8 in memory of its own: Buffer.from would cut small entries out of shared 8 KiB
+ * slabs, and one live entry would keep a whole slab of evicted ones alive (the byte budget would
+ * no longer bound the memory).
+ */
+function ownBytes (text: string): Buffer {
+  const bytes = Buffer.allocUnsafeSlow(Buffer.byteLength(text))
+  bytes.write(text)
+  return bytes
 }
 
 /** The last index whose item satisfies `before` (items are ordered, `before` true then false); -1 if none. */

@@ -4,7 +4,7 @@ import { MemoryJournalStore } from '../../../src/journal/memory-store.js'
 import { journalStoreConformance } from '../../helpers/journal-conformance.js'
 
 journalStoreConformance('memory', async (t, opts) => {
-  const store = new MemoryJournalStore({ ...opts, maxChars: 64 * 1024 * 1024 })
+  const store = new MemoryJournalStore({ ...opts, maxBytes: 64 * 1024 * 1024 })
   t.after(async () => await store.close())
   return store
 })
@@ -12,10 +12,10 @@ journalStoreConformance('memory', async (t, opts) => {
 const json = (callId: string, pad = 0): string => JSON.stringify({ callId, pad: 'x'.repeat(pad) })
 
 test('memory: many tenants stay within the total budget; the oldest entries of any tenant go first', async () => {
-  const store = new MemoryJournalStore({ maxEntriesPerTenant: 1000, retentionMs: 3_600_000, maxChars: 100_000 })
+  const store = new MemoryJournalStore({ maxEntriesPerTenant: 1000, retentionMs: 3_600_000, maxBytes: 100_000 })
   for (let i = 0; i < 5000; i++) {
     await store.append([{ tenant: `t${i}`, callId: `c${i}`, name: 'bash', isError: false, json: json(`c${i}`, 100) }])
-    assert.ok(store.size.chars <= 100_000)
+    assert.ok(store.size.bytes <= 100_000)
   }
   const { entries, tenants } = store.size
   assert.ok(entries < 1000 && entries > 500, `${entries} entries`)
@@ -25,7 +25,7 @@ test('memory: many tenants stay within the total budget; the oldest entries of a
 })
 
 test('memory: a tenant past its own cap evicts only its own entries, and the bookkeeping stays bounded', async () => {
-  const store = new MemoryJournalStore({ maxEntriesPerTenant: 10, retentionMs: 3_600_000, maxChars: 10_000_000 })
+  const store = new MemoryJournalStore({ maxEntriesPerTenant: 10, retentionMs: 3_600_000, maxBytes: 10_000_000 })
   await store.append([{ tenant: 'quiet', callId: 'q', name: 'bash', isError: false, json: json('q') }])
   for (let i = 0; i < 50_000; i++) await store.append([{ tenant: 'loud', callId: `l${i}`, name: 'bash', isError: false, json: json(`l${i}`) }])
   assert.equal(store.size.entries, 11)
@@ -37,7 +37,7 @@ test('memory: a tenant past its own cap evicts only its own entries, and the boo
 
 test('memory: a page never splits entries that share a millisecond', async () => {
   let now = 1_000_000
-  const store = new MemoryJournalStore({ maxEntriesPerTenant: 100, retentionMs: 3_600_000, maxChars: 1_000_000, now: () => now })
+  const store = new MemoryJournalStore({ maxEntriesPerTenant: 100, retentionMs: 3_600_000, maxBytes: 1_000_000, now: () => now })
   await store.append(Array.from({ length: 5 }, (_, i) => ({ tenant: 'a', callId: `c${i}`, name: 'bash', isError: false, json: json(`c${i}`) })))
   now -= 10 // a clock step back: ids still increase
   await store.append([{ tenant: 'a', callId: 'c5', name: 'bash', isError: false, json: json('c5') }])
