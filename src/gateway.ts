@@ -75,6 +75,32 @@ export interface DecisionBody {
 }
 
 /** What one call learnt on its way, for the journal. */
+/**
+ * A call's context. Its `signal` is read through: a CallerAbort makes its AbortSignal only when a
+ * source reads it, and the deadline listens to `abortSource` without one. A class, not an object
+ * literal with a getter: V8 builds a literal with an accessor through a slow path on every call.
+ */
+class InvokeContext implements CallContext {
+  callId = ''
+  readonly abortSource: CallerAbort | undefined
+  readonly #signal: AbortSignal | undefined
+
+  constructor (
+    readonly caller: Caller,
+    signal: AbortSignal | CallerAbort,
+    readonly workspace: CallContext['workspace'],
+    readonly timeoutMs: number,
+    readonly onProgress: CallContext['onProgress']
+  ) {
+    this.abortSource = signal instanceof CallerAbort ? signal : undefined
+    this.#signal = signal instanceof CallerAbort ? undefined : signal
+  }
+
+  get signal (): AbortSignal {
+    return this.#signal ?? (this.abortSource as CallerAbort).signal
+  }
+}
+
 interface CallSeen {
   /** Ask the source for the trace. */
   trace: boolean
@@ -214,7 +240,6 @@ export class Gateway {
       const callId = body.callId ?? newCallId()
       const approvals = this.#approvals
       const actingFor = userId
-      const lazy = signal instanceof CallerAbort ? signal : undefined
       return await this.#router.invoke({
         name: body.name,
         arguments: body.arguments ?? {},
@@ -237,16 +262,14 @@ export class Gateway {
         onResolved: (entry) => { if (entry.route === 'user_mcp' || entry.route === 'global_mcp') seen.serverId = entry.source },
         policy,
         outputMaxChars: limits.outputMaxChars,
-        ctx: {
-          // Tools see the tenant the call acts for (an admin acting for a userId is that tenant).
-          caller: { userId, isAdmin: caller.isAdmin },
-          // A CallerAbort makes its AbortSignal only when a source reads it; the deadline listens without one.
-          get signal () { return lazy !== undefined ? lazy.signal : signal as AbortSignal },
-          abortSource: lazy,
-          workspace: Object.keys(limits).length === 0 ? workspace : { ...workspace, limits: underCeilings(workspace.limits, limits) },
-          timeoutMs: Math.min(this.#config.invokeTimeoutMs, limits.timeoutMs ?? Infinity),
-          onProgress: opts.onProgress
-        }
+        // Tools see the tenant the call acts for (an admin acting for a userId is that tenant).
+        ctx: new InvokeContext(
+          { userId, isAdmin: caller.isAdmin },
+          signal,
+          Object.keys(limits).length === 0 ? workspace : { ...workspace, limits: underCeilings(workspace.limits, limits) },
+          Math.min(this.#config.invokeTimeoutMs, limits.timeoutMs ?? Infinity),
+          opts.onProgress
+        )
       })
     } catch (err) {
       if (err instanceof HttpError) return { ok: false, error: err, toolMs: 0 }

@@ -2,7 +2,7 @@ import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource } 
 import { StaticCatalog } from '../tools/static-catalog.js'
 import type { CallContext, ToolOutcome } from '../tools/types.js'
 import { CANCELLED_OUTCOME, DeadlineRun } from '../tools/deadline.js'
-import type { FunctionTool } from './define.js'
+import type { FunctionContext, FunctionTool } from './define.js'
 import type { LoadedFunction } from './loader.js'
 
 /** Tier 4: local function tools, exposed under their own names. */
@@ -45,7 +45,7 @@ export class FunctionSource implements ToolSource {
     let value: unknown
     try {
       // `signal` read through: its AbortController is only made for a handler that uses it.
-      value = tool.handler(args, { callId: ctx.callId, userId: ctx.caller.userId, get signal () { return run.signal } })
+      value = tool.handler(args, new HandlerContext(ctx.callId, ctx.caller.userId, run))
     } catch (err) {
       return failed(err)
     }
@@ -53,6 +53,16 @@ export class FunctionSource implements ToolSource {
     if (!isThenable(value)) return { ok: true, value }
     return await run.watch(Promise.resolve(value).then((v): ToolOutcome => ({ ok: true, value: v }), failed), timeoutMs)
   }
+}
+
+/** What a handler receives; `signal` read through a class getter (a literal with a getter is built by a slow path per call). */
+class HandlerContext implements FunctionContext {
+  readonly #run: DeadlineRun
+  constructor (readonly callId: string, readonly userId: string | undefined, run: DeadlineRun) {
+    this.#run = run
+  }
+
+  get signal (): AbortSignal { return this.#run.signal }
 }
 
 function isThenable (value: unknown): value is PromiseLike<unknown> {

@@ -85,6 +85,16 @@ export interface InvokeResult {
 /** `pending`: the call was held for an approval and has not run; its result says so (isError, GW_APPROVAL_PENDING). */
 export type InvokeOutcome = { ok: true, result: InvokeResult, pending?: { approvalId: string } } | { ok: false, error: HttpError, toolMs: 0 }
 
+/** A call's scope: its `signal` read through from the call's context (made only when a source reads it), by a class getter, not a literal's. */
+class CallScope implements SourceScope {
+  readonly #ctx: { readonly signal: AbortSignal }
+  constructor (readonly userId: string | undefined, ctx: { readonly signal: AbortSignal }) {
+    this.#ctx = ctx
+  }
+
+  get signal (): AbortSignal { return this.#ctx.signal }
+}
+
 /** What a name resolves to for a scope: the entry, or why not (GW_TOOL_NOT_FOUND, GW_TENANT_MISMATCH). */
 type Resolution = { ok: true, entry: CatalogEntry } | { ok: false, error: HttpError }
 
@@ -315,8 +325,7 @@ export class ToolRouter {
   async invoke (req: InvokeRequest): Promise<InvokeOutcome> {
     const started = performance.now()
     // Read on demand: the call's signal may be made only when something needs it (CallerAbort).
-    const ctxOf = req.ctx
-    const scope: SourceScope = { userId: req.userId, get signal () { return ctxOf.signal } }
+    const scope: SourceScope = new CallScope(req.userId, req.ctx)
     let entry: CatalogEntry
     if (req.allow) {
       const listing = await this.list(req.allow, scope)
