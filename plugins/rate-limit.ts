@@ -275,18 +275,18 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
   }
 
   /** A batch, a JSON-RPC message, or any call with Redis: what may need a round trip first. */
-  const acquire = async (request: FastifyRequest, reply: FastifyReply, bucket: string, isMcp: boolean, count: number): Promise<void> => {
-    const slots = count > 1 ? Math.max(1, Math.min(count, opts.batchConcurrency, opts.maxConcurrent)) : 1
+  const acquire = async (request: FastifyRequest, reply: FastifyReply, bucket: string, isMcp: boolean, calls: number): Promise<void> => {
+    const slots = calls > 1 ? Math.max(1, Math.min(calls, opts.batchConcurrency, opts.maxConcurrent)) : 1
     // Per minute, each call of a batch counts (preValidation counted the request as one). /invoke/batch
     // cannot answer part of a batch, so a batch that does not fit is refused whole; /mcp answers
     // the calls over the limit with a JSON-RPC error each.
-    let allowed = count
-    if (count > 1) {
-      const after = await countMore(bucket, count - 1)
-      if (after !== undefined) allowed = Math.max(0, Math.min(count, perMinute - (after.current - count)))
-      if (after !== undefined && allowed < count && !isMcp) {
+    let allowed = calls
+    if (calls > 1) {
+      const after = await count(bucket, calls - 1)
+      if (after !== undefined) allowed = Math.max(0, Math.min(calls, perMinute - (after.current - calls)))
+      if (after !== undefined && allowed < calls && !isMcp) {
         reply.header('retry-after', String(Math.max(1, Math.ceil(after.ttl / 1000))))
-        throw new HttpError('GW_RATE_LIMITED', `Rate limit of ${perMinute} requests per minute exceeded: this batch of ${count} calls does not fit in what is left of the minute; retry later or send fewer calls`)
+        throw new HttpError('GW_RATE_LIMITED', `Rate limit of ${perMinute} requests per minute exceeded: this batch of ${calls} calls does not fit in what is left of the minute; retry later or send fewer calls`)
       }
     }
     if (isMcp) request.callBudget = { calls: allowed, concurrency: slots }
@@ -314,9 +314,6 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     const refused = hold(request, reply, bucket, slots, shared, sharedAnswered)
     if (refused !== undefined) throw refused
   }
-
-  /** Counts `n` more requests for a batch's other calls; the window after them, undefined when Redis fails. */
-  const countMore = async (bucket: string, n: number): Promise<Window | undefined> => await count(bucket, n)
 
   app.addHook('preHandler', (request, reply, done) => {
     // Routes that run tools say so (config.invoke): POST /invoke, /invoke/batch and /mcp. GET /mcp,

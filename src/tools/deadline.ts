@@ -7,7 +7,8 @@ export interface DeadlineCall {
   readonly signal: AbortSignal
 }
 
-const CANCELLED: ToolOutcome = { ok: false, reason: 'cancelled', message: 'The caller cancelled the call' }
+/** The outcome of a call whose caller went away (before or while it ran). */
+export const CANCELLED_OUTCOME: ToolOutcome = { ok: false, reason: 'cancelled', message: 'The caller cancelled the call' }
 
 /**
  * One call under a deadline. The work's AbortController is created only when the work reads
@@ -61,7 +62,7 @@ export class DeadlineRun implements DeadlineCall {
   /** The caller's signal aborted. */
   handleEvent (): void {
     this.#abort(this.#parent.reason)
-    this.#settle(CANCELLED)
+    this.#settle(CANCELLED_OUTCOME)
   }
 
   timedOut (): void {
@@ -97,9 +98,6 @@ export class DeadlineRun implements DeadlineCall {
 function onDeadline (run: DeadlineRun): void {
   run.timedOut()
 }
-
-/** The outcome of a call whose caller had gone before it started. */
-export const CANCELLED_OUTCOME: ToolOutcome = CANCELLED
 
 /**
  * Runs `fn` with a deadline. In-process handlers cannot be killed, so on timeout the caller

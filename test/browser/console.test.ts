@@ -7,7 +7,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chromium } from 'playwright-core'
-import type { Browser, ConsoleMessage, Page } from 'playwright-core'
+import type { Browser, ConsoleMessage, Locator, Page } from 'playwright-core'
 import { startGateway } from '../../scripts/lib/gateway-process.js'
 import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
 import { startStreamableHttpFixture } from '../../scripts/lib/mcp-fixtures/index.js'
@@ -76,6 +76,17 @@ async function logIn (page: Page, key: string, tenant?: string): Promise<void> {
 async function view (page: Page, name: string): Promise<void> {
   await page.locator('nav a', { hasText: new RegExp(`^${name}$`) }).click()
   await page.locator('main h1', { hasText: name }).waitFor()
+}
+
+/** Opens the playground and loads the tools of an allow-list; the tool picker, once it is shown. */
+async function loadPlayground (page: Page, functions: string, mcp: string): Promise<Locator> {
+  await view(page, 'Playground')
+  await page.fill('input[name=functions]', functions)
+  await page.fill('input[name=mcp]', mcp)
+  await page.click('button:has-text("Load tools")')
+  const tool = page.locator('select[name=tool]')
+  await tool.waitFor()
+  return tool
 }
 
 async function tarGz (dir: string, name: string, files: Record<string, string>): Promise<string> {
@@ -168,12 +179,7 @@ test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP
   await shot('servers')
 
   watch.phase('playground')
-  await view(page, 'Playground')
-  await page.fill('input[name=functions]', 'calculate')
-  await page.fill('input[name=mcp]', 'fixture')
-  await page.click('button:has-text("Load tools")')
-  const tool = page.locator('select[name=tool]')
-  await tool.waitFor()
+  const tool = await loadPlayground(page, 'calculate', 'fixture')
   const options = await tool.locator('option').allInnerTexts()
   const add = options.find((o) => /add$/.test(o))
   assert.ok(add !== undefined && options.includes('calculate'), options.join(', '))
@@ -427,12 +433,7 @@ test('console: open mode (no API keys, as `npm start` on a fresh clone): an empt
   assert.match(await page.locator('#tools-listing .tool-names').innerText(), /^calculate, current_time$/)
 
   // The playground invokes a function tool through its form.
-  await view(page, 'Playground')
-  await page.fill('input[name=functions]', 'calculate')
-  await page.fill('input[name=mcp]', '')
-  await page.click('button:has-text("Load tools")')
-  const tool = page.locator('select[name=tool]')
-  await tool.waitFor()
+  const tool = await loadPlayground(page, 'calculate', '')
   await tool.selectOption('calculate')
   await page.click('button[role=tab]:has-text("Form")')
   await page.fill('label[data-arg=expression] input', '6 * 7')
