@@ -250,26 +250,41 @@ export async function rgSearchDir (
   const searched = parser.end()
   if (searched === undefined) return undefined
 
+  // rg prints each path as the search path it was given ("baseAbs", normalized by path.resolve),
+  // '/', then the names it walked through: the common case needs no path.relative (which resolves
+  // both sides on every call), and any other shape still goes through it.
+  const prefix = baseAbs.endsWith('/') ? baseAbs : `${baseAbs}/`
   const relOf = (file: string): string | undefined => {
+    if (file.startsWith(prefix)) {
+      const rel = file.slice(prefix.length)
+      if (rel !== '' && !rel.split('/').some((p) => p === '' || p === '.' || p === '..')) return rel
+    }
     const rel = path.relative(baseAbs, file)
     if (rel === '' || rel.startsWith('..') || path.isAbsolute(rel)) return undefined
     return rel.split(path.sep).join('/')
   }
   // rg searched with --text; binary files (a NUL in the first 8 KiB) are dropped here, as the
   // Node engine drops them.
-  const binary = await sniffBinary(base, parser.files.map(relOf), q.signal)
+  const rels = parser.files.map(relOf)
+  const binary = await sniffBinary(base, rels, q.signal)
   if (q.signal.aborted) throw new ToolError('Cancelled')
-  const isBinary = new Map(parser.files.map((f, i) => [f, binary[i] as boolean]))
 
-  const kept: Array<{ file: string, key: string, line: number, content: string }> = []
-  for (const m of parser.found) {
-    if (isBinary.get(m.file) !== false) continue
-    const rel = relOf(m.file) as string
+  // Per kept file, its display path, sort key and lines: files sorted by key, lines by number.
+  const byFile = new Map<string, { file: string, key: string, lines: Array<{ line: number, content: string }> }>()
+  parser.files.forEach((f, i) => {
+    const rel = rels[i]
+    if (binary[i] !== false || rel === undefined) return
     const file = baseDisplay === '.' ? rel : `${baseDisplay}/${rel}`
-    kept.push({ file, key: pathSortKey(file), line: m.line, content: m.content })
+    byFile.set(f, { file, key: pathSortKey(file), lines: [] })
+  })
+  for (const m of parser.found) byFile.get(m.file)?.lines.push(m)
+  const groups = [...byFile.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
+  const matches: RgOutcome['matches'] = []
+  for (const g of groups) {
+    g.lines.sort((a, b) => a.line - b.line)
+    for (const m of g.lines) matches.push({ file: g.file, line: m.line, content: m.content })
   }
-  kept.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.line - b.line))
-  return { matches: kept.map(({ file, line, content }) => ({ file, line, content })), filesSearched: searched }
+  return { matches, filesSearched: searched }
 }
 
 let rgProbe: Map<string, Promise<boolean>> | undefined
