@@ -5,7 +5,7 @@
  * this process, in interleaved rounds after a warm-up.
  */
 import path from 'node:path'
-import { closeHttp, cpuMs, freePort, GATEWAY_RUN, gatewayEnv, httpOk, load, loadInterleaved, LOG_LEVEL, nodeFlags, pinServers, REPO_ROOT, spawnChild, startGateway, TSX_IMPORT, waitReady } from './fixtures/procs.js'
+import { closeHttp, cpuMs, GATEWAY_RUN, gatewayEnv, httpOk, load, loadInterleaved, LOG_LEVEL, pinServers, REPO_ROOT, startBareFastify, startGateway } from './fixtures/procs.js'
 import type { LoadResult } from './fixtures/procs.js'
 import { makeRow, median, round } from './stats.js'
 import type { BenchContext, Row } from './types.js'
@@ -31,15 +31,8 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   const answer = await httpOk('POST', `${gw.url}/invoke`, JSON.parse(BODY)) as Record<string, unknown>
   if (answer.output !== 'hello' || answer.isError !== false) throw new Error(`unexpected answer ${JSON.stringify(answer)}`)
 
-  const barePort = await freePort()
-  const bare = spawnChild(ctx, {
-    name: 'bare-fastify',
-    command: process.execPath,
-    args: [...nodeFlags('bare'), '--import', TSX_IMPORT, path.join(REPO_ROOT, 'bench/fixtures/bare-fastify.ts')],
-    env: { PORT: String(barePort), LOG_LEVEL, BARE_RESPONSE: JSON.stringify(answer) }
-  })
-  const bareUrl = `http://127.0.0.1:${barePort}`
-  await waitReady(bare, `${bareUrl}/healthz`)
+  const bare = await startBareFastify(ctx, { BARE_RESPONSE: JSON.stringify(answer) })
+  const bareUrl = bare.url
   const unpin = pinServers([gw.pid, bare.pid])
   if (unpin !== undefined) ctx.defer(unpin)
   const pinned = unpin !== undefined ? 'both servers pinned to CPU 0, load generator on the others' : 'not pinned (no taskset or 1 CPU)'

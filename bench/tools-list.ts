@@ -12,7 +12,7 @@
  */
 import { writeFile } from 'node:fs/promises'
 import path from 'node:path'
-import { closeHttp, cpuMs, freePort, gatewayEnv, http, httpOk, load, LOG_LEVEL, nodeFlags, REPO_ROOT, spawnChild, startGateway, startMcpServers, TSX_IMPORT, waitReady } from './fixtures/procs.js'
+import { closeHttp, cpuMs, gatewayEnv, http, httpOk, load, startBareFastify, startGateway, startMcpServers } from './fixtures/procs.js'
 import { makeRow, median, percentile, round, timeInterleaved, timeMs } from './stats.js'
 import type { BenchContext, Row } from './types.js'
 
@@ -46,15 +46,8 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   // The floor: the same bytes from a bare Fastify route (bench/fixtures/bare-fastify.ts).
   const listingFile = path.join(ctx.tmpDir, 'listing.json')
   await writeFile(listingFile, body)
-  const barePort = await freePort()
-  const bare = spawnChild(ctx, {
-    name: 'bare-fastify',
-    command: process.execPath,
-    args: [...nodeFlags('bare'), '--import', TSX_IMPORT, path.join(REPO_ROOT, 'bench/fixtures/bare-fastify.ts')],
-    env: { PORT: String(barePort), LOG_LEVEL, BARE_LISTING_FILE: listingFile }
-  })
-  const bareUrl = `http://127.0.0.1:${barePort}`
-  await waitReady(bare, `${bareUrl}/healthz`)
+  const bare = await startBareFastify(ctx, { BARE_LISTING_FILE: listingFile })
+  const bareUrl = bare.url
   const bareList = async (): Promise<void> => {
     const r = await http('GET', `${bareUrl}/tools`)
     if (r.status !== 200 || r.body.length !== bytes) throw new Error(`bare GET /tools -> ${r.status}, ${r.body.length} bytes (expected ${bytes})`)
