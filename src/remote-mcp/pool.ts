@@ -181,6 +181,8 @@ export class McpClientPool {
   readonly #log: Logger
   readonly #schemaValidator: jsonSchemaValidator
   readonly #entries = new Map<string, Entry>()
+  /** The ids in #entries per pool key (one per config of the key; normally one): no scan of the pool per new client. */
+  readonly #idsByKey = new Map<string, Set<string>>()
   /** Clients taken out of #entries while calls still ran on them (see #retire). */
   readonly #retiring = new Set<Entry>()
   /**
@@ -427,8 +429,11 @@ export class McpClientPool {
     let entry = this.#entries.get(id)
     if (entry === undefined) {
       // Same key, other config: that client belongs to a config that no longer exists.
-      for (const other of this.#entries.values()) {
-        if (other.key === key) {
+      const sameKey = this.#idsByKey.get(key)
+      if (sameKey !== undefined) {
+        for (const otherId of [...sameKey]) {
+          const other = this.#entries.get(otherId)
+          if (other === undefined) continue
           this.#retire(other, 'config changed').catch(() => {})
           this.#breakers.reset((k, breakerId) => k === key && breakerId !== id)
         }
@@ -454,6 +459,9 @@ export class McpClientPool {
         closing: new AbortController()
       }
       this.#entries.set(id, entry)
+      let ids = this.#idsByKey.get(key)
+      if (ids === undefined) { ids = new Set(); this.#idsByKey.set(key, ids) }
+      ids.add(id)
       this.#evictOverflow(entry)
     } else {
       // Map order is the LRU order: re-insert on use.
@@ -486,8 +494,16 @@ export class McpClientPool {
 
   #evictOverflow (keep: Entry): void {
     while (this.#entries.size > this.#opts.maxClients) {
-      const candidates = [...this.#entries.values()].filter((e) => e !== keep)
-      const victim = candidates.find((e) => e.inFlight === 0) ?? candidates[0]
+      // The least recently used idle client, else the least recently used one (Map order is LRU
+      // order), found without copying the pool.
+      let victim: Entry | undefined
+      let oldest: Entry | undefined
+      for (const e of this.#entries.values()) {
+        if (e === keep) continue
+        oldest ??= e
+        if (e.inFlight === 0) { victim = e; break }
+      }
+      victim ??= oldest
       if (victim === undefined) return
       this.#closeEntry(victim, 'evicted (pool full)').catch(() => {})
     }
@@ -499,8 +515,17 @@ export class McpClientPool {
    * It closes when its last call ends; those are bounded by their own timeouts, and close()
    * still cuts them off.
    */
+  /** Takes the entry out of #entries (and the key index) if it is still the one there. */
+  #forget (entry: Entry): void {
+    if (this.#entries.get(entry.id) !== entry) return
+    this.#entries.delete(entry.id)
+    const ids = this.#idsByKey.get(entry.key)
+    ids?.delete(entry.id)
+    if (ids?.size === 0) this.#idsByKey.delete(entry.key)
+  }
+
   async #retire (entry: Entry, why: string): Promise<void> {
-    if (this.#entries.get(entry.id) === entry) this.#entries.delete(entry.id)
+    this.#forget(entry)
     if (entry.inFlight === 0 || entry.closed) {
       await this.#closeEntry(entry, why)
       return
@@ -511,7 +536,7 @@ export class McpClientPool {
   }
 
   async #closeEntry (entry: Entry, why: string): Promise<void> {
-    if (this.#entries.get(entry.id) === entry) this.#entries.delete(entry.id)
+    this.#forget(entry)
     this.#retiring.delete(entry)
     if (entry.closed) return
     entry.closed = true
