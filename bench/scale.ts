@@ -11,7 +11,9 @@
  */
 import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
-import { closeHttp, cpuMs, gatewayEnv, http, httpOk, pool, rssMiB, startGateway, startMcpServers } from './fixtures/procs.js'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { Agent } from 'undici'
+import { closeHttp, cpuMs, gatewayEnv, http, httpOk, leanTransportUrl, pool, rssMiB, startGateway, startMcpServers } from './fixtures/procs.js'
 import { makeRow, median, percentile, round, timeMs } from './stats.js'
 import type { BenchContext, Row } from './types.js'
 
@@ -110,12 +112,50 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     const t = Math.floor(Math.random() * TENANTS)
     if (!seen.has(t)) { seen.add(t); sample.push(t) }
   }
+  // The floor of a first listing (6.2c): the same 3 sessions opened and listed from this process
+  // by the SDK Client over the gateway's own lean transport (kept open, as the pool keeps them),
+  // without the gateway: what the fixture servers and one client hop cost. Warmed like the gateway.
+  const { LeanHttpTransport } = await import(await leanTransportUrl()) as typeof import('../src/remote-mcp/lean-http-transport.js')
+  const floorAgent = new Agent({ pipelining: 1, connections: 1024, keepAliveTimeout: 4000 })
+  const floorClients: Client[] = []
+  ctx.defer(async () => {
+    await Promise.all(floorClients.map(async (c) => { await c.close().catch(() => {}) }))
+    await floorAgent.close()
+  })
+  const floorListing = async (keep: boolean): Promise<void> => {
+    await Promise.all(urls.map(async (u) => {
+      const client = new Client({ name: 'bench-floor', version: '1.0.0' }, { capabilities: {} })
+      await client.connect(new LeanHttpTransport(new URL(u), { dispatcher: () => floorAgent, redirectError: (status) => new Error(`redirect ${status}`) }))
+      const { tools } = await client.listTools()
+      if (tools.length !== 9) throw new Error(`floor listed ${tools.length} tools, expected 9`)
+      if (keep) floorClients.push(client)
+      else await client.close()
+    }))
+  }
+  for (let w = 0; w < WARM_TENANTS; w++) await floorListing(false)
+
   // CPU of the gateway and of the fixture servers during the first listings: where the time goes.
+  // The floor's listings are interleaved; the fixture servers' CPU is split by side.
   const firstMs: number[] = []
-  const [g0, f0] = [await cpuMs(gw.pid), await cpuMs(fixtures.pid)]
-  for (const t of sample) firstMs.push(await timeMs(() => list(t)))
-  const gwFirstCpu = (await cpuMs(gw.pid) - g0) / SAMPLE
-  const fixFirstCpu = (await cpuMs(fixtures.pid) - f0) / SAMPLE
+  const floorMs: number[] = []
+  let gwCpuSum = 0
+  let fixCpuSum = 0
+  let fixFloorCpuSum = 0
+  let floorCpuSum = 0
+  for (const t of sample) {
+    const [g0, f0] = [await cpuMs(gw.pid), await cpuMs(fixtures.pid)]
+    firstMs.push(await timeMs(() => list(t)))
+    const [g1, f1] = [await cpuMs(gw.pid), await cpuMs(fixtures.pid)]
+    gwCpuSum += g1 - g0
+    fixCpuSum += f1 - f0
+    const self0 = process.cpuUsage()
+    floorMs.push(await timeMs(() => floorListing(true)))
+    const self = process.cpuUsage(self0)
+    floorCpuSum += (self.user + self.system) / 1000
+    fixFloorCpuSum += await cpuMs(fixtures.pid) - f1
+  }
+  const gwFirstCpu = gwCpuSum / SAMPLE
+  const fixFirstCpu = fixCpuSum / SAMPLE
   // Warm: interleaved with GET /healthz, the floor of any request on this (noisy) machine.
   const warmMs: number[] = []
   const healthMs: number[] = []
@@ -155,7 +195,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       value: percentile(firstMs, 99),
       baseline: null,
       target: { on: 'value', op: '<', limit: 30 },
-      notes: `p50 ${round(median(firstMs))} ms; ${SAMPLE} random tenants of ${TENANTS.toLocaleString('en')}, sequential; CPU per listing: gateway ${round(gwFirstCpu)} ms, fixture servers ${round(fixFirstCpu)} ms (3 sessions)`,
+      notes: `p50 ${round(median(firstMs))} ms; ${SAMPLE} random tenants of ${TENANTS.toLocaleString('en')}, sequential; CPU per listing: gateway ${round(gwFirstCpu)} ms, fixture servers ${round(fixFirstCpu)} ms (3 sessions); its floor (6.2c): p99 ${round(percentile(floorMs, 99))}, p50 ${round(median(floorMs))} ms`,
       detail: { gatewayCpuMsPerListing: round(gwFirstCpu), fixtureCpuMsPerListing: round(fixFirstCpu) }
     }),
     makeRow({
@@ -166,6 +206,15 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       baseline: fixFirstCpu,
       target: { on: 'value', op: '<=', limit: 10 },
       notes: `baseline: the 3 fixture servers' own CPU for the same sessions (SDK McpServer over streamable HTTP); p50 ${round(median(firstMs))} ms`
+    }),
+    makeRow({
+      id: '6.2c',
+      name: 'the floor of 6.2: the same 3 sessions opened and listed by the SDK Client over the lean transport, no gateway, interleaved',
+      metric: 'p99 ms',
+      value: percentile(floorMs, 99),
+      baseline: null,
+      target: null,
+      notes: `p50 ${round(median(floorMs))} ms; client CPU ${round(floorCpuSum / SAMPLE)} ms per 3 sessions, fixture servers ${round(fixFloorCpuSum / SAMPLE)} ms; what the servers and one client cost, without the gateway's HTTP hop, registry, pool and listing`
     }),
     makeRow({
       id: '6.3',
