@@ -26,10 +26,12 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   await httpOk('PUT', `${gw.url}/mcp/servers/echo`, { type: 'streamable_http', url: serverUrl })
   const body = { name: 'echo__echo', arguments: { text: 'hello' } }
   const bodyText = JSON.stringify(body)
-  const viaGateway = async (): Promise<void> => {
-    const r = await http('POST', `${gw.url}/invoke`, body)
-    if (r.status !== 200 || !r.body.includes('"output":"m0:hello"')) throw new Error(`gateway answered ${r.status}: ${r.body.slice(0, 300)}`)
+  // POST /invoke of echo on the gateway or on the bare proxy of 2.1b; throws unless it echoed.
+  const invokeVia = (url: string, who: string) => async (): Promise<void> => {
+    const r = await http('POST', `${url}/invoke`, body)
+    if (r.status !== 200 || !r.body.includes('"output":"m0:hello"')) throw new Error(`${who} answered ${r.status}: ${r.body.slice(0, 300)}`)
   }
+  const viaGateway = invokeVia(gw.url, 'gateway')
   await viaGateway()
   const client = await connectClient(ctx, serverUrl)
   const direct = async (): Promise<void> => { await callEcho(client, 'hello') }
@@ -68,10 +70,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   // same interleaved calls: a bare Fastify route calling the same server with the SDK Client over
   // the gateway's lean transport, i.e. one more HTTP hop and an MCP client without the gateway.
   const bare = await startBareFastify(ctx, { BARE_MCP_URL: serverUrl })
-  const viaBare = async (): Promise<void> => {
-    const r = await http('POST', `${bare.url}/invoke`, body)
-    if (r.status !== 200 || !r.body.includes('"output":"m0:hello"')) throw new Error(`bare proxy answered ${r.status}: ${r.body.slice(0, 300)}`)
-  }
+  const viaBare = invokeVia(bare.url, 'bare proxy')
   await viaBare()
   // As warm as the gateway and the direct client after the rounds above.
   await load({ url: `${bare.url}/invoke`, method: 'POST', body: bodyText, connections: C, seconds: 2 * SECONDS })

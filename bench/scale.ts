@@ -11,8 +11,9 @@
  */
 import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { Agent } from 'undici'
+import { connectLeanClient } from './fixtures/mcp-client.js'
 import { closeHttp, cpuMs, gatewayEnv, http, httpOk, leanTransportUrl, pool, rssMiB, startGateway, startMcpServers } from './fixtures/procs.js'
 import { makeRow, median, percentile, round, timeMs } from './stats.js'
 import type { BenchContext, Row } from './types.js'
@@ -115,7 +116,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   // The floor of a first listing (6.2c): the same 3 sessions opened and listed from this process
   // by the SDK Client over the gateway's own lean transport (kept open, as the pool keeps them),
   // without the gateway: what the fixture servers and one client hop cost. Warmed like the gateway.
-  const { LeanHttpTransport } = await import(await leanTransportUrl()) as typeof import('../src/remote-mcp/lean-http-transport.js')
+  const transportUrl = await leanTransportUrl()
   const floorAgent = new Agent({ pipelining: 1, connections: 1024, keepAliveTimeout: 4000 })
   const floorClients: Client[] = []
   ctx.defer(async () => {
@@ -124,8 +125,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   })
   const floorListing = async (keep: boolean): Promise<void> => {
     await Promise.all(urls.map(async (u) => {
-      const client = new Client({ name: 'bench-floor', version: '1.0.0' }, { capabilities: {} })
-      await client.connect(new LeanHttpTransport(new URL(u), { dispatcher: () => floorAgent, redirectError: (status) => new Error(`redirect ${status}`) }))
+      const client = await connectLeanClient(transportUrl, u, floorAgent)
       const { tools } = await client.listTools()
       if (tools.length !== 9) throw new Error(`floor listed ${tools.length} tools, expected 9`)
       if (keep) floorClients.push(client)

@@ -492,6 +492,15 @@ export class McpClientPool {
     entry.idleTimer.unref()
   }
 
+  /** Takes the entry out of #entries (and the key index) if it is still the one there. */
+  #forget (entry: Entry): void {
+    if (this.#entries.get(entry.id) !== entry) return
+    this.#entries.delete(entry.id)
+    const ids = this.#idsByKey.get(entry.key)
+    ids?.delete(entry.id)
+    if (ids?.size === 0) this.#idsByKey.delete(entry.key)
+  }
+
   #evictOverflow (keep: Entry): void {
     while (this.#entries.size > this.#opts.maxClients) {
       // The least recently used idle client, else the least recently used one (Map order is LRU
@@ -515,15 +524,6 @@ export class McpClientPool {
    * It closes when its last call ends; those are bounded by their own timeouts, and close()
    * still cuts them off.
    */
-  /** Takes the entry out of #entries (and the key index) if it is still the one there. */
-  #forget (entry: Entry): void {
-    if (this.#entries.get(entry.id) !== entry) return
-    this.#entries.delete(entry.id)
-    const ids = this.#idsByKey.get(entry.key)
-    ids?.delete(entry.id)
-    if (ids?.size === 0) this.#idsByKey.delete(entry.key)
-  }
-
   async #retire (entry: Entry, why: string): Promise<void> {
     this.#forget(entry)
     if (entry.inFlight === 0 || entry.closed) {
