@@ -19,6 +19,7 @@ import type { Diagnostic, InvokeOutcome, InvokeResult, ToolRouter } from './tool
 import type { PolicyLimits, ToolPolicy, ToolPolicyProvider } from './tools/policy.js'
 import type { Unavailable } from './tools/source.js'
 import { actingUserId, toolRequestTenant } from './tools/tenancy.js'
+import { isBuiltinName } from './naming/builtin-names.js'
 import type { Caller, CallContext, Tier, WorkspaceRequest } from './tools/types.js'
 
 export interface ListToolsRequest {
@@ -380,6 +381,10 @@ export class Gateway {
     const results: BatchEntry[] = new Array(calls.length)
     let toolMs = 0
     let next = 0
+    // The last call of each workspace lane: a built-in call waits for the one listed before it on the same
+    // workspace (docs/ARCHITECTURE.md#result-and-trace). Calls are taken in list order, so the call waited for
+    // has always started, and a waiting worker cannot deadlock the pool.
+    const lanes = new Map<string, Promise<unknown>>()
     const worker = async (): Promise<void> => {
       while (next < calls.length) {
         const index = next++
@@ -393,7 +398,11 @@ export class Gateway {
         // The id is fixed here, so that an entry refused before reaching a tool carries it too.
         const body = call as InvokeBodyT
         if (body.callId === undefined) call = { ...body, callId: newCallId() }
-        const outcome = await this.invoke(call as InvokeBodyT, caller, signal)
+        const lane = workspaceLane(body, caller)
+        const before = lane === undefined ? undefined : lanes.get(lane)
+        const invoked = (before === undefined ? Promise.resolve() : before).then(async () => await this.invoke(call as InvokeBodyT, caller, signal))
+        if (lane !== undefined) lanes.set(lane, invoked.catch(() => undefined))
+        const outcome = await invoked
         if (outcome.ok && outcome.pending !== undefined) {
           results[index] = pendingEntry(outcome.result, outcome.pending.approvalId)
         } else if (outcome.ok) {
@@ -407,6 +416,17 @@ export class Gateway {
     await Promise.all(Array.from({ length: Math.min(this.#config.batchConcurrency, calls.length) }, worker))
     return { results, toolMs }
   }
+}
+
+/**
+ * The workspace a batch call works on, when it is a built-in (the only tier that touches a workspace):
+ * the acting tenant as the body names it plus the workspace the context selects. Calls of one lane run
+ * in the order listed, so a read_file sees the write_file before it; other calls run concurrently.
+ */
+function workspaceLane (body: InvokeBodyT, caller: Caller): string | undefined {
+  if (!isBuiltinName(body.name)) return undefined
+  const ctx = body.context
+  return JSON.stringify([body.userId ?? caller.userId ?? null, ctx?.workspaceRoot ?? null, ctx?.workspaceId ?? null])
 }
 
 /** A request's context.limits under a policy's ceilings: each key is the lower of the two. */

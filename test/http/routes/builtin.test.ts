@@ -49,3 +49,33 @@ test('concurrent edits to one file through batch invoke are serialised: no lost 
   assert.equal((content.match(/: done/g) ?? []).length, 40)
   assert.equal((content.match(/: todo/g) ?? []).length, 0)
 })
+
+test('one batch on one workspace runs in the listed order: each read sees the write and edit before it', async (t) => {
+  // A model's turn "write a haiku to haiku.txt, then read it back": reads are not writes, yet they must see them.
+  const app = await buildTestApp(t, { env: { BATCH_CONCURRENCY: '8' } })
+  const ws = (id: string): Record<string, unknown> => ({ userId: 'alice', context: { workspaceId: id } })
+  const calls = [
+    { name: 'write_file', ...ws('one'), arguments: { path: 'f.txt', content: 'first\n' } },
+    { name: 'read_file', ...ws('one'), arguments: { path: 'f.txt' } },
+    { name: 'edit', ...ws('one'), arguments: { path: 'f.txt', old_string: 'first', new_string: 'second' } },
+    { name: 'read_file', ...ws('one'), arguments: { path: 'f.txt' } },
+    { name: 'glob', ...ws('one'), arguments: { pattern: '*.txt' } },
+    // Another workspace is another lane: it sees nothing of the first, and its own write.
+    { name: 'read_file', ...ws('two'), arguments: { path: 'f.txt' } },
+    { name: 'write_file', ...ws('two'), arguments: { path: 'f.txt', content: 'other\n' } },
+    { name: 'read_file', ...ws('two'), arguments: { path: 'f.txt' } }
+  ]
+  for (let round = 0; round < 3; round++) {
+    const res = await app.inject({ method: 'POST', url: '/invoke/batch', payload: { calls: calls.map((c) => ({ ...c, context: { workspaceId: `${(c.context as { workspaceId: string }).workspaceId}-${round}` } })) } })
+    assert.equal(res.statusCode, 200, res.body)
+    const results = res.json().results as Array<{ isError: boolean, output: string }>
+    assert.equal(results[1]!.isError, false, results[1]!.output)
+    assert.equal(JSON.parse(results[1]!.output).content, 'first')
+    assert.equal(results[3]!.isError, false, results[3]!.output)
+    assert.equal(JSON.parse(results[3]!.output).content, 'second')
+    assert.match(results[4]!.output, /f\.txt/)
+    assert.equal(results[5]!.isError, true)
+    assert.match(results[5]!.output, /does not exist/)
+    assert.equal(JSON.parse(results[7]!.output).content, 'other')
+  }
+})
