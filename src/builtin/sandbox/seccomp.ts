@@ -19,7 +19,7 @@
  * })
  * if (filter) writeSeccompFilter(child.stdio[4], filter)  // writes it all and ends it (EOF) at once
  * ```
- * The program is a few hundred bytes (440 on x64), far under the 64 KiB a pipe or socket buffers,
+ * The program is a few hundred bytes (512 on x64), far under the 64 KiB a pipe or socket buffers,
  * so writing it and ending the stream before bwrap reads cannot block either side. The
  * `--seccomp` options must come before `--` (they are bwrap's, not the command's).
  * test/unit/builtin/sandbox/seccomp.test.ts runs exactly this layout.
@@ -34,13 +34,14 @@
  *    (fork, threads, and namespaces that need capabilities the sandbox does not have).
  * 5. `clone3` returns ENOSYS: its flags are in memory, which seccomp cannot read, and glibc falls
  *    back to `clone` on ENOSYS, whose flags are checked above.
- * 6. Everything else is allowed.
+ * 6. `personality` is allowed only with the personas of ALLOWED_PERSONAS (Docker's list), else EPERM.
+ * 7. Everything else is allowed.
  *
  * Cost: since Linux 5.11 the kernel caches, per syscall number, "always allowed whatever the
- * arguments", so ordinary syscalls skip the program; only clone/unshare (which read args[0]) and
- * the denied ones run it, and the program is ~55 instructions. Building it takes microseconds.
+ * arguments", so ordinary syscalls skip the program; only clone/unshare/personality (which read
+ * args[0]) and the denied ones run it, and the program is ~65 instructions. Building it takes microseconds.
  *
- * Not filtered (left to the namespaces and capabilities): personality flags, ioctl requests
+ * Not filtered (left to the namespaces and capabilities): ioctl requests
  * (TIOCSTI is handled by bwrap's --new-session), and the namespace flags other than
  * CLONE_NEWUSER, which need CAP_SYS_ADMIN the sandbox does not have.
  */
@@ -151,7 +152,16 @@ export const DENIED_SYSCALLS = {
 
 export type DeniedSyscall = keyof typeof DENIED_SYSCALLS
 /** Checked by argument (clone, unshare) or refused with ENOSYS (clone3). */
-export type FilteredSyscall = DeniedSyscall | 'clone' | 'unshare' | 'clone3'
+export type FilteredSyscall = DeniedSyscall | 'clone' | 'unshare' | 'clone3' | 'personality'
+
+/**
+ * The only `personality()` arguments let through: Docker's default profile's list. PER_LINUX (0),
+ * PER_LINUX32 (8: `linux32`, `setarch i686`), UNAME26 (0x20000, alone or with PER_LINUX32: old
+ * software's version check) and 0xffffffff (the query glibc and runtimes make). Everything else is
+ * EPERM, above all READ_IMPLIES_EXEC (every readable mapping also executable: data becomes code for an
+ * exploit) and ADDR_NO_RANDOMIZE (`setarch -R`: no ASLR for the program and what it execs).
+ */
+export const ALLOWED_PERSONAS: readonly number[] = [0x0, 0x8, 0x20000, 0x20008, 0xffffffff]
 
 export const SYSCALL_NUMBERS: Readonly<Record<SeccompArch, Readonly<Record<FilteredSyscall, number | undefined>>>> = {
   x64: {
@@ -198,7 +208,8 @@ export const SYSCALL_NUMBERS: Readonly<Record<SeccompArch, Readonly<Record<Filte
     lookup_dcookie: 212,
     clone: 56,
     unshare: 272,
-    clone3: 435
+    clone3: 435,
+    personality: 135
   },
   arm64: {
     ptrace: 117,
@@ -244,7 +255,8 @@ export const SYSCALL_NUMBERS: Readonly<Record<SeccompArch, Readonly<Record<Filte
     lookup_dcookie: 18,
     clone: 220,
     unshare: 97,
-    clone3: 435
+    clone3: 435,
+    personality: 92
   }
 }
 
@@ -334,6 +346,14 @@ export function buildSeccompFilter (arch: string = process.arch): Buffer | undef
     jeq(nr.clone as number, 'check_newuser'),
     jeq(nr.unshare as number, 'check_newuser'),
     jeq(nr.clone3 as number, 'enosys'),
+    jeq(nr.personality as number, 'check_persona'),
+    ret(SECCOMP_RET_ALLOW),
+    // personality(unsigned int persona): the kernel reads only the low word, so that is all to check.
+    label('check_persona'),
+    ld(OFF_ARG0_LO),
+    ...ALLOWED_PERSONAS.map((p) => jeq(p, 'allow')),
+    ret(SECCOMP_RET_ERRNO | EPERM),
+    label('allow'),
     ret(SECCOMP_RET_ALLOW),
     // clone(flags, ...) and unshare(flags): flags is args[0] on both arches (x86_64's clone
     // swaps only the later arguments).

@@ -12,7 +12,7 @@ import type { Readable } from 'node:stream'
 import { buildBwrapArgs, buildPrlimitArgs, type HostLayout } from '../../../../src/builtin/sandbox/bwrap-args.js'
 import { detectHostLayout, writeSyntheticEtc } from '../../../../src/builtin/sandbox/system-files.js'
 import {
-  AUDIT_ARCH, CLONE_NEWUSER, DENIED_SYSCALLS, SECCOMP_ARCHES, SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO,
+  ALLOWED_PERSONAS, AUDIT_ARCH, CLONE_NEWUSER, DENIED_SYSCALLS, SECCOMP_ARCHES, SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO,
   SECCOMP_RET_KILL_PROCESS, SYSCALL_NUMBERS, buildSeccompFilter, seccompArgs, writeSeccompFilter,
   type DeniedSyscall, type FilteredSyscall, type SeccompArch
 } from '../../../../src/builtin/sandbox/seccomp.js'
@@ -118,12 +118,36 @@ for (const arch of SECCOMP_ARCHES) {
     assert.equal(run(prog, { nr: num('clone3'), arch: native }), SECCOMP_RET_ERRNO | ENOSYS)
     // Everything else in the table's range is allowed (read, write, openat, execve, ...).
     for (let n = 0; n < 470; n++) {
-      if (denied.has(n) || n === num('clone') || n === num('unshare') || n === num('clone3')) continue
+      if (denied.has(n) || n === num('clone') || n === num('unshare') || n === num('clone3') || n === num('personality')) continue
       assert.equal(run(prog, { nr: n, arch: native, args: [BigInt(CLONE_NEWUSER)] }), SECCOMP_RET_ALLOW, `nr ${n}`)
     }
     // x32 on x86_64: the x86_64 arch with bit 30 in nr, e.g. x32's ptrace (521) or read (0x40000000).
     const x32 = arch === 'x64' ? SECCOMP_RET_ERRNO | ENOSYS : SECCOMP_RET_ALLOW
     for (const n of [0x40000000, 0x40000000 + 521, 0x40000000 + 101]) assert.equal(run(prog, { nr: n, arch: native }), x32)
+  })
+}
+
+/** include/uapi/linux/personality.h */
+const READ_IMPLIES_EXEC = 0x0400000
+const ADDR_NO_RANDOMIZE = 0x0040000
+
+for (const arch of SECCOMP_ARCHES) {
+  test(`seccomp ${arch}: personality only with Docker's safe personas (PER_LINUX, PER_LINUX32, UNAME26, the query); READ_IMPLIES_EXEC and the rest EPERM`, () => {
+    const prog = buildSeccompFilter(arch)
+    assert.ok(prog !== undefined)
+    const nr = SYSCALL_NUMBERS[arch].personality
+    assert.ok(nr !== undefined)
+    const native = AUDIT_ARCH[arch]
+    assert.deepEqual([...ALLOWED_PERSONAS].sort((a, b) => a - b), [0x0, 0x8, 0x20000, 0x20008, 0xffffffff])
+    for (const p of [0x0n, 0x8n, 0x20000n, 0x20008n, 0xffffffffn]) {
+      assert.equal(run(prog, { nr, arch: native, args: [p] }), SECCOMP_RET_ALLOW, `personality(0x${p.toString(16)})`)
+    }
+    // The kernel takes an unsigned int: the high word is dropped, so only the low word counts here too.
+    assert.equal(run(prog, { nr, arch: native, args: [0x1_00000008n] }), SECCOMP_RET_ALLOW)
+    for (const p of [READ_IMPLIES_EXEC, READ_IMPLIES_EXEC | 0x8, ADDR_NO_RANDOMIZE, 0x1, 0x0100000 /* ADDR_COMPAT_LAYOUT */, 0x7fffffff, 0xfffffffe]) {
+      assert.equal(run(prog, { nr, arch: native, args: [BigInt(p)] }), SECCOMP_RET_ERRNO | EPERM, `personality(0x${p.toString(16)})`)
+    }
+    assert.equal(run(prog, { nr, arch: native, args: [0xffffffff_00400000n] }), SECCOMP_RET_ERRNO | EPERM)
   })
 }
 
@@ -403,4 +427,32 @@ test('seccomp under bwrap: a 32-bit syscall (int 0x80) on x86_64 kills the proce
   }
   const on = await sandboxed(cmd, f)
   assert.match(on.stdout, /rc=159/) // 128 + SIGSYS (31): killed by SECCOMP_RET_KILL_PROCESS
+})
+
+test('seccomp under bwrap: personality(READ_IMPLIES_EXEC) is EPERM (setarch -X fails), the query and PER_LINUX32 work; without the filter it succeeds', async () => {
+  const f = filterOrFail()
+  const nr = SYSCALL_NUMBERS[native as SeccompArch].personality as number
+  const calls = [
+    { name: 'query', nr, args: '0xffffffff' },
+    { name: 'rie', nr, args: `${READ_IMPLIES_EXEC}` },
+    { name: 'norandom', nr, args: `${ADDR_NO_RANDOMIZE}` },
+    { name: 'linux', nr, args: '0' }
+  ]
+  const cmd = `${perlCalls(calls)}; setarch -X true; echo "setarch-X=$?"; setarch -R true; echo "setarch-R=$?"; setarch linux32 uname -m; echo "linux32=$?"`
+  const on = await sandboxed(cmd, f)
+  const off = await sandboxed(cmd, undefined)
+  const onCalls = parse(on.stdout.replace(/^(setarch|linux32|i686|x86_64|arm|aarch64).*$/gm, ''))
+  const offCalls = parse(off.stdout.replace(/^(setarch|linux32|i686|x86_64|arm|aarch64).*$/gm, ''))
+  assert.equal(onCalls.get('query')?.ret, 0, on.stdout)
+  assert.deepEqual(onCalls.get('rie'), { ret: -1, errno: EPERM }, on.stdout)
+  assert.deepEqual(onCalls.get('norandom'), { ret: -1, errno: EPERM }, on.stdout)
+  assert.equal(onCalls.get('linux')?.ret, 0)
+  assert.match(on.stdout, /setarch-X=1/)
+  assert.match(on.stderr, /Operation not permitted/)
+  assert.match(on.stdout, /setarch-R=1/)
+  assert.match(on.stdout, /linux32=0/, on.stderr)
+  // Without the filter the same calls succeed (they return the previous persona): the assertions depend on it.
+  assert.equal(offCalls.get('rie')?.ret, 0, off.stdout)
+  assert.match(off.stdout, /setarch-X=0/)
+  assert.match(off.stdout, /setarch-R=0/)
 })
