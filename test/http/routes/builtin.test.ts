@@ -53,20 +53,20 @@ test('concurrent edits to one file through batch invoke are serialised: no lost 
 test('one batch on one workspace runs in the listed order: each read sees the write and edit before it', async (t) => {
   // A model's turn "write a haiku to haiku.txt, then read it back": reads are not writes, yet they must see them.
   const app = await buildTestApp(t, { env: { BATCH_CONCURRENCY: '8' } })
-  const ws = (id: string): Record<string, unknown> => ({ userId: 'alice', context: { workspaceId: id } })
-  const calls = [
-    { name: 'write_file', ...ws('one'), arguments: { path: 'f.txt', content: 'first\n' } },
-    { name: 'read_file', ...ws('one'), arguments: { path: 'f.txt' } },
-    { name: 'edit', ...ws('one'), arguments: { path: 'f.txt', old_string: 'first', new_string: 'second' } },
-    { name: 'read_file', ...ws('one'), arguments: { path: 'f.txt' } },
-    { name: 'glob', ...ws('one'), arguments: { pattern: '*.txt' } },
-    // Another workspace is another lane: it sees nothing of the first, and its own write.
-    { name: 'read_file', ...ws('two'), arguments: { path: 'f.txt' } },
-    { name: 'write_file', ...ws('two'), arguments: { path: 'f.txt', content: 'other\n' } },
-    { name: 'read_file', ...ws('two'), arguments: { path: 'f.txt' } }
-  ]
   for (let round = 0; round < 3; round++) {
-    const res = await app.inject({ method: 'POST', url: '/invoke/batch', payload: { calls: calls.map((c) => ({ ...c, context: { workspaceId: `${(c.context as { workspaceId: string }).workspaceId}-${round}` } })) } })
+    const ws = (id: string): Record<string, unknown> => ({ userId: 'alice', context: { workspaceId: `${id}-${round}` } })
+    const calls = [
+      { name: 'write_file', ...ws('one'), arguments: { path: 'f.txt', content: 'first\n' } },
+      { name: 'read_file', ...ws('one'), arguments: { path: 'f.txt' } },
+      { name: 'edit', ...ws('one'), arguments: { path: 'f.txt', old_string: 'first', new_string: 'second' } },
+      { name: 'read_file', ...ws('one'), arguments: { path: 'f.txt' } },
+      { name: 'glob', ...ws('one'), arguments: { pattern: '*.txt' } },
+      // Another workspace is another lane: it sees nothing of the first, and its own write.
+      { name: 'read_file', ...ws('two'), arguments: { path: 'f.txt' } },
+      { name: 'write_file', ...ws('two'), arguments: { path: 'f.txt', content: 'other\n' } },
+      { name: 'read_file', ...ws('two'), arguments: { path: 'f.txt' } }
+    ]
+    const res = await app.inject({ method: 'POST', url: '/invoke/batch', payload: { calls } })
     assert.equal(res.statusCode, 200, res.body)
     const results = res.json().results as Array<{ isError: boolean, output: string }>
     assert.equal(results[1]!.isError, false, results[1]!.output)
