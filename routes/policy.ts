@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Static } from '@sinclair/typebox'
 import { errorResponses } from '../src/api/common.js'
-import { DeletePolicyResponse, Policy, PolicyResponse, PolicyUserParams, PutPolicyResponse } from '../src/api/policy.js'
+import { DeleteDefaultPolicyResponse, DeletePolicyResponse, Policy, PolicyResponse, PolicyUserParams, PutPolicyResponse } from '../src/api/policy.js'
 
 const DEFAULT = { kind: 'global' } as const
 
@@ -43,6 +43,21 @@ async function policyRoutes (app: FastifyInstance): Promise<void> {
     const result = await policies.write(request.caller, DEFAULT, request.body)
     request.log.info({ scope: 'default', version: result.version }, 'policy written')
     return await reply.code(result.created ? 201 : 200).send(result)
+  })
+
+  app.delete('/policy', {
+    config: { admin: true },
+    schema: {
+      operationId: 'deleteDefaultPolicy',
+      summary: 'Remove the default tool policy: calls then obey their tenant\'s policy alone (admin)',
+      description: 'The same as `PUT /policy {}`, which restricts nothing. Every instance sharing the registry store sees the change at once.',
+      tags,
+      response: { 200: DeleteDefaultPolicyResponse, ...errorResponses(401, 403, 429, 503) }
+    }
+  }, async (request) => {
+    const result = await policies.remove(request.caller, DEFAULT)
+    request.log.info({ scope: 'default', version: result.version }, 'policy deleted')
+    return result
   })
 
   app.get<{ Params: Static<typeof PolicyUserParams> }>('/users/:userId/policy', {

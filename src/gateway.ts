@@ -160,19 +160,33 @@ export class Gateway {
     let response = this.#listings.get(key, version)
     if (!response) {
       const listing = await this.#router.list({ functions: splitComma(query.functions), mcp }, scope)
-      // The same decision /invoke makes: a denied tool is never listed (nor its diagnostics).
-      const denied = new Set(policy === undefined ? [] : listing.tools.filter((t) => policy.decide(t.entry).kind === 'deny').map((t) => t.name))
+      // The same decision /invoke makes: a denied tool is never listed, and it is reported instead of its other
+      // diagnostics (a `denied` one), so a name the request asked for never vanishes silently.
+      const denials: Diagnostic[] = []
+      if (policy !== undefined) {
+        for (const t of listing.tools) {
+          const decision = policy.decide(t.entry)
+          if (decision.kind === 'deny') denials.push({ type: 'denied', name: t.name, route: t.entry.route, source: t.entry.source, exposedAs: null, message: decision.message })
+        }
+      }
+      const denied = new Set(denials.map((d) => d.name))
       response = {
         tools: renderTools(denied.size === 0 ? listing.tools : listing.tools.filter((t) => !denied.has(t.name)), format),
         unresolved: listing.unresolved,
         unavailable: listing.unavailable,
-        diagnostics: denied.size === 0 ? listing.diagnostics : listing.diagnostics.filter((d) => d.exposedAs === null || !denied.has(d.exposedAs))
+        diagnostics: denied.size === 0 ? listing.diagnostics : [...listing.diagnostics.filter((d) => d.exposedAs === null || !denied.has(d.exposedAs)), ...denials]
       }
       if (listing.unavailable.length === 0) this.#listings.set(key, version, response)
     }
-    if (query.strict === true && response.unresolved.length > 0) {
-      const names = response.unresolved.map((u) => `${u.kind} '${u.name}' (${u.reason})`).join('; ')
-      throw new HttpError('GW_UNRESOLVED', `Unresolved names: ${names}`)
+    if (query.strict === true) {
+      const hidden = response.diagnostics.filter((d) => d.type === 'denied')
+      if (response.unresolved.length > 0 || hidden.length > 0) {
+        const names = [
+          ...response.unresolved.map((u) => `${u.kind} '${u.name}' (${u.reason})`),
+          ...hidden.map((d) => `tool '${d.name}' (${d.message})`)
+        ].join('; ')
+        throw new HttpError('GW_UNRESOLVED', `Names that cannot be listed: ${names}`)
+      }
     }
     return response
   }

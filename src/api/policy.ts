@@ -48,6 +48,11 @@ export const PutPolicyResponse = Type.Object({
   created: Type.Boolean()
 })
 
+export const DeleteDefaultPolicyResponse = Type.Object({
+  deleted: Type.Boolean({ description: 'False when there was no default policy' }),
+  version: Type.Integer()
+})
+
 export const DeletePolicyResponse = Type.Object({
   userId: IdString,
   deleted: Type.Boolean({ description: 'False when the tenant had no policy' }),

@@ -13,7 +13,8 @@ import { ArgumentValidator } from './validate.js'
 
 /** Why a tool is exposed under another name, or not at all. */
 export interface Diagnostic {
-  type: 'shadowed' | 'renamed' | 'duplicate' | 'ambiguous' | 'unsupported'
+  /** `denied`: the tenant's tool policy hides the tool (GET /tools adds these; the router never does). */
+  type: 'shadowed' | 'renamed' | 'duplicate' | 'ambiguous' | 'unsupported' | 'denied'
   /** The natural name that could not be used as is. */
   name: string
   route: Tier
