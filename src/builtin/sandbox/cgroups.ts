@@ -38,20 +38,38 @@ export interface Cgroups {
   readonly detail: string
   /** Creates the tenant's parent group (once per process) and a fresh child group. Throws on failure. */
   commandGroup: (groupName: string) => CommandGroup
+  /**
+   * Start-up sweep: removes the command groups that gateways now gone left, under every tenant, here
+   * and in the sibling `tool-gateway*` groups; kills what still runs in them first. Bounded by
+   * `budgetMs`; never throws.
+   */
+  sweep: (budgetMs: number) => Promise<SweepResult>
   /** Removes the (empty) tenant groups and the root this process made. Never throws. */
   close: () => Promise<void>
+}
+
+/** What a start-up sweep found. */
+export interface SweepResult {
+  /** Command groups of gone gateways removed. */
+  groups: number
+  /** Their processes, killed. */
+  processes: number
+  /** Groups left because the budget ran out or they would not go (EBUSY). */
+  left: number
 }
 
 const V1_CONTROLLERS = ['cpu', 'memory', 'pids'] as const
 /** Same for every tenant: the share is what makes CPU time equal between tenants. */
 const V1_CPU_SHARES = 1024
 const V2_CPU_WEIGHT = 100
-const ROOT_NAME = 'tool-gateway'
+/** The default group's name, and the prefix of the names a deployment derives from it (see setUpCgroups). */
+export const ROOT_NAME = 'tool-gateway'
 
 const none = (detail: string): Cgroups => ({
   mode: 'none',
   detail,
   commandGroup: () => { throw new Error('cgroups are not in use') },
+  sweep: async () => ({ groups: 0, processes: 0, left: 0 }),
   close: async () => {}
 })
 
@@ -98,33 +116,60 @@ async function procsOf (file: string): Promise<number[]> {
   }
 }
 
-async function killLoop (procsFile: string, killFile: string | undefined): Promise<void> {
+/** SIGKILLs the group's processes until it is empty (bounded); returns how many distinct pids it killed. */
+async function killLoop (procsFile: string, killFile: string | undefined, deadline = Date.now() + 5000): Promise<number> {
   // A fork bomb keeps forking while we kill: repeat until the group is empty (bounded).
-  const deadline = Date.now() + 5000
+  const killed = new Set<number>()
   for (let round = 0; Date.now() < deadline; round++) {
     if (killFile !== undefined) {
       try { write(killFile, '1') } catch {}
     }
     const pids = await procsOf(procsFile)
-    if (pids.length === 0) return
-    for (const pid of pids) signalQuietly(pid, 'SIGKILL')
+    if (pids.length === 0) break
+    for (const pid of pids) {
+      killed.add(pid)
+      signalQuietly(pid, 'SIGKILL')
+    }
     await sleep(round < 5 ? 2 : 20)
   }
+  return killed.size
 }
 
-async function removeDir (dir: string): Promise<void> {
+/** Removes a group; true when it is gone. */
+async function removeDir (dir: string): Promise<boolean> {
   // rmdir fails with EBUSY until the last killed task is fully gone: retry briefly.
   for (let i = 0; i < 50; i++) {
     try {
       await rmdir(dir)
-      return
+      return true
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code
-      if (code === 'ENOENT') return
-      if (code !== 'EBUSY') return
+      if (code === 'ENOENT') return true
+      if (code !== 'EBUSY') return false
       await sleep(20)
     }
   }
+  return false
+}
+
+function subdirs (dir: string): string[] {
+  try {
+    return readdirSync(dir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name)
+  } catch {
+    return []
+  }
+}
+
+/**
+ * A command group's name is `c<pid of the gateway that made it>-<sequence>` (childName). It is
+ * stale when that gateway is gone: no process has its pid. A live gateway's groups are never
+ * stale; a recycled pid only makes a gone gateway's groups look live (left, never wrongly killed).
+ * Pids are those of this pid namespace: gateways in other pid namespaces (containers) get their
+ * own cgroup subtree by default (the base is under the gateway's own group), so they never meet here.
+ */
+function isStaleChild (name: string): boolean {
+  const owner = Number(/^c(\d+)-\d+$/.exec(name)?.[1])
+  return Number.isInteger(owner) && owner > 0 && owner !== process.pid && !existsSync(`/proc/${owner}`)
 }
 
 /**
@@ -133,16 +178,7 @@ async function removeDir (dir: string): Promise<void> {
  * (their pid is in the name) are left alone. In the background; never throws.
  */
 function sweepStale (tenantDirs: readonly string[], procsDir: string): void {
-  let names: string[]
-  try {
-    names = readdirSync(procsDir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name)
-  } catch {
-    return
-  }
-  const stale = names.filter((n) => {
-    const owner = Number(/^c(\d+)-\d+$/.exec(n)?.[1])
-    return Number.isInteger(owner) && owner !== process.pid && !existsSync(`/proc/${owner}`)
-  })
+  const stale = subdirs(procsDir).filter(isStaleChild)
   if (stale.length === 0) return
   const sweep = async (): Promise<void> => {
     for (const name of stale) {
@@ -151,6 +187,53 @@ function sweepStale (tenantDirs: readonly string[], procsDir: string): void {
     }
   }
   sweep().catch(() => {})
+}
+
+/**
+ * The start-up sweep (docs/ARCHITECTURE.md#isolation). `bases`: per controller (v1) or the one v2
+ * directory, this process's base. Gone gateways may have used the base itself or, under another
+ * deployment's range (setUpCgroups' `name`), a sibling `tool-gateway*`: both are looked at, and in
+ * each only stale command groups (isStaleChild) are touched, so the groups of live gateways, this
+ * deployment's or another's, are left alone. Emptied tenant groups go too (a live gateway makes a
+ * missing one again, makeChildGroups). The kill runs through the first controller's cgroup.procs
+ * (every controller holds the same processes), v2's cgroup.kill when there is one.
+ */
+async function sweepAll (bases: readonly string[], budgetMs: number): Promise<SweepResult> {
+  const deadline = Date.now() + budgetMs
+  const result: SweepResult = { groups: 0, processes: 0, left: 0 }
+  const first = bases[0]
+  if (first === undefined) return result
+  const baseNames = [path.basename(first)]
+  if (path.basename(first).startsWith(ROOT_NAME)) {
+    for (const n of subdirs(path.dirname(first))) {
+      if ((n === ROOT_NAME || n.startsWith(`${ROOT_NAME}-`)) && !baseNames.includes(n)) baseNames.push(n)
+    }
+  }
+  for (const baseName of baseNames) {
+    const dirsOf = (...rest: string[]): string[] => bases.map((b) => path.join(path.dirname(b), baseName, ...rest))
+    const tenants = new Set(bases.flatMap((b) => subdirs(path.join(path.dirname(b), baseName))))
+    for (const tenant of tenants) {
+      const children = new Set(dirsOf(tenant).flatMap(subdirs).filter(isStaleChild))
+      for (const child of children) {
+        if (Date.now() >= deadline) {
+          result.left++
+          continue
+        }
+        const dirs = dirsOf(tenant, child)
+        const killFile = path.join(dirs[0] as string, 'cgroup.kill')
+        result.processes += await killLoop(path.join(dirs[0] as string, 'cgroup.procs'), existsSync(killFile) ? killFile : undefined, Math.min(deadline, Date.now() + 5000))
+        let gone = true
+        for (const d of dirs) gone = await removeDir(d) && gone
+        if (gone) result.groups++
+        else result.left++
+      }
+      if (children.size > 0) {
+        // Only when empty (rmdir refuses otherwise): a live gateway's commands keep it.
+        for (const d of dirsOf(tenant)) { try { rmdirSync(d) } catch {} }
+      }
+    }
+  }
+  return result
 }
 
 let sequence = 0
@@ -198,6 +281,7 @@ function v1 (bases: ReadonlyMap<string, string>, limits: CgroupLimits, made: str
         }
       }
     },
+    sweep: async (budgetMs) => await sweepAll([bases.get('pids') as string, ...[...bases].filter(([c]) => c !== 'pids').map(([, b]) => b)], budgetMs),
     close: async () => {
       for (const name of configured) for (const d of tenantDirs(name).values()) await removeDir(d)
       for (const d of made.reverse()) await removeDir(d)
@@ -238,6 +322,7 @@ function v2 (base: string, limits: CgroupLimits, made: string[]): Cgroups {
         }
       }
     },
+    sweep: async (budgetMs) => await sweepAll([base], budgetMs),
     close: async () => {
       for (const name of configured) await removeDir(path.join(base, name))
       for (const d of made.reverse()) await removeDir(d)
@@ -288,11 +373,13 @@ function enableV2Controllers (dir: string): void {
 /**
  * Finds a writable cgroup hierarchy. `root`: SANDBOX_CGROUP_ROOT (`none` turns cgroups off; a
  * directory of a cgroup v2 mount; otherwise a path inside each v1 controller hierarchy). Default:
- * a `tool-gateway` group under this process's own group (v1: in each of cpu, memory and pids; v2:
- * next to it, under its parent, since a v2 group with processes cannot delegate controllers).
+ * a group named `name` (`tool-gateway`, or the deployment's `tool-gateway-<uid range>`, see
+ * host-claim.ts) under this process's own group (v1: in each of cpu, memory and pids; v2: next to
+ * it, under its parent, since a v2 group with processes cannot delegate controllers).
  * Any failure means no cgroups, with the reason in `detail`.
  */
-export function setUpCgroups (root: string | undefined, limits: CgroupLimits): Cgroups {
+export function setUpCgroups (root: string | undefined, limits: CgroupLimits, name: string = ROOT_NAME): Cgroups {
+  if (name !== ROOT_NAME && !new RegExp(`^${ROOT_NAME}-[A-Za-z0-9_.-]{1,64}$`).test(name)) throw new TypeError(`invalid cgroup base name ${name}`)
   if (root === 'none') return none('SANDBOX_CGROUP_ROOT=none')
   const all = mounts()
   const own = ownGroups()
@@ -312,7 +399,7 @@ export function setUpCgroups (root: string | undefined, limits: CgroupLimits): C
     if (v1Mounts.size === V1_CONTROLLERS.length) {
       const bases = new Map<string, string>()
       for (const [c, mountDir] of v1Mounts) {
-        const inside = root ?? path.join(own.get(c) ?? '/', ROOT_NAME)
+        const inside = root ?? path.join(own.get(c) ?? '/', name)
         const base = path.join(mountDir, path.resolve('/', inside))
         makeTracked(base, made)
         bases.set(c, base)
@@ -326,7 +413,7 @@ export function setUpCgroups (root: string | undefined, limits: CgroupLimits): C
     }
     if (unified !== undefined) {
       const ownPath = own.get('') ?? '/'
-      const base = root !== undefined ? path.join(unified.dir, path.resolve('/', root)) : path.join(unified.dir, path.dirname(path.resolve('/', ownPath)), ROOT_NAME)
+      const base = root !== undefined ? path.join(unified.dir, path.resolve('/', root)) : path.join(unified.dir, path.dirname(path.resolve('/', ownPath)), name)
       makeTracked(base, made)
       enableV2Controllers(path.dirname(base))
       enableV2Controllers(base)

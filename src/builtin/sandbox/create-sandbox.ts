@@ -29,6 +29,9 @@ export const DEFAULT_SANDBOX_UID = 65534
 export const DEFAULT_UID_RANGE = { first: 200000, last: 299999 } as const
 export const DEFAULT_TENANT_LIMITS = { memoryBytes: 2 * 1024 * 1024 * 1024, pids: 512 } as const
 
+/** How long start-up may spend removing the command cgroups gone gateways left (each group's kill is bounded too). */
+const STARTUP_SWEEP_BUDGET_MS = 10_000
+
 const SEARCH_DIRS = ['/usr/bin', '/bin', '/usr/sbin', '/sbin', '/usr/local/bin']
 
 export const NONE_WARNING =
@@ -253,6 +256,12 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
       isolation.cgroup = cgroups.mode
       isolation.cgroupDetail = cgroups.detail
       if (cgroups.mode !== 'none') {
+        // A gateway that was SIGKILLed left its commands' groups, and what ran in them, behind:
+        // cleared now rather than when one of those tenants runs a command again (bounded).
+        const swept = await cgroups.sweep(STARTUP_SWEEP_BUDGET_MS)
+        if (swept.groups + swept.left > 0) {
+          logger?.warn({ ...swept }, `sandbox: removed ${swept.groups} command cgroup(s) of gone gateways (${swept.processes} process(es) killed)${swept.left > 0 ? `; ${swept.left} left (retried when their tenant runs a command)` : ''}`)
+        }
         cfg.cgroups = cgroups
         // tmpfs pages are charged to the writer's memory cgroup: a /tmp larger than the tenant's
         // memory could never be filled anyway, and /tmp plus /dev/shm together must fit.

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
-import { mkdtemp, readdir, realpath, rm, stat } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, realpath, rm, rmdir, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
@@ -92,4 +93,44 @@ test('cgroups: two gateways on one host share a tenant\'s group; one closing (it
   assert.equal(existsSync(first.pidsDir), false, 'closing removed the tenant group (nothing of it was running)')
   assert.equal(await run(second), 0, 'the other gateway made the group again')
   assert.equal(readFileSync(join(first.pidsDir, 'pids.max'), 'utf8').trim(), '64', 'with its limits')
+})
+
+/** The v1 controller directories a sandbox's groups go in (from its cgroupDetail). */
+function basesOf (sb: Sandbox): string[] {
+  const inside = /^cgroup v1 \((.*)\)$/.exec(sb.isolation.cgroupDetail)?.[1]
+  assert.ok(inside !== undefined, sb.isolation.cgroupDetail)
+  return inside.split(', ')
+}
+
+test('cgroups v1: at start-up the command groups of a gateway that is gone (SIGKILLed) are swept, their processes killed; a live gateway\'s groups stay', { skip, timeout: 60_000 }, async (t) => {
+  const limits = { memoryBytes: 128 * 1024 * 1024, pids: 64 }
+  const first = await createSandbox({ mode: 'bwrap', tenantLimits: limits })
+  const bases = basesOf(first)
+  await first.close()
+  // A gone gateway's pid (a process that has exited) and a live one's (a sleeper standing in for it).
+  const gone = spawn('true')
+  await new Promise((resolve) => gone.once('exit', resolve))
+  assert.ok(gone.pid !== undefined && !existsSync(`/proc/${gone.pid}`))
+  const live = spawn('sleep', ['300'], { stdio: 'ignore' })
+  t.after(() => { live.kill('SIGKILL') })
+  // What the gone gateway left: a tenant group with a command group that still holds its process.
+  const survivor = spawn('sleep', ['301'], { stdio: 'ignore', detached: true })
+  const survivorExit = new Promise<NodeJS.Signals | null>((resolve) => survivor.once('exit', (_c, sig) => resolve(sig)))
+  t.after(() => { survivor.kill('SIGKILL') })
+  const staleDirs = bases.map((b) => join(b, 't-cg-stale', `c${gone.pid}-1`))
+  const liveDirs = bases.map((b) => join(b, 't-cg-stale', `c${live.pid}-1`))
+  for (const d of [...staleDirs, ...liveDirs]) await mkdir(d, { recursive: true })
+  t.after(async () => {
+    for (const d of [...liveDirs, ...staleDirs]) await rmdir(d).catch(() => {})
+    for (const b of bases) await rmdir(join(b, 't-cg-stale')).catch(() => {})
+  })
+  for (const d of staleDirs) await writeFile(join(d, 'cgroup.procs'), String(survivor.pid))
+  assert.equal(readFileSync(join(staleDirs[staleDirs.length - 1] ?? '', 'cgroup.procs'), 'utf8').trim(), String(survivor.pid))
+
+  const second = await createSandbox({ mode: 'bwrap', tenantLimits: limits })
+  t.after(async () => { await second.close() })
+  // Swept before createSandbox returned, without any command of that tenant.
+  for (const d of staleDirs) assert.equal(existsSync(d), false, `${d} is left`)
+  assert.equal(await survivorExit, 'SIGKILL')
+  for (const d of liveDirs) assert.equal(existsSync(d), true, `${d} of a live gateway was removed`)
 })
