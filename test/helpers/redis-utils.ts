@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto'
 import { createServer, connect, type Server, type Socket } from 'node:net'
+import { after } from 'node:test'
 import type { TestContext } from 'node:test'
 
-import { REDIS_URL, redisReachable } from '../../scripts/lib/redis-keys.js'
+import { REDIS_URL, deleteKeys, redisReachable } from '../../scripts/lib/redis-keys.js'
 
 export { REDIS_URL, countKeys, deleteKeys, redisReachable } from '../../scripts/lib/redis-keys.js'
 
@@ -17,9 +18,27 @@ export async function requireRedis (t: TestContext): Promise<boolean> {
   return false
 }
 
-/** A prefix no other run shares, so parallel runs and leftovers never collide. */
+/** The prefixes this test file took (each test file runs in a process of its own). */
+const taken = new Set<string>()
+
+// t.after hooks run in the order they were added, so a test's clean-up of its prefix runs before
+// the app or gateway process it started later is closed, and what that writes while closing (a
+// journal flush, a membership or process record) would stay for days (journal keys expire after
+// 7 days). The file's own after hook runs once every test and its hooks are done: each prefix is
+// swept again there. Sweeping connects to Redis only when a prefix was taken.
+after(async () => {
+  for (const prefix of taken) await deleteKeys(prefix).catch(() => {})
+  taken.clear()
+})
+
+/**
+ * A prefix no other run shares, so parallel runs and leftovers never collide. Its keys are
+ * deleted (in REDIS_URL's database) once the test file has run; a test may delete them sooner.
+ */
 export function uniquePrefix (): string {
-  return `tg-test:${randomBytes(6).toString('hex')}:`
+  const prefix = `tg-test:${randomBytes(6).toString('hex')}:`
+  taken.add(prefix)
+  return prefix
 }
 
 /** A loopback port nothing listens on (bound then released). */
@@ -41,6 +60,8 @@ export class TcpProxy {
   readonly targetHost: string
   readonly targetPort: number
   port = 0
+  /** The target URL, whose host and port become the proxy's: its database and credentials are kept. */
+  readonly #target: URL
   #server: Server | undefined
   #sockets = new Set<Socket>()
   #paused = false
@@ -49,10 +70,14 @@ export class TcpProxy {
     const url = new URL(targetUrl)
     this.targetHost = url.hostname
     this.targetPort = Number(url.port || 6379)
+    this.#target = url
   }
 
   get url (): string {
-    return `redis://127.0.0.1:${this.port}`
+    const url = new URL(this.#target.href)
+    url.hostname = '127.0.0.1'
+    url.port = String(this.port)
+    return url.href
   }
 
   async start (): Promise<void> {

@@ -1,11 +1,12 @@
-import { randomBytes } from 'node:crypto'
 import type { TestContext } from 'node:test'
 import { Redis } from 'ioredis'
+import { REDIS_URL, deleteKeys, uniquePrefix } from './redis-utils.js'
 
-export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+export { REDIS_URL }
 
 /**
- * A connected Redis client and a unique key prefix whose keys are deleted after the test.
+ * A connected Redis client (REDIS_URL, its database included) and a unique key prefix whose keys
+ * are deleted after the test, and again once the file has run (uniquePrefix).
  * Without a reachable Redis the test is skipped, except under CI=true where that fails it.
  */
 export async function redisForTest (t: TestContext): Promise<{ redis: Redis, prefix: string } | undefined> {
@@ -20,11 +21,10 @@ export async function redisForTest (t: TestContext): Promise<{ redis: Redis, pre
     t.skip(`no Redis at ${REDIS_URL}`)
     return undefined
   }
-  const prefix = `tg-test-${randomBytes(6).toString('hex')}:`
+  const prefix = uniquePrefix()
   t.after(async () => {
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length > 0) await redis.del(...keys)
     redis.disconnect()
+    await deleteKeys(prefix)
   })
   return { redis, prefix }
 }

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import { startStreamableHttpFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
 import { createMemoryRegistryStore } from '../../../src/registry/memory-store.js'
 import { buildTestApp } from '../../helpers/app.js'
-import { redisForTest } from '../../helpers/redis.js'
+import { REDIS_URL, redisForTest } from '../../helpers/redis.js'
 import { delay, TcpProxy } from '../../helpers/redis-utils.js'
 
 const ADMIN = 'k-admin-0123456789'
@@ -233,7 +233,7 @@ test('JOURNAL=meta keeps no arguments, output or trace; JOURNAL=off records noth
 test('with REDIS_URL the journal is a Redis stream shared by every instance', async (t) => {
   const r = await redisForTest(t)
   if (r === undefined) return
-  const env = { REDIS_URL: 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: r.prefix }
+  const env = { REDIS_URL, REDIS_KEY_PREFIX: r.prefix }
   const one = await app(t, env)
   const two = await app(t, env)
   await one.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'calculate', arguments: { expression: '1', token: 'abc' }, callId: 'from-one' } })
