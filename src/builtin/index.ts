@@ -1,3 +1,4 @@
+import { createHash, randomUUID } from 'node:crypto'
 import os from 'node:os'
 import path from 'node:path'
 import type { Config } from '../config.js'
@@ -6,7 +7,7 @@ import type { Logger } from '../logger.js'
 import { KeyedMutex, LeaseLock } from '../cluster/index.js'
 import type { Coordination, WriteLock } from '../cluster/index.js'
 import { ProcessManager, ProcessService } from './processes/index.js'
-import { createSandbox, parseUidRange, tenantOwners } from './sandbox/index.js'
+import { createSandbox, parseUidRange, processDeployment, tenantOwners } from './sandbox/index.js'
 import type { Sandbox, UidStore } from './sandbox/index.js'
 import { BuiltinSource } from './source.js'
 import { applyPatchTool } from './tools/apply-patch.js'
@@ -59,6 +60,28 @@ export interface BuiltinDeps {
 }
 
 /**
+ * Who shares this gateway's table of tenant uids, for the sandbox's claim on the host
+ * (src/builtin/sandbox/host-claim.ts). With Redis: an id kept in it (SET NX), the same for every
+ * instance on that store and across restarts; the table is kept, so the configured range is claimed
+ * as is. Without Redis: this process alone, whose uids are given out afresh at each start.
+ */
+async function sandboxDeployment (config: Config, deps: BuiltinDeps, logger: Logger): Promise<{ deployment: string, uidsPersisted: boolean }> {
+  const c = deps.coordination
+  if (c === undefined) return { deployment: processDeployment(), uidsPersisted: false }
+  const key = `${c.keyPrefix}sandbox:deployment`
+  try {
+    await c.redis.set(key, randomUUID(), 'NX')
+    const id = await c.redis.get(key)
+    if (id !== null) return { deployment: `redis:${id}`, uidsPersisted: true }
+  } catch (err) {
+    logger.warn({ err }, 'sandbox: the deployment id could not be read from Redis; the Redis settings stand for it')
+  }
+  // Instances configured alike still match each other; one that read the id from Redis does not (it refuses to share).
+  const settings = JSON.stringify([config.redisUrl ?? '', config.redisClusterNodes, config.redisKeyPrefix])
+  return { deployment: `redis-settings:${createHash('sha256').update(settings).digest('hex')}`, uidsPersisted: true }
+}
+
+/**
  * Builds tier 1. The sandbox probe runs here, at start-up: with SANDBOX=bwrap a failing probe
  * throws (start-up stops with what to install or which container options to set).
  */
@@ -68,7 +91,7 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
     mode: config.sandbox,
     logger,
     // A uid per tenant needs the store that allocates them; without it all tenants share one.
-    ...(deps.uids !== undefined ? { uidRange } : {}),
+    ...(deps.uids !== undefined ? { uidRange, host: await sandboxDeployment(config, deps, logger) } : {}),
     ...(config.sandboxCgroupRoot !== undefined ? { cgroupRoot: config.sandboxCgroupRoot } : {}),
     tenantLimits: { memoryBytes: config.sandboxTenantMemoryBytes, pids: config.sandboxTenantPids }
   })
@@ -84,7 +107,8 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
       outputMaxChars: config.outputMaxChars
     },
     ...(sandbox.owner ? { owner: sandbox.owner } : {}),
-    ...(sandbox.isolation.uidPerTenant && deps.uids !== undefined ? { ownerFor: tenantOwners(deps.uids, uidRange) } : {}),
+    // The range the sandbox claimed on the host: SANDBOX_UID_RANGE, or without Redis a block of it.
+    ...(sandbox.isolation.uidPerTenant && deps.uids !== undefined ? { ownerFor: tenantOwners(deps.uids, sandbox.uidRange ?? uidRange) } : {}),
     ...(config.workspacesDirExplicit === false ? { fallbackDirs: deps.fallbackWorkspacesDirs ?? FALLBACK_WORKSPACES_DIRS } : {})
   })
   if (workspaces.usedFallback !== undefined) {

@@ -4,6 +4,7 @@ import type { Logger } from '../../logger.js'
 import type { GwCode } from '../../errors.js'
 import { ToolError, type Workspace } from '../types.js'
 import { setUpCgroups, type Cgroups } from './cgroups.js'
+import { claimHost, type HostClaim } from './host-claim.js'
 import { runProbe } from './probe.js'
 import { buildSeccompFilter, SECCOMP_UNSUPPORTED_WARNING } from './seccomp.js'
 import { runToCompletion, sandboxFailure } from './run-to-completion.js'
@@ -74,6 +75,7 @@ class SandboxImpl implements Sandbox {
   readonly owner: { uid: number, gid: number } | undefined
   readonly limits: Readonly<SandboxLimits>
   readonly isolation: Readonly<SandboxIsolation>
+  readonly uidRange: Readonly<{ first: number, last: number }> | undefined
   readonly #cfg: SpawnConfig
   readonly #canChown: boolean
   readonly #removeEtc: () => Promise<void>
@@ -81,6 +83,7 @@ class SandboxImpl implements Sandbox {
   /** Processes close() killed: their execs report the shutdown, not an exit code. */
   readonly #cutOff = new WeakSet<SandboxedProcess>()
   readonly #logger: Logger | undefined
+  readonly #claim: HostClaim | undefined
   #execs = 0
   #timeouts = 0
   #closed = false
@@ -94,8 +97,12 @@ class SandboxImpl implements Sandbox {
     removeEtc: () => Promise<void>
     logger: Logger | undefined
     isolation: SandboxIsolation
+    uidRange?: { first: number, last: number } | undefined
+    claim?: HostClaim | undefined
   }) {
     this.isolation = Object.freeze({ ...init.isolation })
+    this.uidRange = init.isolation.uidPerTenant && init.uidRange !== undefined ? Object.freeze({ ...init.uidRange }) : undefined
+    this.#claim = init.claim
     this.#cfg = init.cfg
     this.mode = init.cfg.mode
     this.limits = Object.freeze({ ...init.cfg.limits })
@@ -170,6 +177,7 @@ class SandboxImpl implements Sandbox {
     }
     await Promise.all(live.map(async (p) => await p.exited))
     await this.#cfg.cgroups?.close()
+    this.#claim?.release()
     await this.#removeEtc()
   }
 }
@@ -210,10 +218,12 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
   }
   if (cfg.seccomp === undefined) logger?.warn({ arch: process.arch }, SECCOMP_UNSUPPORTED_WARNING)
   const uidPerTenant = isRoot && opts.uidRange !== undefined
+  let uidRange = uidPerTenant ? opts.uidRange : undefined
+  const uidsText = (): string => `one host uid per tenant from ${uidRange?.first ?? ''}-${uidRange?.last ?? ''}`
   const isolation: SandboxIsolation = {
     uidPerTenant,
     uids: uidPerTenant
-      ? `one host uid per tenant from ${opts.uidRange?.first ?? ''}-${opts.uidRange?.last ?? ''}`
+      ? uidsText()
       : isRoot
         ? `all tenants share uid ${uid}`
         : `all tenants share the gateway's uid ${myUid} (not root: no uid per tenant, process limits are shared)`,
@@ -244,15 +254,32 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
   }
 
   let probe: SandboxProbe
+  let claim: HostClaim | undefined
   if (uid === 0 || gid === 0) {
     probe = { ok: false, reason: 'the sandbox uid/gid must not be 0 (process limits are ignored for root).', checkedAt: checkedAt() }
   } else if (!isRoot && uid !== myUid) {
     probe = { ok: false, reason: `only root can run the sandbox as uid ${uid}; the gateway runs as uid ${myUid}.`, checkedAt: checkedAt() }
   } else {
     let cgroups: Cgroups | undefined
+    const wantsCgroups = (isRoot || opts.cgroupRoot !== undefined) && opts.cgroupRoot !== 'none'
+    if (opts.host !== undefined && (uidPerTenant || wantsCgroups)) {
+      // Throws (start-up stops) when another deployment on this host holds these uids or this cgroup root.
+      claim = await claimHost({
+        deployment: opts.host.deployment,
+        uidsPersisted: opts.host.uidsPersisted,
+        uidRange,
+        ...(wantsCgroups && opts.cgroupRoot !== undefined ? { cgroupRoot: opts.cgroupRoot } : {}),
+        ...(opts.host.claimsDir !== undefined ? { dir: opts.host.claimsDir } : {})
+      }).catch(async (err: unknown) => {
+        await etc.remove()
+        throw err
+      })
+      uidRange = claim.uidRange ?? uidRange
+      if (uidPerTenant) isolation.uids = uidsText()
+    }
     if (isRoot || opts.cgroupRoot !== undefined) {
       const tenantLimits = opts.tenantLimits ?? DEFAULT_TENANT_LIMITS
-      cgroups = setUpCgroups(opts.cgroupRoot, tenantLimits)
+      cgroups = setUpCgroups(opts.cgroupRoot, tenantLimits, claim?.cgroupName)
       isolation.cgroup = cgroups.mode
       isolation.cgroupDetail = cgroups.detail
       if (cgroups.mode !== 'none') {
@@ -272,7 +299,10 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
     }
     probe = { ...await runProbe(cfg, isRoot ? { uid, gid } : undefined, uid), checkedAt: checkedAt() }
     if (probe.ok) probe.reason += ` Isolation: ${describeIsolation(isolation)}.`
-    else await cgroups?.close()
+    else {
+      await cgroups?.close()
+      claim?.release()
+    }
   }
 
   if (!probe.ok) {
@@ -283,5 +313,5 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
     return fallBackToNone(probe)
   }
   logger?.info({ sandbox: 'bwrap', uid, gid }, `sandbox: ${probe.reason}`)
-  return new SandboxImpl({ cfg, probe, warning: undefined, owner: { uid, gid }, canChown: isRoot, removeEtc: etc.remove, logger, isolation })
+  return new SandboxImpl({ cfg, probe, warning: undefined, owner: { uid, gid }, canChown: isRoot, removeEtc: etc.remove, logger, isolation, uidRange, claim })
 }

@@ -5,4 +5,5 @@ export type {
   SandboxMode, SandboxOptions, SandboxProbe, SandboxStats, SpawnRequest
 } from './types.js'
 export { parseUidRange, tenantOwners } from './tenant-uids.js'
+export { processDeployment } from './host-claim.js'
 export type { UidStore } from './tenant-uids.js'

@@ -60,6 +60,12 @@ export interface SandboxOptions {
   uidRange?: { first: number, last: number }
   /** SANDBOX_CGROUP_ROOT (`none` = no cgroups); default: under the gateway's own cgroup. */
   cgroupRoot?: string
+  /**
+   * The gateway's deployment, to claim its uids and cgroup root on the host (host-claim.ts): two
+   * deployments on one host never share them. Without it nothing is claimed (tests, ripgrep's own
+   * sandbox) and the default cgroup parent is `tool-gateway`.
+   */
+  host?: { deployment: string, uidsPersisted: boolean, claimsDir?: string }
   /** Per-tenant cgroup limits (memory incl. tmpfs, processes). */
   tenantLimits?: { memoryBytes: number, pids: number }
   /** Host uid/gid the sandbox runs as. Default: 65534 when the gateway is root, else the gateway's own ids. */
@@ -158,6 +164,11 @@ export interface Sandbox {
   readonly owner: { uid: number, gid: number } | undefined
   readonly limits: Readonly<SandboxLimits>
   readonly isolation: Readonly<SandboxIsolation>
+  /**
+   * The host uids tenants get (isolation.uidPerTenant): SANDBOX_UID_RANGE, or the block of it this
+   * gateway claimed on the host (host-claim.ts). Undefined without a uid per tenant.
+   */
+  readonly uidRange: Readonly<{ first: number, last: number }> | undefined
   /** Makes the workspace root usable by the sandbox uid (chown of the root dir when needed). */
   prepareWorkspace: (workspace: Workspace) => Promise<void>
   spawn: (req: SpawnRequest) => SandboxedProcess
