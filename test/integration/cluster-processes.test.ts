@@ -33,6 +33,16 @@ async function pgrep (marker: string): Promise<number[]> {
   }
 }
 
+/**
+ * pids of the sandboxed command itself (its whole command line is exactly `command`). pgrep -f
+ * on a marker also matches the launcher and bwrap, whose argv hold the command: they exist from
+ * the spawn on, before bwrap has armed --die-with-parent, so a kill of the gateway then is not
+ * the kill this test is about (see the LOST case below).
+ */
+async function running (command: string): Promise<number[]> {
+  return await pgrep(`^${command}$`)
+}
+
 async function until<T> (what: string, fn: () => Promise<T | undefined>, maxMs: number): Promise<T> {
   const end = Date.now() + maxMs
   for (;;) {
@@ -121,7 +131,7 @@ async function scenario (t: TestContext, redisEnv: Record<string, string>): Prom
     body: JSON.stringify({ name: 'bash', userId: 'alice', arguments: { action: 'start', command: `sleep 400${marker}` }, context: { workspaceId: 'doomed' } })
   })
   assert.equal((await started.json() as ToolResult).isError, false)
-  await until('A\'s sleep in the doomed workspace', async () => (await pgrep(`400${marker}`)).length > 0 ? true : undefined, 10_000)
+  await until('A\'s sleep in the doomed workspace', async () => (await running(`sleep 400${marker}`)).length > 0 ? true : undefined, 10_000)
   const summaries = await (await fetch(`${b.url}/users/alice/workspaces`, { headers: { authorization: `Bearer ${ALICE}` } })).json() as { workspaces: Array<{ workspaceId: string, processes: number }> }
   assert.equal(summaries.workspaces.find((w) => w.workspaceId === 'doomed')?.processes, 1, JSON.stringify(summaries))
   const deleted = await fetch(`${c.url}/users/alice/workspaces/doomed`, { method: 'DELETE', headers: { authorization: `Bearer ${ALICE}` } })
@@ -146,7 +156,11 @@ async function scenario (t: TestContext, redisEnv: Record<string, string>): Prom
 
   // A killed with SIGKILL: its running process is LOST through B, and nothing of it survives.
   const p2 = await ok(a, { action: 'start', command: `sleep 200${marker}` }) as Snapshot
-  await until('A\'s sandboxed sleep', async () => (await pgrep(`200${marker}`)).length > 0 ? true : undefined, 10_000)
+  // The event the kill needs: the command runs inside its sandbox, so bwrap has armed
+  // --die-with-parent. Until then the launcher is on its way to bwrap, and a gateway killed in
+  // that window leaves a bwrap that was never told to die with it (the signal is armed after the
+  // parent is gone); under load the window lasts long enough for the kill below to land in it.
+  await until('A\'s sandboxed sleep', async () => (await running(`sleep 200${marker}`)).length > 0 ? true : undefined, 30_000)
   assert.equal((await ok(b, { action: 'status', processId: p2.processId }) as Snapshot).status, 'RUNNING')
   const killedAt = Date.now()
   a.child.kill('SIGKILL')
@@ -162,7 +176,7 @@ async function scenario (t: TestContext, redisEnv: Record<string, string>): Prom
   const listedAfter = await ok(c, { action: 'list' }) as Snapshot[]
   assert.deepEqual(listedAfter.map((s) => [s.processId, s.status]), [[p1.processId, 'STOPPED'], [p2.processId, 'LOST']])
   // bwrap runs with --die-with-parent: the sandbox dies with the gateway.
-  const survivors = await until('no survivor of A', async () => (await pgrep(`200${marker}`)).length === 0 ? [] : undefined, 10_000).catch(async () => await pgrep(`200${marker}`))
+  const survivors = await until('no survivor of A', async () => (await pgrep(`200${marker}`)).length === 0 ? [] : undefined, 30_000).catch(async () => await pgrep(`200${marker}`))
   assert.deepEqual(survivors, [], 'no process of A\'s command survives')
 
   // A clean SIGTERM of C marks its processes STOPPED, seen from B.
