@@ -26,7 +26,12 @@ function isObject (v: unknown): v is Record<string, unknown> {
 
 /** A shallow copy that keeps the prototype and non-enumerable own properties (an Error stays an Error for its serializer). */
 function copyOf<T extends object> (v: T): T {
-  return Object.defineProperties(Object.create(Object.getPrototypeOf(v) as object | null) as T, Object.getOwnPropertyDescriptors(v))
+  const descriptors = Object.getOwnPropertyDescriptors(v)
+  // In Node 24 (V8 13) an Error's own `stack` is an accessor that reads the error it was made
+  // for: copied as it is, it reads the copy and gives undefined. The copy gets the value.
+  const stack = descriptors.stack
+  if (stack?.get !== undefined) descriptors.stack = { value: (v as { stack?: unknown }).stack, writable: true, enumerable: stack.enumerable ?? false, configurable: true }
+  return Object.defineProperties(Object.create(Object.getPrototypeOf(v) as object | null) as T, descriptors)
 }
 
 /** `headers` with `names` censored, or undefined when none of them is present. */
