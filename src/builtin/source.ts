@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks'
 import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource } from '../tools/source.js'
 import { fitJsonValue } from '../tools/output.js'
 import { StaticCatalog } from '../tools/static-catalog.js'
@@ -5,6 +6,8 @@ import type { CallContext, Caller, ToolOutcome, WorkspaceRequest } from '../tool
 import { KeyedMutex, LockUnavailableError, LockWaitAbortedError } from '../cluster/index.js'
 import type { LeaseContext, WriteLock } from '../cluster/index.js'
 import { ToolError } from './types.js'
+import { summarizeResult } from './trace.js'
+import type { BuiltinTrace } from './trace.js'
 import type { BuiltinName } from '../naming/builtin-names.js'
 import type { Workspace } from './types.js'
 import type { BuiltinTool } from './tool.js'
@@ -77,12 +80,20 @@ export class BuiltinSource implements ToolSource {
 
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
     const tool = entry.ref as BuiltinTool
+    const timing: CallTiming = { asked: performance.now() }
+    const outcome = await this.#call(tool, args, ctx, timing)
+    outcome.trace = traceOf(tool, ctx, outcome, timing)
+    return outcome
+  }
+
+  async #call (tool: BuiltinTool, args: Record<string, unknown>, ctx: CallContext, timing: CallTiming): Promise<ToolOutcome> {
     try {
       const workspace = await this.#workspaces.resolve(ctx.workspace, ctx.caller)
       const run = async (lease?: LeaseContext): Promise<ToolOutcome> => {
         // Under a cluster lease the tool also stops when the lease is lost: another instance may be writing.
         const signal = lease === undefined ? ctx.signal : AbortSignal.any([ctx.signal, lease.signal])
         let value: unknown
+        timing.started = performance.now()
         try {
           value = await tool.run(args, { workspace, signal, ...(this.#usage !== undefined ? { usage: this.#usage } : {}) })
         } catch (err) {
@@ -90,6 +101,8 @@ export class BuiltinSource implements ToolSource {
             throw new ToolError(`${(lease.signal.reason as Error).message}; the tool was stopped`, 'timeout')
           }
           throw err
+        } finally {
+          timing.ended = performance.now()
         }
         // Built-in results are JSON and must stay valid JSON under the cap (docs/ARCHITECTURE.md#result-and-trace): their long
         // fields are trimmed here, before the router's generic cut of the text could break them.
@@ -99,8 +112,10 @@ export class BuiltinSource implements ToolSource {
       }
       if (!tool.mutates(args)) return await run()
       const lockOpts = { signal: ctx.signal }
-      if (ctx.workspace.checkpoint !== true) return await this.#writes.run(workspaceWriteKey(workspace), run, lockOpts)
+      timing.lockAsked = performance.now()
+      if (ctx.workspace.checkpoint !== true) return await this.#writes.run(workspaceWriteKey(workspace), async (lease) => { timing.locked = performance.now(); return await run(lease) }, lockOpts)
       return await this.#writes.run(workspaceWriteKey(workspace), async (lease) => {
+        timing.locked = performance.now()
         // Taken inside the lock, so the checkpoint is exactly the tree the tool starts from.
         const checkpointId = await this.#takeCheckpoint(workspace, ctx)
         const outcome = await run(lease).catch((err: unknown): ToolOutcome => {
@@ -131,4 +146,34 @@ export class BuiltinSource implements ToolSource {
       throw new ToolError(`The checkpoint could not be taken, so the tool did not run: ${(err as Error)?.message ?? String(err)}`)
     }
   }
+}
+
+/** When a built-in call asked for its lock, got it, and ran (performance.now() times). */
+interface CallTiming {
+  asked: number
+  lockAsked?: number
+  locked?: number
+  started?: number
+  ended?: number
+}
+
+const ms = (from: number, to: number): number => Math.round((to - from) * 1000) / 1000
+
+/** The call's trace: what the tool did, from its result (never its content), and where the time went. */
+function traceOf (tool: BuiltinTool, ctx: CallContext, outcome: ToolOutcome, timing: CallTiming): BuiltinTrace {
+  const trace: BuiltinTrace = {
+    tool: tool.name,
+    workspaceId: ctx.workspace.workspaceRoot !== undefined ? '(workspaceRoot)' : ctx.workspace.workspaceId ?? 'default',
+    toolMs: timing.started !== undefined && timing.ended !== undefined ? ms(timing.started, timing.ended) : 0
+  }
+  if (timing.lockAsked !== undefined && timing.locked !== undefined) trace.lockWaitMs = ms(timing.lockAsked, timing.locked)
+  if (outcome.ok) {
+    const result = summarizeResult(outcome.value)
+    if (result !== undefined) trace.result = result
+    if (outcome.truncated === true) trace.truncated = true
+  } else {
+    trace.failure = outcome.reason
+  }
+  if (outcome.checkpointId !== undefined) trace.checkpointId = outcome.checkpointId
+  return trace
 }

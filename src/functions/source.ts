@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks'
 import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource } from '../tools/source.js'
 import { StaticCatalog } from '../tools/static-catalog.js'
 import type { CallContext, ToolOutcome } from '../tools/types.js'
@@ -43,16 +44,32 @@ export class FunctionSource implements ToolSource {
     if (parent.aborted) return CANCELLED_OUTCOME
     const run = new DeadlineRun(parent, () => `Function '${entry.name}' did not finish within ${timeoutMs} ms`)
     let value: unknown
+    const started = performance.now()
     try {
       // `signal` read through: its AbortController is only made for a handler that uses it.
       value = tool.handler(args, new HandlerContext(ctx.callId, ctx.caller.userId, run))
     } catch (err) {
-      return failed(err)
+      return { ...failed(err), trace: functionTrace(entry.name, false, started, timeoutMs, undefined) }
     }
     // A handler that answered synchronously is done: there is nothing left to time out or cancel.
-    if (!isThenable(value)) return { ok: true, value }
-    return await run.watch(Promise.resolve(value).then((v): ToolOutcome => ({ ok: true, value: v }), failed), timeoutMs)
+    if (!isThenable(value)) return { ok: true, value, trace: functionTrace(entry.name, false, started, timeoutMs, value) }
+    const outcome = await run.watch(Promise.resolve(value).then((v): ToolOutcome => ({ ok: true, value: v }), failed), timeoutMs)
+    return { ...outcome, trace: functionTrace(entry.name, true, started, timeoutMs, outcome.ok ? outcome.value : undefined) }
   }
+}
+
+/** A function call's trace (`"trace": true`, and the journal): how the handler answered and how long it took, never the value (that is the output). */
+interface FunctionTrace {
+  function: string
+  async: boolean
+  handlerMs: number
+  timeoutMs: number
+  resultType: string
+}
+
+function functionTrace (name: string, async: boolean, started: number, timeoutMs: number, value: unknown): FunctionTrace {
+  const resultType = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value
+  return { function: name, async, handlerMs: Math.round((performance.now() - started) * 1000) / 1000, timeoutMs, resultType }
 }
 
 /** What a handler receives; `signal` read through a class getter (a literal with a getter is built by a slow path per call). */

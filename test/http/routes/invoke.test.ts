@@ -180,6 +180,38 @@ test('trace is per call and only when asked for', async (t) => {
   assert.deepEqual(trace.structuredContent, { characters: 3, words: 2, lines: 1, sentences: 0 })
 })
 
+test('trace: true gives built-in and function calls a trace of what they did, never the content they read or wrote', async (t) => {
+  const a = await app(t)
+  const invoke = async (payload: Record<string, unknown>): Promise<any> => (await a.inject({ method: 'POST', url: '/invoke', payload: { userId: 'alice', trace: true, ...payload } })).json()
+  const secret = 'hunter2-the-file-content'
+  let r = await invoke({ name: 'write_file', arguments: { path: 'docs/a.txt', content: `${secret}\n` } })
+  assert.equal(r.isError, false, r.output)
+  assert.equal(r.trace.tool, 'write_file')
+  assert.equal(r.trace.workspaceId, 'default')
+  assert.equal(typeof r.trace.toolMs, 'number')
+  assert.equal(typeof r.trace.lockWaitMs, 'number', 'a mutating call says how long it waited for the workspace lock')
+  assert.equal(r.trace.result.path, 'docs/a.txt')
+  r = await invoke({ name: 'read_file', arguments: { path: 'docs/a.txt' }, context: { workspaceId: 'default' } })
+  assert.equal(r.trace.tool, 'read_file')
+  assert.equal(r.trace.lockWaitMs, undefined)
+  assert.deepEqual(r.trace.result.content, { chars: secret.length })
+  assert.doesNotMatch(JSON.stringify(r.trace), /hunter2/)
+  r = await invoke({ name: 'read_file', arguments: { path: 'nope.txt' } })
+  assert.equal(r.isError, true)
+  assert.equal(r.trace.failure, 'tool-error')
+  r = await invoke({ name: 'calculate', arguments: { expression: '6*7' } })
+  assert.equal(r.trace.function, 'calculate')
+  assert.equal(r.trace.resultType, 'object')
+  assert.equal(typeof r.trace.handlerMs, 'number')
+  assert.equal(typeof r.trace.async, 'boolean')
+  r = await invoke({ name: 'calculate', arguments: { expression: '1/0' } })
+  assert.equal(r.isError, true)
+  assert.equal(r.trace.function, 'calculate')
+  // Without trace: true, still null.
+  const plain = (await a.inject({ method: 'POST', url: '/invoke', payload: { name: 'calculate', arguments: { expression: '1+1' } } })).json()
+  assert.equal(plain.trace, null)
+})
+
 test('POST /invoke/batch: in order, concurrent, one bad call never fails the batch', async (t) => {
   const a = await app(t)
   const res = await a.inject({
