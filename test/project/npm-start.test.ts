@@ -75,3 +75,41 @@ test('process and GC metrics count from start-up, not from the first scrape', as
   const total = gcCounts.reduce((a, b) => a + b, 0)
   assert.ok(total > 0, `the first scrape reports ${total} garbage collections since start`)
 })
+
+test('SIGTERM to the pid of `npm run example:mcp-server` stops the example server (exec\'d like npm start)', async (t) => {
+  const npm = spawn('npm', ['run', '--silent', 'example:mcp-server'], {
+    env: { ...process.env, PORT: '0' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true
+  })
+  t.after(() => { try { process.kill(-(npm.pid ?? 0), 'SIGKILL') } catch {} })
+  let out = ''
+  npm.stderr.on('data', (chunk: Buffer) => { out += chunk.toString() })
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`example server did not start:\n${out}`)), 60_000)
+    npm.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString()
+      const m = /on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(out)
+      if (m !== null) { clearTimeout(timer); resolve(Number(m[1])) }
+    })
+    npm.on('exit', (code) => { clearTimeout(timer); reject(new Error(`npm exited ${code}:\n${out}`)) })
+  })
+  const up = async (): Promise<boolean> => {
+    try {
+      await fetch(`http://127.0.0.1:${port}/mcp`, { signal: AbortSignal.timeout(2000) })
+      return true
+    } catch {
+      return false
+    }
+  }
+  assert.equal(await up(), true)
+  const exited = once(npm, 'exit')
+  npm.kill('SIGTERM')
+  await exited
+  let stillUp = true
+  for (let i = 0; i < 100 && stillUp; i++) {
+    stillUp = await up()
+    if (stillUp) await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  assert.equal(stillUp, false, `the example server still answers on ${port} after SIGTERM to npm:\n${out}`)
+})
