@@ -14,6 +14,8 @@ export interface Query {
   max: number
   signal: AbortSignal
   budget: RegexBudget
+  /** Whose call it is (Workspace.tenant): the regex workers are shared fairly between tenants. */
+  tenant: string
 }
 
 /** Accumulates matches in path order; the first `max` are kept, the rest only counted. */

@@ -13,6 +13,8 @@ import { readFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { Worker } from 'node:worker_threads'
 import { ToolError } from '../../types.js'
+import { FairShare } from './fair-share.js'
+import type { Turn } from './fair-share.js'
 
 /**
  * CPU time of matching one grep call may use in total. CPU, not wall time: on a loaded host a
@@ -25,6 +27,8 @@ export const GREP_REGEX_WALL_MS = 3 * GREP_REGEX_BUDGET_MS
 /** How often a running batch's CPU time is checked. */
 const BUDGET_CHECK_MS = 50
 export const GREP_MAX_LINE_CHARS = 500
+/** Nice value of the worker threads (unprivileged: a thread may always lower its own priority). */
+const WORKER_NICE = 10
 
 export const REGEX_TIMEOUT_MESSAGE = 'Pattern took too long to evaluate (possible catastrophic backtracking); simplify it'
 
@@ -41,7 +45,12 @@ const { parentPort } = require('node:worker_threads')
 // The thread's kernel id, so that the pool can read the CPU time this thread has used.
 try {
   const tid = /task\\/(\\d+)$/.exec(require('node:fs').readlinkSync('/proc/thread-self'))
-  if (tid !== null) parentPort.postMessage({ tid: Number(tid[1]) })
+  if (tid !== null) {
+    parentPort.postMessage({ tid: Number(tid[1]) })
+    // Linux's nice value is per thread: a runaway regex yields the CPU to the event loop, which
+    // serves every tenant (a busy worker otherwise halves the loop's share of the process's CPU).
+    try { require('node:os').setPriority(Number(tid[1]), ${WORKER_NICE}) } catch {}
+  }
 } catch {}
 const MAX_LINE = ${GREP_MAX_LINE_CHARS}
 const fatal = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true })
@@ -138,18 +147,39 @@ export interface RegexJob {
 
 interface Slot { worker: Worker, busy: boolean, tid?: number }
 
+/** Who a batch is matched for and what its call has left (see RegexPool.match). */
+export interface RegexCall {
+  /** The tenant key (Workspace.tenant): the workers are shared fairly between tenants. */
+  tenant: string
+  budget: RegexBudget
+  signal?: AbortSignal
+}
+
+/** Worker time (CPU ms, as the per-call budget counts it) a tenant may use per window before it waits behind the others. */
+export const GREP_TENANT_BUDGET_MS = 2 * GREP_REGEX_BUDGET_MS
+/** The sliding window of GREP_TENANT_BUDGET_MS. */
+export const GREP_TENANT_WINDOW_MS = 60_000
+
 /**
- * A fixed number of workers shared by every call, FIFO. A call's batches are queued one at a
- * time, so concurrent calls interleave batch by batch and a hostile pattern holds one worker for
- * at most its own call's budget.
+ * A fixed number of workers shared between tenants by a FairShare (fair-share.ts): per-tenant
+ * queues served round-robin, no second worker for a tenant while another waits, a budget of
+ * worker time per tenant, and up to `size` extra workers for tenants running none while every
+ * worker is busy (so a tenant does not sit behind another's runaway regex for its whole budget).
+ * A call's batches are queued one at a time, so a hostile pattern holds one worker for at most
+ * its own call's budget.
  */
 export class RegexPool {
   private readonly slots: Slot[] = []
-  private readonly queue: Array<(slot: Slot) => void> = []
+  private readonly share: FairShare
   private nextId = 1
   private closed = false
 
-  constructor (readonly size: number = defaultPoolSize()) {}
+  constructor (readonly size: number = defaultPoolSize(), tenantBudgetMs = GREP_TENANT_BUDGET_MS, tenantWindowMs = GREP_TENANT_WINDOW_MS) {
+    this.share = new FairShare({ capacity: size, burst: size, budgetMs: tenantBudgetMs, windowMs: tenantWindowMs })
+  }
+
+  /** Worker threads started (busy or idle); at most 2 x size. */
+  get workers (): number { return this.slots.length }
 
   private spawn (slot?: Slot): Worker {
     const w = new Worker(WORKER_SOURCE, {
@@ -167,55 +197,51 @@ export class RegexPool {
     return w
   }
 
-  private async acquire (signal: AbortSignal | undefined): Promise<Slot> {
+  /** Waits for the tenant's turn, then takes an idle worker or starts one (a turn always finds one). */
+  private async acquire (tenant: string, signal: AbortSignal | undefined): Promise<{ slot: Slot, turn: Turn }> {
     if (this.closed) throw new ToolError('grep is shutting down')
-    const free = this.slots.find((s) => !s.busy)
-    if (free !== undefined) { free.busy = true; return free }
-    if (this.slots.length < this.size) {
-      const slot: Slot = { worker: undefined as unknown as Worker, busy: true }
+    let turn: Turn
+    try {
+      turn = await this.share.acquire(tenant, signal)
+    } catch (err) {
+      if (err instanceof ToolError) throw err
+      throw new ToolError('Cancelled')
+    }
+    // Turns never outnumber 2 x size, and each holds one slot: an idle one or room for a new one.
+    let slot = this.slots.find((s) => !s.busy)
+    if (slot === undefined) {
+      slot = { worker: undefined as unknown as Worker, busy: true }
       slot.worker = this.spawn(slot)
       this.slots.push(slot)
-      return slot
     }
-    return await new Promise<Slot>((resolve, reject) => {
-      const take = (slot: Slot): void => {
-        signal?.removeEventListener('abort', onAbort)
-        resolve(slot)
-      }
-      const onAbort = (): void => {
-        const i = this.queue.indexOf(take)
-        if (i !== -1) this.queue.splice(i, 1)
-        reject(new ToolError('Cancelled'))
-      }
-      signal?.addEventListener('abort', onAbort, { once: true })
-      this.queue.push(take)
-    })
+    slot.busy = true
+    return { slot, turn }
   }
 
-  private release (slot: Slot): void {
-    const next = this.queue.shift()
-    if (next !== undefined) { next(slot); return }
+  private release (slot: Slot, turn: Turn, usedMs: number): void {
     slot.busy = false
+    this.share.release(turn, usedMs)
   }
 
-  /** Replaces a worker that was terminated (timeout, abort, crash) and hands the slot on. */
-  private replace (slot: Slot): void {
+  /** Replaces a worker that was terminated (timeout, abort, crash) and gives the turn back. */
+  private replace (slot: Slot, turn: Turn, usedMs: number): void {
     slot.worker.terminate().catch(() => {})
     slot.worker.removeAllListeners('message')
     if (this.closed) return
     slot.tid = undefined
     slot.worker = this.spawn(slot)
-    this.release(slot)
+    this.release(slot, turn, usedMs)
   }
 
   /**
    * Matches one batch. Rejects with a ToolError when the budget runs out (the worker is killed),
    * when the call is cancelled, or when the RegExp throws (e.g. out of backtracking stack).
    */
-  async match (job: RegexJob, budget: RegexBudget, signal?: AbortSignal): Promise<FileMatches[]> {
+  async match (job: RegexJob, call: RegexCall): Promise<FileMatches[]> {
+    const { budget, signal } = call
     if (budget.leftMs <= 0 || budget.wallLeftMs <= 0) throw new ToolError(REGEX_TIMEOUT_MESSAGE)
-    const slot = await this.acquire(signal)
-    if (signal?.aborted === true) { this.release(slot); throw new ToolError('Cancelled') }
+    const { slot, turn } = await this.acquire(call.tenant, signal)
+    if (signal?.aborted === true) { this.release(slot, turn, 0); throw new ToolError('Cancelled') }
     const id = this.nextId++
     const began = performance.now()
     let cpu0 = threadCpuMs(slot.tid)
@@ -231,12 +257,13 @@ export class RegexPool {
         slot.worker.off('message', onMessage)
         slot.worker.off('exit', onExit)
         const wall = performance.now() - began
+        const used = cpu0 !== undefined ? cpuUsed : wall
         budget.wallLeftMs -= wall
-        budget.leftMs -= cpu0 !== undefined ? cpuUsed : wall
+        budget.leftMs -= used
         // Removing and adding 'message' listeners refs the port again: idle workers stay unref'd.
         slot.worker.unref()
-        if (healthy) this.release(slot)
-        else this.replace(slot)
+        if (healthy) this.release(slot, turn, used)
+        else this.replace(slot, turn, used)
         fn()
       }
       const onMessage = (msg: { id?: number, ok: boolean, out?: FileMatches[], error?: string }): void => {
@@ -268,6 +295,7 @@ export class RegexPool {
   /** Terminates every worker (tests, shutdown). */
   async close (): Promise<void> {
     this.closed = true
+    this.share.close(new ToolError('grep is shutting down'))
     const slots = this.slots.splice(0)
     await Promise.all(slots.map(async (s) => await s.worker.terminate().catch(() => 0)))
   }

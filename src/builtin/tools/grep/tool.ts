@@ -90,7 +90,7 @@ export function createGrepTool (opts: GrepToolOptions = {}): BuiltinTool {
         include = picomatch(includeGlob, { dot: true })
       }
       const q: Query = {
-        source: pattern, flags, pattern, caseInsensitive, include, includeGlob, max, signal: ctx.signal, budget: regexBudget()
+        source: pattern, flags, pattern, caseInsensitive, include, includeGlob, max, signal: ctx.signal, budget: regexBudget(), tenant: ctx.workspace.tenant
       }
       const c = new Collector(max)
       const base = await openForRead(ctx.workspace, baseInput, { allowDirectory: true })
