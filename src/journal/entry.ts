@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto'
-import { maskString, prepareField, prepareText, utf8Head } from './redact.js'
+import { maskText } from '../secrets/detector.js'
+import { prepareField, prepareText, utf8Head } from './redact.js'
 
 /** `full` stores arguments, output and trace; `meta` everything else; `off` nothing. */
 export type JournalMode = 'full' | 'meta' | 'off'
@@ -96,7 +97,7 @@ export function buildEntry (record: CallRecord, mode: Exclude<JournalMode, 'off'
     argumentsSha256: hash('sha256', args.json, 'hex'),
     output: full ? prepareText(record.output, CAPS.output) : null,
     isError: record.isError,
-    error: record.error === null ? null : { code: record.error.code, message: maskString(utf8Head(record.error.message, CAPS.output)) },
+    error: record.error === null ? null : { code: record.error.code, message: maskText(utf8Head(record.error.message, CAPS.output)) },
     truncated: record.truncated,
     trace: full && record.trace !== null && record.trace !== undefined ? prepareField(record.trace, CAPS.trace).stored : null,
     durationMs: record.durationMs,

@@ -1,0 +1,576 @@
+/**
+ * The one secret detector (docs/ARCHITECTURE.md#secrets): what the journal, the approvals view,
+ * the request log and upstream error messages mask. Pure functions, no I/O, no dependency.
+ *
+ * It finds
+ * - values under credential-like names, with any prefix or suffix (`DB_PASSWORD=`, `apiKey:`,
+ *   `"client_secret": "..."`, `--password=...`, `--token ...`, `x-api-key: ...`), in parsed
+ *   objects by key and in text as assignments;
+ * - well-known token formats (OpenAI and Anthropic `sk-...`, GitHub `ghp_...`/`github_pat_...`,
+ *   GitLab, AWS access key ids, Slack `xox*-`, Google `AIza...`/`ya29.`, Stripe, npm, PyPI,
+ *   Hugging Face, SendGrid, JWTs) and PEM private key blocks;
+ * - `Bearer`/`Basic` credentials, URL userinfo (`https://u:pw@`, `postgres://u:pw@`), credential
+ *   query parameters, `curl -u user:pw`, `mysql -pPW`;
+ * - high-entropy tokens right after a credential word ("your API token is 9fQ...").
+ *
+ * Text is masked on its parsed values, never on escaped JSON text: JSON string literals inside a
+ * text (a bash result serialised as JSON, a JSON string holding more JSON) are decoded, masked and
+ * encoded again, so a line after the first is seen at a real line start and a stored JSON text
+ * stays valid. Every pattern runs in linear time (no nested quantifier, every run of a class
+ * bounded or followed by a character outside it), and a string is scanned at most MAX_NESTING + 1
+ * times: the work per string is bounded by its length.
+ */
+
+/** What a secret is replaced with in the journal and the approvals view (documented in the README). */
+export const MASK = '****'
+
+/** Deeper than this, a subtree is replaced by a marker: a walk must stay bounded, and a hidden secret must not leak through the cut. */
+export const MAX_DEPTH = 32
+export const TOO_DEEP = '[nested too deep]'
+
+/** Levels of JSON text held in JSON strings that are decoded and scanned in turn (a tool's JSON in a bash result's JSON). */
+const MAX_NESTING = 4
+
+export interface MaskOptions {
+  /** The replacement: MASK by default; the logs use `[redacted]`. */
+  mask?: string
+}
+
+// --- names -------------------------------------------------------------------------------------
+
+// A name is split into lowercase words (`DB_PASSWORD`, `dbPassword`, `db-password` and
+// `db.password` are `db password`); it names a secret when the words joined end with one of these.
+const SECRET_ENDINGS = [
+  'password', 'passwd', 'passphrase', 'passcode', 'secret', 'token', 'apikey', 'accesskey', 'accesskeyid', 'secretkey',
+  'privatekey', 'signingkey', 'encryptionkey', 'decryptionkey', 'masterkey', 'sessionkey', 'appkey', 'authkey', 'clientkey',
+  'accountkey', 'subscriptionkey', 'licensekey', 'hmackey', 'sharedkey', 'authorization', 'credential', 'credentials',
+  'cookie', 'cookies', 'sessionid', 'sessid', 'auth', 'pwd', 'jwt', 'bearer'
+]
+// Or when its last word is one of these (`db_pass`, `user_pin`; not `bypass`, `spin`).
+const SECRET_LAST_WORDS = new Set(['pass', 'pin', 'otp'])
+// A signature is a secret in request signing (`X-Amz-Signature`, `X-Hub-Signature`, `sig`), not in code (`function_signature`).
+const SIGNATURE_WORDS = new Set(['signature', 'sig'])
+const SIGNERS = new Set(['x', 'amz', 'hub', 'hmac', 'webhook', 'goog', 'slack', 'request'])
+// Paging and counting tokens are no credentials (`next_page_token`, `maxToken`).
+const NOT_CREDENTIAL_TOKEN = new Set(['max', 'min', 'num', 'page', 'next', 'prev', 'previous', 'continuation', 'cursor', 'sync', 'count'])
+
+const nameVerdicts = new Map<string, boolean>()
+
+/**
+ * Whether a key, header, variable or flag name holds a secret: `password`, `DB_PASSWORD`,
+ * `PGPASSWORD`, `api_key`, `X-Api-Key`, `apiKey`, `access_token`, `GITHUB_TOKEN`, `client_secret`,
+ * `aws_secret_access_key`, `Authorization`, `Set-Cookie`, `session_id`, `basic_auth`, `--db-password`;
+ * not `password_field`, `max_tokens`, `next_page_token`, `tokenizer`, `author`, `key`, `monkey`.
+ */
+export function isSecretName (name: string): boolean {
+  let known = nameVerdicts.get(name)
+  if (known === undefined) {
+    known = classifyName(name)
+    // Names repeat from call to call: remembered, within a bound.
+    if (nameVerdicts.size >= 4096) nameVerdicts.clear()
+    nameVerdicts.set(name, known)
+  }
+  return known
+}
+
+function nameWords (name: string): string[] {
+  return name.slice(0, 256).replace(/([a-z0-9])([A-Z])/g, '$1 $2').toLowerCase().split(/[^a-z0-9]+/).filter((w) => w !== '')
+}
+
+function classifyName (name: string): boolean {
+  const words = nameWords(name)
+  const last = words[words.length - 1]
+  if (last === undefined) return false
+  if (SIGNATURE_WORDS.has(last)) return words.length === 1 || words.some((w) => SIGNERS.has(w))
+  if (SECRET_LAST_WORDS.has(last)) return true
+  const joined = words.join('')
+  if (!SECRET_ENDINGS.some((e) => joined.endsWith(e))) return false
+  if (joined.endsWith('token') && words.some((w) => NOT_CREDENTIAL_TOKEN.has(w))) return false
+  return true
+}
+
+// Query parameter names are read more broadly: a `key`, `session` or `sig` in a URL is a credential.
+const QUERY_CREDENTIAL = /key|token|secret|passw|pwd|auth|credential|signature|sig$|session|cookie|jwt|bearer/
+
+/** Whether a URL query parameter name (raw or percent-encoded) carries a credential: `api_key`, `key`, `Client%5FSecret`, `X-Amz-Signature`. */
+export function isQueryCredentialName (rawName: string): boolean {
+  let name: string
+  try {
+    name = decodeURIComponent(rawName.replace(/\+/g, ' '))
+  } catch {
+    name = rawName
+  }
+  return QUERY_CREDENTIAL.test(name.toLowerCase().replace(/-/g, '_'))
+}
+
+// --- values ------------------------------------------------------------------------------------
+
+// What stands where a value goes without being one: references, placeholders, types, booleans.
+const NOT_A_VALUE = /^(?:true|false|null|none|nil|undefined|yes|no|on|off|string|number|boolean|bool|str|int|bytes|any|object|required|optional|\*+|x{3,}|\.{3}|…|\[redacted\]|\[masked\])$/i
+const REFERENCE = /^(?:\$|%[A-Za-z_]|\{\{|<[^>]*>$)/
+const CALL = /^[A-Za-z_$][\w$.]*[([]/
+const MEMBER_PATH = /^[A-Za-z_$][A-Za-z_$]*(?:\.[A-Za-z_$][A-Za-z_$]*)+!?$/
+
+/** Whether a text value after a credential name is something else than a secret (`$DB_PASSWORD`, `getKey()`, `string`, `process.env.X`, `****`). */
+function isNotSecretValue (value: string, mask: string): boolean {
+  return value === '' || value.includes(mask) || value.includes(MASK) || NOT_A_VALUE.test(value) || REFERENCE.test(value) || CALL.test(value) || MEMBER_PATH.test(value)
+}
+
+/** `PWD=/home/me` is the working directory, not a password. */
+function isWorkingDirectory (name: string, value: string): boolean {
+  return /^(?:old)?pwd$/i.test(name) && (value.startsWith('/') || value.startsWith('~'))
+}
+
+/** Shannon entropy in bits per character. */
+function entropy (text: string): number {
+  const counts = new Map<string, number>()
+  for (const c of text) counts.set(c, (counts.get(c) ?? 0) + 1)
+  let bits = 0
+  for (const n of counts.values()) {
+    const p = n / text.length
+    bits -= p * Math.log2(p)
+  }
+  return bits
+}
+
+/** Whether a run of token characters looks like a generated credential rather than a word, a path or a number. */
+function looksRandom (token: string): boolean {
+  if (token.length < 16 || token.length > 1024) return false
+  if (/^[./~]/.test(token) || !/[0-9]/.test(token) || !/[A-Za-z]/.test(token)) return false
+  return entropy(token) >= 3.3
+}
+
+/** A Bearer credential, unless it is a word of prose ("Bearer tokens"). */
+function looksLikeCredential (token: string): boolean {
+  if (token.length >= 16) return true
+  return token.length >= 6 && (/[0-9._~+/=-]/.test(token) || (/[a-z]/.test(token) && /[A-Z]/.test(token.slice(1))))
+}
+
+// --- text patterns -----------------------------------------------------------------------------
+
+// A name or token starts after something that is not part of it, or right after an escaped
+// newline or tab (`\n` as two characters, where text was escaped before it came here).
+const START = String.raw`(?:(?<=\\[nrt])|(?<![A-Za-z0-9_.-]))`
+const TOKEN_START = String.raw`(?:(?<=\\[nrt])|(?<![A-Za-z0-9_-]))`
+
+/** Well-known token formats; each alternative is a fixed prefix and one bounded run (no backtracking). */
+const TOKEN_FORMATS = new RegExp(TOKEN_START + '(?:' + [
+  String.raw`sk-[A-Za-z0-9_-]{20,400}`, // OpenAI (sk-, sk-proj-, sk-svcacct-), Anthropic (sk-ant-api03-...)
+  String.raw`gh[pousr]_[A-Za-z0-9]{30,255}`, // GitHub tokens
+  String.raw`github_pat_\w{22,255}`,
+  String.raw`glpat-[\w-]{20,255}`, // GitLab
+  String.raw`(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])`, // AWS access key ids
+  String.raw`xox[abposre]-[A-Za-z0-9-]{10,255}`, // Slack
+  String.raw`xapp-[A-Za-z0-9-]{10,255}`,
+  String.raw`AIza[\w-]{35}`, // Google API keys
+  String.raw`ya29\.[\w-]{20,2048}`, // Google OAuth access tokens
+  String.raw`eyJ[\w-]{8,4096}\.eyJ[\w-]{8,8192}\.[\w-]{0,1024}`, // JWTs
+  String.raw`[sr]k_(?:live|test)_[A-Za-z0-9]{16,255}`, // Stripe
+  String.raw`whsec_[A-Za-z0-9+/=]{24,255}`,
+  String.raw`npm_[A-Za-z0-9]{36}`,
+  String.raw`hf_[A-Za-z0-9]{30,255}`, // Hugging Face
+  String.raw`pypi-AgE[\w-]{50,1024}`,
+  String.raw`SG\.[\w-]{16,64}\.[\w-]{16,128}`, // SendGrid
+  String.raw`dop_v1_[a-f0-9]{64}`, // DigitalOcean
+  String.raw`shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}` // Shopify
+].join('|') + ')', 'g')
+
+const BEARER = new RegExp(START + String.raw`(Bearer[ \t]+)([A-Za-z0-9._~+/-]{1,4096}=*)`, 'gi')
+const BASIC = new RegExp(START + String.raw`(Basic[ \t]+)([A-Za-z0-9+/]{8,4096}={0,2})(?![A-Za-z0-9+/=])`, 'gi')
+
+// scheme://user:password@ (the password may hold an unencoded `@`: the last one before the host counts).
+const URL_USERINFO = /(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,30}:\/\/)([^\s:/?#@'"\\]{0,256}):([^\s/?#'"\\]{1,256})@/g
+// scheme://<token>@ (a token as the user: `https://ghp_x@github.com`, `https://<40 hex>@host`).
+const URL_TOKEN_USER = /(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,30}:\/\/)([A-Za-z0-9._~-]{16,256})@/g
+const QUERY_PARAM = /([?&])([^\s=&#?'"\\]{1,128})=([^\s&#'"\\]{1,4096})/g
+
+// NAME<sep>VALUE: `KEY=v`, `key: v`, `key := v`, `"key": "v"` in non-JSON text, `--key=v`, with
+// an optional auth scheme kept (`Authorization: Bearer ****`) and a quoted value masked whole.
+const SCHEMES = '(?:Bearer|Basic|Token|Digest|Bot|ApiKey|SSWS|JWT|OAuth|Negotiate)'
+const UNQUOTED = String.raw`(?:[^\s'"&,;\\]|\\(?![nrt"'\\])){1,4096}`
+const ASSIGN = new RegExp(START + String.raw`(-{0,2}[A-Za-z_][A-Za-z0-9_.-]{0,63})(\\?['"]?[ \t]*(?::=|[:=])[ \t]*)((?:` + SCHEMES + String.raw`[ \t]+)?)(?:'([^'\n]{1,256})'|"([^"\n]{1,256})"|(\\?['"]?)((?!=)` + UNQUOTED + '))', 'gi')
+// --name value (a long flag and its value as the next argument).
+const FLAG_VALUE = /(?<![A-Za-z0-9_-])(--[A-Za-z][A-Za-z0-9_-]{0,63})([ \t]+)(['"]?)([^\s'"-][^\s'"]{0,255})/g
+// mysql -pPASSWORD, on a line that runs a MySQL client.
+const MYSQL_LINE = /(?<![A-Za-z0-9_-])(?:mysql|mysqldump|mysqladmin|mysqlsh|mysqlimport|mariadb|mariadb-dump)(?![A-Za-z0-9_-])/
+const MYSQL_P = /(?<=[ \t])-p(['"]?)([^\s'"]{1,256})/g
+// curl -u user:password / --user user:password, on a line that runs curl.
+const CURL_LINE = /(?<![A-Za-z0-9_-])curl(?![A-Za-z0-9_-])/
+const CURL_USER = /(?<=[ \t])(-u|-U|--user|--proxy-user)([ \t]*|=)(['"]?)([^\s:'"]{0,256}):([^\s'"]{1,256})/g
+// A credential word, after which a random-looking token is masked.
+const CREDENTIAL_WORD = /(?<![A-Za-z0-9])(?:api[ _-]?keys?|access[ _-]?keys?|secret(?:[ _-]?keys?)?|secrets|tokens?|passwords?|passwd|passphrase|credentials?|auth|authorization|bearer)(?![A-Za-z0-9])/gi
+const TOKEN_RUN = /[A-Za-z0-9+/_~.=-]{16,1024}/y
+const TOKEN_CHAR = /[A-Za-z0-9+/_~.=-]/
+const SEPARATOR = /[\s:=>'"`(),]/
+const FILLER_WORD = /^([A-Za-z]{1,12})(?![A-Za-z0-9_])/
+// Words that may stand between a credential word and its value ("the token is", "key for prod:").
+const FILLER = new Set(['is', 'was', 'are', 'be', 'my', 'your', 'our', 'the', 'a', 'an', 'new', 'value', 'set', 'to', 'for', 'of', 'here', 'prod', 'production', 'id'])
+
+/** Characters handed to a pattern pass or a literal decode so far (the bounded-work test reads it). */
+let work = 0
+export function detectorWork (): number {
+  return work
+}
+
+/** `-----BEGIN ... PRIVATE KEY-----` blocks: the body masked, to the END line or the end of the text (a cut head). */
+function maskPem (text: string, mask: string): string {
+  let out = ''
+  let from = 0
+  for (;;) {
+    const begin = text.indexOf('-----BEGIN ', from)
+    if (begin < 0) break
+    const headerEnd = text.indexOf('-----', begin + 11)
+    if (headerEnd < 0 || headerEnd - begin > 80) {
+      out += text.slice(from, begin + 11)
+      from = begin + 11
+      continue
+    }
+    const label = text.slice(begin + 11, headerEnd)
+    if (!label.endsWith('PRIVATE KEY')) {
+      out += text.slice(from, headerEnd + 5)
+      from = headerEnd + 5
+      continue
+    }
+    const endMarker = `-----END ${label}-----`
+    const end = text.indexOf(endMarker, headerEnd + 5)
+    out += text.slice(from, headerEnd + 5) + mask
+    if (end < 0) return out
+    out += endMarker
+    from = end + endMarker.length
+  }
+  return out + text.slice(from)
+}
+
+/** `fn` applied to each line of `text` that `marker` finds (a curl or mysql command line). */
+function onLines (text: string, marker: RegExp, fn: (line: string) => string): string {
+  if (!marker.test(text)) return text
+  return text.split('\n').map((line) => (marker.test(line) ? fn(line) : line)).join('\n')
+}
+
+/** Random-looking tokens within a few filler words after a credential word ("the API token is 9fQ..."). */
+function maskNearWords (text: string, mask: string): string {
+  CREDENTIAL_WORD.lastIndex = 0
+  let out = ''
+  let from = 0
+  for (let m = CREDENTIAL_WORD.exec(text); m !== null; m = CREDENTIAL_WORD.exec(text)) {
+    const after = m.index + m[0].length
+    let pos = after
+    // Separators and up to three filler words, within 60 characters.
+    for (let fillers = 0; ; fillers++) {
+      while (pos < text.length && pos - after < 60 && SEPARATOR.test(text[pos] as string)) pos++
+      const word = FILLER_WORD.exec(text.slice(pos, pos + 13))?.[1]
+      if (word === undefined || fillers >= 3 || !FILLER.has(word.toLowerCase())) break
+      pos += word.length
+    }
+    TOKEN_RUN.lastIndex = pos
+    const token = TOKEN_RUN.exec(text)?.[0]
+    if (token === undefined || !looksRandom(token) || token.includes(mask)) continue
+    // A run longer than the pattern's bound is not masked by halves: it is no token a person pastes.
+    if (TOKEN_CHAR.test(text[pos + token.length] ?? '')) continue
+    out += text.slice(from, pos) + mask
+    from = pos + token.length
+    CREDENTIAL_WORD.lastIndex = from
+  }
+  return from === 0 ? text : out + text.slice(from)
+}
+
+/**
+ * `text` with each match of the global `re` replaced by what `fn` returns for it; when `fn` returns
+ * a number, the match is kept and the search resumes at that index (inside the match, which must
+ * be past its start), so that text a match spanned can still hold a match of its own.
+ */
+function replaceEach (text: string, re: RegExp, fn: (m: RegExpExecArray) => string | number): string {
+  re.lastIndex = 0
+  let out = ''
+  let from = 0
+  let changed = false
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    const r = fn(m)
+    if (typeof r === 'number') {
+      re.lastIndex = Math.max(r, m.index + 1)
+      continue
+    }
+    out += text.slice(from, m.index) + r
+    from = m.index + m[0].length
+    re.lastIndex = Math.max(from, m.index + 1)
+    changed = true
+  }
+  return changed ? out + text.slice(from) : text
+}
+
+/** The credentials in plain text (no JSON string literal in it) masked. */
+function maskPlain (text: string, mask: string): string {
+  if (text.length < 4) return text
+  work += text.length
+  let out = text
+  if (out.includes('-----BEGIN ')) out = maskPem(out, mask)
+  out = out.replace(TOKEN_FORMATS, (m) => (m.startsWith('sk-') && !/[0-9]/.test(m) ? m : mask))
+  if (out.includes('://')) {
+    out = out.replace(URL_USERINFO, (m, scheme: string, user: string, pw: string) => (isNotSecretValue(pw, mask) ? m : `${scheme}${user}:${mask}@`))
+    out = out.replace(URL_TOKEN_USER, (m, scheme: string, user: string) => (looksRandom(user) ? `${scheme}${mask}@` : m))
+  }
+  if (out.includes('=')) {
+    out = out.replace(QUERY_PARAM, (m, sep: string, name: string, value: string) => (isQueryCredentialName(name) && !isNotSecretValue(value, mask) ? `${sep}${name}=${mask}` : m))
+  }
+  out = out.replace(BEARER, (m, scheme: string, token: string) => (looksLikeCredential(token) ? `${scheme}${mask}` : m))
+  out = out.replace(BASIC, (m, scheme: string, b64: string) => (/^[\x20-\x7e]+:/.test(Buffer.from(b64, 'base64').toString('latin1')) ? `${scheme}${mask}` : m))
+  if (out.includes(':') || out.includes('=')) {
+    out = replaceEach(out, ASSIGN, (m) => {
+      const [whole, name = '', sep = '', scheme = '', single, double, quote, bare] = m
+      const value = single ?? double ?? bare ?? ''
+      if (!isSecretName(name) || isNotSecretValue(value, mask) || isWorkingDirectory(name, value)) {
+        // A quoted value of another name may hold an assignment of its own (`'stdout': 'ok\npassword: x'`): scanned too.
+        return single !== undefined || double !== undefined ? m.index + name.length + sep.length + scheme.length + 1 : m.index + whole.length
+      }
+      if (single !== undefined) return `${name}${sep}${scheme}'${mask}'`
+      if (double !== undefined) return `${name}${sep}${scheme}"${mask}"`
+      return `${name}${sep}${scheme}${quote ?? ''}${mask}`
+    })
+  }
+  if (out.includes('--')) {
+    out = out.replace(FLAG_VALUE, (m, flag: string, space: string, quote: string, value: string) => (isSecretName(flag) && !isNotSecretValue(value, mask) ? `${flag}${space}${quote}${mask}` : m))
+  }
+  out = onLines(out, MYSQL_LINE, (line) => line.replace(MYSQL_P, (m, quote: string, pw: string) => (isNotSecretValue(pw, mask) ? m : `-p${quote}${mask}`)))
+  out = onLines(out, CURL_LINE, (line) => line.replace(CURL_USER, (m, flag: string, sep: string, quote: string, user: string, pw: string) => {
+    if (isNotSecretValue(pw, mask) || (/^\d+$/.test(user) && /^\d+$/.test(pw))) return m
+    return `${flag}${sep}${quote}${user}:${mask}`
+  }))
+  return maskNearWords(out, mask)
+}
+
+// --- JSON string literals in text --------------------------------------------------------------
+
+const SIMPLE_ESCAPES = new Set([34, 92, 47, 98, 102, 110, 114, 116]) // " \ / b f n r t
+const HEX4 = /^[0-9a-fA-F]{4}$/
+
+/**
+ * Where the JSON string literal opening at `q` ends: after its closing quote (complete), or where
+ * it stops being one (a raw control character, a bad or cut escape, the end of the text).
+ */
+function literalEnd (text: string, q: number): { end: number, complete: boolean } {
+  const n = text.length
+  let i = q + 1
+  while (i < n) {
+    const c = text.charCodeAt(i)
+    if (c === 34) return { end: i + 1, complete: true }
+    if (c === 92) {
+      const e = text.charCodeAt(i + 1)
+      if (SIMPLE_ESCAPES.has(e)) {
+        i += 2
+        continue
+      }
+      if (e === 117 && HEX4.test(text.slice(i + 2, i + 6))) {
+        i += 6
+        continue
+      }
+      return { end: i, complete: false }
+    }
+    if (c < 32) return { end: i, complete: false }
+    i++
+  }
+  return { end: n, complete: false }
+}
+
+function decodeLiteral (raw: string, complete: boolean): string {
+  work += raw.length
+  return JSON.parse(complete ? raw : raw + '"') as string
+}
+
+function encodeLiteral (value: string, complete: boolean): string {
+  const json = JSON.stringify(value)
+  return complete ? json : json.slice(0, -1)
+}
+
+function isSpace (c: number): boolean {
+  return c === 32 || c === 9 || c === 10 || c === 13
+}
+
+/** Where the JSON value starting at `v` ends: a string, a whole object or array, or a scalar. */
+function valueEnd (text: string, v: number): { end: number, kind: 'string' | 'container' | 'scalar', empty: boolean, complete: boolean } {
+  const c = text.charCodeAt(v)
+  if (c === 34) {
+    const { end, complete } = literalEnd(text, v)
+    return { end, kind: 'string', empty: complete && end === v + 2, complete }
+  }
+  if (c === 123 || c === 91) {
+    let depth = 0
+    let i = v
+    while (i < text.length) {
+      const ch = text.charCodeAt(i)
+      if (ch === 34) {
+        i = literalEnd(text, i).end
+        continue
+      }
+      if (ch === 123 || ch === 91) depth++
+      else if (ch === 125 || ch === 93) {
+        depth--
+        if (depth === 0) return { end: i + 1, kind: 'container', empty: false, complete: true }
+      }
+      i++
+    }
+    return { end: text.length, kind: 'container', empty: false, complete: false }
+  }
+  let i = v
+  while (i < text.length && !isSpace(text.charCodeAt(i)) && !',}]'.includes(text[i] as string)) i++
+  const scalar = text.slice(v, i)
+  return { end: i, kind: 'scalar', empty: scalar === '' || scalar === 'true' || scalar === 'false' || scalar === 'null', complete: true }
+}
+
+// What a text may end with right before a quoted value (checked on its last 200 characters).
+const FLAG_AT_END = /(?<![A-Za-z0-9_-])(--[A-Za-z][A-Za-z0-9_-]{0,63})[ \t]+$/
+const MYSQL_P_AT_END = /[ \t]-p$/
+const CURL_USER_AT_END = /(?<=[ \t])(?:-u|-U|--user|--proxy-user)(?:[ \t]*|=)$/
+
+/**
+ * How the text before a JSON string literal makes it a secret: `whole` after a credential name and
+ * its separator (`export DB_PASSWORD=`, `password: `), a secret flag (`--password `) or mysql's
+ * `-p`; `userinfo` after curl's `-u ` (the part after the colon); `word` after a credential word
+ * (masked when random-looking); undefined otherwise.
+ */
+function valueContextAtEnd (gap: string): { kind: 'whole' | 'userinfo' | 'word', name: string } | undefined {
+  const tail = gap.slice(-200)
+  let i = tail.length - 1
+  while (i >= 0 && (tail[i] === ' ' || tail[i] === '\t')) i--
+  if (i >= 0 && (tail[i] === '=' || tail[i] === ':')) {
+    i--
+    if (tail[i] === ':') i--
+    while (i >= 0 && (tail[i] === ' ' || tail[i] === '\t')) i--
+    const end = i + 1
+    while (i >= 0 && end - i <= 128 && /[A-Za-z0-9_.-]/.test(tail[i] as string)) i--
+    const name = tail.slice(i + 1, end)
+    if (name !== '' && isSecretName(name)) return { kind: 'whole', name }
+  }
+  const flag = FLAG_AT_END.exec(tail)?.[1]
+  if (flag !== undefined && isSecretName(flag)) return { kind: 'whole', name: flag }
+  const line = tail.slice(tail.lastIndexOf('\n') + 1)
+  if (MYSQL_P_AT_END.test(line) && MYSQL_LINE.test(line)) return { kind: 'whole', name: '-p' }
+  if (CURL_USER_AT_END.test(line) && CURL_LINE.test(line)) return { kind: 'userinfo', name: '-u' }
+  return credentialWordAtEnd(tail) ? { kind: 'word', name: '' } : undefined
+}
+
+/** Whether a text ends with a credential word and at most three filler words ("the API token is "). */
+function credentialWordAtEnd (gap: string): boolean {
+  const tail = gap.slice(-60)
+  CREDENTIAL_WORD.lastIndex = 0
+  let last: RegExpExecArray | null = null
+  for (let m = CREDENTIAL_WORD.exec(tail); m !== null; m = CREDENTIAL_WORD.exec(tail)) last = m
+  if (last === null) return false
+  const words = tail.slice(last.index + last[0].length).split(/[\s:=>'"`(),-]+/).filter((w) => w !== '')
+  return words.length <= 3 && words.every((w) => FILLER.has(w.toLowerCase()))
+}
+
+/**
+ * `text` with its credentials masked. JSON string literals in it are decoded, masked (as text, at
+ * most MAX_NESTING levels deep) and encoded again; a literal that is an object key naming a secret
+ * has its value replaced by the mask whatever it is; the text between literals is masked as plain text.
+ */
+function scan (text: string, mask: string, nesting: number): string {
+  if (text.length < 4) return text
+  let q = text.indexOf('"')
+  if (q < 0 || nesting >= MAX_NESTING) return maskPlain(text, mask)
+  const maskLiteral = JSON.stringify(mask)
+  let out = ''
+  let last = 0
+  while (q >= 0) {
+    const { end, complete } = literalEnd(text, q)
+    const gap = text.slice(last, q)
+    const raw = text.slice(q, end)
+    const value = decodeLiteral(raw, complete)
+    let k = end
+    while (k < text.length && isSpace(text.charCodeAt(k))) k++
+    if (complete && text.charCodeAt(k) === 58 /* : */) {
+      // An object key: its value goes whole when the key names a secret.
+      out += maskPlain(gap, mask) + maskedLiteral(raw, value, complete, mask, nesting)
+      last = end
+      if (isSecretName(value)) {
+        let v = k + 1
+        while (v < text.length && isSpace(text.charCodeAt(v))) v++
+        const span = valueEnd(text, v)
+        const cut = span.kind === 'string' && !span.complete
+        if (!span.empty && !(span.kind === 'string' && isWorkingDirectory(value, decodeLiteral(text.slice(v, span.end), !cut)))) {
+          out += text.slice(end, v) + (cut ? maskLiteral.slice(0, -1) : maskLiteral)
+          last = span.end
+        }
+      }
+    } else {
+      out += maskPlain(gap, mask)
+      const context = valueContextAtEnd(gap)
+      const colon = value.indexOf(':')
+      if (context?.kind === 'userinfo' && colon >= 0 && !isNotSecretValue(value.slice(colon + 1), mask)) {
+        out += encodeLiteral(value.slice(0, colon + 1) + mask, complete)
+      } else if ((context?.kind === 'whole' && !isNotSecretValue(value, mask) && !isWorkingDirectory(context.name, value)) ||
+          (context?.kind === 'word' && looksRandom(value))) {
+        out += complete ? maskLiteral : maskLiteral.slice(0, -1)
+      } else {
+        out += maskedLiteral(raw, value, complete, mask, nesting)
+      }
+      last = end
+    }
+    q = text.indexOf('"', last)
+  }
+  return out + maskPlain(text.slice(last), mask)
+}
+
+function maskedLiteral (raw: string, value: string, complete: boolean, mask: string, nesting: number): string {
+  const masked = scan(value, mask, nesting + 1)
+  return masked === value ? raw : encodeLiteral(masked, complete)
+}
+
+/**
+ * `text` with the credentials in it masked (see the module comment); the rest kept as it was.
+ * A JSON text stays valid JSON. With `inString`, the text starts inside a JSON string literal
+ * (the tail of a JSON text cut in a string).
+ */
+export function maskText (text: string, opts: MaskOptions & { inString?: boolean } = {}): string {
+  const mask = opts.mask ?? MASK
+  if (opts.inString !== true) return scan(text, mask, 0)
+  return scan('"' + text, mask, 0).slice(1)
+}
+
+/**
+ * The value with every value under a secret-looking key replaced by the mask, at any depth (a
+ * boolean, null or empty value stays as it is); with `strings`, credentials inside strings are
+ * masked too (maskText). Headers as `[name, value]` pairs are masked by name like object keys.
+ * The input is never modified: a part that changes is copied, and a part with nothing to mask is
+ * returned as is (the common case costs no allocation).
+ */
+export function maskValue (value: unknown, opts: MaskOptions & { strings: boolean }, depth = 0): unknown {
+  const mask = opts.mask ?? MASK
+  if (typeof value === 'string') return opts.strings ? scan(value, mask, 0) : value
+  if (value === null || typeof value !== 'object') return value
+  if (depth >= MAX_DEPTH) return TOO_DEEP
+  if (Array.isArray(value)) {
+    if (value.length === 2 && typeof value[0] === 'string' && isSecretName(value[0]) && hidesSecret(value[0], value[1])) return [value[0], mask]
+    let out: unknown[] | undefined
+    for (let i = 0; i < value.length; i++) {
+      const v: unknown = value[i]
+      const m = maskValue(v, opts, depth + 1)
+      if (out === undefined && m !== v) out = value.slice(0, i)
+      out?.push(m)
+    }
+    return out ?? value
+  }
+  const obj = value as Record<string, unknown>
+  const keys = Object.keys(obj)
+  let out: Record<string, unknown> | undefined
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i] as string
+    const v = obj[k]
+    const m = isSecretName(k) && hidesSecret(k, v) ? mask : maskValue(v, opts, depth + 1)
+    if (out === undefined && m !== v) {
+      out = {}
+      for (let j = 0; j < i; j++) out[keys[j] as string] = obj[keys[j] as string]
+    }
+    if (out !== undefined) out[k] = m
+  }
+  return out ?? value
+}
+
+/** Whether the value under a secret name can hold one: not null, empty, a boolean or a working directory. */
+function hidesSecret (name: string, v: unknown): boolean {
+  if (v === null || v === undefined || v === '' || typeof v === 'boolean') return false
+  return !(typeof v === 'string' && isWorkingDirectory(name, v))
+}
+
+/** Every pattern the detector runs, for the test that checks they are linear (no nested quantifier). */
+export const PATTERNS: readonly RegExp[] = [TOKEN_FORMATS, BEARER, BASIC, URL_USERINFO, URL_TOKEN_USER, QUERY_PARAM, ASSIGN, FLAG_VALUE, MYSQL_LINE, MYSQL_P, CURL_LINE, CURL_USER, CREDENTIAL_WORD, TOKEN_RUN, TOKEN_CHAR, SEPARATOR, FILLER_WORD, FLAG_AT_END, MYSQL_P_AT_END, CURL_USER_AT_END]

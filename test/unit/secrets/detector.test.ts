@@ -1,0 +1,296 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { detectorWork, isQueryCredentialName, isSecretName, MASK, maskText, maskValue, MAX_DEPTH, PATTERNS, TOO_DEEP } from '../../../src/secrets/detector.js'
+
+// A deterministic run of characters from `alphabet` (no Math.random: a failing case must repeat).
+function run (len: number, alphabet: string, seed = 7): string {
+  let out = ''
+  let x = seed
+  for (let i = 0; i < len; i++) {
+    x = (x * 1103515245 + 12345) % 2147483648
+    out += alphabet[x % alphabet.length]
+  }
+  return out
+}
+const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'
+const B64URL = ALNUM + '-_'
+
+const TOKENS: Record<string, string> = {
+  openai: 'sk-' + run(48, ALNUM, 1),
+  openaiProject: 'sk-proj-' + run(64, B64URL, 2),
+  anthropic: 'sk-ant-api03-' + run(93, B64URL, 3),
+  githubClassic: 'ghp_' + run(36, ALNUM, 4),
+  githubOauth: 'gho_' + run(36, ALNUM, 5),
+  githubFineGrained: 'github_pat_' + run(82, ALNUM + '_', 6),
+  gitlab: 'glpat-' + run(20, B64URL, 8),
+  awsAccessKeyId: 'AKIAIOSFODNN7EXAMPLE',
+  awsSession: 'ASIA' + run(16, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567', 9),
+  slackBot: 'xoxb-1234567890123-1234567890123-' + run(24, ALNUM, 10),
+  slackUser: 'xoxp-1234567890123-1234567890123-1234567890123-' + run(32, 'abcdef0123456789', 11),
+  googleApiKey: 'AIza' + run(35, B64URL, 12),
+  googleOauth: 'ya29.' + run(120, B64URL, 13),
+  jwt: 'eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ.' + run(43, B64URL, 14),
+  stripe: 'sk_live_' + run(24, ALNUM, 15),
+  npm: 'npm_' + run(36, ALNUM, 16),
+  huggingFace: 'hf_' + run(34, ALNUM, 17),
+  sendgrid: 'SG.' + run(22, B64URL, 18) + '.' + run(43, B64URL, 19)
+}
+
+// Positive cases: [input, exactly what must come out]. The secret part is gone, the rest kept.
+const POSITIVE: Array<[string, string]> = [
+  // credential-like names, with prefixes and suffixes, in the forms text takes
+  ['DB_PASSWORD=pg-Pa55w0rd', 'DB_PASSWORD=****'],
+  ['export API_KEY=a8F3kQ9zL2x', 'export API_KEY=****'],
+  ['export API_KEY="a8F3 kQ9z"', 'export API_KEY="****"'],
+  ['GITHUB_TOKEN: ghx123abc', 'GITHUB_TOKEN: ****'],
+  ['PGPASSWORD=secret99 psql -h db', 'PGPASSWORD=**** psql -h db'],
+  ['aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY', 'aws_secret_access_key = ****'],
+  ['client_secret: "abc def 123"', 'client_secret: "****"'],
+  ["password='p@ss word'", "password='****'"],
+  ['$password = "s3cret";', '$password = "****";'],
+  ['password := "s3cret"', 'password := "****"'],
+  ['db:\n  host: db.internal\n  password: hunter2\n  port: 5432', 'db:\n  host: db.internal\n  password: ****\n  port: 5432'],
+  ['Server=db;User Id=sa;Password=S3cret!;Encrypt=true', 'Server=db;User Id=sa;Password=****;Encrypt=true'],
+  ['x-api-key: k-123456', 'x-api-key: ****'],
+  ['Set-Cookie: session=abc123; Path=/', 'Set-Cookie: ****; Path=/'],
+  ['mysql --password=hunter22 -u root', 'mysql --password=**** -u root'],
+  ['deploy --api-key a8F3kQ9 --verbose', 'deploy --api-key **** --verbose'],
+  ['gh auth login --with-token --token abc123XYZ', 'gh auth login --with-token --token ****'],
+  // JSON text: by key, whatever the value (a string, a number, a whole object)
+  ['{"password": "hunter2", "user": "bob"}', '{"password": "****", "user": "bob"}'],
+  ['{"auth": {"user": "bob", "note": "x1"}, "n": 1}', '{"auth": "****", "n": 1}'],
+  ['{"pin": 1234, "otp": "", "useAuth": true}', '{"pin": "****", "otp": "", "useAuth": true}'],
+  ['{"headers":{"Authorization":"Bearer abc","Accept":"*/*"}}', '{"headers":{"Authorization":"****","Accept":"*/*"}}'],
+  // mysql -pPW, curl -u user:pw
+  ['mysql -u root -pMyS3cret db', 'mysql -u root -p**** db'],
+  ["mysqldump -h db -p'MyS3cret' app > a.sql", "mysqldump -h db -p'****' app > a.sql"],
+  ['curl -u deploy:curl-Pw-99 https://ci.example.com', 'curl -u deploy:**** https://ci.example.com'],
+  ['curl -s --user "bob:pw-123" https://x', 'curl -s --user "bob:****" https://x'],
+  // URL userinfo and credential query parameters
+  ['https://user:s3cret@example.com/path', 'https://user:****@example.com/path'],
+  ['DATABASE_URL=postgres://app:pa@ss@db:5432/app', 'DATABASE_URL=postgres://app:****@db:5432/app'],
+  ['redis://:authpass123@localhost:6379/0', 'redis://:****@localhost:6379/0'],
+  ['git clone https://x-access-token:abc123def456@github.com/o/r', 'git clone https://x-access-token:****@github.com/o/r'],
+  ['git clone https://9f8e7d6c5b4a39281706f5e4d3c2b1a0@git.example.com/r', 'git clone https://****@git.example.com/r'],
+  ['GET /a?api_key=12345678&page=2', 'GET /a?api_key=****&page=2'],
+  ['https://h/x?sig=ab12&X-Amz-Signature=cd34&sort=name', 'https://h/x?sig=****&X-Amz-Signature=****&sort=name'],
+  // auth schemes, also at the start of a line after the first
+  ['Authorization: Bearer abcdefghijkl', 'Authorization: Bearer ****'],
+  ["curl -H 'Authorization: Bearer abcdefghijkl' https://x", "curl -H 'Authorization: Bearer ****' https://x"],
+  ['Authorization: Basic dXNlcjpwYXNz', 'Authorization: Basic ****'],
+  ['proxy-authorization: token ghx-123', 'proxy-authorization: token ****'],
+  ['line one\nBearer Zx9_abc.DEF-123', 'line one\nBearer ****'],
+  ['ok\npassword: x', 'ok\npassword: ****'],
+  ['ok\r\n\tapi_key = abc123', 'ok\r\n\tapi_key = ****'],
+  // PEM private keys, whole or cut
+  ['key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7b\nq1w==\n-----END RSA PRIVATE KEY-----\ndone', 'key:\n-----BEGIN RSA PRIVATE KEY-----****-----END RSA PRIVATE KEY-----\ndone'],
+  ['-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU', '-----BEGIN OPENSSH PRIVATE KEY-----****'],
+  ['-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----', '-----BEGIN PRIVATE KEY-----****-----END PRIVATE KEY-----'],
+  // high-entropy tokens next to credential words
+  ['your API token is 9fQ2xL7pK3mZ8vR1tW6y, keep it', 'your API token is ****, keep it'],
+  ['Secret for prod: Zm9vYmFyYmF6MTIzNDU2Nzg5', 'Secret for prod: ****'],
+  ['the access key (2f7c9a1e4b8d3f6a0c5e) expired', 'the access key (****) expired'],
+  // escaped text that is not JSON (a Python repr): a line after an escaped newline is still a line start
+  ["{'stdout': 'ok\\npassword: hunter2\\nBearer Zx9abcDEF123\\n'}", "{'stdout': 'ok\\npassword: ****\\nBearer ****\\n'}"]
+]
+for (const [name, token] of Object.entries(TOKENS)) {
+  POSITIVE.push([`${name}: ${token}`, `${name}: ****`])
+  POSITIVE.push([`value ${token} end`, 'value **** end'])
+  POSITIVE.push([`line one\n${token}`, 'line one\n****'])
+}
+
+// Negative cases: ordinary code, prose, logs and data that must come out unchanged.
+const NEGATIVE: string[] = [
+  'password_field = form.get("pw")',
+  'const key = getKey()',
+  'const password = getPassword()',
+  'const apiKey = config.apiKey;',
+  'const token = process.env.GITHUB_TOKEN',
+  'password = os.environ["DB_PASSWORD"]',
+  'interface User { password?: string; apiKey: string; token: string | undefined }',
+  'export DB_PASSWORD=$DB_PASSWORD_FROM_VAULT',
+  // eslint-disable-next-line no-template-curly-in-string -- a shell reference, not a template
+  'echo "token: ${TOKEN}"',
+  'password=None  # set later',
+  'if (password == confirm) ok()',
+  'commit 3f2a1b4c5d6e7f8091a2b3c4d5e6f708192a3b4c\nAuthor: Jane Doe <jane@example.com>',
+  'Merge: 3f2a1b4 9e8d7c6',
+  'sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08',
+  'id: 550e8400-e29b-41d4-a716-446655440000',
+  '{"id":"550e8400-e29b-41d4-a716-446655440000","max_tokens":1000,"next_page_token":"CAESBggBEAEYAQ","tokenizer":"cl100k_base"}',
+  '<img src="data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==">',
+  '{"type":"image","mimeType":"image/png","data":"iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="}',
+  'The bearer of bad news. Bearer tokens are sent in a header.',
+  'Basic authentication is disabled',
+  'author: Jane Doe\nmonkey=banana\nkeys: [a, b]\npassage: the text',
+  'PWD=/home/user/project\nOLDPWD=/tmp',
+  'secret_name: db-creds\ntoken_type: Bearer\ntoken_url: https://auth.example.com/token',
+  'isSecret: true, requireAuth: false',
+  'ssh-keygen -t ed25519 -C "me@example.com"',
+  'password is required. Forgot password? Reset it here.',
+  'function_signature: (a: int) -> str',
+  '-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIU\n-----END CERTIFICATE-----',
+  'pip install scikit-learn && sk-learn-helpers --help',
+  'https://example.com:8080/path?page=2&sort=name',
+  'docker run -u 1000:1000 image',
+  'Authorization: Bearer ****\npassword: ****',
+  'for (const [k, v] of Object.entries(tokens)) total += v',
+  'ghp_ is the prefix of a GitHub token; AKIA starts an AWS key id',
+  'const eyJ = 1; // eyJ is base64 of {"'
+]
+
+test('the positive corpus: every secret masked, the text around it kept', () => {
+  for (const [input, expected] of POSITIVE) assert.equal(maskText(input), expected, input)
+})
+
+test('the negative corpus: ordinary code, prose and data come out unchanged', () => {
+  for (const input of NEGATIVE) assert.equal(maskText(input), input)
+})
+
+test('a JSON text is masked on its decoded strings and stays valid JSON, at any line and inside nested JSON', () => {
+  const stdout = ['first line', `Bearer ${TOKENS.jwt}`, 'password: hunter2', `DB_PASSWORD=pg-${run(12, ALNUM)}`, 'https://u:pw123@h/', `x ${TOKENS.githubClassic}`, 'last "quoted" \\ line'].join('\n')
+  const inner = JSON.stringify({ note: `see\nAuthorization: Bearer ${TOKENS.openai}`, api_key: 'k-1234567' })
+  const text = JSON.stringify({ stdout, exitCode: 0, nested: inner, list: ['a', `token=${TOKENS.npm}`] }, null, 2)
+  const out = maskText(text)
+  const parsed = JSON.parse(out)
+  assert.equal(parsed.stdout, ['first line', 'Bearer ****', 'password: ****', 'DB_PASSWORD=****', 'https://u:****@h/', 'x ****', 'last "quoted" \\ line'].join('\n'))
+  assert.deepEqual(JSON.parse(parsed.nested), { note: 'see\nAuthorization: Bearer ****', api_key: '****' })
+  assert.deepEqual(parsed.list, ['a', 'token=****'])
+  assert.equal(out.split('\n').length, text.split('\n').length, 'the formatting is kept')
+  // Cut anywhere, the pieces are masked all the same.
+  for (const cut of [40, 70, 200, text.length - 30]) {
+    const head = maskText(text.slice(0, cut))
+    for (const secret of ['hunter2', TOKENS.jwt, TOKENS.githubClassic, 'pw123', TOKENS.openai, 'k-1234567', TOKENS.npm]) assert.ok(!head.includes(secret as string), `${cut}: ${head}`)
+  }
+  // A text starting inside a JSON string (the tail of a cut one).
+  assert.equal(maskText('ne\\npassword: hunter2\\nok","exitCode":0}', { inString: true }), 'ne\\npassword: ****\\nok","exitCode":0}')
+})
+
+test('secret names: prefixes and suffixes, and names that only look close', () => {
+  for (const k of ['token', 'access_token', 'refreshToken', 'id-token', 'GITHUB_TOKEN', 'password', 'db_password', 'DB_PASSWORD', 'PGPASSWORD', 'PASSWD', 'MYSQL_PWD', 'db_pass',
+    'secret', 'client_secret', 'Authorization', 'proxy-authorization', 'api_key', 'apiKey', 'X-Api-Key', 'API KEY', 'access_key', 'awsAccessKeyId', 'aws_secret_access_key',
+    'private_key', 'privateKey', 'cookie', 'Set-Cookie', 'credentials', 'session_id', 'basic_auth', 'auth', 'pwd', '--db-password', 'X-Amz-Signature', 'sig', 'user_pin']) {
+    assert.equal(isSecretName(k), true, k)
+  }
+  for (const k of ['max_tokens', 'maxToken', 'next_page_token', 'tokenizer', 'token_type', 'author', 'path', 'command', 'key', 'keys', 'name', 'description', 'passage', 'monkey',
+    'password_field', 'passwordHint', 'secret_name', 'bypass', 'function_signature', 'GIT_ASKPASS', 'credentials_file', 'auth_url']) {
+    assert.equal(isSecretName(k), false, k)
+  }
+  for (const q of ['api_key', 'key', 'Client%5FSecret', 'X-Amz-Signature', 'sig', 'token%ZZ']) assert.equal(isQueryCredentialName(q), true, q)
+  for (const q of ['page', 'sort', 'userId', '%E0%A4%A']) assert.equal(isQueryCredentialName(q), false, q)
+})
+
+test('maskValue: by key at any depth, arrays and [name, value] header pairs, strings scanned; the input untouched', () => {
+  const input = {
+    path: 'a.txt',
+    token: 'abc',
+    nested: { deeper: [{ headers: { Authorization: 'Bearer sk-live-123456789', accept: 'json' } }, { list: [{ password: 'hunter2' }] }] },
+    rawHeaders: [['X-Api-Key', 'k-123'], ['Accept', 'text/plain']],
+    empty: { secret: '' },
+    flags: { requireAuth: true },
+    env: { PWD: '/home/me', DB_PASSWORD: 'pw-1' },
+    command: 'psql postgres://app:s3cret@db/app\nexport API_KEY=k-998877',
+    count: 3,
+    max_tokens: 100
+  }
+  const copy = structuredClone(input)
+  const out = maskValue(input, { strings: true }) as typeof input
+  assert.deepEqual(input, copy, 'the input is not modified')
+  assert.equal(out.token, MASK)
+  assert.equal((out.nested.deeper[0] as any).headers.Authorization, MASK)
+  assert.equal((out.nested.deeper[0] as any).headers.accept, 'json')
+  assert.equal((out.nested.deeper[1] as any).list[0].password, MASK)
+  assert.deepEqual(out.rawHeaders, [['X-Api-Key', MASK], ['Accept', 'text/plain']])
+  assert.equal(out.empty.secret, '', 'an empty value stays visibly empty')
+  assert.equal(out.flags.requireAuth, true, 'a boolean is no secret')
+  assert.deepEqual(out.env, { PWD: '/home/me', DB_PASSWORD: MASK })
+  assert.equal(out.command, 'psql postgres://app:****@db/app\nexport API_KEY=****')
+  assert.equal(out.count, 3)
+  assert.equal(out.max_tokens, 100)
+  const same = { a: 'plain text', b: [1, 2, { c: 'more' }] }
+  assert.equal(maskValue(same, { strings: true }), same, 'nothing to mask: the same object back')
+  assert.deepEqual(maskValue({ password: 'x', note: 'password: y' }, { strings: false }), { password: MASK, note: 'password: y' }, 'strings: false masks by key only')
+  assert.deepEqual(maskValue({ password: 'x' }, { strings: true, mask: '[redacted]' }), { password: '[redacted]' })
+})
+
+test('a secret hidden below the depth limit is cut off, never kept', () => {
+  let v: unknown = { password: 'deep-secret' }
+  for (let i = 0; i < MAX_DEPTH + 10; i++) v = { a: v }
+  const text = JSON.stringify(maskValue(v, { strings: true }))
+  assert.ok(!text.includes('deep-secret'))
+  assert.ok(text.includes(TOO_DEEP))
+})
+
+// A quantified group that itself holds an unbounded quantifier, `(a+)+` or `(?:x|y*)*`, is what
+// backtracks exponentially. None of the detector's patterns may have one.
+function nestedQuantifier (source: string): boolean {
+  const groups: boolean[] = []
+  let inner = false
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i]
+    if (c === '\\') {
+      i++
+      continue
+    }
+    if (c === '[') {
+      while (i < source.length && source[i] !== ']') i += source[i] === '\\' ? 2 : 1
+      continue
+    }
+    if (c === '(') {
+      groups.push(inner)
+      inner = false
+    } else if (c === ')') {
+      const had = inner
+      inner = groups.pop() ?? false
+      const next = source.slice(i + 1)
+      const repeats = /^(?:[*+]|\{\d+,\d*\})/.exec(next)
+      if (repeats !== null && !/^\{\d+,1\}/.test(next) && had) return true
+      if (had) inner = true
+    } else if (c === '*' || c === '+' || (c === '{' && /^\{\d+,\d*\}/.test(source.slice(i)))) {
+      inner = true
+    }
+  }
+  return false
+}
+
+test('linear time: no pattern nests quantifiers, and adversarial inputs cost work proportional to their size', () => {
+  assert.equal(nestedQuantifier('(a+)+'), true, 'the check can fail')
+  assert.equal(nestedQuantifier(String.raw`(?:[^"\\]|\\.)*`), false)
+  for (const p of PATTERNS) assert.equal(nestedQuantifier(p.source), false, p.source)
+
+  const n = 200_000
+  const adversarial = [
+    'password='.repeat(n / 9),
+    'a-'.repeat(n / 2) + '=x',
+    '"'.repeat(n),
+    '"\\'.repeat(n / 2),
+    '"a'.repeat(n / 2),
+    '{"password":' + '['.repeat(n),
+    '{"a":"' + '\\"'.repeat(n / 2),
+    'https://' + 'a:'.repeat(n / 2),
+    'https://a:' + 'b'.repeat(n),
+    'x://'.repeat(n / 4),
+    '-----BEGIN PRIVATE KEY-----'.repeat(n / 27),
+    'eyJ' + 'a'.repeat(n),
+    'eyJaaaaaaaaaaa.'.repeat(n / 15),
+    'Bearer '.repeat(n / 7),
+    'token '.repeat(n / 6) + 'a1'.repeat(n / 2),
+    'token is is is '.repeat(n / 15),
+    '?a='.repeat(n / 3),
+    'curl -u ' + 'a'.repeat(n) + '\n' + 'curl -u a:'.repeat(n / 10),
+    'mysql -p'.repeat(n / 8),
+    'x\\npassword:'.repeat(n / 12),
+    'sk-' + 'a'.repeat(n),
+    ' \t'.repeat(n / 2) + 'password',
+    JSON.stringify(JSON.stringify(JSON.stringify(JSON.stringify(JSON.stringify(JSON.stringify({ password: 'x'.repeat(n / 64), note: 'a\npassword: y' })))))),
+    run(n, ALNUM + ' :=-_"\\\n/@?&.', 99)
+  ]
+  for (const input of adversarial) {
+    const before = detectorWork()
+    const out = maskText(input)
+    const work = detectorWork() - before
+    assert.equal(typeof out, 'string')
+    // Each character is handed to at most one pass per nesting level (five levels), plus the decode of its literal.
+    assert.ok(work <= 12 * input.length + 64, `work ${work} for ${input.length} characters: ${input.slice(0, 40)}`)
+  }
+})
