@@ -87,6 +87,8 @@ export const ERROR_CODES = {
 
   GW_INVALID_ARGUMENTS: tool('The arguments failed the tool\'s JSON Schema, or were unparsable JSON'),
   GW_UPSTREAM_UNAVAILABLE: tool('A remote MCP server\'s circuit breaker is open after repeated transport failures: the call failed fast without reaching it; the message says when it will be tried again (`retryAt` in listings)', true),
+  GW_UPSTREAM_TOO_LARGE: tool('A remote MCP server\'s answer (one JSON body or SSE event) passed `MCP_MAX_MESSAGE_BYTES`: the gateway stopped reading it and the call failed (the tool may have run); ask for less (a narrower query, a page)'),
+  GW_UPSTREAM_BUDGET_EXHAUSTED: tool('Too many remote MCP answers in flight: holding this one would pass the tenant\'s `MCP_RESPONSE_BUDGET_TENANT_BYTES` or the gateway\'s `MCP_RESPONSE_BUDGET_BYTES`; the answer was not read further (the tool may have run)', true),
   GW_TOOL_TIMEOUT: tool('The tool ran past its deadline (`INVOKE_TIMEOUT_MS`, a server\'s `timeoutMs`); it may have had effects', true),
   GW_TOOL_ERROR: tool('The tool itself failed; the message says why'),
   GW_SANDBOX_ERROR: tool('The sandbox could not run the command (the tenant is over its process limit, a start failure)', true),
@@ -157,6 +159,8 @@ export const TOOL_ERROR_CODES = {
   quota: 'WORKSPACE_QUOTA_EXCEEDED',
   policy: 'GW_POLICY_DENIED',
   'upstream-unavailable': 'GW_UPSTREAM_UNAVAILABLE',
+  'upstream-too-large': 'GW_UPSTREAM_TOO_LARGE',
+  'upstream-budget': 'GW_UPSTREAM_BUDGET_EXHAUSTED',
   'approval-pending': 'GW_APPROVAL_PENDING',
   'approval-denied': 'APPROVAL_DENIED',
   'approval-expired': 'APPROVAL_EXPIRED'

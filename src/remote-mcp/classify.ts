@@ -8,6 +8,19 @@ import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamable
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
 import { UpstreamError } from './errors.js'
 import type { UpstreamErrorCode } from './errors.js'
+import { isResponseLimitError } from './response-limits.js'
+import type { ResponseLimitError } from './response-limits.js'
+
+/**
+ * The answer-size or answer-budget error behind a failure (response-limits.ts): thrown as is by
+ * a JSON answer's send, or carried in the `data` of the JSON-RPC error a transport made for the
+ * requests of an SSE stream it stopped reading (an object no server can forge through JSON).
+ */
+export function responseLimitError (err: unknown): ResponseLimitError | undefined {
+  if (isResponseLimitError(err)) return err
+  if (err instanceof McpError && isResponseLimitError(err.data)) return err.data
+  return undefined
+}
 
 export function isAbortError (err: unknown): boolean {
   return err instanceof Error && err.name === 'AbortError'
@@ -49,6 +62,8 @@ export function classifyUpstream (err: unknown): UpstreamErrorCode {
 export function toUpstreamError (err: unknown, op: 'list' | 'call', timeoutMs: number | undefined, safeMessage: (err: unknown) => string): UpstreamError {
   if (err instanceof UpstreamError) return err
   if (isAbortError(err)) return new UpstreamError('GW_CANCELLED', 'The request was cancelled by the caller')
+  const limit = responseLimitError(err)
+  if (limit !== undefined) return new UpstreamError(limit.code, limit.message)
   const what = op === 'list' ? 'tools/list' : 'tools/call'
   const code: UpstreamErrorCode = classifyUpstream(err)
   if (code === 'GW_UPSTREAM_TIMEOUT') {
@@ -84,8 +99,14 @@ export function failedBeforeResponse (err: unknown, transport: string): boolean 
  * alive), `neutral` (the caller cancelled, or a tool ran past its own deadline).
  */
 export function breakerVerdict (err: unknown, op: 'list' | 'call'): 'failure' | 'answered' | 'neutral' {
-  if (err instanceof UpstreamError) return err.code === 'GW_CANCELLED' || err.code === 'GW_UPSTREAM_UNAVAILABLE' ? 'neutral' : 'failure'
+  if (err instanceof UpstreamError) {
+    if (err.code === 'GW_UPSTREAM_TOO_LARGE') return 'answered'
+    return err.code === 'GW_CANCELLED' || err.code === 'GW_UPSTREAM_UNAVAILABLE' || err.code === 'GW_UPSTREAM_BUDGET_EXHAUSTED' ? 'neutral' : 'failure'
+  }
   if (isAbortError(err)) return 'neutral'
+  // Too large: the server answered (it is alive). No budget: the gateway's own limit, not the server's fault.
+  const limit = responseLimitError(err)
+  if (limit !== undefined) return limit.code === 'GW_UPSTREAM_TOO_LARGE' ? 'answered' : 'neutral'
   if (err instanceof McpError) {
     if (err.code === ErrorCode.RequestTimeout) return op === 'call' ? 'neutral' : 'failure'
     if (err.code === ErrorCode.ConnectionClosed) return 'failure'

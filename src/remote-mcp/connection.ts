@@ -15,6 +15,7 @@ import { isStaleSocket } from './classify.js'
 import { UpstreamError } from './errors.js'
 import { createTransport } from './transports.js'
 import type { ConnectSpec, HttpTransportKind, TransportHandle } from './transports.js'
+import type { ResponseLimits } from './response-limits.js'
 
 export interface Connection {
   client: Client
@@ -36,6 +37,8 @@ export interface ConnectionOptions {
   fetch?: FetchLike
   /** streamable_http: the SDK's transport or the lean one (MCP_HTTP_TRANSPORT). */
   httpTransport?: HttpTransportKind
+  /** Bounds on the answers read over this connection (response-limits.ts). */
+  limits?: ResponseLimits | undefined
   logger: Logger
   /** Deadline for spawning/connecting plus initialize; also bounds the liveness ping. */
   connectTimeoutMs: number
@@ -89,7 +92,7 @@ export async function openConnection (o: ConnectionOptions): Promise<Connection>
 async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Connection> {
   let handle: TransportHandle
   try {
-    handle = createTransport(o.spec, { fetch: o.fetch, logger: o.logger, label: o.label, ...(o.httpTransport !== undefined ? { httpTransport: o.httpTransport } : {}) })
+    handle = createTransport(o.spec, { fetch: o.fetch, logger: o.logger, label: o.label, ...(o.httpTransport !== undefined ? { httpTransport: o.httpTransport } : {}), ...(o.limits !== undefined ? { limits: o.limits } : {}) })
   } catch (err) {
     throw new UpstreamError('GW_UPSTREAM_CONNECT', o.safeMessage(err))
   }

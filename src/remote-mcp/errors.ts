@@ -1,11 +1,13 @@
 import type { GwCodes } from '../errors.js'
+import { maskText } from '../secrets/detector.js'
 import type { ToolFailureReason } from '../tools/types.js'
 
 /**
  * The codes of failures talking to a remote MCP server (their meanings are in ERROR_CODES):
- * connect, timeout, error, unavailable (circuit open), cancelled. A subset of the table, checked by the compiler.
+ * connect, timeout, error, unavailable (circuit open), cancelled, an answer too large or without
+ * room in the budget of answers in flight (response-limits.ts). A subset of the table, checked by the compiler.
  */
-export type UpstreamErrorCode = GwCodes<'GW_UPSTREAM_CONNECT' | 'GW_UPSTREAM_TIMEOUT' | 'GW_UPSTREAM_ERROR' | 'GW_UPSTREAM_UNAVAILABLE' | 'GW_CANCELLED'>
+export type UpstreamErrorCode = GwCodes<'GW_UPSTREAM_CONNECT' | 'GW_UPSTREAM_TIMEOUT' | 'GW_UPSTREAM_ERROR' | 'GW_UPSTREAM_UNAVAILABLE' | 'GW_CANCELLED' | 'GW_UPSTREAM_TOO_LARGE' | 'GW_UPSTREAM_BUDGET_EXHAUSTED'>
 
 /**
  * A failure of a remote MCP server, thrown by the client pool. The message is safe to show to a
@@ -32,6 +34,8 @@ export function upstreamFailureReason (code: UpstreamErrorCode): ToolFailureReas
   if (code === 'GW_UPSTREAM_TIMEOUT') return 'timeout'
   if (code === 'GW_CANCELLED') return 'cancelled'
   if (code === 'GW_UPSTREAM_UNAVAILABLE') return 'upstream-unavailable'
+  if (code === 'GW_UPSTREAM_TOO_LARGE') return 'upstream-too-large'
+  if (code === 'GW_UPSTREAM_BUDGET_EXHAUSTED') return 'upstream-budget'
   return 'upstream'
 }
 
@@ -70,9 +74,11 @@ export function secretVariants (value: string): string[] {
 
 /**
  * Replaces every secret value, and every part of it a server could echo (see secretVariants),
- * in `message` by `[redacted]`. Upstream error texts can echo what was sent (a server quoting a
- * bad Authorization header or just its token, a spawn error quoting env), so every message that
- * leaves the pool (errors, unavailable reasons, log lines) goes through this.
+ * in `message` by `[redacted]`, then whatever else looks like a credential (the one secret
+ * detector, src/secrets/detector.ts: a token the server quotes from elsewhere, a URL with userinfo).
+ * Upstream error texts can echo what was sent (a server quoting a bad Authorization header or just
+ * its token, a spawn error quoting env), so every message that leaves the pool (errors,
+ * unavailable reasons, log lines) goes through this.
  */
 export function redactSecrets (message: string, secrets: readonly string[]): string {
   let out = message
@@ -81,5 +87,5 @@ export function redactSecrets (message: string, secrets: readonly string[]): str
   for (const secret of [...variants].sort((a, b) => b.length - a.length)) {
     out = out.split(secret).join('[redacted]')
   }
-  return out
+  return maskText(out, { mask: '[redacted]' })
 }

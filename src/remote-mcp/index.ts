@@ -5,7 +5,7 @@ import { DiscoveryError } from '../discovery/modules.js'
 import { createEgressPolicy, guardedFetch } from '../egress/ssrf.js'
 import type { EgressPolicy } from '../egress/ssrf.js'
 import type { Logger } from '../logger.js'
-import { encodeUserServiceName } from '../naming/names.js'
+import { encodeUserServiceName, parseUserServiceName } from '../naming/names.js'
 import { ServerRegistry } from '../registry/registry-service.js'
 import { secretBoxFromEnv } from '../registry/secrets.js'
 import type { SecretBox } from '../registry/secrets.js'
@@ -16,6 +16,7 @@ import { RegistryDirectory } from './directory.js'
 import { McpClientPool } from './pool.js'
 import type { McpClientPoolStats, McpResilienceStats } from './pool.js'
 import { RemoteMcpSource } from './source.js'
+import { defaultMaxMessageBytes, ResponseBudget } from './response-limits.js'
 import type { McpConnector, RemoteServer, ServerDirectory } from './source.js'
 
 export type { McpClientPoolStats, McpConnector, McpResilienceStats, ServerDirectory }
@@ -94,6 +95,18 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
       }
     })
 
+    const maxMessageBytes = config.mcpMaxMessageBytes ?? defaultMaxMessageBytes(config.outputMaxChars)
+    if (maxMessageBytes > config.mcpResponseBudgetTenantBytes || config.mcpResponseBudgetTenantBytes > config.mcpResponseBudgetBytes) {
+      throw new StartupError(`MCP_MAX_MESSAGE_BYTES (${maxMessageBytes}) <= MCP_RESPONSE_BUDGET_TENANT_BYTES (${config.mcpResponseBudgetTenantBytes}) <= MCP_RESPONSE_BUDGET_BYTES (${config.mcpResponseBudgetBytes}) must hold: a budget smaller than one answer would refuse every large answer`)
+    }
+    // One budget for both pools: the instance total covers every answer in flight. A tenant's
+    // servers share its owner's share; a global server (the operator's, called by any tenant)
+    // has a share of its own (docs/ARCHITECTURE.md#mcp-pool).
+    const budget = new ResponseBudget({ totalBytes: config.mcpResponseBudgetBytes, ownerBytes: config.mcpResponseBudgetTenantBytes })
+    const tenantOwner = (key: string): string => {
+      const parsed = parseUserServiceName(key)
+      return parsed === undefined ? `key:${key}` : `tenant:${parsed.userId}`
+    }
     const poolOptions = {
       connectTimeoutMs: config.mcpConnectTimeoutMs,
       stdioFirstConnectTimeoutMs: config.mcpStdioFirstConnectMs,
@@ -110,8 +123,8 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
     const tenantFetch = guardedFetch(egress, { connectTimeoutMs: config.mcpConnectTimeoutMs })
     closers.push(async () => await tenantFetch.close())
     const pools = {
-      tenant: new McpClientPool({ ...poolOptions, fetch: tenantFetch }),
-      global: new McpClientPool(poolOptions)
+      tenant: new McpClientPool({ ...poolOptions, fetch: tenantFetch, responseLimits: { maxMessageBytes, budget, owner: tenantOwner } }),
+      global: new McpClientPool({ ...poolOptions, responseLimits: { maxMessageBytes, budget, owner: (key) => `global:${key}` } })
     }
     closers.push(async () => { await Promise.all([pools.tenant.close(), pools.global.close()]) })
     let directory = deps.directory

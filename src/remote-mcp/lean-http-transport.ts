@@ -18,6 +18,10 @@ import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/
 import { ErrorCode } from '@modelcontextprotocol/sdk/types.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import { EgressBlockedError } from '../egress/ssrf.js'
+import { DEFAULT_MAX_MESSAGE_BYTES, isResponseLimitError, MessageTooLargeError } from './response-limits.js'
+import type { ResponseBudget, ResponseCharge } from './response-limits.js'
+
+export { MessageTooLargeError }
 
 /** Options of {@link LeanHttpTransport}. */
 export interface LeanHttpTransportOptions {
@@ -30,23 +34,26 @@ export interface LeanHttpTransportOptions {
   dispatcher: (url: URL) => Dispatcher
   /** The error for a 3xx answer: redirects are never followed. */
   redirectError: (status: number) => Error
-  /** Largest JSON answer or single SSE event accepted (bytes). Default 64 MiB. */
+  /**
+   * Largest JSON answer or single SSE event accepted (bytes): reading stops there and the
+   * requests it answers fail with MessageTooLargeError. Default DEFAULT_MAX_MESSAGE_BYTES.
+   */
   maxMessageBytes?: number
+  /**
+   * The budget of answer bytes in flight, shared by every connection of the gateway: each body
+   * charges what it buffers to `budgetOwner` and gives it back once its message is parsed. A
+   * body that cannot grow its charge stops being read; its requests fail with ResponseBudgetError.
+   */
+  budget?: ResponseBudget | undefined
+  /** Whose budget this connection's answers count against (a tenant, a global server). Default `default`. */
+  budgetOwner?: string | undefined
   /** GET stream reconnects (SDK defaults: 1000 ms, x1.5, at most 30 s, 2 retries). */
   reconnect?: { initialDelayMs: number, maxDelayMs: number, growFactor: number, maxRetries: number }
 }
 
-/** An SSE event or a JSON answer was larger than maxMessageBytes. */
-export class MessageTooLargeError extends Error {
-  constructor (limit: number) {
-    super(`An MCP message exceeds ${limit} bytes`)
-    this.name = 'MessageTooLargeError'
-  }
-}
-
-// Generous: a tool may return tens of MB (the gateway caps the output afterwards); the bound only
-// stops a stream that never ends an event from growing without limit.
-const DEFAULT_MAX_MESSAGE = 64 * 1024 * 1024
+// The output cap in UTF-8 plus room for the raw items a trace keeps (response-limits.ts): a larger
+// answer could only be cut afterwards, and holding it is what let a server inflate the gateway.
+const DEFAULT_MAX_MESSAGE = DEFAULT_MAX_MESSAGE_BYTES
 const DEFAULT_RECONNECT = { initialDelayMs: 1000, maxDelayMs: 30_000, growFactor: 1.5, maxRetries: 2 }
 const ERROR_TEXT_CAP = 4096
 
@@ -81,6 +88,9 @@ export class SseParser {
 
   /** The id of the last event (for Last-Event-ID on a reconnect). */
   get lastEventId (): string | undefined { return this.#lastId }
+
+  /** Bytes of the event under way held in memory (its data lines and the unfinished line). */
+  get heldBytes (): number { return this.#pendingBytes + this.#dataBytes }
 
   push (chunk: Buffer): void {
     let pos = 0
@@ -209,14 +219,22 @@ function requestFailed (err: unknown): Error {
   return new TypeError('fetch failed', { cause: err })
 }
 
-async function readCapped (body: Dispatcher.ResponseData['body'], cap: number): Promise<Buffer> {
+/**
+ * Reads a whole body of at most `cap` bytes, charging what it holds to `charge` as it grows (the
+ * caller releases it once the body is parsed). Past either bound the body is destroyed: the
+ * rest is never read.
+ */
+async function readCapped (body: Dispatcher.ResponseData['body'], cap: number, charge: ResponseCharge | undefined): Promise<Buffer> {
   const chunks: Buffer[] = []
   let size = 0
   for await (const chunk of body) {
     size += (chunk as Buffer).length
-    if (size > cap) {
+    try {
+      if (size > cap) throw new MessageTooLargeError(cap)
+      charge?.hold(size)
+    } catch (err) {
       body.destroy()
-      throw new MessageTooLargeError(cap)
+      throw err
     }
     chunks.push(chunk as Buffer)
   }
@@ -227,7 +245,9 @@ async function readErrorText (body: Dispatcher.ResponseData['body']): Promise<st
   let text = ''
   try {
     for await (const chunk of body) {
-      if (text.length < ERROR_TEXT_CAP) text += (chunk as Buffer).toString('utf8')
+      text += (chunk as Buffer).toString('utf8')
+      // Leaving the loop destroys the body: an error page is never read past the cap.
+      if (text.length >= ERROR_TEXT_CAP) break
     }
   } catch {}
   return text.slice(0, ERROR_TEXT_CAP)
@@ -244,6 +264,8 @@ export class LeanHttpTransport implements Transport {
   readonly #extra: Record<string, string>
   readonly #o: LeanHttpTransportOptions
   readonly #maxBytes: number
+  readonly #budget: ResponseBudget | undefined
+  readonly #budgetOwner: string
   readonly #reconnect: NonNullable<LeanHttpTransportOptions['reconnect']>
   #abort: AbortController | undefined
   #sessionId: string | undefined
@@ -256,6 +278,8 @@ export class LeanHttpTransport implements Transport {
     this.#path = url.pathname + url.search
     this.#o = options
     this.#maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE
+    this.#budget = options.budget
+    this.#budgetOwner = options.budgetOwner ?? 'default'
     this.#reconnect = options.reconnect ?? DEFAULT_RECONNECT
     // Lower-case once: our own names are lower-case, so the caller's win without duplicates.
     const extra: Record<string, string> = {}
@@ -350,12 +374,17 @@ export class LeanHttpTransport implements Transport {
       const semi = contentType.indexOf(';')
       const essence = (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase()
       if (essence === 'application/json') {
-        const data: unknown = JSON.parse((await readCapped(res.body, this.#maxBytes)).toString('utf8'))
-        const list = Array.isArray(data) ? data as unknown[] : [data]
-        for (const m of list) {
-          if (!isJsonRpcMessage(m)) throw new Error('The MCP server answered with something that is not a JSON-RPC message')
+        const charge = this.#budget?.charge(this.#budgetOwner)
+        try {
+          const data: unknown = JSON.parse((await readCapped(res.body, this.#maxBytes, charge)).toString('utf8'))
+          const list = Array.isArray(data) ? data as unknown[] : [data]
+          for (const m of list) {
+            if (!isJsonRpcMessage(m)) throw new Error('The MCP server answered with something that is not a JSON-RPC message')
+          }
+          for (const m of list) this.onmessage?.(m as JSONRPCMessage)
+        } finally {
+          charge?.release()
         }
-        for (const m of list) this.onmessage?.(m as JSONRPCMessage)
       } else if (essence === 'text/event-stream') {
         this.#consumeSse(res.body, ids)
       } else {
@@ -391,17 +420,22 @@ export class LeanHttpTransport implements Transport {
       if (pending !== undefined && 'id' in m && !('method' in m)) pending.delete(m.id as string | number)
       this.onmessage?.(m)
     }, (ms) => { this.#serverRetryMs = ms }, this.#maxBytes)
+    // What this body holds of the budget: its unfinished event, given back as events are parsed.
+    const charge = this.#budget?.charge(this.#budgetOwner)
     let done = false
     const finish = (err: Error | undefined): void => {
       if (done) return
       done = true
       parser.end()
+      charge?.release()
       if (this.#abort?.signal.aborted === true) return
       if (pending !== undefined) {
-        if (err instanceof MessageTooLargeError) {
-          // The answer was there but too large: fail its requests now rather than at their timeout.
+        if (isResponseLimitError(err)) {
+          // The answer was there but too large, or there was no room to hold it: fail its
+          // requests now rather than at their timeout. The error object rides in `data` (a
+          // server cannot forge it: it never went through JSON), so classify.ts knows the cause.
           this.onerror?.(err)
-          for (const id of pending) this.onmessage?.({ jsonrpc: '2.0', id, error: { code: ErrorCode.InternalError, message: err.message } })
+          for (const id of pending) this.onmessage?.({ jsonrpc: '2.0', id, error: { code: ErrorCode.InternalError, message: err.message, data: err } })
           return
         }
         if (err !== undefined) this.onerror?.(new Error(`SSE stream disconnected: ${err.message}`))
@@ -414,7 +448,11 @@ export class LeanHttpTransport implements Transport {
     body.on('data', (chunk: Buffer) => {
       if (done) return
       try {
+        // Room for the chunk before it is buffered, then what is still held once the events it
+        // completed were dispatched (each parsed as soon as its blank line arrives).
+        charge?.hold(parser.heldBytes + chunk.length)
         parser.push(chunk)
+        charge?.hold(parser.heldBytes)
       } catch (err) {
         body.destroy()
         finish(err as Error)

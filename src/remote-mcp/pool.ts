@@ -14,6 +14,7 @@ import { redactSecrets, UpstreamError } from './errors.js'
 import { silentLogger } from '../logger.js'
 import type { Logger } from '../logger.js'
 import type { ConnectSpec, ConnectType, HttpTransportKind } from './transports.js'
+import type { ResponseBudget, ResponseLimits } from './response-limits.js'
 
 /** Construction options of {@link McpClientPool}. All durations in milliseconds. */
 export interface McpClientPoolOptions {
@@ -47,6 +48,13 @@ export interface McpClientPoolOptions {
   closeTimeoutMs?: number
   /** Circuit breaker per client: consecutive failures within windowMs open it for openMs. Default 5, 60000, 30000. */
   breaker?: { failures: number, windowMs: number, openMs: number }
+  /**
+   * Bounds on the servers' answers (response-limits.ts, docs/ARCHITECTURE.md#mcp-pool): the
+   * largest message, the budget of answers in flight shared with the other pool, and whose share
+   * of it a client key counts against (a tenant for `user_{u}_service_{s}`). Default: the
+   * transport's bound per message, no budget.
+   */
+  responseLimits?: { maxMessageBytes: number, budget?: ResponseBudget, owner: (key: string) => string }
 }
 
 /** Retries and circuit breakers of a pool (GET /status, /metrics). */
@@ -177,7 +185,7 @@ const MAX_LIST_PAGES = 1000
  *   repeated failures, until a half-open probe succeeds (breaker.ts).
  */
 export class McpClientPool {
-  readonly #opts: Required<Omit<McpClientPoolOptions, 'fetch' | 'httpTransport' | 'schemaValidator'>> & { fetch?: FetchLike, httpTransport?: HttpTransportKind }
+  readonly #opts: Required<Omit<McpClientPoolOptions, 'fetch' | 'httpTransport' | 'schemaValidator' | 'responseLimits'>> & { fetch?: FetchLike, httpTransport?: HttpTransportKind, responseLimits?: McpClientPoolOptions['responseLimits'] }
   readonly #log: Logger
   readonly #schemaValidator: jsonSchemaValidator
   readonly #entries = new Map<string, Entry>()
@@ -608,6 +616,11 @@ export class McpClientPool {
     }
   }
 
+  #limits (entry: Entry): ResponseLimits | undefined {
+    const l = this.#opts.responseLimits
+    return l === undefined ? undefined : { maxMessageBytes: l.maxMessageBytes, budget: l.budget, owner: l.owner(entry.key) }
+  }
+
   async #openConnectionWith (entry: Entry, connectTimeoutMs: number, signal: AbortSignal): Promise<Connection> {
     return await openConnection({
       spec: entry.spec,
@@ -616,6 +629,7 @@ export class McpClientPool {
       schemaValidator: this.#schemaValidator,
       fetch: this.#opts.fetch,
       ...(this.#opts.httpTransport !== undefined ? { httpTransport: this.#opts.httpTransport } : {}),
+      limits: this.#limits(entry),
       logger: this.#log,
       connectTimeoutMs,
       safeMessage: (err) => this.#safeMessage(entry, err),

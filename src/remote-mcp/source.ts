@@ -4,6 +4,7 @@ import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource, U
 import type { CallContext, ToolOutcome } from '../tools/types.js'
 import { flattenCallToolResult } from '../mcp/flatten.js'
 import type { RegistryScope } from '../registry/types.js'
+import { upstreamFailureReason } from './errors.js'
 
 /** The part of a registered server this source needs (the registry's StoredServer fits). */
 export interface RemoteServer {
@@ -272,7 +273,11 @@ export class RemoteMcpSource implements ToolSource {
       return { ok: true, value: flat.text, isError: flat.isError, trace: flat.trace }
     } catch (err) {
       const code = (err as { code?: unknown }).code
-      const reason = code === 'GW_UPSTREAM_TIMEOUT' ? 'timeout' : code === 'GW_UPSTREAM_UNAVAILABLE' ? 'upstream-unavailable' : 'upstream'
+      const reason = code === 'GW_UPSTREAM_TIMEOUT'
+        ? 'timeout'
+        : code === 'GW_UPSTREAM_UNAVAILABLE' || code === 'GW_UPSTREAM_TOO_LARGE' || code === 'GW_UPSTREAM_BUDGET_EXHAUSTED'
+          ? upstreamFailureReason(code)
+          : 'upstream'
       return { ok: false, reason, message: `MCP server '${server.serverId}' failed: ${describeError(err)}` }
     }
   }

@@ -7,6 +7,8 @@ import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/tran
 import { Agent, type Dispatcher } from 'undici'
 import { EgressBlockedError } from '../egress/ssrf.js'
 import { LeanHttpTransport } from './lean-http-transport.js'
+import { DEFAULT_MAX_MESSAGE_BYTES, MessageTooLargeError } from './response-limits.js'
+import type { ResponseLimits } from './response-limits.js'
 import { silentLogger } from '../logger.js'
 import type { Logger } from '../logger.js'
 import type { GwCode } from '../errors.js'
@@ -54,6 +56,15 @@ export interface CreateTransportOptions {
    * plain shared agent when no fetch is given; a custom fetch without one keeps the SDK's.
    */
   httpTransport?: HttpTransportKind
+  /**
+   * Bounds on the answers read (response-limits.ts): the largest message, and the budget of
+   * answers in flight with the owner this connection counts against. Lean transport: reading
+   * stops at the bound and the requests fail with the limit's error. SDK transports (sse, and
+   * streamable_http with `sdk`): the body stream is cut at the bound (see limitResponses).
+   * stdio: one line at most maxMessageBytes (the SDK then closes the connection); no budget.
+   * Default: DEFAULT_MAX_MESSAGE_BYTES, no budget.
+   */
+  limits?: ResponseLimits
 }
 
 export const HTTP_TRANSPORT_KINDS = ['sdk', 'lean'] as const
@@ -105,7 +116,8 @@ const DEFAULT_STDERR_CAP = 64 * 1024
 export function createTransport (spec: ConnectSpec, options: CreateTransportOptions = {}): TransportHandle {
   const logger = options.logger ?? silentLogger
   const label = options.label ?? spec.type
-  if (spec.type === 'stdio') return createStdio(spec, logger, label, options.stderrCapBytes ?? DEFAULT_STDERR_CAP)
+  const limits: ResponseLimits = options.limits ?? { maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES }
+  if (spec.type === 'stdio') return createStdio(spec, logger, label, options.stderrCapBytes ?? DEFAULT_STDERR_CAP, limits.maxMessageBytes)
   if (spec.type !== 'streamable_http' && spec.type !== 'sse') {
     throw new ConnectSpecError(`Unknown MCP transport type: ${String(spec.type)}`)
   }
@@ -115,6 +127,9 @@ export function createTransport (spec: ConnectSpec, options: CreateTransportOpti
     const transport = new LeanHttpTransport(url, {
       headers: { ...(spec.headers ?? {}) },
       dispatcher,
+      maxMessageBytes: limits.maxMessageBytes,
+      budget: limits.budget,
+      budgetOwner: limits.owner,
       // The same refusal as the SDK path's: the SSRF guard's own error for tenant servers.
       redirectError: options.fetch !== undefined
         ? (status) => new EgressBlockedError('redirect', `refused to follow a redirect (HTTP ${status}) from ${url.host}`)
@@ -123,13 +138,14 @@ export function createTransport (spec: ConnectSpec, options: CreateTransportOpti
     return { transport, type: spec.type, pid: () => null, abortListenerCount: () => transport.abortListenerCount() }
   }
   const isolated = isolateAbortSignals(refuseRedirects(options.fetch ?? globalThis.fetch))
+  const bounded = limitResponses(isolated.fetch, limits)
   // redirect 'manual' makes the SDK hand the POSTs to our fetch unchanged (it would otherwise
   // follow same-origin redirects itself); refuseRedirects then fails any 3xx, including on the
   // GET stream, because redirects are never followed (docs/ARCHITECTURE.md#egress).
   const requestInit: RequestInit = { headers: { ...(spec.headers ?? {}) }, redirect: 'manual' }
   const transport = spec.type === 'streamable_http'
-    ? new StreamableHTTPClientTransport(url, { requestInit, fetch: isolated.fetch })
-    : new SSEClientTransport(url, { requestInit, fetch: isolated.fetch })
+    ? new StreamableHTTPClientTransport(url, { requestInit, fetch: bounded })
+    : new SSEClientTransport(url, { requestInit, fetch: bounded })
   return { transport, type: spec.type, pid: () => null, abortListenerCount: isolated.sharedListenerCount }
 }
 
@@ -147,7 +163,7 @@ function parseHttpUrl (raw: string | undefined): URL {
   return url
 }
 
-function createStdio (spec: ConnectSpec, logger: Logger, label: string, capBytes: number): TransportHandle {
+function createStdio (spec: ConnectSpec, logger: Logger, label: string, capBytes: number, maxMessageBytes: number): TransportHandle {
   if (spec.command === undefined || spec.command === '') throw new ConnectSpecError('A stdio MCP server needs a command')
   const transport = new StdioClientTransport({
     command: spec.command,
@@ -158,6 +174,9 @@ function createStdio (spec: ConnectSpec, logger: Logger, label: string, capBytes
     // Piped, never inherited: a chatty or hostile child must not write into the gateway's logs
     // unbounded, and an unread pipe would block the child once the kernel buffer fills.
     stderr: 'pipe',
+    // One line (message) at most this long: past it the SDK drops the buffer and closes the
+    // connection (the child is stopped, its calls fail, the next call starts it again).
+    maxBufferSize: maxMessageBytes,
     ...(spec.cwd !== undefined ? { cwd: spec.cwd } : {})
   })
   const stderr = transport.stderr as Readable | null
@@ -307,4 +326,99 @@ function releaseWhenDone (body: ReadableStream<Uint8Array>, release: () => void)
       await reader.cancel(reason).catch(() => {})
     }
   })
+}
+
+/**
+ * Bounds what the SDK's fetch-based transports (legacy SSE, and streamable HTTP with
+ * MCP_HTTP_TRANSPORT=sdk) hold of an answer, without touching their parsers: the body stream is
+ * cut with MessageTooLargeError once one SSE event (bytes since the last blank line) or a whole
+ * non-SSE body passes `maxMessageBytes`, or with ResponseBudgetError once the bytes it holds do
+ * not fit the budget. The SDK then sees a broken body: a JSON answer's request fails with the
+ * error; a broken SSE stream is a transport error (legacy SSE: the connection is dropped and its
+ * calls fail; streamable HTTP: the call waits for its timeout, as for any broken stream).
+ */
+export function limitResponses (base: FetchLike, limits: ResponseLimits): FetchLike {
+  return async (url, init) => {
+    const response = await base(url, init)
+    if (response.body === null) return response
+    const sse = (response.headers.get('content-type') ?? '').toLowerCase().includes('text/event-stream')
+    return new Response(boundedBody(response.body, sse ? new SseEventSizer() : undefined, limits), {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers
+    })
+  }
+}
+
+function boundedBody (body: ReadableStream<Uint8Array>, sizer: SseEventSizer | undefined, limits: ResponseLimits): ReadableStream<Uint8Array> {
+  const reader = body.getReader()
+  const charge = limits.budget?.charge(limits.owner ?? 'default')
+  let total = 0
+  return new ReadableStream<Uint8Array>({
+    async pull (controller) {
+      try {
+        const { value, done } = await reader.read()
+        if (done) {
+          charge?.release()
+          controller.close()
+          return
+        }
+        total += value.length
+        // What the SDK's parser holds once it has this chunk: the unfinished event, or the whole body.
+        const held = sizer !== undefined ? sizer.push(value) : total
+        if (held > limits.maxMessageBytes) throw new MessageTooLargeError(limits.maxMessageBytes)
+        charge?.hold(held)
+        controller.enqueue(value)
+      } catch (err) {
+        charge?.release()
+        await reader.cancel(err).catch(() => {})
+        controller.error(err)
+      }
+    },
+    async cancel (reason) {
+      charge?.release()
+      await reader.cancel(reason).catch(() => {})
+    }
+  })
+}
+
+/**
+ * Counts the bytes of the SSE event under way (since the last blank line) over raw chunks: lines
+ * end in LF, CRLF or CR, also split across chunks. Only sizes, never copies.
+ */
+export class SseEventSizer {
+  #event = 0
+  #line = 0
+  #lastCr = false
+
+  /** Takes the next chunk; returns the bytes of the event still unfinished after it. */
+  push (chunk: Uint8Array): number {
+    const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)
+    const n = buf.length
+    let i = 0
+    if (this.#lastCr && n > 0) {
+      if (buf[0] === 0x0a) i = 1
+      this.#lastCr = false
+    }
+    // Next LF and CR at or after i (-1: none left), each searched again only once passed.
+    let lf = buf.indexOf(0x0a, i)
+    let cr = buf.indexOf(0x0d, i)
+    while (i < n) {
+      if (lf !== -1 && lf < i) lf = buf.indexOf(0x0a, i)
+      if (cr !== -1 && cr < i) cr = buf.indexOf(0x0d, i)
+      const end = lf === -1 ? cr : cr === -1 ? lf : Math.min(lf, cr)
+      if (end === -1) {
+        this.#line += n - i
+        break
+      }
+      this.#line += end - i
+      if (this.#line === 0) this.#event = 0 // a blank line ends the event
+      else { this.#event += this.#line + 1; this.#line = 0 }
+      i = end + 1
+      if (buf[end] === 0x0d) {
+        if (i < n) { if (buf[i] === 0x0a) i++ } else this.#lastCr = true
+      }
+    }
+    return this.#event + this.#line
+  }
 }

@@ -37,6 +37,8 @@ const ERROR_TYPES: Record<ToolFailureReason, string> = {
   timeout: 'Timeout',
   upstream: 'UpstreamError',
   'upstream-unavailable': 'UpstreamUnavailable',
+  'upstream-too-large': 'UpstreamTooLarge',
+  'upstream-budget': 'UpstreamBudgetExhausted',
   'tool-error': 'ToolError',
   sandbox: 'SandboxError',
   forbidden: 'Forbidden',

@@ -41,6 +41,10 @@ export type ToolFailureReason =
   | 'upstream'
   /** A remote MCP server's circuit breaker is open: the call was not attempted. */
   | 'upstream-unavailable'
+  /** A remote MCP server's answer passed MCP_MAX_MESSAGE_BYTES: it was not read further. */
+  | 'upstream-too-large'
+  /** No room in the budget of remote MCP answers in flight (per tenant or instance): the answer was not read further. */
+  | 'upstream-budget'
   | 'tool-error'
   | 'sandbox'
   | 'forbidden'

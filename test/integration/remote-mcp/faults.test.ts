@@ -1,6 +1,6 @@
 /**
  * Faults of remote MCP servers seen through the whole gateway (POST /invoke, GET /tools, the
- * registry routes): hangs, late answers, crashes mid-call, malformed JSON-RPC, a 50 MB result,
+ * registry routes): hangs, late answers, crashes mid-call, malformed JSON-RPC, 3 MB and 50 MB results,
  * a server gone between list and call, a stdio server dying at start. Each test asserts the
  * outcome (never a duration), that no request got a 500, and that the gateway keeps serving.
  */
@@ -245,17 +245,26 @@ test('malformed JSON-RPC (not JSON-RPC, invalid JSON, HTML, 500, wrong id, bad S
   await assertServing(gw, 'good', 'good')
 })
 
-test('a 50 MB result is capped at OUTPUT_MAX_CHARS with truncated: true, and the gateway stays healthy', async (t) => {
+test('a 3 MB result is capped at OUTPUT_MAX_CHARS with truncated: true; a 50 MB result is the tool error GW_UPSTREAM_TOO_LARGE (not read past MCP_MAX_MESSAGE_BYTES); the gateway stays healthy', async (t) => {
   const big = await goodFixture(t, 'big')
   const gw = await app(t, { OUTPUT_MAX_CHARS: '100000', MCP_CALL_TIMEOUT_MS: '30000' })
   await register(gw, 'bigs', { type: 'http', url: big.url })
 
-  const r = await invoke(gw, { name: 'bigs__big', arguments: { chars: 50_000_000 } })
+  // Under the bound (4 x OUTPUT_MAX_CHARS + 4 MiB by default): read whole, then cut to the output cap.
+  const r = await invoke(gw, { name: 'bigs__big', arguments: { chars: 3_000_000 } })
   assert.equal(r.status, 200)
   assert.equal(r.json.isError, false, JSON.stringify(r.json).slice(0, 500))
   assert.equal(r.json.truncated, true)
   assert.ok(r.json.output.length <= 100_000, `output length ${r.json.output.length}`)
   assert.match(r.json.output, /^x+\n\[\.\.\. truncated \d+ chars \.\.\.\]\nx+$/)
+
+  // Past it: reading stops at the bound and the call is a tool error saying why (README, Remote MCP servers).
+  const huge = await invoke(gw, { name: 'bigs__big', arguments: { chars: 50_000_000 } })
+  assert.equal(huge.status, 200)
+  assert.equal(huge.json.isError, true)
+  assert.equal(huge.json.error.code, 'GW_UPSTREAM_TOO_LARGE', JSON.stringify(huge.json).slice(0, 500))
+  assert.match(huge.json.error.message, /answer exceeds 4594304 bytes \(MCP_MAX_MESSAGE_BYTES\)/)
+  assert.match(huge.json.output, /^TOOL_ERROR: .*"errorType":"UpstreamTooLarge"/)
   // A sanity log, never a threshold: memory depends on GC timing.
   t.diagnostic(`rss after the 50 MB result: ${Math.round(process.memoryUsage().rss / 1e6)} MB`)
   await assertServing(gw, 'bigs', 'big')

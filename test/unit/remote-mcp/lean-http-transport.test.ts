@@ -11,6 +11,8 @@ import { LeanHttpTransport, MessageTooLargeError, SseParser } from '../../../src
 import type { SseEvent } from '../../../src/remote-mcp/lean-http-transport.js'
 import { createTransport, RedirectRefusedError } from '../../../src/remote-mcp/transports.js'
 import { createEgressPolicy, EgressBlockedError, guardedFetch } from '../../../src/egress/ssrf.js'
+import { breakerVerdict, toUpstreamError } from '../../../src/remote-mcp/classify.js'
+import { DEFAULT_MAX_MESSAGE_BYTES, ResponseBudget } from '../../../src/remote-mcp/response-limits.js'
 import { startStreamableHttpFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
 
 function textOf (result: unknown): string {
@@ -236,7 +238,7 @@ test('lean transport: a 5 MB event written in 1 KB chunks arrives whole', async 
     res.end()
   })
   const client = new Client({ name: 't', version: '1' })
-  await client.connect(lean(srv.url))
+  await client.connect(lean(srv.url, { maxMessageBytes: 8 * 1024 * 1024 }))
   t.after(() => client.close())
   const started = process.hrtime.bigint()
   assert.equal(textOf(await client.callTool({ name: 'x', arguments: {} })).length, big.length)
@@ -322,4 +324,114 @@ test('createTransport lean: the SSRF guard refuses a blocked address before conn
 
   assert.ok(!(createTransport({ type: 'streamable_http', url: fx.url }, { httpTransport: 'sdk' }).transport instanceof LeanHttpTransport))
   assert.ok(!(createTransport({ type: 'streamable_http', url: fx.url }, { fetch: async (u, i) => await fetch(u, i), httpTransport: 'lean' }).transport instanceof LeanHttpTransport), 'a custom fetch without a dispatcher keeps the SDK transport')
+})
+
+// --- limits: the size of one answer, and the budget of answers in flight (issue 27 item 10) -------
+
+/** Streams `data: {...,"text":"zzz...` of `size` bytes in 16 KiB chunks, one per tick; counts what it wrote. */
+function streamBig (res: ServerResponse, id: unknown, size: number, written: { bytes: number, closed: number }, end = true): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream' })
+  res.write(`data: {"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":{"content":[{"type":"text","text":"`)
+  const chunk = Buffer.alloc(16 * 1024, 0x7a)
+  let left = size
+  let closed = false
+  res.on('close', () => { if (left > 0) { closed = true; written.closed++ } })
+  const step = (): void => {
+    if (closed) return
+    if (left <= 0) { if (end) res.end('"}]}}\n\n'); return }
+    const n = Math.min(left, chunk.length)
+    left -= n
+    written.bytes += n
+    res.write(chunk.subarray(0, n))
+    setTimeout(step, 1)
+  }
+  step()
+}
+
+test('limits: an SSE answer past maxMessageBytes stops being read and fails its call with GW_UPSTREAM_TOO_LARGE', async (t) => {
+  const written = { bytes: 0, closed: 0 }
+  const srv = await rawServer(t, (_req, res, body) => { streamBig(res, body.id, 64 * 1024 * 1024, written) })
+  const client = new Client({ name: 't', version: '1' })
+  await client.connect(lean(srv.url, { maxMessageBytes: 256 * 1024 }))
+  t.after(() => client.close())
+  const err = await client.callTool({ name: 'x', arguments: {} }).then(() => undefined, (e: unknown) => e)
+  const upstream = toUpstreamError(err, 'call', 1000, (e) => (e as Error).message)
+  assert.equal(upstream.code, 'GW_UPSTREAM_TOO_LARGE', upstream.message)
+  assert.match(upstream.message, /answer exceeds 262144 bytes \(MCP_MAX_MESSAGE_BYTES\)/)
+  assert.equal(breakerVerdict(err, 'call'), 'answered', 'a server that answers too much is alive: not a breaker failure')
+  for (let i = 0; i < 100 && written.closed === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10))
+  assert.equal(written.closed, 1, 'the gateway stopped reading (closed the stream) instead of reading to the end')
+  assert.ok(written.bytes < 8 * 1024 * 1024, `${written.bytes} bytes were sent before the stream was closed`)
+})
+
+test('limits: a JSON answer past maxMessageBytes fails with GW_UPSTREAM_TOO_LARGE; a JSON answer under it arrives whole', async (t) => {
+  let size = 300 * 1024
+  const srv = await rawServer(t, (_req, res, body) => {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(toolResult(body.id, 'j'.repeat(size)))
+  })
+  const client = new Client({ name: 't', version: '1' })
+  await client.connect(lean(srv.url, { maxMessageBytes: 256 * 1024 }))
+  t.after(() => client.close())
+  const err = await client.callTool({ name: 'x', arguments: {} }).then(() => undefined, (e: unknown) => e)
+  assert.equal(toUpstreamError(err, 'call', 1000, (e) => (e as Error).message).code, 'GW_UPSTREAM_TOO_LARGE')
+  size = 200 * 1024
+  assert.equal(textOf(await client.callTool({ name: 'x', arguments: {} })).length, size)
+})
+
+test('limits: the budget of answers in flight per owner and per instance; a call that cannot get budget fails at once with GW_UPSTREAM_BUDGET_EXHAUSTED; released after', async (t) => {
+  const written = { bytes: 0, closed: 0 }
+  // Answers of 600 KiB, slowly: several in flight at once hold more than one owner's budget.
+  const srv = await rawServer(t, (_req, res, body) => { streamBig(res, body.id, 600 * 1024, written) })
+  const budget = new ResponseBudget({ totalBytes: 3 * 1024 * 1024, ownerBytes: 1024 * 1024 })
+  const connect = async (owner: string): Promise<Client> => {
+    const client = new Client({ name: 't', version: '1' })
+    await client.connect(lean(srv.url, { maxMessageBytes: 1024 * 1024, budget, budgetOwner: owner }))
+    t.after(() => client.close())
+    return client
+  }
+  const [a1, a2] = [await connect('tenant:a'), await connect('tenant:a')]
+  const outcome = async (c: Client): Promise<string> => await c.callTool({ name: 'x', arguments: {} }).then(
+    (r) => `ok:${textOf(r).length}`,
+    (e: unknown) => toUpstreamError(e, 'call', 1000, (x) => (x as Error).message).code)
+  // Four answers of 600 KiB for one owner with a 1 MiB budget: they cannot all be held at once.
+  const results = await Promise.all([outcome(a1), outcome(a1), outcome(a2), outcome(a2)])
+  assert.ok(results.includes('GW_UPSTREAM_BUDGET_EXHAUSTED'), results.join(', '))
+  assert.ok(results.includes(`ok:${600 * 1024}`), results.join(', '))
+  assert.equal(budget.usedBytes(), 0, 'every charge was released')
+  assert.equal(budget.usedBytes('tenant:a'), 0)
+
+  // The instance budget: three owners of 1 MiB each under a 2 MiB total.
+  const small = new ResponseBudget({ totalBytes: 2 * 1024 * 1024, ownerBytes: 1024 * 1024 })
+  const clients: Client[] = []
+  for (const owner of ['o1', 'o2', 'o3', 'o4']) {
+    const client = new Client({ name: 't', version: '1' })
+    await client.connect(lean(srv.url, { maxMessageBytes: 1024 * 1024, budget: small, budgetOwner: owner }))
+    t.after(() => client.close())
+    clients.push(client)
+  }
+  const spread = await Promise.all(clients.flatMap((c) => [outcome(c), outcome(c)]))
+  assert.ok(spread.includes('GW_UPSTREAM_BUDGET_EXHAUSTED'), spread.join(', '))
+  assert.equal(small.usedBytes(), 0)
+  const err = await clients[0]?.callTool({ name: 'x', arguments: {} }).then(() => undefined, (e: unknown) => e)
+  assert.equal(err, undefined, 'once the others are done, the budget is there again')
+})
+
+test('limits: an owner that never ends an event cannot hold more than its budget; the message names the budget', async (t) => {
+  const written = { bytes: 0, closed: 0 }
+  const srv = await rawServer(t, (_req, res, body) => { streamBig(res, body.id, 64 * 1024 * 1024, written, false) })
+  const budget = new ResponseBudget({ totalBytes: 8 * 1024 * 1024, ownerBytes: 512 * 1024 })
+  const client = new Client({ name: 't', version: '1' })
+  await client.connect(lean(srv.url, { maxMessageBytes: 4 * 1024 * 1024, budget, budgetOwner: 'tenant:m' }))
+  t.after(() => client.close())
+  const err = await client.callTool({ name: 'x', arguments: {} }).then(() => undefined, (e: unknown) => e)
+  const upstream = toUpstreamError(err, 'call', 1000, (e) => (e as Error).message)
+  assert.equal(upstream.code, 'GW_UPSTREAM_BUDGET_EXHAUSTED', upstream.message)
+  assert.match(upstream.message, /answers in flight.*MCP_RESPONSE_BUDGET_TENANT_BYTES/)
+  assert.equal(breakerVerdict(err, 'call'), 'neutral')
+  assert.ok(written.bytes < 4 * 1024 * 1024, `${written.bytes} bytes were sent`)
+  assert.equal(budget.usedBytes(), 0)
+})
+
+test('limits: the default bound per message is derived for the gateway, not 64 MiB', () => {
+  assert.ok(DEFAULT_MAX_MESSAGE_BYTES <= 8 * 1024 * 1024, String(DEFAULT_MAX_MESSAGE_BYTES))
 })

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { McpClientPool } from '../../../src/remote-mcp/pool.js'
 import type { McpClientPoolOptions } from '../../../src/remote-mcp/pool.js'
 import { UpstreamError } from '../../../src/remote-mcp/errors.js'
+import { ResponseBudget } from '../../../src/remote-mcp/response-limits.js'
 import { waitUntil } from '../../../scripts/lib/proc.js'
 import type { ConnectSpec } from '../../../src/remote-mcp/transports.js'
 import type { Logger } from '../../../src/logger.js'
@@ -432,4 +433,30 @@ test('stdio first start: a longer first-connect deadline, starting() while it ru
   const state = failing.pool.starting('w', failing.spec)
   assert.match(state?.lastError ?? '', /tim/i, JSON.stringify(state))
   await assert.rejects(retry, (err: unknown) => err instanceof UpstreamError)
+})
+
+test('response limits (issue 27 item 10): lean streamable HTTP answers past the bound are GW_UPSTREAM_TOO_LARGE; legacy SSE drops the connection at once; the budget is given back and the clients keep working', async (t) => {
+  const budget = new ResponseBudget({ totalBytes: 16 * 1024 * 1024, ownerBytes: 4 * 1024 * 1024 })
+  const pool = makePool(t, { httpTransport: 'lean', callTimeoutMs: 30_000, responseLimits: { maxMessageBytes: 1024 * 1024, budget, owner: (key) => `tenant:${key}` } })
+  const http = await startStreamableHttpFixture({ marker: 'h' })
+  t.after(() => http.close())
+  const sse = await startSseFixture({ marker: 's' })
+  t.after(() => sse.close())
+  for (const [key, spec] of [['h', { type: 'streamable_http', url: http.url }], ['s', { type: 'sse', url: sse.url }]] as Array<[string, ConnectSpec]>) {
+    assert.equal(textOf(await pool.callTool(key, spec, 'big', { chars: 500_000 })).length, 500_000, `${key}: an answer under the bound`)
+    const started = Date.now()
+    const err = await pool.callTool(key, spec, 'big', { chars: 20_000_000 }).then(() => undefined, (e: unknown) => e)
+    assert.ok(err instanceof UpstreamError, String(err))
+    if (key === 'h') {
+      assert.equal(err.code, 'GW_UPSTREAM_TOO_LARGE', err.message)
+    } else {
+      // The legacy SSE stream carries every answer: cut, it is a dead connection (documented in the README).
+      assert.equal(err.code, 'GW_UPSTREAM_ERROR', err.message)
+      assert.match(err.message, /connection to the MCP server was lost/)
+    }
+    assert.ok(Date.now() - started < 25_000, `${key}: failed at once, not at the call's timeout`)
+    assert.equal(budget.usedBytes(), 0, `${key}: the budget was given back`)
+    assert.equal(textOf(await pool.callTool(key, spec, 'echo', { text: 'again' })), `${key}:again`, `${key}: works afterwards`)
+  }
+  assert.equal(pool.resilience().breakerOpens, 0)
 })

@@ -5,7 +5,8 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
-import { ConnectSpecError, createTransport, isolateAbortSignals, refuseRedirects } from '../../../src/remote-mcp/transports.js'
+import { ConnectSpecError, createTransport, isolateAbortSignals, limitResponses, refuseRedirects, SseEventSizer } from '../../../src/remote-mcp/transports.js'
+import { MessageTooLargeError, ResponseBudget } from '../../../src/remote-mcp/response-limits.js'
 import type { Logger } from '../../../src/logger.js'
 import { startSseFixture, startStreamableHttpFixture, stdioFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
 
@@ -177,4 +178,59 @@ test('stdio: stderr is capped in the logs and still drained', async () => {
   assert.ok(logged <= 4096, `logged ${logged} bytes`)
   assert.ok(logged > 0)
   assert.equal(logger.lines.filter((l) => String(l.msg).includes('exceeds the cap')).length, 1)
+})
+
+// --- bounds on answers for the SDK transports and stdio (issue 27 item 10) --------------------
+
+test('SseEventSizer: the bytes of the unfinished event, whatever the chunk boundaries (LF, CRLF, CR)', () => {
+  const text = 'event: message\r\ndata: 12345\r\n\r\ndata: abc\ndata: de\n\ndata: x\r\rdata: tail'
+  const bytes = Buffer.from(text)
+  // After the whole text only `data: tail` (10 bytes) is unfinished.
+  for (let i = 0; i <= bytes.length; i++) {
+    const s = new SseEventSizer()
+    s.push(bytes.subarray(0, i))
+    assert.equal(s.push(bytes.subarray(i)), 10, `split at ${i}`)
+  }
+  const s = new SseEventSizer()
+  assert.equal(s.push(Buffer.from('data: 1234\n')), 11, 'a finished line of an unfinished event counts')
+  assert.equal(s.push(Buffer.from('\n')), 0, 'a blank line ends the event')
+})
+
+test('limitResponses: a JSON body past the bound errors the stream; an SSE stream is cut at the first oversized event only', async (t) => {
+  const server = createServer((req, res) => {
+    if (req.url === '/json') { res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ x: 'j'.repeat(200_000) })); return }
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    // Many small events (more than the bound in total), then one too large.
+    for (let i = 0; i < 100; i++) res.write(`data: ${'s'.repeat(10_000)}\n\n`)
+    res.end(`data: ${'b'.repeat(200_000)}\n\n`)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(() => new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections() }))
+  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  const budget = new ResponseBudget({ totalBytes: 10 * 1024 * 1024, ownerBytes: 1024 * 1024 })
+  const limited = limitResponses(async (u, i) => await fetch(u, i), { maxMessageBytes: 100_000, budget, owner: 'o' })
+  await assert.rejects((await limited(`${base}/json`)).json(), (err: unknown) => err instanceof MessageTooLargeError || (err as { cause?: unknown }).cause instanceof MessageTooLargeError)
+  const reader = (await limited(`${base}/sse`)).body?.getReader()
+  let read = 0
+  const err = await (async () => {
+    try {
+      for (;;) {
+        const { value, done } = await (reader as ReadableStreamDefaultReader<Uint8Array>).read()
+        if (done) return undefined
+        read += value.length
+      }
+    } catch (e) { return e }
+  })()
+  assert.ok(err instanceof MessageTooLargeError, String(err))
+  assert.ok(read >= 100 * 10_000, `the small events (${read} bytes) all passed`)
+  assert.equal(budget.usedBytes(), 0, 'the charges were given back')
+})
+
+test('stdio: a line past maxMessageBytes closes the connection instead of growing the buffer', async (t) => {
+  const handle = createTransport({ type: 'stdio', ...stdioFixture() }, { limits: { maxMessageBytes: 256 * 1024 } })
+  const client = new Client({ name: 't', version: '1' })
+  await client.connect(handle.transport, { timeout: 30_000 })
+  t.after(() => client.close())
+  assert.equal(textOf(await client.callTool({ name: 'big', arguments: { chars: 100_000 } })).length, 100_000)
+  await assert.rejects(client.callTool({ name: 'big', arguments: { chars: 5_000_000 } }, undefined, { timeout: 20_000 }), /Connection closed/)
 })
