@@ -37,6 +37,12 @@ declare module 'fastify' {
      * where it came in); hidden from openapi.yaml.
      */
     cluster?: boolean
+    /**
+     * Answers whatever the request's Host and Origin (host-check plugin): liveness and readiness,
+     * which Kubernetes probes address by pod IP. Cluster routes are exempt too (their token is
+     * the authentication, and no browser holds one).
+     */
+    anyHost?: boolean
   }
   interface FastifyRequest {
     /** The matched route's rules, read once per request (rulesOf). */

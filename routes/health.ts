@@ -13,7 +13,7 @@ const Readiness = Type.Object({
 /** GET /healthz (the process is up) and GET /readyz (it can serve). */
 async function healthRoutes (app: FastifyInstance): Promise<void> {
   app.get('/healthz', {
-    config: { public: true },
+    config: { public: true, anyHost: true },
     schema: {
       operationId: 'getLiveness',
       summary: 'Liveness: the process is up',
@@ -23,7 +23,7 @@ async function healthRoutes (app: FastifyInstance): Promise<void> {
   }, async () => ({ status: 'ok' as const }))
 
   app.get('/readyz', {
-    config: { public: true },
+    config: { public: true, anyHost: true },
     schema: {
       operationId: 'getReadiness',
       summary: 'Readiness: registry reachable, sandbox probe result, loaded sources (503 with the reasons when not ready)',

@@ -9,6 +9,7 @@ import { redactLogLine } from './logger.js'
 import { createServices } from './services.js'
 import type { ServiceOverrides, Services } from './services.js'
 import authPlugin from '../plugins/auth.js'
+import hostCheckPlugin from '../plugins/host-check.js'
 import routeConfigPlugin from '../plugins/route-config.js'
 import requestLogPlugin from '../plugins/request-log.js'
 import bodyTimeoutPlugin from '../plugins/body-timeout.js'
@@ -23,6 +24,7 @@ import clusterRoutes from '../routes/cluster.js'
 import consoleRoutes from '../routes/console.js'
 import clusterAuthPlugin from '../plugins/cluster-auth.js'
 import healthRoutes from '../routes/health.js'
+import whoamiRoutes from '../routes/whoami.js'
 import invocationRoutes from '../routes/invocations.js'
 import invokeRoutes from '../routes/invoke.js'
 import mcpRoutes from '../routes/mcp.js'
@@ -111,6 +113,11 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     apiKeysFile: config.apiKeysFile,
     failuresPerMinute: config.authFailuresPerMinute
   })
+  // DNS rebinding protection: after auth (which decides the mode), before anything that spends a budget.
+  await app.register(hostCheckPlugin, {
+    allowedHosts: config.allowedHosts,
+    trustProxy: config.trustProxy !== undefined && config.trustProxy !== 'false'
+  })
   await app.register(clusterAuthPlugin)
   await app.register(rateLimitPlugin, {
     perMinute: config.rateLimitPerMinute,
@@ -124,6 +131,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(metricsPlugin, { requireKey: config.metricsRequireKey })
   // Routes last: the plugins above hook routes as they are added (each route module declares them).
   await app.register(healthRoutes)
+  await app.register(whoamiRoutes)
   await app.register(toolsRoutes)
   await app.register(invokeRoutes)
   await app.register(registryRoutes)

@@ -44,6 +44,7 @@ export const ERROR_CODES = {
   GW_INVALID_RANGE: http(400, 'A journal `since` or `until` that is not an ISO 8601 time or epoch milliseconds, or `since` after `until`'),
   GW_UNAUTHORIZED: http(401, 'Keys are configured and the `Authorization: Bearer <key>` header is missing, of another scheme, empty or unknown (with `WWW-Authenticate: Bearer`)'),
   GW_FORBIDDEN: http(403, 'A tenant key on an admin-only route or action (global servers, stdio servers)'),
+  GW_HOST_NOT_ALLOWED: http(403, 'DNS rebinding and cross-site protection: a `Host` (behind `TRUST_PROXY` also `X-Forwarded-Host`) that is neither a loopback name nor in `ALLOWED_HOSTS`, or an `Origin` of another host; checked in open mode always, with keys when `ALLOWED_HOSTS` is set; the message says how to allow the name'),
   GW_TENANT_MISMATCH: http(403, 'A userId, tool or server of another tenant than the key\'s'),
   GW_NOT_ALLOWED: http(403, 'A tool outside the request\'s allow-list'),
   GW_POLICY_DENIED: {

@@ -3,8 +3,10 @@ import assert from 'node:assert/strict'
 import Fastify from 'fastify'
 import type { FastifyInstance } from 'fastify'
 import authPlugin from '../../plugins/auth.js'
+import hostCheckPlugin from '../../plugins/host-check.js'
 import overheadPlugin from '../../plugins/overhead.js'
 import rateLimitPlugin from '../../plugins/rate-limit.js'
+import routeConfigPlugin from '../../plugins/route-config.js'
 import healthRoutes from '../../routes/health.js'
 import registryRoutes from '../../routes/registry.js'
 
@@ -38,6 +40,16 @@ test('a plugin registered before the plugin it depends on stops the boot, naming
     await app.register(overheadPlugin)
   })
   assert.match(err2.message, /gateway-overhead/)
+
+  // The Host check needs the mode auth decides: before it, open mode would not be known.
+  const err3 = await bootFails(t, async (app) => {
+    await app.register(routeConfigPlugin)
+    await app.register(overheadPlugin)
+    await app.register(hostCheckPlugin, { allowedHosts: [], trustProxy: false })
+    await app.register(authPlugin, {})
+  })
+  assert.match(err3.message, /gateway-host-check/)
+  assert.match(err3.message, /gateway-auth/)
 })
 
 test('routes registered before the plugins they rely on stop the boot', async (t) => {
@@ -51,8 +63,10 @@ test('routes registered before the plugins they rely on stop the boot', async (t
 test('the same plugins in dependency order boot', async (t) => {
   const app = Fastify({ logger: false })
   t.after(async () => { await app.close() })
+  await app.register(routeConfigPlugin)
   await app.register(overheadPlugin)
   await app.register(authPlugin, {})
+  await app.register(hostCheckPlugin, { allowedHosts: [], trustProxy: false })
   await app.register(rateLimitPlugin, rateLimitOptions)
   await app.ready()
   assert.equal(app.authMode, 'open')
