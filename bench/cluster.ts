@@ -58,13 +58,18 @@ async function forwardedLogs (ctx: BenchContext): Promise<Row[]> {
       let body = ''
       req.on('data', (c: Buffer) => { body += c.toString() })
       req.on('end', () => {
-        if (req.url !== FORWARDED_PROCESS_CALL_PATH || !verifier.verify(req.headers[CLUSTER_TOKEN_HEADER] as string | undefined, { method: 'POST', path: req.url, body }).ok) {
-          res.writeHead(401).end('{}')
-          return
-        }
-        service.serveForwarded(JSON.parse(body)).then((answer) => {
+        const path = req.url ?? ''
+        const check = path === FORWARDED_PROCESS_CALL_PATH
+          ? verifier.verify(req.headers[CLUSTER_TOKEN_HEADER] as string | undefined, { method: 'POST', path, body })
+          : Promise.resolve({ ok: false })
+        check.then(async (verdict) => {
+          if (!verdict.ok) {
+            res.writeHead(401).end('{}')
+            return
+          }
+          const answer = await service.serveForwarded(JSON.parse(body))
           res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer))
-        }, () => { res.writeHead(500).end('{}') })
+        }).catch(() => { res.writeHead(500).end('{}') })
       })
     })
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))

@@ -5,31 +5,15 @@ import { ClusterResponse } from '../src/api/cluster.js'
 import { errorResponses } from '../src/api/common.js'
 import { FORWARDED_PROCESS_CALL_PATH } from '../src/cluster/index.js'
 import { HttpError } from '../src/errors.js'
-import { isClusterRoute } from '../plugins/route-config.js'
 
 export { FORWARDED_PROCESS_CALL_PATH }
 
 /**
  * GET /cluster (admin): the live instances. POST /internal/cluster/processes: instance to
- * instance only (`config.cluster`: a CLUSTER_SECRET token instead of an API key, see the
- * cluster-auth plugin), hidden from openapi.yaml.
+ * instance only (`config.cluster`: a CLUSTER_SECRET token instead of an API key, checked against
+ * the raw body by the cluster-auth plugin before any parser or schema runs), hidden from openapi.yaml.
  */
 async function clusterRoutes (app: FastifyInstance): Promise<void> {
-  // This context's JSON parser authenticates first: the token is checked against the exact bytes
-  // received, and nothing an unauthenticated caller sent is parsed. (The app's own JSON parser is
-  // replaced in this context only: encapsulated.)
-  app.removeContentTypeParser('application/json')
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    try {
-      if (!isClusterRoute(request)) throw new HttpError('GW_NOT_FOUND', 'Not an instance-to-instance route')
-      app.verifyClusterCall(request, body as string)
-      // Only a peer holding CLUSTER_SECRET gets here.
-      done(null, JSON.parse(body as string))
-    } catch (err) {
-      done(err as Error, undefined)
-    }
-  })
-
   app.get('/cluster', {
     config: { admin: true },
     schema: {

@@ -56,29 +56,60 @@ export class ClusterTokens {
   }
 }
 
-/** Most nonces remembered; past it the oldest go (they expire within CLUSTER_TOKEN_MAX_AGE_MS anyway). */
+/**
+ * Where the receiving side remembers the nonces it accepted, so each token is accepted once.
+ * With Redis one store serves every instance (a token captured on its way to one instance is
+ * refused by all the others too); without Redis the gateway is one instance and memory is enough.
+ */
+export interface NonceStore {
+  /**
+   * Records the nonce until `untilMs` (epoch ms): true the first time, false when it was
+   * already recorded (a replay). Throws when the store cannot answer (the call is then refused).
+   */
+  claim: (nonce: string, untilMs: number, now: number) => Promise<boolean>
+}
+
+/** Most nonces remembered; past it the oldest go (they expire within 2 x CLUSTER_TOKEN_MAX_AGE_MS anyway). */
 const MAX_NONCES = 200_000
 
-/** The receiving side: signature, age, and each token accepted once. Memory bounded by MAX_NONCES. */
-export class ClusterTokenVerifier {
-  readonly #tokens: ClusterTokens
-  /** nonce -> when it may be forgotten; insertion order is expiry order (the age bound is fixed). */
+/** One instance's nonces in memory, bounded by MAX_NONCES. */
+export class MemoryNonceStore implements NonceStore {
+  /** nonce -> when it may be forgotten; insertion order is nearly expiry order (the age bound is fixed). */
   readonly #seen = new Map<string, number>()
 
-  constructor (tokens: ClusterTokens) {
+  async claim (nonce: string, untilMs: number, now: number): Promise<boolean> {
+    for (const [old, until] of this.#seen) {
+      if (until > now && this.#seen.size < MAX_NONCES) break
+      this.#seen.delete(old)
+    }
+    if (this.#seen.has(nonce)) return false
+    this.#seen.set(nonce, untilMs)
+    return true
+  }
+}
+
+/** The token checks a receiving instance makes: signature, age, and each token accepted once (a NonceStore). */
+export class ClusterTokenVerifier {
+  readonly #tokens: ClusterTokens
+  readonly #nonces: NonceStore
+
+  constructor (tokens: ClusterTokens, nonces: NonceStore = new MemoryNonceStore()) {
     this.#tokens = tokens
+    this.#nonces = nonces
   }
 
-  verify (token: string | undefined, req: SignedRequest, now = Date.now()): TokenCheck {
+  async verify (token: string | undefined, req: SignedRequest, now = Date.now()): Promise<TokenCheck | { ok: false, reason: 'unavailable' }> {
     const checked = this.#tokens.check(token, req, now)
     if (!checked.ok) return checked
-    for (const [nonce, until] of this.#seen) {
-      if (until > now && this.#seen.size < MAX_NONCES) break
-      this.#seen.delete(nonce)
+    // Remembered for as long as any instance may still accept the token: its age bound after its
+    // timestamp, plus the same again for the clocks of the instances to disagree.
+    const until = (checked.ts as number) + 2 * CLUSTER_TOKEN_MAX_AGE_MS
+    let first: boolean
+    try {
+      first = await this.#nonces.claim(checked.nonce as string, until, now)
+    } catch {
+      return { ok: false, reason: 'unavailable' }
     }
-    const nonce = checked.nonce as string
-    if (this.#seen.has(nonce)) return { ok: false, reason: 'replayed' }
-    this.#seen.set(nonce, now + 2 * CLUSTER_TOKEN_MAX_AGE_MS)
-    return { ok: true }
+    return first ? { ok: true } : { ok: false, reason: 'replayed' }
   }
 }

@@ -77,14 +77,14 @@ async function instance (t: TestContext, keyPrefix: string, opts: { peers?: bool
     req.on('data', (c: Buffer) => { body += c.toString() })
     req.on('end', () => {
       if (hanging) return
-      const check = verifier.verify(req.headers[CLUSTER_TOKEN_HEADER] as string | undefined, { method: 'POST', path: req.url ?? '', body })
-      if (!check.ok || req.url !== FORWARDED_PROCESS_CALL_PATH) {
-        res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ code: 'GW_UNAUTHORIZED', message: 'no' }))
-        return
-      }
-      service.serveForwarded(JSON.parse(body)).then((answer) => {
+      verifier.verify(req.headers[CLUSTER_TOKEN_HEADER] as string | undefined, { method: 'POST', path: req.url ?? '', body }).then(async (check) => {
+        if (!check.ok || req.url !== FORWARDED_PROCESS_CALL_PATH) {
+          res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ code: 'GW_UNAUTHORIZED', message: 'no' }))
+          return
+        }
+        const answer = await service.serveForwarded(JSON.parse(body))
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer))
-      }, (err: Error) => { res.writeHead(500).end(JSON.stringify({ message: err.message })) })
+      }).catch((err: Error) => { res.writeHead(500).end(JSON.stringify({ message: err.message })) })
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
