@@ -23,7 +23,7 @@ async function listening (t: TestContext, timeoutMs: number): Promise<number> {
 
 test('a slowloris-style body (headers sent, body trickled then stalled) is cut off with 408, and others are served meanwhile', async (t) => {
   const port = await listening(t, 1000)
-  const stalled = stall(t, port, 'POST /invoke HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"name":')
+  const stalled = stall(t, port, 'POST /invoke HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"name":')
   // The stalled request does not block anyone else.
   const res = await fetch(`http://127.0.0.1:${port}/healthz`)
   assert.equal(res.status, 200)
@@ -34,7 +34,7 @@ test('a slowloris-style body (headers sent, body trickled then stalled) is cut o
 test('one sweeping timer for all bodies: stalled bodies before, between and after finished requests each get their 408', async (t) => {
   const port = await listening(t, 500)
   const healthz = async (): Promise<Response> => await fetch(`http://127.0.0.1:${port}/healthz`, { headers: { connection: 'close' } })
-  const head = 'POST /invoke HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{'
+  const head = 'POST /invoke HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{'
   // Requests that finish at once leave the sweep's list before the stalled ones join it.
   for (let i = 0; i < 20; i++) assert.equal((await healthz()).status, 200)
   const first = stall(t, port, head)
