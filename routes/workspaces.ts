@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Static } from '@sinclair/typebox'
 import { Readable } from 'node:stream'
 import { errorResponses } from '../src/api/common.js'
+import { attachmentDisposition } from '../src/api/content-disposition.js'
 import {
   ArchiveQuery, ArchiveResponse, CheckpointBody, CheckpointList, CheckpointInfo, CheckpointParams, FileParams, FileParamsDoc,
   FileResponse, NoContent, RestoreBody, RestoreResponse, UploadBody, UploadQuery, UploadResponse, WorkspaceList, WorkspaceParams, WorkspacesParams
@@ -122,7 +123,11 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
   }, async (request, reply) => {
     const { userId, workspaceId } = request.params
     const { fh, size } = await workspaces.file(request.caller, userId, workspaceId, request.params['*'])
+    // The tenant's bytes under the gateway's origin: never rendered or sniffed (an .html file is
+    // not a page of the gateway), always saved, under the file's own name (RFC 6266).
     reply.type('application/octet-stream').header('content-length', size)
+      .header('x-content-type-options', 'nosniff')
+      .header('content-disposition', attachmentDisposition(request.params['*']))
     if (size === 0) {
       await fh.close()
       return await reply.send(Buffer.alloc(0))

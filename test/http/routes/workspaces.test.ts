@@ -575,3 +575,22 @@ test('an upload that stalls mid-body is cut off with 408 after REQUEST_TIMEOUT_M
   assert.equal(existsSync(join(config.workspacesDir, 'alice', 'slow')), false)
   assert.deepEqual(await readdir(join(config.workspacesDir, '.tg', 'staging')), [])
 })
+
+test('a downloaded file is an attachment under its own name, never sniffed: nosniff and an RFC 6266 content-disposition', async (t) => {
+  const { app } = await setup(t)
+  const name = 'résumé "x".html'
+  const written = await invoke(app, { name: 'write_file', userId: 'alice', arguments: { path: `docs/${name}`, content: '<script>alert(1)</script>\n' }, context: { workspaceId: 'proj' } })
+  assert.equal(written.isError, false, written.output)
+  const res = await app.inject({ method: 'GET', url: `${WS}/files/docs/${encodeURIComponent(name)}`, headers: ADMIN })
+  assert.equal(res.statusCode, 200, res.body)
+  assert.equal(res.body, '<script>alert(1)</script>\n')
+  assert.equal(res.headers['content-type'], 'application/octet-stream')
+  assert.equal(res.headers['x-content-type-options'], 'nosniff')
+  assert.equal(res.headers['content-disposition'], 'attachment; filename="r_sum_ _x_.html"; filename*=UTF-8\'\'r%C3%A9sum%C3%A9%20%22x%22.html')
+  // An empty file too (another code path).
+  await invoke(app, { name: 'write_file', userId: 'alice', arguments: { path: 'empty.txt', content: '' }, context: { workspaceId: 'proj' } })
+  const empty = await app.inject({ method: 'GET', url: `${WS}/files/empty.txt`, headers: ADMIN })
+  assert.equal(empty.statusCode, 200, empty.body)
+  assert.equal(empty.headers['x-content-type-options'], 'nosniff')
+  assert.equal(empty.headers['content-disposition'], 'attachment; filename="empty.txt"; filename*=UTF-8\'\'empty.txt')
+})
