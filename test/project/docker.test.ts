@@ -1,9 +1,11 @@
 /* eslint-disable no-template-curly-in-string -- the strings hold Compose's ${VAR} syntax, not templates */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { existsSync, readFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { existsSync, readFileSync, statSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import picomatch from 'picomatch'
 import { parse } from 'yaml'
 import { ConfigSchema, loadConfig } from '../../src/config.js'
 
@@ -13,12 +15,30 @@ import { ConfigSchema, loadConfig } from '../../src/config.js'
 // cluster's instances and its nginx proxy). Its checks are functions returning problems, so the
 // last test can break the real files one way at a time and see each check fail.
 
-test('Dockerfile: multi-stage, slim Debian Node 20, bwrap + ripgrep, non-root, CMD node, volume, healthcheck', async () => {
+/** The Node major the image runs and .ci/run tests on (README "Two commands": 22 and 24 supported, 24 recommended). */
+const RECOMMENDED_NODE = 24
+/**
+ * What the runtime image installs: the sandbox and the gateway's own needs (util-linux: prlimit,
+ * setpriv, losetup; e2fsprogs: mkfs.ext4 for loop-mounted quotas), and what a coding agent's bash
+ * expects (the sandbox binds the image's /usr). README "Docker" lists the same.
+ */
+const RUNTIME_PACKAGES = ['bubblewrap', 'util-linux', 'e2fsprogs', 'procps', 'ripgrep', 'ca-certificates', 'python3', 'git', 'curl', 'make', 'jq', 'unzip', 'xz-utils']
+
+test('Dockerfile: multi-stage, slim Debian Node 24, the sandbox and a coding toolset, non-root, no examples, CMD node, volume, healthcheck', async () => {
   const text = await readFile('Dockerfile', 'utf8')
   const froms = [...text.matchAll(/^FROM\s+(\S+)(?:\s+AS\s+(\S+))?/gim)]
   assert.ok(froms.length >= 2, 'at least two stages')
-  for (const [, image] of froms) assert.match(image ?? '', /^node:20-[a-z]+-slim$/)
-  assert.match(text, /apt-get install[^\n]*\\?\n?[^\n]*bubblewrap[^\n]*ripgrep/)
+  for (const [, image] of froms) assert.match(image ?? '', new RegExp(`^node:${RECOMMENDED_NODE}-bookworm-slim$`))
+  const lastStage = text.split(/^FROM /m).at(-1) ?? ''
+  const installed = [...lastStage.replace(/\\\n/g, ' ').matchAll(/apt-get install ([^&\n]*)/g)].flatMap((m) => (m[1] ?? '').split(/\s+/)).filter((w) => w !== '' && !w.startsWith('-'))
+  assert.deepEqual(RUNTIME_PACKAGES.filter((p) => !installed.includes(p)), [], `the runtime stage installs ${installed.join(' ')}`)
+  const readme = await readFile('README.md', 'utf8')
+  const docker = readme.slice(readme.indexOf('\n## Docker'), readme.indexOf('\n## ', readme.indexOf('\n## Docker') + 1))
+  assert.deepEqual(RUNTIME_PACKAGES.filter((p) => !docker.includes(`\`${p}\``)), [], 'README "Docker" names every package the image installs')
+  // Example tools are for `npm start`: off in the image unless asked for.
+  const { files } = await realFiles()
+  assert.equal(files.imageEnv.LOAD_EXAMPLES, 'false')
+  assert.equal(loadConfig(files.imageEnv).loadExamples, false)
   assert.match(text, /COPY --from=build/)
   const users = [...text.matchAll(/^USER\s+(\S+)/gm)].map((m) => m[1])
   assert.ok(users.length > 0 && users.at(-1) !== 'root', 'the runtime stage runs as a non-root user')
@@ -28,6 +48,22 @@ test('Dockerfile: multi-stage, slim Debian Node 20, bwrap + ripgrep, non-root, C
   assert.doesNotMatch(text, /npm start/)
   // the runtime copies the built server the CMD names
   assert.match(text, /npm run build/)
+})
+
+test('.dockerignore keeps dependencies, data, builds, logs and secrets out of the build context, and nothing the Dockerfile copies', async () => {
+  assert.ok(existsSync('.dockerignore'), 'docker build . would send node_modules, data/ and .git')
+  const rules = readFileSync('.dockerignore', 'utf8').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'))
+  const mustIgnore = ['node_modules/fastify/package.json', '.git/HEAD', 'data/workspaces/alice/default/a.txt', 'dist/src/server.js',
+    'console/dist/index.html', 'npm-debug.log', 'gateway.log', 'bench/results/run.json', 'coverage/lcov.info', '.env', '.env.production', 'test/unit/config.test.ts']
+  assert.deepEqual(mustIgnore.filter((p) => !dockerIgnored(rules, p)), [])
+  const { copies } = await realFiles()
+  const sources = copies.filter((c) => c.from === undefined).flatMap((c) => c.sources)
+  assert.ok(sources.includes('src') && sources.includes('package-lock.json'), JSON.stringify(sources))
+  // Every tracked file under a source the build copies reaches the builder.
+  const tracked = execFileSync('git', ['ls-files', '-z', '--', ...sources], { encoding: 'utf8' }).split('\0').filter(Boolean)
+  assert.ok(tracked.length > 100, `${tracked.length} tracked files under ${sources.join(' ')}`)
+  assert.deepEqual(tracked.filter((p) => dockerIgnored(rules, p)), [])
+  for (const source of sources) assert.ok(existsSync(source), source)
 })
 
 test('docker-compose.yml: gateway + redis with healthcheck, depends_on condition, init, sandbox options', async () => {
@@ -42,6 +78,8 @@ test('docker-compose.yml: gateway + redis with healthcheck, depends_on condition
   assert.ok(gateway.security_opt.includes('seccomp=unconfined'))
   assert.ok(gateway.volumes.some((v: string) => v.endsWith(':/data/workspaces')))
   assert.ok('workspaces' in compose.volumes)
+  // Redis holds the registry with its secrets, policies, approvals and the journal: it keeps them.
+  assert.deepEqual(redisProblems(compose), [])
 })
 
 test('docker-compose.yml and deploy/nginx/cluster.conf pass the compose, cluster and proxy lint', async () => {
@@ -52,6 +90,7 @@ test('docker-compose.yml and deploy/nginx/cluster.conf pass the compose, cluster
   const cluster = enabledServices(compose, ['cluster'])
   assert.deepEqual(enabledServices(compose, []), ['gateway', 'redis'])
   assert.deepEqual(cluster, ['cluster-proxy', 'gateway', 'gateway-1', 'gateway-2', 'gateway-3', 'redis'])
+  assert.deepEqual(enabledServices(compose, ['isolated']), ['gateway', 'gateway-isolated', 'redis'])
 })
 
 test('each lint check fails on a file broken its way', async () => {
@@ -104,7 +143,29 @@ test('each lint check fails on a file broken its way', async () => {
     [/nginx: \/invoke read timeout 60 s is not above INVOKE_TIMEOUT_MS/, (c, f) => { f.nginx = f.nginx.replace('proxy_read_timeout 700s;', '') }],
     [/nginx: \/invoke does not set X-Forwarded-For/, (c, f) => { f.nginx = f.nginx.replace(/^\s*proxy_set_header X-Forwarded-For[^\n]*\n/m, '') }],
     [/nginx: \/mcp does not set X-Forwarded-For/, (c, f) => { f.nginx = f.nginx.replace('proxy_cache off;', 'proxy_cache off;\n        proxy_set_header Host $host;') }],
-    [/nginx: unbalanced braces/, (c, f) => { f.nginx = f.nginx.replace(/\}\s*$/, '') }]
+    [/nginx: unbalanced braces/, (c, f) => { f.nginx = f.nginx.replace(/\}\s*$/, '') }],
+    [/redis: appendonly is not yes/, (c) => { c.services.redis.command = ['redis-server', '--save', '', '--appendonly', 'no'] }],
+    [/redis: appendonly is not yes/, (c) => { delete c.services.redis.command }],
+    [/redis: appendfsync no/, (c) => { c.services.redis.command = ['redis-server', '--appendonly', 'yes', '--appendfsync', 'no'] }],
+    [/redis: \/data is not on a named volume/, (c) => { delete c.services.redis.volumes }],
+    [/redis: \/data is not on a named volume/, (c) => { c.services.redis.volumes = ['/tmp/redis:/data'] }],
+    [/isolated: 0 gateway services/, (c) => { delete c.services['gateway-isolated'] }],
+    [/gateway-isolated: runs as 1000, not root/, (c) => { c.services['gateway-isolated'].user = '1000' }],
+    [/gateway-isolated: runs as the image's user, not root/, (c) => { delete c.services['gateway-isolated'].user }],
+    [/gateway-isolated: privileged/, (c) => { c.services['gateway-isolated'].privileged = true }],
+    [/gateway-isolated: cap_add ALL/, (c) => { c.services['gateway-isolated'].cap_add = ['ALL'] }],
+    [/gateway-isolated: cap_add lacks SYS_ADMIN/, (c) => { c.services['gateway-isolated'].cap_add = ['NET_ADMIN'] }],
+    [/gateway-isolated: security_opt lacks seccomp=unconfined/, (c) => { c.services['gateway-isolated'].security_opt = ['apparmor=unconfined'] }],
+    [/gateway-isolated: no private cgroup namespace/, (c) => { delete c.services['gateway-isolated'].cgroup }],
+    [/gateway-isolated: no \/dev\/loop-control/, (c) => { c.services['gateway-isolated'].devices = [] }],
+    [/gateway-isolated: device_cgroup_rules do not allow the loop devices/, (c) => { c.services['gateway-isolated'].device_cgroup_rules = ['c 10:237 rmw'] }],
+    [/gateway-isolated: entrypoint \/usr\/local\/bin\/nope is not an executable the image copies/, (c) => { c.services['gateway-isolated'].entrypoint = ['/usr/local/bin/nope'] }],
+    [/gateway-isolated: command .* is not the image's CMD/, (c) => { delete c.services['gateway-isolated'].command }],
+    [/gateway-isolated: shares the workspaces volume with gateway/, (c) => { c.services['gateway-isolated'].volumes = ['workspaces:/data/workspaces'] }],
+    [/gateway-isolated: REDIS_KEY_PREFIX is gateway's/, (c) => { delete c.services['gateway-isolated'].environment.REDIS_KEY_PREFIX }],
+    [/gateway-isolated: not init: true/, (c) => { delete c.services['gateway-isolated'].init }],
+    [/host port 8080 is published by both gateway and gateway-isolated/, (c) => { c.services['gateway-isolated'].ports = ['8080:8080'] }],
+    [/gateway-isolated: entrypoint .* is not an executable the image copies/, (c, f) => { f.copies = f.copies.filter((x) => !x.dest.includes('isolated')) }]
   ]
   const missed: string[] = []
   for (const [expected, mutate] of mutations) {
@@ -134,6 +195,39 @@ interface Files {
   /** The Dockerfile's ENV of its last stage: PORT, WORKSPACES_DIR. */
   imageEnv: Record<string, string>
   dockerfileHealthcheck: boolean
+  /** The last stage's CMD (exec form). */
+  dockerfileCmd: string[]
+  /** The Dockerfile's COPY instructions, each stage's. */
+  copies: DockerCopy[]
+}
+
+interface DockerCopy { from: string | undefined, chmod: string | undefined, sources: string[], dest: string, lastStage: boolean }
+
+/**
+ * Whether `docker build` leaves `path` (relative to the context) out: the last rule of
+ * .dockerignore that matches the path or one of its parent directories decides, `!` re-includes
+ * (moby's patternmatcher; `*` stops at `/`, `**` crosses directories).
+ */
+function dockerIgnored (rules: readonly string[], path: string): boolean {
+  const parts = path.split('/')
+  let ignored = false
+  for (const rule of rules) {
+    const negate = rule.startsWith('!')
+    const re = picomatch.makeRe((negate ? rule.slice(1) : rule).replace(/^\/+|\/+$/g, ''), { dot: true })
+    if (parts.some((_, i) => re.test(parts.slice(0, i + 1).join('/')))) ignored = !negate
+  }
+  return ignored
+}
+
+function dockerfileCopies (dockerfile: string): DockerCopy[] {
+  const stages = dockerfile.replace(/\\\n/g, ' ').split(/^FROM /m).slice(1)
+  return stages.flatMap((stage, i) => [...stage.matchAll(/^COPY\s+(.*)$/gm)].map((m): DockerCopy => {
+    const words = (m[1] ?? '').trim().split(/\s+/)
+    const flags = words.filter((w) => w.startsWith('--'))
+    const paths = words.filter((w) => !w.startsWith('--'))
+    const flag = (name: string): string | undefined => flags.find((f) => f.startsWith(`--${name}=`))?.slice(name.length + 3)
+    return { from: flag('from'), chmod: flag('chmod'), sources: paths.slice(0, -1).map((p) => p.replace(/^\.\//, '').replace(/\/$/, '')), dest: paths.at(-1) ?? '', lastStage: i === stages.length - 1 }
+  }))
 }
 
 const CLUSTER_INSTANCES = ['gateway-1', 'gateway-2', 'gateway-3']
@@ -156,7 +250,7 @@ function loadCompose (text: string): any {
   return parse(text, { merge: true })
 }
 
-async function realFiles (): Promise<{ compose: any, files: Files }> {
+async function realFiles (): Promise<{ compose: any, files: Files, copies: DockerCopy[] }> {
   const compose = loadCompose(await readFile('docker-compose.yml', 'utf8'))
   const dockerfile = await readFile('Dockerfile', 'utf8')
   const lastStage = dockerfile.split(/^FROM /m).at(-1) ?? ''
@@ -167,9 +261,17 @@ async function realFiles (): Promise<{ compose: any, files: Files }> {
       if (eq > 0) imageEnv[pair.slice(0, eq)] = pair.slice(eq + 1)
     }
   }
+  const cmd = /^CMD\s+(\[.*\])\s*$/m.exec(lastStage)?.[1]
   return {
     compose,
-    files: { nginx: existsSync(PROXY_CONF) ? await readFile(PROXY_CONF, 'utf8') : '', imageEnv, dockerfileHealthcheck: /^HEALTHCHECK\s+(?!NONE)/m.test(lastStage) }
+    copies: dockerfileCopies(dockerfile),
+    files: {
+      nginx: existsSync(PROXY_CONF) ? await readFile(PROXY_CONF, 'utf8') : '',
+      imageEnv,
+      dockerfileHealthcheck: /^HEALTHCHECK\s+(?!NONE)/m.test(lastStage),
+      dockerfileCmd: cmd !== undefined ? JSON.parse(cmd) : [],
+      copies: dockerfileCopies(dockerfile)
+    }
   }
 }
 
@@ -239,7 +341,72 @@ function hasHealthcheck (service: any, files: Files): boolean {
 }
 
 function lint (compose: any, files: Files): string[] {
-  return [...composeProblems(compose, files), ...clusterProblems(compose, files), ...nginxProblems(compose, files)]
+  return [...composeProblems(compose, files), ...redisProblems(compose), ...isolatedProblems(compose, files), ...clusterProblems(compose, files), ...nginxProblems(compose, files)]
+}
+
+/** The value after `--flag` in redis-server's command line (the image's default when absent). */
+function redisOption (service: any, flag: string): string | undefined {
+  const command: string[] = Array.isArray(service?.command) ? service.command.map(String) : String(service?.command ?? '').split(/\s+/)
+  const i = command.lastIndexOf(`--${flag}`)
+  return i < 0 ? undefined : command[i + 1]
+}
+
+/**
+ * The `redis` service keeps what the gateway stores in it (README "Docker": what is durable
+ * where): an append-only file, fsynced at least every second, on a named volume.
+ */
+function redisProblems (compose: any): string[] {
+  const redis = compose.services?.redis
+  const problems: string[] = []
+  if (redis === undefined) return ['redis: no redis service']
+  if (redisOption(redis, 'appendonly') !== 'yes') problems.push('redis: appendonly is not yes: a restart loses the registry with its secrets, policies, approvals and the journal')
+  const fsync = redisOption(redis, 'appendfsync') ?? 'everysec'
+  if (!['everysec', 'always'].includes(fsync)) problems.push(`redis: appendfsync ${fsync}: a crash may lose more than the last second`)
+  const data = mountsOf(redis).find((m) => m.target === (redisOption(redis, 'dir') ?? '/data'))
+  if (data === undefined || data.bind || !(data.source in (compose.volumes ?? {}))) problems.push('redis: /data is not on a named volume: the append-only file goes with the container')
+  return problems
+}
+
+/**
+ * The `isolated` profile: one gateway as root with the isolation it has on a host (a uid and a
+ * cgroup per tenant, loop-mounted workspaces), given the capabilities and devices that needs and
+ * never `privileged`, beside the default non-root gateway without sharing its workspaces or keys.
+ */
+function isolatedProblems (compose: any, files: Files): string[] {
+  const services: Record<string, any> = compose.services ?? {}
+  const names = Object.keys(services).filter((n) => isGateway(services[n]) && profilesOf(services[n]).includes('isolated'))
+  if (names.length !== 1) return [`isolated: ${names.length} gateway services in the profile, expected one`]
+  const name = names[0] ?? ''
+  const s = services[name]
+  const problems: string[] = []
+  const user = s.user === undefined ? undefined : String(s.user)
+  if (user === undefined) problems.push(`${name}: runs as the image's user, not root: no uid or cgroup per tenant`)
+  else if (!['0', '0:0', 'root', 'root:root'].includes(user)) problems.push(`${name}: runs as ${user}, not root: no uid or cgroup per tenant`)
+  if (s.privileged === true) problems.push(`${name}: privileged: it needs CAP_SYS_ADMIN, its cgroup namespace and the loop devices, not every device and capability`)
+  const caps: string[] = (s.cap_add ?? []).map((c: string) => String(c).replace(/^CAP_/, ''))
+  if (caps.includes('ALL')) problems.push(`${name}: cap_add ALL: it needs SYS_ADMIN only`)
+  else if (!caps.includes('SYS_ADMIN')) problems.push(`${name}: cap_add lacks SYS_ADMIN (cgroupfs read-write, loop mounts)`)
+  for (const opt of ['seccomp=unconfined', 'apparmor=unconfined']) {
+    if (!(s.security_opt ?? []).includes(opt)) problems.push(`${name}: security_opt lacks ${opt} (bubblewrap's namespaces, the entrypoint's mounts)`)
+  }
+  if (s.cgroup !== 'private') problems.push(`${name}: no private cgroup namespace (cgroup: private): its cgroups would be made in the host's hierarchy`)
+  if (!(s.devices ?? []).some((d: string) => String(d).split(':')[0] === '/dev/loop-control')) problems.push(`${name}: no /dev/loop-control device: no loop-mounted workspaces`)
+  if (!(s.device_cgroup_rules ?? []).some((r: string) => /^b 7:\* [rwm]*r[rwm]*$/.test(String(r)) && String(r).includes('w'))) problems.push(`${name}: device_cgroup_rules do not allow the loop devices (b 7:* rw)`)
+  const entrypoint = Array.isArray(s.entrypoint) ? s.entrypoint[0] : undefined
+  if (entrypoint !== undefined) {
+    const copy = files.copies.find((c) => c.lastStage && c.from === undefined && c.dest === entrypoint)
+    const source = copy?.sources[0]
+    const executable = source !== undefined && existsSync(source) && ((statSync(source).mode & 0o111) !== 0 || copy?.chmod === '0755')
+    if (!executable) problems.push(`${name}: entrypoint ${entrypoint} is not an executable the image copies`)
+    // A service's entrypoint replaces the image's and drops its CMD.
+    if (JSON.stringify(s.command) !== JSON.stringify(files.dockerfileCmd)) problems.push(`${name}: command ${JSON.stringify(s.command)} is not the image's CMD ${JSON.stringify(files.dockerfileCmd)} (an entrypoint drops it)`)
+  }
+  if (s.init !== true) problems.push(`${name}: not init: true`)
+  const gateway = services.gateway
+  const volumeOf = (x: any): string | undefined => mountsOf(x).find((m) => m.target === (environmentOf(x).WORKSPACES_DIR ?? files.imageEnv.WORKSPACES_DIR))?.source
+  if (gateway !== undefined && volumeOf(s) === volumeOf(gateway)) problems.push(`${name}: shares the workspaces volume with gateway, whose workspaces belong to another uid`)
+  if (gateway !== undefined && (environmentOf(s).REDIS_KEY_PREFIX ?? '') === (environmentOf(gateway).REDIS_KEY_PREFIX ?? '')) problems.push(`${name}: REDIS_KEY_PREFIX is gateway's: one registry for two sandboxes with other uids and workspaces`)
+  return problems
 }
 
 /** What `docker compose config` would refuse, and what this project's services must get right. */
@@ -309,7 +476,7 @@ function composeProblems (compose: any, files: Files): string[] {
   } catch (err) {
     problems.push(`docker compose up needs more than API_KEYS, SECRETS_KEY and CLUSTER_SECRET (${(err as Error).message}); a cluster-only variable needs a ":-" default`)
   }
-  for (const profiles of [[], ['cluster']]) {
+  for (const profiles of [[], ['cluster'], ['isolated']]) {
     const published = new Map<string, string>()
     for (const name of enabledServices(compose, profiles)) {
       for (const p of services[name]?.ports ?? []) {
