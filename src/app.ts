@@ -24,6 +24,7 @@ import clusterRoutes from '../routes/cluster.js'
 import consoleRoutes from '../routes/console.js'
 import clusterAuthPlugin from '../plugins/cluster-auth.js'
 import healthRoutes from '../routes/health.js'
+import whoamiRoutes from '../routes/whoami.js'
 import invocationRoutes from '../routes/invocations.js'
 import invokeRoutes from '../routes/invoke.js'
 import mcpRoutes from '../routes/mcp.js'
@@ -130,6 +131,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(metricsPlugin, { requireKey: config.metricsRequireKey })
   // Routes last: the plugins above hook routes as they are added (each route module declares them).
   await app.register(healthRoutes)
+  await app.register(whoamiRoutes)
   await app.register(toolsRoutes)
   await app.register(invokeRoutes)
   await app.register(registryRoutes)

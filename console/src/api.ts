@@ -9,6 +9,7 @@ import type { InvocationPage, InvocationEntry } from '../../src/api/invocations.
 import type { ApprovalsResponse, Approval, DecisionBodyT } from '../../src/api/approvals.js'
 import type { WorkspaceList, WorkspaceSummary, UploadResponse, CheckpointList, CheckpointInfo, RestoreResponse } from '../../src/api/workspaces.js'
 import type { ClusterResponse } from '../../src/api/cluster.js'
+import type { WhoAmIResponse } from '../../src/api/whoami.js'
 import type { ErrorResponse } from '../../src/api/common.js'
 import { ROUTES, fillPath } from './routes.js'
 import type { PathParams, RouteName } from './routes.js'
@@ -37,6 +38,7 @@ export type Checkpoints = Static<typeof CheckpointList>
 export type Checkpoint = Static<typeof CheckpointInfo>
 export type Restored = Static<typeof RestoreResponse>
 export type Cluster = Static<typeof ClusterResponse>
+export type WhoAmI = Static<typeof WhoAmIResponse>
 export type ApiErrorBody = Static<typeof ErrorResponse>
 /** GET /readyz (its schema lives in routes/health.ts). */
 export interface Readiness {
@@ -137,6 +139,7 @@ export class Api {
     return (await this.call<T, R>(route, opts)).body
   }
 
+  whoami (): Promise<WhoAmI> { return this.get('getWhoAmI') }
   tools (query: Query): Promise<Tools> { return this.get('listTools', { query }) }
   catalog (userId: string | undefined): Promise<Catalog> { return this.get('getCatalog', { query: { userId } }) }
   invoke (body: InvokeBody): Promise<Answer<InvokeOutcome | InvokeHeld>> { return this.call('invokeTool', { json: body }) }

@@ -1,7 +1,7 @@
 import { render } from 'preact'
 import type { ComponentChildren, JSX } from 'preact'
 import { useEffect, useErrorBoundary, useMemo, useState } from 'preact/hooks'
-import { Api, ApiError } from './api.js'
+import { Api } from './api.js'
 import { clearSession, loadAllow, loadSession, loadTenant, recentTenants, rememberTenant, saveAllow, saveSession, saveTenant } from './session.js'
 import type { AllowList, Role, Session } from './session.js'
 import type { ViewName, ViewProps } from './view.js'
@@ -30,33 +30,15 @@ function viewOfHash (): ViewName | undefined {
   return Object.hasOwn(VIEWS, name) ? name as ViewName : undefined
 }
 
-/**
- * Finds out what a key may do, through the public API only: /status answers an admin key;
- * another key names its tenant, which its journal confirms (a key of another tenant is refused
- * there), and /catalog tells a tenant key from an approver key (which reaches nothing but approvals and the journal).
- */
-async function identify (key: string, tenant: string): Promise<Session> {
-  const api = new Api(key)
-  try {
-    await api.status()
-    return { key, role: 'admin' }
-  } catch (err) {
-    if (!(err instanceof ApiError) || err.status !== 403) throw err
-  }
-  if (tenant === '') throw new ApiError(403, 'CONSOLE_TENANT_REQUIRED', 'This is not an admin key: enter the tenant id the key belongs to')
-  await api.invocations(tenant, { limit: 1 })
-  try {
-    await api.catalog(tenant)
-    return { key, role: 'tenant', tenant }
-  } catch (err) {
-    if (err instanceof ApiError && err.status === 403) return { key, role: 'approver', tenant }
-    throw err
-  }
+/** Finds out what a key may do: GET /whoami names its role and tenant (no admin-only route is tried with a tenant key). */
+async function identify (key: string): Promise<Session> {
+  const who = await new Api(key).whoami()
+  if (who.role === 'admin') return { key, role: 'admin' }
+  return { key, role: who.role, tenant: who.userId ?? '' }
 }
 
 function Login ({ onLogin }: { onLogin: (s: Session) => void }): JSX.Element {
   const [key, setKey] = useState('')
-  const [tenant, setTenant] = useState('')
   const [busy, setBusy] = useState(false)
   const [error, setError] = useState<unknown>(undefined)
   const submit = async (e: Event): Promise<void> => {
@@ -64,7 +46,7 @@ function Login ({ onLogin }: { onLogin: (s: Session) => void }): JSX.Element {
     setBusy(true)
     setError(undefined)
     try {
-      onLogin(await identify(key.trim(), tenant.trim()))
+      onLogin(await identify(key.trim()))
     } catch (err) {
       setError(err)
     } finally {
@@ -78,9 +60,6 @@ function Login ({ onLogin }: { onLogin: (s: Session) => void }): JSX.Element {
         <p class='muted'>Log in with an API key. It is kept in this tab's session storage only and sent as <code>Authorization: Bearer</code>.</p>
         <label>API key
           <input name='key' type='password' autoComplete='off' value={key} onInput={(e) => setKey(e.currentTarget.value)} placeholder='empty when the gateway runs without keys' />
-        </label>
-        <label>Tenant id <span class='muted'>(for a tenant or approver key)</span>
-          <input name='tenant' value={tenant} onInput={(e) => setTenant(e.currentTarget.value)} placeholder='acme' />
         </label>
         <button type='submit' class='primary' disabled={busy}>{busy ? 'Checking…' : 'Log in'}</button>
         <ErrorBox error={error} />

@@ -29,6 +29,7 @@ export const ROUTES = {
   listCheckpoints: ['GET', '/users/{userId}/workspaces/{workspaceId}/checkpoints'],
   restoreCheckpoint: ['POST', '/users/{userId}/workspaces/{workspaceId}/checkpoints/{checkpointId}/restore'],
   deleteCheckpoint: ['DELETE', '/users/{userId}/workspaces/{workspaceId}/checkpoints/{checkpointId}'],
+  getWhoAmI: ['GET', '/whoami'],
   getStatus: ['GET', '/status'],
   getCluster: ['GET', '/cluster'],
   getReadiness: ['GET', '/readyz'],
