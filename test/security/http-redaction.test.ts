@@ -39,6 +39,19 @@ test('redactUrl: values of credential-like query names are hidden, whatever thei
     '/x?API-KEY=[redacted]&Client%5FSecret=[redacted]&refresh_token=[redacted]&X-Amz-Signature=[redacted]&sig=[redacted]&passwd=[redacted]&flag')
   // A malformed escape in a name is still judged by its raw text, never a throw.
   assert.equal(redactUrl('/x?%E0%A4%A=1&token%ZZ=2'), '/x?%E0%A4%A=1&token%ZZ=[redacted]')
+  // The one secret detector: a token in the path, userinfo in a query value.
+  const pat = 'ghp_' + 'A1b2C3d4E5'.repeat(4)
+  assert.equal(redactUrl(`/hooks/${pat}?page=2`), '/hooks/[redacted]?page=2')
+  assert.equal(redactUrl('/x?next=https%3A%2F%2Fa&db=postgres://app:s3cret@db/app'), '/x?next=https%3A%2F%2Fa&db=postgres://app:[redacted]@db/app')
+})
+
+test('redactSecrets: credentials the config does not hold are redacted too (a token or URL the server quotes)', () => {
+  const jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJib2IifQ.c2lnbmF0dXJlLXNpZ25hdHVyZQ'
+  const message = `401 from https://deploy:pw-998877@api.example.com/mcp\nWWW-Authenticate: Bearer error="invalid_token"\nAuthorization: Bearer ${jwt}\napi_key=k-55443322 (config token tok_9f8e7d6c5b)`
+  const out = redactSecrets(message, ['Bearer tok_9f8e7d6c5b'])
+  for (const leaked of ['pw-998877', jwt, 'k-55443322', 'tok_9f8e7d6c5b']) assert.ok(!out.includes(leaked), `${leaked} in ${out}`)
+  assert.match(out, /^401 from https:\/\/deploy:\[redacted\]@api\.example\.com\/mcp\n/)
+  assert.match(out, /Authorization: Bearer \[redacted\]\napi_key=\[redacted\] \(config token \[redacted\]\)$/)
 })
 
 test('maskedSecretsChangingOrigin: a masked value may stay only on the same scheme, host and port', () => {

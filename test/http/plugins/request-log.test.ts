@@ -44,3 +44,31 @@ test('one log line per request: an invoke carries its tool, tier, tenant and out
   assert.equal((await app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200)
   assert.deepEqual(perRequest(), [])
 })
+
+test('credentials in the logged URL and in a refusal message are redacted by the secret detector', async (t) => {
+  const workspaces = await mkdtemp(join(tmpdir(), 'tg-ws-'))
+  t.after(async () => await rm(workspaces, { recursive: true, force: true }))
+  const lines: Array<Record<string, any>> = []
+  const stream = new Writable({
+    write (chunk: Buffer, _enc, done) {
+      for (const l of chunk.toString().split('\n')) if (l.trim() !== '') lines.push(JSON.parse(l))
+      done()
+    }
+  })
+  const app = await buildApp(loadConfig({ SANDBOX: 'none', WORKSPACES_DIR: workspaces }), { logger: { level: 'info', stream } })
+  t.after(async () => await app.close())
+  const pat = 'ghp_' + 'A1b2C3d4E5'.repeat(4)
+
+  // A refusal's message quotes the tool name it was given; the URL carries a token in its path.
+  const refused = await app.inject({ method: 'POST', url: '/invoke', payload: { name: pat, arguments: {} } })
+  assert.equal(refused.statusCode, 404, refused.body)
+  const missing = await app.inject({ method: 'GET', url: `/hooks/${pat}?api_key=k-12345678&page=2` })
+  assert.equal(missing.statusCode, 404)
+  const logged = lines.filter((l) => l.reqId !== undefined && l.msg === 'request completed')
+  assert.equal(logged.length, 2, JSON.stringify(lines))
+  assert.equal(logged[0]?.code, 'GW_TOOL_NOT_FOUND')
+  assert.match(String(logged[0]?.error), /\[redacted\]/)
+  assert.equal(logged[1]?.req?.url, '/hooks/[redacted]?api_key=[redacted]&page=2')
+  const text = JSON.stringify(lines)
+  for (const secret of [pat, 'k-12345678']) assert.ok(!text.includes(secret), `${secret} logged: ${text}`)
+})
