@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
+import { STATUS_CODES } from 'node:http'
 import type { FastifyInstance, FastifySchema, RouteOptions } from 'fastify'
 import { OPERATION_EXAMPLES, PATH_PARAMETER_EXAMPLES } from '../src/api/examples.js'
 import { VERSION } from '../src/version.js'
@@ -23,6 +24,26 @@ interface DocOperation {
   operationId?: string
   parameters?: DocParameter[]
   requestBody?: { content?: Record<string, { examples?: unknown }> }
+  responses?: Record<string, { description?: string }>
+}
+
+/** What @fastify/swagger writes for a response whose schema has no description (Swagger UI shows it as is). */
+const PLACEHOLDER = 'Default Response'
+
+/**
+ * A response without a description of its own is described by its status (`200 OK: <the operation's
+ * summary>`), so Swagger UI never shows "Default Response" for a route that declares its answer.
+ */
+function describeResponses (document: { paths?: Record<string, Record<string, DocOperation & { summary?: string }> | undefined> }): void {
+  for (const item of Object.values(document.paths ?? {})) {
+    for (const operation of Object.values(item ?? {})) {
+      for (const [status, response] of Object.entries(operation.responses ?? {})) {
+        if (response.description !== undefined && response.description !== PLACEHOLDER) continue
+        const phrase = `${status} ${STATUS_CODES[Number(status)] ?? 'Response'}`
+        response.description = status.startsWith('2') && operation.summary !== undefined ? `${phrase}: ${operation.summary}` : phrase
+      }
+    }
+  }
 }
 
 /** Adds the request examples (src/api/examples.ts) to the generated document. */
@@ -85,6 +106,7 @@ export default fp(async function docsPlugin (app: FastifyInstance) {
     transformObject: (documentObject) => {
       const document = 'openapiObject' in documentObject ? documentObject.openapiObject : documentObject.swaggerObject
       addExamples(document as Parameters<typeof addExamples>[0])
+      describeResponses(document as Parameters<typeof describeResponses>[0])
       return document
     }
   })

@@ -22,7 +22,7 @@ interface Operation {
   path: string
   parameters?: Array<{ name: string, in: 'path' | 'query', schema: Schema, required?: boolean }>
   requestBody?: { content: Record<string, { schema: Schema }> }
-  responses: Record<string, { content?: Record<string, { schema?: Schema }> }>
+  responses: Record<string, { description?: string, content?: Record<string, { schema?: Schema }> }>
 }
 
 function operations (doc: any): Operation[] {
@@ -141,6 +141,8 @@ test('every route declares its inputs and a described response schema for each s
   for (const op of ops) {
     for (const [status, response] of Object.entries(op.responses)) {
       const content = Object.values(response.content ?? {})
+      // Swagger UI shows a response without a description as "Default Response".
+      assert.ok(typeof response.description === 'string' && response.description !== '' && response.description !== 'Default Response', `${keyOf(op)} ${status} has no description`)
       if (BODYLESS.has(status)) continue
       assert.ok(content.length > 0 && content.every((c) => c.schema !== undefined), `${keyOf(op)} ${status} has no response schema`)
     }
