@@ -94,6 +94,18 @@ const QUERY_CREDENTIAL = /key|token|secret|passw|pwd|auth|credential|signature|s
 
 /** Whether a URL query parameter name (raw or percent-encoded) carries a credential: `api_key`, `key`, `Client%5FSecret`, `X-Amz-Signature`. */
 export function isQueryCredentialName (rawName: string): boolean {
+  let known = queryVerdicts.get(rawName)
+  if (known === undefined) {
+    known = classifyQueryName(rawName)
+    if (queryVerdicts.size >= 4096) queryVerdicts.clear()
+    queryVerdicts.set(rawName, known)
+  }
+  return known
+}
+
+const queryVerdicts = new Map<string, boolean>()
+
+function classifyQueryName (rawName: string): boolean {
   let name: string
   try {
     name = decodeURIComponent(rawName.replace(/\+/g, ' '))
@@ -151,10 +163,13 @@ function looksLikeCredential (token: string): boolean {
 // A name or token starts after something that is not part of it, or right after an escaped
 // newline or tab (`\n` as two characters, where text was escaped before it came here).
 const START = String.raw`(?:(?<=\\[nrt])|(?<![A-Za-z0-9_.-]))`
-const TOKEN_START = String.raw`(?:(?<=\\[nrt])|(?<![A-Za-z0-9_-]))`
 
-/** Well-known token formats; each alternative is a fixed prefix and one bounded run (no backtracking). */
-const TOKEN_FORMATS = new RegExp(TOKEN_START + '(?:' + [
+/**
+ * Well-known token formats; each alternative is a fixed prefix and one bounded run (no
+ * backtracking). Where a token may start is checked on each match (tokenStartsAt): a lookbehind
+ * in front of the alternatives made the pattern four times slower.
+ */
+const TOKEN_FORMATS = new RegExp('(?:' + [
   String.raw`sk-[A-Za-z0-9_-]{20,400}`, // OpenAI (sk-, sk-proj-, sk-svcacct-), Anthropic (sk-ant-api03-...)
   String.raw`gh[pousr]_[A-Za-z0-9]{30,255}`, // GitHub tokens
   String.raw`github_pat_\w{22,255}`,
@@ -186,9 +201,12 @@ const QUERY_PARAM = /([?&])([^\s=&#?'"\\]{1,128})=([^\s&#'"\\]{1,4096})/g
 
 // NAME<sep>VALUE: `KEY=v`, `key: v`, `key := v`, `"key": "v"` in non-JSON text, `--key=v`, with
 // an optional auth scheme kept (`Authorization: Bearer ****`) and a quoted value masked whole.
+// Found from the separators (maskAssignments): names are read backwards from each `:` or `=`,
+// and the value is parsed only after a credential name.
 const SCHEMES = '(?:Bearer|Basic|Token|Digest|Bot|ApiKey|SSWS|JWT|OAuth|Negotiate)'
 const UNQUOTED = String.raw`(?:[^\s'"&,;\\]|\\(?![nrt"'\\])){1,4096}`
-const ASSIGN = new RegExp(START + String.raw`(-{0,2}[A-Za-z_][A-Za-z0-9_.-]{0,63})(\\?['"]?[ \t]*(?::=|[:=])[ \t]*)((?:` + SCHEMES + String.raw`[ \t]+)?)(?:'([^'\n]{1,256})'|"([^"\n]{1,256})"|(\\?['"]?)((?!=)` + UNQUOTED + '))', 'gi')
+const SEPARATORS = /[:=]/g
+const ASSIGNED_VALUE = new RegExp(String.raw`[ \t]*((?:` + SCHEMES + String.raw`[ \t]+)?)(?:'([^'\n]{1,256})'|"([^"\n]{1,256})"|(\\?['"]?)((?!=)` + UNQUOTED + '))', 'iy')
 // --name value (a long flag and its value as the next argument).
 const FLAG_VALUE = /(?<![A-Za-z0-9_-])(--[A-Za-z][A-Za-z0-9_-]{0,63})([ \t]+)(['"]?)([^\s'"-][^\s'"]{0,255})/g
 // mysql -pPASSWORD, on a line that runs a MySQL client.
@@ -200,6 +218,7 @@ const CURL_USER = /(?<=[ \t])(-u|-U|--user|--proxy-user)([ \t]*|=)(['"]?)([^\s:'
 // A credential word, after which a random-looking token is masked.
 const CREDENTIAL_WORD = /(?<![A-Za-z0-9])(?:api[ _-]?keys?|access[ _-]?keys?|secret(?:[ _-]?keys?)?|secrets|tokens?|passwords?|passwd|passphrase|credentials?|auth|authorization|bearer)(?![A-Za-z0-9])/gi
 const TOKEN_RUN = /[A-Za-z0-9+/_~.=-]{16,1024}/y
+const LONG_RUN = /[A-Za-z0-9+/_~.=-]{16}/
 const TOKEN_CHAR = /[A-Za-z0-9+/_~.=-]/
 const SEPARATOR = /[\s:=>'"`(),]/
 const FILLER_WORD = /^([A-Za-z]{1,12})(?![A-Za-z0-9_])/
@@ -274,28 +293,66 @@ function maskNearWords (text: string, mask: string): string {
   return from === 0 ? text : out + text.slice(from)
 }
 
+function isNameChar (c: number): boolean {
+  return (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 57) || c === 95 || c === 46 || c === 45 // a-z A-Z 0-9 _ . -
+}
+
 /**
- * `text` with each match of the global `re` replaced by what `fn` returns for it; when `fn` returns
- * a number, the match is kept and the search resumes at that index (inside the match, which must
- * be past its start), so that text a match spanned can still hold a match of its own.
+ * `NAME<sep>VALUE` pairs whose name is a credential's, value masked. Each `:` or `=` is looked at
+ * once: the name before it read backwards (at most 64 characters, then spaces, a quote, a
+ * backslash), the value after it parsed only when the name is a credential's. A value that is no
+ * secret (`$VAR`, `getKey()`) is skipped whole; after any other name the search goes on inside
+ * its value (`'stdout': 'ok\npassword: x'`).
  */
-function replaceEach (text: string, re: RegExp, fn: (m: RegExpExecArray) => string | number): string {
-  re.lastIndex = 0
+function maskAssignments (text: string, mask: string): string {
   let out = ''
   let from = 0
-  let changed = false
-  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-    const r = fn(m)
-    if (typeof r === 'number') {
-      re.lastIndex = Math.max(r, m.index + 1)
+  SEPARATORS.lastIndex = 0
+  for (let m = SEPARATORS.exec(text); m !== null; m = SEPARATORS.exec(text)) {
+    const s = m.index
+    const next = text[s + 1]
+    let sepEnd = s + 1
+    if (m[0] === ':') {
+      if (next === '=') sepEnd = s + 2
+      else if (next === ':' || (next === '/' && text[s + 2] === '/') || text[s - 1] === ':') continue
+    } else if (next === '=' || next === '>' || next === '~' || '=!<>'.includes(text[s - 1] ?? '')) {
+      // ==, =>, =~, !=, <=, >=: comparisons and arrows
+      SEPARATORS.lastIndex = s + 2
       continue
     }
-    out += text.slice(from, m.index) + r
-    from = m.index + m[0].length
-    re.lastIndex = Math.max(from, m.index + 1)
-    changed = true
+    SEPARATORS.lastIndex = sepEnd
+    let i = s - 1
+    while (i >= 0 && s - i <= 16 && (text[i] === ' ' || text[i] === '\t')) i--
+    if (text[i] === '"' || text[i] === "'") i--
+    if (text[i] === '\\') i--
+    const nameEnd = i + 1
+    while (i >= 0 && nameEnd - i <= 66 && isNameChar(text.charCodeAt(i))) i--
+    if (i >= 0 && isNameChar(text.charCodeAt(i))) continue
+    let nameStart = i + 1
+    // `\npassword=`: the n of an escaped newline is no part of the name.
+    if (text[i] === '\\' && 'nrt'.includes(text[nameStart] ?? '') && nameStart + 1 < nameEnd) nameStart++
+    const name = text.slice(nameStart, nameEnd)
+    if (!/^-{0,2}[A-Za-z_]/.test(name) || !isSecretName(name)) continue
+    ASSIGNED_VALUE.lastIndex = sepEnd
+    const v = ASSIGNED_VALUE.exec(text)
+    if (v === null) continue
+    const [whole, , single, double, quote = '', bare] = v
+    const valueEnd = sepEnd + whole.length
+    SEPARATORS.lastIndex = valueEnd
+    const value = single ?? double ?? bare ?? ''
+    if (isNotSecretValue(value, mask) || isWorkingDirectory(name, value)) continue
+    const valueText = single !== undefined ? `'${single}'` : double !== undefined ? `"${double}"` : quote + value
+    out += text.slice(from, valueEnd - valueText.length) + (single !== undefined ? `'${mask}'` : double !== undefined ? `"${mask}"` : quote + mask)
+    from = valueEnd
   }
-  return changed ? out + text.slice(from) : text
+  return from === 0 ? text : out + text.slice(from)
+}
+
+/** Whether a token format's match at `at` starts a token: not inside a longer run, or right after an escaped newline or tab. */
+function tokenStartsAt (text: string, at: number): boolean {
+  const before = text.charCodeAt(at - 1)
+  if (Number.isNaN(before) || !(isNameChar(before) && before !== 46)) return true
+  return text[at - 2] === '\\' && (before === 110 || before === 114 || before === 116)
 }
 
 /** The credentials in plain text (no JSON string literal in it) masked. */
@@ -304,28 +361,20 @@ function maskPlain (text: string, mask: string): string {
   work += text.length
   let out = text
   if (out.includes('-----BEGIN ')) out = maskPem(out, mask)
-  out = out.replace(TOKEN_FORMATS, (m) => (m.startsWith('sk-') && !/[0-9]/.test(m) ? m : mask))
+  // Every token format, and every random-looking token, is a run of 16+ token characters: most strings have none.
+  const longRun = LONG_RUN.test(out)
+  if (longRun) out = out.replace(TOKEN_FORMATS, (m: string, at: number, all: string) => (!tokenStartsAt(all, at) || (m.startsWith('sk-') && !/[0-9]/.test(m)) ? m : mask))
   if (out.includes('://')) {
     out = out.replace(URL_USERINFO, (m, scheme: string, user: string, pw: string) => (isNotSecretValue(pw, mask) ? m : `${scheme}${user}:${mask}@`))
     out = out.replace(URL_TOKEN_USER, (m, scheme: string, user: string) => (looksRandom(user) ? `${scheme}${mask}@` : m))
   }
-  if (out.includes('=')) {
+  if (out.includes('=') && (out.includes('?') || out.includes('&'))) {
     out = out.replace(QUERY_PARAM, (m, sep: string, name: string, value: string) => (isQueryCredentialName(name) && !isNotSecretValue(value, mask) ? `${sep}${name}=${mask}` : m))
   }
-  out = out.replace(BEARER, (m, scheme: string, token: string) => (looksLikeCredential(token) ? `${scheme}${mask}` : m))
-  out = out.replace(BASIC, (m, scheme: string, b64: string) => (/^[\x20-\x7e]+:/.test(Buffer.from(b64, 'base64').toString('latin1')) ? `${scheme}${mask}` : m))
+  if (out.includes('earer') || out.includes('EARER')) out = out.replace(BEARER, (m, scheme: string, token: string) => (looksLikeCredential(token) ? `${scheme}${mask}` : m))
+  if (out.includes('asic') || out.includes('ASIC')) out = out.replace(BASIC, (m, scheme: string, b64: string) => (/^[\x20-\x7e]+:/.test(Buffer.from(b64, 'base64').toString('latin1')) ? `${scheme}${mask}` : m))
   if (out.includes(':') || out.includes('=')) {
-    out = replaceEach(out, ASSIGN, (m) => {
-      const [whole, name = '', sep = '', scheme = '', single, double, quote, bare] = m
-      const value = single ?? double ?? bare ?? ''
-      if (!isSecretName(name) || isNotSecretValue(value, mask) || isWorkingDirectory(name, value)) {
-        // A quoted value of another name may hold an assignment of its own (`'stdout': 'ok\npassword: x'`): scanned too.
-        return single !== undefined || double !== undefined ? m.index + name.length + sep.length + scheme.length + 1 : m.index + whole.length
-      }
-      if (single !== undefined) return `${name}${sep}${scheme}'${mask}'`
-      if (double !== undefined) return `${name}${sep}${scheme}"${mask}"`
-      return `${name}${sep}${scheme}${quote ?? ''}${mask}`
-    })
+    out = maskAssignments(out, mask)
   }
   if (out.includes('--')) {
     out = out.replace(FLAG_VALUE, (m, flag: string, space: string, quote: string, value: string) => (isSecretName(flag) && !isNotSecretValue(value, mask) ? `${flag}${space}${quote}${mask}` : m))
@@ -335,7 +384,7 @@ function maskPlain (text: string, mask: string): string {
     if (isNotSecretValue(pw, mask) || (/^\d+$/.test(user) && /^\d+$/.test(pw))) return m
     return `${flag}${sep}${quote}${user}:${mask}`
   }))
-  return maskNearWords(out, mask)
+  return longRun ? maskNearWords(out, mask) : out
 }
 
 // --- JSON string literals in text --------------------------------------------------------------
@@ -573,4 +622,4 @@ function hidesSecret (name: string, v: unknown): boolean {
 }
 
 /** Every pattern the detector runs, for the test that checks they are linear (no nested quantifier). */
-export const PATTERNS: readonly RegExp[] = [TOKEN_FORMATS, BEARER, BASIC, URL_USERINFO, URL_TOKEN_USER, QUERY_PARAM, ASSIGN, FLAG_VALUE, MYSQL_LINE, MYSQL_P, CURL_LINE, CURL_USER, CREDENTIAL_WORD, TOKEN_RUN, TOKEN_CHAR, SEPARATOR, FILLER_WORD, FLAG_AT_END, MYSQL_P_AT_END, CURL_USER_AT_END]
+export const PATTERNS: readonly RegExp[] = [TOKEN_FORMATS, BEARER, BASIC, URL_USERINFO, URL_TOKEN_USER, QUERY_PARAM, SEPARATORS, ASSIGNED_VALUE, FLAG_VALUE, MYSQL_LINE, MYSQL_P, CURL_LINE, CURL_USER, CREDENTIAL_WORD, TOKEN_RUN, LONG_RUN, TOKEN_CHAR, SEPARATOR, FILLER_WORD, FLAG_AT_END, MYSQL_P_AT_END, CURL_USER_AT_END]
