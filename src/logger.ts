@@ -26,7 +26,7 @@ function isObject (v: unknown): v is Record<string, unknown> {
 
 /** A shallow copy that keeps the prototype and non-enumerable own properties (an Error stays an Error for its serializer). */
 function copyOf<T extends object> (v: T): T {
-  const descriptors = Object.getOwnPropertyDescriptors(v)
+  const descriptors: Record<string, PropertyDescriptor> = Object.getOwnPropertyDescriptors(v)
   // In Node 24 (V8 13) an Error's own `stack` is an accessor that reads the error it was made
   // for: copied as it is, it reads the copy and gives undefined. The copy gets the value.
   const stack = descriptors.stack
