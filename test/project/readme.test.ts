@@ -88,7 +88,7 @@ test('openapi.yaml is the document generated from the routes', async () => {
 
 test('the README workspace walk-through works as written: upload a tar czf archive, download, list, checkpoint, restore, delete', async (t) => {
   const readme = await readFile('README.md', 'utf8')
-  const section = readme.slice(readme.indexOf('## Workspaces'), readme.indexOf('## Configuration'))
+  const section = readme.slice(readme.indexOf('## Workspaces'), readme.indexOf('## Governance'))
   const lines = [...section.matchAll(/```sh\n([\s\S]*?)```/g)]
     .flatMap((m) => (m[1] ?? '').replace(/\\\n\s*/g, ' ').split('\n'))
     .map((l) => l.trim())
@@ -108,10 +108,13 @@ test('the README workspace walk-through works as written: upload a tar czf archi
   const ending = (suffix: string): string => out[lines.find((l) => l.endsWith(suffix)) ?? ''] ?? ''
   const having = (needle: string): string => out[lines.find((l) => l.includes(needle)) ?? ''] ?? ''
   // src and src/main.py
-  assert.deepEqual(JSON.parse(having('-X PUT')), { workspaceId: 'proj', bytes: 12, files: 2 })
+  assert.deepEqual(JSON.parse(having('-X PUT')), { workspaceId: 'proj', bytes: 12, files: 2, skipped: [], skippedEntries: 0 })
   assert.equal(ending('files/src/main.py'), 'print("hi")\n')
   const { stdout: listing } = await run('tar', ['tzf', join(dir, 'proj-back.tar.gz')])
   assert.deepEqual(listing.split('\n').filter((l) => l !== '').sort(), ['src/', 'src/main.py'])
+  // ?path=src keeps the workspace's names.
+  const { stdout: sub } = await run('tar', ['tzf', join(dir, 'proj-src.tar.gz')])
+  assert.deepEqual(sub.split('\n').filter((l) => l !== '').sort(), ['src/', 'src/main.py'])
   assert.deepEqual(JSON.parse(ending('/users/alice/workspaces')).workspaces.map((w: any) => w.workspaceId), ['proj'])
   assert.match(checkpointId, /^[A-Za-z0-9]/)
   const invoked = JSON.parse(having('"checkpoint":true'))
@@ -172,4 +175,53 @@ test('the README remote-MCP walk-through works offline as written, against the e
   const counted = having('user_alice_tool_word_count')
   assert.equal(counted.output, '3')
   assert.equal(counted.route, 'user_mcp')
+})
+
+test('the README governance blocks (journal, policies, approvals) run in order as written, with the keys the section starts the gateway with', async (t) => {
+  const readme = await readFile('README.md', 'utf8')
+  const section = readme.slice(readme.indexOf('## Governance'), readme.indexOf('### Remote MCP resilience'))
+  const lines = [...section.matchAll(/```sh\n([\s\S]*?)```/g)]
+    .flatMap((m) => (m[1] ?? '').replace(/\\\n\s*/g, ' ').split('\n'))
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'))
+  const start = /^API_KEYS='([^']+)' npm start$/.exec(lines[0] ?? '')
+  assert.ok(start !== null, `the section starts the gateway with its keys: ${lines[0] ?? ''}`)
+  const dir = await mkdtemp(join(tmpdir(), 'tg-readme-gov-'))
+  t.after(async () => await rm(dir, { recursive: true, force: true }))
+  const { port } = await startServer(t, { API_KEYS: start[1] ?? '', WORKSPACES_DIR: dir, HOST: '127.0.0.1' })
+  // Each line runs in a shell of its own, as the README's other tests do; a `name=$(...)` line's value is
+  // handed to the lines after it as an environment variable, as one shell session would.
+  const vars: Record<string, string> = {}
+  const out: Array<{ line: string, stdout: string }> = []
+  for (const line of lines.slice(1)) {
+    const command = line.replaceAll('127.0.0.1:8080', `127.0.0.1:${port}`)
+    const assignment = /^([a-z]+)=\$\(/.exec(command)
+    const script = assignment === null ? command : `${command}; printf %s "$${assignment[1] ?? ''}"`
+    const { stdout } = await run('sh', ['-c', script], { timeout: 30_000, cwd: SCRATCH, env: { ...process.env, ...vars } })
+    if (assignment !== null) vars[assignment[1] ?? ''] = stdout
+    out.push({ line, stdout })
+  }
+  const json = (needle: string, nth = 0): any => {
+    const hits = out.filter((o) => o.line.includes(needle))
+    assert.ok(hits[nth] !== undefined, `no line with ${needle}`)
+    return JSON.parse(hits[nth]?.stdout ?? '')
+  }
+  // Journal
+  assert.match(vars.cursor ?? '', /\S/, 'the first page had a nextCursor')
+  assert.ok(json('invocations?limit=20\'').invocations.length >= 2)
+  assert.deepEqual(json('isError=true').invocations.map((e: any) => e.name), ['calculate'])
+  assert.equal(json('invocations/call_journal_demo').callId, 'call_journal_demo')
+  assert.ok(json('cursor=$cursor').invocations.length >= 1)
+  const exported = await readFile(join(SCRATCH, 'acme.ndjson'), 'utf8')
+  assert.ok(exported.trim().split('\n').every((l) => JSON.parse(l).userId === 'acme'))
+  // Policies: written, read by the tenant, then both deleted.
+  assert.deepEqual(json('-X PUT http://127.0.0.1:8080/policy ').policy, { deny: ['write_file', 'apply_patch'] })
+  assert.ok(json('curl -s http://127.0.0.1:8080/users/acme/policy -H').policy.allowOnly.includes('calculate'))
+  assert.equal(json('-X DELETE http://127.0.0.1:8080/policy ').deleted, true)
+  // Approvals: held, listed by the approver, approved (the write ran), then read by the tenant.
+  assert.match(vars.approval ?? '', /^apr_/)
+  assert.ok(json('/approvals -H').approvals.some((a: any) => a.approvalId === vars.approval))
+  const decided = json('"decision":"approve"')
+  assert.equal(decided.result.isError, false, JSON.stringify(decided))
+  assert.equal(json('"http://127.0.0.1:8080/approvals/$approval" -H \'authorization: Bearer k-acme').status, 'approved')
 })
