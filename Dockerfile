@@ -17,14 +17,14 @@ COPY examples ./examples
 RUN npm run build && npm prune --omit=dev
 
 FROM node:24-bookworm-slim AS runtime
-# The gateway needs bubblewrap (the bash sandbox), util-linux (prlimit and setpriv for the sandbox,
-# mount and losetup for loop-mounted workspace quotas), e2fsprogs (mkfs.ext4 for those), procps,
+# The gateway needs bubblewrap (the bash sandbox), util-linux (prlimit and setpriv for the sandbox),
+# mount (mount and losetup for loop-mounted workspace quotas), e2fsprogs (mkfs.ext4 for those), procps,
 # ripgrep (fast grep) and ca-certificates. The rest is what a coding agent's bash expects to find:
 # the sandbox binds this image's /usr read-only, so what is installed here is what commands get.
 # More tools: a derived image (README "Docker").
 RUN apt-get update \
   && apt-get install -y --no-install-recommends \
-    bubblewrap util-linux e2fsprogs procps ripgrep ca-certificates \
+    bubblewrap util-linux mount e2fsprogs procps ripgrep ca-certificates \
     python3 git curl make jq unzip xz-utils patch less file \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /app

@@ -19,10 +19,10 @@ import { ConfigSchema, loadConfig } from '../../src/config.js'
 const RECOMMENDED_NODE = 24
 /**
  * What the runtime image installs: the sandbox and the gateway's own needs (util-linux: prlimit,
- * setpriv, losetup; e2fsprogs: mkfs.ext4 for loop-mounted quotas), and what a coding agent's bash
- * expects (the sandbox binds the image's /usr). README "Docker" lists the same.
+ * setpriv; mount: mount, losetup; e2fsprogs: mkfs.ext4 for loop-mounted quotas), and what a coding
+ * agent's bash expects (the sandbox binds the image's /usr). README "Docker" lists the same.
  */
-const RUNTIME_PACKAGES = ['bubblewrap', 'util-linux', 'e2fsprogs', 'procps', 'ripgrep', 'ca-certificates', 'python3', 'git', 'curl', 'make', 'jq', 'unzip', 'xz-utils']
+const RUNTIME_PACKAGES = ['bubblewrap', 'util-linux', 'mount', 'e2fsprogs', 'procps', 'ripgrep', 'ca-certificates', 'python3', 'git', 'curl', 'make', 'jq', 'unzip', 'xz-utils']
 
 test('Dockerfile: multi-stage, slim Debian Node 24, the sandbox and a coding toolset, non-root, no examples, CMD node, volume, healthcheck', async () => {
   const text = await readFile('Dockerfile', 'utf8')
