@@ -72,20 +72,20 @@ test('two gateways without Redis (two registries) on one host: their tenants get
 
 test('two gateways with separate Redis stores on one host: the second stops at start-up naming SANDBOX_UID_RANGE; instances of one store share the range', { skip, timeout: 180_000 }, async (t) => {
   if (!await requireRedis(t)) return
-  const range = '281000-281999' // no other test file uses it
+  const range = '431000-431999' // outside the default range and the pool of gateways without Redis, no other test file uses it
   const one = uniquePrefix()
   const a = await gateway(t, { REDIS_URL, REDIS_KEY_PREFIX: one, SANDBOX_UID_RANGE: range })
-  await assert.rejects(gateway(t, { REDIS_URL, REDIS_KEY_PREFIX: uniquePrefix(), SANDBOX_UID_RANGE: '281500-290000' }),
+  await assert.rejects(gateway(t, { REDIS_URL, REDIS_KEY_PREFIX: uniquePrefix(), SANDBOX_UID_RANGE: '431500-440000' }),
     (err: Error) => {
       assert.match(err.message, /exited with 1/)
-      assert.match(err.message, /SANDBOX_UID_RANGE 281500-290000 overlaps the sandbox uids of another gateway on this host with another registry store: 281000-281999/)
+      assert.match(err.message, /SANDBOX_UID_RANGE 431500-440000 overlaps the sandbox uids of another gateway on this host with another registry store: 431000-431999/)
       return true
     })
   // Another instance of the same deployment (same Redis, same prefix) starts, and a tenant has one uid on both.
   const a2 = await gateway(t, { REDIS_URL, REDIS_KEY_PREFIX: one, SANDBOX_UID_RANGE: range })
   const [x, y] = [await whoAmI(a, 'host-shared', 316), await whoAmI(a2, 'host-shared', 317)]
   assert.equal(x.uid, y.uid)
-  assert.ok(x.uid >= 281000 && x.uid <= 281999)
+  assert.ok(x.uid >= 431000 && x.uid <= 431999)
   assert.equal(x.cgroup.split('/t-')[0], y.cgroup.split('/t-')[0], 'one cgroup parent for the deployment')
 })
 

@@ -14,7 +14,8 @@
  *   start-up with a message naming the setting. Instances of one deployment (same store) share it.
  * - Without Redis the uids live in this process only and are given out afresh at each start, so
  *   nothing ties the gateway to a fixed range: it takes the first block of UID_BLOCK uids of
- *   SANDBOX_UID_RANGE that no live gateway holds (start-up stops only when none is free).
+ *   SANDBOX_UID_RANGE that no live gateway holds (start-up stops only when none is free); with the
+ *   default range, of PROCESS_UID_POOL instead, away from the range Redis deployments claim whole.
  * - The default cgroup parent is derived from the claimed range (`tool-gateway-<first>-<last>`):
  *   disjoint ranges give distinct parents, one deployment's instances share theirs. An explicit
  *   SANDBOX_CGROUP_ROOT is claimed as it is: another deployment with the same one stops start-up.
@@ -40,6 +41,13 @@ import { ROOT_NAME } from './cgroups.js'
 
 /** Uids a gateway without Redis takes from SANDBOX_UID_RANGE: as many tenants as it can serve. */
 export const UID_BLOCK = 10_000
+
+/**
+ * Where a gateway without Redis takes its block when SANDBOX_UID_RANGE is the default: not in the
+ * default range, which Redis deployments claim whole (their uids are kept there), so a gateway
+ * without Redis running beside one never stops it from starting.
+ */
+export const PROCESS_UID_POOL: Readonly<UidRange> = { first: 300000, last: 399999 }
 
 /** Where claims live: /run is a tmpfs (claims do not outlive a reboot) writable by root only. */
 export function defaultClaimsDir (): string {
