@@ -63,10 +63,11 @@ const nameVerdicts = new Map<string, boolean>()
  * not `password_field`, `max_tokens`, `next_page_token`, `tokenizer`, `author`, `key`, `monkey`.
  */
 export function isSecretName (name: string): boolean {
+  if (name.length > 128) return classifyName(name)
   let known = nameVerdicts.get(name)
   if (known === undefined) {
     known = classifyName(name)
-    // Names repeat from call to call: remembered, within a bound.
+    // Names repeat from call to call: remembered, within a bound (short names only).
     if (nameVerdicts.size >= 4096) nameVerdicts.clear()
     nameVerdicts.set(name, known)
   }
@@ -94,6 +95,7 @@ const QUERY_CREDENTIAL = /key|token|secret|passw|pwd|auth|credential|signature|s
 
 /** Whether a URL query parameter name (raw or percent-encoded) carries a credential: `api_key`, `key`, `Client%5FSecret`, `X-Amz-Signature`. */
 export function isQueryCredentialName (rawName: string): boolean {
+  if (rawName.length > 128) return classifyQueryName(rawName)
   let known = queryVerdicts.get(rawName)
   if (known === undefined) {
     known = classifyQueryName(rawName)
@@ -245,7 +247,7 @@ function maskPem (text: string, mask: string): string {
       continue
     }
     const label = text.slice(begin + 11, headerEnd)
-    if (!label.endsWith('PRIVATE KEY')) {
+    if (!label.includes('PRIVATE KEY')) {
       out += text.slice(from, headerEnd + 5)
       from = headerEnd + 5
       continue
@@ -520,6 +522,7 @@ function scan (text: string, mask: string, nesting: number): string {
   const maskLiteral = JSON.stringify(mask)
   let out = ''
   let last = 0
+  let pairName = false
   while (q >= 0) {
     const { end, complete } = literalEnd(text, q)
     const gap = text.slice(last, q)
@@ -529,6 +532,7 @@ function scan (text: string, mask: string, nesting: number): string {
     while (k < text.length && isSpace(text.charCodeAt(k))) k++
     if (complete && text.charCodeAt(k) === 58 /* : */) {
       // An object key: its value goes whole when the key names a secret.
+      pairName = false
       out += maskPlain(gap, mask) + maskedLiteral(raw, value, complete, mask, nesting)
       last = end
       if (isSecretName(value)) {
@@ -545,7 +549,12 @@ function scan (text: string, mask: string, nesting: number): string {
       out += maskPlain(gap, mask)
       const context = valueContextAtEnd(gap)
       const colon = value.indexOf(':')
-      if (context?.kind === 'userinfo' && colon >= 0 && !isNotSecretValue(value.slice(colon + 1), mask)) {
+      // The value of a `["X-Api-Key", "..."]` header pair.
+      const pairValue = pairName && complete && value !== '' && gap.trim() === ',' && text[k] === ']'
+      pairName = complete && text[k] === ',' && text.slice(Math.max(0, q - 16), q).trimEnd().endsWith('[') && isSecretName(value)
+      if (pairValue) {
+        out += maskLiteral
+      } else if (context?.kind === 'userinfo' && colon >= 0 && !isNotSecretValue(value.slice(colon + 1), mask)) {
         out += encodeLiteral(value.slice(0, colon + 1) + mask, complete)
       } else if ((context?.kind === 'whole' && !isNotSecretValue(value, mask) && !isWorkingDirectory(context.name, value)) ||
           (context?.kind === 'word' && looksRandom(value))) {

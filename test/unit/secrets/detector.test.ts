@@ -61,6 +61,7 @@ const POSITIVE: Array<[string, string]> = [
   ['{"auth": {"user": "bob", "note": "x1"}, "n": 1}', '{"auth": "****", "n": 1}'],
   ['{"pin": 1234, "otp": "", "useAuth": true}', '{"pin": "****", "otp": "", "useAuth": true}'],
   ['{"headers":{"Authorization":"Bearer abc","Accept":"*/*"}}', '{"headers":{"Authorization":"****","Accept":"*/*"}}'],
+  ['{"rawHeaders":[["X-Api-Key", "k-123"],["Accept","text/plain"]]}', '{"rawHeaders":[["X-Api-Key", "****"],["Accept","text/plain"]]}'],
   // mysql -pPW, curl -u user:pw
   ['mysql -u root -pMyS3cret db', 'mysql -u root -p**** db'],
   ["mysqldump -h db -p'MyS3cret' app > a.sql", "mysqldump -h db -p'****' app > a.sql"],
@@ -86,6 +87,7 @@ const POSITIVE: Array<[string, string]> = [
   ['key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7b\nq1w==\n-----END RSA PRIVATE KEY-----\ndone', 'key:\n-----BEGIN RSA PRIVATE KEY-----****-----END RSA PRIVATE KEY-----\ndone'],
   ['-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmU', '-----BEGIN OPENSSH PRIVATE KEY-----****'],
   ['-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----', '-----BEGIN PRIVATE KEY-----****-----END PRIVATE KEY-----'],
+  ['-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBF\n-----END PGP PRIVATE KEY BLOCK-----', '-----BEGIN PGP PRIVATE KEY BLOCK-----****-----END PGP PRIVATE KEY BLOCK-----'],
   // high-entropy tokens next to credential words
   ['your API token is 9fQ2xL7pK3mZ8vR1tW6y, keep it', 'your API token is ****, keep it'],
   ['Secret for prod: Zm9vYmFyYmF6MTIzNDU2Nzg5', 'Secret for prod: ****'],
@@ -136,7 +138,8 @@ const NEGATIVE: string[] = [
   'Authorization: Bearer ****\npassword: ****',
   'for (const [k, v] of Object.entries(tokens)) total += v',
   'ghp_ is the prefix of a GitHub token; AKIA starts an AWS key id',
-  'const eyJ = 1; // eyJ is base64 of {"'
+  'const eyJ = 1; // eyJ is base64 of {"',
+  '[["Accept", "text/plain"], ["X-Trace", "abc"]]'
 ]
 
 test('the positive corpus: every secret masked, the text around it kept', () => {
