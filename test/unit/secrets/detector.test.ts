@@ -1,5 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import fc from 'fast-check'
 import { detectorWork, isQueryCredentialName, isSecretName, MASK, maskText, maskValue, MAX_DEPTH, PATTERNS, TOO_DEEP } from '../../../src/secrets/detector.js'
 
 // A deterministic run of characters from `alphabet` (no Math.random: a failing case must repeat).
@@ -167,6 +168,23 @@ test('a JSON text is masked on its decoded strings and stays valid JSON, at any 
   }
   // A text starting inside a JSON string (the tail of a cut one).
   assert.equal(maskText('ne\\npassword: hunter2\\nok","exitCode":0}', { inString: true }), 'ne\\npassword: ****\\nok","exitCode":0}')
+})
+
+test('any JSON text stays valid JSON, whatever secrets, quotes, backslashes and newlines its strings hold', () => {
+  const fragment = fc.constantFrom('password: ', 'DB_PASSWORD=', 'Bearer ', 'api_key', '"', '\\', '\n', '\\n', ':', '=', ' ', 'https://u:', '@h/', 'curl -u a:', 'mysql -p',
+    TOKENS.githubClassic as string, TOKENS.jwt as string, '-----BEGIN PRIVATE KEY-----', '{"token":', '[', ']', '{', '}', ',', 'é', '\u2028', 'x')
+  const text = fc.array(fc.oneof(fragment, fc.string({ maxLength: 8 })), { maxLength: 12 }).map((parts) => parts.join(''))
+  const key = fc.oneof(fc.constantFrom('password', 'token', 'stdout', 'X-Api-Key', 'note', 'auth'), fc.string({ maxLength: 6 }))
+  const value = fc.letrec((tie) => ({
+    node: fc.oneof({ depthSize: 'small' }, text, fc.integer(), fc.boolean(), fc.constant(null), fc.array(tie('node'), { maxLength: 4 }), fc.dictionary(key, tie('node'), { maxKeys: 4 }))
+  })).node
+  fc.assert(fc.property(value, fc.boolean(), (v, pretty) => {
+    const json = JSON.stringify(v, null, pretty ? 2 : undefined)
+    const out = maskText(json)
+    JSON.parse(out)
+    // A string inside holding JSON is still JSON too.
+    JSON.parse(JSON.parse(maskText(JSON.stringify(json))))
+  }), { numRuns: 500, seed: 27 })
 })
 
 test('secret names: prefixes and suffixes, and names that only look close', () => {
