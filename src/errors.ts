@@ -58,6 +58,12 @@ export const ERROR_CODES = {
   GW_NOT_FOUND: http(404, 'No such route, or no such file in the workspace (`GET /users/{userId}/workspaces/{workspaceId}/files/{path}`)'),
   GW_SERVER_NOT_FOUND: http(404, 'No such registered MCP server'),
   GW_CHECKPOINT_NOT_FOUND: http(404, 'No checkpoint of that id for this workspace (never made, deleted, or dropped past `CHECKPOINTS_PER_WORKSPACE`)'),
+  GW_TENANT_QUOTA_EXCEEDED: {
+    kind: ['http', 'tool'] as Array<'http' | 'tool'>,
+    status: 403,
+    meaning: 'The tenant is at `TENANT_MAX_WORKSPACES` (a new workspace, by a tool call or an upload) or would pass `TENANT_QUOTA_BYTES` (its workspaces and checkpoints together: an upload or a checkpoint); nothing was changed. Delete workspaces or checkpoints to make room',
+    retryable: false
+  },
   GW_WORKSPACE_NOT_FOUND: http(404, 'No workspace of that id for this tenant (never used, deleted, or expired past `WORKSPACE_IDLE_TTL`)'),
   GW_APPROVAL_NOT_FOUND: http(404, 'No approval of that id (never made, or its record was dropped a day after it expired or was decided)'),
   GW_APPROVAL_DECIDED: http(409, 'The approval was already decided (approved or denied, by this or another approver)'),
@@ -158,6 +164,7 @@ export const TOOL_ERROR_CODES = {
   forbidden: 'GW_PATH_FORBIDDEN',
   cancelled: 'GW_CANCELLED',
   quota: 'WORKSPACE_QUOTA_EXCEEDED',
+  'tenant-quota': 'GW_TENANT_QUOTA_EXCEEDED',
   policy: 'GW_POLICY_DENIED',
   'upstream-unavailable': 'GW_UPSTREAM_UNAVAILABLE',
   'upstream-too-large': 'GW_UPSTREAM_TOO_LARGE',

@@ -229,7 +229,8 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
       pools: remote.poolStats(),
       resilience: remote.resilience(),
       sandbox,
-      registry: { backend: store.backend, secretsEncrypted: remoteSettings.box.encrypted }
+      registry: { backend: store.backend, secretsEncrypted: remoteSettings.box.encrypted },
+      workspaceQuota: builtins?.quota
     }),
     readiness: async () => await readiness({
       store,

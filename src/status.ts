@@ -15,6 +15,8 @@ export interface GatewayStatus {
   clients: McpClientPoolStats['clients']
   sandbox: { mode: string, probe: unknown, warning: string | null, isolation: SandboxIsolation | null }
   registry: { backend: 'memory' | 'redis' | 'redis-cluster', secretsEncrypted: boolean }
+  /** How the workspace quota is enforced (docs/ARCHITECTURE.md#workspace-quota); null without tier 1. */
+  workspaceQuota: Builtins['quota'] | null
   remoteMcp: RemoteMcpResilience
 }
 
@@ -55,6 +57,7 @@ export interface StatusParts {
   resilience?: { global: McpResilienceStats, tenant: McpResilienceStats } | undefined
   sandbox: Sandbox | undefined
   registry: GatewayStatus['registry']
+  workspaceQuota?: Builtins['quota'] | undefined
 }
 
 function resilienceStatus (r: StatusParts['resilience']): RemoteMcpResilience {
@@ -71,7 +74,7 @@ function resilienceStatus (r: StatusParts['resilience']): RemoteMcpResilience {
   }
 }
 
-export function gatewayStatus ({ pools, resilience, sandbox, registry }: StatusParts): GatewayStatus {
+export function gatewayStatus ({ pools, resilience, sandbox, registry, workspaceQuota }: StatusParts): GatewayStatus {
   const g = pools.global
   const u = pools.tenant
   const clients = { ...g.clients, ...u.clients }
@@ -84,6 +87,7 @@ export function gatewayStatus ({ pools, resilience, sandbox, registry }: StatusP
     clients,
     sandbox: { mode: sandbox?.mode ?? 'external', probe: sandbox?.probe ?? null, warning: sandbox?.warning ?? null, isolation: sandbox?.isolation ?? null },
     registry,
+    workspaceQuota: workspaceQuota ?? null,
     remoteMcp: resilienceStatus(resilience)
   }
 }

@@ -7,7 +7,7 @@ import type { Logger } from '../logger.js'
 import { KeyedMutex, LeaseLock } from '../cluster/index.js'
 import type { Coordination, WriteLock } from '../cluster/index.js'
 import { ProcessManager, ProcessService } from './processes/index.js'
-import { createSandbox, DEFAULT_UID_RANGE, parseUidRange, PROCESS_UID_POOL, processDeployment, tenantOwners } from './sandbox/index.js'
+import { createSandbox, parseUidRange, processDeployment, tenantOwners } from './sandbox/index.js'
 import type { Sandbox, UidStore } from './sandbox/index.js'
 import { BuiltinSource } from './source.js'
 import { applyPatchTool } from './tools/apply-patch.js'
@@ -23,6 +23,8 @@ import { WorkspaceManager } from './workspace/workspaces.js'
 import { CheckpointStore } from './workspace/checkpoints.js'
 import { WorkspaceLifecycle } from './workspace/lifecycle.js'
 import { WorkspaceUsage } from './workspace/usage.js'
+import { probeLoopVolumes, WorkspaceVolumes } from './workspace/volumes.js'
+import type { QuotaMode } from './workspace/volumes.js'
 
 /** Tier 1 assembled: the 8 tools, the workspaces they run in, the sandbox and background processes. */
 export interface Builtins {
@@ -36,6 +38,8 @@ export interface Builtins {
   usage: WorkspaceUsage
   /** Upload, download, delete, checkpoints and idle expiry of tenant workspaces. */
   lifecycle: WorkspaceLifecycle
+  /** How the workspace quota is enforced (WORKSPACE_QUOTA_MODE as resolved), and why not by images when it is not. */
+  quota: { mode: QuotaMode, reason: string | null }
   /** Kills every sandboxed and background process. */
   close: () => Promise<void>
   /**
@@ -86,16 +90,12 @@ async function sandboxDeployment (config: Config, deps: BuiltinDeps, logger: Log
  * throws (start-up stops with what to install or which container options to set).
  */
 export async function createBuiltins (config: Config, logger: Logger, deps: BuiltinDeps = {}): Promise<Builtins> {
-  const configured = parseUidRange(config.sandboxUidRange)
-  const host = deps.uids !== undefined ? await sandboxDeployment(config, deps, logger) : undefined
-  // Without Redis and with the default range, a block of another pool (host-claim.ts: PROCESS_UID_POOL).
-  const isDefault = configured.first === DEFAULT_UID_RANGE.first && configured.last === DEFAULT_UID_RANGE.last
-  const uidRange = host?.uidsPersisted === false && isDefault ? { ...PROCESS_UID_POOL } : configured
+  const uidRange = parseUidRange(config.sandboxUidRange)
   const sandbox = await createSandbox({
     mode: config.sandbox,
     logger,
     // A uid per tenant needs the store that allocates them; without it all tenants share one.
-    ...(host !== undefined ? { uidRange, host } : {}),
+    ...(deps.uids !== undefined ? { uidRange, host: await sandboxDeployment(config, deps, logger) } : {}),
     ...(config.sandboxCgroupRoot !== undefined ? { cgroupRoot: config.sandboxCgroupRoot } : {}),
     tenantLimits: { memoryBytes: config.sandboxTenantMemoryBytes, pids: config.sandboxTenantPids }
   })
@@ -113,7 +113,8 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
     ...(sandbox.owner ? { owner: sandbox.owner } : {}),
     // The range the sandbox claimed on the host: SANDBOX_UID_RANGE, or without Redis a block of it.
     ...(sandbox.isolation.uidPerTenant && deps.uids !== undefined ? { ownerFor: tenantOwners(deps.uids, sandbox.uidRange ?? uidRange) } : {}),
-    ...(config.workspacesDirExplicit === false ? { fallbackDirs: deps.fallbackWorkspacesDirs ?? FALLBACK_WORKSPACES_DIRS } : {})
+    ...(config.workspacesDirExplicit === false ? { fallbackDirs: deps.fallbackWorkspacesDirs ?? FALLBACK_WORKSPACES_DIRS } : {}),
+    maxWorkspacesPerTenant: config.tenantMaxWorkspaces
   })
   if (workspaces.usedFallback !== undefined) {
     logger.warn({ workspacesDir: workspaces.dir, unreachable: workspaces.usedFallback.from }, `workspaces live in ${workspaces.dir}: the sandbox uid cannot reach the default ${workspaces.usedFallback.from} (set WORKSPACES_DIR to choose)`)
@@ -122,6 +123,36 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
   }
   // One figure per workspace, shared by the file tools (they reserve before writing) and bash (watched while it runs).
   const usage = new WorkspaceUsage({ quotaBytes: config.workspaceQuotaBytes, maxFiles: config.workspaceMaxFiles })
+  // The quota in the file system (an image per workspace) when this host allows it, else the
+  // polling watchdog (docs/ARCHITECTURE.md#workspace-quota). Existing images are mounted before
+  // any call, adopting a SIGKILLed instance's mounts.
+  // Under node's test runner (NODE_TEST_CONTEXT, inherited by the gateways tests spawn) auto means
+  // watchdog: hundreds of test apps on temp directories would each leave mounts their clean-up
+  // (rm -rf) cannot remove. The tests of the images ask for loop.
+  const mode = config.workspaceQuotaMode === 'auto' && process.env.NODE_TEST_CONTEXT !== undefined ? 'watchdog' : config.workspaceQuotaMode
+  const quota: Builtins['quota'] = {
+    mode: 'watchdog',
+    reason: config.workspaceQuotaMode === 'watchdog' ? 'WORKSPACE_QUOTA_MODE=watchdog' : mode === 'watchdog' ? 'WORKSPACE_QUOTA_MODE=auto under the test runner' : null
+  }
+  let volumes: WorkspaceVolumes | undefined
+  if (mode !== 'watchdog') {
+    const probe = await probeLoopVolumes(workspaces.stateDir)
+    if (probe.ok) {
+      volumes = new WorkspaceVolumes({ stateDir: workspaces.stateDir, workspacesDir: workspaces.dir, quotaBytes: config.workspaceQuotaBytes, maxFiles: config.workspaceMaxFiles, logger })
+      const mounted = await volumes.mountAll()
+      workspaces.useVolumes(volumes)
+      usage.useVolumes(volumes)
+      quota.mode = 'loop'
+      logger.info({ quotaMode: 'loop', mounted }, `workspace quota: enforced by the file system (a loop-mounted ext4 image per workspace; ${mounted} mounted)`)
+    } else if (config.workspaceQuotaMode === 'loop') {
+      throw new Error(`WORKSPACE_QUOTA_MODE=loop: ${probe.reason}`)
+    } else {
+      quota.reason = probe.reason
+    }
+  }
+  if (quota.mode === 'watchdog') {
+    logger.warn({ quotaMode: 'watchdog', reason: quota.reason }, `workspace quota: enforced by a polling watchdog (${quota.reason ?? ''}); fast parallel writers can pass it by more than 64 MiB`)
+  }
   // The service files each process's end in Redis through the manager's hook (bound once both exist).
   const bound: { service?: ProcessService } = {}
   const processes = new ProcessManager({ sandbox, maxRunningPerTenant: config.maxProcessesPerTenant, onEnded: (ws, snap) => bound.service?.ended(ws, snap) })
@@ -156,8 +187,10 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
     usage,
     writes,
     ...(config.workspaceIdleTtl !== undefined ? { idleTtlMs: parseDuration(config.workspaceIdleTtl) } : {}),
+    tenantQuotaBytes: config.tenantQuotaBytes,
     logger
   })
+  workspaces.setAdmission(async (tenant) => await lifecycle.admitWorkspace(tenant))
   await lifecycle.cleanLeftovers()
   return {
     source: new BuiltinSource(tools, workspaces, { usage, writes, checkpoint: async (ws) => await lifecycle.checkpointHeld(ws) }),
@@ -167,9 +200,12 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
     workspaces,
     usage,
     lifecycle,
+    quota,
     close: async () => {
       await lifecycle.close()
       await processes.killAll()
+      // Bounded; lazy, so a process still inside does not hold the shutdown.
+      await volumes?.close()
       // Their ends (STOPPED) recorded before Redis closes: the others see them stopped, not LOST.
       await service.close()
       await sandbox.close()

@@ -28,7 +28,7 @@ export interface Workspace {
  * paths outside the workspace. `reason` defaults to 'tool-error'.
  */
 export class ToolError extends Error {
-  readonly reason: 'tool-error' | 'forbidden' | 'invalid-arguments' | 'timeout' | 'sandbox' | 'quota'
+  readonly reason: 'tool-error' | 'forbidden' | 'invalid-arguments' | 'timeout' | 'sandbox' | 'quota' | 'tenant-quota'
   constructor (message: string, reason: ToolError['reason'] = 'tool-error') {
     super(message)
     this.name = 'ToolError'

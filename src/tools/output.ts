@@ -44,6 +44,7 @@ const ERROR_TYPES: Record<ToolFailureReason, string> = {
   forbidden: 'Forbidden',
   cancelled: 'Cancelled',
   quota: 'QuotaExceeded',
+  'tenant-quota': 'TenantQuotaExceeded',
   policy: 'PolicyDenied',
   'approval-pending': 'ApprovalPending',
   // As named in the approvals contract, which clients match on.

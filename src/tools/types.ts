@@ -51,6 +51,8 @@ export type ToolFailureReason =
   | 'cancelled'
   /** A workspace quota (bytes or files) would be or was passed. */
   | 'quota'
+  /** The tenant is at TENANT_MAX_WORKSPACES or TENANT_QUOTA_BYTES (a new workspace was refused). */
+  | 'tenant-quota'
   /** The tool policy refused these arguments (a `bash.denyCommands` rule). */
   | 'policy'
   /** The tool policy holds the call for a human's approval: it has not run (yet). */

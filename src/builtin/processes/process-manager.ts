@@ -208,7 +208,9 @@ export class ProcessManager {
     await this.#sandbox.prepareWorkspace(ws)
     // Re-checked after the await: shutdown may have begun meanwhile.
     if (this.#closed) throw new ToolError('The gateway is shutting down', 'sandbox')
-    const usage = req.usage
+    // On a quota image (docs/ARCHITECTURE.md#workspace-quota) the file system refuses writes past
+    // the quota: no RLIMIT_FSIZE at the room left, no watchdog. Otherwise both bound the process.
+    const usage = req.usage?.enforcedByFs(ws) === true ? undefined : req.usage
     const before = usage !== undefined ? await usage.current(ws) : undefined
     const fileSize = usage !== undefined && before !== undefined ? { fileSizeBytes: Math.max(0, usage.quotaBytes - before.bytes) } : {}
     const proc = this.#sandbox.spawn({ workspace: ws, command: req.command, cwd: req.cwd, stdin: 'pipe', ...fileSize })
@@ -245,7 +247,7 @@ export class ProcessManager {
         entry.ring.append(`[tool-gateway] Stopped: the workspace passed its quota (WORKSPACE_QUOTA_EXCEEDED): ${watch.tripped.bytes} bytes and ${watch.tripped.files} files in use; the limits are ${usage?.quotaBytes ?? 0} bytes and ${usage?.maxFiles ?? 0} files\n`)
       }
       // What it wrote is counted from the tree, not from the deltas the file tools report.
-      usage?.measure(ws).catch(() => {})
+      req.usage?.measure(ws).catch(() => {})
       entry.status = entry.stopRequested || entry.quotaExceeded ? 'STOPPED' : 'EXITED'
       entry.exitCode = exit.exitCode ?? -1
       entry.endedAt = this.#now()

@@ -40,7 +40,7 @@ export interface ProcessServiceOptions {
 }
 
 const PROCESS_ID = /^proc_[0-9a-f]{32}$/
-const REASONS: ReadonlySet<string> = new Set(['tool-error', 'forbidden', 'invalid-arguments', 'timeout', 'sandbox', 'quota'])
+const REASONS: ReadonlySet<string> = new Set(['tool-error', 'forbidden', 'invalid-arguments', 'timeout', 'sandbox', 'quota', 'tenant-quota'])
 const LIMIT_NAMES = ['readMaxChars', 'commandTimeoutMs', 'bashLogChars', 'maxProcessOutputChars', 'outputMaxChars'] as const
 /** A forwarded write never waits longer than bash allows (MAX_COMMAND_TIMEOUT_MS). */
 const MAX_FORWARDED_WRITE_MS = 600_000

@@ -105,8 +105,11 @@ const SIGXFSZ_EXIT = 128 + 25
  * command grew the workspace to its quota (writes past it failed: "File size limit exceeded");
  * or only the per-file limit was hit (a file, maybe in /tmp, larger than the room left).
  */
-function quotaNote (usage: WorkspaceUsage, before: UsageFigure, after: UsageFigure, tripped: UsageFigure | undefined, exitCode: number, room: number, sandboxFileSize: number): string | undefined {
+function quotaNote (usage: WorkspaceUsage, before: UsageFigure, after: UsageFigure, tripped: UsageFigure | undefined, exitCode: number, room: number, sandboxFileSize: number, full: boolean): string | undefined {
   const limits = `the quota is ${usage.quotaBytes} bytes and ${usage.maxFiles} files`
+  if (full) {
+    return `The workspace reached its quota (WORKSPACE_QUOTA_EXCEEDED): ${after.bytes} bytes and ${after.files} files in use, ${limits}; writes past it fail with "No space left on device". Delete files to make room.`
+  }
   if (tripped !== undefined) {
     return `Command was stopped: the workspace passed its quota (WORKSPACE_QUOTA_EXCEEDED): ${tripped.bytes} bytes and ${tripped.files} files in use, ${limits}. Delete files to make room.`
   }
@@ -147,8 +150,10 @@ export function createBashTool ({ sandbox, processes: given }: BashToolDeps): Bu
           // The quota: no file may grow past the room left (RLIMIT_FSIZE), and a watchdog stops the
           // command once the workspace passes it (many files, several writers).
           const usage = ctx.usage
+          // On a quota image the file system refuses every write past the quota: no polling.
+          const byFs = usage?.enforcedByFs(ws) === true
           const before = usage !== undefined ? await usage.current(ws) : undefined
-          const room = usage !== undefined && before !== undefined ? Math.max(0, usage.quotaBytes - before.bytes) : undefined
+          const room = usage !== undefined && before !== undefined && !byFs ? Math.max(0, usage.quotaBytes - before.bytes) : undefined
           let watch: QuotaWatch | undefined
           const r = await sandbox.exec({
             workspace: ws,
@@ -158,7 +163,7 @@ export function createBashTool ({ sandbox, processes: given }: BashToolDeps): Bu
             maxOutputBytes,
             signal: ctx.signal,
             ...(room !== undefined ? { fileSizeBytes: room } : {}),
-            ...(usage !== undefined
+            ...(usage !== undefined && !byFs
               ? { onSpawn: (proc) => { watch = usage.watch(ws, { kill: () => proc.kill(), written: proc.written }, before); return () => watch?.stop() } }
               : {})
           })
@@ -170,7 +175,7 @@ export function createBashTool ({ sandbox, processes: given }: BashToolDeps): Bu
           if (r.timedOut) note(`Command timed out after ${timeoutMs} ms and was killed. ${TIMEOUT_HINT}`)
           if (r.outputLimitExceeded) note('Command produced too much output and was killed.')
           const quota = usage !== undefined && before !== undefined && after !== undefined
-            ? quotaNote(usage, before, after, watch?.tripped, r.exitCode, room ?? 0, sandbox.limits.fileSizeBytes)
+            ? quotaNote(usage, before, after, watch?.tripped, r.exitCode, room ?? 0, sandbox.limits.fileSizeBytes, byFs && await usage.fsFull(ws))
             : undefined
           if (quota !== undefined) note(quota)
           return {

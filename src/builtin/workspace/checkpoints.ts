@@ -27,6 +27,7 @@
  * change of one tenant's objects (create, restore, delete, garbage collection) runs one at a time,
  * so an object is never collected while a checkpoint that reuses it is being written.
  */
+import { execFile } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import {
   closeSync, constants as fsConstants, fchmodSync, fchownSync, fstatSync, futimesSync, lchownSync, lstatSync, mkdirSync,
@@ -35,6 +36,7 @@ import {
 } from 'node:fs'
 import type { Dirent, Stats } from 'node:fs'
 import path from 'node:path'
+import { promisify } from 'node:util'
 import { setImmediate as turn } from 'node:timers/promises'
 import { HttpError } from '../../errors.js'
 import { KeyedMutex } from '../../cluster/index.js'
@@ -42,6 +44,7 @@ import type { Workspace } from '../types.js'
 import { ObjectStore, sortEntries, TreeCache } from './checkpoint-objects.js'
 import type { FileEntry, TreeEntry } from './checkpoint-objects.js'
 
+const execFileAsync = promisify(execFile)
 export const CHECKPOINT_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
 export const DEFAULT_CHECKPOINTS_PER_WORKSPACE = 20
 const LABEL_MAX = 200
@@ -406,6 +409,22 @@ export class CheckpointStore {
   /** Resolves once the tenant's queued work (a collection after a create) is done. */
   async whenIdle (ws: Workspace): Promise<void> {
     await this.#mutex.run(this.#tenantDir(ws), async () => {})
+  }
+
+  /**
+   * Bytes the tenant's checkpoints take on disk (objects, trees, indexes: what TENANT_QUOTA_BYTES
+   * counts), by GNU du in a child process: the store may hold hundreds of thousands of objects.
+   */
+  async storedBytes (tenant: string): Promise<number> {
+    const dir = path.join(this.#dir, tenant)
+    try {
+      const { stdout } = await execFileAsync('du', ['-s', '-B1', '-x', '--', dir], { timeout: 60_000 })
+      const n = Number(stdout.split('\t')[0])
+      return Number.isFinite(n) ? n : 0
+    } catch {
+      // No checkpoint yet (no directory), or du failed: nothing to count.
+      return 0
+    }
   }
 
   // --- layout -------------------------------------------------------------------------------

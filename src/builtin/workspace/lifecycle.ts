@@ -84,6 +84,8 @@ export interface WorkspaceLifecycleOptions {
   writes: WriteLock
   /** WORKSPACE_IDLE_TTL in ms; undefined keeps workspaces forever. */
   idleTtlMs?: number
+  /** TENANT_QUOTA_BYTES: a tenant's workspaces and checkpoints together (unlimited when unset). */
+  tenantQuotaBytes?: number
   /** How often the sweeper looks (default: a quarter of the TTL, between 1 s and 10 min). */
   sweepEveryMs?: number
   logger: Logger
@@ -104,6 +106,7 @@ export class WorkspaceLifecycle {
   readonly #usage: WorkspaceUsage
   readonly #writes: WriteLock
   readonly #ttlMs: number | undefined
+  readonly #tenantQuotaBytes: number
   readonly #logger: Logger
   readonly #timer: NodeJS.Timeout | undefined
   #sweeping: Promise<void> | undefined
@@ -116,6 +119,7 @@ export class WorkspaceLifecycle {
     this.#usage = opts.usage
     this.#writes = opts.writes
     this.#ttlMs = opts.idleTtlMs
+    this.#tenantQuotaBytes = opts.tenantQuotaBytes ?? Infinity
     this.#logger = opts.logger
     if (this.#ttlMs !== undefined) {
       const every = opts.sweepEveryMs ?? Math.min(600_000, Math.max(1000, Math.floor(this.#ttlMs / 4)))
@@ -150,6 +154,51 @@ export class WorkspaceLifecycle {
       if (err instanceof LockWaitAbortedError) throw new HttpError('GW_BAD_REQUEST', 'Client disconnected while the upload waited for the workspace write lock; nothing was changed')
       throw err
     }
+  }
+
+  // --- the tenant's bytes (TENANT_QUOTA_BYTES) ---------------------------------------------------
+
+  /**
+   * What the tenant holds: its workspaces' bytes (the figures usage.ts keeps, measured when
+   * unknown) and its checkpoint store's bytes on disk.
+   */
+  async tenantBytes (tenant: string): Promise<number> {
+    let total = await this.#checkpoints.storedBytes(tenant)
+    for (const id of await this.#ws.workspaceIds(tenant)) {
+      const ws = await this.#ws.find(tenant, id).catch(() => undefined)
+      if (ws === undefined) continue
+      const fig = this.#usage.get(ws) ?? await this.#usage.measure(ws, 1000).catch(() => ({ bytes: 0 }))
+      total += fig.bytes
+    }
+    return total
+  }
+
+  #tenantRefusal (tenant: string, total: number, extra: number): string {
+    const what = extra > 0 ? `this adds ${extra} bytes to the ${total} bytes` : `the ${total} bytes`
+    return `Tenant byte limit reached (GW_TENANT_QUOTA_EXCEEDED): ${what} tenant ${tenant}'s workspaces and checkpoints hold, TENANT_QUOTA_BYTES is ${this.#tenantQuotaBytes}; nothing was changed. Delete workspaces or checkpoints to make room.`
+  }
+
+  /** Refuses (403) a change that adds `extra` bytes past TENANT_QUOTA_BYTES. */
+  async #admitBytes (tenant: string, extra: number): Promise<void> {
+    if (this.#tenantQuotaBytes === Infinity || extra <= 0) return
+    const total = await this.tenantBytes(tenant)
+    if (total + extra > this.#tenantQuotaBytes) throw new HttpError('GW_TENANT_QUOTA_EXCEEDED', this.#tenantRefusal(tenant, total, extra))
+  }
+
+  /** The manager's check before a tenant's new workspace: refused while the tenant is at its bytes. */
+  async admitWorkspace (tenant: string): Promise<void> {
+    if (this.#tenantQuotaBytes === Infinity) return
+    const total = await this.tenantBytes(tenant)
+    if (total >= this.#tenantQuotaBytes) throw new ToolError(this.#tenantRefusal(tenant, total, 0), 'tenant-quota')
+  }
+
+  /** A checkpoint just made that takes the tenant past its bytes is dropped again, and refused. */
+  async #keepCheckpoint (ws: Workspace, checkpointId: string): Promise<void> {
+    if (this.#tenantQuotaBytes === Infinity) return
+    const total = await this.tenantBytes(ws.tenant)
+    if (total <= this.#tenantQuotaBytes) return
+    await this.#checkpoints.delete(ws, checkpointId).catch(() => {})
+    throw new HttpError('GW_TENANT_QUOTA_EXCEEDED', this.#tenantRefusal(ws.tenant, total, 0))
   }
 
   // --- listing --------------------------------------------------------------------------------
@@ -191,19 +240,46 @@ export class WorkspaceLifecycle {
       const cur = await this.#usage.current(existing)
       limits = { maxBytes: Math.max(0, limits.maxBytes - cur.bytes), maxFiles: Math.max(0, limits.maxFiles - cur.files) }
     }
-    const staging = await this.#privateDir('staging')
+    const owner = existing?.owner ?? (await this.#ws.ownerFor(tenant))
+    // With quota images (docs/ARCHITECTURE.md#workspace-quota) the archive is extracted on the
+    // file system it ends up on: a new image for a replace (swapped in whole), the workspace's own
+    // image for a merge (moved in by rename). The file system's quota bounds the extraction too.
+    const vols = this.#ws.volumes
+    const mergeInPlace = opts.mode === 'merge' && existing !== undefined
+    const prepared = vols !== undefined && !mergeInPlace
+      ? await vols.prepare(tenant, workspaceId, owner).catch((err: unknown) => { throw new HttpError('GW_INTERNAL', `cannot make the workspace image: ${String(err)}`) })
+      : undefined
+    const staging = prepared?.dir ??
+      (vols !== undefined && existing !== undefined ? await vols.privateDir(existing.root, 'staging') : undefined) ??
+      await this.#privateDir('staging')
     try {
-      const owner = existing?.owner ?? (await this.#ws.ownerFor(tenant))
       const extracted = await extractArchive(body, {
         stagingDir: staging,
         gzip: opts.gzip,
         limits,
         ...(opts.signal !== undefined ? { signal: opts.signal } : {}),
         ...(owner !== undefined ? { owner } : {})
-      })
+      }).catch(noSpace)
+      // A replace frees what the workspace holds now (unknown when a concurrent upload swaps it: none).
+      const freed = existing !== undefined && !mergeInPlace ? (await this.#usage.current(existing).catch(() => ({ bytes: 0 }))).bytes : 0
+      await this.#admitBytes(tenant, extracted.bytes - freed)
       // Only now, with the whole archive good, does the workspace come to exist.
       const { ws, created } = await this.#ws.open(tenant, workspaceId).catch(rethrow)
       return await this.#locked(ws, async () => {
+        if (prepared !== undefined) {
+          await this.#processes.stopAll(ws)
+          // A workspace from before images: its tree is moved out, not hidden under the mount.
+          let legacy: string | undefined
+          if (vols?.enforces(ws.root) !== true) {
+            legacy = await this.#privateDir('trash', false)
+            await rename(ws.root, legacy)
+            await mkdir(ws.root, { mode: 0o700 })
+          }
+          await prepared.commit(ws.root)
+          if (legacy !== undefined) this.#removePrivate(legacy).catch(() => {})
+          this.#usage.forget(ws)
+          return { created, bytes: extracted.bytes, files: extracted.files }
+        }
         if (opts.mode === 'replace') {
           if (ws.owner !== undefined) await lchown(staging, ws.owner.uid, ws.owner.gid)
           await chmod(staging, 0o700)
@@ -225,13 +301,14 @@ export class WorkspaceLifecycle {
           if (old) this.#removePrivate(trash).catch(() => {})
           return { created, bytes: extracted.bytes, files: extracted.files }
         }
-        await mergeTree(staging, ws, (name) => this.#moveToTrash(name))
+        await mergeTree(staging, ws, (name) => this.#moveToTrash(name, ws.root)).catch(noSpace)
         this.#usage.forget(ws)
         const fig = await this.#usage.measure(ws)
         return { created, bytes: fig.bytes, files: fig.files }
       }, opts.signal)
     } finally {
-      await this.#removePrivate(staging)
+      if (prepared !== undefined) await prepared.discard()
+      else await this.#removePrivate(staging)
     }
   }
 
@@ -245,8 +322,9 @@ export class WorkspaceLifecycle {
   }
 
   /** Moves an entry out of a workspace (dir fd, name) into the trash and removes it there. */
-  async #moveToTrash (from: { dir: FileHandle, name: string }): Promise<void> {
-    const trash = await this.#privateDir('trash', false)
+  async #moveToTrash (from: { dir: FileHandle, name: string }, root: string): Promise<void> {
+    // On a quota image the trash is on the image (a rename never leaves its file system).
+    const trash = await this.#ws.volumes?.privateDir(root, 'trash') ?? await this.#privateDir('trash', false)
     await rename(at(from.dir, from.name), trash)
     await this.#removePrivate(trash)
   }
@@ -302,9 +380,22 @@ export class WorkspaceLifecycle {
 
   async #remove (ws: Workspace, stillIdle?: () => Promise<boolean>): Promise<boolean> {
     const trash = await this.#privateDir('trash', false)
+    const vols = this.#ws.volumes
+    let viaImage = false
     const removed = await this.#locked(ws, async () => {
       if (stillIdle !== undefined && !(await stillIdle())) return false
       await this.#processes.stopAll(ws)
+      if (vols?.enforces(ws.root) === true) {
+        // A quota image goes whole: unmounted (lazily) and its file removed, however much it holds.
+        await vols.remove(ws.tenant, ws.workspaceId, ws.root)
+        await rmdir(ws.root).catch((err: unknown) => { if (code(err) !== 'ENOENT') throw err })
+        this.#usage.forget(ws)
+        await this.#checkpoints.deleteAll(ws)
+        await this.#ws.forgetUse(ws.tenant, ws.workspaceId)
+        viaImage = true
+        return true
+      }
+      vols?.forget(ws.root)
       try {
         await rename(ws.root, trash)
       } catch (err) {
@@ -316,7 +407,7 @@ export class WorkspaceLifecycle {
       await this.#ws.forgetUse(ws.tenant, ws.workspaceId)
       return true
     })
-    if (removed) await this.#removePrivate(trash)
+    if (removed && !viaImage) await this.#removePrivate(trash)
     return removed
   }
 
@@ -324,13 +415,22 @@ export class WorkspaceLifecycle {
 
   async createCheckpoint (tenant: string, workspaceId: string, label?: string): Promise<CheckpointInfo> {
     const ws = await this.#find(tenant, workspaceId)
-    const { work: _work, ...info } = await this.#locked(ws, async () => await this.#checkpoints.create(ws, label !== undefined ? { label } : {}))
+    const { work: _work, ...info } = await this.#locked(ws, async () => {
+      const made = await this.#checkpoints.create(ws, label !== undefined ? { label } : {})
+      await this.#keepCheckpoint(ws, made.checkpointId)
+      return made
+    })
     return info
   }
 
   /** A checkpoint taken by a tool call that already holds the write lock (context.checkpoint). */
   async checkpointHeld (ws: Workspace): Promise<string> {
     const info = await this.#checkpoints.create(ws, { label: 'auto' })
+    try {
+      await this.#keepCheckpoint(ws, info.checkpointId)
+    } catch (err) {
+      throw new ToolError((err as Error).message, 'tenant-quota')
+    }
     return info.checkpointId
   }
 
@@ -394,7 +494,15 @@ export class WorkspaceLifecycle {
 
 /** A ToolError from the manager (bad id) is the request's fault. */
 function rethrow (err: unknown): never {
+  if (err instanceof ToolError && err.reason === 'tenant-quota') throw new HttpError('GW_TENANT_QUOTA_EXCEEDED', err.message)
   if (err instanceof ToolError) throw new HttpError('GW_BAD_REQUEST', err.message)
+  throw err
+}
+
+/** A write that met the end of a quota image (ENOSPC: no block or no inode left) is the upload's size. */
+function noSpace (err: unknown): never {
+  const c = code(err)
+  if (c === 'ENOSPC' || c === 'EDQUOT') throw new HttpError('GW_PAYLOAD_TOO_LARGE', 'The archive does not fit in the workspace quota (WORKSPACE_QUOTA_BYTES, WORKSPACE_MAX_FILES); nothing was changed')
   throw err
 }
 

@@ -51,8 +51,10 @@ export function fsError (err: unknown, input: string): ToolError {
     case 'ENOENT': return new ToolError(`File does not exist: ${q}`)
     case 'EISDIR': return new ToolError(`Path is a directory: ${q}`)
     case 'ENOTDIR': return new ToolError(`Not a directory: ${q}`)
+    // A full quota image (docs/ARCHITECTURE.md#workspace-quota), in blocks or inodes, or a full
+    // disk: for the tenant the same condition, reported as the quota (WORKSPACE_QUOTA_EXCEEDED).
     case 'ENOSPC':
-    case 'EDQUOT': return new ToolError(`No space left for: ${q}`)
+    case 'EDQUOT': return new ToolError(`No space left for: ${q}`, 'quota')
     default: return new ToolError(`Cannot access path (${code ?? 'unknown error'}): ${q}`)
   }
 }

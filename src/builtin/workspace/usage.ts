@@ -23,6 +23,7 @@ import { setImmediate as setImmediatePromise, setTimeout as sleep } from 'node:t
 import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
 import { WALK_MAX_DEPTH } from './tree.js'
+import type { WorkspaceVolumes } from './volumes.js'
 
 const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fsConstants
 const O_CLOEXEC = 0o2000000
@@ -82,12 +83,33 @@ export class WorkspaceUsage {
   readonly maxFiles: number
   readonly #budgetMs: number
   readonly #entries = new Map<string, Entry>()
+  #volumes: WorkspaceVolumes | undefined
 
   constructor (opts: WorkspaceUsageOptions) {
     if (!(opts.quotaBytes > 0) || !(opts.maxFiles > 0)) throw new Error('quotaBytes and maxFiles must be positive')
     this.quotaBytes = opts.quotaBytes
     this.maxFiles = opts.maxFiles
     this.#budgetMs = opts.measureBudgetMs ?? 2000
+  }
+
+  /** The quota images (WORKSPACE_QUOTA_MODE loop): a workspace that is one needs no watchdog. */
+  useVolumes (volumes: WorkspaceVolumes): void {
+    this.#volumes = volumes
+  }
+
+  /**
+   * Whether the file system enforces the workspace's quota (a mounted image,
+   * docs/ARCHITECTURE.md#workspace-quota): no write can pass it, so bash needs neither the
+   * watchdog nor RLIMIT_FSIZE at the room left. False in watchdog mode and for a workspace made
+   * before images (or an admin workspaceRoot).
+   */
+  enforcedByFs (ws: Workspace): boolean {
+    return this.#volumes?.enforces(ws.root) === true
+  }
+
+  /** Whether the workspace's image is full (no block or no inode left); false without an image. */
+  async fsFull (ws: Workspace): Promise<boolean> {
+    return await (this.#volumes?.full(ws.root) ?? Promise.resolve(false))
   }
 
   #entry (ws: Workspace): Entry {
@@ -426,6 +448,16 @@ export async function withQuota<T> (
     })
   } catch (err) {
     if (reserved !== undefined) usage.adjust(ws, -reserved.deltaBytes, -reserved.deltaFiles)
-    throw err
+    throw noSpaceError(err)
   }
+}
+
+/**
+ * The file system's refusal of a write (ENOSPC, EDQUOT: the workspace's image is full, in blocks
+ * or inodes) as the documented quota error; anything else as it is.
+ */
+export function noSpaceError (err: unknown): unknown {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code
+  if (code !== 'ENOSPC' && code !== 'EDQUOT') return err
+  return quotaError('Workspace quota exceeded (WORKSPACE_QUOTA_EXCEEDED): the workspace\'s file system is full (WORKSPACE_QUOTA_BYTES or WORKSPACE_MAX_FILES reached); nothing was written. Delete files to make room.')
 }

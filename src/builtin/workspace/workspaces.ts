@@ -13,6 +13,7 @@ import type { Caller, WorkspaceLimits, WorkspaceRequest } from '../../tools/type
 import { ToolError } from '../types.js'
 import type { ReadRoot, Workspace } from '../types.js'
 import { isInside } from './paths.js'
+import type { WorkspaceVolumes } from './volumes.js'
 
 export interface WorkspaceManagerOptions {
   /** Root of tenant workspaces (WORKSPACES_DIR); created when missing. */
@@ -40,6 +41,8 @@ export interface WorkspaceManagerOptions {
    * an unusable one still stops start-up.
    */
   fallbackDirs?: string[]
+  /** TENANT_MAX_WORKSPACES: a tool call or upload naming one more workspace is refused (unlimited when unset). */
+  maxWorkspacesPerTenant?: number
 }
 
 /** How often a workspace's last use is written to disk at most (memory has the exact time). */
@@ -66,6 +69,13 @@ export class WorkspaceManager {
   readonly #used = new Map<string, { at: number, written: number }>()
   /** The default directory the sandbox could not reach, when a fallback is used instead. */
   readonly usedFallback: { from: string } | undefined
+  readonly #maxWorkspaces: number
+  /** New workspaces of a tenant are made one at a time (the count and the bytes are checked before each). */
+  readonly #creating = new Map<string, Promise<unknown>>()
+  /** Loop-mounted images (WORKSPACE_QUOTA_MODE loop): each new workspace becomes one before any use. */
+  #volumes: WorkspaceVolumes | undefined
+  /** Refuses a new workspace when the tenant is at its bytes (TENANT_QUOTA_BYTES); set by the lifecycle. */
+  #admit: ((tenant: string) => Promise<void>) | undefined
 
   constructor (opts: WorkspaceManagerOptions) {
     // Configuration is validated once, at start-up, so a typo fails fast instead of per call.
@@ -111,6 +121,22 @@ export class WorkspaceManager {
     this.#maxLimits = { ...opts.maxLimits }
     this.#owner = opts.owner
     this.#ownerFor = opts.ownerFor
+    this.#maxWorkspaces = opts.maxWorkspacesPerTenant ?? Infinity
+  }
+
+  /** Makes every tenant workspace a loop-mounted image (docs/ARCHITECTURE.md#workspace-quota). */
+  useVolumes (volumes: WorkspaceVolumes): void {
+    this.#volumes = volumes
+  }
+
+  /** The images, when the file system enforces the quota. */
+  get volumes (): WorkspaceVolumes | undefined {
+    return this.#volumes
+  }
+
+  /** A check run before a tenant's new workspace is made (it throws to refuse). */
+  setAdmission (admit: (tenant: string) => Promise<void>): void {
+    this.#admit = admit
   }
 
   /** Names of the configured read roots (never their host paths). */
@@ -320,21 +346,59 @@ export class WorkspaceManager {
     const tenantDir = path.join(this.#workspacesDir, tenant)
     const wsDir = path.join(tenantDir, workspaceId)
     await this.#ensureDir(tenantDir, owner, false)
-    let real: string
-    for (let attempt = 1; ; attempt++) {
-      try {
-        made.created = await this.#ensureDir(wsDir, owner, true)
-        real = await realpath(wsDir)
-        break
-      } catch (err) {
-        // An upload swaps the directory with two renames (old out, new in); met in between, it
-        // is missing for an instant: look again.
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= 5) throw err
+    const missing = await lstat(wsDir).then(() => false, () => true)
+    let real = ''
+    const make = async (): Promise<void> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          made.created = await this.#ensureDir(wsDir, owner, true)
+          real = await realpath(wsDir)
+          return
+        } catch (err) {
+          // An upload swaps the directory with two renames (old out, new in); met in between, it
+          // is missing for an instant: look again.
+          if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= 5) throw err
+        }
       }
     }
+    if (missing) await this.#oneAtATime(tenant, async () => await this.#admitNew(tenant, wsDir, make))
+    else await make()
     // A symlink planted at either level would move the tenant's root somewhere else.
     if (real !== wsDir) throw new ToolError('Workspace directory is not a plain directory', 'forbidden')
+    // Mounted before anything uses it, so the tools and the sandbox only ever see the image.
+    if (this.#volumes !== undefined) {
+      try {
+        await this.#volumes.ensure(tenant, workspaceId, real, owner)
+      } catch (err) {
+        if (made.created) await rm(wsDir, { recursive: false, force: true }).catch(() => {})
+        throw new ToolError(`Cannot mount the workspace's quota image: ${(err as Error).message.split('\n')[0] ?? ''}`)
+      }
+    }
     return real
+  }
+
+  /** Makes a new workspace when the tenant's count (TENANT_MAX_WORKSPACES) and bytes allow it. */
+  async #admitNew (tenant: string, wsDir: string, make: () => Promise<void>): Promise<void> {
+    // Made meanwhile by a concurrent call: nothing new.
+    if (await lstat(wsDir).then(() => true, () => false)) return await make()
+    const count = (await this.workspaceIds(tenant)).length
+    if (count >= this.#maxWorkspaces) {
+      throw new ToolError(`Tenant workspace limit reached (GW_TENANT_QUOTA_EXCEEDED): ${count} workspaces, TENANT_MAX_WORKSPACES is ${this.#maxWorkspaces}; delete one to make room`, 'tenant-quota')
+    }
+    await this.#admit?.(tenant)
+    await make()
+  }
+
+  async #oneAtATime<T> (tenant: string, task: () => Promise<T>): Promise<T> {
+    const prev = this.#creating.get(tenant) ?? Promise.resolve()
+    const run = prev.catch(() => {}).then(task)
+    const tail = run.catch(() => {})
+    this.#creating.set(tenant, tail)
+    try {
+      return await run
+    } finally {
+      if (this.#creating.get(tenant) === tail) this.#creating.delete(tenant)
+    }
   }
 
   /**

@@ -113,3 +113,33 @@ test('a symlink planted as a tenant directory is refused', async (t) => {
   await symlink(path.join(dir, 'elsewhere'), path.join(dir, 'ws', 'evil'))
   await rejects(mgr.resolve({}, user('evil')), 'forbidden', /plain directory/)
 })
+
+test('TENANT_MAX_WORKSPACES: a tenant\'s next new workspace is refused (tenant-quota), existing ones and other tenants are not', async (t) => {
+  const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), 'tg-ws-')))
+  t.after(() => rm(dir, { recursive: true, force: true }))
+  const mgr = new WorkspaceManager({ workspacesDir: path.join(dir, 'ws'), workspaceBases: [], readRoots: {}, maxLimits: MAX, maxWorkspacesPerTenant: 3 })
+  // Made concurrently: the count is checked one creation at a time, so a burst cannot pass it.
+  const made = await Promise.allSettled(['a', 'b', 'c', 'd', 'e', 'f'].map(async (id) => await mgr.resolve({ workspaceId: id }, user('acme'))))
+  assert.equal(made.filter((r) => r.status === 'fulfilled').length, 3)
+  for (const r of made) {
+    if (r.status === 'rejected') {
+      assert.ok(r.reason instanceof ToolError)
+      assert.equal(r.reason.reason, 'tenant-quota')
+      assert.match(r.reason.message, /GW_TENANT_QUOTA_EXCEEDED.*TENANT_MAX_WORKSPACES is 3/)
+    }
+  }
+  assert.equal((await mgr.workspaceIds('acme')).length, 3)
+  const kept = (await mgr.workspaceIds('acme'))[0] as string
+  await mgr.resolve({ workspaceId: kept }, user('acme'))
+  await mgr.resolve({ workspaceId: 'z' }, user('other'))
+  // The admission hook (TENANT_QUOTA_BYTES) is asked before a new one is made, never for an existing one.
+  const asked: string[] = []
+  mgr.setAdmission(async (tenant) => {
+    asked.push(tenant)
+    throw new ToolError('over the bytes', 'tenant-quota')
+  })
+  await mgr.resolve({ workspaceId: kept }, user('acme'))
+  await rejects(mgr.resolve({ workspaceId: 'y' }, user('other')), 'tenant-quota', /over the bytes/)
+  assert.deepEqual(asked, ['other'])
+  assert.deepEqual(await mgr.workspaceIds('other'), ['z'])
+})
