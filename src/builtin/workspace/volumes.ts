@@ -193,8 +193,12 @@ export class WorkspaceVolumes {
       const capacity = this.quotaBytes + blockSlack(this.quotaBytes)
       // The inode tables, bitmaps and group descriptors come out of the image: it is made larger
       // by an estimate of them, and what is left over is held back in .reserve (below).
-      let inodes = this.maxFiles + LAYOUT_INODES
-      let size = roundUp(capacity + inodes * INODE_SIZE + Math.ceil(capacity / 64) + 4 * MiB, MiB)
+      let size = roundUp(capacity + (this.maxFiles + LAYOUT_INODES) * INODE_SIZE + Math.ceil(capacity / 64) + 4 * MiB, MiB)
+      // mke2fs gives each block group (8,192 blocks of 1 KiB) the same number of inodes, rounded
+      // down to a multiple of 8: ask for a whole number per group that covers the need, so the
+      // first mkfs is enough; the surplus (under 8 per group) goes to the reserve.
+      const groups = Math.ceil(size / BLOCK / (8 * BLOCK))
+      let inodes = roundUp(Math.ceil((this.maxFiles + LAYOUT_INODES) / groups), 8) * groups
       for (let attempt = 0; ; attempt++) {
         await truncate(image, size)
         await mkfs(image, inodes)
