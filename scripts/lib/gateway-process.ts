@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process'
 import type { ChildProcess } from 'node:child_process'
+import { testUidRange } from './uid-range.js'
 
 export interface GatewayProcess {
   url: string
@@ -21,7 +22,7 @@ export interface CleanupScope {
  */
 export async function startGateway (t: CleanupScope, env: Record<string, string>): Promise<GatewayProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', API_KEYS: '', API_KEYS_FILE: '', REDIS_URL: '', ...env },
+    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', API_KEYS: '', API_KEYS_FILE: '', REDIS_URL: '', ...env, ...testUidRange(env) },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   let logs = ''

@@ -6,6 +6,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import type { ServiceOverrides } from '../../src/services.js'
+import { testUidRange } from '../../scripts/lib/uid-range.js'
 
 /**
  * Builds the app on test config (no listening, silent logs) and closes it after the test.
@@ -17,7 +18,8 @@ export async function buildTestApp (t: TestContext, opts: { env?: Record<string,
   t.after(async () => await rm(workspaces, { recursive: true, force: true }))
   // MCP_HTTP_TRANSPORT from the environment lets a run pick the remote MCP client transport (sdk|lean).
   const transport = process.env.MCP_HTTP_TRANSPORT !== undefined ? { MCP_HTTP_TRANSPORT: process.env.MCP_HTTP_TRANSPORT } : {}
-  const config = loadConfig({ SANDBOX: 'none', LOG_LEVEL: 'silent', WORKSPACES_DIR: workspaces, ...transport, ...opts.env })
+  const env = opts.env ?? {}
+  const config = loadConfig({ SANDBOX: 'none', LOG_LEVEL: 'silent', WORKSPACES_DIR: workspaces, ...transport, ...env, ...testUidRange(env) })
   const app = await buildApp(config, { logger: false, ...(opts.overrides ? { overrides: opts.overrides } : {}) })
   t.after(async () => await app.close())
   return app
