@@ -129,10 +129,16 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
   // Under node's test runner (NODE_TEST_CONTEXT, inherited by the gateways tests spawn) auto means
   // watchdog: hundreds of test apps on temp directories would each leave mounts their clean-up
   // (rm -rf) cannot remove. The tests of the images ask for loop.
-  const mode = config.workspaceQuotaMode === 'auto' && process.env.NODE_TEST_CONTEXT !== undefined ? 'watchdog' : config.workspaceQuotaMode
+  // With Redis, instances may share WORKSPACES_DIR across hosts or containers (docs/CLUSTER.md): an
+  // image mounted by two of them would be two file systems on one file, so auto means watchdog
+  // there; `loop` is for instances that share one mount namespace (or a single instance).
+  const autoReason = process.env.NODE_TEST_CONTEXT !== undefined
+    ? 'WORKSPACE_QUOTA_MODE=auto under the test runner'
+    : deps.coordination !== undefined ? 'WORKSPACE_QUOTA_MODE=auto with Redis: instances may share WORKSPACES_DIR across hosts (set loop when they share one host and mount namespace)' : undefined
+  const mode = config.workspaceQuotaMode === 'auto' && autoReason !== undefined ? 'watchdog' : config.workspaceQuotaMode
   const quota: Builtins['quota'] = {
     mode: 'watchdog',
-    reason: config.workspaceQuotaMode === 'watchdog' ? 'WORKSPACE_QUOTA_MODE=watchdog' : mode === 'watchdog' ? 'WORKSPACE_QUOTA_MODE=auto under the test runner' : null
+    reason: config.workspaceQuotaMode === 'watchdog' ? 'WORKSPACE_QUOTA_MODE=watchdog' : mode === 'watchdog' ? autoReason ?? null : null
   }
   let volumes: WorkspaceVolumes | undefined
   if (mode !== 'watchdog') {

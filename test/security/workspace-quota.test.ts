@@ -123,6 +123,10 @@ test('8 parallel fallocate: the workspace stays within the quota + 64 MiB and th
   assert.ok(hostBytes(dir) <= QUOTA + OVERSHOOT, `${(hostBytes(dir) / MiB).toFixed(1)} MiB on the host disk`)
   assert.equal(r.quotaExceeded, true, r.stderr)
   assert.match(r.stderr, /WORKSPACE_QUOTA_EXCEEDED/)
+  // The mode is said where operators look.
+  const status = await (await fetch(`${gw.url}/status`)).json() as { workspaceQuota: { mode: string } }
+  assert.equal(status.workspaceQuota.mode, 'loop')
+  assert.match(gw.logs(), /workspace quota: enforced by the file system/)
   // The tenant can clean up and write again.
   const again = await bash(gw, 'mallory', 'par', 'rm -f p*; fallocate -l 10M ok && echo ok')
   assert.equal(again.stdout, 'ok\n', again.stderr)
@@ -148,10 +152,12 @@ test('a fast file creator: the entries stay within WORKSPACE_MAX_FILES', { skip,
   assert.ok(used.files <= MAX_FILES, `${used.files} entries for a limit of ${MAX_FILES}`)
   assert.ok(used.files >= MAX_FILES - 10, `the limit is usable: ${used.files} entries`)
   assert.equal(r.quotaExceeded, true, r.stderr)
-  // A checkpoint of the full workspace is not a way around the limits either: it is taken (it
-  // costs the tenant's bytes, not the workspace's entries) and the workspace still refuses more.
   const more = await bash(gw, 'mallory', 'many', 'touch extra1 extra2 extra3; echo rc=$?')
   assert.ok(count(root).files <= MAX_FILES, more.stderr)
+  // A file tool's write into the full workspace is the documented quota error.
+  const write = await invoke(gw, 'mallory', 'many', 'write_file', { path: 'one-more.txt', content: 'x' })
+  assert.equal(write.isError, true)
+  assert.equal(write.error?.code, 'WORKSPACE_QUOTA_EXCEEDED', write.output)
 })
 
 test('a tenant\'s workspaces are limited in number (TENANT_MAX_WORKSPACES): the next one is refused, others are not affected', { skip, timeout: 120_000 }, async (t) => {
@@ -173,4 +179,24 @@ test('a tenant\'s workspaces are limited in number (TENANT_MAX_WORKSPACES): the 
   // Deleting one makes room.
   assert.equal((await fetch(`${gw.url}/users/mallory/workspaces/w1`, { method: 'DELETE' })).status, 204)
   assert.equal((await bash(gw, 'mallory', 'w4', 'echo now')).stdout, 'now\n')
+})
+
+test('TENANT_QUOTA_BYTES counts workspaces and checkpoints: a checkpoint or a new workspace past it is refused, nothing kept', { skip, timeout: 120_000 }, async (t) => {
+  const { gw } = await gateway(t, { TENANT_QUOTA_BYTES: String(8 * MiB) })
+  assert.equal((await bash(gw, 'mallory', 'w1', 'head -c 5M /dev/urandom > data && echo ok')).stdout, 'ok\n')
+  // The checkpoint would store another 5 MiB: 10 MiB for the tenant, over its 8.
+  const cp = await fetch(`${gw.url}/users/mallory/workspaces/w1/checkpoints`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+  assert.equal(cp.status, 403, await cp.clone().text())
+  assert.equal((await cp.json() as { code: string }).code, 'GW_TENANT_QUOTA_EXCEEDED')
+  const list = await (await fetch(`${gw.url}/users/mallory/workspaces/w1/checkpoints`)).json() as { checkpoints: unknown[] }
+  assert.deepEqual(list.checkpoints, [], 'the refused checkpoint is not kept')
+  assert.equal((await bash(gw, 'mallory', 'w1', 'head -c 4M /dev/urandom > more && echo ok')).stdout, 'ok\n')
+  // 9 MiB held: no new workspace.
+  const refused = await invoke(gw, 'mallory', 'w2', 'bash', { action: 'exec', command: 'echo hi' })
+  assert.equal(refused.error?.code, 'GW_TENANT_QUOTA_EXCEEDED', refused.output)
+  // Freed: both work again.
+  assert.equal((await bash(gw, 'mallory', 'w1', 'rm more data && echo ok')).stdout, 'ok\n')
+  assert.equal((await bash(gw, 'mallory', 'w2', 'echo hi')).stdout, 'hi\n')
+  const again = await fetch(`${gw.url}/users/mallory/workspaces/w1/checkpoints`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+  assert.equal(again.status, 201, await again.text())
 })
