@@ -89,7 +89,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   const subject = async (): Promise<void> => {
     const dir = await fresh()
     dirs.push(dir)
-    const res = await extractArchive(createReadStream(archive), { stagingDir: dir, gzip: true, limits: { maxBytes: 2 ** 40, maxFiles: 1_000_000 }, signal })
+    const res = await extractArchive(createReadStream(archive), { stagingDir: dir, limits: { maxBytes: 2 ** 40, maxFiles: 1_000_000 }, signal })
     if (res.files < tree.files) throw new Error(`extracted ${res.files} entries, expected at least ${tree.files}`)
   }
   const baseline = async (): Promise<void> => {

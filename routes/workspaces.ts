@@ -11,8 +11,6 @@ import {
 import { HttpError } from '../src/errors.js'
 import { abortOnClientGone } from './abort.js'
 
-const ARCHIVE_TYPES = ['application/x-tar', 'application/gzip']
-
 /**
  * Workspaces as a managed resource: list, upload, download, one file, delete, checkpoints. Who may
  * act on which tenant's workspaces is decided by the workspace facade.
@@ -22,9 +20,6 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
   const stallMs = app.services.config.requestTimeoutMs
   const tags = ['workspaces']
 
-  // Archives are handed to the domain as the raw request stream: never buffered, and not bound by
-  // BODY_LIMIT_BYTES (the workspace quota bounds them, checked entry by entry while streaming).
-  app.addContentTypeParser(ARCHIVE_TYPES, (_request, payload, done) => { done(null, payload) })
   // Tenancy before the body: a caller acting for another tenant is refused before a byte of its
   // upload is read (the facade checks again on every operation).
   app.addHook('onRequest', async (request) => {
@@ -36,57 +31,68 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
     schema: { operationId: 'listWorkspaces', summary: "A tenant's workspaces", tags, params: WorkspacesParams, response: { 200: WorkspaceList, ...errorResponses(400, 401, 403, 429) } }
   }, async (request) => ({ workspaces: await workspaces.list(request.caller, request.params.userId) }))
 
-  app.put<{ Params: Static<typeof WorkspaceParams>, Querystring: Static<typeof UploadQuery> }>('/users/:userId/workspaces/:workspaceId', {
-    schema: {
-      operationId: 'uploadWorkspace',
-      summary: "Upload a workspace's content (tar or tar.gz)",
-      description: 'Body application/x-tar or application/gzip, streamed. Every entry is checked before it is written (no absolute paths, no `..`, no link leaving the workspace, no device, FIFO or setuid/setgid bit): a refused, corrupt or truncated archive is a 400 GW_BAD_ARCHIVE and changes nothing. Past WORKSPACE_QUOTA_BYTES or WORKSPACE_MAX_FILES (merge: counting what is there already) it is a 413. replace (default) swaps the extracted tree in atomically; merge writes its entries over the existing tree. 201 when the workspace was created.',
-      tags,
-      params: WorkspaceParams,
-      querystring: UploadQuery,
-      body: UploadBody,
-      response: { 200: UploadResponse, 201: UploadResponse, ...errorResponses(400, 401, 403, 408, 413, 415, 429) }
-    }
-  }, async (request, reply) => {
-    const body = request.body
-    const type = (request.headers['content-type'] ?? '').split(';')[0]?.trim().toLowerCase() ?? ''
-    if (!(body instanceof Readable) || !ARCHIVE_TYPES.includes(type)) {
-      throw new HttpError('GW_UNSUPPORTED_MEDIA_TYPE', 'The body must be application/x-tar or application/gzip (a tar.gz made with tar czf)')
-    }
-    const { userId, workspaceId } = request.params
-    // The body-timeout plugin stops watching once the route runs (the body is a stream here): a
-    // stalled upload is cut off after REQUEST_TIMEOUT_MS without a byte instead.
-    let stalled = false
-    const stall = new AbortController()
-    // (An injected request, in tests, has no socket to time.)
-    const timed = typeof request.raw.setTimeout === 'function'
-    if (timed) {
-      request.raw.setTimeout(stallMs, () => {
-        stalled = true
-        stall.abort(new Error('upload stalled'))
-      })
-    }
-    const signal = AbortSignal.any([abortOnClientGone(reply), stall.signal])
-    try {
-      const result = await workspaces.upload(request.caller, userId, workspaceId, body, {
-        gzip: type === 'application/gzip',
-        merge: request.query.mode === 'merge',
-        signal
-      })
-      request.log.info({ tenant: userId, workspaceId, mode: request.query.mode ?? 'replace', bytes: result.bytes, files: result.files }, 'workspace uploaded')
-      return await reply.code(result.created ? 201 : 200).send({ workspaceId, bytes: result.bytes, files: result.files })
-    } catch (err) {
-      // The rest of a refused body is not read: the connection cannot carry another request.
-      if (!body.readableEnded) reply.header('connection', 'close')
-      if (stalled) throw new HttpError('GW_REQUEST_TIMEOUT', `The upload stalled: no data for ${stallMs} ms`)
-      // The client went away or its body broke off: the request's fault, not a gateway bug.
-      if (!(err instanceof HttpError) && (signal.aborted || body.errored !== null || body.destroyed)) {
-        throw new HttpError('GW_BAD_REQUEST', 'The upload was interrupted before the archive ended')
+  // The upload in a context of its own, whose one parser takes every content type (or none): the
+  // format is read from the body's bytes (archive.ts), since clients send octet-stream, x-gzip, a
+  // form type or nothing for the same file. The body is handed over as the raw request stream:
+  // never buffered, and not bound by BODY_LIMIT_BYTES (the workspace quota bounds it, checked entry
+  // by entry while streaming). The other routes keep the JSON parser.
+  await app.register(async (upload) => {
+    upload.removeAllContentTypeParsers()
+    upload.addContentTypeParser('*', (_request, payload, done) => { done(null, payload) })
+    upload.put<{ Params: Static<typeof WorkspaceParams>, Querystring: Static<typeof UploadQuery> }>('/users/:userId/workspaces/:workspaceId', {
+      schema: {
+        operationId: 'uploadWorkspace',
+        summary: "Upload a workspace's content (tar or tar.gz)",
+        description: 'The body is a tar or a tar.gz, streamed, recognised by its bytes whatever the content type (application/x-tar, application/gzip, application/octet-stream, or none); a body that is neither is a 415 GW_UNSUPPORTED_MEDIA_TYPE saying what was expected. Every entry is checked before it is written (no absolute paths, no `..`, no link leaving the workspace, no device, FIFO or setuid/setgid bit): a refused, corrupt or truncated archive is a 400 GW_BAD_ARCHIVE and changes nothing. Entries under `.git/hooks`, `.ssh` or `.aws`, which the file tools never write, are skipped and reported in `skipped`. Past WORKSPACE_QUOTA_BYTES or WORKSPACE_MAX_FILES (merge: counting what is there already) it is a 413. replace (default) stops the workspace\'s background processes and swaps the extracted tree in atomically; merge writes its entries over the existing tree. 201 when the workspace was created.',
+        tags,
+        params: WorkspaceParams,
+        querystring: UploadQuery,
+        body: UploadBody,
+        response: { 200: UploadResponse, 201: UploadResponse, ...errorResponses(400, 401, 403, 408, 413, 415, 429) }
       }
-      throw err
-    } finally {
-      if (timed) request.raw.setTimeout(0)
-    }
+    }, async (request, reply) => {
+      // No body at all (no content type, no length) reaches here without the parser: an empty stream.
+      const body = request.body instanceof Readable ? request.body : Readable.from([])
+      const { userId, workspaceId } = request.params
+      // The body-timeout plugin stops watching once the route runs (the body is a stream here): a
+      // stalled upload is cut off after REQUEST_TIMEOUT_MS without a byte instead.
+      let stalled = false
+      const stall = new AbortController()
+      // (An injected request, in tests, has no socket to time.)
+      const timed = typeof request.raw.setTimeout === 'function'
+      if (timed) {
+        request.raw.setTimeout(stallMs, () => {
+          stalled = true
+          stall.abort(new Error('upload stalled'))
+        })
+      }
+      const signal = AbortSignal.any([abortOnClientGone(reply), stall.signal])
+      try {
+        const result = await workspaces.upload(request.caller, userId, workspaceId, body, {
+          merge: request.query.mode === 'merge',
+          signal
+        })
+        const { bytes, files, skipped, skippedEntries } = result
+        request.log.info({ tenant: userId, workspaceId, mode: request.query.mode ?? 'replace', bytes, files, skippedEntries }, 'workspace uploaded')
+        return await reply.code(result.created ? 201 : 200).send({ workspaceId, bytes, files, skipped, skippedEntries })
+      } catch (err) {
+        // curl -F sends a form: say how to send the file itself.
+        if (err instanceof HttpError && err.code === 'GW_UNSUPPORTED_MEDIA_TYPE' && /^multipart\/form-data/i.test(request.headers['content-type'] ?? '')) {
+          reply.header('connection', 'close')
+          throw new HttpError('GW_UNSUPPORTED_MEDIA_TYPE', `${err.message}, not a multipart form: send the file itself (curl --data-binary @project.tar.gz)`)
+        }
+        // The rest of a refused body is not read: the connection cannot carry another request.
+        if (!body.readableEnded) reply.header('connection', 'close')
+        if (stalled) throw new HttpError('GW_REQUEST_TIMEOUT', `The upload stalled: no data for ${stallMs} ms`)
+        // The client went away or its body broke off: the request's fault, not a gateway bug.
+        if (!(err instanceof HttpError) && (signal.aborted || body.errored !== null || body.destroyed)) {
+          throw new HttpError('GW_BAD_REQUEST', 'The upload was interrupted before the archive ended')
+        }
+        throw err
+      } finally {
+        if (timed) request.raw.setTimeout(0)
+      }
+    })
   })
 
   app.get<{ Params: Static<typeof WorkspaceParams>, Querystring: Static<typeof ArchiveQuery> }>('/users/:userId/workspaces/:workspaceId/archive', {
@@ -195,6 +201,6 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
   })
 }
 
-// Encapsulated: the archive content-type parser stays with these routes. fp adds the name and the
+// Encapsulated: the upload's catch-all content-type parser stays with it (a child context). fp adds the name and the
 // dependencies, checked at boot: rate limiting, metrics and the docs hook routes as they are added.
 export default fp(workspaceRoutes, { name: 'routes-workspaces', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'], encapsulate: true })

@@ -39,7 +39,7 @@ export const ERROR_CODES = {
   GW_UNRESOLVED: http(400, '`strict=true` and some requested names resolve to no tool'),
   GW_SECRET_ORIGIN_CHANGED: http(400, 'A masked secret (`Bearer ****`) sent back with a server URL of another origin: it would carry the stored secret there'),
   GW_INVALID_POLICY: http(400, 'A tool policy that is not valid: an unknown key, a pattern or regular expression that does not compile, too many or too long entries; the message names the entry (`deny/3`)'),
-  GW_BAD_ARCHIVE: http(400, 'An uploaded workspace archive that is corrupt, truncated, not a tar (or tar.gz), or holds an entry that is refused (absolute path, `..`, a link leaving the workspace or written through, a device, FIFO, setuid/setgid bit); the message names the entry'),
+  GW_BAD_ARCHIVE: http(400, 'An uploaded workspace archive that is corrupt, truncated, a gzip that holds no tar, or holds an entry that is refused (absolute path, `..`, a link leaving the workspace or written through, a device, FIFO, setuid/setgid bit); the message names the entry'),
   GW_INVALID_CURSOR: http(400, 'A journal `cursor` this gateway did not return (`GET /users/{userId}/invocations`): pass the previous page\'s `nextCursor` as is'),
   GW_INVALID_RANGE: http(400, 'A journal `since` or `until` that is not an ISO 8601 time or epoch milliseconds, or `since` after `until`'),
   GW_UNAUTHORIZED: http(401, 'Keys are configured and the `Authorization: Bearer <key>` header is missing, of another scheme, empty or unknown (with `WWW-Authenticate: Bearer`)'),
@@ -78,7 +78,7 @@ export const ERROR_CODES = {
   GW_METHOD_NOT_ALLOWED: http(405, '`DELETE /mcp`: the MCP endpoint is stateless, there is no session to end'),
   GW_REQUEST_TIMEOUT: http(408, 'The request body did not arrive within `REQUEST_TIMEOUT_MS`', true),
   GW_PAYLOAD_TOO_LARGE: http(413, 'A body over `BODY_LIMIT_BYTES`, or a workspace upload past `WORKSPACE_QUOTA_BYTES` or `WORKSPACE_MAX_FILES`'),
-  GW_UNSUPPORTED_MEDIA_TYPE: http(415, 'A body that is not JSON (a workspace upload: not `application/x-tar` or `application/gzip`)'),
+  GW_UNSUPPORTED_MEDIA_TYPE: http(415, 'A body that is not JSON (a workspace upload: a body that is neither a tar nor a tar.gz by its bytes, whatever its declared type; the message says what was expected)'),
   GW_RATE_LIMITED: http(429, 'Over the tenant\'s `RATE_LIMIT_PER_MINUTE` or `MAX_CONCURRENT_PER_TENANT`, or too many failed authentications; retry after `Retry-After`', true),
   GW_INTERNAL: http(500, 'A bug: the message hides internals, the log has the request id'),
   GW_UPSTREAM_ERROR: {

@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream'
 import type { FileHandle } from 'node:fs/promises'
-import type { CheckpointInfo, WorkspaceLifecycle, WorkspaceSummary } from './builtin/index.js'
+import type { CheckpointInfo, UploadResult, WorkspaceLifecycle, WorkspaceSummary } from './builtin/index.js'
 import { HttpError } from './errors.js'
 import { actingUserId } from './tools/tenancy.js'
 import type { Caller } from './tools/types.js'
@@ -37,11 +37,10 @@ export class WorkspaceFacade {
     return await lc.list(tenant)
   }
 
-  /** Replaces (or with `merge`, extends) the workspace's content with a tar or tar.gz stream. */
-  async upload (caller: Caller, userId: string, workspaceId: string, body: Readable, opts: { gzip: boolean, merge: boolean, signal?: AbortSignal }): Promise<{ created: boolean, bytes: number, files: number }> {
+  /** Replaces (or with `merge`, extends) the workspace's content with a tar or tar.gz stream (the format read from its bytes). */
+  async upload (caller: Caller, userId: string, workspaceId: string, body: Readable, opts: { merge: boolean, signal?: AbortSignal }): Promise<UploadResult> {
     const { lc, tenant } = this.#on(caller, userId)
     return await lc.upload(tenant, workspaceId, body, {
-      gzip: opts.gzip,
       mode: opts.merge ? 'merge' : 'replace',
       ...(opts.signal !== undefined ? { signal: opts.signal } : {})
     })

@@ -18,7 +18,7 @@ export const FileParamsDoc = Type.Object({ userId: IdString, workspaceId: Worksp
 export const WorkspaceSummary = Type.Object({
   workspaceId: Type.String(),
   bytes: Type.Integer({ description: 'Apparent size of its regular files (a lower bound when counting a huge tree ran out of time)' }),
-  files: Type.Integer({ description: 'Entries below its root: files, directories, symlinks' }),
+  files: Type.Integer({ description: 'Entries below its root: files, directories, symlinks (what WORKSPACE_MAX_FILES limits; an upload and a checkpoint count the same way)' }),
   createdAt: Type.String({ format: 'date-time' }),
   lastUsedAt: Type.String({ format: 'date-time', description: 'When a tool call (or an upload) last used it' }),
   expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the idle sweeper deletes it (lastUsedAt + WORKSPACE_IDLE_TTL); null when workspaces are kept' }),
@@ -34,28 +34,37 @@ export const UploadQuery = Type.Object({
   }))
 }, { additionalProperties: false })
 
-/** The raw archive: the route's content-type parser hands the body over as a stream, never buffered. */
+/**
+ * The raw archive: the route's content-type parser hands the body over as a stream, never
+ * buffered. Its format is read from its bytes; the declared type does not matter (any, or none).
+ */
 // No `type`: validation sees the stream object, which any type would refuse; the docs still say what it is.
 const ArchiveBody = Type.Unsafe<unknown>({ contentMediaType: 'application/octet-stream', description: 'The archive bytes, streamed' })
 export const UploadBody = {
   content: {
     'application/x-tar': { schema: { ...ArchiveBody, description: 'A tar archive' } },
-    'application/gzip': { schema: { ...ArchiveBody, description: 'A gzip-compressed tar archive (tar czf)' } }
+    'application/gzip': { schema: { ...ArchiveBody, description: 'A gzip-compressed tar archive (tar czf)' } },
+    'application/octet-stream': { schema: { ...ArchiveBody, description: 'A tar or a tar.gz, told apart by its bytes (so is any other declared type, or none)' } }
   }
 }
 
 export const UploadResponse = Type.Object({
   workspaceId: Type.String(),
-  bytes: Type.Integer({ description: 'replace: bytes of the archive\'s files; merge: the workspace\'s bytes afterwards' }),
-  files: Type.Integer({ description: 'replace: entries of the archive; merge: the workspace\'s entries afterwards' })
+  bytes: Type.Integer({ description: 'replace: bytes of the archive\'s regular files (a hard-linked file once); merge: the workspace\'s bytes afterwards' }),
+  files: Type.Integer({ description: 'Entries (files, directories, implied parents included, symlinks), counted as the workspace listing and a checkpoint count them. replace: those extracted; merge: the workspace\'s afterwards' }),
+  skipped: Type.Array(Type.String(), {
+    maxItems: 100,
+    description: 'Where archive entries were not written because the file tools never write there (`.git/hooks`, `.ssh`, `.aws`, case-folded): each path down to the protected component once (`.git/hooks`, `a/.ssh`), and the path of a hard link to such a file; the first 100'
+  }),
+  skippedEntries: Type.Integer({ description: 'How many archive entries were skipped (all of them)' })
 })
 
 export const ArchiveQuery = Type.Object({
-  path: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'A directory of the workspace to pack instead of the whole tree' }))
+  path: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'A directory of the workspace to pack instead of the whole tree; its entries keep their workspace paths (`src/...`)' }))
 }, { additionalProperties: false })
 
 export const ArchiveResponse = {
-  description: 'A streamed tar.gz (entry names relative to the directory packed; symlinks kept as symlinks)',
+  description: 'A streamed tar.gz (entry names relative to the workspace, `src/...` for ?path=src, so a merge upload puts them back in place; symlinks kept as symlinks)',
   content: { 'application/gzip': { schema: { type: 'string', contentMediaType: 'application/gzip' } } }
 }
 
@@ -76,7 +85,7 @@ export const CheckpointInfo = Type.Object({
   createdAt: Type.String({ format: 'date-time' }),
   label: Type.Union([Type.String(), Type.Null()]),
   bytes: Type.Integer({ description: 'Total size of its regular files' }),
-  files: Type.Integer({ description: 'Number of regular files in it' })
+  files: Type.Integer({ description: 'Entries in it: files, directories, symlinks (as the workspace listing and an upload count them)' })
 })
 export const CheckpointList = Type.Object({ checkpoints: Type.Array(CheckpointInfo, { description: 'Newest first' }) })
 

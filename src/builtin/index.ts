@@ -220,5 +220,5 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
   }
 }
 export type { SandboxIsolation } from './sandbox/index.js'
-export type { WorkspaceLifecycle, WorkspaceSummary } from './workspace/lifecycle.js'
+export type { UploadResult, WorkspaceLifecycle, WorkspaceSummary } from './workspace/lifecycle.js'
 export type { CheckpointInfo } from './workspace/checkpoints.js'

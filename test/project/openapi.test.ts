@@ -250,7 +250,9 @@ test('every status a route answers under auth, tenancy, size, media type, not-fo
     // Unknown ids.
     if (op.path.includes('{serverId}') && !streaming) await observed.send(app, op, request(op, { url: url(op, { serverId: 'nosuchserver' }) }))
     if (op.requestBody !== undefined) {
-      assert.equal(await observed.send(app, op, request(op, { payload: JSON.stringify({ ...bodyOf(op), description: 'x'.repeat(5000) }), headers: { ...admin, 'content-type': 'application/json' } })), 413, keyOf(op))
+      // A workspace upload takes any body as a stream, not bound by BODY_LIMIT_BYTES: JSON is not a tar.
+      const oversized = keyOf(op) === 'PUT /users/{userId}/workspaces/{workspaceId}' ? 415 : 413
+      assert.equal(await observed.send(app, op, request(op, { payload: JSON.stringify({ ...bodyOf(op), description: 'x'.repeat(5000) }), headers: { ...admin, 'content-type': 'application/json' } })), oversized, keyOf(op))
       assert.equal(await observed.send(app, op, request(op, { payload: 'name=calculate', headers: { ...admin, 'content-type': 'application/x-www-form-urlencoded' } })), 415, keyOf(op))
     }
   }

@@ -2,8 +2,11 @@
  * Workspace archives: checked streaming extraction of an uploaded tar (or tar.gz) into a private
  * staging directory, and a streamed tar.gz of a workspace (or a directory in it) for download.
  *
- * Upload. node-tar's Parser only parses; every write is ours, and every entry is checked from its
- * header, before anything of it is written, against a model of what the archive has declared so
+ * Upload. The format is read from the body's first bytes, whatever content type was declared: gzip's
+ * magic (1f 8b) is a tar.gz, a tar header (ustar magic, or a valid v7 checksum, or the zero block of
+ * an empty archive) a plain tar; anything else is a 415 saying what was expected (and naming zstd,
+ * bzip2, xz or zip when it is one of those). node-tar's Parser only parses; every write is ours, and
+ * every entry is checked from its header, before anything of it is written, against a model of what the archive has declared so
  * far (path -> kind). Because only this code writes into the staging directory, the model is the
  * truth about it: a parent the model calls a directory is a real directory, so plain path
  * operations there never pass through a symlink the archive made. Refused: absolute paths, `..`,
@@ -13,10 +16,14 @@
  * fine), hard links to anything but a regular file extracted earlier, devices, FIFOs, unknown
  * types, setuid/setgid bits, a path changing type. Limits (bytes as the sum of entry sizes, entries
  * including implied parent directories) are checked at each header, so a 2 GB run of zeros is
- * refused before its first byte is written. A stream that ends without the tar end-of-archive
+ * refused before its first byte is written. Entries the file tools never write (tree.ts
+ * `isProtected`: `.git/hooks`, `.ssh`, `.aws`) are skipped, not written, and reported; a git
+ * checkout always holds `.git/hooks/*.sample`, so refusing the whole archive would refuse every
+ * repository. A stream that ends without the tar end-of-archive
  * blocks, or a gzip stream that ends early, is refused as truncated.
  *
- * Download. The tree is walked by fd in a worker thread (pack-worker.ts, tree.ts `walk`'s rules:
+ * Download. Entry names are the workspace's own (a download of `src` holds `src/...`), so an archive
+ * of a directory uploads back (merge) to where it came from. The tree is walked by fd in a worker thread (pack-worker.ts, tree.ts `walk`'s rules:
  * each entry opened beneath its directory's fd with O_NOFOLLOW), symlinks archived as symlinks and
  * never followed, other types skipped; headers are written here with node-tar's Header (and a pax
  * header for long or non-ASCII names), and the tar is pulled through gzip with backpressure, so
@@ -35,7 +42,7 @@ import { HttpError } from '../../errors.js'
 import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
 import { PACK_WORKER_SOURCE } from './pack-worker.js'
-import { WALK_MAX_DEPTH, openForRead } from './tree.js'
+import { WALK_MAX_DEPTH, isProtected, openForRead } from './tree.js'
 
 const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fsConstants
 const O_CLOEXEC = 0o2000000
@@ -51,6 +58,10 @@ const MAX_META_BYTES = 64 * 1024
  */
 const MAX_TRAILING_BYTES = 1024 * 1024
 const MAX_SYMLINK_HOPS = 40
+/** Bytes of the body read before its format is decided: one tar header block. */
+const SNIFF_BYTES = 512
+/** Places of skipped entries listed in an upload's answer (all are counted). */
+const MAX_SKIPPED_LISTED = 100
 /** Files whose metadata calls may still run while later entries are written. */
 const MAX_TAILS = 64
 const SETID_BITS = 0o6000
@@ -69,8 +80,6 @@ export interface ExtractOptions {
    * caller deletes it (removeStagingDir).
    */
   stagingDir: string
-  /** The body is gzip-compressed (application/gzip); otherwise a plain tar. */
-  gzip: boolean
   limits: ArchiveLimits
   signal?: AbortSignal
   /** When set, everything extracted is chowned to it (the sandbox's uid/gid). */
@@ -80,8 +89,19 @@ export interface ExtractOptions {
 export interface ExtractResult {
   /** Bytes of the regular files extracted (a hard-linked file counted once). */
   bytes: number
-  /** Entries in the staging directory: files, directories, symlinks, hard links. */
+  /**
+   * Entries in the staging directory: files, directories (implied parents too), symlinks, hard
+   * links; what usage.ts counts in a workspace and WORKSPACE_MAX_FILES limits.
+   */
   files: number
+  /**
+   * Where entries were skipped because the file tools never write there (`.git/hooks`, `.ssh`,
+   * `.aws`): the path down to the protected component, each once, in archive order, at most
+   * MAX_SKIPPED_LISTED; a hard link to such a file is named by its own path.
+   */
+  skipped: string[]
+  /** How many entries were skipped (all of them, listed or not). */
+  skippedEntries: number
 }
 
 type Kind = 'file' | 'dir' | 'symlink'
@@ -105,6 +125,19 @@ function badArchive (message: string): HttpError {
 function quote (name: string): string {
   const q = JSON.stringify(name)
   return q.length > 200 ? `${q.slice(0, 197)}..."` : q
+}
+
+/**
+ * The path down to the component that makes `segs` protected (`a/.ssh` for `a/.ssh/id`). The
+ * decision is isProtected's on the whole path; this only names the place for the report, with
+ * the same rule asked about each component and each pair of components.
+ */
+function protectedPlace (segs: readonly string[]): string {
+  for (let i = 0; i < segs.length; i++) {
+    if (isProtected(segs.slice(i, i + 1))) return segs.slice(0, i + 1).join('/')
+    if (i + 1 < segs.length && isProtected(segs.slice(i, i + 2))) return segs.slice(0, i + 2).join('/')
+  }
+  return segs.join('/')
 }
 
 function errCode (err: unknown): string | undefined {
@@ -154,6 +187,8 @@ class Extraction {
   readonly model = new Map<string, Node>()
   bytesSeen = 0
   entriesSeen = 0
+  readonly skipped = new Set<string>()
+  skippedEntries = 0
   /**
    * Why the extraction stopped, once it has. A write waiting for an entry's next chunk is woken by
    * stop(): minipass's async iterator never settles a next() asked after the entry was destroyed,
@@ -202,9 +237,17 @@ class Extraction {
     }
     const rel = segs.join('/')
 
-    // Parents: each must be a directory declared earlier, or missing (then implied).
+    // Never writable for the file tools, so not for an archive either (docs/ARCHITECTURE.md#workspaces);
+    // a hard link to such a file would have nothing to link to. Skipped entries still count against
+    // the limits (their bytes are read and dropped), and nothing of them, parents included, is made.
+    let skip: string | undefined
+    if (isProtected(segs)) skip = protectedPlace(segs)
+    else if (kind === 'hardlink' && isProtected(segmentsOf(entry.linkpath ?? '', `Hard link ${quote(name)}: target`))) skip = rel
+
+    // Parents: each must be a directory declared earlier, or missing (then implied; never for a
+    // skipped entry).
     const parents: string[] = []
-    for (let i = 1; i < segs.length; i++) {
+    for (let i = 1; i < (skip === undefined ? segs.length : 0); i++) {
       const p = segs.slice(0, i).join('/')
       const node = this.model.get(p)
       if (node === undefined) parents.push(p)
@@ -219,6 +262,11 @@ class Extraction {
     }
     if (this.bytesSeen > this.opts.limits.maxBytes) {
       throw new HttpError('GW_PAYLOAD_TOO_LARGE', `The archive holds more than ${this.opts.limits.maxBytes} bytes (at ${quote(name)}, ${entry.size} bytes)`)
+    }
+    if (skip !== undefined) {
+      this.skippedEntries++
+      if (this.skipped.size < MAX_SKIPPED_LISTED) this.skipped.add(skip)
+      return undefined
     }
 
     const existing = this.model.get(rel)
@@ -369,7 +417,7 @@ class Extraction {
     for (const node of this.model.values()) if (node.blob !== undefined) blobs.add(node.blob)
     let bytes = 0
     for (const b of blobs) bytes += b.size
-    return { bytes, files: this.model.size }
+    return { bytes, files: this.model.size, skipped: [...this.skipped], skippedEntries: this.skippedEntries }
   }
 
   /** Resolves a link target as the kernel would, through the links of the model, beneath the root. */
@@ -419,10 +467,49 @@ function isZlibError (err: unknown): boolean {
   return c !== undefined && c.startsWith('Z_')
 }
 
+/** A 512-byte block that starts a tar: ustar magic (POSIX, GNU), a valid v7 checksum, or zeros (an empty archive). */
+function isTarHeader (block: Buffer): boolean {
+  if (block.length >= 262 && block.toString('latin1', 257, 262) === 'ustar') return true
+  if (block.length < BLOCK) return block.every((b) => b === 0)
+  // v7 headers have no magic, only a checksum: the sum of the block's bytes with the checksum
+  // field (148..155) counted as spaces, written in octal, ended by a NUL or a space.
+  const field = block.toString('latin1', 148, 156).split('\0')[0]?.trim() ?? ''
+  let sum = 0
+  for (let i = 0; i < BLOCK; i++) sum += i >= 148 && i < 156 ? 0x20 : block[i] as number
+  if (/^[0-7]{1,7}$/.test(field)) return Number.parseInt(field, 8) === sum
+  return sum === 8 * 0x20 // all zeros: the end-of-archive blocks of an empty archive
+}
+
+const EXPECTED = 'expected a tar or tar.gz archive (tar cf or tar czf) as the raw body'
+
+/** Compressed formats and archives we recognise only to name them in the refusal. */
+const OTHER_FORMATS: ReadonlyArray<[Buffer, string]> = [
+  [Buffer.from([0x28, 0xb5, 0x2f, 0xfd]), 'a zstd stream: zstd-compressed archives are not supported'],
+  [Buffer.from('BZh'), 'a bzip2 stream: bzip2-compressed archives are not supported'],
+  [Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00]), 'an xz stream: xz-compressed archives are not supported'],
+  [Buffer.from('PK\x03\x04'), 'a zip archive: zip is not supported'],
+  [Buffer.from('PK\x05\x06'), 'an empty zip archive: zip is not supported']
+]
+
+/**
+ * How to read a body, from its first bytes (at least SNIFF_BYTES unless it is shorter): gzip or
+ * plain tar; anything else is a 415 GW_UNSUPPORTED_MEDIA_TYPE that says what was expected.
+ */
+export function archiveFormat (head: Buffer): 'gzip' | 'tar' {
+  if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return 'gzip'
+  if (head.length > 0 && isTarHeader(head.subarray(0, BLOCK))) return 'tar'
+  if (head.length === 0) throw new HttpError('GW_UNSUPPORTED_MEDIA_TYPE', `The body is empty: ${EXPECTED}`)
+  const other = OTHER_FORMATS.find(([magic]) => head.subarray(0, magic.length).equals(magic))
+  if (other !== undefined) throw new HttpError('GW_UNSUPPORTED_MEDIA_TYPE', `The body is ${other[1]}; ${EXPECTED}`)
+  throw new HttpError('GW_UNSUPPORTED_MEDIA_TYPE', `The body is not a tar or tar.gz archive (it starts with neither gzip's bytes 1f 8b nor a tar header): ${EXPECTED}`)
+}
+
 /**
  * Extracts a tar (or tar.gz) stream into `opts.stagingDir`, checking every entry before it is
- * written (see the module comment). Rejects with HttpError 400 GW_BAD_ARCHIVE (refused entry,
- * corrupt, truncated or not a tar), 413 GW_PAYLOAD_TOO_LARGE (limits), the signal's reason when
+ * written (see the module comment). The format is read from the first bytes (archiveFormat).
+ * Rejects with HttpError 415 GW_UNSUPPORTED_MEDIA_TYPE (neither a tar nor a gzip), 400
+ * GW_BAD_ARCHIVE (refused entry, corrupt, truncated, a gzip that holds no tar), 413
+ * GW_PAYLOAD_TOO_LARGE (limits), the signal's reason when
  * aborted, or the input stream's own error. On rejection the input is unpiped and paused (not
  * destroyed: the caller still answers on its connection), no write is still running, and the caller
  * deletes the staging directory.
@@ -452,7 +539,10 @@ export async function extractArchive (input: Readable, opts: ExtractOptions): Pr
   const onAbort = (): void => { fail(opts.signal?.reason ?? new Error('aborted')) }
   opts.signal?.addEventListener('abort', onAbort, { once: true })
 
-  parser.on('error', (err: Error) => {
+  parser.on('error', (err: Error & { tarCode?: string }) => {
+    // node-tar calls an archive of only the end-of-archive blocks (`tar cf - -T /dev/null`)
+    // unrecognised; it is an empty archive, and a replace with it empties the workspace.
+    if (err.tarCode === 'TAR_BAD_ARCHIVE' && sawEof && x.entriesSeen === 0) return
     fail(badArchive(`Not a valid tar archive: ${err.message.replace(/^TAR_[A-Z_]+: /, '')}`))
   })
   parser.on('ignoredEntry', (e: ReadEntry) => {
@@ -486,24 +576,59 @@ export async function extractArchive (input: Readable, opts: ExtractOptions): Pr
     })
   })
 
-  let source: Readable = input
   let gunzip: ReturnType<typeof createGunzip> | undefined
-  const onInputError = (err: Error): void => { gunzip?.destroy(err) }
-  if (opts.gzip) {
-    gunzip = createGunzip({ chunkSize: 64 * 1024 })
-    input.on('error', onInputError)
-    input.pipe(gunzip)
-    source = gunzip
-  }
-
   const onError = (err: Error): void => {
     fail(isZlibError(err) ? badArchive(`Not a valid gzip stream: ${err.message}`) : err)
   }
+  // One listener for the input's own errors, from the first byte to the end (removed in finally).
+  input.on('error', onError)
   let trailing = 0
   try {
+    // The first bytes decide the format (the declared content type does not: clients send
+    // octet-stream, x-gzip, a form type or nothing for the same file). Whole chunks are kept, so
+    // nothing read here is lost; the input stays paused until the parser's side is wired.
+    const sniffed = await new Promise<{ head: Buffer, ended: boolean } | undefined>((resolve) => {
+      const chunks: Buffer[] = []
+      let length = 0
+      const done = (ended: boolean): void => {
+        input.off('data', onHead)
+        input.off('end', onEnd)
+        stopFeeding = () => {}
+        resolve(failure === undefined ? { head: Buffer.concat(chunks, length), ended } : undefined)
+      }
+      const onHead = (chunk: Buffer): void => {
+        chunks.push(chunk)
+        length += chunk.length
+        if (length >= SNIFF_BYTES) {
+          input.pause()
+          done(false)
+        }
+      }
+      const onEnd = (): void => { done(true) }
+      stopFeeding = () => { done(false) }
+      input.on('data', onHead)
+      input.once('end', onEnd)
+      input.resume()
+    })
+    if (sniffed === undefined) throw failure
+    const format = archiveFormat(sniffed.head)
+
+    let source: Readable = input
+    if (format === 'gzip') {
+      gunzip = createGunzip({ chunkSize: 64 * 1024 })
+      gunzip.on('error', onError)
+      if (sniffed.ended) gunzip.end(sniffed.head)
+      else {
+        gunzip.write(sniffed.head)
+        input.pipe(gunzip) // resumes the input, or waits for the gunzip's drain
+      }
+      source = gunzip
+    }
+
     // Fed by events rather than an async iterator, so that a failure (a refused entry, an abort)
     // stops the loop at once even while the input sends nothing.
     await new Promise<void>((resolve) => {
+      let waiting = false
       const stop = (): void => {
         source.off('data', onData)
         source.off('end', stop)
@@ -518,14 +643,32 @@ export async function extractArchive (input: Readable, opts: ExtractOptions): Pr
           return
         }
         if (!parser.write(chunk)) {
+          waiting = true
           source.pause()
-          parser.once('drain', () => { if (failure === undefined) source.resume() })
+          parser.once('drain', () => {
+            waiting = false
+            if (failure === undefined) source.resume()
+          })
         }
       }
       stopFeeding = stop
+      if (failure !== undefined) {
+        stop()
+        return
+      }
+      if (format === 'tar') {
+        onData(sniffed.head)
+        // 'end' may have been emitted since the sniffing let go of the input (a body that was
+        // all in its first chunk): readableEnded says so.
+        if (sniffed.ended || input.readableEnded || failure !== undefined) {
+          stop()
+          return
+        }
+      }
       source.on('data', onData)
       source.once('end', stop)
-      source.on('error', onError)
+      // The plain input was paused by the sniffing (a pipe resumes itself).
+      if (format === 'tar' && !waiting) source.resume()
     })
     if (failure === undefined) {
       parser.end()
@@ -541,11 +684,10 @@ export async function extractArchive (input: Readable, opts: ExtractOptions): Pr
     opts.signal?.removeEventListener('abort', onAbort)
     if (gunzip !== undefined) {
       input.unpipe(gunzip)
-      input.off('error', onInputError)
+      // The gunzip keeps its listener: an error it emits while being destroyed must not go unhandled.
       gunzip.destroy()
     }
-    // The gunzip keeps its listener: an input error after this point must not go unhandled.
-    if (gunzip === undefined) input.off('error', onError)
+    input.off('error', onError)
     if (failure !== undefined) input.pause()
   }
 }
@@ -575,14 +717,17 @@ const ZEROS = Buffer.alloc(2 * BLOCK)
 
 /**
  * A streamed tar.gz of the workspace, or of the directory `subPath` in it (the same resolver as the
- * file tools: in-tree symlinks followed beneath the root). Entry names are relative to that
- * directory, without a `./` prefix; owners are written as 0/0 and modes without set-id or sticky
+ * file tools: in-tree symlinks followed beneath the root). Entry names are relative to the
+ * workspace, without a `./` prefix: a subdirectory's archive starts with the directory itself
+ * (`src/`, at its real place when `subPath` went through a symlink) and holds `src/...`, so it
+ * extracts, or uploads with merge, back to where it came from; owners are written as 0/0 and modes without set-id or sticky
  * bits (so a download can be uploaded again as it is). Resolves once the directory is open
  * (400 GW_BAD_REQUEST when it is not a directory of the workspace); read errors after that
  * destroy the stream. Destroying the returned stream stops the walk and closes every fd.
  */
 export async function packWorkspace (ws: Workspace, subPath = '.', opts: PackOptions = {}): Promise<Readable> {
   let base: FileHandle
+  let top: TopDir | undefined
   try {
     const opened = await openForRead(ws, subPath, { allowDirectory: true })
     base = opened.fh
@@ -590,11 +735,13 @@ export async function packWorkspace (ws: Workspace, subPath = '.', opts: PackOpt
       await base.close()
       throw new HttpError('GW_BAD_REQUEST', `Not a directory: ${opened.rel}`)
     }
+    // The directory's real place (symlinks to it resolved), so the archive extracts back there.
+    if (opened.chain.length > 0) top = { name: opened.chain.join('/'), mode: opened.st.mode & 0o777, mtime: opened.st.mtime }
   } catch (err) {
     if (err instanceof ToolError) throw new HttpError('GW_BAD_REQUEST', err.message)
     throw err
   }
-  const tar = Readable.from(tarBlocks(base, opts.signal), { objectMode: false, highWaterMark: FLUSH_BYTES })
+  const tar = Readable.from(tarBlocks(base, opts.signal, top), { objectMode: false, highWaterMark: FLUSH_BYTES })
   const gz = createGzip({ level: opts.level ?? 6, chunkSize: 64 * 1024 })
   // pipeline destroys the tar side (and so closes the fds) when the consumer goes away.
   pipeline(tar, gz, () => {})
@@ -632,12 +779,15 @@ const BATCHES_AHEAD = 4
  * (pack-worker.ts) at most BATCHES_AHEAD batches ahead of the consumer; headers are written here.
  * `base` is closed at the end, or when the consumer stops, after the worker has closed its fds.
  */
-async function * tarBlocks (base: FileHandle, signal: AbortSignal | undefined): AsyncGenerator<Buffer> {
+interface TopDir { name: string, mode: number, mtime: Date }
+
+async function * tarBlocks (base: FileHandle, signal: AbortSignal | undefined, top: TopDir | undefined): AsyncGenerator<Buffer> {
   const control = new Int32Array(new SharedArrayBuffer(8))
   control[0] = BATCHES_AHEAD
   const worker = new Worker(PACK_WORKER_SOURCE, {
     eval: true,
-    workerData: { baseFd: base.fd, maxDepth: WALK_MAX_DEPTH, batchBytes: BATCH_BYTES, control }
+    // Names stay within the depth an upload accepts, the prefix included.
+    workerData: { baseFd: base.fd, maxDepth: WALK_MAX_DEPTH - (top === undefined ? 0 : top.name.split('/').length), batchBytes: BATCH_BYTES, control }
   })
   const queue: PackMessage[] = []
   let exited = false
@@ -662,7 +812,10 @@ async function * tarBlocks (base: FileHandle, signal: AbortSignal | undefined): 
   // The file whose content records are arriving: its size, and the bytes still to come.
   let fileSize = 0
   let remaining = 0
+  // Names below a packed subdirectory carry its path in the workspace.
+  const prefix = top === undefined ? '' : `${top.name}/`
   try {
+    if (top !== undefined) yield Buffer.concat(headerBlocks({ path: prefix, type: 'Directory', mode: top.mode, size: 0, mtime: top.mtime }))
     for (;;) {
       const m = await next()
       if (m.error !== undefined) throw new Error(`Reading the workspace failed: ${m.error}`)
@@ -677,10 +830,10 @@ async function * tarBlocks (base: FileHandle, signal: AbortSignal | undefined): 
           continue
         }
         const mtime = new Date(r[3])
-        if (r[0] === 'd') out.push(...headerBlocks({ path: `${r[1]}/`, type: 'Directory', mode: r[2], size: 0, mtime }))
-        else if (r[0] === 'l') out.push(...headerBlocks({ path: r[1], type: 'SymbolicLink', mode: r[2], size: 0, mtime, linkpath: r[4] }))
+        if (r[0] === 'd') out.push(...headerBlocks({ path: `${prefix}${r[1]}/`, type: 'Directory', mode: r[2], size: 0, mtime }))
+        else if (r[0] === 'l') out.push(...headerBlocks({ path: `${prefix}${r[1]}`, type: 'SymbolicLink', mode: r[2], size: 0, mtime, linkpath: r[4] }))
         else {
-          out.push(...headerBlocks({ path: r[1], type: 'File', mode: r[2], size: r[4], mtime }))
+          out.push(...headerBlocks({ path: `${prefix}${r[1]}`, type: 'File', mode: r[2], size: r[4], mtime }))
           fileSize = remaining = r[4]
         }
       }

@@ -67,9 +67,12 @@ export interface CheckpointInfo {
   /** ISO 8601. */
   createdAt: string
   label: string | null
-  /** Total size of the checkpoint's regular files. */
+  /** Total size of the checkpoint's regular files (each name of a hard-linked file: a restore writes them apart). */
   bytes: number
-  /** Number of regular files in it. */
+  /**
+   * Entries in it: files, directories, symlinks; counted as an upload's answer and the workspace
+   * listing count them (usage.ts), so the same tree gives the same figure everywhere.
+   */
   files: number
 }
 
@@ -562,6 +565,8 @@ export class CheckpointStore {
       }
     }
     sortEntries(entries)
+    // Every entry kept counts (see CheckpointInfo.files); FIFOs and sockets are not kept.
+    pass.files += entries.length
     let tree: string
     if (before !== undefined && sameEntries(before.entries, entries)) {
       tree = before.tree
@@ -583,7 +588,6 @@ export class CheckpointStore {
     const known = before?.files.get(name)
     if (sameSig(known, st)) {
       files.set(name, known)
-      pass.files++
       pass.bytes += st.size
       return [name, 'f', fileMode(st), st.size, msOf(st), known.sha]
     }
@@ -609,7 +613,6 @@ export class CheckpointStore {
       // Changed while we read it: keep what was read, and make sure the next checkpoint reads it again.
       if (put.bytes !== fst.size) sig.ctimeMs = -1
       files.set(name, sig)
-      pass.files++
       pass.bytes += put.bytes
       await this.#maybeTurn(pass)
       return [name, 'f', fileMode(fst), put.bytes, msOf(fst), put.sha]

@@ -59,11 +59,19 @@ export interface WorkspaceSummary {
 }
 
 export interface UploadOptions {
-  /** The body is gzip-compressed; otherwise a plain tar. */
-  gzip: boolean
   /** replace (default): the workspace becomes the archive; merge: the archive is applied over it. */
   mode: 'replace' | 'merge'
   signal?: AbortSignal
+}
+
+export interface UploadResult {
+  created: boolean
+  bytes: number
+  /** Entries (files, directories, symlinks), as usage.ts counts them. */
+  files: number
+  /** Where protected entries were skipped (archive.ts ExtractResult), and how many. */
+  skipped: string[]
+  skippedEntries: number
 }
 
 /**
@@ -231,9 +239,12 @@ export class WorkspaceLifecycle {
    * Extracts the archive into a private staging directory (every entry checked before it is
    * written, limits at each header), then, under the write lock, swaps it in (replace) or moves
    * its entries over the existing tree (merge). A refused or truncated archive changes nothing,
-   * and a workspace this upload would have created is not left behind.
+   * and a workspace this upload would have created is not left behind. A replace stops the
+   * workspace's background processes first: their tree is gone, and left running they would go on
+   * writing into the trash (a merge keeps the tree, and them). Entries the file tools never write
+   * are skipped and reported (archive.ts).
    */
-  async upload (tenant: string, workspaceId: string, body: Readable, opts: UploadOptions): Promise<{ created: boolean, bytes: number, files: number }> {
+  async upload (tenant: string, workspaceId: string, body: Readable, opts: UploadOptions): Promise<UploadResult> {
     const existing = await this.#ws.find(tenant, workspaceId).catch(rethrow)
     let limits = { maxBytes: this.#usage.quotaBytes, maxFiles: this.#usage.maxFiles }
     if (opts.mode === 'merge' && existing !== undefined) {
@@ -255,7 +266,6 @@ export class WorkspaceLifecycle {
     try {
       const extracted = await extractArchive(body, {
         stagingDir: staging,
-        gzip: opts.gzip,
         limits,
         ...(opts.signal !== undefined ? { signal: opts.signal } : {}),
         ...(owner !== undefined ? { owner } : {})
@@ -265,6 +275,7 @@ export class WorkspaceLifecycle {
       await this.#admitBytes(tenant, extracted.bytes - freed)
       // Only now, with the whole archive good, does the workspace come to exist.
       const { ws, created } = await this.#ws.open(tenant, workspaceId).catch(rethrow)
+      const skipped = { skipped: extracted.skipped, skippedEntries: extracted.skippedEntries }
       return await this.#locked(ws, async () => {
         if (prepared !== undefined) {
           await this.#processes.stopAll(ws)
@@ -278,9 +289,10 @@ export class WorkspaceLifecycle {
           await prepared.commit(ws.root)
           if (legacy !== undefined) this.#removePrivate(legacy).catch(() => {})
           this.#usage.forget(ws)
-          return { created, bytes: extracted.bytes, files: extracted.files }
+          return { created, bytes: extracted.bytes, files: extracted.files, ...skipped }
         }
         if (opts.mode === 'replace') {
+          await this.#processes.stopAll(ws)
           if (ws.owner !== undefined) await lchown(staging, ws.owner.uid, ws.owner.gid)
           await chmod(staging, 0o700)
           const trash = await this.#privateDir('trash', false)
@@ -299,12 +311,12 @@ export class WorkspaceLifecycle {
           this.#usage.forget(ws)
           // After the answer: the old tree may be large, and nothing refers to it any more.
           if (old) this.#removePrivate(trash).catch(() => {})
-          return { created, bytes: extracted.bytes, files: extracted.files }
+          return { created, bytes: extracted.bytes, files: extracted.files, ...skipped }
         }
         await mergeTree(staging, ws, (name) => this.#moveToTrash(name, ws.root)).catch(noSpace)
         this.#usage.forget(ws)
         const fig = await this.#usage.measure(ws)
-        return { created, bytes: fig.bytes, files: fig.files }
+        return { created, bytes: fig.bytes, files: fig.files, ...skipped }
       }, opts.signal)
     } finally {
       if (prepared !== undefined) await prepared.discard()

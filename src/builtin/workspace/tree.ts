@@ -317,7 +317,14 @@ function checkWritable (loc: Location, lexicalRel: string): void {
 }
 
 /** A regular file opened for reading, checked on the fd. */
-export interface OpenedFile { fh: FileHandle, st: Stats, rel: string, readOnly: boolean }
+export interface OpenedFile {
+  fh: FileHandle
+  st: Stats
+  rel: string
+  readOnly: boolean
+  /** Its real components below the root (symlinks resolved); [] for the root itself. */
+  chain: readonly string[]
+}
 
 /**
  * Opens `name` in `dir` as a regular file for reading, or undefined when it is not one (a symlink
@@ -358,7 +365,7 @@ export async function openForRead (ws: Workspace, input: string, opts: { allowDi
       const st = await fh.stat()
       if (st.isDirectory() && opts.allowDirectory !== true) throw new ToolError(`Path is a directory: ${loc.rel}`)
       if (!st.isFile() && !st.isDirectory()) throw new ToolError(`Not a regular file: ${loc.rel}`)
-      return { fh, st, rel: loc.rel, readOnly: loc.readOnly }
+      return { fh, st, rel: loc.rel, readOnly: loc.readOnly, chain: loc.chain }
     } catch (err) {
       await fh.close()
       throw err

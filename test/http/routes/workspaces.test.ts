@@ -2,7 +2,7 @@ import { test } from 'node:test'
 import type { TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFile, spawn } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { chmod, mkdir, mkdtemp, readdir, readFile, realpath, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -13,6 +13,7 @@ import type { FastifyInstance } from 'fastify'
 import { Header } from 'tar'
 import { buildApp } from '../../../src/app.js'
 import { renameat2Number } from '../../helpers/race.js'
+import { procInfo, waitUntil } from '../../../scripts/lib/proc.js'
 import { loadConfig } from '../../../src/config.js'
 import type { Config } from '../../../src/config.js'
 
@@ -104,7 +105,7 @@ test('upload a tar.gz made with tar czf, download it back, read one file, list i
   let res = await put(app, WS, await tgz(t, files))
   assert.equal(res.statusCode, 201, res.body)
   // README.md, src, src/main.py, src/deep, src/deep/x.txt
-  assert.deepEqual(res.json(), { workspaceId: 'proj', bytes: 8 + 9 + 1, files: 5 })
+  assert.deepEqual(res.json(), { workspaceId: 'proj', bytes: 8 + 9 + 1, files: 5, skipped: [], skippedEntries: 0 })
   res = await put(app, WS, await tgz(t, files))
   assert.equal(res.statusCode, 200, 'the second upload replaces an existing workspace')
 
@@ -117,7 +118,7 @@ test('upload a tar.gz made with tar czf, download it back, read one file, list i
   assert.equal(res.headers['content-type'], 'application/gzip')
   assert.deepEqual(await untgz(t, res.rawPayload), files)
   res = await app.inject({ method: 'GET', url: `${WS}/archive?path=src`, headers: ADMIN })
-  assert.deepEqual(await untgz(t, res.rawPayload), { 'main.py': 'print(1)\n', 'deep/x.txt': 'x' })
+  assert.deepEqual(await untgz(t, res.rawPayload), { 'src/main.py': 'print(1)\n', 'src/deep/x.txt': 'x' })
   res = await app.inject({ method: 'GET', url: `${WS}/archive?path=README.md`, headers: ADMIN })
   assert.equal(res.statusCode, 400)
 
@@ -203,7 +204,7 @@ test('a refused archive changes nothing, and creates nothing', async (t) => {
     [rawTar([{ path: 'suid', body: 'x', mode: 0o4755 }]), 'application/x-tar', 400],
     [gzipSync(Buffer.from('not a tar at all, just text '.repeat(100))), 'application/gzip', 400],
     [gzipSync(rawTar([{ path: 'big.txt', body: 'x'.repeat(5000) }])).subarray(0, 60), 'application/gzip', 400],
-    [Buffer.from('plain garbage'), 'application/gzip', 400],
+    [Buffer.from('plain garbage'), 'application/gzip', 415],
     [rawTar(Array.from({ length: 10 }, (_, i) => ({ path: `f${i}`, body: 'x' }))), 'application/x-tar', 413]
   ]
   for (const [body, type, status] of bad) {
@@ -269,6 +270,155 @@ test('wrong content type is 415, bad ids are 400, unknown workspace and checkpoi
   assert.deepEqual(res.json().workspaces.map((w: any) => w.workspaceId), ['proj'])
 })
 
+test('an archive is recognised by its bytes, whatever content type is declared (or none)', async (t) => {
+  const { app, config } = await setup(t)
+  const root = join(config.workspacesDir, 'alice', 'proj')
+  const tar = rawTar([{ path: 'a.txt', body: 'plain tar' }])
+  const gz = await tgz(t, { 'b.txt': 'tar.gz' })
+  // What curl, SDKs and browsers send for a file: octet-stream, x-gzip, a form type (curl
+  // --data-binary without -H), nothing at all, and a declared type that contradicts the bytes.
+  for (const [body, type, want] of [
+    [gz, 'application/octet-stream', { 'b.txt': 'tar.gz' }],
+    [gz, 'application/x-gzip', { 'b.txt': 'tar.gz' }],
+    [tar, 'application/x-gzip', { 'a.txt': 'plain tar' }],
+    [gz, 'application/x-tar', { 'b.txt': 'tar.gz' }],
+    [gz, 'application/x-www-form-urlencoded', { 'b.txt': 'tar.gz' }],
+    [tar, 'application/json', { 'a.txt': 'plain tar' }],
+    [gz, undefined, { 'b.txt': 'tar.gz' }],
+    [tar, undefined, { 'a.txt': 'plain tar' }]
+  ] as const) {
+    const res = await app.inject({ method: 'PUT', url: WS, headers: { ...ADMIN, 'content-type': type }, payload: body })
+    assert.ok(res.statusCode === 200 || res.statusCode === 201, `${type ?? 'no content type'}: ${res.statusCode} ${res.body}`)
+    assert.deepEqual(await treeOf(root), want, type)
+  }
+})
+
+test('a body that is not a tar or a tar.gz is a 415 saying what was expected, and changes nothing', async (t) => {
+  const { app, config } = await setup(t)
+  await put(app, WS, await tgz(t, { 'a.txt': 'a' }))
+  const root = join(config.workspacesDir, 'alice', 'proj')
+  for (const [body, type, re] of [
+    [Buffer.from('hello, this is text\n'.repeat(100)), 'application/octet-stream', /tar or tar\.gz/],
+    [Buffer.from('{"files":["a.txt"]}'), 'application/json', /tar or tar\.gz/],
+    [Buffer.concat([Buffer.from([0x28, 0xb5, 0x2f, 0xfd]), Buffer.alloc(600, 1)]), 'application/zstd', /zstd/],
+    [Buffer.concat([Buffer.from('PK\x03\x04'), Buffer.alloc(600, 1)]), 'application/zip', /zip/],
+    [Buffer.from('--X\r\ncontent-disposition: form-data; name="file"\r\n\r\n'), 'multipart/form-data; boundary=X', /--data-binary/]
+  ] as const) {
+    const res = await put(app, WS, body, type)
+    assert.equal(res.statusCode, 415, `${type}: ${res.body}`)
+    assert.equal(res.json().code, 'GW_UNSUPPORTED_MEDIA_TYPE')
+    assert.match(res.json().message, re)
+    assert.deepEqual(await treeOf(root), { 'a.txt': 'a' })
+  }
+  const res = await app.inject({ method: 'PUT', url: WS, headers: ADMIN })
+  assert.equal(res.statusCode, 415)
+  assert.match(res.json().message, /empty.*tar or tar\.gz/)
+  assert.deepEqual(await readdir(join(config.workspacesDir, '.tg', 'staging')), [])
+})
+
+test('files counts the same entries in an upload, a checkpoint and the listing', async (t) => {
+  const { app } = await setup(t)
+  // src (a directory), src/a.txt, link (a symlink): three entries, one regular file.
+  const body = rawTar([{ path: 'src/', type: 'Directory', mode: 0o755 }, { path: 'src/a.txt', body: 'a' }, { path: 'link', type: 'SymbolicLink', linkpath: 'src/a.txt' }])
+  let res = await put(app, WS, body, 'application/x-tar')
+  assert.equal(res.statusCode, 201, res.body)
+  assert.equal(res.json().files, 3)
+  res = await app.inject({ method: 'POST', url: `${WS}/checkpoints`, headers: ADMIN })
+  assert.equal(res.statusCode, 201, res.body)
+  assert.equal(res.json().files, 3)
+  assert.equal(res.json().bytes, 1)
+  res = await app.inject({ method: 'GET', url: `${WS}/checkpoints`, headers: ADMIN })
+  assert.equal(res.json().checkpoints[0].files, 3)
+  res = await app.inject({ method: 'GET', url: '/users/alice/workspaces', headers: ADMIN })
+  assert.equal(res.json().workspaces[0].files, 3)
+  assert.equal(res.json().workspaces[0].bytes, 1)
+  res = await put(app, `${WS}?mode=merge`, rawTar([{ path: 'src/b.txt', body: 'bb' }]), 'application/x-tar')
+  assert.equal(res.json().files, 4)
+  res = await app.inject({ method: 'POST', url: `${WS}/checkpoints`, headers: ADMIN })
+  assert.equal(res.json().files, 4)
+})
+
+test('an archive of ?path=src keeps the src/ prefix: uploaded back with merge, it lands where it came from', async (t) => {
+  const { app, config } = await setup(t)
+  const root = join(config.workspacesDir, 'alice', 'proj')
+  await put(app, WS, await tgz(t, { 'README.md': 'r', 'src/main.py': 'v1', 'src/deep/x.txt': 'x' }))
+  let res = await app.inject({ method: 'GET', url: `${WS}/archive?path=src/`, headers: ADMIN })
+  assert.equal(res.statusCode, 200, res.body)
+  const archive = res.rawPayload
+  assert.deepEqual(await untgz(t, archive), { 'src/main.py': 'v1', 'src/deep/x.txt': 'x' })
+  // A symlink to the directory packs the directory by its real place.
+  await run('ln', ['-s', 'src', join(root, 'code')])
+  res = await app.inject({ method: 'GET', url: `${WS}/archive?path=code`, headers: ADMIN })
+  assert.deepEqual(await untgz(t, res.rawPayload), { 'src/main.py': 'v1', 'src/deep/x.txt': 'x' })
+  await invoke(app, { name: 'write_file', userId: 'alice', arguments: { path: 'src/main.py', content: 'v2' }, context: { workspaceId: 'proj' } })
+  res = await put(app, `${WS}?mode=merge`, archive)
+  assert.equal(res.statusCode, 200, res.body)
+  assert.deepEqual(await treeOf(root), { 'README.md': 'r', 'src/main.py': 'v1', 'src/deep/x.txt': 'x' })
+  // Into another workspace: the same layout.
+  res = await put(app, '/users/alice/workspaces/copy', archive)
+  assert.equal(res.statusCode, 201, res.body)
+  assert.deepEqual(await treeOf(join(config.workspacesDir, 'alice', 'copy')), { 'src/main.py': 'v1', 'src/deep/x.txt': 'x' })
+})
+
+test('entries the file tools never write (.git/hooks, .ssh, .aws) are skipped and reported, in both modes', async (t) => {
+  const { app, config } = await setup(t)
+  const root = join(config.workspacesDir, 'alice', 'proj')
+  const body = rawTar([
+    { path: '.git/', type: 'Directory', mode: 0o755 },
+    { path: '.git/config', body: '[core]\n' },
+    { path: '.git/hooks/', type: 'Directory', mode: 0o755 },
+    { path: '.git/hooks/x', body: '#!/bin/sh\necho pwned\n', mode: 0o755 },
+    { path: '.ssh/authorized_keys', body: 'ssh-ed25519 AAAA attacker\n' },
+    { path: 'ok.txt', body: 'ok' }
+  ])
+  for (const url of [WS, `${WS}?mode=merge`, '/users/alice/workspaces/merged?mode=merge']) {
+    const res = await put(app, url, body, 'application/x-tar')
+    assert.ok(res.statusCode === 200 || res.statusCode === 201, res.body)
+    assert.deepEqual(res.json().skipped, ['.git/hooks', '.ssh'], url)
+    assert.equal(res.json().skippedEntries, 3)
+    assert.equal(res.json().files, 3) // .git, .git/config, ok.txt
+  }
+  assert.deepEqual(await treeOf(root), { '.git/config': '[core]\n', 'ok.txt': 'ok' })
+  assert.equal(existsSync(join(root, '.git/hooks')), false)
+  assert.equal(existsSync(join(root, '.ssh')), false)
+  assert.deepEqual(await treeOf(join(config.workspacesDir, 'alice', 'merged')), { '.git/config': '[core]\n', 'ok.txt': 'ok' })
+})
+
+for (const mode of ['auto', 'watchdog']) {
+  // auto: a quota image per workspace where the host allows it (a replace fills a new image); watchdog: plain directories.
+  test(`a replace upload stops the workspace's background processes first; a merge leaves them running (WORKSPACE_QUOTA_MODE=${mode})`, async (t) => {
+    await replaceStopsProcesses(t, mode)
+  })
+}
+
+async function replaceStopsProcesses (t: TestContext, mode: string): Promise<void> {
+  const { app, config } = await setup(t, { WORKSPACE_QUOTA_MODE: mode })
+  const root = join(config.workspacesDir, 'alice', 'proj')
+  await put(app, WS, await tgz(t, { 'a.txt': 'a' }))
+  const start = async (): Promise<number> => {
+    await rm(join(root, 'pid.txt'), { force: true })
+    const started = await invoke(app, { name: 'bash', userId: 'alice', arguments: { action: 'start', command: 'echo $$ > pid.txt; exec sleep 600' }, context: { workspaceId: 'proj' } })
+    assert.equal(started.isError, false, started.output)
+    await waitUntil('the process wrote its pid', () => existsSync(join(root, 'pid.txt')) && /^\d+\n$/.test(readFileSync(join(root, 'pid.txt'), 'utf8')))
+    return Number(await readFile(join(root, 'pid.txt'), 'utf8'))
+  }
+  const alive = async (pid: number): Promise<boolean> => {
+    const p = await procInfo(pid)
+    return p !== undefined && p.state !== 'Z' && p.state !== 'X'
+  }
+  const pid = await start()
+  assert.ok(await alive(pid))
+  let res = await put(app, `${WS}?mode=merge`, await tgz(t, { 'b.txt': 'b' }))
+  assert.equal(res.statusCode, 200, res.body)
+  assert.ok(await alive(pid), 'a merge keeps the tree, and its processes')
+  res = await put(app, WS, await tgz(t, { 'c.txt': 'c' }))
+  assert.equal(res.statusCode, 200, res.body)
+  assert.equal(await alive(pid), false, 'the process of the replaced tree still runs')
+  res = await app.inject({ method: 'GET', url: '/users/alice/workspaces', headers: ADMIN })
+  assert.equal(res.json().workspaces[0].processes, 0)
+  assert.deepEqual(await treeOf(root), { 'c.txt': 'c' })
+}
+
 test('a tenant key reaches its own workspaces only; admin reaches any', async (t) => {
   const { app } = await setup(t)
   const body = await tgz(t, { 'secret.txt': 'alice' })
@@ -302,7 +452,7 @@ test('checkpoints over HTTP: create, list newest first, restore exactly, delete'
   assert.equal(res.statusCode, 201, res.body)
   const first = res.json()
   assert.equal(first.label, 'before')
-  assert.equal(first.files, 2)
+  assert.equal(first.files, 3) // a.txt, dir, dir/b.txt: entries, as the upload counted them
   assert.equal(first.bytes, 3)
   await invoke(app, { name: 'write_file', userId: 'alice', arguments: { path: 'a.txt', content: 'v2' }, context: { workspaceId: 'proj' } })
   await invoke(app, { name: 'write_file', userId: 'alice', arguments: { path: 'added.txt', content: 'new' }, context: { workspaceId: 'proj' } })

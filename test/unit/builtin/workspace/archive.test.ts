@@ -76,11 +76,11 @@ function streamOf (buf: Buffer, chunk = 16 * 1024): Readable {
   })())
 }
 
-async function extract (c: Ctx, buf: Buffer, opts: { gzip?: boolean, limits?: Partial<ArchiveLimits> } = {}): Promise<ExtractResult> {
-  return await extractArchive(streamOf(buf), { stagingDir: c.staging, gzip: opts.gzip ?? false, limits: { ...LIMITS, ...opts.limits } })
+async function extract (c: Ctx, buf: Buffer, opts: { limits?: Partial<ArchiveLimits> } = {}): Promise<ExtractResult> {
+  return await extractArchive(streamOf(buf), { stagingDir: c.staging, limits: { ...LIMITS, ...opts.limits } })
 }
 
-async function refused (c: Ctx, p: Promise<unknown>, code: 'GW_BAD_ARCHIVE' | 'GW_PAYLOAD_TOO_LARGE', re?: RegExp): Promise<void> {
+async function refused (c: Ctx, p: Promise<unknown>, code: 'GW_BAD_ARCHIVE' | 'GW_PAYLOAD_TOO_LARGE' | 'GW_UNSUPPORTED_MEDIA_TYPE', re?: RegExp): Promise<void> {
   await assert.rejects(p, (err: unknown) => {
     assert.ok(err instanceof HttpError, `expected an HttpError, got ${String(err)}`)
     assert.equal(err.code, code, err.message)
@@ -184,7 +184,7 @@ test('hard links must point to a regular file extracted earlier', async (t) => {
   const res = await extract(c, rawTar([{ path: 'f', data: 'shared\n' }, { path: 'd/g', type: 'Link', linkpath: 'f' }]))
   const [f, g] = await Promise.all([stat(path.join(c.staging, 'f')), stat(path.join(c.staging, 'd/g'))])
   assert.equal(f.ino, g.ino)
-  assert.deepEqual(res, { bytes: 7, files: 3 }) // f, d (implied), d/g; the shared bytes once
+  assert.deepEqual(res, { bytes: 7, files: 3, skipped: [], skippedEntries: 0 }) // f, d (implied), d/g; the shared bytes once
 })
 
 test('devices, FIFOs and unknown entry types are refused', async (t) => {
@@ -233,7 +233,7 @@ test('an entry that changes a path\'s type is refused; repeating one of the same
 test('more entries than maxFiles is a 413 before the entry past the limit is written', async (t) => {
   const c = await setup(t)
   const entries = Array.from({ length: 1000 }, (_, i) => ({ path: `f${i}`, data: 'x' }))
-  await refused(c, extract(c, gzipSync(rawTar(entries)), { gzip: true, limits: { maxFiles: 100 } }), 'GW_PAYLOAD_TOO_LARGE', /more than 100 entries \(at "f100"\)/)
+  await refused(c, extract(c, gzipSync(rawTar(entries)), { limits: { maxFiles: 100 } }), 'GW_PAYLOAD_TOO_LARGE', /more than 100 entries \(at "f100"\)/)
   assert.ok((await readdir(c.staging)).length <= 100)
   // Implied parent directories count too.
   await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
@@ -252,7 +252,7 @@ test('a highly compressible 2 GiB entry is refused at its header, before its bod
     for (let sent = 0; sent < size; sent += zeros.length) { produced += zeros.length; yield zeros }
   })()).pipe((await import('node:zlib')).createGzip({ level: 1 }))
   const started = Date.now()
-  await refused(c, extractArchive(body, { stagingDir: c.staging, gzip: true, limits: { maxBytes: 100 * 1024 * 1024, maxFiles: 10 } }), 'GW_PAYLOAD_TOO_LARGE', /more than 104857600 bytes \(at "bomb"/)
+  await refused(c, extractArchive(body, { stagingDir: c.staging, limits: { maxBytes: 100 * 1024 * 1024, maxFiles: 10 } }), 'GW_PAYLOAD_TOO_LARGE', /more than 104857600 bytes \(at "bomb"/)
   body.destroy()
   assert.ok(produced < 64 * 1024 * 1024, `read ${produced} bytes of the bomb`)
   assert.ok(Date.now() - started < 5000)
@@ -270,10 +270,10 @@ test('a highly compressible 2 GiB entry is refused at its header, before its bod
 test('a truncated gzip is refused', async (t) => {
   const c = await setup(t)
   const gz = gzipSync(rawTar([{ path: 'a', data: randomBytes(64 * 1024) }, { path: 'b', data: 'b' }]))
-  await refused(c, extract(c, gz.subarray(0, gz.length - 100), { gzip: true }), 'GW_BAD_ARCHIVE', /gzip|truncated|Truncated/i)
+  await refused(c, extract(c, gz.subarray(0, gz.length - 100)), 'GW_BAD_ARCHIVE', /gzip|truncated|Truncated/i)
   // Cut after the whole tar but before gzip's trailer: the tar is complete, the gzip is not.
   await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
-  await refused(c, extract(c, gz.subarray(0, gz.length - 4), { gzip: true }), 'GW_BAD_ARCHIVE', /gzip/)
+  await refused(c, extract(c, gz.subarray(0, gz.length - 4)), 'GW_BAD_ARCHIVE', /gzip/)
 })
 
 test('a truncated archive in pieces of any size is refused, never left pending', async (t) => {
@@ -294,7 +294,7 @@ test('a truncated archive in pieces of any size is refused, never left pending',
         off += n
       }
     })
-    const settled = extractArchive(input, { stagingDir: c.staging, gzip: true, limits: LIMITS }).then(() => 'resolved', (err: unknown) => err)
+    const settled = extractArchive(input, { stagingDir: c.staging, limits: LIMITS }).then(() => 'resolved', (err: unknown) => err)
     let timer: NodeJS.Timeout | undefined
     const outcome = await Promise.race([settled, new Promise((resolve) => { timer = setTimeout(() => resolve('pending'), 10_000) })])
     clearTimeout(timer)
@@ -313,24 +313,96 @@ test('a truncated tar is refused: inside an entry, and at an entry boundary with
   await refused(c, extract(c, rawTar([{ path: 'a', data: 'a' }], { end: false })), 'GW_BAD_ARCHIVE', /end-of-archive/)
 })
 
-test('a gzip that is not a tar, garbage, and an empty body are refused', async (t) => {
+test('a gzip that is not a tar, a corrupt gzip, and a tar header with a bad checksum are refused as bad archives', async (t) => {
   const c = await setup(t)
-  await refused(c, extract(c, gzipSync(Buffer.from('just some text, not a tar\n'.repeat(1000))), { gzip: true }), 'GW_BAD_ARCHIVE', /Not a valid tar/)
-  await refused(c, extract(c, randomBytes(4096), { gzip: true }), 'GW_BAD_ARCHIVE', /gzip/)
-  await refused(c, extract(c, randomBytes(4096)), 'GW_BAD_ARCHIVE', /Not a valid tar/)
-  await refused(c, extract(c, Buffer.alloc(0)), 'GW_BAD_ARCHIVE')
-  await refused(c, extract(c, Buffer.alloc(0), { gzip: true }), 'GW_BAD_ARCHIVE')
-  // A plain tar sent as gzip is not a gzip.
-  await refused(c, extract(c, rawTar([{ path: 'a', data: 'a' }]), { gzip: true }), 'GW_BAD_ARCHIVE', /gzip/)
+  await refused(c, extract(c, gzipSync(Buffer.from('just some text, not a tar\n'.repeat(1000)))), 'GW_BAD_ARCHIVE', /Not a valid tar/)
+  await refused(c, extract(c, Buffer.concat([Buffer.from([0x1f, 0x8b]), randomBytes(4096)])), 'GW_BAD_ARCHIVE', /gzip/)
+  const tar = rawTar([{ path: 'a', data: 'a' }])
+  tar[0] = 'b'.charCodeAt(0) // the name changes, the checksum does not
+  await refused(c, extract(c, tar), 'GW_BAD_ARCHIVE', /Not a valid tar/)
   assert.deepEqual(await readdir(c.staging), [])
+})
+
+test('the format is read from the bytes: gzip, ustar, GNU, v7 and an empty tar are taken as they come', async (t) => {
+  const c = await setup(t)
+  const fresh = async (): Promise<void> => { await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 }) }
+  assert.equal((await extract(c, gzipSync(rawTar([{ path: 'a', data: 'gz' }])))).files, 1)
+  assert.equal(await readFile(path.join(c.staging, 'a'), 'utf8'), 'gz')
+  await fresh()
+  assert.equal((await extract(c, rawTar([{ path: 'a', data: 'ustar' }]))).files, 1)
+  const src = path.join(c.dir, 'src-tree')
+  await mkdir(path.join(src, 'd'), { recursive: true })
+  await writeFile(path.join(src, 'd/f'), 'system tar\n')
+  for (const format of ['gnu', 'v7', 'posix']) {
+    await fresh()
+    const r = spawnSync('tar', ['cf', '-', '-C', src, `--format=${format}`, 'd'])
+    assert.equal(r.status, 0, r.stderr.toString())
+    await extract(c, r.stdout)
+    assert.equal(await readFile(path.join(c.staging, 'd/f'), 'utf8'), 'system tar\n', format)
+  }
+  // tar cf of nothing: only the end-of-archive blocks, padded to a record.
+  await fresh()
+  assert.deepEqual(await extract(c, Buffer.alloc(10240)), { bytes: 0, files: 0, skipped: [], skippedEntries: 0 })
+  // In small pieces: the first bytes arrive over several chunks.
+  await fresh()
+  await extractArchive(streamOf(gzipSync(rawTar([{ path: 'b', data: 'slow' }])), 1), { stagingDir: c.staging, limits: LIMITS })
+  assert.equal(await readFile(path.join(c.staging, 'b'), 'utf8'), 'slow')
+  await fresh()
+  await extractArchive(streamOf(rawTar([{ path: 'b', data: 'slow tar' }]), 7), { stagingDir: c.staging, limits: LIMITS })
+  assert.equal(await readFile(path.join(c.staging, 'b'), 'utf8'), 'slow tar')
+  await rm(src, { recursive: true })
+})
+
+test('a body that is neither a tar nor a tar.gz is a 415 that says what was expected', async (t) => {
+  const c = await setup(t)
+  await refused(c, extract(c, Buffer.from('just some text, not a tar\n'.repeat(100))), 'GW_UNSUPPORTED_MEDIA_TYPE', /not a tar or tar\.gz archive/)
+  await refused(c, extract(c, Buffer.from('tiny')), 'GW_UNSUPPORTED_MEDIA_TYPE', /tar or tar\.gz/)
+  await refused(c, extract(c, Buffer.alloc(0)), 'GW_UNSUPPORTED_MEDIA_TYPE', /empty/)
+  await refused(c, extract(c, Buffer.concat([Buffer.from([0x28, 0xb5, 0x2f, 0xfd]), Buffer.alloc(1024, 7)])), 'GW_UNSUPPORTED_MEDIA_TYPE', /zstd.*tar czf/)
+  await refused(c, extract(c, Buffer.concat([Buffer.from('BZh9'), Buffer.alloc(1024, 7)])), 'GW_UNSUPPORTED_MEDIA_TYPE', /bzip2/)
+  await refused(c, extract(c, Buffer.concat([Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00]), Buffer.alloc(1024, 7)])), 'GW_UNSUPPORTED_MEDIA_TYPE', /xz/)
+  await refused(c, extract(c, Buffer.concat([Buffer.from('PK\x03\x04'), Buffer.alloc(1024, 7)])), 'GW_UNSUPPORTED_MEDIA_TYPE', /zip/)
+  assert.deepEqual(await readdir(c.staging), [])
+})
+
+test('entries the file tools never write (.git/hooks, .ssh, .aws, case-folded) are skipped and reported', async (t) => {
+  const c = await setup(t)
+  const res = await extract(c, rawTar([
+    { path: '.git/', type: 'Directory', mode: 0o755 },
+    { path: '.git/config', data: '[core]\n' },
+    { path: '.git/hooks/', type: 'Directory', mode: 0o755 },
+    { path: '.git/hooks/pre-commit', mode: 0o755, data: '#!/bin/sh\necho pwned\n' },
+    { path: '.git/hooks/post-checkout', mode: 0o755, data: '#!/bin/sh\necho pwned\n' },
+    { path: '.ssh/authorized_keys', data: 'ssh-ed25519 AAAA attacker\n' },
+    { path: 'sub/.AWS/credentials', data: 'x' },
+    { path: '.Git/HOOKS/x', data: 'x' },
+    // A hard link to a skipped file has nothing to link to: skipped too.
+    { path: 'keys', type: 'Link', linkpath: '.ssh/authorized_keys' },
+    // A link may point there (a file tool's write through it is refused, as for any link).
+    { path: 'hooks-link', type: 'SymbolicLink', linkpath: '.git/hooks' },
+    { path: 'ok.txt', data: 'ok' }
+  ]))
+  assert.deepEqual(Object.keys(await snapshot(c.staging)), ['.git', '.git/config', 'hooks-link', 'ok.txt'])
+  assert.deepEqual(res, { bytes: 7 + 2, files: 4, skipped: ['.git/hooks', '.ssh', 'sub/.AWS', '.Git/HOOKS', 'keys'], skippedEntries: 7 })
+  await assertOutsideUntouched(c)
+})
+
+test('the report of skipped entries is bounded: the first 100 places, and the count of all', async (t) => {
+  const c = await setup(t)
+  const entries = Array.from({ length: 300 }, (_, i) => ({ path: `d${i}/.ssh/id`, data: 'k' }))
+  const res = await extract(c, rawTar([...entries, { path: 'ok', data: 'ok' }]))
+  assert.equal(res.skipped.length, 100)
+  assert.equal(res.skipped[99], 'd99/.ssh')
+  assert.equal(res.skippedEntries, 300)
+  assert.deepEqual(await readdir(c.staging), ['ok'])
 })
 
 test('data after the end of the archive: record padding is fine, a long tail is refused', async (t) => {
   const c = await setup(t)
   const tar = rawTar([{ path: 'a', data: 'a' }])
-  await extract(c, Buffer.concat([tar, Buffer.alloc(10240 - tar.length)]), { gzip: false })
+  await extract(c, Buffer.concat([tar, Buffer.alloc(10240 - tar.length)]))
   await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
-  await refused(c, extract(c, gzipSync(Buffer.concat([tar, Buffer.alloc(8 * 1024 * 1024)])), { gzip: true }), 'GW_BAD_ARCHIVE', /after the end/)
+  await refused(c, extract(c, gzipSync(Buffer.concat([tar, Buffer.alloc(8 * 1024 * 1024)]))), 'GW_BAD_ARCHIVE', /after the end/)
 })
 
 // ------------------------------------------------------------------------------------------
@@ -370,11 +442,11 @@ test('pack then extract gives the same tree; symlinks stay links, nothing outsid
   assert.ok(!gz.includes(Buffer.from('SENTINEL')))
 
   // The escape link is refused by the upload checks (absolute target): the rest must match.
-  await refused(c, extract(c, gz, { gzip: true }), 'GW_BAD_ARCHIVE', /"escape" has an absolute target/)
+  await refused(c, extract(c, gz), 'GW_BAD_ARCHIVE', /"escape" has an absolute target/)
   await rm(path.join(root, 'escape'))
   await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
   const gz2 = await collect(await packWorkspace(testWorkspace(root)))
-  const res = await extract(c, gz2, { gzip: true })
+  const res = await extract(c, gz2)
   const want = await snapshot(root)
   assert.deepEqual(await snapshot(c.staging), want)
   const files = Object.values(want)
@@ -392,18 +464,26 @@ test('pack then extract gives the same tree; symlinks stay links, nothing outsid
   await mkdir(c.staging, { mode: 0o700 })
 })
 
-test('a subdirectory is packed alone, by its own relative names; a file or a missing path is a 400', async (t) => {
+test('a subdirectory is packed alone, by its names in the workspace; a file or a missing path is a 400', async (t) => {
   const c = await setup(t)
   const root = path.join(c.dir, 'ws')
   await mkdir(root)
   await makeTree(root, c.outside)
   await rm(path.join(root, 'escape'))
-  // src/up-link -> ../README.md would leave an archive of src alone: the upload refuses it.
-  await refused(c, extract(c, await collect(await packWorkspace(testWorkspace(root), 'src')), { gzip: true }), 'GW_BAD_ARCHIVE', /"up-link" points outside/)
-  await rm(path.join(root, 'src/up-link'))
+  // Names keep the src/ prefix, so the archive extracts (or uploads) back to the same place, and
+  // src/up-link -> ../README.md stays inside it.
+  const want = Object.fromEntries(Object.entries(await snapshot(root)).filter(([k]) => k === 'src' || k.startsWith('src/')))
+  for (const sub of ['src', './src/', 'link-to-src']) {
+    if (sub === 'link-to-src') await symlink('src', path.join(root, 'link-to-src'))
+    await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
+    await extract(c, await collect(await packWorkspace(testWorkspace(root), sub)))
+    assert.deepEqual(await snapshot(c.staging), want, sub)
+  }
+  await rm(path.join(root, 'link-to-src'))
+  // Deeper: the parents are implied, the directory packed keeps its own mode.
   await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
-  await extract(c, await collect(await packWorkspace(testWorkspace(root), 'src')), { gzip: true })
-  assert.deepEqual(await snapshot(c.staging), Object.fromEntries(Object.entries(await snapshot(root)).filter(([k]) => k.startsWith('src/')).map(([k, v]) => [k.slice(4), v])))
+  const names = spawnSync('tar', ['tzf', '-'], { input: await collect(await packWorkspace(testWorkspace(root), 'src/lib')) }).stdout.toString().split('\n').filter(Boolean)
+  assert.deepEqual(names, ['src/lib/', 'src/lib/a.ts'])
   for (const bad of ['README.md', 'missing', '../outside', c.outside]) {
     await assert.rejects(packWorkspace(testWorkspace(root), bad), (err: unknown) => err instanceof HttpError && err.code === 'GW_BAD_REQUEST')
   }
@@ -418,17 +498,17 @@ test('archives made by the system tar upload: tar czf with ./ names, and a plain
   await rm(path.join(src, 'escape'))
   const gz = spawnSync('tar', ['czf', '-', '-C', src, '.'], { maxBuffer: 64 * 1024 * 1024 })
   assert.equal(gz.status, 0)
-  await extract(c, gz.stdout, { gzip: true })
+  await extract(c, gz.stdout)
   const want = await snapshot(src)
   assert.deepEqual(await snapshot(c.staging), want)
   await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
   const plain = spawnSync('tar', ['cf', '-', '-C', src, '--format=gnu', '.'], { maxBuffer: 64 * 1024 * 1024 })
-  await extract(c, plain.stdout, { gzip: false })
+  await extract(c, plain.stdout)
   assert.deepEqual(await snapshot(c.staging), want)
   // node-tar's own output too (portable pax).
   await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
   const nt = await collect(tarCreate({ cwd: src, gzip: true, portable: true }, ['.']) as unknown as Readable)
-  await extract(c, nt, { gzip: true })
+  await extract(c, nt)
   assert.deepEqual(await snapshot(c.staging), want)
   await rm(src, { recursive: true })
   await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
@@ -441,7 +521,7 @@ test('staging directories are private and removed whole, links in them not follo
   assert.equal((await stat(parent)).mode & 0o777, 0o700)
   assert.equal((await stat(dir)).mode & 0o777, 0o700)
   assert.notEqual(await makeStagingDir(parent), dir)
-  await extractArchive(streamOf(rawTar([{ path: 'out', type: 'SymbolicLink', linkpath: '.' }, { path: 'd/f', data: 'x' }])), { stagingDir: dir, gzip: false, limits: LIMITS })
+  await extractArchive(streamOf(rawTar([{ path: 'out', type: 'SymbolicLink', linkpath: '.' }, { path: 'd/f', data: 'x' }])), { stagingDir: dir, limits: LIMITS })
   await symlink(c.outside, path.join(dir, 'd', 'outside-link'))
   await removeStagingDir(dir)
   await assert.rejects(stat(dir))
@@ -454,7 +534,7 @@ test('an aborted upload rejects with the signal\'s reason and writes nothing mor
   const body = new Readable({ read () {} })
   // A file whose body stops halfway: the write waiting for the rest must end too.
   body.push(rawTar([{ path: 'a', data: 'a' }, { path: 'big', data: Buffer.alloc(1024 * 1024, 'b') }], { end: false }).subarray(0, 300 * 1024))
-  const p = extractArchive(body, { stagingDir: c.staging, gzip: false, limits: LIMITS, signal: ac.signal })
+  const p = extractArchive(body, { stagingDir: c.staging, limits: LIMITS, signal: ac.signal })
   setTimeout(() => ac.abort(new Error('client went away')), 50)
   await assert.rejects(p, /client went away/)
   await assertOutsideUntouched(c)
@@ -534,7 +614,7 @@ test('pack + extract of a 200 MiB tree keeps RSS flat', async (t) => {
   let peak = before
   const timer = setInterval(() => { peak = Math.max(peak, process.memoryUsage().rss) }, 20)
   try {
-    const res = await extractArchive(await packWorkspace(testWorkspace(root)), { stagingDir: c.staging, gzip: true, limits: LIMITS })
+    const res = await extractArchive(await packWorkspace(testWorkspace(root)), { stagingDir: c.staging, limits: LIMITS })
     assert.equal(res.bytes, 200 * 1024 * 1024)
   } finally {
     clearInterval(timer)

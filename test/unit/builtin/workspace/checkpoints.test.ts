@@ -122,7 +122,8 @@ test('create then restore gives back exactly the tree: files, nested and empty d
   const cp = await store.create(ws, { label: 'before the model' })
   assert.match(cp.checkpointId, /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/)
   assert.equal(cp.label, 'before the model')
-  assert.equal(cp.files, 7)
+  // Entries, as an upload and the workspace listing count them: 6 directories, 7 files, 4 symlinks (not the FIFO).
+  assert.equal(cp.files, 17)
   assert.equal(cp.bytes, 8 + 19 + 19 + 18 + 11 + 0 + 6)
   assert.ok(!Number.isNaN(Date.parse(cp.createdAt)))
 
@@ -195,7 +196,7 @@ test('after 10 files change in a 5,000-file tree, a checkpoint reads and stores 
   const settle = async (): Promise<void> => { await sleep(RACY_MS + 50) }
   await settle()
   const first = await store.create(ws)
-  assert.equal(first.files, 5000)
+  assert.equal(first.files, 5050) // 5,000 files in 50 directories
   assert.equal(first.work.hashedFiles, 5000)
   const before = await objects(tenantDir)
   assert.equal(before.size, 5000)
@@ -211,7 +212,7 @@ test('after 10 files change in a 5,000-file tree, a checkpoint reads and stores 
   }
   await settle()
   const second = await store.create(ws)
-  assert.equal(second.files, 5000)
+  assert.equal(second.files, 5050)
   assert.equal(second.work.hashedFiles, 10)
   assert.equal(second.work.hashedBytes, changedBytes)
   assert.equal(second.work.newObjects, 10)
