@@ -97,6 +97,9 @@ async function resolveCwd (ws: Workspace, cwd: string | undefined): Promise<{ ab
 /** How long the measure after a command may hold its result back (50,000 files take ~0.6 s). */
 const AFTER_COMMAND_MEASURE_MS = 250
 
+/** What a write past a quota image says (ENOSPC, EDQUOT), in the command's own stderr. */
+const NO_SPACE = /No space left on device|Disk quota exceeded/
+
 /** Exit status of a process killed by SIGXFSZ (a write past RLIMIT_FSIZE), as the shell reports it. */
 const SIGXFSZ_EXIT = 128 + 25
 
@@ -175,7 +178,7 @@ export function createBashTool ({ sandbox, processes: given }: BashToolDeps): Bu
           if (r.timedOut) note(`Command timed out after ${timeoutMs} ms and was killed. ${TIMEOUT_HINT}`)
           if (r.outputLimitExceeded) note('Command produced too much output and was killed.')
           const quota = usage !== undefined && before !== undefined && after !== undefined
-            ? quotaNote(usage, before, after, watch?.tripped, r.exitCode, room ?? 0, sandbox.limits.fileSizeBytes, byFs && await usage.fsFull(ws))
+            ? quotaNote(usage, before, after, watch?.tripped, r.exitCode, room ?? 0, sandbox.limits.fileSizeBytes, byFs && await usage.fsFull(ws) && (after.bytes > before.bytes || after.files > before.files || NO_SPACE.test(r.stderr)))
             : undefined
           if (quota !== undefined) note(quota)
           return {

@@ -46,6 +46,8 @@ const WS = 'ws'
 const RESERVE = '.reserve'
 const STAGING = '.staging'
 const TRASH = '.trash'
+/** Names a replace upload's image until it is swapped in; never a workspace id (those start with a letter or digit). */
+const NEW_PREFIX = '.new-'
 
 export type QuotaMode = 'loop' | 'watchdog'
 
@@ -274,9 +276,10 @@ export class WorkspaceVolumes {
         if (!file.endsWith('.img')) continue
         const image = path.join(base, tenant, file)
         const workspaceId = file.slice(0, -4)
-        if (workspaceId.includes('.new-')) {
-          // A replace upload interrupted by a crash.
+        if (workspaceId.startsWith(NEW_PREFIX)) {
+          // A replace upload interrupted by a crash (no workspace id starts with a dot).
           await umount(this.#mnt(tenant, workspaceId), true).catch(() => {})
+          await rmdir(this.#mnt(tenant, workspaceId)).catch(() => {})
           await rm(image, { force: true })
           continue
         }
@@ -318,7 +321,7 @@ export class WorkspaceVolumes {
    * ends, writing nowhere else), or `discard` drops it.
    */
   async prepare (tenant: string, workspaceId: string, owner: { uid: number, gid: number } | undefined): Promise<PreparedVolume> {
-    const tag = `${workspaceId}.new-${randomBytes(6).toString('hex')}`
+    const tag = `${NEW_PREFIX}${randomBytes(6).toString('hex')}-${workspaceId}`
     const image = this.#image(tenant, tag)
     const mnt = this.#mnt(tenant, tag)
     await this.#create(image, mnt, owner)

@@ -125,9 +125,13 @@ test('mounts outlive the process: a new instance adopts the previous one\'s (SIG
   const r = await root('acme', 'w1')
   await first.ensure('acme', 'w1', r, undefined)
   await writeFile(path.join(r, 'kept.txt'), 'kept')
-  // As if the first gateway were SIGKILLed: its mounts stay, nothing is closed.
+  // As if the first gateway were SIGKILLed: its mounts stay, nothing is closed; a replace upload's
+  // image it was filling is left too.
+  const leftover = path.join(stateDir, 'images', 'acme', '.new-0123456789ab-w1.img')
+  await writeFile(leftover, '')
   const second = make()
   assert.equal(await second.mountAll(), 1)
+  await assert.rejects(lstat(leftover), { code: 'ENOENT' })
   assert.equal(await readFile(path.join(r, 'kept.txt'), 'utf8'), 'kept')
   const image = path.join(stateDir, 'images', 'acme', 'w1.img')
   const loops = execFileSync('losetup', ['-j', image], { encoding: 'utf8' }).trim().split('\n').filter((l) => l !== '')
