@@ -7,7 +7,7 @@ import type { Logger } from '../logger.js'
 import { KeyedMutex, LeaseLock } from '../cluster/index.js'
 import type { Coordination, WriteLock } from '../cluster/index.js'
 import { ProcessManager, ProcessService } from './processes/index.js'
-import { createSandbox, parseUidRange, processDeployment, tenantOwners } from './sandbox/index.js'
+import { createSandbox, DEFAULT_UID_RANGE, parseUidRange, PROCESS_UID_POOL, processDeployment, tenantOwners } from './sandbox/index.js'
 import type { Sandbox, UidStore } from './sandbox/index.js'
 import { BuiltinSource } from './source.js'
 import { applyPatchTool } from './tools/apply-patch.js'
@@ -90,12 +90,16 @@ async function sandboxDeployment (config: Config, deps: BuiltinDeps, logger: Log
  * throws (start-up stops with what to install or which container options to set).
  */
 export async function createBuiltins (config: Config, logger: Logger, deps: BuiltinDeps = {}): Promise<Builtins> {
-  const uidRange = parseUidRange(config.sandboxUidRange)
+  const configured = parseUidRange(config.sandboxUidRange)
+  const host = deps.uids !== undefined ? await sandboxDeployment(config, deps, logger) : undefined
+  // Without Redis and with the default range, a block of another pool (host-claim.ts: PROCESS_UID_POOL).
+  const isDefault = configured.first === DEFAULT_UID_RANGE.first && configured.last === DEFAULT_UID_RANGE.last
+  const uidRange = host?.uidsPersisted === false && isDefault ? { ...PROCESS_UID_POOL } : configured
   const sandbox = await createSandbox({
     mode: config.sandbox,
     logger,
     // A uid per tenant needs the store that allocates them; without it all tenants share one.
-    ...(deps.uids !== undefined ? { uidRange, host: await sandboxDeployment(config, deps, logger) } : {}),
+    ...(host !== undefined ? { uidRange, host } : {}),
     ...(config.sandboxCgroupRoot !== undefined ? { cgroupRoot: config.sandboxCgroupRoot } : {}),
     tenantLimits: { memoryBytes: config.sandboxTenantMemoryBytes, pids: config.sandboxTenantPids }
   })
