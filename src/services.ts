@@ -235,7 +235,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     readiness: async () => await readiness({
       store,
       sandbox,
-      sources: { builtin: builtins ? 8 : 0, functions: functions.size, localMcpTools: localMcp.size }
+      sources: { builtin: builtins?.source.names.length ?? 0, functions: functions.size, localMcpTools: localMcp.size }
     }),
     counters,
     close,

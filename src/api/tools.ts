@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { Static } from '@sinclair/typebox'
+import { BUILTIN_NAMES, BUILTIN_READONLY } from '../naming/builtin-names.js'
 import { FORMATS } from '../tools/formats.js'
 import { TIERS } from '../tools/types.js'
 import { IdString } from './common.js'
@@ -7,7 +8,7 @@ import { IdString } from './common.js'
 const CommaList = (description: string): ReturnType<typeof Type.String> => Type.String({ maxLength: 16384, description })
 
 export const ToolsQuery = Type.Object({
-  functions: Type.Optional(CommaList('Comma list of built-in, function and local MCP tool names; @builtin = all 8 built-ins, @builtin-readonly = read_file, glob, grep')),
+  functions: Type.Optional(CommaList(`Comma list of built-in, function and local MCP tool names; @builtin = all ${BUILTIN_NAMES.length} built-ins, @builtin-readonly = ${BUILTIN_READONLY.join(', ')}`)),
   mcp: Type.Optional(CommaList('Comma list of serverIds (the tenant\'s server if it has one, else the global one); user_{userId}_service_{serverId} is accepted too')),
   userId: Type.Optional(IdString),
   format: Type.Optional(Type.Union(FORMATS.map((f) => Type.Literal(f)), { default: 'openai', description: 'Provider format of the tool schemas' })),

@@ -1,5 +1,5 @@
 /**
- * The names of the 8 built-in coding tools. They are reserved: tier 1 always wins them, so the
+ * The names of the built-in coding tools. They are reserved: tier 1 always wins them, so the
  * loaders of functions and local MCP services refuse tools that take one, and the allow-list
  * groups `@builtin` / `@builtin-readonly` expand to them. Kept here, beside the other naming
  * rules, so those folders need not import the built-in tools themselves.
