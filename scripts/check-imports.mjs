@@ -2,7 +2,8 @@
 // they are edges a reader follows too). Run by `npm run lint`; exits 1 on a violation.
 //  1. No import cycle between modules of src/, plugins/ and routes/.
 //  2. The domain (src/ except the composition root) never imports Fastify, routes/ or plugins/.
-//  3. Each src/ folder imports only the folders its row in LAYERS allows.
+//  3. Each src/ folder imports only the folders its row in scripts/layers.json allows, and every
+//     allowance is used (a row allowing more than the code imports hides which edges exist).
 //  4. scripts/ and bench/ never import from test/ (test fixtures excepted for bench).
 //  5. A folder of src/ with an index.ts is entered through it: modules outside that folder
 //     import its index.ts, never its inner files (tests may reach inside).
@@ -13,15 +14,16 @@ import { dirname, join, relative, resolve, sep } from 'node:path'
 
 const root = resolve(process.argv.slice(2).find((a) => !a.startsWith('--')) ?? '.')
 
+const LAYERS_FILE = JSON.parse(readFileSync(join(root, 'scripts/layers.json'), 'utf8'))
 /** The composition root: the only src files that may import Fastify, plugins/ and routes/. */
-const COMPOSITION_ROOT = new Set(['src/app.ts', 'src/server.ts', 'src/openapi.ts'])
+const COMPOSITION_ROOT = new Set(LAYERS_FILE.compositionRoot?.files ?? [])
 const FASTIFY = /^(fastify|fastify-plugin|@fastify\/.*)$/
 
 /**
- * Which src folders (first path segment under src/; a top-level file is its own unit) each
- * unit may import. Anything not listed may import nothing else in src/.
+ * Which src units (first path segment under src/; a top-level file is its own unit) each unit may
+ * import. Anything not listed may import nothing else in src/.
  */
-const LAYERS = JSON.parse(readFileSync(join(root, 'scripts/layers.json'), 'utf8'))
+const LAYERS = Object.fromEntries(Object.entries(LAYERS_FILE.units ?? {}).map(([unit, row]) => [unit, row.imports]))
 
 function files (dir) {
   const out = []
@@ -76,10 +78,14 @@ function barrelOf (from, to) {
 
 const problems = []
 const graph = new Map()
+/** The src units that have files (outside the composition root), and the unit edges their imports use. */
+const unitsSeen = new Set()
+const unitEdges = new Map()
 const scanned = ['src', 'plugins', 'routes', 'scripts', 'bench'].flatMap((d) => files(join(root, d)))
 for (const file of scanned) {
   const from = rel(file)
   const edges = []
+  if (from.startsWith('src/') && !COMPOSITION_ROOT.has(from)) unitsSeen.add(unitOf(from))
   for (const spec of importsOf(file)) {
     if (!spec.startsWith('.')) {
       if (from.startsWith('src/') && !COMPOSITION_ROOT.has(from) && FASTIFY.test(spec)) {
@@ -105,6 +111,8 @@ for (const file of scanned) {
       const a = unitOf(from)
       const b = unitOf(to)
       if (a !== b) {
+        if (!unitEdges.has(a)) unitEdges.set(a, new Set())
+        unitEdges.get(a).add(b)
         const allowed = LAYERS[a]
         if (!allowed) problems.push(`${from}: src unit '${a}' has no row in scripts/layers.json`)
         else if (!allowed.includes(b) && !allowed.includes('*')) problems.push(`${from}: '${a}' may not import '${b}' (${to}); scripts/layers.json lists what it may`)
@@ -112,6 +120,17 @@ for (const file of scanned) {
     }
   }
   graph.set(from, edges)
+}
+
+// Rows and allowances nothing uses: the rule is as tight as the code (docs/ARCHITECTURE.md#layers).
+for (const [unit, allowed] of Object.entries(LAYERS)) {
+  if (!unitsSeen.has(unit)) {
+    problems.push(`scripts/layers.json: the row '${unit}' names no src unit (no file in src/${unit}/ or src/${unit}.ts); remove it`)
+    continue
+  }
+  for (const b of allowed) {
+    if (b !== '*' && !unitEdges.get(unit)?.has(b)) problems.push(`scripts/layers.json: '${unit}' may import '${b}' but none of its files does; remove the allowance`)
+  }
 }
 
 // Cycles: Tarjan's strongly connected components over the module graph.
@@ -165,4 +184,4 @@ if (problems.length > 0) {
   for (const p of new Set(problems)) console.error(`check-imports: ${p}`)
   process.exit(1)
 }
-console.log(`check-imports: ${graph.size} modules, no cycle, layers respected`)
+console.log(`check-imports: ${graph.size} modules, no cycle, layers respected, every allowance used`)

@@ -25,7 +25,8 @@ async function tree (t: { after: (fn: () => Promise<void>) => void }, files: Rec
   const root = await mkdtemp(join(tmpdir(), 'tg-imports-'))
   t.after(async () => { await rm(root, { recursive: true, force: true }) })
   await mkdir(join(root, 'scripts'), { recursive: true })
-  await writeFile(join(root, 'scripts', 'layers.json'), JSON.stringify(layers))
+  const units = Object.fromEntries(Object.entries(layers).map(([unit, imports]) => [unit, { imports, job: unit }]))
+  await writeFile(join(root, 'scripts', 'layers.json'), JSON.stringify({ compositionRoot: { files: ['src/app.ts', 'src/server.ts'] }, units }))
   for (const [path, text] of Object.entries(files)) {
     await mkdir(dirname(join(root, path)), { recursive: true })
     await writeFile(join(root, path), text)
@@ -36,7 +37,7 @@ async function tree (t: { after: (fn: () => Promise<void>) => void }, files: Rec
 test('the repository itself passes the import rules', async () => {
   const { code, out } = await check(repo)
   assert.equal(code, 0, out)
-  assert.match(out, /no cycle, layers respected/)
+  assert.match(out, /no cycle, layers respected, every allowance used/)
 })
 
 test('an import cycle fails the check, type-only imports included', async (t) => {
@@ -110,4 +111,19 @@ test('a folder with an index.ts is entered through it from outside; inside, file
   assert.doesNotMatch(out, /src\/builtin\/sandbox\/spawn\.ts/)
   assert.doesNotMatch(out, /imports src\/builtin\/index\.ts from outside/)
   assert.equal(out.match(/from outside its folder/g)?.length, 2, out)
+})
+
+test('an allowance no file uses and a row without files fail, naming them; used ones and * pass', async (t) => {
+  const root = await tree(t, {
+    'src/tools/router.ts': "import { names } from '../naming/names.js'\nexport const r = names\n",
+    'src/naming/names.ts': 'export const names = 1\n',
+    'src/services.ts': "import { r } from './tools/router.js'\nexport const s = r\n"
+  }, { tools: ['naming', 'errors'], naming: [], services: ['*'], gone: [] })
+  const { code, out } = await check(root)
+  assert.equal(code, 1)
+  assert.match(out, /scripts\/layers\.json: 'tools' may import 'errors' but none of its files does; remove the allowance/)
+  assert.match(out, /scripts\/layers\.json: the row 'gone' names no src unit/)
+  assert.doesNotMatch(out, /'tools' may import 'naming'/)
+  assert.doesNotMatch(out, /'services' may import/)
+  assert.equal(out.match(/^check-imports: /gm)?.length, 2, out)
 })
