@@ -24,6 +24,13 @@ const alone = (f) => /^\/\/ test-runner: alone$/m.test(readFileSync(f, 'utf8').s
 const shared = files.filter((f) => !alone(f))
 const solo = files.filter(alone)
 
+// The suite's gateways keep their workspaces' quota with the watchdog, unless a test asks for the
+// file-system quota (WORKSPACE_QUOTA_MODE=loop: the tests of the quota images): hundreds of test apps
+// and SIGKILLed test gateways on temp directories would otherwise each leave loop mounts their
+// clean-up cannot remove. Every gateway a test spawns inherits it; in-process apps get it from
+// test/helpers/app.ts.
+const env = { ...process.env, WORKSPACE_QUOTA_MODE: process.env.WORKSPACE_QUOTA_MODE ?? 'watchdog' }
+
 function run (list, concurrency) {
   return new Promise((resolve) => {
     if (list.length === 0) return resolve(0)
@@ -33,7 +40,7 @@ function run (list, concurrency) {
       `--test-concurrency=${concurrency}`,
       '--test-timeout=180000',
       ...list
-    ], { stdio: 'inherit' })
+    ], { stdio: 'inherit', env })
     child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)))
   })
 }

@@ -130,15 +130,10 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
   // The quota in the file system (an image per workspace) when this host allows it, else the
   // polling watchdog (docs/ARCHITECTURE.md#workspace-quota). Existing images are mounted before
   // any call, adopting a SIGKILLed instance's mounts.
-  // Under node's test runner (NODE_TEST_CONTEXT, inherited by the gateways tests spawn) auto means
-  // watchdog: hundreds of test apps on temp directories would each leave mounts their clean-up
-  // (rm -rf) cannot remove. The tests of the images ask for loop.
   // With Redis, instances may share WORKSPACES_DIR across hosts or containers (docs/CLUSTER.md): an
   // image mounted by two of them would be two file systems on one file, so auto means watchdog
   // there; `loop` is for instances that share one mount namespace (or a single instance).
-  const autoReason = process.env.NODE_TEST_CONTEXT !== undefined
-    ? 'WORKSPACE_QUOTA_MODE=auto under the test runner'
-    : deps.coordination !== undefined ? 'WORKSPACE_QUOTA_MODE=auto with Redis: instances may share WORKSPACES_DIR across hosts (set loop when they share one host and mount namespace)' : undefined
+  const autoReason = deps.coordination !== undefined ? 'WORKSPACE_QUOTA_MODE=auto with Redis: instances may share WORKSPACES_DIR across hosts (set loop when they share one host and mount namespace)' : undefined
   const mode = config.workspaceQuotaMode === 'auto' && autoReason !== undefined ? 'watchdog' : config.workspaceQuotaMode
   const quota: Builtins['quota'] = {
     mode: 'watchdog',

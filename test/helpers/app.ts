@@ -9,6 +9,14 @@ import type { ServiceOverrides } from '../../src/services.js'
 import { testUidRange } from '../../scripts/lib/uid-range.js'
 
 /**
+ * The suite keeps workspace quotas with the watchdog unless a test asks for the quota images
+ * (WORKSPACE_QUOTA_MODE, which scripts/run-tests.mjs sets for the whole run): a test app's temp
+ * directory is removed by a clean-up that loop mounts would stand in the way of. Spread it into
+ * a test's own loadConfig env before the test's values.
+ */
+export const TEST_QUOTA = { WORKSPACE_QUOTA_MODE: process.env.WORKSPACE_QUOTA_MODE ?? 'watchdog' }
+
+/**
  * Builds the app on test config (no listening, silent logs) and closes it after the test.
  * `env` uses the real variable names, so tests exercise loadConfig too. Workspaces live in a
  * fresh temp dir; the sandbox is off unless `env` sets SANDBOX (the sandbox has its own tests).
@@ -19,7 +27,7 @@ export async function buildTestApp (t: TestContext, opts: { env?: Record<string,
   // MCP_HTTP_TRANSPORT from the environment lets a run pick the remote MCP client transport (sdk|lean).
   const transport = process.env.MCP_HTTP_TRANSPORT !== undefined ? { MCP_HTTP_TRANSPORT: process.env.MCP_HTTP_TRANSPORT } : {}
   const env = opts.env ?? {}
-  const config = loadConfig({ SANDBOX: 'none', LOG_LEVEL: 'silent', WORKSPACES_DIR: workspaces, ...transport, ...env, ...testUidRange(env) })
+  const config = loadConfig({ SANDBOX: 'none', LOG_LEVEL: 'silent', WORKSPACES_DIR: workspaces, ...TEST_QUOTA, ...transport, ...env, ...testUidRange(env) })
   const app = await buildApp(config, { logger: false, ...(opts.overrides ? { overrides: opts.overrides } : {}) })
   t.after(async () => await app.close())
   return app

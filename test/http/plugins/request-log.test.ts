@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { buildApp } from '../../../src/app.js'
 import { loadConfig } from '../../../src/config.js'
+import { TEST_QUOTA } from '../../helpers/app.js'
 
 test('one log line per request: an invoke carries its tool, tier, tenant and outcome; a refusal its code; probes stay out of info', async (t) => {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-ws-'))
@@ -17,7 +18,7 @@ test('one log line per request: an invoke carries its tool, tier, tenant and out
       done()
     }
   })
-  const config = loadConfig({ SANDBOX: 'none', WORKSPACES_DIR: workspaces })
+  const config = loadConfig({ SANDBOX: 'none', ...TEST_QUOTA, WORKSPACES_DIR: workspaces })
   const app = await buildApp(config, { logger: { level: 'info', stream } })
   t.after(async () => await app.close())
   const perRequest = (): Array<Record<string, any>> => lines.filter((l) => l.reqId !== undefined)
@@ -55,7 +56,7 @@ test('credentials in the logged URL and in a refusal message are redacted by the
       done()
     }
   })
-  const app = await buildApp(loadConfig({ SANDBOX: 'none', WORKSPACES_DIR: workspaces }), { logger: { level: 'info', stream } })
+  const app = await buildApp(loadConfig({ SANDBOX: 'none', ...TEST_QUOTA, WORKSPACES_DIR: workspaces }), { logger: { level: 'info', stream } })
   t.after(async () => await app.close())
   const pat = 'ghp_' + 'A1b2C3d4E5'.repeat(4)
 

@@ -15,6 +15,7 @@ import { MemoryRegistryStore } from '../../../src/registry/memory-store.js'
 import type { RegistryStore } from '../../../src/registry/types.js'
 import { startStreamableHttpFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
 import type { HttpFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
+import { TEST_QUOTA } from '../../helpers/app.js'
 
 const ADMIN = 'admin-key-0123456789'
 const ACME = 'acme-key-0123456789'
@@ -36,7 +37,7 @@ interface Gateway {
  */
 async function startGateway (t: TestContext, env: Record<string, string> = {}, store?: RegistryStore): Promise<Gateway> {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-mcp-'))
-  const config = loadConfig({ SANDBOX: 'none', LOG_LEVEL: 'silent', WORKSPACES_DIR: workspaces, EGRESS_ALLOW: '127.0.0.1/32', ...env })
+  const config = loadConfig({ SANDBOX: 'none', ...TEST_QUOTA, LOG_LEVEL: 'silent', WORKSPACES_DIR: workspaces, EGRESS_ALLOW: '127.0.0.1/32', ...env })
   const app = await buildApp(config, { logger: false, ...(store ? { overrides: { store } } : {}) })
   const clients: Client[] = []
   t.after(async () => {

@@ -20,6 +20,7 @@ import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
 import type { Progress, Tool } from '@modelcontextprotocol/sdk/types.js'
 import { buildApp } from '../../../src/app.js'
 import { loadConfig } from '../../../src/config.js'
+import { TEST_QUOTA } from '../../helpers/app.js'
 
 const EVERYTHING_BIN = fileURLToPath(import.meta.resolve('@modelcontextprotocol/server-everything/dist/index.js'))
 const TASK_ONLY = 'simulate-research-query'
@@ -35,7 +36,7 @@ interface Setup {
 async function setup (t: TestContext): Promise<Setup> {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-mcp-everything-'))
   // A stdio server can take seconds to start on a loaded machine: generous deadlines.
-  const config = loadConfig({ SANDBOX: 'none', LOG_LEVEL: 'silent', WORKSPACES_DIR: workspaces, MCP_LIST_TIMEOUT_MS: '30000', MCP_CONNECT_TIMEOUT_MS: '30000' })
+  const config = loadConfig({ SANDBOX: 'none', ...TEST_QUOTA, LOG_LEVEL: 'silent', WORKSPACES_DIR: workspaces, MCP_LIST_TIMEOUT_MS: '30000', MCP_CONNECT_TIMEOUT_MS: '30000' })
   const app = await buildApp(config, { logger: false })
   const clients: Client[] = []
   // Clients first, so none is left holding a stream to the closing gateway.
