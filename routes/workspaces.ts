@@ -48,7 +48,7 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
         params: WorkspaceParams,
         querystring: UploadQuery,
         body: UploadBody,
-        response: { 200: UploadResponse, 201: UploadResponse, ...errorResponses(400, 401, 403, 408, 413, 415, 429) }
+        response: { 200: UploadResponse, 201: UploadResponse, ...errorResponses(400, 401, 403, 408, 409, 413, 415, 429) }
       }
     }, async (request, reply) => {
       // No body at all (no content type, no length) reaches here without the parser: an empty stream.
@@ -185,7 +185,7 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
       tags,
       params: CheckpointParams,
       body: RestoreBody,
-      response: { 200: RestoreResponse, ...errorResponses(400, 401, 403, 404, 413, 415, 429) }
+      response: { 200: RestoreResponse, ...errorResponses(400, 401, 403, 404, 409, 413, 415, 429) }
     }
   }, async (request) => {
     const { userId, workspaceId, checkpointId } = request.params

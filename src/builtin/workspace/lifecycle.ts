@@ -313,7 +313,15 @@ export class WorkspaceLifecycle {
           if (old) this.#removePrivate(trash).catch(() => {})
           return { created, bytes: extracted.bytes, files: extracted.files, ...skipped }
         }
-        await mergeTree(staging, ws, (name) => this.#moveToTrash(name, ws.root)).catch(noSpace)
+        // On a quota image the tree is named by the image's own mount, where the staging is:
+        // rename(2) never crosses mount points, and the workspace's root is a bind mount (EXDEV).
+        const tree = vols?.treeDir(ws.root) ?? ws.root
+        // Extracted before the lock: a replace upload or a delete may have swapped the
+        // workspace's file system meanwhile (a new image, or none), and the staging with it.
+        if (!(await sameFileSystem(staging, tree))) {
+          throw new HttpError('GW_WORKSPACE_BUSY', 'The workspace was replaced or deleted while this merge upload was being extracted; nothing was changed: retry the upload')
+        }
+        await mergeTree(staging, tree, (name) => this.#moveToTrash(name, ws.root)).catch(noSpace)
         this.#usage.forget(ws)
         const fig = await this.#usage.measure(ws)
         return { created, bytes: fig.bytes, files: fig.files, ...skipped }
@@ -398,9 +406,9 @@ export class WorkspaceLifecycle {
       if (stillIdle !== undefined && !(await stillIdle())) return false
       await this.#processes.stopAll(ws)
       if (vols?.enforces(ws.root) === true) {
-        // A quota image goes whole: unmounted (lazily) and its file removed, however much it holds.
+        // A quota image goes whole: unmounted (lazily) and its file removed, however much it
+        // holds; its directory with it.
         await vols.remove(ws.tenant, ws.workspaceId, ws.root)
-        await rmdir(ws.root).catch((err: unknown) => { if (code(err) !== 'ENOENT') throw err })
         this.#usage.forget(ws)
         await this.#checkpoints.deleteAll(ws)
         await this.#ws.forgetUse(ws.tenant, ws.workspaceId)
@@ -511,6 +519,15 @@ function rethrow (err: unknown): never {
   throw err
 }
 
+/** Whether both exist on one file system (a rename between them cannot meet EXDEV for that reason). */
+async function sameFileSystem (a: string, b: string): Promise<boolean> {
+  try {
+    return (await lstat(a)).dev === (await lstat(b)).dev
+  } catch {
+    return false
+  }
+}
+
 /** A write that met the end of a quota image (ENOSPC: no block or no inode left) is the upload's size. */
 function noSpace (err: unknown): never {
   const c = code(err)
@@ -519,14 +536,15 @@ function noSpace (err: unknown): never {
 }
 
 /**
- * Moves the entries of the private tree `staging` over the workspace, by directory fd on the
+ * Moves the entries of the private tree `staging` over the workspace's directory `tree` (on the
+ * same mount as `staging`), by directory fd on the
  * workspace's side (the tenant may swap any of its entries for a symlink meanwhile: nothing there
  * is followed). A directory missing in the workspace moves in whole with one rename; one present
  * is entered and merged, and takes the archive's mode; a file or symlink replaces what is there
  * (a directory in its way is moved out to the trash first, like tar's overwrite).
  */
-async function mergeTree (staging: string, ws: Workspace, trash: (e: { dir: FileHandle, name: string }) => Promise<void>): Promise<void> {
-  const dst = await open(ws.root, DIR_FLAGS)
+async function mergeTree (staging: string, tree: string, trash: (e: { dir: FileHandle, name: string }) => Promise<void>): Promise<void> {
+  const dst = await open(tree, DIR_FLAGS)
   try {
     await mergeDir(staging, dst, trash, 0)
   } finally {

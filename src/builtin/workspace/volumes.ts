@@ -119,6 +119,8 @@ export class WorkspaceVolumes {
   readonly #legacy = new Set<string>()
   /** One change of a workspace's volume at a time. */
   readonly #busy = new Map<string, Promise<unknown>>()
+  /** Mount points of replace uploads' new images, until committed or discarded (close() unmounts them too). */
+  readonly #prepared = new Set<string>()
   #closed = false
 
   constructor (opts: WorkspaceVolumesOptions) {
@@ -162,9 +164,12 @@ export class WorkspaceVolumes {
    */
   async ensure (tenant: string, workspaceId: string, root: string, owner: { uid: number, gid: number } | undefined): Promise<boolean> {
     if (this.#mounted.has(root)) return true
-    if (this.#legacy.has(root) || this.#closed) return false
+    if (this.#legacy.has(root)) return false
     return await this.#serial(root, async () => {
       if (this.#mounted.has(root)) return true
+      // After close() nothing is mounted any more (it would outlive the gateway); the workspace is
+      // not used bare either (its files would land under the mount point).
+      this.#assertOpen()
       const image = this.#image(tenant, workspaceId)
       const mnt = this.#mnt(tenant, workspaceId)
       const exists = await lstat(image).then(() => true, () => false)
@@ -184,6 +189,10 @@ export class WorkspaceVolumes {
       this.#mounted.set(root, { image, mnt })
       return true
     })
+  }
+
+  #assertOpen (): void {
+    if (this.#closed) throw new Error('the gateway is shutting down')
   }
 
   /** Makes, formats and mounts a new image at `mnt`, its `ws` owned by `owner`; removed again on failure. */
@@ -296,7 +305,11 @@ export class WorkspaceVolumes {
     return n
   }
 
-  /** Unmounts and removes the workspace's image (its directory stays, for the caller to remove). */
+  /**
+   * Unmounts and removes the workspace's image, and its (now empty) directory: in one step, so a
+   * first use waiting meanwhile (ensure) finds the directory gone, and makes the workspace anew,
+   * instead of mounting a new image the removal's rmdir would then meet.
+   */
   async remove (tenant: string, workspaceId: string, root: string): Promise<void> {
     await this.#serial(root, async () => {
       const vol = this.#mounted.get(root) ?? { image: this.#image(tenant, workspaceId), mnt: this.#mnt(tenant, workspaceId) }
@@ -306,6 +319,7 @@ export class WorkspaceVolumes {
       await umount(vol.mnt, true).catch(() => {})
       await rmdir(vol.mnt).catch(() => {})
       await rm(vol.image, { force: true })
+      await rmdir(root).catch((err: NodeJS.ErrnoException) => { if (err.code !== 'ENOENT') throw err })
     })
   }
 
@@ -324,13 +338,20 @@ export class WorkspaceVolumes {
     const tag = `${NEW_PREFIX}${randomBytes(6).toString('hex')}-${workspaceId}`
     const image = this.#image(tenant, tag)
     const mnt = this.#mnt(tenant, tag)
-    await this.#create(image, mnt, owner)
+    // Serialised (by its own mount point) so that close() waits for it and unmounts it.
+    await this.#serial(mnt, async () => {
+      this.#assertOpen()
+      await this.#create(image, mnt, owner)
+      this.#prepared.add(mnt)
+    })
     let done = false
     return {
       dir: path.join(mnt, WS),
       commit: async (root: string) => {
         await this.#serial(root, async () => {
+          this.#assertOpen()
           done = true
+          this.#prepared.delete(mnt)
           const canonical = this.#image(tenant, workspaceId)
           const canonicalMnt = this.#mnt(tenant, workspaceId)
           await umount(mnt, false).catch(async () => await umount(mnt, true))
@@ -348,6 +369,7 @@ export class WorkspaceVolumes {
       discard: async () => {
         if (done) return
         done = true
+        this.#prepared.delete(mnt)
         await umount(mnt, true).catch(() => {})
         await rmdir(mnt).catch(() => {})
         await rm(image, { force: true })
@@ -368,6 +390,18 @@ export class WorkspaceVolumes {
     return dir
   }
 
+  /**
+   * The workspace's tree as its image's own mount shows it (`mnt/<tenant>/<id>/ws`), or undefined
+   * without an image. rename(2) never crosses mount points, even two of one file system (EXDEV):
+   * whatever moves between the tree and the image's private directories (privateDir) must name
+   * the tree by this path, not by the bind mount at the workspace's root. The path is root's
+   * alone (below the state directory); the tenant cannot swap any part of it.
+   */
+  treeDir (root: string): string | undefined {
+    const vol = this.#mounted.get(root)
+    return vol === undefined ? undefined : path.join(vol.mnt, WS)
+  }
+
   /** Whether the workspace's file system is full (no block or no inode left for it). */
   async full (root: string): Promise<boolean> {
     if (!this.#mounted.has(root)) return false
@@ -379,17 +413,28 @@ export class WorkspaceVolumes {
     }
   }
 
-  /** Unmounts every image (lazily), within a bounded time; no new mount is made afterwards. */
+  /**
+   * Unmounts every image this instance mounted (lazily), within a bounded time; no new mount is
+   * made afterwards. Mounts in progress (a workspace's first use, a replace upload's new image)
+   * end first and are unmounted with the others.
+   */
   async close (): Promise<void> {
     this.#closed = true
+    let timer: NodeJS.Timeout | undefined
+    const budget = new Promise((resolve) => { timer = setTimeout(resolve, CLOSE_BUDGET_MS) })
+    await Promise.race([Promise.allSettled([...this.#busy.values()]), budget])
     const all = [...this.#mounted.entries()]
     this.#mounted.clear()
-    const work = Promise.all(all.map(async ([root, vol]) => {
-      await umount(root, true).catch(() => {})
-      await umount(vol.mnt, true).catch(() => {})
-    }))
-    let timer: NodeJS.Timeout | undefined
-    await Promise.race([work, new Promise((resolve) => { timer = setTimeout(resolve, CLOSE_BUDGET_MS) })])
+    const prepared = [...this.#prepared]
+    this.#prepared.clear()
+    const work = Promise.all([
+      ...all.map(async ([root, vol]) => {
+        await umount(root, true).catch(() => {})
+        await umount(vol.mnt, true).catch(() => {})
+      }),
+      ...prepared.map(async (mnt) => { await umount(mnt, true).catch(() => {}) })
+    ])
+    await Promise.race([work, budget])
     clearTimeout(timer)
   }
 }
@@ -425,9 +470,11 @@ async function mountImage (image: string, mnt: string): Promise<void> {
   await execFileAsync('mount', ['-t', 'ext4', '-o', 'loop,nodev,nosuid,noinit_itable', image, mnt], { timeout: COMMAND_TIMEOUT_MS })
 }
 
+/** Unmounts `target`, every mount stacked there (a bound number). */
 async function umount (target: string, lazy: boolean): Promise<void> {
-  if (!(await isMountPoint(target))) return
-  await execFileAsync('umount', lazy ? ['-l', target] : [target], { timeout: COMMAND_TIMEOUT_MS })
+  for (let i = 0; i < 8 && await isMountPoint(target); i++) {
+    await execFileAsync('umount', lazy ? ['-l', target] : [target], { timeout: COMMAND_TIMEOUT_MS })
+  }
 }
 
 /** Mount points of this mount namespace, from /proc/self/mountinfo (octal escapes decoded). */

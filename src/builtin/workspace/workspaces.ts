@@ -342,7 +342,7 @@ export class WorkspaceManager {
     return real
   }
 
-  async #tenantRoot (tenant: string, workspaceId: string, owner: { uid: number, gid: number } | undefined, made: { created: boolean }): Promise<string> {
+  async #tenantRoot (tenant: string, workspaceId: string, owner: { uid: number, gid: number } | undefined, made: { created: boolean }, attempt = 1): Promise<string> {
     const tenantDir = path.join(this.#workspacesDir, tenant)
     const wsDir = path.join(tenantDir, workspaceId)
     await this.#ensureDir(tenantDir, owner, false)
@@ -370,6 +370,9 @@ export class WorkspaceManager {
       try {
         await this.#volumes.ensure(tenant, workspaceId, real, owner)
       } catch (err) {
+        // Deleted meanwhile (a DELETE, the idle sweeper: ensure waited for the removal, which took
+        // the directory): this use makes the workspace anew, as it would have a moment later.
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT' && attempt < 5) return await this.#tenantRoot(tenant, workspaceId, owner, made, attempt + 1)
         if (made.created) await rm(wsDir, { recursive: false, force: true }).catch(() => {})
         throw new ToolError(`Cannot mount the workspace's quota image: ${(err as Error).message.split('\n')[0] ?? ''}`)
       }
