@@ -1,9 +1,11 @@
 import fp from 'fastify-plugin'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { Type } from '@sinclair/typebox'
 import { createMetrics } from '../src/metrics.js'
-import type { GatewayMetrics, InvocationRecord } from '../src/metrics.js'
+import type { GatewayMetrics } from '../src/metrics.js'
 import { errorResponses } from '../src/api/common.js'
+import { toHttpFailure } from '../src/errors.js'
+import { fromFastifyError } from './errors.js'
 import { rulesOf } from './route-config.js'
 
 declare module 'fastify' {
@@ -13,36 +15,9 @@ declare module 'fastify' {
   }
 }
 
-interface ResultLike {
-  route?: unknown
-  isError?: unknown
-  error?: { code?: unknown } | null
-  durationMs?: unknown
-  statusCode?: unknown
-}
-
-/** One entry of an /invoke or /invoke/batch answer as a metrics record. */
-function toRecord (endpoint: string, r: ResultLike): InvocationRecord {
-  if (typeof r.statusCode === 'number') {
-    // A batch entry that never reached a tool, or a refused request ({ statusCode, code }).
-    const code = r.error?.code ?? (r as { code?: unknown }).code
-    return { endpoint, route: undefined, outcome: typeof code === 'string' ? code : 'other', durationMs: undefined }
-  }
-  // POST /invoke's 202 for a call held for approval ({ callId, status: 'pending', approvalId }): not
-  // ok, it has not run; the same outcome as a held entry of a batch.
-  if ((r as { status?: unknown }).status === 'pending') return { endpoint, route: undefined, outcome: 'GW_APPROVAL_PENDING', durationMs: undefined }
-  const code = r.error?.code
-  return {
-    endpoint,
-    route: typeof r.route === 'string' ? r.route : undefined,
-    outcome: r.isError === true ? (typeof code === 'string' ? code : 'other') : 'ok',
-    durationMs: typeof r.durationMs === 'number' ? r.durationMs : undefined
-  }
-}
-
 /**
- * GET /metrics (Prometheus text format) and the hooks that feed it: invocation outcomes and
- * latencies from the /invoke answers, the gateway overhead from the x-gateway-overhead-ms
+ * GET /metrics (Prometheus text format) and what feeds it: invocation outcomes and latencies
+ * from the gateway's outcome observer and the refused invoke requests, the gateway overhead from the x-gateway-overhead-ms
  * header (registered after the overhead plugin, so it reads the value that was sent).
  * Public unless METRICS_REQUIRE_KEY (`requireKey`).
  */
@@ -64,26 +39,28 @@ export default fp(async function metricsPlugin (app: FastifyInstance, opts: { re
   })
   app.decorate('metrics', metrics)
 
-  // Only answers that are invoke results: a JSON-RPC answer (/mcp) is no result, and that route
-  // records each of its tools/call itself.
-  const isInvoke = (request: FastifyRequest): boolean => rulesOf(request).invoke === true
+  // Tool calls are counted where the journal records them: the gateway publishes every answered
+  // call once (docs/ARCHITECTURE.md#journal), an /invoke result, each batch entry, each /mcp
+  // tools/call. POST /invoke answers a refused call with its HTTP error, counted below with the
+  // other refused requests.
+  const unsubscribe = services.gateway.calls.subscribe((call) => {
+    if (call.via !== 'invoke' || call.outcome.ok) metrics.recordCall(call)
+  })
+  app.addHook('onClose', (_app, done) => {
+    unsubscribe()
+    done()
+  })
 
-  // preSerialization sees the answer as an object, for results and for errors alike (the error
-  // handler sends its body through it too), before anything is turned into a string.
-  // Callback hooks, not async ones: no promise per hook on every request.
-  app.addHook('preSerialization', (request, _reply, payload, done) => {
-    if (!isInvoke(request) || payload === null || typeof payload !== 'object') {
-      done(null, payload)
-      return
+  // An /invoke or /invoke/batch request answered with an HTTP error counts as one refused call
+  // (route none, its GW_ code), whoever refused it: auth, the rate limit, the body, the schema,
+  // or the gateway. An /mcp request's error is a JSON-RPC answer, not a call (its route is `json-rpc`).
+  // onError runs on errors only: nothing is added to a request that succeeds.
+  app.addHook('onError', (request, _reply, error, done) => {
+    const rules = rulesOf(request)
+    if (rules.invoke === true) {
+      metrics.recordInvocation({ endpoint: rules.url ?? '', route: undefined, outcome: toHttpFailure(fromFastifyError(error)).code, durationMs: undefined })
     }
-    const endpoint = rulesOf(request).url ?? ''
-    const results = (payload as { results?: unknown }).results
-    if (Array.isArray(results)) {
-      for (const r of results) metrics.recordInvocation(toRecord(endpoint, (r ?? {}) as ResultLike))
-    } else {
-      metrics.recordInvocation(toRecord(endpoint, payload as ResultLike))
-    }
-    done(null, payload)
+    done()
   })
 
   app.addHook('onResponse', (request, _reply, done) => {

@@ -9,10 +9,10 @@ const WHO = 'An admin key, or an approver key (API_KEYS entry key:approver:{user
 
 /**
  * Held calls (human in the loop): the pending list of a tenant, one approval, and the decision
- * that runs or refuses the call. Who may do what is decided by the gateway.
+ * that runs or refuses the call. Who may do what is decided by ApprovalFacade (src/approvals/).
  */
 async function approvalRoutes (app: FastifyInstance): Promise<void> {
-  const gateway = app.services.gateway
+  const approvals = app.services.approvals
   const tags = ['governance']
 
   app.get<{ Querystring: Static<typeof ApprovalsQuery> }>('/approvals', {
@@ -25,7 +25,7 @@ async function approvalRoutes (app: FastifyInstance): Promise<void> {
       querystring: ApprovalsQuery,
       response: { 200: ApprovalsResponse, ...errorResponses(400, 401, 403, 429, 503) }
     }
-  }, async (request) => await gateway.listApprovals(request.query.userId, request.caller))
+  }, async (request) => await approvals.list(request.query.userId, request.caller))
 
   app.get<{ Params: Static<typeof ApprovalParams> }>('/approvals/:approvalId', {
     config: { approver: true },
@@ -37,7 +37,7 @@ async function approvalRoutes (app: FastifyInstance): Promise<void> {
       params: ApprovalParams,
       response: { 200: Approval, ...errorResponses(400, 401, 403, 404, 429, 503) }
     }
-  }, async (request) => await gateway.getApproval(request.params.approvalId, request.caller))
+  }, async (request) => await approvals.get(request.params.approvalId, request.caller))
 
   app.post<{ Params: Static<typeof ApprovalParams>, Body: DecisionBodyT }>('/approvals/:approvalId', {
     config: { approver: true },
@@ -50,7 +50,7 @@ async function approvalRoutes (app: FastifyInstance): Promise<void> {
       body: DecisionBody,
       response: { 200: Approval, ...errorResponses(400, 401, 403, 404, 409, 410, 413, 415, 429, 503) }
     }
-  }, async (request) => await gateway.decideApproval(request.params.approvalId, request.body, request.caller))
+  }, async (request) => await approvals.decide(request.params.approvalId, request.body, request.caller))
 }
 
 // Encapsulated like a plain plugin; fp adds the name and the dependencies, checked at boot.

@@ -50,7 +50,7 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
   })
 
   app.post<{ Querystring: McpQueryT }>('/mcp', {
-    // Its tools/calls count against the tenant's limits; onCall below records their metrics.
+    // Its tools/calls count against the tenant's limits; the gateway's observer counts them in the metrics.
     config: { invoke: 'json-rpc' },
     schema: {
       operationId: 'mcpPost',
@@ -70,12 +70,10 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
       onCall: (record) => {
         const tenant = exchange.tenant ?? null
         if (!record.ok) {
-          app.metrics.recordInvocation({ endpoint: '/mcp', route: undefined, outcome: record.error.code, durationMs: undefined })
           request.log.info({ tool: record.name, tenant, outcome: record.error.code, via: 'mcp' }, 'invoke')
           return
         }
         const { result } = record
-        app.metrics.recordInvocation({ endpoint: '/mcp', route: result.route, outcome: result.isError ? (result.error?.code ?? 'other') : 'ok', durationMs: result.durationMs })
         request.toolMs += result.toolMs
         request.log.info({ tool: result.name, route: result.route, tenant, outcome: result.isError ? result.error?.code : 'ok', durationMs: result.durationMs, via: 'mcp' }, 'invoke')
         if (result.trace !== null) request.log.debug({ tool: result.name, callId: result.callId, trace: result.trace }, 'invoke trace')

@@ -4,23 +4,24 @@ import { Ajv } from 'ajv'
 import type { ValidateFunction } from 'ajv'
 import type { Config } from './config.js'
 import { HttpError } from './errors.js'
-import type { Journal } from './journal/index.js'
-import type { ApprovalRecord, ApprovalService, ApprovalView, HeldRequest } from './approvals/index.js'
+import type { ApprovalFacade, ApprovedCall } from './approvals/index.js'
 import { InvokeBody } from './api/invoke.js'
 import type { InvokeBodyT } from './api/invoke.js'
 import { renderTools } from './tools/formats.js'
 import type { ToolFormat } from './tools/formats.js'
 import { VersionedCache } from './tools/versioned-cache.js'
 import { splitComma } from './tools/allow-list.js'
+import { CallObserver } from './tools/call-events.js'
+import type { CallEnd, CallEvent, CallVia } from './tools/call-events.js'
 import { CallerAbort } from './tools/signals.js'
 import type { Unresolved } from './tools/allow-list.js'
-import { refusalOutput, toolErrorCode, toolErrorOutput } from './tools/output.js'
+import { refusalOutput } from './tools/output.js'
 import type { Diagnostic, InvokeOutcome, InvokeResult, ToolRouter } from './tools/router.js'
 import type { PolicyLimits, ToolPolicy, ToolPolicyProvider } from './tools/policy.js'
 import type { Unavailable } from './tools/source.js'
 import { actingUserId, toolRequestTenant } from './tools/tenancy.js'
 import { isBuiltinName } from './naming/builtin-names.js'
-import type { Caller, CallContext, Tier, WorkspaceRequest } from './tools/types.js'
+import type { Caller, CallContext, WorkspaceRequest } from './tools/types.js'
 
 export interface ListToolsRequest {
   functions?: string
@@ -67,15 +68,28 @@ export interface PendingBatchEntry {
   error: { code: string, message: string }
 }
 
-/** The longest inline wait for a decision (waitForApprovalMs), whatever the body asks. */
-export const APPROVAL_WAIT_MAX_MS = 300_000
+/** What the gateway needs of approvals (ApprovalFacade, src/approvals/): holding a call, and waiting inline for its decision. */
+export type CallHold = Pick<ApprovalFacade, 'hold' | 'awaitDecision'>
 
-export interface DecisionBody {
-  decision: 'approve' | 'deny'
-  reason?: string
+export interface GatewayOptions {
+  /** Tool policies; none: every call is allowed and nothing is held. */
+  policies?: ToolPolicyProvider | undefined
+  /** Where calls the policy holds go; none: a policy's requireApproval cannot hold (the router runs the call). */
+  approvals?: CallHold | undefined
+  /** The outcome observer (the journal and the metrics subscribe); default a fresh one. */
+  calls?: CallObserver | undefined
 }
 
-/** What one call learnt on its way, for the journal. */
+export interface InvokeOptions {
+  /** Receives the tool's progress notifications (an MCP client's progressToken on /mcp). */
+  onProgress?: CallContext['onProgress'] | undefined
+  /** Who asks, for the observer: POST /invoke (the default), a batch entry, or an /mcp tools/call. */
+  via?: Exclude<CallVia, 'approval'> | undefined
+}
+
+const NO_OPTIONS: InvokeOptions = {}
+const IN_BATCH: InvokeOptions = { via: 'batch' }
+
 /**
  * A call's context. Its `signal` is read through: a CallerAbort makes its AbortSignal only when a
  * source reads it, and the deadline listens to `abortSource` without one. A class, not an object
@@ -102,16 +116,34 @@ class InvokeContext implements CallContext {
   }
 }
 
-interface CallSeen {
-  /** Ask the source for the trace. */
-  trace: boolean
-  /** The tenant the call acted for, once known. */
-  userId?: string | undefined
-  /** The remote server that served it (tiers user_mcp and global_mcp). */
-  serverId?: string
-  /** Set when the call runs because a human approved it. */
-  approvalId?: string
+/**
+ * One call on its way: what it learns (the acting tenant, the serving server), then its outcome,
+ * published to the observer once answered. A class with every field set in the constructor: one
+ * object of one shape per call, which is also the event the journal and the metrics read.
+ */
+class Call implements CallEvent {
+  end: CallEnd = 'finished'
+  outcome: InvokeOutcome = UNANSWERED
+  userId: string | undefined = undefined
+  serverId: string | undefined = undefined
+  readonly arguments: unknown
+
+  constructor (
+    readonly via: CallVia,
+    readonly callId: string,
+    readonly name: string,
+    args: unknown,
+    readonly keyId: string | undefined,
+    readonly startedAt: number,
+    readonly approvalId: string | undefined,
+    /** Ask the source for the trace. */
+    readonly trace: boolean
+  ) {
+    this.arguments = args
+  }
 }
+
+const UNANSWERED: InvokeOutcome = { ok: false, error: new HttpError('GW_INTERNAL', 'The call has not been answered'), toolMs: 0 }
 
 /** A call id for a call whose caller gave none (the same form for every entry of a batch). */
 export function newCallId (): string {
@@ -119,26 +151,27 @@ export function newCallId (): string {
 }
 
 /**
- * The gateway's tool use cases, one method per HTTP operation: routes call exactly one of these
- * (the registry's are in RegistryFacade).
- * It applies tenancy (who may act for which userId) and request shaping on top of the router.
+ * The tools' facade (docs/ARCHITECTURE.md#facades): listing, invoking and batches, one method per
+ * HTTP operation; routes call exactly one of these. It applies tenancy (who may act for which
+ * userId) and request shaping on top of the router, and publishes every answered call to `calls`.
  */
 export class Gateway {
+  /** The outcome observer: every answered call, once (docs/ARCHITECTURE.md#journal). */
+  readonly calls: CallObserver
   readonly #router: ToolRouter
   readonly #config: Config
   readonly #validateInvoke: ValidateFunction
-  readonly #journal: Journal | undefined
   readonly #policies: ToolPolicyProvider | undefined
-  readonly #approvals: ApprovalService | undefined
+  readonly #approvals: CallHold | undefined
   // 1,000 listings or 64 MiB of their JSON, whichever comes first (a listing can be 200 KiB).
   readonly #listings = new VersionedCache<ListToolsResponse>({ maxEntries: 1000, maxBytes: 64 * 1024 * 1024, sizeOf: (r) => listingJson(r).length })
 
-  constructor (config: Config, router: ToolRouter, journal?: Journal, policies?: ToolPolicyProvider, approvals?: ApprovalService) {
+  constructor (config: Config, router: ToolRouter, opts: GatewayOptions = {}) {
     this.#config = config
     this.#router = router
-    this.#journal = journal
-    this.#policies = policies
-    this.#approvals = approvals
+    this.calls = opts.calls ?? new CallObserver()
+    this.#policies = opts.policies
+    this.#approvals = opts.approvals
     this.#validateInvoke = new Ajv({ strict: false, allErrors: false }).compile(InvokeBody)
   }
 
@@ -210,33 +243,71 @@ export class Gateway {
    * One call. Request-level failures are `{ ok: false }` with an HttpError. `onProgress` (from
    * an MCP client's progressToken on /mcp) receives the tool's progress notifications.
    */
-  async invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal | CallerAbort, opts: { onProgress?: CallContext['onProgress'] } = {}): Promise<InvokeOutcome> {
+  async invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal | CallerAbort, opts: InvokeOptions = NO_OPTIONS): Promise<InvokeOutcome> {
+    const via = opts.via ?? 'invoke'
     // An approver key decides calls, it never makes them (the routes refuse it first; this is the rule itself).
-    if (caller.role === 'approver') return { ok: false, error: new HttpError('GW_FORBIDDEN', 'An approver key cannot invoke tools'), toolMs: 0 }
-    const outcome = await this.#journaled(body, caller, signal, opts)
-    if (outcome.ok && outcome.pending !== undefined) return await this.#awaitDecision(outcome, body.waitForApprovalMs ?? 0, signal instanceof CallerAbort ? signal.signal : signal)
-    return outcome
+    if (caller.role === 'approver') return this.refused(via, body.name, new HttpError('GW_FORBIDDEN', 'An approver key cannot invoke tools'), body.callId)
+    const call = await this.#run(body, caller, signal, opts.onProgress, via, undefined)
+    const held = call.outcome
+    if (!held.ok || held.pending === undefined) return held
+    // Held: answered (and published) once the inline wait for a decision is over.
+    const answer = await this.#awaitDecision(held, body.waitForApprovalMs ?? 0, signal instanceof CallerAbort ? signal.signal : signal)
+    call.end = answer === held ? 'held' : 'decided'
+    call.outcome = answer
+    this.calls.publish(call)
+    return answer
   }
 
-  /** One call, journaled. A held call is not: its entry is written when it is decided. */
-  async #journaled (body: InvokeBodyT, caller: Caller, signal: AbortSignal | CallerAbort, opts: { onProgress?: CallContext['onProgress'], approvalId?: string }): Promise<InvokeOutcome> {
-    // The journal's one hook: /invoke, each call of /invoke/batch, /mcp's tools/call and approved calls all come here.
-    const journal = this.#journal
-    const journaled = journal !== undefined && journal.enabled
-    const startedAt = performance.now()
-    const callId = body.callId ?? newCallId()
-    // The entry keeps the trace whether or not the caller asked for it in the result.
-    const seen: CallSeen = { trace: body.trace === true || (journaled && journal.wantsTrace), approvalId: opts.approvalId, userId: undefined, serverId: undefined }
-    const outcome = await this.#invoke(body.callId === undefined ? { ...body, callId } : body, caller, signal, opts, seen)
-    if (outcome.ok && outcome.pending !== undefined) return outcome
-    if (journaled) {
-      journal.recordOutcome({ callId, name: body.name, arguments: body.arguments, userId: seen.userId ?? (caller.isAdmin ? undefined : caller.userId), serverId: seen.serverId, keyId: caller.keyId, startedAt, approvalId: opts.approvalId }, outcome)
+  /**
+   * Runs an approved call as its maker made it (ApprovalFacade.decide, on the instance that won
+   * the decision): not held again, journaled with its approvalId, bounded by its own deadline.
+   */
+  async runApproved (approved: ApprovedCall): Promise<InvokeOutcome> {
+    const body: InvokeBodyT = {
+      name: approved.name,
+      arguments: approved.arguments,
+      callId: approved.callId,
+      ...(approved.userId !== undefined ? { userId: approved.userId } : {}),
+      ...(approved.allow !== undefined ? { allow: approved.allow } : {}),
+      ...(approved.context !== undefined ? { context: approved.context as InvokeBodyT['context'] } : {})
     }
-    if (outcome.ok && body.trace !== true) outcome.result.trace = null
+    const maker: Caller = { userId: approved.userId, isAdmin: approved.caller.isAdmin, ...(approved.caller.keyId !== undefined ? { keyId: approved.caller.keyId } : {}) }
+    return (await this.#run(body, maker, new AbortController().signal, undefined, 'approval', approved.approvalId)).outcome
+  }
+
+  /**
+   * A call refused before it became one (a malformed batch entry, an approver key, an MCP
+   * exchange's spent call budget): published like every answered call, and returned as the outcome.
+   */
+  refused (via: CallVia, name: string, error: HttpError, callId?: string): InvokeOutcome & { ok: false } {
+    const call = new Call(via, callId ?? '', name, undefined, undefined, performance.now(), undefined, false)
+    const outcome = { ok: false as const, error, toolMs: 0 as const }
+    call.end = 'refused'
+    call.outcome = outcome
+    this.calls.publish(call)
     return outcome
   }
 
-  async #invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal | CallerAbort, opts: { onProgress?: CallContext['onProgress'] }, seen: CallSeen): Promise<InvokeOutcome> {
+  /**
+   * One call, run and published. A held call is not published here: its caller's answer is (a
+   * pending one, or the decision's), and the journal records it when it is decided.
+   */
+  async #run (body: InvokeBodyT, caller: Caller, signal: AbortSignal | CallerAbort, onProgress: CallContext['onProgress'], via: CallVia, approvalId: string | undefined): Promise<Call> {
+    // The observer's one hook: /invoke, each call of /invoke/batch, /mcp's tools/call and approved calls all come here.
+    const calls = this.calls
+    const callId = body.callId ?? newCallId()
+    // A listener that keeps the trace (the journal) gets it whether or not the caller asked for it in the result.
+    const call = new Call(via, callId, body.name, body.arguments, caller.keyId, performance.now(), approvalId, body.trace === true || calls.wantsTrace)
+    const outcome = await this.#invoke(body.callId === undefined ? { ...body, callId } : body, caller, signal, onProgress, call)
+    call.outcome = outcome
+    if (outcome.ok && outcome.pending !== undefined) return call
+    if (call.userId === undefined && !caller.isAdmin) call.userId = caller.userId
+    calls.publish(call)
+    if (outcome.ok && body.trace !== true) outcome.result.trace = null
+    return call
+  }
+
+  async #invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal | CallerAbort, onProgress: CallContext['onProgress'], call: Call): Promise<InvokeOutcome> {
     let userId: string | undefined
     try {
       // The same rule as listing: an admin (every caller in open mode) may name the tenant through
@@ -246,7 +317,7 @@ export class Gateway {
       if (err instanceof HttpError) return { ok: false, error: err, toolMs: 0 }
       throw err
     }
-    seen.userId = userId
+    call.userId = userId
     try {
       // Fresh in the cache on almost every call: no await then.
       const policy = this.#policies?.effectiveNow?.(userId) ?? await this.#policy(userId)
@@ -261,20 +332,23 @@ export class Gateway {
         callId,
         userId,
         // Fixed-shape literals (absent = undefined) rather than conditional spreads: this runs on every call.
-        approved: seen.approvalId !== undefined,
+        approved: call.approvalId !== undefined,
         hold: approvals === undefined
           ? undefined
-          : async (entry, rule) => {
-            const request: HeldRequest = { arguments: body.arguments ?? {}, allow: body.allow, context: body.context, route: entry.route, caller: { isAdmin: caller.isAdmin, keyId: caller.keyId } }
-            const record = await approvals.hold({ userId: actingFor, name: body.name, callId, rule, request })
-            return {
-              approvalId: record.approvalId,
-              message: `The call awaits a human's approval (approvalId ${record.approvalId}, rule '${rule}'); it has not run. Its result comes once a person approves or denies it (until ${new Date(record.expiresAt).toISOString()}); do not repeat the call.`
-            }
-          },
+          : async (entry, rule) => await approvals.hold({
+            userId: actingFor,
+            name: body.name,
+            callId,
+            rule,
+            route: entry.route,
+            arguments: body.arguments ?? {},
+            allow: body.allow,
+            context: body.context,
+            caller: { isAdmin: caller.isAdmin, keyId: caller.keyId }
+          }),
         allow: body.allow,
-        includeTrace: seen.trace,
-        onResolved: (entry) => { if (entry.route === 'user_mcp' || entry.route === 'global_mcp') seen.serverId = entry.source },
+        includeTrace: call.trace,
+        onResolved: (entry) => { if (entry.route === 'user_mcp' || entry.route === 'global_mcp') call.serverId = entry.source },
         policy,
         outputMaxChars: limits.outputMaxChars,
         // Tools see the tenant the call acts for (an admin acting for a userId is that tenant).
@@ -283,7 +357,7 @@ export class Gateway {
           signal,
           Object.keys(limits).length === 0 ? workspace : { ...workspace, limits: underCeilings(workspace.limits, limits) },
           Math.min(this.#config.invokeTimeoutMs, limits.timeoutMs ?? Infinity),
-          opts.onProgress
+          onProgress
         )
       })
     } catch (err) {
@@ -306,82 +380,10 @@ export class Gateway {
 
   /** Waits inline (waitForApprovalMs) for a held call's outcome; still pending past it: the pending outcome. */
   async #awaitDecision (held: InvokeOutcome & { ok: true }, waitMs: number, signal: AbortSignal): Promise<InvokeOutcome> {
-    const approvals = this.#approvals
     const approvalId = held.pending?.approvalId
-    const ms = Math.min(waitMs, APPROVAL_WAIT_MAX_MS, this.#config.invokeTimeoutMs)
-    if (approvals === undefined || approvalId === undefined || ms <= 0) return held
-    const record = await approvals.wait(approvalId, ms, signal)
-    if (record === undefined) return held
-    const result = record.result !== undefined ? approvals.openResult(record) as InvokeResult | undefined : this.#expiredResult(record, undefined)
+    if (this.#approvals === undefined || approvalId === undefined || waitMs <= 0) return held
+    const result = await this.#approvals.awaitDecision(approvalId, waitMs, signal)
     return result === undefined ? held : { ok: true, result }
-  }
-
-  /** GET /approvals?userId=: the tenant's pending approvals (a tenant or approver key: its own). */
-  async listApprovals (requestedUserId: string | undefined, caller: Caller): Promise<{ approvals: ApprovalView[] }> {
-    const approvals = this.#requireApprovals()
-    const userId = actingUserId(caller, requestedUserId)
-    const records = await approvals.listPending(userId)
-    return { approvals: records.map((r) => approvals.view(r, (rec, req) => this.#expiredResult(rec, req))) }
-  }
-
-  /** GET /approvals/{approvalId}. */
-  async getApproval (approvalId: string, caller: Caller): Promise<ApprovalView> {
-    const approvals = this.#requireApprovals()
-    const record = await approvals.get(approvalId)
-    if (!caller.isAdmin && caller.userId !== record.userId) throw new HttpError('GW_TENANT_MISMATCH', 'The approval belongs to another tenant than the key\'s')
-    return approvals.view(record, (rec, req) => this.#expiredResult(rec, req))
-  }
-
-  /**
-   * POST /approvals/{approvalId}: an admin or the tenant's approver decides. The decision is a
-   * compare-and-set in the store, so of concurrent decisions (on any instances) one wins; the
-   * winner runs the call here, whichever instance held it, journals it and stores its result.
-   */
-  async decideApproval (approvalId: string, body: DecisionBody, caller: Caller): Promise<ApprovalView> {
-    const approvals = this.#requireApprovals()
-    const current = await approvals.get(approvalId)
-    if (!caller.isAdmin) {
-      if (caller.role !== 'approver') throw new HttpError('GW_FORBIDDEN', 'Only an admin or an approver key (key:approver:{userId}) decides approvals')
-      if (caller.userId !== current.userId) throw new HttpError('GW_TENANT_MISMATCH', 'The approval belongs to another tenant than the approver key\'s')
-    }
-    const { record, request } = await approvals.decide(approvalId, body.decision, { keyId: caller.keyId, reason: body.reason })
-    const userId = record.userId === '' ? undefined : record.userId
-    let result: InvokeResult
-    if (body.decision === 'deny') {
-      const reason = body.reason !== undefined && body.reason !== '' ? body.reason : 'no reason given'
-      result = refusedResult(record, request.route as Tier, 'approval-denied', `A human denied the call: ${reason}`)
-      this.#journal?.recordOutcome({ callId: record.callId, name: record.name, arguments: request.arguments, userId, serverId: undefined, keyId: request.caller.keyId, startedAt: performance.now(), approvalId }, { ok: true, result })
-    } else {
-      const invokeBody: InvokeBodyT = {
-        name: record.name,
-        arguments: request.arguments,
-        callId: record.callId,
-        ...(userId !== undefined ? { userId } : {}),
-        ...(request.allow !== undefined ? { allow: request.allow } : {}),
-        ...(request.context !== undefined ? { context: request.context as InvokeBodyT['context'] } : {})
-      }
-      // The call acts as its maker did, not as the approver; its own deadline bounds it, not the approver's connection.
-      const maker: Caller = { userId, isAdmin: request.caller.isAdmin, ...(request.caller.keyId !== undefined ? { keyId: request.caller.keyId } : {}) }
-      const outcome = await this.#journaled(invokeBody, maker, new AbortController().signal, { approvalId })
-      if (outcome.ok) {
-        const { toolMs: _toolMs, ...rest } = outcome.result
-        result = { ...rest, toolMs: 0 }
-      } else {
-        result = { ...refusedResult(record, request.route as Tier, 'tool-error', outcome.error.message), output: refusalOutput(outcome.error.code, outcome.error.message, record.name, record.callId), error: { code: outcome.error.code, message: outcome.error.message } }
-      }
-    }
-    await approvals.complete(record, result)
-    return { ...approvals.view(record, () => null), result: publicResult(result) }
-  }
-
-  #requireApprovals (): ApprovalService {
-    if (this.#approvals === undefined) throw new HttpError('GW_APPROVAL_NOT_FOUND', 'Approvals are not enabled on this gateway')
-    return this.#approvals
-  }
-
-  /** The result of a held call nobody decided within APPROVAL_TTL. */
-  #expiredResult (record: ApprovalRecord, request: HeldRequest | undefined): InvokeResult {
-    return refusedResult(record, (request?.route ?? 'builtin') as Tier, 'approval-expired', `Nobody approved or denied the call before ${new Date(record.expiresAt).toISOString()} (APPROVAL_TTL); it did not run`)
   }
 
   /**
@@ -406,7 +408,9 @@ export class Gateway {
         if (!this.#validateInvoke(call)) {
           const err = this.#validateInvoke.errors?.[0]
           const where = err ? `calls/${index}${err.instancePath}` : `calls/${index}`
-          results[index] = entryError(call, new HttpError('GW_BAD_REQUEST', `body/${where} ${err?.message ?? 'is invalid'}`))
+          const error = new HttpError('GW_BAD_REQUEST', `body/${where} ${err?.message ?? 'is invalid'}`)
+          results[index] = entryError(call, error)
+          this.refused('batch', '', error)
           continue
         }
         // The id is fixed here, so that an entry refused before reaching a tool carries it too.
@@ -414,7 +418,7 @@ export class Gateway {
         if (body.callId === undefined) call = { ...body, callId: newCallId() }
         const lane = workspaceLane(body, caller)
         const before = lane === undefined ? undefined : lanes.get(lane)
-        const invoked = (before === undefined ? Promise.resolve() : before).then(async () => await this.invoke(call as InvokeBodyT, caller, signal))
+        const invoked = (before === undefined ? Promise.resolve() : before).then(async () => await this.invoke(call as InvokeBodyT, caller, signal, IN_BATCH))
         if (lane !== undefined) lanes.set(lane, invoked.catch(() => undefined))
         const outcome = await invoked
         if (outcome.ok && outcome.pending !== undefined) {
@@ -451,28 +455,6 @@ function underCeilings (requested: WorkspaceRequest['limits'], ceilings: PolicyL
     if (ceiling !== undefined) out[key] = Math.min(out[key] ?? Infinity, ceiling)
   }
   return out
-}
-
-/** The result of a held call that did not run (denied, expired, or refused when it was to run). */
-function refusedResult (record: ApprovalRecord, route: Tier, reason: 'approval-denied' | 'approval-expired' | 'tool-error', message: string): InvokeResult {
-  return {
-    callId: record.callId,
-    name: record.name,
-    route,
-    output: toolErrorOutput(reason, message, record.name, record.callId),
-    isError: true,
-    error: { code: toolErrorCode(reason), message },
-    truncated: false,
-    trace: null,
-    durationMs: 0,
-    toolMs: 0
-  }
-}
-
-/** A result as the API shows it (toolMs is for the gateway's own accounting). */
-function publicResult (result: InvokeResult): Omit<InvokeResult, 'toolMs'> {
-  const { toolMs: _toolMs, ...rest } = result
-  return rest
 }
 
 function pendingEntry (result: InvokeResult, approvalId: string): PendingBatchEntry {

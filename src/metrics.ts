@@ -2,6 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
 import type { Metric } from 'prom-client'
 import { HTTP_ERROR_CODES, TOOL_ERROR_CODES } from './errors.js'
 import type { GatewayStatus, ServiceCounters } from './status.js'
+import type { CallEvent } from './tools/call-events.js'
 import { TIERS } from './tools/types.js'
 
 /**
@@ -36,6 +37,8 @@ export interface InvocationRecord {
 export interface GatewayMetrics {
   readonly contentType: string
   recordInvocation: (record: InvocationRecord) => void
+  /** One answered call from the gateway's outcome observer, counted under its endpoint (a held call's decision, via `approval`, is not). */
+  recordCall: (call: CallEvent) => void
   /** The same number as the x-gateway-overhead-ms header of the response. */
   recordOverhead: (endpoint: string, overheadMs: number) => void
   /** The Prometheus text exposition: the gateway's metrics and the process defaults. */
@@ -47,6 +50,7 @@ export interface GatewayMetrics {
 const KNOWN_TIERS = new Set<string>(TIERS)
 const KNOWN_OUTCOMES = new Set<string>(['ok', ...Object.keys(HTTP_ERROR_CODES), ...Object.values(TOOL_ERROR_CODES)])
 const KNOWN_ENDPOINTS = new Set(['/invoke', '/invoke/batch', '/mcp'])
+const ENDPOINT_OF = { invoke: '/invoke', batch: '/invoke/batch', mcp: '/mcp' } as const
 
 /** Tool calls run from milliseconds (built-ins) up to INVOKE_TIMEOUT_MS (11 minutes). */
 const INVOKE_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 660]
@@ -268,15 +272,34 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
     gauge('gateway_invocations_in_flight', 'Tool invocations in progress on this instance (all tenants)', () => [[{}, inFlight()]])
   }
 
+  const count = (rawEndpoint: string, rawRoute: string | undefined, rawOutcome: string, durationMs: number | undefined): void => {
+    const route = rawRoute !== undefined && KNOWN_TIERS.has(rawRoute) ? rawRoute : 'none'
+    const endpoint = KNOWN_ENDPOINTS.has(rawEndpoint) ? rawEndpoint : 'other'
+    const outcome = KNOWN_OUTCOMES.has(rawOutcome) ? rawOutcome : 'other'
+    invocations.observe(invocations.series(`${endpoint} ${route} ${outcome}`, { endpoint, route, outcome }), 1)
+    if (durationMs !== undefined && route !== 'none') {
+      invokeDuration.observe(invokeDuration.series(route, { route }), durationMs / 1000)
+    }
+  }
+
   return {
     contentType: registry.contentType,
     recordInvocation (r) {
-      const route = r.route !== undefined && KNOWN_TIERS.has(r.route) ? r.route : 'none'
-      const endpoint = KNOWN_ENDPOINTS.has(r.endpoint) ? r.endpoint : 'other'
-      const outcome = KNOWN_OUTCOMES.has(r.outcome) ? r.outcome : 'other'
-      invocations.observe(invocations.series(`${endpoint} ${route} ${outcome}`, { endpoint, route, outcome }), 1)
-      if (r.durationMs !== undefined && route !== 'none') {
-        invokeDuration.observe(invokeDuration.series(route, { route }), r.durationMs / 1000)
+      count(r.endpoint, r.route, r.outcome, r.durationMs)
+    },
+    recordCall (call) {
+      if (call.via === 'approval') return
+      const endpoint = ENDPOINT_OF[call.via]
+      const o = call.outcome
+      if (!o.ok) {
+        count(endpoint, undefined, o.error.code, undefined)
+      } else if (call.end === 'held' && call.via !== 'mcp') {
+        // POST /invoke's 202 and a batch's pending entry: not ok, nothing ran. Over /mcp the held
+        // call is a tools/call result like any other (its tier, GW_APPROVAL_PENDING).
+        count(endpoint, undefined, 'GW_APPROVAL_PENDING', undefined)
+      } else {
+        const r = o.result
+        count(endpoint, r.route, r.isError ? (r.error?.code ?? 'other') : 'ok', r.durationMs)
       }
     },
     recordOverhead (endpoint, overheadMs) {

@@ -3,12 +3,11 @@ import { createBuiltins } from './builtin/index.js'
 import type { Builtins } from './builtin/index.js'
 import type { Config } from './config.js'
 import { StartupError, parseDuration } from './config.js'
-import { createApprovals } from './approvals/index.js'
+import { ApprovalFacade, createApprovals } from './approvals/index.js'
 import { ClusterTokens, Membership, PeerClient, newInstanceId } from './cluster/index.js'
 import type { Coordination } from './cluster/index.js'
 import { createRedisClient, quitWithTimeout, redisTargetOf } from './redis/index.js'
 import type { RedisTarget } from './redis/index.js'
-import type { ApprovalService } from './approvals/index.js'
 import { createJournal } from './journal/index.js'
 import type { Journal } from './journal/index.js'
 import type { Logger } from './logger.js'
@@ -17,7 +16,7 @@ import { FunctionSource } from './functions/source.js'
 import { loadFunctions } from './functions/loader.js'
 import { LocalMcpSource } from './local-mcp/source.js'
 import { loadLocalMcpServices } from './local-mcp/loader.js'
-import { RegistryFacade } from './registry-facade.js'
+import { RegistryFacade } from './registry/facade.js'
 import { PolicyService } from './policy/service.js'
 import { WorkspaceFacade } from './workspace-facade.js'
 import { createRegistryStore } from './registry/create-store.js'
@@ -28,6 +27,7 @@ import type { McpConnector, ServerDirectory } from './remote-mcp/index.js'
 import { countUnavailable, gatewayStatus, readiness } from './status.js'
 import type { GatewayStatus, Readiness, ServiceCounters } from './status.js'
 import { ToolRouter } from './tools/router.js'
+import { CallObserver } from './tools/call-events.js'
 import type { ToolSource } from './tools/source.js'
 import type { Tier } from './tools/types.js'
 
@@ -52,8 +52,8 @@ export interface Services {
   policies: PolicyService
   /** The invocation journal (GET /users/{userId}/invocations), tenancy included. */
   journal: Journal
-  /** Calls held for a human's approval (the gateway decides them: /approvals routes). */
-  approvals: ApprovalService
+  /** The approval use cases (the /approvals routes; the gateway holds calls through it). */
+  approvals: ApprovalFacade
   /** The registry itself, without tenancy checks (tests and embedders). */
   registry: ServerRegistry
   functions: FunctionSource
@@ -204,7 +204,18 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     logger
   })
   closers.push(async () => await approvals.close())
-  const gateway = new Gateway(config, router, journal, policies, approvals)
+  // Every answered call is published once (docs/ARCHITECTURE.md#journal): the journal subscribes
+  // here, the metrics plugin per app.
+  const calls = new CallObserver()
+  if (journal.enabled) calls.subscribe((call) => { journal.recordCall(call) }, { trace: journal.wantsTrace })
+  const approvalFacade: ApprovalFacade = new ApprovalFacade({
+    approvals,
+    calls,
+    // The gateway below: an approved call runs through the tool use case, journaled with its approvalId.
+    run: async (call) => await gateway.runApproved(call),
+    invokeTimeoutMs: config.invokeTimeoutMs
+  })
+  const gateway: Gateway = new Gateway(config, router, { calls, policies, approvals: approvalFacade })
   const registryFacade = new RegistryFacade(remote.registry, router)
   logger.info({ functions: functions.size, localMcpTools: localMcp.size, localMcpServices: localMcp.serviceNames, registry: store.backend }, 'tools discovered')
 
@@ -218,7 +229,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     gateway,
     registryFacade,
     journal,
-    approvals,
+    approvals: approvalFacade,
     policies,
     workspaces: new WorkspaceFacade(builtins?.lifecycle),
     registry: remote.registry,

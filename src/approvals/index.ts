@@ -6,6 +6,8 @@ import { ApprovalService } from './service.js'
 import { MemoryApprovalStore } from './store.js'
 import { ApprovalWebhook } from './webhook.js'
 
+export { ApprovalFacade, APPROVAL_WAIT_MAX_MS } from './facade.js'
+export type { ApprovalFacadeOptions, ApprovedCall, DecisionBody, HeldCall } from './facade.js'
 export { ApprovalService } from './service.js'
 export type { ApprovalStatus, ApprovalView, HeldRequest, OpenedApproval } from './service.js'
 export type { ApprovalRecord, ApprovalStore } from './store.js'

@@ -3,6 +3,7 @@ import { performance } from 'node:perf_hooks'
 import { HttpError } from '../errors.js'
 import type { Logger } from '../logger.js'
 import { silentLogger } from '../logger.js'
+import type { CallEvent } from '../tools/call-events.js'
 import type { InvokeOutcome } from '../tools/router.js'
 import { actingUserId } from '../tools/tenancy.js'
 import type { Caller } from '../tools/types.js'
@@ -36,7 +37,7 @@ export interface CallFacts {
   /** performance.now() when the call arrived: the duration of a refused call. */
   startedAt: number
   /** The approval a held call ran (or was refused) under. */
-  approvalId?: string
+  approvalId?: string | undefined
 }
 
 /** What GET /users/{userId}/invocations accepts, as the query string gives it. */
@@ -119,6 +120,15 @@ export class Journal {
 
   stats (): JournalStats {
     return { written: this.#written, dropped: this.#dropped, queued: this.#raw.length + this.#pending.length }
+  }
+
+  /**
+   * The journal's listener on the gateway's outcome observer (docs/ARCHITECTURE.md#journal): a
+   * finished call (it ran, or the gateway refused it) is recorded; the other ends are answers
+   * without a run of their own (held, decided elsewhere, refused before they were a call).
+   */
+  recordCall (call: CallEvent): void {
+    if (call.end === 'finished') this.recordOutcome(call, call.outcome)
   }
 
   /** Records one outcome of Gateway.invoke: a result, or a call refused before any tool ran. */

@@ -66,6 +66,7 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions): Server {
     const { name } = request.params
     const refused = budget?.take()
     if (refused !== undefined) {
+      gateway.refused('mcp', name, refused)
       opts.onCall?.({ ok: false, name, error: refused })
       throw toJsonRpcError(refused)
     }
@@ -88,7 +89,7 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions): Server {
       ...(scope.userId !== undefined ? { userId: scope.userId } : {}),
       allow,
       trace: true
-    }, caller, withSignal(extra.signal, opts.signal), onProgress !== undefined ? { onProgress } : {})
+    }, caller, withSignal(extra.signal, opts.signal), { via: 'mcp', onProgress })
     let outcome
     try {
       outcome = budget !== undefined ? await budget.run(invoke) : await invoke()

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
-import { createEgressPolicy } from '../../src/egress/ssrf.js'
-import { HttpError } from '../../src/errors.js'
-import { RegistryFacade } from '../../src/registry-facade.js'
-import { createMemoryRegistryStore } from '../../src/registry/memory-store.js'
-import { ServerRegistry } from '../../src/registry/registry-service.js'
-import { secretBoxFromEnv } from '../../src/registry/secrets.js'
-import { ToolRouter } from '../../src/tools/router.js'
+import { createEgressPolicy } from '../../../src/egress/ssrf.js'
+import { HttpError } from '../../../src/errors.js'
+import { RegistryFacade } from '../../../src/registry/facade.js'
+import { createMemoryRegistryStore } from '../../../src/registry/memory-store.js'
+import { ServerRegistry } from '../../../src/registry/registry-service.js'
+import { secretBoxFromEnv } from '../../../src/registry/secrets.js'
+import { ToolRouter } from '../../../src/tools/router.js'
 
 const ADMIN = { userId: undefined, isAdmin: true }
 const ACME = { userId: 'acme', isAdmin: false }
