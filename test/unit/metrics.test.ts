@@ -1,6 +1,9 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { HttpError } from '../../src/errors.js'
 import { createMetrics } from '../../src/metrics.js'
+import type { CallEvent } from '../../src/tools/call-events.js'
+import type { InvokeResult } from '../../src/tools/router.js'
 
 const sources = { status: () => ({ globalClients: 0, userClients: 0, connectedClients: 0 }), counters: { mcpConnectFailures: 0, registryUnavailable: 0 } }
 
@@ -52,4 +55,29 @@ test('the invocation counter counts per label set; unknown label values become o
   assert.match(text, /^# TYPE gateway_invocations_total counter$/m)
   assert.deepEqual(lines(text, 'gateway_invoke_duration_seconds_count'), ['gateway_invoke_duration_seconds_count{route="function"} 2'])
   assert.ok(lines(text, 'gateway_invoke_duration_seconds_sum').includes('gateway_invoke_duration_seconds_sum{route="function"} 0.007'))
+})
+
+test('recordCall: a call event counts under its endpoint; a held call is route none except over /mcp; a decision via approval is not counted', async () => {
+  const m = createMetrics(sources as never)
+  const result = (route: string, code?: string): InvokeResult => ({
+    callId: 'c', name: 't', route: route as InvokeResult['route'], output: '', isError: code !== undefined, error: code !== undefined ? { code, message: '' } : null, truncated: false, trace: null, durationMs: 5, toolMs: 5
+  })
+  const event = (via: CallEvent['via'], end: CallEvent['end'], outcome: CallEvent['outcome']): CallEvent => ({
+    via, end, outcome, callId: 'c', name: 't', arguments: {}, userId: undefined, serverId: undefined, keyId: undefined, startedAt: 0, approvalId: undefined
+  })
+  m.recordCall(event('invoke', 'finished', { ok: true, result: result('function') }))
+  m.recordCall(event('batch', 'refused', { ok: false, error: new HttpError('GW_BAD_REQUEST', 'bad'), toolMs: 0 }))
+  m.recordCall(event('batch', 'held', { ok: true, result: result('function', 'GW_APPROVAL_PENDING'), pending: { approvalId: 'a' } }))
+  m.recordCall(event('mcp', 'held', { ok: true, result: result('function', 'GW_APPROVAL_PENDING'), pending: { approvalId: 'a' } }))
+  m.recordCall(event('invoke', 'decided', { ok: true, result: result('builtin', 'APPROVAL_DENIED') }))
+  m.recordCall(event('approval', 'finished', { ok: true, result: result('function') }))
+  const text = await m.render()
+  assert.deepEqual(lines(text, 'gateway_invocations_total{'), [
+    'gateway_invocations_total{endpoint="/invoke",route="function",outcome="ok"} 1',
+    'gateway_invocations_total{endpoint="/invoke/batch",route="none",outcome="GW_BAD_REQUEST"} 1',
+    'gateway_invocations_total{endpoint="/invoke/batch",route="none",outcome="GW_APPROVAL_PENDING"} 1',
+    'gateway_invocations_total{endpoint="/mcp",route="function",outcome="GW_APPROVAL_PENDING"} 1',
+    'gateway_invocations_total{endpoint="/invoke",route="builtin",outcome="APPROVAL_DENIED"} 1'
+  ])
+  assert.deepEqual(lines(text, 'gateway_invoke_duration_seconds_count'), ['gateway_invoke_duration_seconds_count{route="function"} 2', 'gateway_invoke_duration_seconds_count{route="builtin"} 1'])
 })
