@@ -51,6 +51,11 @@ function throwIfBlocked (reply: FastifyReply, blockedMs: number): void {
   throw new HttpError('GW_RATE_LIMITED', `Too many failed authentications from this address; retry in ${seconds} seconds`)
 }
 
+/** A route's path as openapi.yaml writes it: `/mcp/servers/{serverId}`, not Fastify's `:serverId`. */
+function routePath (url: string | undefined): string {
+  return (url ?? '').replace(/:([A-Za-z0-9_]+)/g, '{$1}')
+}
+
 /**
  * Authenticates every request and sets `request.caller` (docs/ARCHITECTURE.md#tenancy). Without configured keys the
  * gateway runs open: every caller is admin. With keys, every non-public route needs
@@ -72,7 +77,7 @@ export default fp(async function authPlugin (app: FastifyInstance, opts: AuthPlu
   app.addHook('preHandler', (request, _reply, done) => {
     const rules = rulesOf(request)
     if (rules.admin === true && !request.caller.isAdmin) {
-      done(new HttpError('GW_FORBIDDEN', 'Global servers are managed with an admin key'))
+      done(new HttpError('GW_FORBIDDEN', `${request.method} ${routePath(rules.url)} needs an admin key`))
       return
     }
     // An approver key decides held calls; it never runs tools or reaches anything else of its tenant.

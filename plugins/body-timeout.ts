@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import { errorBody } from './errors.js'
+import { HttpError, toHttpErrorBody } from '../src/errors.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -88,8 +88,10 @@ class BodyDeadlines {
 
 function timedOut (request: FastifyRequest, reply: FastifyReply, timeoutMs: number): void {
   if (!reply.raw.headersSent) {
-    reply.raw.writeHead(408, { 'content-type': 'application/json; charset=utf-8', connection: 'close' })
-    reply.raw.end(JSON.stringify(errorBody(408, 'GW_REQUEST_TIMEOUT', `The request body did not arrive within ${timeoutMs} ms`)))
+    // Written on the raw response, then the socket is destroyed: the stalled body is never finished.
+    const body = toHttpErrorBody(new HttpError('GW_REQUEST_TIMEOUT', `The request body did not arrive within ${timeoutMs} ms`))
+    reply.raw.writeHead(body.statusCode, { 'content-type': 'application/json; charset=utf-8', connection: 'close' })
+    reply.raw.end(JSON.stringify(body))
   }
   request.raw.destroy()
 }

@@ -1,7 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyError, FastifyInstance } from 'fastify'
-import { STATUS_CODES } from 'node:http'
-import { HttpError, toHttpFailure } from '../src/errors.js'
+import { HttpError, toHttpErrorBody } from '../src/errors.js'
 import type { HttpErrorCode } from '../src/errors.js'
 
 /** Fastify's own error codes mapped to the gateway's stable GW_ codes. */
@@ -13,10 +12,6 @@ const FASTIFY_CODES: ReadonlyMap<string, HttpErrorCode> = new Map([
   ['FST_ERR_CTP_INVALID_CONTENT_LENGTH', 'GW_BAD_REQUEST'],
   ['FST_ERR_VALIDATION', 'GW_BAD_REQUEST']
 ])
-
-export function errorBody (statusCode: number, code: string, message: string): { statusCode: number, code: string, error: string, message: string } {
-  return { statusCode, code, error: STATUS_CODES[statusCode] ?? 'Error', message }
-}
 
 /**
  * Fastify's own errors as the domain's: an FST_ code of FASTIFY_CODES becomes an HttpError of
@@ -31,17 +26,18 @@ export function fromFastifyError (err: FastifyError | HttpError): unknown {
 
 /**
  * Every error leaves in one JSON shape `{ statusCode, code, error, message }` with a stable
- * GW_ code, mapped by toHttpFailure (src/errors.ts); this plugin adds Fastify's codes and the logging.
+ * GW_ code, mapped by toHttpErrorBody (src/errors.ts); this plugin adds Fastify's codes and the logging.
  */
 export default fp(async function errorsPlugin (app: FastifyInstance) {
   app.setErrorHandler((err: FastifyError | HttpError, request, reply) => {
-    const { statusCode, code, message } = toHttpFailure(fromFastifyError(err))
-    if (statusCode >= 500) request.log.error({ err }, 'request failed')
-    else request.logFields = { ...request.logFields, code, error: message }
-    reply.code(statusCode).type('application/json').send(errorBody(statusCode, code, message))
+    const body = toHttpErrorBody(fromFastifyError(err))
+    if (body.statusCode >= 500) request.log.error({ err }, 'request failed')
+    else request.logFields = { ...request.logFields, code: body.code, error: body.message }
+    reply.code(body.statusCode).type('application/json').send(body)
   })
 
   app.setNotFoundHandler((request, reply) => {
-    reply.code(404).send(errorBody(404, 'GW_NOT_FOUND', `Route ${request.method} ${request.url.split('?')[0] ?? ''} not found`))
+    const body = toHttpErrorBody(new HttpError('GW_NOT_FOUND', `Route ${request.method} ${request.url.split('?')[0] ?? ''} not found`))
+    reply.code(body.statusCode).send(body)
   })
 }, { name: 'gateway-errors' })

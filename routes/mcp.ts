@@ -2,11 +2,12 @@ import { performance } from 'node:perf_hooks'
 import { Type } from '@sinclair/typebox'
 import fp from 'fastify-plugin'
 import type { FastifyError, FastifyInstance } from 'fastify'
-import { HttpError, toJsonRpcRefusal } from '../src/errors.js'
+import { HttpError } from '../src/errors.js'
 import { McpEndpoint } from '../src/mcp-server/endpoint.js'
 import type { McpEndpointOptions } from '../src/mcp-server/endpoint.js'
-import { JsonRpcErrorResponse, McpQuery, jsonRpcError } from '../src/mcp-server/json-rpc.js'
+import { JsonRpcErrorResponse, McpQuery, jsonRpcRefusalBody } from '../src/mcp-server/json-rpc.js'
 import type { McpQueryT } from '../src/mcp-server/json-rpc.js'
+import jsonBodyPlugin from '../plugins/json-body.js'
 
 export type McpRoutesOptions = Pick<McpEndpointOptions, 'pollMs' | 'maxStreams' | 'maxStreamsPerTenant'>
 
@@ -28,25 +29,15 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
   // SSE streams would keep the HTTP server from closing.
   app.addHook('preClose', async () => { await endpoint.close() })
 
-  // Malformed JSON is a JSON-RPC parse error here (-32700), not the gateway's GW_MALFORMED_JSON body.
-  const jsonParser = app.getDefaultJsonParser('error', 'error')
-  app.removeContentTypeParser('application/json')
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    const text = body.toString()
-    if (text.trim() === '') {
-      done(request.method === 'POST' ? new HttpError('GW_MALFORMED_JSON', 'Parse error: empty body') : null, undefined)
-      return
-    }
-    jsonParser(request, text, (err, value) => {
-      done(err ? new HttpError('GW_MALFORMED_JSON', `Parse error: ${err.message}`) : null, value)
-    })
-  })
+  // Malformed JSON is a JSON-RPC parse error here (-32700, toJsonRpcRefusal), and a POST needs a body.
+  await app.register(jsonBodyPlugin, { malformed: 'Parse error', emptyIsMalformed: (request) => request.method === 'POST' })
 
   app.setErrorHandler((err: FastifyError | HttpError, request, reply) => {
-    const { statusCode, code, message, rpcCode } = toJsonRpcRefusal(err)
+    const body = jsonRpcRefusalBody(err)
+    const { statusCode, code } = body.error.data
     if (statusCode >= 500) request.log.error({ err }, 'request failed')
-    else request.log.info({ code, statusCode }, message)
-    reply.code(statusCode).type('application/json').send(jsonRpcError(statusCode, code, message, rpcCode))
+    else request.log.info({ code, statusCode }, body.error.message)
+    reply.code(statusCode).type('application/json').send(body)
   })
 
   app.post<{ Querystring: McpQueryT }>('/mcp', {

@@ -13,6 +13,7 @@ import hostCheckPlugin from '../plugins/host-check.js'
 import routeConfigPlugin from '../plugins/route-config.js'
 import requestLogPlugin from '../plugins/request-log.js'
 import bodyTimeoutPlugin from '../plugins/body-timeout.js'
+import jsonBodyPlugin from '../plugins/json-body.js'
 import docsPlugin from '../plugins/docs.js'
 import errorsPlugin from '../plugins/errors.js'
 import gatewayPlugin from '../plugins/gateway.js'
@@ -86,18 +87,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   addFormats(bodyAjv)
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : queryAjv).compile(schema))
 
-  // An empty body with a JSON content type (curl -X DELETE -H 'content-type: application/json')
-  // is "no body", not malformed JSON; routes that need a body still reject it by schema.
-  const jsonParser = app.getDefaultJsonParser('error', 'error')
-  app.removeContentTypeParser('application/json')
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    const text = body.toString()
-    if (text.trim() === '') {
-      done(null, undefined)
-      return
-    }
-    jsonParser(request, text, done)
-  })
+  // An empty body with a JSON content type is no body; a malformed one 400 GW_MALFORMED_JSON.
+  await app.register(jsonBodyPlugin)
 
   const services = opts.services ?? await createServices(config, app.log, opts.overrides)
 

@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http'
+
 /**
  * The gateway's error contract: every `GW_` code it can emit, in one table, and the one mapping
  * from a thrown error to each wire form (the HTTP error body, the JSON-RPC error of /mcp). The
@@ -101,9 +103,9 @@ export const ERROR_CODES = {
   GW_SANDBOX_ERROR: tool('The sandbox could not run the command (the tenant is over its process limit, a start failure)', true),
   GW_PATH_FORBIDDEN: tool('A path outside the workspace and its read roots'),
   GW_CANCELLED: tool('The caller cancelled the call (it went away, or MCP `notifications/cancelled`)', true),
-  // The one code without the GW_ prefix: its name is part of the workspace contract clients match on.
   GW_APPROVAL_PENDING: tool('The tool policy holds the call for a human\'s approval (`requireApproval`): it has not run; the message names the approvalId (`/mcp`; `POST /invoke` answers 202)'),
-  // Named without the GW_ prefix like the workspace quota code: clients match on these names.
+  // The three codes without the GW_ prefix (APPROVAL_EXPIRED above, these two): legacy names that
+  // clients already match on, kept as they are (the workspace quota code is part of the workspace contract).
   APPROVAL_DENIED: tool('A human denied the held call; the message carries the reason'),
   WORKSPACE_QUOTA_EXCEEDED: tool('A file tool\'s write would pass the workspace\'s `WORKSPACE_QUOTA_BYTES` or `WORKSPACE_MAX_FILES` (nothing written), or a bash command or background process was stopped because the workspace passed them'),
 
@@ -211,6 +213,24 @@ export function toHttpFailure (err: unknown): HttpFailure {
   const failure = classifyHttp(err)
   if (failure.code === 'GW_INTERNAL') failure.message = INTERNAL_MESSAGE
   return failure
+}
+
+/** The one body of every HTTP error response (docs/ARCHITECTURE.md#errors). */
+export interface HttpErrorBody {
+  statusCode: number
+  code: HttpErrorCode
+  /** The status's reason phrase (`Too Many Requests`). */
+  error: string
+  message: string
+}
+
+/**
+ * The HTTP error body of anything thrown (toHttpFailure). Every writer of an error response uses
+ * it: the error handler, the 404 handler, the body timeout that answers on the raw socket.
+ */
+export function toHttpErrorBody (err: unknown): HttpErrorBody {
+  const { statusCode, code, message } = toHttpFailure(err)
+  return { statusCode, code, error: STATUS_CODES[statusCode] ?? 'Error', message }
 }
 
 function classifyHttp (err: unknown): HttpFailure {

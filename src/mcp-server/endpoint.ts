@@ -7,7 +7,8 @@ import { parseServerSelection, splitComma } from '../tools/allow-list.js'
 import { toolRequestTenant } from '../tools/tenancy.js'
 import type { Caller } from '../tools/types.js'
 import { ListChangedNotifier } from './notifier.js'
-import { jsonRpcError } from './json-rpc.js'
+import { HttpError } from '../errors.js'
+import { jsonRpcRefusalBody } from './json-rpc.js'
 import { createGatewayMcpServer } from './server.js'
 import type { McpCallRecord } from './server.js'
 import type { McpQueryT } from './json-rpc.js'
@@ -144,14 +145,12 @@ export class McpEndpoint {
    */
   async get (req: IncomingMessage, res: ServerResponse, ex: McpExchange, tenantKey = ex.tenant !== undefined ? `t:${ex.tenant}` : 'admin'): Promise<void> {
     if (this.#streams.size >= this.#maxStreams) {
-      const message = `Too many open MCP notification streams on this instance (at most ${this.#maxStreams}); retry later`
-      writeJson(res, 429, jsonRpcError(429, 'GW_RATE_LIMITED', message), { 'retry-after': '60' })
+      refuse(res, new HttpError('GW_RATE_LIMITED', `Too many open MCP notification streams on this instance (at most ${this.#maxStreams}); retry later`), { 'retry-after': '60' })
       return
     }
     const held = this.#tenantStreams.get(tenantKey) ?? 0
     if (held >= this.#maxStreamsPerTenant) {
-      const message = `Too many open MCP notification streams for this tenant on this instance (at most ${this.#maxStreamsPerTenant}); close one or retry later`
-      writeJson(res, 429, jsonRpcError(429, 'GW_RATE_LIMITED', message), { 'retry-after': '60' })
+      refuse(res, new HttpError('GW_RATE_LIMITED', `Too many open MCP notification streams for this tenant on this instance (at most ${this.#maxStreamsPerTenant}); close one or retry later`), { 'retry-after': '60' })
       return
     }
     this.#tenantStreams.set(tenantKey, held + 1)
@@ -194,7 +193,8 @@ export class McpEndpoint {
   /** A failure after the response was handed to the SDK: logged; a 500 if nothing was sent yet. */
   #fail (res: ServerResponse, err: unknown): void {
     this.#onError(err, 'MCP exchange failed')
-    if (!res.headersSent) writeJson(res, 500, jsonRpcError(500, 'GW_INTERNAL', 'Internal error; the request id is in the logs'))
+    // Whatever failed, a bug to the client: GW_INTERNAL, its message hidden (the log has it).
+    if (!res.headersSent) refuse(res, new HttpError('GW_INTERNAL', 'MCP exchange failed'))
     else res.destroy()
   }
 
@@ -222,8 +222,10 @@ export function wantsProgress (body: unknown): boolean {
   })
 }
 
-function writeJson (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  res.writeHead(status, { 'content-type': 'application/json', ...headers })
+/** Answers with the JSON-RPC refusal of `err` (jsonRpcRefusalBody), at its HTTP status. */
+function refuse (res: ServerResponse, err: HttpError, headers: Record<string, string> = {}): void {
+  const body = jsonRpcRefusalBody(err)
+  res.writeHead(body.error.data.statusCode, { 'content-type': 'application/json', ...headers })
   res.end(JSON.stringify(body))
 }
 

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { Static } from '@sinclair/typebox'
-import { JSON_RPC_CODES } from '../errors.js'
+import { toJsonRpcRefusal } from '../errors.js'
 import { ToolsQuery } from '../api/tools.js'
 
 /** The /mcp endpoint URL's query: GET /tools' allow-list and tenant (the format is always mcp). */
@@ -31,7 +31,12 @@ export interface JsonRpcErrorBody {
   error: { code: number, message: string, data: { statusCode: number, code: string } }
 }
 
-/** A JSON-RPC error body; rpcCode defaults to "refused" (-32000), the HTTP status says why. */
-export function jsonRpcError (statusCode: number, code: string, message: string, rpcCode: number = JSON_RPC_CODES.refused): JsonRpcErrorBody {
+/**
+ * The JSON-RPC error body refusing a /mcp request, of anything thrown (toJsonRpcRefusal: the
+ * status and GW_ code of the HTTP error, in `error.data`). The HTTP status to answer with is
+ * `error.data.statusCode`.
+ */
+export function jsonRpcRefusalBody (err: unknown): JsonRpcErrorBody {
+  const { statusCode, code, message, rpcCode } = toJsonRpcRefusal(err)
   return { jsonrpc: '2.0', id: null, error: { code: rpcCode, message, data: { statusCode, code } } }
 }

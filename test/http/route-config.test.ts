@@ -26,7 +26,11 @@ test('admin routes answer 403 GW_FORBIDDEN to a tenant key, after validation, an
   const status = await app.inject({ method: 'GET', url: '/status', headers: ACME })
   assert.equal(status.statusCode, 403)
   assert.equal(status.json().code, 'GW_FORBIDDEN')
-  assert.equal(status.json().message, 'Global servers are managed with an admin key')
+  // The refusal names the route, not one admin feature (it was 'Global servers are managed with an admin key' on every one).
+  assert.equal(status.json().message, 'GET /status needs an admin key')
+  const policy = await app.inject({ method: 'DELETE', url: '/users/acme/policy', headers: ACME })
+  assert.equal(policy.statusCode, 403)
+  assert.equal(policy.json().message, 'DELETE /users/{userId}/policy needs an admin key')
   assert.equal((await app.inject({ method: 'GET', url: '/status', headers: ADMIN })).statusCode, 200)
   // A malformed request is a 400 whoever sends it (the admin rule runs with the handler, after validation).
   const bad = await app.inject({ method: 'PUT', url: '/mcp/servers/gh', headers: ACME, payload: { type: 'streamable_http', url: 5 } })

@@ -4,7 +4,7 @@ import { readFile, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import {
   ERROR_CODES, HTTP_ERROR_CODES, HttpError, INTERNAL_MESSAGE, JSON_RPC_CODES, TOOL_ERROR_CODES,
-  isGwCode, renderErrorTable, toHttpFailure, toJsonRpcFailure, toJsonRpcRefusal
+  isGwCode, renderErrorTable, toHttpErrorBody, toHttpFailure, toJsonRpcFailure, toJsonRpcRefusal
 } from '../../src/errors.js'
 import type { ErrorCodeInfo } from '../../src/errors.js'
 import { RegistryUnavailableError } from '../../src/registry/errors.js'
@@ -79,6 +79,12 @@ test('HTTP form: HttpErrors as they are, typed GW_ codes by the table, bare 4xx 
   assert.deepEqual(toHttpFailure(new UpstreamError('GW_UPSTREAM_CONNECT', 'refused')), { statusCode: 500, code: 'GW_INTERNAL', message: INTERNAL_MESSAGE })
   // Prototype keys are not codes.
   assert.equal(toHttpFailure(Object.assign(new Error('x'), { code: 'toString' })).code, 'GW_INTERNAL')
+})
+
+test('the HTTP error body: the failure with the status\'s reason phrase, a 5xx message hidden', () => {
+  assert.deepEqual(toHttpErrorBody(new HttpError('GW_REQUEST_TIMEOUT', 'too slow')), { statusCode: 408, code: 'GW_REQUEST_TIMEOUT', error: 'Request Timeout', message: 'too slow' })
+  assert.deepEqual(toHttpErrorBody(new HttpError('GW_RATE_LIMITED', 'later')), { statusCode: 429, code: 'GW_RATE_LIMITED', error: 'Too Many Requests', message: 'later' })
+  assert.deepEqual(toHttpErrorBody(new Error('/etc/secret')), { statusCode: 500, code: 'GW_INTERNAL', error: 'Internal Server Error', message: INTERNAL_MESSAGE })
 })
 
 test('/mcp refusals: the HTTP status and code, every 5xx message hidden, malformed JSON a parse error', () => {

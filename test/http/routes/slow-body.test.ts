@@ -29,6 +29,9 @@ test('a slowloris-style body (headers sent, body trickled then stalled) is cut o
   assert.equal(res.status, 200)
   await stalled.closed
   assert.match(stalled.answer(), /^HTTP\/1\.1 408 /)
+  // The gateway's one error body (src/errors.ts), though written on the raw socket.
+  const body = JSON.parse(/\{.*\}/.exec(stalled.answer())?.[0] ?? 'null') as unknown
+  assert.deepEqual(body, { statusCode: 408, code: 'GW_REQUEST_TIMEOUT', error: 'Request Timeout', message: 'The request body did not arrive within 1000 ms' })
 })
 
 test('one sweeping timer for all bodies: stalled bodies before, between and after finished requests each get their 408', async (t) => {

@@ -1,0 +1,34 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { HttpError } from '../src/errors.js'
+
+export interface JsonBodyOptions {
+  /** The start of a malformed body's message (400 GW_MALFORMED_JSON). Default `Malformed JSON body`. */
+  malformed?: string
+  /** Whether an empty body is malformed for this request. Default: never (an empty body is no body). */
+  emptyIsMalformed?: (request: FastifyRequest) => boolean
+}
+
+/**
+ * The gateway's application/json parser, in the context it is registered in (the app, or the
+ * /mcp routes): Fastify's own parser (prototype poisoning refused), with an empty body read as
+ * no body, so `curl -X DELETE -H 'content-type: application/json'` is not malformed JSON (a route
+ * that needs a body still refuses it by schema), and a malformed body a 400 GW_MALFORMED_JSON
+ * whose message starts as the context wants it (/mcp: `Parse error`, answered as JSON-RPC -32700).
+ */
+export default fp(async function jsonBodyPlugin (app: FastifyInstance, opts: JsonBodyOptions) {
+  const malformed = opts.malformed ?? 'Malformed JSON body'
+  const emptyIsMalformed = opts.emptyIsMalformed ?? (() => false)
+  const jsonParser = app.getDefaultJsonParser('error', 'error')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = body.toString()
+    if (text.trim() === '') {
+      done(emptyIsMalformed(request) ? new HttpError('GW_MALFORMED_JSON', `${malformed}: empty body`) : null, undefined)
+      return
+    }
+    jsonParser(request, text, (err, value) => {
+      done(err ? new HttpError('GW_MALFORMED_JSON', `${malformed}: ${err.message}`) : null, value)
+    })
+  })
+}, { name: 'gateway-json-body' })
