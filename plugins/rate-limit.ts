@@ -1,13 +1,10 @@
-import { once } from 'node:events'
-import { setTimeout as delay } from 'node:timers/promises'
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { HttpError } from '../src/errors.js'
 import { isValidId } from '../src/naming/names.js'
-import { RedisSemaphore, newInstanceId } from '../src/cluster/index.js'
-import type { SemaphoreHold } from '../src/cluster/index.js'
-import { createRedisClient, quitWithTimeout } from '../src/redis/index.js'
-import type { RedisClient, RedisTarget } from '../src/redis/index.js'
+import { memoryLimiterStores } from '../src/cluster/index.js'
+import type { LimiterStores, RedisSemaphore, SemaphoreHold, WindowCount } from '../src/cluster/index.js'
+import { countToolCalls } from '../src/mcp-server/budget.js'
 import type { CallLimits } from '../src/mcp-server/budget.js'
 import { rulesOf } from './route-config.js'
 
@@ -36,53 +33,15 @@ export interface RateLimitPluginOptions {
   maxConcurrent: number
   /** How many calls of one batch run at once (BATCH_CONCURRENCY): a batch holds that many slots at most. */
   batchConcurrency: number
-  /** Shared counters and concurrency slots in Redis or a Redis Cluster (several instances, one limit); unset = per-instance memory. */
-  redis?: RedisTarget | undefined
-  redisKeyPrefix: string
-  /** Names this instance's concurrency slots in Redis. Default: a new instance id. */
-  instanceId?: string
-  /** How long a concurrency slot outlives a crashed instance (renewed every third of it). Default 15000. */
-  concurrencyLeaseMs?: number
+  /**
+   * What the limits count in (src/cluster/limiter-stores.ts, built and closed by src/services.ts):
+   * Redis shared by every instance, or this instance's memory. Default: memory.
+   */
+  stores?: LimiterStores
 }
 
-/** Most buckets kept in memory; beyond it expired windows, then the oldest, are dropped. */
-const MEMORY_BUCKETS = 50_000
-
-/**
- * Fixed one-minute windows in memory (no REDIS_URL), per bucket. Each count returns a copy of its
- * window: requests of one burst that interleave each see their own count, so exactly the first
- * `max` of them pass.
- */
-class MemoryWindowStore {
-  readonly #windows = new Map<string, { count: number, resetAt: number }>()
-
-  /** Counts `n` at once (the calls of a batch beyond the request itself); returns a copy of the window. */
-  incrBy (key: string, n: number, timeWindow: number): { current: number, ttl: number } {
-    const now = Date.now()
-    let window = this.#windows.get(key)
-    if (window === undefined || window.resetAt <= now) {
-      this.#windows.delete(key)
-      if (this.#windows.size >= MEMORY_BUCKETS) this.#evict(now)
-      window = { count: 0, resetAt: now + timeWindow }
-      this.#windows.set(key, window)
-    }
-    window.count += n
-    // A copy: the caller reads it after an await, when later requests have counted too.
-    return { current: window.count, ttl: window.resetAt - now }
-  }
-
-  #evict (now: number): void {
-    for (const [key, w] of this.#windows) if (w.resetAt <= now) this.#windows.delete(key)
-    // Insertion order is window-start order: the first entries are the oldest windows.
-    for (const key of this.#windows.keys()) {
-      if (this.#windows.size < MEMORY_BUCKETS) break
-      this.#windows.delete(key)
-    }
-  }
-}
-
-/** A window after a count: requests in it so far, and ms until it resets. */
-interface Window { current: number, ttl: number }
+/** The one window of RATE_LIMIT_PER_MINUTE. */
+const MINUTE_MS = 60_000
 
 function requestedUserId (request: FastifyRequest): string | undefined {
   for (const source of [request.params, request.query, request.body]) {
@@ -107,27 +66,6 @@ export function bucketOf (request: FastifyRequest): string {
   return `ip:${request.ip}`
 }
 
-/** How many tools/call a POST /mcp body carries (one message or a JSON-RPC batch). */
-export function mcpToolCalls (body: unknown): number {
-  const messages = Array.isArray(body) ? body : [body]
-  let n = 0
-  for (const m of messages) {
-    if (m !== null && typeof m === 'object' && (m as { method?: unknown }).method === 'tools/call') n++
-  }
-  return n
-}
-
-/** Adds `n` to a Redis window (the key expires with its window, set when the window starts). */
-const INCR_BY_LUA = `
-local current = redis.call('INCRBY', KEYS[1], ARGV[1])
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  ttl = tonumber(ARGV[2])
-end
-return {current, ttl}
-`
-
 /**
  * Per-tenant request rate (fixed one-minute windows, in Redis when REDIS_URL is set so every
  * instance shares one limit) and a per-tenant cap on concurrent invocations (across instances with
@@ -140,67 +78,15 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
   app.decorateRequest('tenantBucket', undefined)
   app.decorateRequest('callBudget', undefined)
 
-  let redis: RedisClient | undefined
-  let semaphore: RedisSemaphore | undefined
-  let redisErrors = 0
+  const stores = opts.stores ?? memoryLimiterStores()
+  const windows = stores.windows
+  const semaphore = stores.semaphore
   let lastSemaphoreLog = 0
-  app.decorate('rateLimitRedisErrors', () => redisErrors)
-  if (opts.redis !== undefined) {
-    // A down or stalled Redis must not hold requests: commands fail fast and the limiter lets
-    // the request through (skipOnError) rather than turning an outage into 500s. The plugin's
-    // RedisStore works on a Redis Cluster too: one key per script (defineCommand), no MULTI.
-    redis = createRedisClient(opts.redis, {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      commandTimeoutMs: 1000,
-      connectTimeoutMs: 2000
-    })
-    let lastLogged = 0
-    redis.on('error', (err: Error) => {
-      redisErrors++
-      // Reconnect loops emit an error per attempt; one line a minute is enough.
-      if (Date.now() - lastLogged > 60_000) {
-        lastLogged = Date.now()
-        app.log.warn({ err: { message: err.message } }, 'rate-limit Redis unavailable; requests are not rate limited until it is back')
-      }
-    })
-    const client = redis
-    semaphore = new RedisSemaphore({ redis: client, keyPrefix: opts.redisKeyPrefix, instanceId: opts.instanceId ?? newInstanceId(), leaseMs: opts.concurrencyLeaseMs ?? 15_000 })
-    const sem = semaphore
-    app.addHook('onClose', async () => {
-      sem.close()
-      await quitWithTimeout(client, 2000)
-    })
-    // Give Redis a bounded moment to connect, so the first requests are counted; a Redis that
-    // is down at start-up is not fatal (requests go unlimited until it is back).
-    const ready = await Promise.race([
-      once(client, 'ready').then(() => true, () => false),
-      delay(2000, false, { ref: false })
-    ])
-    if (!ready) app.log.warn('rate-limit Redis not reachable at start-up; requests are not rate limited until it is')
-  }
-
-  const memoryStore = new MemoryWindowStore()
-  const nameSpace = `${opts.redisKeyPrefix}rl:`
+  app.decorate('rateLimitRedisErrors', stores.errors)
   const perMinute = opts.perMinute
 
-  /**
-   * Counts `n` requests in `bucket`'s current window: at once in memory; with Redis a promise of the
-   * window, undefined when Redis fails (an outage lets requests through rather than refusing them).
-   */
-  const count = (bucket: string, n: number): Window | Promise<Window | undefined> => {
-    if (redis === undefined) return memoryStore.incrBy(bucket, n, 60_000)
-    return redis.eval(INCR_BY_LUA, 1, `${nameSpace}${bucket}`, n, 60_000).then((answer) => {
-      const [current, ttl] = answer as [number, number]
-      return { current, ttl }
-    }, () => {
-      redisErrors++
-      return undefined
-    })
-  }
-
   /** The window's headers on the reply; the 429 to answer when the request is over the limit. */
-  const overLimit = (reply: FastifyReply, window: Window | undefined): HttpError | undefined => {
+  const overLimit = (reply: FastifyReply, window: WindowCount | undefined): HttpError | undefined => {
     if (window === undefined) return undefined
     const reset = Math.max(0, Math.ceil(window.ttl / 1000))
     const over = window.current > perMinute
@@ -224,7 +110,7 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     }
     const bucket = bucketOf(request)
     request.tenantBucket = bucket
-    const window = count(bucket, 1)
+    const window = windows.add(bucket, 1, MINUTE_MS)
     if (window instanceof Promise) window.then((w) => { done(overLimit(reply, w)) }, done)
     else done(overLimit(reply, window))
   })
@@ -241,7 +127,7 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     const hold = held.get(request)
     if (hold === undefined) return
     held.delete(request)
-    hold.shared?.release().catch(() => { redisErrors++ })
+    hold.shared?.release().catch(stores.countError)
     const left = (inFlight.get(hold.bucket) ?? 0) - hold.slots
     if (left > 0) inFlight.set(hold.bucket, left)
     else inFlight.delete(hold.bucket)
@@ -260,7 +146,7 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     // The client may have left (during a round trip, or while the body was read): its 'close' has
     // fired already, so nothing would free the slots.
     if (aborted.has(request) || reply.raw.destroyed) {
-      shared?.release().catch(() => { redisErrors++ })
+      shared?.release().catch(stores.countError)
       return new HttpError('GW_BAD_REQUEST', 'Client disconnected')
     }
     const now = inFlight.get(bucket) ?? 0
@@ -282,7 +168,7 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     // the calls over the limit with a JSON-RPC error each.
     let allowed = calls
     if (calls > 1) {
-      const after = await count(bucket, calls - 1)
+      const after = await windows.add(bucket, calls - 1, MINUTE_MS)
       if (after !== undefined) allowed = Math.max(0, Math.min(calls, perMinute - (after.current - calls)))
       if (after !== undefined && allowed < calls && !isMcp) {
         reply.header('retry-after', String(Math.max(1, Math.ceil(after.ttl / 1000))))
@@ -299,7 +185,7 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
       try {
         got = await semaphore.acquire(bucket, slots, opts.maxConcurrent)
       } catch (err) {
-        redisErrors++
+        stores.countError()
         if (Date.now() - lastSemaphoreLog > 60_000) {
           lastSemaphoreLog = Date.now()
           app.log.warn({ err: { message: (err as Error).message } }, 'the cluster-wide concurrency cap is unavailable; this instance applies MAX_CONCURRENT_PER_TENANT on its own until Redis answers')
@@ -335,7 +221,7 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     // at most `slots` of them at once, see src/mcp-server/budget.ts).
     const isMcp = invoke === 'json-rpc'
     const calls = (request.body as { calls?: unknown } | undefined)?.calls
-    const n = isMcp ? mcpToolCalls(request.body) : Array.isArray(calls) ? calls.length : 1
+    const n = isMcp ? countToolCalls(request.body) : Array.isArray(calls) ? calls.length : 1
     // One call on this instance alone (no Redis): nothing to wait for, no promise.
     if (!isMcp && n <= 1 && semaphore === undefined) done(hold(request, reply, bucket, 1, undefined, false))
     else acquire(request, reply, bucket, isMcp, n).then(() => { done() }, done)

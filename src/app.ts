@@ -114,9 +114,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     perMinute: config.rateLimitPerMinute,
     maxConcurrent: config.maxConcurrentPerTenant,
     batchConcurrency: config.batchConcurrency,
-    redis: services.redisTarget,
-    redisKeyPrefix: config.redisKeyPrefix,
-    ...(services.coordination !== undefined ? { instanceId: services.coordination.instanceId } : {})
+    stores: services.limiterStores
   })
 
   await app.register(metricsPlugin, { requireKey: config.metricsRequireKey })

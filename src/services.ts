@@ -4,8 +4,8 @@ import type { Builtins } from './builtin/index.js'
 import type { Config } from './config.js'
 import { StartupError, parseDuration } from './config.js'
 import { ApprovalFacade, createApprovals } from './approvals/index.js'
-import { ClusterTokens, Membership, PeerClient, newInstanceId } from './cluster/index.js'
-import type { Coordination } from './cluster/index.js'
+import { ClusterTokens, Membership, PeerClient, createLimiterStores, newInstanceId } from './cluster/index.js'
+import type { Coordination, LimiterStores } from './cluster/index.js'
 import { createRedisClient, quitWithTimeout, redisTargetOf } from './redis/index.js'
 import type { RedisTarget } from './redis/index.js'
 import { createJournal } from './journal/index.js'
@@ -42,6 +42,8 @@ export interface Services {
   coordination: Coordination | undefined
   /** Signs and checks instance-to-instance calls; undefined without CLUSTER_SECRET. */
   clusterTokens: ClusterTokens | undefined
+  /** What the per-tenant rate and concurrency limits count in (the rate-limit plugin): Redis or memory. */
+  limiterStores: LimiterStores
   /** The tool use cases (GET /tools, GET /catalog, POST /invoke, /mcp). */
   gateway: Gateway
   /** The registry use cases (the /mcp/servers and /users/{userId}/mcp/servers routes), tenancy included. */
@@ -145,6 +147,9 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     tokens = config.clusterSecret !== undefined ? new ClusterTokens(config.clusterSecret) : undefined
     coordination = { ...scope, membership, peers: tokens !== undefined ? new PeerClient(tokens) : undefined }
   }
+  // The rate limiter's own connection, failing fast instead of queueing (src/cluster/limiter-stores.ts).
+  const limiterStores = await createLimiterStores({ target: redisTarget, keyPrefix: config.redisKeyPrefix, instanceId, logger })
+  closers.push(limiterStores.close)
 
   // After the store: the sandbox allocates each tenant's host uid in it.
   let builtin = overrides.builtin
@@ -226,6 +231,7 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
     redisTarget,
     coordination,
     clusterTokens: tokens,
+    limiterStores,
     gateway,
     registryFacade,
     journal,

@@ -9,6 +9,19 @@ export interface CallLimits {
 }
 
 /**
+ * How many tools/call a POST /mcp body carries (one JSON-RPC message or a batch): what the
+ * exchange counts against the tenant's limits, each call as one request.
+ */
+export function countToolCalls (body: unknown): number {
+  const messages = Array.isArray(body) ? body : [body]
+  let n = 0
+  for (const m of messages) {
+    if (m !== null && typeof m === 'object' && (m as { method?: unknown }).method === 'tools/call') n++
+  }
+  return n
+}
+
+/**
  * The per-exchange share of a tenant's limits. The MCP SDK runs every request of a JSON-RPC
  * batch at once, so without this a batch of 40 tools/call would run 40 upstream calls while
  * holding one slot. Calls past `calls` are refused (a JSON-RPC error each, the others still

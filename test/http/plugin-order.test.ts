@@ -10,7 +10,7 @@ import routeConfigPlugin from '../../plugins/route-config.js'
 import healthRoutes from '../../routes/health.js'
 import registryRoutes from '../../routes/registry.js'
 
-const rateLimitOptions = { perMinute: 60, maxConcurrent: 4, batchConcurrency: 2, redisKeyPrefix: 'tg:' }
+const rateLimitOptions = { perMinute: 60, maxConcurrent: 4, batchConcurrency: 2 }
 
 async function bootFails (t: { after: (fn: () => Promise<void>) => void }, register: (app: FastifyInstance) => Promise<unknown>): Promise<Error> {
   const app = Fastify({ logger: false })
