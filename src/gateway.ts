@@ -22,6 +22,7 @@ import type { Unavailable } from './tools/source.js'
 import { actingUserId, toolRequestTenant } from './tools/tenancy.js'
 import { isBuiltinName } from './naming/builtin-names.js'
 import type { Caller, CallContext, WorkspaceRequest } from './tools/types.js'
+import { TIER_TRAITS } from './tools/types.js'
 
 export interface ListToolsRequest {
   functions?: string
@@ -348,7 +349,7 @@ export class Gateway {
           }),
         allow: body.allow,
         includeTrace: call.trace,
-        onResolved: (entry) => { if (entry.route === 'user_mcp' || entry.route === 'global_mcp') call.serverId = entry.source },
+        onResolved: (entry) => { if (TIER_TRAITS[entry.route].selectedBy === 'mcp') call.serverId = entry.source },
         policy,
         outputMaxChars: limits.outputMaxChars,
         // Tools see the tenant the call acts for (an admin acting for a userId is that tenant).

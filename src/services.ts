@@ -170,7 +170,8 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   })
   closers.push(remote.close)
 
-  const sources: Partial<Record<Tier, ToolSource>> = {
+  // Every tier named: a tier added to TIERS and not wired here does not compile (docs/ARCHITECTURE.md#add-a-tier).
+  const sources: Record<Tier, ToolSource | null> = {
     builtin,
     user_mcp: remote.userMcp,
     local_mcp: localMcp,

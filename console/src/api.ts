@@ -2,7 +2,7 @@
 // the same TypeBox schemas (src/api) that validate the routes and generate openapi.yaml, as types
 // only: nothing of the server is bundled.
 import type { Static } from '@sinclair/typebox'
-import type { ToolsResponse, CatalogResponse } from '../../src/api/tools.js'
+import type { ToolsResponse, CatalogResponse, SelectedByRoute } from '../../src/api/tools.js'
 import type { InvokeBodyT, InvokeResult, InvokePending } from '../../src/api/invoke.js'
 import type { ServerList, PutServerBody, PutServerResponse, DeleteServerResponse, LiveToolsResponse, StatusResponse, ServerView } from '../../src/api/registry.js'
 import type { InvocationPage, InvocationEntry } from '../../src/api/invocations.js'
@@ -16,6 +16,7 @@ import type { PathParams, RouteName } from './routes.js'
 
 export type Tools = Static<typeof ToolsResponse>
 export type Catalog = Static<typeof CatalogResponse>
+export type { SelectedByRoute }
 export type InvokeBody = InvokeBodyT
 export type InvokeOutcome = Static<typeof InvokeResult>
 export type InvokeHeld = Static<typeof InvokePending>

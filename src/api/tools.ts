@@ -3,6 +3,7 @@ import type { Static } from '@sinclair/typebox'
 import { BUILTIN_NAMES, BUILTIN_READONLY } from '../naming/builtin-names.js'
 import { FORMATS } from '../tools/formats.js'
 import { TIERS } from '../tools/types.js'
+import type { TIER_TRAITS } from '../tools/types.js'
 import { IdString } from './common.js'
 
 const CommaList = (description: string): ReturnType<typeof Type.String> => Type.String({ maxLength: 16384, description })
@@ -17,6 +18,12 @@ export const ToolsQuery = Type.Object({
 export type ToolsQueryT = Static<typeof ToolsQuery>
 
 const Tier = Type.Union(TIERS.map((r) => Type.Literal(r)))
+
+/**
+ * Which allow-list field selects each `route` (TierTraits.selectedBy), as a type: a client that
+ * bundles no server code (the console) writes the table out, and this type holds it to TIER_TRAITS.
+ */
+export type SelectedByRoute = { readonly [T in keyof typeof TIER_TRAITS]: typeof TIER_TRAITS[T]['selectedBy'] }
 
 export const Unresolved = Type.Object({
   kind: Type.Union([Type.Literal('function'), Type.Literal('mcp')]),

@@ -7,6 +7,7 @@ import { splitComma } from '../tools/allow-list.js'
 import type { InvokeResult } from '../tools/router.js'
 import type { McpQueryT } from './json-rpc.js'
 import type { Caller, ToolProgress } from '../tools/types.js'
+import { TIER_TRAITS } from '../tools/types.js'
 import { CallBudget } from './budget.js'
 import type { CallLimits } from './budget.js'
 import { VERSION } from '../version.js'
@@ -133,7 +134,6 @@ export function toJsonRpcError (err: unknown): JsonRpcError {
   return new JsonRpcError(rpcCode, message, data)
 }
 
-const MCP_ROUTES: ReadonlySet<string> = new Set(['user_mcp', 'local_mcp', 'global_mcp'])
 const CONTENT_TYPES: ReadonlySet<string> = new Set(['text', 'image', 'audio', 'resource_link', 'resource'])
 /** Items kept beside the capped text when a result's text was truncated: they carry no text of their own. */
 const NON_TEXT_TYPES: ReadonlySet<string> = new Set(['image', 'audio', 'resource_link'])
@@ -167,7 +167,7 @@ export function toCallToolResult (result: InvokeResult): CallToolResult {
 
 /** The raw MCP result in an MCP tool's trace, when every item is of a type MCP defines. */
 function mcpTrace (result: InvokeResult): { content: unknown[], structuredContent?: unknown } | undefined {
-  if (!MCP_ROUTES.has(result.route)) return undefined
+  if (!TIER_TRAITS[result.route].mcpResults) return undefined
   const trace = result.trace as { content?: unknown, structuredContent?: unknown } | null
   if (trace === null || typeof trace !== 'object' || !Array.isArray(trace.content)) return undefined
   const known = trace.content.every((item: unknown) => item !== null && typeof item === 'object' && CONTENT_TYPES.has((item as { type?: unknown }).type as string))

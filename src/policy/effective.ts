@@ -2,6 +2,7 @@ import { BUILTIN_READONLY } from '../naming/builtin-names.js'
 import { toWireName } from '../naming/names.js'
 import type { PolicyDecision, PolicyLimits, ToolPolicy } from '../tools/policy.js'
 import type { CatalogEntry } from '../tools/source.js'
+import { TIER_TRAITS } from '../tools/types.js'
 import { CommandCheckTimeout } from './command-guard.js'
 import type { CommandGuard } from './command-guard.js'
 import { LIMIT_KEYS } from './document.js'
@@ -37,7 +38,7 @@ function namesOf (entry: CatalogEntry): string[] {
     names.add(entry.qualifiedName)
     names.add(toWireName(entry.qualifiedName))
   }
-  if (entry.route === 'user_mcp' || entry.route === 'global_mcp') names.add(entry.spec.name)
+  if (TIER_TRAITS[entry.route].answersToToolName) names.add(entry.spec.name)
   return [...names]
 }
 
@@ -103,7 +104,8 @@ export class EffectivePolicy implements ToolPolicy {
   #decide (entry: CatalogEntry): PolicyDecision {
     const shown = entry.name
     if (this.#readOnly !== undefined) {
-      const readOnly = entry.route === 'builtin' ? READONLY_BUILTINS.has(entry.spec.name) : entry.spec.annotations?.readOnlyHint === true
+      // The reserved tier's tools are the built-ins: the gateway knows which read, whatever their annotations say.
+      const readOnly = TIER_TRAITS[entry.route].reserved ? READONLY_BUILTINS.has(entry.spec.name) : entry.spec.annotations?.readOnlyHint === true
       if (!readOnly) {
         return { kind: 'deny', message: `Tool '${shown}' is denied by the ${this.#readOnly} tool policy: readOnly allows only read_file, glob, grep and tools annotated readOnlyHint` }
       }
@@ -124,7 +126,7 @@ export class EffectivePolicy implements ToolPolicy {
 
   checkCall (entry: CatalogEntry, args: Record<string, unknown>): string | undefined | Promise<string | undefined> {
     // Answered at once when no command rule applies (every call but a policed bash command).
-    if (this.#commandRules.length === 0 || entry.route !== 'builtin' || entry.spec.name !== 'bash') return undefined
+    if (this.#commandRules.length === 0 || !TIER_TRAITS[entry.route].reserved || entry.spec.name !== 'bash') return undefined
     if ((args.action !== 'exec' && args.action !== 'start') || typeof args.command !== 'string') return undefined
     return this.#checkCommand(args.command)
   }

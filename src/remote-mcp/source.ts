@@ -2,6 +2,7 @@ import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
 import { encodeUserServiceName, encodeUserToolName, qualifiedName, toWireName } from '../naming/names.js'
 import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource, Unavailable } from '../tools/source.js'
 import type { CallContext, ToolOutcome } from '../tools/types.js'
+import { TIER_TRAITS } from '../tools/types.js'
 import { flattenCallToolResult } from '../mcp/flatten.js'
 import type { RegistryScope } from '../registry/types.js'
 import { upstreamFailureReason } from './errors.js'
@@ -89,21 +90,27 @@ export class RemoteMcpSource implements ToolSource {
   readonly #connector: McpConnector
   readonly #opts: RemoteSourceOptions
   readonly #indexes = new Map<string, ScopeIndex>()
+  /** TierTraits.tenantScoped: the tenant's own servers (else the global ones). */
+  readonly #tenantScoped: boolean
+  /** TierTraits.encodedNames: its tools are named user_{u}_tool_{t}. */
+  readonly #encodedNames: boolean
 
   constructor (tier: 'user_mcp' | 'global_mcp', directory: ServerDirectory, connector: McpConnector, opts: RemoteSourceOptions) {
     this.tier = tier
+    this.#tenantScoped = TIER_TRAITS[tier].tenantScoped
+    this.#encodedNames = TIER_TRAITS[tier].encodedNames
     this.#directory = directory
     this.#connector = connector
     this.#opts = opts
   }
 
   #directoryScope (scope: SourceScope): RegistryScope | undefined {
-    if (this.tier === 'global_mcp') return { kind: 'global' }
+    if (!this.#tenantScoped) return { kind: 'global' }
     return scope.userId === undefined ? undefined : { kind: 'user', userId: scope.userId }
   }
 
   #clientKey (scope: SourceScope, serverId: string): string {
-    return this.tier === 'user_mcp' && scope.userId !== undefined ? encodeUserServiceName(scope.userId, serverId) : serverId
+    return this.#tenantScoped && scope.userId !== undefined ? encodeUserServiceName(scope.userId, serverId) : serverId
   }
 
   /** The scope's servers in collision order. */
@@ -142,7 +149,7 @@ export class RemoteMcpSource implements ToolSource {
   }
 
   #entry (scope: SourceScope, server: RemoteServer, tool: Tool): CatalogEntry {
-    const name = this.tier === 'user_mcp' && scope.userId !== undefined ? encodeUserToolName(scope.userId, tool.name) : tool.name
+    const name = this.#encodedNames && scope.userId !== undefined ? encodeUserToolName(scope.userId, tool.name) : tool.name
     return {
       route: this.tier,
       source: server.serverId,
@@ -255,7 +262,7 @@ export class RemoteMcpSource implements ToolSource {
   /** One server's tools as MCP Tool objects (GET /users/{u}/mcp/servers/{s}/tools). */
   async serverTools (serverId: string, scope: SourceScope): Promise<{ ok: true, tools: Tool[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }> {
     const server = (await this.#servers(scope)).find((s) => s.serverId === serverId)
-    if (!server) return { ok: false, reason: 'not-found', message: `No server '${serverId}' is registered ${this.tier === 'user_mcp' ? 'for this tenant' : 'globally'}` }
+    if (!server) return { ok: false, reason: 'not-found', message: `No server '${serverId}' is registered ${this.#tenantScoped ? 'for this tenant' : 'globally'}` }
     const { listed, unavailable } = await this.#listServers([server], scope)
     if (listed[0]) return { ok: true, tools: listed[0].tools }
     return { ok: false, reason: 'unavailable', message: `Server '${serverId}' could not be listed: ${unavailable[0]?.reason ?? 'unknown error'}` }

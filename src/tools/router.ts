@@ -7,8 +7,8 @@ import { capOutput, stringifyToolValue, toolErrorCode, toolErrorOutput } from '.
 import { sameEntry } from './source.js'
 import type { CatalogEntry, SourceScope, ToolSource, Unavailable } from './source.js'
 import type { ToolPolicy } from './policy.js'
-import type { CallContext, Tier, ToolFailureReason, ToolOutcome } from './types.js'
-import { TIERS } from './types.js'
+import type { CallContext, Tier, TierTraits, ToolFailureReason, ToolOutcome } from './types.js'
+import { TIER_RANK, TIER_TRAITS, TIERS } from './types.js'
 import { ArgumentValidator } from './validate.js'
 
 /** Why a tool is exposed under another name, or not at all. */
@@ -107,14 +107,26 @@ export interface CatalogRow {
 }
 
 export interface RouterOptions {
-  /** One source per route; missing routes simply offer nothing. */
-  sources: Partial<Record<Tier, ToolSource>>
+  /**
+   * One source per tier, every tier named: `null` for a tier this gateway does not offer (it offers
+   * nothing), so a tier added to TIERS and not wired here is a type error (docs/ARCHITECTURE.md#add-a-tier).
+   */
+  sources: Readonly<Record<Tier, ToolSource | null>>
   outputMaxChars: number
   validator?: ArgumentValidator
 }
 
-/** Routes the `functions=` list may name, in priority order. */
-const NAMED_TIERS: readonly Tier[] = ['builtin', 'local_mcp', 'function']
+/** A wired tier: its source and the traits the router reads on every call, looked up once. */
+interface Wired {
+  readonly tier: Tier
+  readonly source: ToolSource
+  readonly traits: TierTraits
+  readonly rank: number
+}
+
+/** The tier whose names are encoded `user_{u}_tool_{t}` (TierTraits.encodedNames), if any. */
+const ENCODED_TIER: Tier | undefined = TIERS.find((t) => TIER_TRAITS[t].encodedNames)
+const NO_TIERS: readonly Wired[] = []
 
 /**
  * The tool router (docs/ARCHITECTURE.md#the-model): assembles request-scoped listings from an allow-list and
@@ -122,26 +134,44 @@ const NAMED_TIERS: readonly Tier[] = ['builtin', 'local_mcp', 'function']
  * an allow-list, /invoke resolves the name in exactly the listing /tools would return.
  */
 export class ToolRouter {
-  readonly #sources: Array<[Tier, ToolSource]>
+  readonly #byTier: Readonly<Record<Tier, ToolSource | null>>
+  /** Every wired tier, in priority order. */
+  readonly #wired: readonly Wired[]
+  /** The reserved tier's source (TierTraits.reserved): asked first, before encoded names. */
+  readonly #reserved: ToolSource | undefined
+  /** The wired tiers a raw name goes through after the reserved one, in priority order. */
+  readonly #unreserved: readonly Wired[]
+  /** The tiers `functions=` selects (by name), in priority order. */
+  readonly #byName: readonly Wired[]
+  /** The tiers `mcp=` selects (by serverId), in priority order. */
+  readonly #byServer: readonly Wired[]
+  /** The tenant-scoped tiers, in priority order (the `ambiguous` diagnostic). */
+  readonly #tenantTiers: readonly Wired[]
   readonly #outputMaxChars: number
   readonly #validator: ArgumentValidator
 
   constructor (opts: RouterOptions) {
-    this.#sources = TIERS.flatMap((r) => {
-      const s = opts.sources[r]
-      return s ? [[r, s] as [Tier, ToolSource]] : []
+    this.#byTier = opts.sources
+    this.#wired = TIERS.flatMap((tier): Wired[] => {
+      const source = opts.sources[tier]
+      if (source === null) return []
+      if (source.tier !== tier) throw new Error(`the source wired as ${tier} says it is ${source.tier}`)
+      return [{ tier, source, traits: TIER_TRAITS[tier], rank: TIER_RANK[tier] }]
     })
+    if (TIERS.filter((t) => TIER_TRAITS[t].reserved).length > 1) throw new Error('TIER_TRAITS: at most one tier is reserved')
+    if (TIERS.filter((t) => TIER_TRAITS[t].encodedNames).length > 1) throw new Error('TIER_TRAITS: at most one tier has encoded names')
+    this.#reserved = this.#wired.find((w) => w.traits.reserved)?.source
+    this.#unreserved = this.#wired.filter((w) => !w.traits.reserved)
+    this.#byName = this.#wired.filter((w) => w.traits.selectedBy === 'functions')
+    this.#byServer = this.#wired.filter((w) => w.traits.selectedBy === 'mcp')
+    this.#tenantTiers = this.#wired.filter((w) => w.traits.tenantScoped)
     this.#outputMaxChars = opts.outputMaxChars
     this.#validator = opts.validator ?? new ArgumentValidator()
   }
 
-  #source (tier: Tier): ToolSource | undefined {
-    return this.#sources.find(([r]) => r === tier)?.[1]
-  }
-
   /**
    * Resolves a model-facing name through the full priority (docs/ARCHITECTURE.md#tiers). An encoded
-   * `user_{u}_tool_{t}` name goes straight to tier 2 of tenant u and never falls back.
+   * `user_{u}_tool_{t}` name goes straight to the encoded-names tier (tier 2) of tenant u and never falls back.
    */
   async resolve (name: string, scope: SourceScope): Promise<Resolution> {
     const now = this.#resolveNow(name, scope)
@@ -153,37 +183,34 @@ export class ToolRouter {
    * built-ins, local MCP, functions); from the first source that answers a promise, it waits.
    */
   #resolveNow (name: string, scope: SourceScope): Resolution | Promise<Resolution> {
-    const builtin = this.#source('builtin')?.resolve(name, scope)
-    if (builtin instanceof Promise) return builtin.then((entry) => entry ? { ok: true, entry } : this.#resolvePastBuiltin(name, scope))
-    if (builtin) return { ok: true, entry: builtin }
-    return this.#resolvePastBuiltin(name, scope)
+    const reserved = this.#reserved?.resolve(name, scope)
+    if (reserved instanceof Promise) return reserved.then((entry) => entry ? { ok: true, entry } : this.#resolvePastReserved(name, scope))
+    if (reserved) return { ok: true, entry: reserved }
+    return this.#resolvePastReserved(name, scope)
   }
 
-  /** A name the built-ins do not have: an encoded tenant name goes to tier 2 alone, any other to the tiers in order. */
-  #resolvePastBuiltin (name: string, scope: SourceScope): Resolution | Promise<Resolution> {
-    const encoded = parseUserToolName(name)
+  /** A name the reserved tier does not have: an encoded tenant name goes to its tier alone, any other to the tiers in order. */
+  #resolvePastReserved (name: string, scope: SourceScope): Resolution | Promise<Resolution> {
+    const encoded = ENCODED_TIER === undefined ? undefined : parseUserToolName(name)
     if (encoded) {
       if (scope.userId !== encoded.userId) {
         return { ok: false, error: new HttpError('GW_TENANT_MISMATCH', `Tool '${name}' belongs to another tenant than the request's`) }
       }
-      const found = this.#source('user_mcp')?.resolve(name, scope)
+      const found = this.#byTier[ENCODED_TIER as Tier]?.resolve(name, scope)
       const answer = (entry: CatalogEntry | undefined): Resolution => entry ? { ok: true, entry } : { ok: false, error: notFound(name) }
       return found instanceof Promise ? found.then(answer) : answer(found)
     }
-    return this.#resolveAfter('builtin', name, scope)
+    return this.#resolveFrom(0, name, scope)
   }
 
-  /** The tiers after `after` in priority order, for a name that is not an encoded tenant name. */
-  #resolveAfter (after: Tier, name: string, scope: SourceScope): Resolution | Promise<Resolution> {
-    let past = false
-    for (const [route, source] of this.#sources) {
-      if (!past) {
-        past = route === after
-        continue
-      }
-      if (route === 'builtin' || (route === 'user_mcp' && scope.userId === undefined)) continue
+  /** The unreserved tiers from index `from` on, in priority order, for a name that is not an encoded tenant name. */
+  #resolveFrom (from: number, name: string, scope: SourceScope): Resolution | Promise<Resolution> {
+    const tiers = this.#unreserved
+    for (let i = from; i < tiers.length; i++) {
+      const { source, traits } = tiers[i] as Wired
+      if (traits.tenantScoped && scope.userId === undefined) continue
       const entry = source.resolve(name, scope)
-      if (entry instanceof Promise) return entry.then((hit) => hit ? { ok: true, entry: hit } : this.#resolveAfter(route, name, scope))
+      if (entry instanceof Promise) return entry.then((hit) => hit ? { ok: true, entry: hit } : this.#resolveFrom(i + 1, name, scope))
       if (entry) return { ok: true, entry }
     }
     return { ok: false, error: notFound(name) }
@@ -198,8 +225,9 @@ export class ToolRouter {
     const names = expandFunctionNames(allow.functions ?? [])
     for (const name of names) {
       let found: CatalogEntry | undefined
-      for (const route of NAMED_TIERS) {
-        found = await this.#source(route)?.resolve(name, scope)
+      for (const { source, traits } of this.#byName) {
+        if (traits.tenantScoped && scope.userId === undefined) continue
+        found = await source.resolve(name, scope)
         if (found) break
       }
       if (found) candidates.push(found)
@@ -209,11 +237,11 @@ export class ToolRouter {
     const { serverIds, userOnly, errors } = parseServerSelection(allow.mcp ?? [], scope.userId)
     unresolved.push(...errors)
     let pending = serverIds
-    for (const route of ['user_mcp', 'global_mcp'] as const) {
-      const source = this.#source(route)
-      if (!source || pending.length === 0) continue
-      if (route === 'user_mcp' && scope.userId === undefined) continue
-      const selected = route === 'global_mcp' ? pending.filter((id) => !userOnly.has(id)) : pending
+    for (const { source, traits } of this.#byServer) {
+      if (pending.length === 0) break
+      if (traits.tenantScoped && scope.userId === undefined) continue
+      // A tenant-only id (user_{u}_service_{s}) never selects a server of a tier that is not the tenant's.
+      const selected = traits.tenantScoped ? pending : pending.filter((id) => !userOnly.has(id))
       const listing = await source.list({ serverIds: selected }, scope)
       candidates.push(...listing.tools)
       unavailable.push(...listing.unavailable)
@@ -242,7 +270,7 @@ export class ToolRouter {
     const withheld: ListedTool[] = []
     const diagnostics: Diagnostic[] = []
     const byWire = new Map<string, CatalogEntry>()
-    const userSource = scope.userId === undefined ? undefined : this.#source('user_mcp')
+    const tenantTiers = scope.userId === undefined ? NO_TIERS : this.#tenantTiers
     // Raw names are checked without the tenant: tenant servers are listed under encoded
     // names, so only built-ins, local tools and other global servers can take a raw name.
     const rawScope: SourceScope = { userId: undefined, signal: scope.signal }
@@ -254,7 +282,7 @@ export class ToolRouter {
         continue
       }
       let natural = entry.name
-      const winner = await this.resolve(natural, entry.route === 'user_mcp' ? scope : rawScope)
+      const winner = await this.resolve(natural, TIER_TRAITS[entry.route].tenantScoped ? scope : rawScope)
       if (!winner.ok || !sameEntry(winner.entry, entry)) {
         const fallback = entry.qualifiedName
         const shadowedBy = winner.ok ? winner.entry.route : undefined
@@ -264,11 +292,16 @@ export class ToolRouter {
         }
         diagnostics.push({ type: 'shadowed', name: natural, route: entry.route, source: entry.source, exposedAs: toWireName(fallback), shadowedBy, message: `'${natural}' routes to ${shadowedBy ?? 'another tool'}; exposed under its qualified name` })
         natural = fallback
-      } else if (userSource && entry.route !== 'user_mcp' && entry.route !== 'builtin') {
-        // Only a diagnostic: a registry outage must not fail a listing that names no tenant server.
-        const tenantTool = await Promise.resolve(userSource.resolve(natural, scope)).catch(() => undefined)
-        if (tenantTool) {
-          diagnostics.push({ type: 'ambiguous', name: natural, route: entry.route, source: entry.source, exposedAs: toWireName(natural), shadowedBy: 'user_mcp', message: `The tenant's server '${tenantTool.source}' also has a tool '${natural}': an invoke with userId and without \`allow\` routes it there (tier 2 comes before tiers 3 to 5); pass \`allow\` to route by this listing` })
+      } else {
+        // A tenant's tier before the entry's could take its natural name on an invoke without `allow`.
+        for (const tenant of tenantTiers) {
+          if (tenant.rank >= TIER_RANK[entry.route]) break
+          // Only a diagnostic: a registry outage must not fail a listing that names no tenant server.
+          const tenantTool = await Promise.resolve(tenant.source.resolve(natural, scope)).catch(() => undefined)
+          if (tenantTool) {
+            diagnostics.push({ type: 'ambiguous', name: natural, route: entry.route, source: entry.source, exposedAs: toWireName(natural), shadowedBy: tenant.tier, message: `The tenant's server '${tenantTool.source}' also has a tool '${natural}': an invoke with userId and without \`allow\` routes it there (tier 2 comes before tiers 3 to 5); pass \`allow\` to route by this listing` })
+            break
+          }
         }
       }
       const wire = toWireName(natural)
@@ -290,15 +323,15 @@ export class ToolRouter {
 
   /** Tokens that stay identical (===) while nothing any source offers the scope changes. */
   async catalogVersion (scope: SourceScope): Promise<unknown[]> {
-    return await Promise.all(this.#sources.map(async ([route, source]) => {
-      if (route === 'user_mcp' && scope.userId === undefined) return undefined
+    return await Promise.all(this.#wired.map(async ({ source, traits }) => {
+      if (traits.tenantScoped && scope.userId === undefined) return undefined
       return await source.catalogToken?.(scope)
     }))
   }
 
   /** A remote server's live tool list, for debugging with curl. */
   async liveTools (route: 'user_mcp' | 'global_mcp', serverId: string, scope: SourceScope): Promise<{ ok: true, tools: unknown[] } | { ok: false, error: HttpError }> {
-    const source = this.#source(route)
+    const source = this.#byTier[route]
     if (!source?.serverTools) return { ok: false, error: new HttpError('GW_SERVER_NOT_FOUND', 'No remote MCP servers are configured') }
     const result = await source.serverTools(serverId, scope)
     if (result.ok) return { ok: true, tools: result.tools }
@@ -309,8 +342,8 @@ export class ToolRouter {
   async catalog (scope: SourceScope): Promise<{ tools: CatalogRow[], unavailable: Unavailable[] }> {
     const rows: CatalogRow[] = []
     const unavailable: Unavailable[] = []
-    for (const [route, source] of this.#sources) {
-      if (route === 'user_mcp' && scope.userId === undefined) continue
+    for (const { tier: route, source, traits } of this.#wired) {
+      if (traits.tenantScoped && scope.userId === undefined) continue
       const listing = await source.list('all', scope)
       unavailable.push(...listing.unavailable)
       for (const entry of listing.tools) {
@@ -392,7 +425,7 @@ export class ToolRouter {
   }
 
   #sourceFor (entry: CatalogEntry): ToolSource {
-    const source = this.#source(entry.route)
+    const source = this.#byTier[entry.route]
     if (!source) throw new Error(`no source for route ${entry.route}`)
     return source
   }

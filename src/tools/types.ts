@@ -8,6 +8,56 @@ import type { AbortSource } from './signals.js'
 export const TIERS = ['builtin', 'user_mcp', 'local_mcp', 'function', 'global_mcp'] as const
 export type Tier = typeof TIERS[number]
 
+/**
+ * What the router, the gateway, the policy, the MCP server and the console need to know about a
+ * tier (docs/ARCHITECTURE.md#tiers). They read these instead of comparing tier names, so a new
+ * tier is one row of TIER_TRAITS, and a tier without a row does not compile
+ * (docs/ARCHITECTURE.md#add-a-tier). Its place in the priority is its place in TIERS (TIER_RANK).
+ */
+export interface TierTraits {
+  /**
+   * The allow-list field that selects the tier's tools: `functions` by tool name, `mcp` by serverId
+   * (`Selection.serverIds`), in which case an entry's `source` is the serverId (the journal's `serverId`).
+   */
+  readonly selectedBy: 'functions' | 'mcp'
+  /**
+   * Its tools are a tenant's own: the tier takes part only in requests with a userId (listing,
+   * resolving, /catalog, the listing cache), answers for that tenant only, and is the only one a tenant-only server id
+   * (`user_{u}_service_{s}` in `mcp=`) selects. A tool of a later tier with the same natural name is `ambiguous`.
+   */
+  readonly tenantScoped: boolean
+  /**
+   * Its tools are named `user_{u}_tool_{t}` (naming/names.ts): such a name is looked up in this tier
+   * alone and never falls back to another tier's raw name. At most one tier.
+   */
+  readonly encodedNames: boolean
+  /**
+   * Its names are the reserved built-in names (naming/builtin-names.ts): it is asked before every
+   * other tier, encoded names included, and the policy knows its tools by name (the read-only set,
+   * `bash` and `bash.denyCommands`) rather than by their annotations. At most one tier.
+   */
+  readonly reserved: boolean
+  /** A call's trace is the MCP CallToolResult as received: /mcp passes its content and structuredContent through. */
+  readonly mcpResults: boolean
+  /**
+   * Its source also resolves an entry by the tool's own name (`spec.name`, the raw MCP tool name),
+   * so a policy pattern that matches that name matches the tool (no deny dodged by another name).
+   */
+  readonly answersToToolName: boolean
+}
+
+/** One row per tier; `as const` keeps each value's literal type (the console's copy is checked against it). */
+export const TIER_TRAITS = {
+  builtin: { selectedBy: 'functions', tenantScoped: false, encodedNames: false, reserved: true, mcpResults: false, answersToToolName: false },
+  user_mcp: { selectedBy: 'mcp', tenantScoped: true, encodedNames: true, reserved: false, mcpResults: true, answersToToolName: true },
+  local_mcp: { selectedBy: 'functions', tenantScoped: false, encodedNames: false, reserved: false, mcpResults: true, answersToToolName: false },
+  function: { selectedBy: 'functions', tenantScoped: false, encodedNames: false, reserved: false, mcpResults: false, answersToToolName: false },
+  global_mcp: { selectedBy: 'mcp', tenantScoped: false, encodedNames: false, reserved: false, mcpResults: true, answersToToolName: true }
+} as const satisfies Record<Tier, TierTraits>
+
+/** A tier's place in the routing priority (0 first), from TIERS. */
+export const TIER_RANK: Readonly<Record<Tier, number>> = Object.fromEntries(TIERS.map((tier, rank) => [tier, rank])) as Record<Tier, number>
+
 /** A JSON Schema object as tools declare it. Passed through whole, never lossily converted. */
 export type JsonSchema = Record<string, unknown>
 

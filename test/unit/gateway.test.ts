@@ -63,7 +63,7 @@ async function setup (t: TestContext, env: Record<string, string> = {}): Promise
     fn('meet', async () => await meet.arrive()),
     fn('other', () => 'other')
   ], { defaultTimeoutMs: 5000 })
-  const router = new ToolRouter({ sources: { builtin: builtins.source, function: functions }, outputMaxChars: config.outputMaxChars })
+  const router = new ToolRouter({ sources: { builtin: builtins.source, user_mcp: null, local_mcp: null, function: functions, global_mcp: null }, outputMaxChars: config.outputMaxChars })
   const store = createMemoryRegistryStore()
   t.after(async () => await store.close())
   const policies = new PolicyService(store, silentLogger)

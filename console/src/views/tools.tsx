@@ -1,6 +1,6 @@
 import type { JSX } from 'preact'
 import { useState } from 'preact/hooks'
-import type { Catalog, Tools } from '../api.js'
+import type { Catalog, SelectedByRoute, Tools } from '../api.js'
 import { listOf } from '../session.js'
 import type { AllowList } from '../session.js'
 import { ErrorBox, Json, Loading, Section, useAction, useLoad } from '../ui.js'
@@ -22,9 +22,15 @@ export function AllowListFields ({ allow, setAllow }: { allow: AllowList, setAll
   )
 }
 
-/** Adds a catalog entry to the allow-list: a remote MCP tool by its server, any other by its name. */
+/**
+ * The allow-list field of each route (TierTraits.selectedBy). The console bundles no server code, so
+ * the table is written out here and its type makes it equal to TIER_TRAITS: a new tier does not compile until it is added.
+ */
+const SELECTED_BY: SelectedByRoute = { builtin: 'functions', user_mcp: 'mcp', local_mcp: 'functions', function: 'functions', global_mcp: 'mcp' }
+
+/** Adds a catalog entry to the allow-list: a tool of a server tier (remote MCP) by its server, any other by its name. */
 function addToAllow (allow: AllowList, entry: Catalog['tools'][number]): AllowList {
-  if (entry.route === 'user_mcp' || entry.route === 'global_mcp') {
+  if (SELECTED_BY[entry.route] === 'mcp') {
     const servers = listOf(allow.mcp)
     return servers.includes(entry.source) ? allow : { ...allow, mcp: [...servers, entry.source].join(', ') }
   }
