@@ -83,14 +83,15 @@ export function toUpstreamError (err: unknown, op: 'list' | 'call', timeoutMs: n
 /**
  * Whether a failed tools/call certainly got no answer from the server: the request could not be
  * sent or was refused before it ran (a stale session's 404, a failed fetch, a connection already
- * closed), or a stdio server exited before answering (stdio has no partial responses). On HTTP
- * transports a closed connection means a response stream had started and broke: not this.
+ * closed), or a stdio server exited before answering (stdio has no partial responses: its
+ * TransportKind says `closedMeansUnanswered`). On HTTP transports a closed connection means a
+ * response stream had started and broke: not this.
  */
-export function failedBeforeResponse (err: unknown, transport: string): boolean {
+export function failedBeforeResponse (err: unknown, closedMeansUnanswered: boolean): boolean {
   if (isSessionExpired(err)) return true
   if (err instanceof TypeError && /fetch failed/i.test(err.message)) return true
   if (err instanceof Error && /^Not connected$/.test(err.message)) return true
-  return transport === 'stdio' && err instanceof McpError && err.code === ErrorCode.ConnectionClosed
+  return closedMeansUnanswered && err instanceof McpError && err.code === ErrorCode.ConnectionClosed
 }
 
 /**

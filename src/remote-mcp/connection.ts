@@ -5,7 +5,6 @@
  * shared and dropped; this file knows nothing of keys, caches or callers.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { SseError } from '@modelcontextprotocol/sdk/client/sse.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
 import { ErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import type { Implementation } from '@modelcontextprotocol/sdk/types.js'
@@ -13,8 +12,8 @@ import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/t
 import type { Logger } from '../logger.js'
 import { isStaleSocket } from './classify.js'
 import { UpstreamError } from './errors.js'
-import { createTransport } from './transports.js'
-import type { ConnectSpec, HttpTransportKind, TransportHandle } from './transports.js'
+import { createTransport, transportKind } from './transports.js'
+import type { ConnectSpec, HttpTransportKind, TransportHandle } from './transport.js'
 import type { ResponseLimits } from './response-limits.js'
 
 export interface Connection {
@@ -103,15 +102,14 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
     conn.closed = true
     o.onClosed(conn)
   }
+  const onTransportError = transportKind(o.spec.type).onTransportError
   client.onerror = (err) => {
-    // The legacy SSE stream cannot resume a session: once it breaks, the session is gone.
-    if (err instanceof SseError && o.inUse(conn)) o.onDead(conn, 'SSE stream error')
-    // Streamable HTTP: when the server crashes or shuts down, a POST's response stream that
-    // breaks or ends before its answer is never resumed by the SDK (no event ids), so the call
-    // would wait out its whole timeout; the only signs are transport errors (the broken stream,
-    // the failed reconnects of the GET stream). A ping tells a dead server from one bad stream;
-    // dropping the connection fails the pending calls now (GW_UPSTREAM_ERROR, not replayed).
-    else if (conn.handle.type === 'streamable_http' && o.inUse(conn) && !conn.closed && conn.probing !== true) {
+    const action = o.inUse(conn) ? onTransportError(err) : 'log'
+    if (action === 'drop') o.onDead(conn, `${conn.handle.type} stream error (the session cannot resume)`)
+    // A transport that may have lost only one response stream (streamable HTTP): a ping tells a
+    // dead server from one bad stream; dropping the connection fails the pending calls now
+    // (GW_UPSTREAM_ERROR, not replayed).
+    else if (action === 'probe' && !conn.closed && conn.probing !== true) {
       conn.probing = true
       conn.client.ping({ timeout: o.connectTimeoutMs }).then(() => { conn.probing = false }, (pingErr: unknown) => {
         // A JSON-RPC error answer (a server without ping) still proves the server is there.
@@ -147,13 +145,10 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
 export async function closeConnection (conn: Connection, o: Pick<ConnectionOptions, 'label' | 'logger' | 'safeMessage'>): Promise<void> {
   if (conn.closed) return
   conn.closed = true
-  const transport = conn.handle.transport
-  // Tell a streamable-HTTP server the session is over (frees its state); best effort and
+  // Tell a server with sessions that this one is over (frees its state); best effort and
   // bounded, since close() below aborts whatever is still pending.
-  if (conn.handle.type === 'streamable_http' && 'terminateSession' in transport && typeof transport.terminateSession === 'function') {
-    const terminate = (transport.terminateSession as () => Promise<void>).call(transport)
-    await Promise.race([terminate.catch(() => {}), delay(1000)])
-  }
+  const endSession = conn.handle.endSession
+  if (endSession !== undefined) await Promise.race([endSession().catch(() => {}), delay(1000)])
   // For stdio, close() ends stdin, then SIGTERM, then SIGKILL (SDK), so the child is reaped.
   await conn.client.close().catch((err: unknown) => {
     o.logger.debug({ mcpClient: o.label, err: o.safeMessage(err) }, 'error closing MCP client')

@@ -3,7 +3,8 @@ import type { ServerConfig } from '../registry/server-config.js'
 import { UpstreamError } from './errors.js'
 import type { McpClientPool } from './pool.js'
 import type { McpConnector, RemoteServer } from './source.js'
-import type { ConnectSpec } from './transports.js'
+import type { ConnectSpec } from './transport.js'
+import { transportKind } from './transports.js'
 
 /** The transport part of a (decrypted) server config. */
 export function toConnectSpec (config: ServerConfig): ConnectSpec {
@@ -61,10 +62,10 @@ export class PoolConnector implements McpConnector {
     }
   }
 
-  /** Starts a stdio server's first connection and listing in the background; other transports connect on use. */
+  /** Starts a slow-starting (stdio) server's first connection and listing in the background; other transports connect on use. */
   async warm (key: string, server: RemoteServer): Promise<void> {
     const spec = toConnectSpec(server.config as ServerConfig)
-    if (spec.type !== 'stdio') return
+    if (!transportKind(spec.type).slowFirstStart) return
     await this.#pool(server).warm(key, spec)
   }
 

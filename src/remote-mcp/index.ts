@@ -17,6 +17,7 @@ import { McpClientPool } from './pool.js'
 import type { McpClientPoolStats, McpResilienceStats } from './pool.js'
 import { RemoteMcpSource } from './source.js'
 import { defaultMaxMessageBytes, ResponseBudget } from './response-limits.js'
+import { transportKind } from './transports.js'
 import type { McpConnector, RemoteServer, ServerDirectory } from './source.js'
 
 export type { McpClientPoolStats, McpConnector, McpResilienceStats, ServerDirectory }
@@ -88,10 +89,10 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
     // start-up warm-up below.
     const warming: { server?: (scope: RegistryScope, serverId: string) => void } = {}
     const registry = new ServerRegistry(store, box, egress, {
-      // A tenant's stdio server (registered by an admin) starts on the instance that stored it;
-      // global ones start on every instance from their change event (below).
+      // A tenant's stdio server (registered by an admin; any slow-starting transport) starts on the
+      // instance that stored it; global ones start on every instance from their change event (below).
       onStored: (scope, serverId, stored) => {
-        if (scope.kind === 'user' && stored.type === 'stdio') warming.server?.(scope, serverId)
+        if (scope.kind === 'user' && transportKind(stored.type).slowFirstStart) warming.server?.(scope, serverId)
       }
     })
 

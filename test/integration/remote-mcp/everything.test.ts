@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { McpClientPool } from '../../../src/remote-mcp/pool.js'
 import { flattenCallToolResult } from '../../../src/mcp/flatten.js'
-import type { ConnectSpec, HttpTransportKind } from '../../../src/remote-mcp/transports.js'
+import type { ConnectSpec, HttpTransportKind } from '../../../src/remote-mcp/transport.js'
 
 const EVERYTHING_BIN = fileURLToPath(import.meta.resolve('@modelcontextprotocol/server-everything/dist/index.js'))
 

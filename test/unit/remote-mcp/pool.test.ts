@@ -9,7 +9,7 @@ import type { McpClientPoolOptions } from '../../../src/remote-mcp/pool.js'
 import { UpstreamError } from '../../../src/remote-mcp/errors.js'
 import { ResponseBudget } from '../../../src/remote-mcp/response-limits.js'
 import { waitUntil } from '../../../scripts/lib/proc.js'
-import type { ConnectSpec } from '../../../src/remote-mcp/transports.js'
+import type { ConnectSpec } from '../../../src/remote-mcp/transport.js'
 import type { Logger } from '../../../src/logger.js'
 import {
   createPagedServer, minimalStdioFixture, startSseFixture, startStreamableHttpFixture, stdioFixture

@@ -1,0 +1,294 @@
+/**
+ * One client of the pool (docs/ARCHITECTURE.md#mcp-pool): one server config under one caller key,
+ * its connection (opened lazily and single-flight, dropped when dead, closed once), its tool list
+ * (tool-cache.ts) and its operations: the listing retried once on a dead connection, the call
+ * replayed once only when safe. Which clients exist, for how long and how many (keying, LRU,
+ * idle and retirement) is pool.ts; whether an operation may start (the breaker) is the pool's too,
+ * and this file reports the outcomes to it.
+ */
+import type { CallToolResult, Progress, Tool } from '@modelcontextprotocol/sdk/types.js'
+import { trackProgress } from '../mcp/progress.js'
+import type { Logger } from '../logger.js'
+import type { BreakerAdmission } from './breaker-admission.js'
+import { failedBeforeResponse, isDeadConnection, toUpstreamError } from './classify.js'
+import { closeConnection, openConnection } from './connection.js'
+import type { Connection, ConnectionOptions } from './connection.js'
+import { redactSecrets, UpstreamError } from './errors.js'
+import type { ResponseLimits } from './response-limits.js'
+import { listAllPages, ToolListCache } from './tool-cache.js'
+import type { ConnectSpec } from './transport.js'
+import { transportKind } from './transports.js'
+import type { FirstConnects } from './warm-start.js'
+
+/** What every client of one pool shares; built once by the pool. */
+export interface ClientContext {
+  log: Logger
+  breakers: BreakerAdmission
+  firstConnects: FirstConnects
+  /** The connection options that are the pool's, not the client's. */
+  connection: Pick<ConnectionOptions, 'clientInfo' | 'schemaValidator' | 'fetch' | 'httpTransport'>
+  /** The answer bounds of a client key's connections. */
+  limits: (key: string) => ResponseLimits | undefined
+  /** Deadline of a whole tools/list (all pages). */
+  listTimeoutMs: number
+  /** tools/call deadline when neither the call nor the spec gives one. */
+  callTimeoutMs: number
+  /** A tools/call is being replayed (counted in the pool's resilience stats). */
+  onRetry: () => void
+}
+
+/** Per-call options of tools/call (the pool's callTool). */
+export interface CallToolOptions {
+  /** Aborting sends notifications/cancelled to the server and fails the call with GW_CANCELLED. */
+  signal?: AbortSignal
+  /** Deadline for this call (default: the spec's timeoutMs, else the pool's callTimeoutMs). */
+  timeoutMs?: number
+  /** Asks the server for progress on this call (a progressToken of the SDK's own) and receives it. */
+  onProgress?: (progress: Progress) => void
+  /**
+   * The tool says it is read-only or idempotent (its annotations): a call that failed in
+   * transport before any answer is retried once on a fresh connection. Never set it otherwise.
+   */
+  retrySafe?: boolean
+}
+
+export class PooledClient {
+  /** Caller key + config hash. */
+  readonly id: string
+  readonly key: string
+  readonly spec: ConnectSpec
+  readonly toolList = new ToolListCache()
+  conn: Connection | undefined
+  connecting: Promise<Connection> | undefined
+  /** Why the last connect attempt failed (cleared by a successful one). */
+  connectError: string | undefined
+  closed = false
+  /** Operations running on it; the pool's idle timer and retirement wait for 0. */
+  inFlight = 0
+  lastUsedAt = Date.now()
+  idleTimer: NodeJS.Timeout | undefined
+  /** Why it was retired: out of the pool, closed when its last running call ends. */
+  retired: string | undefined
+  readonly #ctx: ClientContext
+  readonly #secrets: string[]
+  /** Aborted when the client closes: a connect under way (a stdio first start may take a minute) stops with it. */
+  readonly #closing = new AbortController()
+
+  constructor (id: string, key: string, spec: ConnectSpec, context: ClientContext) {
+    this.id = id
+    this.key = key
+    this.spec = spec
+    this.#ctx = context
+    this.#secrets = [...Object.values(spec.headers ?? {}), ...Object.values(spec.env ?? {})]
+  }
+
+  get connected (): boolean {
+    return this.conn !== undefined && !this.conn.closed
+  }
+
+  /** An error's message with this config's secrets (header and env values) redacted. */
+  safeMessage (err: unknown): string {
+    const raw = err instanceof Error ? err.message : String(err)
+    return redactSecrets(raw, this.#secrets).slice(0, 2000)
+  }
+
+  /** The UpstreamError a failure becomes (classify.ts), secrets redacted. */
+  toUpstream (err: unknown, op: 'list' | 'call', timeoutMs?: number): UpstreamError {
+    return toUpstreamError(err, op, op === 'list' ? this.#ctx.listTimeoutMs : timeoutMs, (e) => this.safeMessage(e))
+  }
+
+  /** Single-flight tools/list refresh; the cache takes the list only on success and while the client is open. */
+  refresh (): Promise<Tool[]> {
+    return this.toolList.refresh(async () => await this.#listFromServer(), () => !this.closed)
+  }
+
+  /**
+   * tools/call, replayed once on a fresh connection when `retrySafe` and the failure certainly
+   * got no answer. Throws UpstreamError.
+   */
+  async call (name: string, args: Record<string, unknown> | undefined, options: CallToolOptions): Promise<CallToolResult> {
+    // The SDK adds an abort listener to the signal it is given and never removes it, so it gets a
+    // per-call signal; the caller's long-lived signal then only carries our own removable link.
+    const perCall = new AbortController()
+    const onAbort = (): void => { perCall.abort(options.signal?.reason) }
+    options.signal?.addEventListener('abort', onAbort, { once: true })
+    const timeout = options.timeoutMs ?? this.spec.timeoutMs ?? this.#ctx.callTimeoutMs
+    const deadline = Date.now() + timeout
+    // Any progress notification means the server is running the call: never replayed after it.
+    let responded = false
+    const userProgress = options.onProgress
+    const onProgress = userProgress === undefined ? undefined : (p: Progress): void => { responded = true; userProgress(p) }
+    try {
+      options.signal?.throwIfAborted()
+      for (let attempt = 1; ; attempt++) {
+        const conn = await this.waitFor(this.connect(), options.signal)
+        const attemptTimeout = attempt === 1 ? timeout : Math.max(1, deadline - Date.now())
+        try {
+          const result = await callOnce(conn, name, args, attemptTimeout, perCall.signal, onProgress)
+          this.#ctx.breakers.success(this.id)
+          return result
+        } catch (err) {
+          if (options.signal?.aborted === true) throw new UpstreamError('GW_CANCELLED', `tools/call ${name} was cancelled by the caller`)
+          if (isDeadConnection(err)) this.#drop(conn, 'tools/call failed on a dead connection')
+          if (attempt === 1 && options.retrySafe === true && !responded && !this.closed && deadline - Date.now() > 0 &&
+            failedBeforeResponse(err, transportKind(conn.handle.type).closedMeansUnanswered)) {
+            // The broken connection is out of the pool (dropped above, or already closed): the
+            // next connect() opens a fresh one.
+            if (this.conn === conn) this.#drop(conn, 'tools/call failed before any answer; retrying once')
+            this.#ctx.onRetry()
+            this.#ctx.log.info({ mcpClient: this.key, tool: name, err: this.safeMessage(err) }, 'retrying a read-only/idempotent tools/call once on a fresh connection')
+            continue
+          }
+          this.#countFailure(err, 'call')
+          throw this.toUpstream(err, 'call', timeout)
+        }
+      }
+    } catch (err) {
+      throw this.toUpstream(err, 'call')
+    } finally {
+      options.signal?.removeEventListener('abort', onAbort)
+    }
+  }
+
+  /** Waits for a shared promise, giving up (GW_CANCELLED) when this caller's signal aborts. */
+  async waitFor<T> (promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+    if (signal === undefined) return promise
+    // The shared promise may reject after this caller left, with nobody else listening.
+    promise.catch(() => {})
+    if (signal.aborted) throw new UpstreamError('GW_CANCELLED', `The request to MCP server ${this.key} was cancelled by the caller`)
+    let onAbort: (() => void) | undefined
+    const aborted = new Promise<never>((_resolve, reject) => {
+      onAbort = () => reject(new UpstreamError('GW_CANCELLED', `The request to MCP server ${this.key} was cancelled by the caller`))
+      signal.addEventListener('abort', onAbort, { once: true })
+    })
+    try {
+      return await Promise.race([promise, aborted])
+    } finally {
+      if (onAbort !== undefined) signal.removeEventListener('abort', onAbort)
+    }
+  }
+
+  /** Single-flight connect: every caller of this client shares the same attempt. */
+  connect (): Promise<Connection> {
+    if (this.closed) return Promise.reject(new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client was closed (registry change, eviction or shutdown)'))
+    if (this.conn !== undefined && !this.conn.closed) return Promise.resolve(this.conn)
+    this.connecting ??= this.#open().finally(() => { this.connecting = undefined })
+    return this.connecting
+  }
+
+  /** Closes the connection and any connect under way (idempotent). */
+  async close (why: string): Promise<void> {
+    if (this.closed) return
+    this.closed = true
+    this.#closing.abort()
+    if (this.idleTimer !== undefined) clearTimeout(this.idleTimer)
+    this.#ctx.log.debug({ mcpClient: this.key, why }, 'closing MCP client')
+    const conn = this.conn
+    this.conn = undefined
+    const pending = this.connecting
+    const closing: Array<Promise<void>> = []
+    if (conn !== undefined) closing.push(this.#closeConnection(conn))
+    // A connect still in flight is closed by openConnection itself when it sees `closed`.
+    if (pending !== undefined) closing.push(pending.then(() => {}, () => {}))
+    await Promise.all(closing)
+  }
+
+  async #listFromServer (): Promise<Tool[]> {
+    let tools: Tool[]
+    const conn = await this.connect()
+    // The deadline is the listing's own: a connect has its own, and a caller waiting for both
+    // has its signal. Counted from the connect, a slow first start would fail the listing too.
+    const deadline = Date.now() + this.#ctx.listTimeoutMs
+    try {
+      try {
+        tools = await listAllPages(conn.client, deadline)
+      } catch (err) {
+        // tools/list is idempotent, so a stale session or a dropped connection is re-initialised
+        // and the listing retried once (docs/ARCHITECTURE.md#mcp-pool). Anything else (timeout, server error) is final.
+        if (!isDeadConnection(err) || this.closed) throw err
+        this.#drop(conn, 'tools/list failed on a dead connection; retrying once')
+        tools = await listAllPages((await this.connect()).client, deadline)
+      }
+    } catch (err) {
+      this.#countFailure(err, 'list')
+      throw err
+    }
+    this.#ctx.breakers.success(this.id)
+    return tools
+  }
+
+  /** Tells the breaker about a failed operation of a client still in use (breaker-admission.ts). */
+  #countFailure (err: unknown, op: 'list' | 'call' | 'connect'): void {
+    if (this.closed) return
+    this.#ctx.breakers.countFailure(this, err, op, (e) => this.safeMessage(e))
+  }
+
+  async #open (): Promise<Connection> {
+    try {
+      const conn = await this.#openOnce(this.#ctx.firstConnects.connectTimeoutMs(this.id, this.spec.type))
+      this.connectError = undefined
+      this.#ctx.firstConnects.connected(this.id)
+      return conn
+    } catch (err) {
+      this.connectError = this.safeMessage(err)
+      this.#countFailure(err, 'connect')
+      throw err
+    }
+  }
+
+  async #openOnce (connectTimeoutMs: number): Promise<Connection> {
+    // The SDK never removes the abort listener it adds to a request's signal: each attempt gets
+    // its own signal, linked to the client's by a listener removed when the attempt ends.
+    const attempt = new AbortController()
+    const onClosing = (): void => { attempt.abort() }
+    this.#closing.signal.addEventListener('abort', onClosing, { once: true })
+    try {
+      return await openConnection({
+        ...this.#ctx.connection,
+        spec: this.spec,
+        label: this.key,
+        limits: this.#ctx.limits(this.key),
+        logger: this.#ctx.log,
+        connectTimeoutMs,
+        safeMessage: (err) => this.safeMessage(err),
+        abandoned: () => this.closed,
+        signal: attempt.signal,
+        inUse: (conn) => this.conn === conn,
+        adopt: (conn) => { this.conn = conn },
+        onClosed: (conn) => { if (this.conn === conn) this.conn = undefined },
+        onDead: (conn, why) => { this.#drop(conn, why) },
+        onToolsChanged: () => {
+          this.toolList.changed()
+          // Refresh in the background so the next listing is served fresh; failures keep the old list.
+          if (!this.closed && this.toolList.tools !== undefined) this.refresh().catch(() => {})
+        }
+      })
+    } finally {
+      this.#closing.signal.removeEventListener('abort', onClosing)
+    }
+  }
+
+  #drop (conn: Connection, why: string): void {
+    if (this.conn === conn) this.conn = undefined
+    if (!conn.closed) {
+      this.#ctx.log.info({ mcpClient: this.key, why }, 'dropping MCP connection; the next request reconnects')
+      this.#closeConnection(conn).catch(() => {})
+    }
+  }
+
+  async #closeConnection (conn: Connection): Promise<void> {
+    await closeConnection(conn, { label: this.key, logger: this.#ctx.log, safeMessage: (err) => this.safeMessage(err) })
+  }
+}
+
+async function callOnce (conn: Connection, name: string, args: Record<string, unknown> | undefined, timeout: number, signal: AbortSignal, onProgress: ((p: Progress) => void) | undefined): Promise<CallToolResult> {
+  // Progress never extends the deadline: a server that keeps reporting must still finish
+  // within the call's timeout.
+  const progress = onProgress !== undefined ? trackProgress(conn.client, onProgress) : undefined
+  try {
+    const params = { name, arguments: args ?? {}, ...(progress !== undefined ? { _meta: { progressToken: progress.token } } : {}) }
+    return await conn.client.callTool(params, undefined, { timeout, signal }) as CallToolResult
+  } finally {
+    progress?.end()
+  }
+}

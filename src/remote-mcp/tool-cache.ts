@@ -1,0 +1,81 @@
+/**
+ * The tool list of one pooled client (docs/ARCHITECTURE.md#mcp-pool): the last list fetched, whether
+ * it is still fresh, and a single-flight refresh that replaces it only on success, so a failed or
+ * cancelled listing never empties what routing uses. `listAllPages` reads every page of one
+ * tools/list within one deadline. How a list is fetched (connect, retry on a dead connection,
+ * the breaker) is the pool's; this file does no I/O of its own.
+ */
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
+import type { Tool } from '@modelcontextprotocol/sdk/types.js'
+import { UpstreamError } from './errors.js'
+
+/** A server that keeps paginating is cut off here (each page is a round trip within the listing's deadline). */
+export const MAX_LIST_PAGES = 1000
+
+export class ToolListCache {
+  #tools: Tool[] | undefined
+  #fetchedAt = 0
+  /** Bumped by notifications/tools/list_changed; a refresh that started before is not fresh. */
+  #version = 0
+  #fetchedVersion = -1
+  #refreshing: Promise<Tool[]> | undefined
+
+  /** The last list fetched, fresh or not; undefined before the first successful refresh. */
+  get tools (): Tool[] | undefined {
+    return this.#tools
+  }
+
+  /** The list when it is younger than `ttlMs` and no list_changed arrived since its refresh started. */
+  fresh (ttlMs: number, now = Date.now()): Tool[] | undefined {
+    if (this.#tools === undefined || this.#fetchedVersion !== this.#version || now - this.#fetchedAt >= ttlMs) return undefined
+    return this.#tools
+  }
+
+  /** notifications/tools/list_changed: the list (and any refresh already under way) is stale. */
+  changed (): void {
+    this.#version++
+  }
+
+  /**
+   * Single-flight: concurrent callers share the refresh under way. `load` fetches the list; the
+   * cache takes it only when `keep()` still holds once it lands (the client was not closed meanwhile).
+   */
+  refresh (load: () => Promise<Tool[]>, keep: () => boolean = () => true): Promise<Tool[]> {
+    this.#refreshing ??= this.#load(load, keep).finally(() => { this.#refreshing = undefined })
+    return this.#refreshing
+  }
+
+  async #load (load: () => Promise<Tool[]>, keep: () => boolean): Promise<Tool[]> {
+    const version = this.#version
+    const tools = await load()
+    if (keep()) {
+      this.#tools = tools
+      this.#fetchedAt = Date.now()
+      this.#fetchedVersion = version
+    }
+    return tools
+  }
+}
+
+/**
+ * Every page of tools/list, each request bounded by what is left of `deadline` (epoch ms). Throws
+ * the SDK's McpError RequestTimeout once the deadline passes, UpstreamError for a server that
+ * repeats a cursor (it would loop until the deadline) or sends more than MAX_LIST_PAGES pages.
+ */
+export async function listAllPages (client: Pick<Client, 'listTools'>, deadline: number): Promise<Tool[]> {
+  const tools: Tool[] = []
+  let cursor: string | undefined
+  const seen = new Set<string>()
+  for (let page = 0; page < MAX_LIST_PAGES; page++) {
+    const timeout = deadline - Date.now()
+    if (timeout <= 0) throw new McpError(ErrorCode.RequestTimeout, 'Request timed out')
+    const result = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout })
+    tools.push(...result.tools)
+    cursor = result.nextCursor
+    if (cursor === undefined) return tools
+    if (seen.has(cursor)) throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP server repeated a tools/list cursor')
+    seen.add(cursor)
+  }
+  throw new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server returned more than ${MAX_LIST_PAGES} tools/list pages`)
+}
