@@ -1,14 +1,14 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { getEventListeners } from 'node:events'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { SseError } from '@modelcontextprotocol/sdk/client/sse.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
-import { createTransport } from '../../../src/remote-mcp/transports.js'
-import { ConnectSpecError } from '../../../src/remote-mcp/transport.js'
-import { isolateAbortSignals, limitResponses, refuseRedirects, SseEventSizer } from '../../../src/remote-mcp/http-fetch.js'
-import { MessageTooLargeError, ResponseBudget } from '../../../src/remote-mcp/response-limits.js'
+import { createTransport, transportKind } from '../../../src/remote-mcp/transports.js'
+import { CONNECT_TYPES, ConnectSpecError } from '../../../src/remote-mcp/transport.js'
+import { SERVER_TYPES } from '../../../src/registry/server-config.js'
+import { refuseRedirects } from '../../../src/remote-mcp/http-fetch.js'
 import type { Logger } from '../../../src/logger.js'
 import { startSseFixture, startStreamableHttpFixture, stdioFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
 
@@ -29,6 +29,30 @@ test('createTransport rejects specs that cannot work', () => {
   assert.throws(() => createTransport({ type: 'sse', url: 'not a url' }), ConnectSpecError)
   assert.throws(() => createTransport({ type: 'stdio' }), /needs a command/)
   assert.throws(() => createTransport({ type: 'websocket' as 'sse', url: 'http://127.0.0.1:1/' }), /Unknown MCP transport type/)
+})
+
+test('one row per transport type the registry accepts, with the traits the pool reads', () => {
+  assert.deepEqual([...CONNECT_TYPES].sort(), [...SERVER_TYPES].sort(), 'every type a config may name has a transport')
+  for (const type of CONNECT_TYPES) assert.equal(typeof transportKind(type).create, 'function', type)
+  assert.throws(() => transportKind('constructor' as 'sse'), /Unknown MCP transport type/, 'no prototype key is a transport')
+  // stdio: a process the gateway starts (warm-up, first-connect deadline), no partial responses.
+  assert.equal(transportKind('stdio').slowFirstStart, true)
+  assert.equal(transportKind('stdio').closedMeansUnanswered, true)
+  for (const type of ['streamable_http', 'sse'] as const) {
+    assert.equal(transportKind(type).slowFirstStart, false, type)
+    assert.equal(transportKind(type).closedMeansUnanswered, false, type)
+  }
+  assert.equal(transportKind('streamable_http').onTransportError(new Error('stream broke')), 'probe')
+  assert.equal(transportKind('sse').onTransportError(new SseError(undefined, 'stream broke', undefined as never)), 'drop', 'a legacy SSE session cannot resume')
+  assert.equal(transportKind('sse').onTransportError(new Error('other')), 'log')
+  assert.equal(transportKind('stdio').onTransportError(new Error('other')), 'log')
+})
+
+test('the streamable-HTTP handles (lean and SDK) end their session on close; SSE and stdio have none', () => {
+  const url = 'http://127.0.0.1:1/mcp'
+  assert.equal(typeof createTransport({ type: 'streamable_http', url }).endSession, 'function')
+  assert.equal(typeof createTransport({ type: 'streamable_http', url }, { httpTransport: 'lean' }).endSession, 'function')
+  assert.equal(createTransport({ type: 'sse', url }).endSession, undefined)
 })
 
 test('streamable HTTP: headers and the injected fetch are used for every request, with redirect manual', async (t) => {
@@ -79,48 +103,6 @@ test('redirects are refused, never followed', async (t) => {
   const client = new Client({ name: 't', version: '1' })
   await assert.rejects(client.connect(createTransport({ type: 'streamable_http', url }).transport, { timeout: 5000 }), /redirect/)
   assert.equal(followed, 0)
-})
-
-test('isolateAbortSignals: a fetch that never removes its abort listener leaves none on the shared signal', async () => {
-  // Mimics undici: one abort listener per request on the signal it is given, released only at GC.
-  const leaky: FetchLike = async (_url, init) => {
-    init?.signal?.addEventListener('abort', () => {})
-    return new Response('ok')
-  }
-  const shared = new AbortController()
-  const isolated = isolateAbortSignals(leaky)
-  for (let i = 0; i < 2000; i++) await (await isolated.fetch('http://x/', { signal: shared.signal })).text()
-  assert.equal(getEventListeners(shared.signal, 'abort').length, 0)
-  assert.equal(isolated.sharedListenerCount(), 0)
-
-  // The control: without isolation the same fetch piles listeners onto the shared signal.
-  const control = new AbortController()
-  for (let i = 0; i < 50; i++) await leaky('http://x/', { signal: control.signal })
-  assert.equal(getEventListeners(control.signal, 'abort').length, 50)
-})
-
-test('isolateAbortSignals: aborting the shared signal still aborts an in-flight request and its body', async () => {
-  let seenSignal: AbortSignal | undefined
-  const slowBody: FetchLike = async (_url, init) => {
-    seenSignal = init?.signal ?? undefined
-    const body = new ReadableStream<Uint8Array>({
-      start (controller) {
-        init?.signal?.addEventListener('abort', () => controller.error(init.signal?.reason))
-        controller.enqueue(new TextEncoder().encode('partial'))
-      }
-    })
-    return new Response(body)
-  }
-  const shared = new AbortController()
-  const isolated = isolateAbortSignals(slowBody)
-  const response = await isolated.fetch('http://x/', { signal: shared.signal })
-  assert.equal(isolated.sharedListenerCount(), 1, 'the link lives while the body is unread')
-  assert.notEqual(seenSignal, shared.signal)
-  const reading = response.text()
-  shared.abort(new Error('closing'))
-  await assert.rejects(reading)
-  assert.equal(seenSignal?.aborted, true)
-  assert.equal(getEventListeners(shared.signal, 'abort').length, 0)
 })
 
 test('streamable HTTP: 2,000 calls on one transport emit no MaxListenersExceededWarning', async (t) => {
@@ -180,52 +162,6 @@ test('stdio: stderr is capped in the logs and still drained', async () => {
   assert.ok(logged <= 4096, `logged ${logged} bytes`)
   assert.ok(logged > 0)
   assert.equal(logger.lines.filter((l) => String(l.msg).includes('exceeds the cap')).length, 1)
-})
-
-// --- bounds on answers for the SDK transports and stdio (issue 27 item 10) --------------------
-
-test('SseEventSizer: the bytes of the unfinished event, whatever the chunk boundaries (LF, CRLF, CR)', () => {
-  const text = 'event: message\r\ndata: 12345\r\n\r\ndata: abc\ndata: de\n\ndata: x\r\rdata: tail'
-  const bytes = Buffer.from(text)
-  // After the whole text only `data: tail` (10 bytes) is unfinished.
-  for (let i = 0; i <= bytes.length; i++) {
-    const s = new SseEventSizer()
-    s.push(bytes.subarray(0, i))
-    assert.equal(s.push(bytes.subarray(i)), 10, `split at ${i}`)
-  }
-  const s = new SseEventSizer()
-  assert.equal(s.push(Buffer.from('data: 1234\n')), 11, 'a finished line of an unfinished event counts')
-  assert.equal(s.push(Buffer.from('\n')), 0, 'a blank line ends the event')
-})
-
-test('limitResponses: a JSON body past the bound errors the stream; an SSE stream is cut at the first oversized event only', async (t) => {
-  const server = createServer((req, res) => {
-    if (req.url === '/json') { res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ x: 'j'.repeat(200_000) })); return }
-    res.writeHead(200, { 'content-type': 'text/event-stream' })
-    // Many small events (more than the bound in total), then one too large.
-    for (let i = 0; i < 100; i++) res.write(`data: ${'s'.repeat(10_000)}\n\n`)
-    res.end(`data: ${'b'.repeat(200_000)}\n\n`)
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.after(() => new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections() }))
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
-  const budget = new ResponseBudget({ totalBytes: 10 * 1024 * 1024, ownerBytes: 1024 * 1024 })
-  const limited = limitResponses(async (u, i) => await fetch(u, i), { maxMessageBytes: 100_000, budget, owner: 'o' })
-  await assert.rejects((await limited(`${base}/json`)).json(), (err: unknown) => err instanceof MessageTooLargeError || (err as { cause?: unknown }).cause instanceof MessageTooLargeError)
-  const reader = (await limited(`${base}/sse`)).body?.getReader()
-  let read = 0
-  const err = await (async () => {
-    try {
-      for (;;) {
-        const { value, done } = await (reader as ReadableStreamDefaultReader<Uint8Array>).read()
-        if (done) return undefined
-        read += value.length
-      }
-    } catch (e) { return e }
-  })()
-  assert.ok(err instanceof MessageTooLargeError, String(err))
-  assert.ok(read >= 100 * 10_000, `the small events (${read} bytes) all passed`)
-  assert.equal(budget.usedBytes(), 0, 'the charges were given back')
 })
 
 test('stdio: a line past maxMessageBytes closes the connection instead of growing the buffer', async (t) => {
