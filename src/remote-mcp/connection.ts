@@ -1,8 +1,9 @@
 /**
  * One connection to a remote MCP server: the transport, the SDK Client over it, the initialize
  * handshake within a deadline (retried on stale kept-alive sockets), what the transport's close
- * and error events mean, and closing it. The pool (pool.ts) decides when a connection is opened,
- * shared and dropped; this file knows nothing of keys, caches or callers.
+ * and error events mean (its TransportKind says), and closing it. The pool's client
+ * (pooled-client.ts) decides when a connection is opened, shared and dropped; this file knows
+ * nothing of keys, caches or callers.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'

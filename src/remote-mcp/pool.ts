@@ -78,7 +78,7 @@ export interface McpClientStats {
   tools: number
   /** Epoch ms of the last listTools/callTool. */
   lastUsedAt: number
-  /** Abort listeners on the transport-wide signal (bounded by in-flight requests; see transports.ts). */
+  /** Abort listeners on the transport-wide signal (bounded by in-flight requests; see http-fetch.ts isolateAbortSignals). */
   abortListeners: number
 }
 
