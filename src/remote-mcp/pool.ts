@@ -137,8 +137,6 @@ export class McpClientPool {
   /** Clients taken out of #entries while calls still ran on them (see #retire). */
   readonly #retiring = new Set<PooledClient>()
   readonly #breakers: BreakerAdmission
-  /** Which configs started once: a slow-starting server's first connect has a longer deadline (warm-start.ts). */
-  readonly #firstConnects: FirstConnects
   /** What every client shares (one object per pool). */
   readonly #context: ClientContext
   #retries = 0
@@ -150,7 +148,8 @@ export class McpClientPool {
     this.#log = options.logger ?? silentLogger
     // Remembered beyond the clients themselves (an open breaker outlives its idle client), bounded alike.
     this.#breakers = new BreakerAdmission({ ...breaker, maxEntries: 4 * options.maxClients }, this.#log)
-    this.#firstConnects = new FirstConnects({
+    // Which configs started once: a slow-starting server's first connect has a longer deadline.
+    const firstConnects = new FirstConnects({
       connectTimeoutMs: options.connectTimeoutMs,
       firstConnectTimeoutMs: options.stdioFirstConnectTimeoutMs ?? options.connectTimeoutMs,
       maxRemembered: 4 * options.maxClients
@@ -159,7 +158,7 @@ export class McpClientPool {
     this.#context = {
       log: this.#log,
       breakers: this.#breakers,
-      firstConnects: this.#firstConnects,
+      firstConnects,
       connection: {
         clientInfo: options.clientInfo,
         schemaValidator: options.schemaValidator ?? new SharedSchemaValidator(),
@@ -192,9 +191,7 @@ export class McpClientPool {
    * way: a caller whose own deadline ran out can say the server is starting, not that it timed out.
    */
   starting (key: string, spec: ConnectSpec): StartingState | undefined {
-    const entry = this.#entries.get(clientId(key, spec))
-    if (entry === undefined) return undefined
-    return this.#firstConnects.starting(entry.id, entry.spec.type, entry.connecting !== undefined, entry.connectError)
+    return this.#entries.get(clientId(key, spec))?.starting()
   }
 
   /**
@@ -301,7 +298,7 @@ export class McpClientPool {
         connected: isConnected,
         tools: e.toolList.tools?.length ?? 0,
         lastUsedAt: e.lastUsedAt,
-        abortListeners: e.conn?.handle.abortListenerCount() ?? 0
+        abortListeners: e.abortListenerCount()
       }
     }
     return { totalClients: this.#entries.size, connectedClients: connected, clients }

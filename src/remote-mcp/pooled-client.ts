@@ -18,7 +18,7 @@ import type { ResponseLimits } from './response-limits.js'
 import { listAllPages, ToolListCache } from './tool-cache.js'
 import type { ConnectSpec } from './transport.js'
 import { transportKind } from './transports.js'
-import type { FirstConnects } from './warm-start.js'
+import type { FirstConnects, StartingState } from './warm-start.js'
 
 /** What every client of one pool shares; built once by the pool. */
 export interface ClientContext {
@@ -58,11 +58,6 @@ export class PooledClient {
   readonly key: string
   readonly spec: ConnectSpec
   readonly toolList = new ToolListCache()
-  conn: Connection | undefined
-  connecting: Promise<Connection> | undefined
-  /** Why the last connect attempt failed (cleared by a successful one). */
-  connectError: string | undefined
-  closed = false
   /** Operations running on it; the pool's idle timer and retirement wait for 0. */
   inFlight = 0
   lastUsedAt = Date.now()
@@ -71,6 +66,11 @@ export class PooledClient {
   retired: string | undefined
   readonly #ctx: ClientContext
   readonly #secrets: string[]
+  #conn: Connection | undefined
+  #connecting: Promise<Connection> | undefined
+  /** Why the last connect attempt failed (cleared by a successful one). */
+  #connectError: string | undefined
+  #closed = false
   /** Aborted when the client closes: a connect under way (a stdio first start may take a minute) stops with it. */
   readonly #closing = new AbortController()
 
@@ -83,7 +83,22 @@ export class PooledClient {
   }
 
   get connected (): boolean {
-    return this.conn !== undefined && !this.conn.closed
+    return this.#conn !== undefined && !this.#conn.closed
+  }
+
+  /** Closed (evicted, idle, retired, the pool closed): operations fail, a connect under way is abandoned. */
+  get closed (): boolean {
+    return this.#closed
+  }
+
+  /** Abort listeners on the connection's transport-wide signal (GET /status). */
+  abortListenerCount (): number {
+    return this.#conn?.handle.abortListenerCount() ?? 0
+  }
+
+  /** Defined while this client's first start (warm-start.ts) is under way. */
+  starting (): StartingState | undefined {
+    return this.#ctx.firstConnects.starting(this.id, this.spec.type, this.#connecting !== undefined, this.#connectError)
   }
 
   /** An error's message with this config's secrets (header and env values) redacted. */
@@ -99,7 +114,7 @@ export class PooledClient {
 
   /** Single-flight tools/list refresh; the cache takes the list only on success and while the client is open. */
   refresh (): Promise<Tool[]> {
-    return this.toolList.refresh(async () => await this.#listFromServer(), () => !this.closed)
+    return this.toolList.refresh(async () => await this.#listFromServer(), () => !this.#closed)
   }
 
   /**
@@ -130,11 +145,11 @@ export class PooledClient {
         } catch (err) {
           if (options.signal?.aborted === true) throw new UpstreamError('GW_CANCELLED', `tools/call ${name} was cancelled by the caller`)
           if (isDeadConnection(err)) this.#drop(conn, 'tools/call failed on a dead connection')
-          if (attempt === 1 && options.retrySafe === true && !responded && !this.closed && deadline - Date.now() > 0 &&
+          if (attempt === 1 && options.retrySafe === true && !responded && !this.#closed && deadline - Date.now() > 0 &&
             failedBeforeResponse(err, transportKind(conn.handle.type).closedMeansUnanswered)) {
             // The broken connection is out of the pool (dropped above, or already closed): the
             // next connect() opens a fresh one.
-            if (this.conn === conn) this.#drop(conn, 'tools/call failed before any answer; retrying once')
+            if (this.#conn === conn) this.#drop(conn, 'tools/call failed before any answer; retrying once')
             this.#ctx.onRetry()
             this.#ctx.log.info({ mcpClient: this.key, tool: name, err: this.safeMessage(err) }, 'retrying a read-only/idempotent tools/call once on a fresh connection')
             continue
@@ -170,22 +185,22 @@ export class PooledClient {
 
   /** Single-flight connect: every caller of this client shares the same attempt. */
   connect (): Promise<Connection> {
-    if (this.closed) return Promise.reject(new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client was closed (registry change, eviction or shutdown)'))
-    if (this.conn !== undefined && !this.conn.closed) return Promise.resolve(this.conn)
-    this.connecting ??= this.#open().finally(() => { this.connecting = undefined })
-    return this.connecting
+    if (this.#closed) return Promise.reject(new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client was closed (registry change, eviction or shutdown)'))
+    if (this.#conn !== undefined && !this.#conn.closed) return Promise.resolve(this.#conn)
+    this.#connecting ??= this.#open().finally(() => { this.#connecting = undefined })
+    return this.#connecting
   }
 
   /** Closes the connection and any connect under way (idempotent). */
   async close (why: string): Promise<void> {
-    if (this.closed) return
-    this.closed = true
+    if (this.#closed) return
+    this.#closed = true
     this.#closing.abort()
     if (this.idleTimer !== undefined) clearTimeout(this.idleTimer)
     this.#ctx.log.debug({ mcpClient: this.key, why }, 'closing MCP client')
-    const conn = this.conn
-    this.conn = undefined
-    const pending = this.connecting
+    const conn = this.#conn
+    this.#conn = undefined
+    const pending = this.#connecting
     const closing: Array<Promise<void>> = []
     if (conn !== undefined) closing.push(this.#closeConnection(conn))
     // A connect still in flight is closed by openConnection itself when it sees `closed`.
@@ -205,7 +220,7 @@ export class PooledClient {
       } catch (err) {
         // tools/list is idempotent, so a stale session or a dropped connection is re-initialised
         // and the listing retried once (docs/ARCHITECTURE.md#mcp-pool). Anything else (timeout, server error) is final.
-        if (!isDeadConnection(err) || this.closed) throw err
+        if (!isDeadConnection(err) || this.#closed) throw err
         this.#drop(conn, 'tools/list failed on a dead connection; retrying once')
         tools = await listAllPages((await this.connect()).client, deadline)
       }
@@ -219,18 +234,18 @@ export class PooledClient {
 
   /** Tells the breaker about a failed operation of a client still in use (breaker-admission.ts). */
   #countFailure (err: unknown, op: 'list' | 'call' | 'connect'): void {
-    if (this.closed) return
+    if (this.#closed) return
     this.#ctx.breakers.countFailure(this, err, op, (e) => this.safeMessage(e))
   }
 
   async #open (): Promise<Connection> {
     try {
       const conn = await this.#openOnce(this.#ctx.firstConnects.connectTimeoutMs(this.id, this.spec.type))
-      this.connectError = undefined
+      this.#connectError = undefined
       this.#ctx.firstConnects.connected(this.id)
       return conn
     } catch (err) {
-      this.connectError = this.safeMessage(err)
+      this.#connectError = this.safeMessage(err)
       this.#countFailure(err, 'connect')
       throw err
     }
@@ -251,16 +266,16 @@ export class PooledClient {
         logger: this.#ctx.log,
         connectTimeoutMs,
         safeMessage: (err) => this.safeMessage(err),
-        abandoned: () => this.closed,
+        abandoned: () => this.#closed,
         signal: attempt.signal,
-        inUse: (conn) => this.conn === conn,
-        adopt: (conn) => { this.conn = conn },
-        onClosed: (conn) => { if (this.conn === conn) this.conn = undefined },
+        inUse: (conn) => this.#conn === conn,
+        adopt: (conn) => { this.#conn = conn },
+        onClosed: (conn) => { if (this.#conn === conn) this.#conn = undefined },
         onDead: (conn, why) => { this.#drop(conn, why) },
         onToolsChanged: () => {
           this.toolList.changed()
           // Refresh in the background so the next listing is served fresh; failures keep the old list.
-          if (!this.closed && this.toolList.tools !== undefined) this.refresh().catch(() => {})
+          if (!this.#closed && this.toolList.tools !== undefined) this.refresh().catch(() => {})
         }
       })
     } finally {
@@ -269,7 +284,7 @@ export class PooledClient {
   }
 
   #drop (conn: Connection, why: string): void {
-    if (this.conn === conn) this.conn = undefined
+    if (this.#conn === conn) this.#conn = undefined
     if (!conn.closed) {
       this.#ctx.log.info({ mcpClient: this.key, why }, 'dropping MCP connection; the next request reconnects')
       this.#closeConnection(conn).catch(() => {})
