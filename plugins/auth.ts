@@ -23,7 +23,7 @@ declare module 'fastify' {
 }
 
 /** Longer Authorization headers are refused before any hashing (keys are at most 512 chars). */
-export const MAX_AUTHORIZATION_LENGTH = 8 * 1024
+const MAX_AUTHORIZATION_LENGTH = 8 * 1024
 
 const REALM = 'Bearer realm="tool-gateway"'
 

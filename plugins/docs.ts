@@ -7,7 +7,7 @@ import { OPERATION_EXAMPLES, PATH_PARAMETER_EXAMPLES } from '../src/api/examples
 import { VERSION } from '../src/version.js'
 
 /** The one security scheme: the API key as a bearer token (plugins/auth.ts). */
-export const SECURITY_SCHEME = 'apiKey'
+const SECURITY_SCHEME = 'apiKey'
 
 /**
  * Each operation's `security`, derived from the route's own config (the rule the auth plugin
@@ -15,7 +15,7 @@ export const SECURITY_SCHEME = 'apiKey'
  * that requires a key after all (METRICS_REQUIRE_KEY), needs the API key. Routes set their own
  * `security` in vain: it is overwritten.
  */
-export function securityOf (config: RouteOptions['config']): Array<Record<string, string[]>> {
+function securityOf (config: RouteOptions['config']): Array<Record<string, string[]>> {
   return config?.public === true && config.requireKey !== true ? [] : [{ [SECURITY_SCHEME]: [] }]
 }
 

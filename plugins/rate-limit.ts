@@ -58,7 +58,7 @@ function requestedUserId (request: FastifyRequest): string | undefined {
  * the tenant the request names, so an orchestrator acting for many tenants is limited per
  * tenant; else the admin key (by its non-reversible id) or, in open mode, the client IP.
  */
-export function bucketOf (request: FastifyRequest): string {
+function bucketOf (request: FastifyRequest): string {
   if (request.caller?.userId !== undefined) return `t:${request.caller.userId}`
   const named = requestedUserId(request)
   if (named !== undefined) return `t:${named}`

@@ -6,8 +6,6 @@ import { errorResponses } from '../src/api/common.js'
 import { FORWARDED_PROCESS_CALL_PATH } from '../src/cluster/index.js'
 import { HttpError } from '../src/errors.js'
 
-export { FORWARDED_PROCESS_CALL_PATH }
-
 /**
  * GET /cluster (admin): the live instances. POST /internal/cluster/processes: instance to
  * instance only (`config.cluster`: a CLUSTER_SECRET token instead of an API key, checked against

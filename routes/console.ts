@@ -22,7 +22,7 @@ const here = dirname(fileURLToPath(import.meta.url))
  * Where `npm run build:console` writes: console/dist beside routes/ when run from the sources
  * (npm start), or two levels up when run compiled (dist/routes/console.js, the Docker image).
  */
-export function consoleDistDir (): string {
+function consoleDistDir (): string {
   const candidates = [join(here, '..', 'console', 'dist'), join(here, '..', '..', 'console', 'dist')]
   return candidates.find((dir) => existsSync(join(dir, 'index.html'))) ?? candidates[0] as string
 }

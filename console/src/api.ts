@@ -51,7 +51,7 @@ export interface Readiness {
 }
 
 /** An answer of the API that is not a success: its own code and message, as the API sent them. */
-export class ApiError extends Error {
+class ApiError extends Error {
   readonly status: number
   readonly code: string
   constructor (status: number, code: string, message: string) {

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 
-export const InstanceInfo = Type.Object({
+const InstanceInfo = Type.Object({
   id: Type.String({ description: 'The instance (host name, pid and a random part; a restart is a new instance)' }),
   url: Type.String({ description: 'Its INSTANCE_URL: where the other instances reach it' }),
   startedAt: Type.Integer({ description: 'Epoch milliseconds' }),

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox'
 
 /** A tenant's userId, or `_global` (admin only): the journal of calls that named no tenant. */
-export const JournalUserId = Type.String({ pattern: '^(_global|[A-Za-z0-9][A-Za-z0-9-]{0,63})$', description: 'A userId, or _global (admin only) for calls that named none' })
+const JournalUserId = Type.String({ pattern: '^(_global|[A-Za-z0-9][A-Za-z0-9-]{0,63})$', description: 'A userId, or _global (admin only) for calls that named none' })
 
 export const InvocationsParams = Type.Object({ userId: JournalUserId })
 export const InvocationParams = Type.Object({ userId: JournalUserId, callId: Type.String({ minLength: 1, maxLength: 256 }) })
@@ -16,14 +16,6 @@ export const InvocationsQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Entries per page (default 50, at most 500); with Accept: application/x-ndjson, entries in all (default: every entry selected)' })),
   cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'The nextCursor of the previous page, as is' }))
 }, { additionalProperties: false })
-
-/** A field cut to its budget: its first bytes and its full size. */
-const Capped = Type.Object({
-  $capped: Type.Literal(true),
-  bytes: Type.Integer({ description: 'UTF-8 bytes of the whole field (its JSON for arguments and trace)' }),
-  limit: Type.Integer({ description: 'The budget: 16384 for arguments and output, 65536 for trace' }),
-  head: Type.String({ description: 'The first `limit` bytes of the text, masked' })
-}, { description: 'In place of a field over its budget' })
 
 export const InvocationEntry = Type.Object({
   callId: Type.String(),
@@ -46,7 +38,6 @@ export const InvocationEntry = Type.Object({
   checkpointId: Type.Union([Type.String(), Type.Null()]),
   approvalId: Type.Union([Type.String(), Type.Null()])
 }, { description: 'One journal entry. A field over its budget is replaced by { $capped: true, bytes, limit, head }' })
-export { Capped as CappedField }
 
 export const InvocationPage = Type.Object({
   invocations: Type.Array(InvocationEntry, { description: 'Newest first' }),

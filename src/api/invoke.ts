@@ -11,7 +11,7 @@ const Limits = Type.Object({
   outputMaxChars: Type.Optional(Type.Integer({ minimum: 1 }))
 }, { additionalProperties: false, description: 'Can only lower the server maxima' })
 
-export const InvokeContext = Type.Object({
+const InvokeContext = Type.Object({
   workspaceId: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$', description: 'Selects WORKSPACES_DIR/{tenant}/{workspaceId}; default "default"' })),
   readRoots: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 32, description: 'Names of read-only roots configured with READ_ROOTS' })),
   limits: Type.Optional(Limits),
@@ -19,7 +19,7 @@ export const InvokeContext = Type.Object({
   checkpoint: Type.Optional(Type.Boolean({ description: 'Before a mutating built-in (write_file, edit, apply_patch, update_agents_md, bash) runs, take a checkpoint of the workspace; its id is the result\'s checkpointId (restore it with POST /users/{userId}/workspaces/{workspaceId}/checkpoints/{checkpointId}/restore)' }))
 }, { additionalProperties: false })
 
-export const AllowList = Type.Object({
+const AllowList = Type.Object({
   functions: Type.Optional(Type.Array(Type.String({ maxLength: 512 }), { maxItems: 1000 })),
   mcp: Type.Optional(Type.Array(Type.String({ maxLength: 512 }), { maxItems: 1000 }))
 }, { additionalProperties: false, description: 'When given, only tools GET /tools would list for it can be invoked' })
@@ -53,7 +53,7 @@ export const BatchBody = Type.Object({
   calls: Type.Array(Type.Unknown(), { minItems: 1, description: 'Invoke bodies; each is validated on its own so one bad call never fails the batch' })
 }, { additionalProperties: false })
 
-export const BatchEntryError = Type.Object({
+const BatchEntryError = Type.Object({
   callId: Type.String({ description: 'The call\'s callId, or one generated like a successful call\'s' }),
   name: Type.Union([Type.String(), Type.Null()], { description: 'null when the entry had no string name' }),
   output: Type.String({ description: 'TOOL_ERROR: {"errorType", "error", "tool", "callId"}, the tool message to give the model; errorType is the GW_ code in PascalCase (GW_TOOL_NOT_FOUND: ToolNotFound)' }),
@@ -68,7 +68,7 @@ export const InvokePending = Type.Object({
   approvalId: Type.String({ description: 'Decide it with POST /approvals/{approvalId}; read it with GET /approvals/{approvalId}' })
 }, { description: 'The tool policy holds the call for a human\'s approval (requireApproval): it has not run' })
 
-export const BatchEntryPending = Type.Object({
+const BatchEntryPending = Type.Object({
   callId: Type.String(),
   name: Type.String(),
   status: Type.Literal('pending'),

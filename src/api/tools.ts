@@ -1,5 +1,4 @@
 import { Type } from '@sinclair/typebox'
-import type { Static } from '@sinclair/typebox'
 import { BUILTIN_NAMES, BUILTIN_READONLY } from '../naming/builtin-names.js'
 import { FORMATS } from '../tools/formats.js'
 import { TIERS } from '../tools/types.js'
@@ -15,7 +14,6 @@ export const ToolsQuery = Type.Object({
   format: Type.Optional(Type.Union(FORMATS.map((f) => Type.Literal(f)), { default: 'openai', description: 'Provider format of the tool schemas' })),
   strict: Type.Optional(Type.Boolean({ default: false, description: 'Any unresolved name is a 400 instead of an entry in `unresolved`' }))
 }, { additionalProperties: false })
-export type ToolsQueryT = Static<typeof ToolsQuery>
 
 const Tier = Type.Union(TIERS.map((r) => Type.Literal(r)))
 
@@ -25,19 +23,19 @@ const Tier = Type.Union(TIERS.map((r) => Type.Literal(r)))
  */
 export type SelectedByRoute = { readonly [T in keyof typeof TIER_TRAITS]: typeof TIER_TRAITS[T]['selectedBy'] }
 
-export const Unresolved = Type.Object({
+const Unresolved = Type.Object({
   kind: Type.Union([Type.Literal('function'), Type.Literal('mcp')]),
   name: Type.String(),
   reason: Type.String()
 })
 
-export const UnavailableServer = Type.Object({
+const UnavailableServer = Type.Object({
   serverId: Type.String(),
   reason: Type.String(),
   retryAt: Type.Optional(Type.String({ format: 'date-time', description: 'The server\'s circuit breaker is open: from this time one call or listing probes it again' }))
 })
 
-export const Diagnostic = Type.Object({
+const Diagnostic = Type.Object({
   type: Type.String(),
   name: Type.String(),
   route: Tier,

@@ -4,8 +4,8 @@ import { IdString } from './common.js'
 const ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$'
 
 /** workspaceIds and checkpointIds: the rule of context.workspaceId ('.' and '..' never match it in practice: checked again in the domain). */
-export const WorkspaceId = Type.String({ pattern: ID_PATTERN, description: `A workspaceId: ${ID_PATTERN}` })
-export const CheckpointId = Type.String({ pattern: ID_PATTERN, description: `A checkpointId: ${ID_PATTERN}` })
+const WorkspaceId = Type.String({ pattern: ID_PATTERN, description: `A workspaceId: ${ID_PATTERN}` })
+const CheckpointId = Type.String({ pattern: ID_PATTERN, description: `A checkpointId: ${ID_PATTERN}` })
 
 export const WorkspacesParams = Type.Object({ userId: IdString })
 export const WorkspaceParams = Type.Object({ userId: IdString, workspaceId: WorkspaceId })

@@ -9,12 +9,9 @@ import { ApprovalWebhook } from './webhook.js'
 export { ApprovalFacade, APPROVAL_WAIT_MAX_MS } from './facade.js'
 export type { ApprovalFacadeOptions, ApprovedCall, DecisionBody, HeldCall } from './facade.js'
 export { ApprovalService } from './service.js'
-export type { ApprovalStatus, ApprovalView, HeldRequest, OpenedApproval } from './service.js'
-export type { ApprovalRecord, ApprovalStore } from './store.js'
-export { MemoryApprovalStore } from './store.js'
+export type { ApprovalView, HeldRequest } from './service.js'
+export type { ApprovalRecord } from './store.js'
 export { RedisApprovalStore } from './redis-store.js'
-export { ApprovalWebhook, signature } from './webhook.js'
-export type { ApprovalNotice } from './webhook.js'
 
 export interface ApprovalSettings {
   /** Where Redis is (REDIS_CLUSTER_NODES or REDIS_URL); wins over redisUrl. */

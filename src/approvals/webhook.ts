@@ -24,7 +24,7 @@ export interface ApprovalWebhookOptions {
 }
 
 /** `sha256=<hex>` of the raw body under the secret: the x-gateway-signature header. */
-export function signature (body: string, secret: string): string {
+function signature (body: string, secret: string): string {
   return 'sha256=' + createHmac('sha256', secret).update(body, 'utf8').digest('hex')
 }
 

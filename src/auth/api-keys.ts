@@ -18,8 +18,8 @@ export interface ApiKeyEntry {
   origin: string
 }
 
-export const MIN_KEY_LENGTH = 16
-export const MAX_KEY_LENGTH = 512
+const MIN_KEY_LENGTH = 16
+const MAX_KEY_LENGTH = 512
 
 /**
  * The characters a key may use: RFC 6750's b64token alphabet, so every key can travel in

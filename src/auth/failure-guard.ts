@@ -57,9 +57,9 @@ export class AuthFailureGuard {
 }
 
 /** Characters of a presented key that name its throttling bucket (see KeyGuessGuard). */
-export const KEY_PREFIX_CHARS = 8
+const KEY_PREFIX_CHARS = 8
 /** The per-address ceiling is this many times the per-(address, key prefix) limit. */
-export const ADDRESS_CEILING_FACTOR = 10
+const ADDRESS_CEILING_FACTOR = 10
 
 /**
  * Key-guess throttling that does not let one address lock out everyone behind it (a NAT, a

@@ -70,7 +70,7 @@ function portOf (text: string | undefined): number | undefined | null {
 }
 
 /** localhost, *.localhost (RFC 6761: always loopback, browsers resolve it themselves), 127.0.0.0/8, ::1. */
-export function isLoopbackName (name: string): boolean {
+function isLoopbackName (name: string): boolean {
   return name === 'localhost' || name.endsWith('.localhost') || name === '::1' ||
     /^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$/.test(name) || name === '::ffff:7f00:1'
 }
@@ -106,7 +106,7 @@ export function hostPolicyOf (mode: 'open' | 'keyed', allowedHosts: readonly str
  * Whether a name and port (a port-less Host means the scheme's default, 80 or 443) is loopback
  * or in the list.
  */
-export function hostAllowed (policy: HostPolicy, host: ParsedHost): boolean {
+function hostAllowed (policy: HostPolicy, host: ParsedHost): boolean {
   if (isLoopbackName(host.name)) return true
   for (const p of policy.allowed) {
     const nameOk = p.wildcard ? host.name.endsWith(`.${p.name}`) : host.name === p.name
@@ -118,7 +118,7 @@ export function hostAllowed (policy: HostPolicy, host: ParsedHost): boolean {
 }
 
 /** An `Origin` header: `null` (sandboxed frames, file:) and anything unparsable are foreign. */
-export function originAllowed (policy: HostPolicy, origin: string): boolean {
+function originAllowed (policy: HostPolicy, origin: string): boolean {
   let url: URL
   try {
     url = new URL(origin)

@@ -53,7 +53,7 @@ export interface Builtins {
  * Where workspaces go when WORKSPACES_DIR is not set and its default (./data/workspaces) is out of
  * the sandbox uid's reach (`npm start` as root from a clone under /root): tried in order.
  */
-export const FALLBACK_WORKSPACES_DIRS = ['/var/lib/tool-gateway/workspaces', path.join(os.tmpdir(), 'tool-gateway-workspaces')]
+const FALLBACK_WORKSPACES_DIRS = ['/var/lib/tool-gateway/workspaces', path.join(os.tmpdir(), 'tool-gateway-workspaces')]
 
 export interface BuiltinDeps {
   /** Allocates each tenant's sandbox uid (the registry store). */

@@ -148,7 +148,7 @@ function normaliseIp (ip: string): { family: 4, ip: string } | { family: 6, ip: 
 }
 
 /** Why an address is blocked, or undefined when it is a public unicast address. Not an IP: blocked. */
-export function blockedCategory (ip: string): string | undefined {
+function blockedCategory (ip: string): string | undefined {
   const parsed = normaliseIp(ip)
   if (parsed === undefined) return 'not an IP address'
   if (parsed.family === 4) return blockedV4.find((r) => r.list.check(parsed.ip, 'ipv4'))?.category
@@ -319,7 +319,7 @@ type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | Addr
  * so the address checked is the address dialled. (IP literals do not go through lookup:
  * guardedFetch checks those before the request.)
  */
-export function guardedLookup (policy: EgressPolicy, cache: { ttlMs: number, maxHosts?: number } = { ttlMs: 0 }): (hostname: string, options: { family?: number | string, all?: boolean }, callback: LookupCallback) => void {
+function guardedLookup (policy: EgressPolicy, cache: { ttlMs: number, maxHosts?: number } = { ttlMs: 0 }): (hostname: string, options: { family?: number | string, all?: boolean }, callback: LookupCallback) => void {
   const resolve = cache.ttlMs > 0 ? cachedResolve(policy.resolve, cache.ttlMs, cache.maxHosts ?? 1000) : policy.resolve
   return (hostname, options, callback) => {
     const host = hostKey(hostname)

@@ -5,11 +5,8 @@ import type { JournalMode } from './entry.js'
 import { MemoryJournalStore } from './memory-store.js'
 import { RedisJournalStore } from './redis-store.js'
 
-export { Journal, PAGE_MAX, EXPORT_MAX } from './journal.js'
-export type { InvocationsQuery, JournalStats } from './journal.js'
-export { CAPS, GLOBAL_TENANT, buildEntry } from './entry.js'
-export type { CallRecord, JournalEntry, JournalMode } from './entry.js'
-export { MemoryJournalStore } from './memory-store.js'
+export { Journal } from './journal.js'
+export type { JournalMode } from './entry.js'
 export { RedisJournalStore } from './redis-store.js'
 export type { JournalStore } from './store.js'
 

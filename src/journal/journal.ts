@@ -65,10 +65,10 @@ const RAW_MAX = 4096
 const BATCH = 256
 const BATCH_CHARS = 4 * 1024 * 1024
 /** A page of GET /users/{userId}/invocations holds at most this many entries (larger limits are lowered to it). */
-export const PAGE_MAX = 500
+const PAGE_MAX = 500
 const PAGE_DEFAULT = 50
 /** An NDJSON export sends at most this many entries (a tenant's journal holds JOURNAL_MAX_ENTRIES). */
-export const EXPORT_MAX = 1_000_000
+const EXPORT_MAX = 1_000_000
 /** A failing store is logged at most this often. */
 const WARN_EVERY_MS = 10_000
 

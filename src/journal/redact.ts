@@ -40,7 +40,7 @@ export function capField (value: unknown, limit: number, json?: string): unknown
 }
 
 /** JSON text of a value that may not be serialisable (cycles, BigInt): a description instead of a throw. */
-export function safeJson (value: unknown): string {
+function safeJson (value: unknown): string {
   try {
     return JSON.stringify(value) ?? 'null'
   } catch (err) {

@@ -45,15 +45,15 @@ export interface PostHooks {
   overheadMs?: () => number
 }
 
-export const DEFAULT_POLL_MS = 2000
-export const DEFAULT_MAX_STREAMS = 1000
+const DEFAULT_POLL_MS = 2000
+const DEFAULT_MAX_STREAMS = 1000
 
 /**
  * A tenant's share of the instance's notification streams: a tenth, at least 4. One tenant can
  * no longer hold them all (every other tenant would get 429); an MCP client needs one stream
  * per endpoint URL, so 100 (of the default 1000) is plenty for any honest tenant.
  */
-export function streamShare (maxStreams: number): number {
+function streamShare (maxStreams: number): number {
   return Math.min(maxStreams, Math.max(4, Math.ceil(maxStreams / 10)))
 }
 
@@ -212,7 +212,7 @@ export class McpEndpoint {
 }
 
 /** Whether a POST body (one message or a batch) has a tools/call with `_meta.progressToken`. */
-export function wantsProgress (body: unknown): boolean {
+function wantsProgress (body: unknown): boolean {
   const messages = Array.isArray(body) ? body : [body]
   return messages.some((m: unknown) => {
     if (m === null || typeof m !== 'object') return false

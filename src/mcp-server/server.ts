@@ -113,7 +113,7 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions): Server {
  * `data` as they are. Not McpError, whose message already reads `MCP error <code>: ...`: the
  * client's McpError adds that prefix again, and the user would read it twice.
  */
-export class JsonRpcError extends Error {
+class JsonRpcError extends Error {
   readonly code: number
   readonly data: unknown
   constructor (code: number, message: string, data?: unknown) {
@@ -127,7 +127,7 @@ export class JsonRpcError extends Error {
 const MCP_ERROR_PREFIX = /^MCP error -?\d+: /
 
 /** The JSON-RPC error for a failed MCP request, as toJsonRpcFailure (src/errors.ts) maps it. */
-export function toJsonRpcError (err: unknown): JsonRpcError {
+function toJsonRpcError (err: unknown): JsonRpcError {
   if (err instanceof JsonRpcError) return err
   if (err instanceof McpError) return new JsonRpcError(err.code, err.message.replace(MCP_ERROR_PREFIX, ''), err.data)
   const { rpcCode, message, data } = toJsonRpcFailure(err)
@@ -149,7 +149,7 @@ const NON_TEXT_TYPES: ReadonlySet<string> = new Set(['image', 'audio', 'resource
  * that ignores structuredContent still reads something. Everything else (built-in and
  * function tools, a call the gateway failed) is `output` as one text item.
  */
-export function toCallToolResult (result: InvokeResult): CallToolResult {
+function toCallToolResult (result: InvokeResult): CallToolResult {
   const raw = mcpTrace(result)
   if (raw === undefined) return { content: [{ type: 'text', text: result.output }], isError: result.isError }
   let content = raw.content as CallToolResult['content']

@@ -111,7 +111,7 @@ const DATA_URI = /^data:([^;,]{0,100})(?:;[^;,]{0,100})*;base64,/
  * URI of any length, or at least MIN_PAYLOAD_CHARS of the base64 (or base64url) alphabet with
  * no space or other punctuation, which text, JSON and URLs never are. Undefined otherwise.
  */
-export function payloadPlaceholder (value: string): string | undefined {
+function payloadPlaceholder (value: string): string | undefined {
   const uri = DATA_URI.exec(value)
   if (uri !== null) return `[data ${uri[1] === '' ? 'unknown' : uri[1]} ${base64Bytes(value.slice(uri[0].length))} bytes]`
   if (value.length < MIN_PAYLOAD_CHARS || !BASE64_RUN.test(value)) return undefined

@@ -11,7 +11,7 @@ export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9-]{0,63}$/
 /** What OpenAI and Anthropic accept, and starting with a letter. */
 export const WIRE_NAME_PATTERN = /^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/
 
-export const WIRE_NAME_MAX = 64
+const WIRE_NAME_MAX = 64
 const HASH_CHARS = 8
 
 export function isValidId (id: string): boolean {

@@ -15,7 +15,7 @@
 import { Worker } from 'node:worker_threads'
 
 /** Wall-clock budget of one check. */
-export const COMMAND_CHECK_BUDGET_MS = 250
+const COMMAND_CHECK_BUDGET_MS = 250
 
 const WORKER_SOURCE = `
 'use strict'

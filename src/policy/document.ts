@@ -32,7 +32,7 @@ export interface PolicyLimitsDocument {
 }
 
 /** Bounds of a policy: a listing tests every tool against every pattern, so their number is capped. */
-export const POLICY_BOUNDS = {
+const POLICY_BOUNDS = {
   /** Entries of each pattern list (deny, allowOnly, requireApproval). */
   maxPatterns: 256,
   /** Characters of a pattern (exposed names have at most 64). */

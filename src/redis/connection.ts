@@ -92,8 +92,3 @@ export function createRedisClient (target: RedisTarget, options: RedisClientOpti
   }
   return new Cluster(target.nodes.map((n) => ({ host: n.host, port: n.port })), clusterOptions)
 }
-
-/** Is this connection up and able to take commands now? */
-export function isReady (client: RedisClient): boolean {
-  return client.status === 'ready'
-}

@@ -1,5 +1,5 @@
-export { createRedisClient, isReady, parseNode, redisTargetOf } from './connection.js'
-export type { RedisClient, RedisClientOptions, RedisTarget } from './connection.js'
+export { createRedisClient, parseNode, redisTargetOf } from './connection.js'
+export type { RedisClient, RedisTarget } from './connection.js'
 export { taggedKey } from './keys.js'
 export { quitWithTimeout } from './quit.js'
 export { escapeGlob, migrateKeys } from './migrate.js'

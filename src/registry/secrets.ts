@@ -27,7 +27,7 @@ import type { RegistryScope } from './types.js'
  * is set without revealing any of it. Empty values stay empty.
  */
 
-export const SEALED_PREFIX = 'enc:v1:'
+const SEALED_PREFIX = 'enc:v1:'
 export const MASK = '****'
 
 const KEY_ID = /^[A-Za-z0-9-]{1,32}$/
@@ -184,7 +184,7 @@ function mapSecrets (config: ServerConfig, fn: (kind: SecretKind, name: string, 
 }
 
 /** The masked form of one value; `undefined` (could not be opened) masks fully. */
-export function maskValue (kind: SecretKind, plain: string | undefined): string {
+function maskValue (kind: SecretKind, plain: string | undefined): string {
   if (plain === '') return ''
   if (kind === 'header' && plain !== undefined) {
     const scheme = AUTH_SCHEMES.exec(plain)?.[1]

@@ -15,7 +15,7 @@ export const SERVER_TYPES = ['streamable_http', 'sse', 'stdio'] as const
 export type ServerType = typeof SERVER_TYPES[number]
 
 /** Accepted spellings of `type`, all lower-cased before lookup. Anything else is a 400. */
-export const SERVER_TYPE_ALIASES: Readonly<Record<string, ServerType>> = {
+const SERVER_TYPE_ALIASES: Readonly<Record<string, ServerType>> = {
   streamable_http: 'streamable_http',
   'streamable-http': 'streamable_http',
   http: 'streamable_http',
@@ -118,7 +118,7 @@ function firstSchemaError (input: unknown): string {
 }
 
 /** Resolves an alias to the canonical type, or undefined for an unknown type. */
-export function canonicalServerType (type: string): ServerType | undefined {
+function canonicalServerType (type: string): ServerType | undefined {
   return Object.hasOwn(SERVER_TYPE_ALIASES, type.toLowerCase()) ? SERVER_TYPE_ALIASES[type.toLowerCase()] : undefined
 }
 

@@ -16,17 +16,17 @@ import type { ResponseLimitError } from './response-limits.js'
  * a JSON answer's send, or carried in the `data` of the JSON-RPC error a transport made for the
  * requests of an SSE stream it stopped reading (an object no server can forge through JSON).
  */
-export function responseLimitError (err: unknown): ResponseLimitError | undefined {
+function responseLimitError (err: unknown): ResponseLimitError | undefined {
   if (isResponseLimitError(err)) return err
   if (err instanceof McpError && isResponseLimitError(err.data)) return err.data
   return undefined
 }
 
-export function isAbortError (err: unknown): boolean {
+function isAbortError (err: unknown): boolean {
   return err instanceof Error && err.name === 'AbortError'
 }
 
-export function isSessionExpired (err: unknown): boolean {
+function isSessionExpired (err: unknown): boolean {
   return err instanceof StreamableHTTPError && err.code === 404
 }
 
@@ -49,7 +49,7 @@ export function isStaleSocket (err: unknown): boolean {
   return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE'
 }
 
-export function classifyUpstream (err: unknown): UpstreamErrorCode {
+function classifyUpstream (err: unknown): UpstreamErrorCode {
   if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) return 'GW_UPSTREAM_TIMEOUT'
   if (err instanceof TypeError && /fetch failed/i.test(err.message)) return 'GW_UPSTREAM_CONNECT'
   return 'GW_UPSTREAM_ERROR'

@@ -7,7 +7,7 @@ import type { ConnectSpec } from './transport.js'
 import { transportKind } from './transports.js'
 
 /** The transport part of a (decrypted) server config. */
-export function toConnectSpec (config: ServerConfig): ConnectSpec {
+function toConnectSpec (config: ServerConfig): ConnectSpec {
   return {
     type: config.type,
     ...(config.url !== undefined ? { url: config.url } : {}),

@@ -25,10 +25,6 @@ export class UpstreamError extends Error {
   }
 }
 
-export function isUpstreamError (err: unknown): err is UpstreamError {
-  return err instanceof UpstreamError
-}
-
 /** Maps an upstream code to the router's failure reason (ToolOutcome). */
 export function upstreamFailureReason (code: UpstreamErrorCode): ToolFailureReason {
   if (code === 'GW_UPSTREAM_TIMEOUT') return 'timeout'

@@ -98,7 +98,7 @@ function clientId (key: string, spec: ConnectSpec): string {
 }
 
 /** Stable hash of a spec: the same config always gives the same hash, any change a new one. */
-export function hashConnectSpec (spec: ConnectSpec): string {
+function hashConnectSpec (spec: ConnectSpec): string {
   return createHash('sha256').update(canonicalJson(spec)).digest('hex').slice(0, 16)
 }
 

@@ -13,7 +13,7 @@ const MiB = 1024 * 1024
  * The room a result's raw items may take beyond the output cap: images, resources and
  * structuredContent are kept in `trace` and passed through `/mcp` as received.
  */
-export const TRACE_ALLOWANCE_BYTES = 4 * MiB
+const TRACE_ALLOWANCE_BYTES = 4 * MiB
 
 /** Bytes of JSON one output character may take at most (UTF-8), so a result of OUTPUT_MAX_CHARS text always fits. */
 const BYTES_PER_CHAR = 4

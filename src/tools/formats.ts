@@ -76,7 +76,7 @@ export function renderTools<F extends ToolFormat> (tools: readonly ListedTool[],
   return tools.map((tool) => renderTool(tool, format))
 }
 
-export function renderTool<F extends ToolFormat> (tool: ListedTool, format: F): RenderedTools[F] {
+function renderTool<F extends ToolFormat> (tool: ListedTool, format: F): RenderedTools[F] {
   const rendered: RenderedTools[ToolFormat] = render(tool, format)
   return rendered as RenderedTools[F]
 }
@@ -120,7 +120,7 @@ function render ({ name, entry }: ListedTool, format: ToolFormat): RenderedTools
  * tool without one gets an empty object; one that omits `type`, or allows `null` beside
  * `object`, is given `type: "object"`. Anything else passes through untouched.
  */
-export function objectSchema (schema: JsonSchema | undefined): ObjectSchema {
+function objectSchema (schema: JsonSchema | undefined): ObjectSchema {
   if (!schema || typeof schema !== 'object' || Array.isArray(schema)) return { type: 'object', properties: {} }
   if (schema.type === 'object') return schema as ObjectSchema
   if (schema.type === undefined || (Array.isArray(schema.type) && schema.type.includes('object'))) return { ...schema, type: 'object' }

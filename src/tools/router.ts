@@ -465,7 +465,7 @@ export class ToolRouter {
  * gateway calls tools synchronously, so such a tool would always fail. It is not offered, its
  * listing says why in `diagnostics`, and a call names the reason.
  */
-export function unsupportedReason (entry: CatalogEntry): string | undefined {
+function unsupportedReason (entry: CatalogEntry): string | undefined {
   if (entry.spec.execution?.taskSupport === 'required') {
     return `Tool '${entry.name}' runs only as an MCP task (execution.taskSupport "required"); the gateway calls tools synchronously and does not support MCP tasks`
   }

@@ -9,7 +9,7 @@ interface Filters { tool: string, isError: '' | 'true' | 'false', since: string,
 const NO_FILTERS: Filters = { tool: '', isError: '', since: '', until: '', limit: '20' }
 
 /** The call again, as curl: the key is a variable, never the one of this session. */
-export function curlOf (entry: Invocation, origin: string): string {
+function curlOf (entry: Invocation, origin: string): string {
   const body: Record<string, unknown> = { name: entry.name }
   const args = entry.arguments
   if (args !== null && typeof args === 'object' && !('$capped' in args)) body.arguments = args

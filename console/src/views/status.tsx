@@ -8,7 +8,7 @@ const SAMPLE_MS = 5000
 const KEEP = 37
 
 /** The sum of every gateway_invocations_total series in a Prometheus text exposition. */
-export function invocationsTotal (text: string): number | undefined {
+function invocationsTotal (text: string): number | undefined {
   let sum: number | undefined
   for (const line of text.split('\n')) {
     const m = /^gateway_invocations_total(?:\{[^}]*\})?\s+([0-9.eE+-]+)/.exec(line)
@@ -20,7 +20,7 @@ export function invocationsTotal (text: string): number | undefined {
 interface Point { label: string, value: number }
 
 /** A bar chart as inline SVG (no chart library). */
-export function BarChart ({ points, unit, title }: { points: Point[], unit: string, title: string }): JSX.Element {
+function BarChart ({ points, unit, title }: { points: Point[], unit: string, title: string }): JSX.Element {
   const width = 600
   const height = 140
   const max = Math.max(1, ...points.map((p) => p.value))

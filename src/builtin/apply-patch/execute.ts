@@ -28,9 +28,9 @@ import { resolveTarget, Trash } from './target.js'
 import type { Slot, Target } from './target.js'
 
 /** Largest file a patch reads (to update it, or to keep a file it overwrites); like edit's cap. */
-export const APPLY_PATCH_MAX_FILE_BYTES = 10 * 1024 * 1024
+const APPLY_PATCH_MAX_FILE_BYTES = 10 * 1024 * 1024
 /** Most bytes of existing files one patch holds in memory, all files together. */
-export const APPLY_PATCH_MAX_STAGED_BYTES = 64 * 1024 * 1024
+const APPLY_PATCH_MAX_STAGED_BYTES = 64 * 1024 * 1024
 
 /**
  * What one hunk did. `operation` is:

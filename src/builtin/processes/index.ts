@@ -1,6 +1,3 @@
 export { DEFAULT_WRITE_TIMEOUT_MS, ProcessManager } from './process-manager.js'
-export type { ProcessLogs, ProcessManagerOptions, ProcessManagerStats, ProcessSnapshot, ProcessStatus, StartRequest, WriteOptions } from './process-manager.js'
-export { FORWARDED_OPS, ProcessService } from './process-service.js'
-export type { ForwardedAnswer, ForwardedCall, ForwardedOp, ProcessServiceOptions } from './process-service.js'
-export { LogRing } from './log-ring.js'
-export type { LogSlice } from './log-ring.js'
+export type { ProcessSnapshot } from './process-manager.js'
+export { ProcessService } from './process-service.js'

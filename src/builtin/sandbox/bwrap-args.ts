@@ -7,7 +7,7 @@ export interface HostLayout {
 }
 
 /** Host /etc entries that programs need and that hold no secrets. Missing ones are skipped (--ro-bind-try). */
-export const HOST_ETC_ENTRIES = [
+const HOST_ETC_ENTRIES = [
   '/etc/ld.so.cache',
   '/etc/ld.so.conf',
   '/etc/ld.so.conf.d',
@@ -25,11 +25,11 @@ export const HOST_ETC_ENTRIES = [
 ] as const
 
 /** Files the sandbox gets generated contents for (never the host's). */
-export const SYNTHETIC_ETC_FILES = ['passwd', 'group', 'hosts', 'nsswitch.conf', 'hostname'] as const
+const SYNTHETIC_ETC_FILES = ['passwd', 'group', 'hosts', 'nsswitch.conf', 'hostname'] as const
 
 export const INNER_UID = 1000
 export const INNER_GID = 1000
-export const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin'
+const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin'
 
 export interface BwrapCommand {
   workspaceRoot: string

@@ -426,12 +426,3 @@ export function setUpCgroups (root: string | undefined, limits: CgroupLimits, na
     return none(`cgroups not writable (${e.code ?? e.message})`)
   }
 }
-
-/** Test helper and diagnostics: child groups currently under a tenant group (v1: pids controller). */
-export function listChildGroups (tenantDir: string): string[] {
-  try {
-    return readdirSync(tenantDir, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name)
-  } catch {
-    return []
-  }
-}

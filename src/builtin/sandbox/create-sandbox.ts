@@ -15,7 +15,7 @@ import type {
   SandboxOptions, SandboxProbe, SandboxStats, SpawnRequest
 } from './types.js'
 
-export const DEFAULT_SANDBOX_LIMITS: Readonly<SandboxLimits> = {
+const DEFAULT_SANDBOX_LIMITS: Readonly<SandboxLimits> = {
   cpuSeconds: 600,
   fileSizeBytes: 1024 * 1024 * 1024,
   maxProcesses: 256,
@@ -25,10 +25,10 @@ export const DEFAULT_SANDBOX_LIMITS: Readonly<SandboxLimits> = {
 }
 
 /** Used by nobody else on a typical host, and never root. */
-export const DEFAULT_SANDBOX_UID = 65534
+const DEFAULT_SANDBOX_UID = 65534
 
 export const DEFAULT_UID_RANGE = { first: 200000, last: 299999 } as const
-export const DEFAULT_TENANT_LIMITS = { memoryBytes: 2 * 1024 * 1024 * 1024, pids: 512 } as const
+const DEFAULT_TENANT_LIMITS = { memoryBytes: 2 * 1024 * 1024 * 1024, pids: 512 } as const
 
 /** How long start-up may spend removing the command cgroups gone gateways left (each group's kill is bounded too). */
 const STARTUP_SWEEP_BUDGET_MS = 10_000
@@ -183,7 +183,7 @@ class SandboxImpl implements Sandbox {
 }
 
 /** One line for the probe and the log: which mechanisms are in force. */
-export function describeIsolation (i: SandboxIsolation): string {
+function describeIsolation (i: SandboxIsolation): string {
   const cg = i.cgroup === 'none' ? `no cgroups (${i.cgroupDetail})` : `${i.cgroupDetail}: per-tenant CPU share, memory and pids limits, one group per command`
   return `${i.uids}; ${cg}; ${i.rlimits ? 'rlimits per process' : 'no rlimits'}; ${i.seccomp ? 'seccomp filter' : 'no seccomp filter'}`
 }

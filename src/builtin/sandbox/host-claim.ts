@@ -50,7 +50,7 @@ export const UID_BLOCK = 10_000
 export const PROCESS_UID_POOL: Readonly<UidRange> = { first: 300000, last: 399999 }
 
 /** Where claims live: /run is a tmpfs (claims do not outlive a reboot) writable by root only. */
-export function defaultClaimsDir (): string {
+function defaultClaimsDir (): string {
   return process.getuid?.() === 0 && existsSync('/run')
     ? '/run/tool-gateway/claims'
     : path.join(os.tmpdir(), `tool-gateway-claims-${process.getuid?.() ?? 'u'}`)

@@ -10,14 +10,14 @@ import type { Workspace } from '../types.js'
 const PROBE_TIMEOUT_MS = 15_000
 
 /** What to tell an operator when bwrap cannot create its namespaces. */
-export const CONTAINER_HINT =
+const CONTAINER_HINT =
   'bubblewrap could not create its namespaces. In Docker run the gateway with ' +
   '`--security-opt seccomp=unconfined --security-opt apparmor=unconfined` (compose: security_opt), ' +
   'in Kubernetes set securityContext.seccompProfile.type=Unconfined and appArmorProfile.type=Unconfined; ' +
   'on the host unprivileged user namespaces must be enabled (sysctl user.max_user_namespaces > 0, ' +
   'kernel.unprivileged_userns_clone=1, kernel.apparmor_restrict_unprivileged_userns=0 on Ubuntu 24.04+).'
 
-export const INSTALL_HINT =
+const INSTALL_HINT =
   'install bubblewrap and util-linux (Debian/Ubuntu: apt-get install bubblewrap util-linux), ' +
   'or set SANDBOX=none for local development only.'
 

@@ -36,12 +36,10 @@ const SECCOMP_FD = 4
  * Runs as root (or as the gateway's uid with a delegated cgroup) with argv
  * `N file1..fileN cmd...`: writes its own pid into each cgroup.procs file, then execs the command
  * (setpriv to the tenant's uid, prlimit, bwrap). The pid never changes, so the command is in its
- * group before it can fork: its whole tree is counted and can be killed through the group.
+ * group before it can fork: its whole tree is counted and can be killed through the group. It exits
+ * 125 when it cannot join a group.
  */
 const LAUNCH_SCRIPT = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || { echo "tool-gateway: cannot join the command\'s cgroup" >&2; exit 125; }; shift; n=$((n-1)); done; exec "$@"'
-
-/** Exit status of the launcher when it could not join the cgroup. */
-export const LAUNCH_FAILED_EXIT = 125
 
 /** bwrap itself gets no gateway variables either: /proc/1/environ inside the sandbox is bwrap's. */
 const LAUNCHER_ENV = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C.UTF-8' }

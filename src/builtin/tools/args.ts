@@ -45,21 +45,3 @@ export const BINARY_SNIFF_BYTES = 8192
 export function looksBinary (buf: Buffer, length = buf.length): boolean {
   return buf.subarray(0, Math.min(length, BINARY_SNIFF_BYTES)).includes(0)
 }
-
-/**
- * Maps `items` through `fn` with at most `limit` calls in flight; results keep the input order.
- * The file tools use it to overlap independent filesystem calls (each await is a thread-pool round
- * trip) without opening an unbounded number of descriptors at once.
- */
-export async function mapLimit<T, R> (items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length)
-  let next = 0
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const i = next++
-      out[i] = await fn(items[i] as T, i)
-    }
-  }
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker))
-  return out
-}

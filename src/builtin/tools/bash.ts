@@ -7,10 +7,9 @@ import type { BuiltinTool } from '../tool.js'
 import type { QuotaWatch, UsageFigure, WorkspaceUsage } from '../workspace/usage.js'
 
 export const BASH_ACTIONS = ['exec', 'start', 'status', 'logs', 'write', 'stop', 'list'] as const
-export type BashAction = typeof BASH_ACTIONS[number]
 
 /** Hard ceiling for exec timeouts whatever the limits say (docs/ARCHITECTURE.md#limits). */
-export const MAX_COMMAND_TIMEOUT_MS = 600_000
+const MAX_COMMAND_TIMEOUT_MS = 600_000
 /** Per-stream capture bounds for exec (AI4J keeps 10 MiB; the workspace's output cap is usually lower). */
 const MIN_OUTPUT_BYTES = 1024
 const MAX_OUTPUT_BYTES = 10 * 1024 * 1024
@@ -23,10 +22,10 @@ const MAX_PATH_CHARS = 4096
  */
 const MUTATING: ReadonlySet<string> = new Set(['exec', 'start', 'stop'])
 
-export const TIMEOUT_HINT =
+const TIMEOUT_HINT =
   'For long-running commands use action=start, then logs/status/write/stop with the returned processId.'
 
-export const BASH_INPUT_SCHEMA = {
+const BASH_INPUT_SCHEMA = {
   type: 'object',
   properties: {
     action: {

@@ -5,7 +5,7 @@ import { withQuota } from '../workspace/usage.js'
 import { looksBinary, objectSchema, optBool, str } from './args.js'
 
 /** Editing loads the whole file; past this size the tool refuses rather than ballooning memory. */
-export const EDIT_MAX_BYTES = 10 * 1024 * 1024
+const EDIT_MAX_BYTES = 10 * 1024 * 1024
 
 export interface EditResult {
   path: string

@@ -8,7 +8,7 @@ import { lstatAt, openForRead } from '../workspace/tree.js'
 import { sortPaths, walkDirs } from './walk.js'
 import { objectSchema, optInt, optStr, str } from './args.js'
 
-export const GLOB_DEFAULT_MAX_RESULTS = 1000
+const GLOB_DEFAULT_MAX_RESULTS = 1000
 /** Entries collected before sorting; beyond it the walk stops and the result is marked truncated. */
 const GLOB_SCAN_CAP = 200_000
 /** Directory entries visited (matching or not); beyond it the walk stops, truncated (bounds the work). */

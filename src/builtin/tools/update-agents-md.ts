@@ -6,7 +6,7 @@ import { withQuota } from '../workspace/usage.js'
 import { objectSchema, optStr, str } from './args.js'
 
 /** Same cap as Codex's project-doc limit. */
-export const AGENTS_MD_MAX_BYTES = 32 * 1024
+const AGENTS_MD_MAX_BYTES = 32 * 1024
 
 const ACTIONS = ['read', 'write', 'append'] as const
 

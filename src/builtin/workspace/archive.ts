@@ -495,7 +495,7 @@ const OTHER_FORMATS: ReadonlyArray<[Buffer, string]> = [
  * How to read a body, from its first bytes (at least SNIFF_BYTES unless it is shorter): gzip or
  * plain tar; anything else is a 415 GW_UNSUPPORTED_MEDIA_TYPE that says what was expected.
  */
-export function archiveFormat (head: Buffer): 'gzip' | 'tar' {
+function archiveFormat (head: Buffer): 'gzip' | 'tar' {
   if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return 'gzip'
   if (head.length > 0 && isTarHeader(head.subarray(0, BLOCK))) return 'tar'
   if (head.length === 0) throw new HttpError('GW_UNSUPPORTED_MEDIA_TYPE', `The body is empty: ${EXPECTED}`)

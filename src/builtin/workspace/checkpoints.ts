@@ -45,8 +45,8 @@ import { ObjectStore, sortEntries, TreeCache } from './checkpoint-objects.js'
 import type { FileEntry, TreeEntry } from './checkpoint-objects.js'
 
 const execFileAsync = promisify(execFile)
-export const CHECKPOINT_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
-export const DEFAULT_CHECKPOINTS_PER_WORKSPACE = 20
+const CHECKPOINT_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
+const DEFAULT_CHECKPOINTS_PER_WORKSPACE = 20
 const LABEL_MAX = 200
 /** Directories deeper than this are refused (each level holds an fd while it is walked). */
 const MAX_DEPTH = 256

@@ -12,7 +12,7 @@ interface Waiter { resolve: (release: () => void) => void, reject: (err: Error) 
 
 interface Lane { running: number, waiting: Waiter[] }
 
-export class TenantIoGate {
+class TenantIoGate {
   readonly #perTenant: number
   readonly #maxWaiting: number
   readonly #lanes = new Map<string, Lane>()

@@ -7,8 +7,8 @@
 import path from 'node:path'
 import { ToolError } from '../types.js'
 
-export const MAX_PATH_CHARS = 4096
-export const MAX_COMPONENT_BYTES = 255
+const MAX_PATH_CHARS = 4096
+const MAX_COMPONENT_BYTES = 255
 
 /** Quote the caller's input for an error message, bounded so a 5,000-char path stays readable. */
 export function quoteInput (input: string): string {

@@ -556,8 +556,6 @@ export async function lstatAt (dir: FileHandle, name: string): Promise<Stats | u
   }
 }
 
-export { removeMade as removeCreatedDirs }
-
 /** One entry met by `walk`. `dir` is open only until the generator resumes. */
 export interface WalkEntry {
   dir: FileHandle

@@ -70,7 +70,7 @@ interface Entry {
 }
 
 /** The tool error every quota refusal carries (`WORKSPACE_QUOTA_EXCEEDED` on the wire). */
-export function quotaError (message: string): ToolError {
+function quotaError (message: string): ToolError {
   return new ToolError(message, 'quota')
 }
 
@@ -456,7 +456,7 @@ export async function withQuota<T> (
  * The file system's refusal of a write (ENOSPC, EDQUOT: the workspace's image is full, in blocks
  * or inodes) as the documented quota error; anything else as it is.
  */
-export function noSpaceError (err: unknown): unknown {
+function noSpaceError (err: unknown): unknown {
   const code = (err as NodeJS.ErrnoException | undefined)?.code
   if (code !== 'ENOSPC' && code !== 'EDQUOT') return err
   return quotaError('Workspace quota exceeded (WORKSPACE_QUOTA_EXCEEDED): the workspace\'s file system is full (WORKSPACE_QUOTA_BYTES or WORKSPACE_MAX_FILES reached); nothing was written. Delete files to make room.')

@@ -14,7 +14,7 @@ import type { Collector, Query } from './query.js'
 import { regexPool } from './regex-worker.js'
 import type { FileMatches } from './regex-worker.js'
 
-export const GREP_MAX_FILE_BYTES = 10 * 1024 * 1024
+const GREP_MAX_FILE_BYTES = 10 * 1024 * 1024
 const SKIP_NAMES = new Set(['.git', 'node_modules'])
 
 /** What one file contributes. */

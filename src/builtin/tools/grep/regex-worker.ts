@@ -23,7 +23,7 @@ import type { Turn } from './fair-share.js'
  */
 export const GREP_REGEX_BUDGET_MS = 5000
 /** Wall-clock bound on the same matching, whatever the host's load: 3 x the CPU budget. */
-export const GREP_REGEX_WALL_MS = 3 * GREP_REGEX_BUDGET_MS
+const GREP_REGEX_WALL_MS = 3 * GREP_REGEX_BUDGET_MS
 /** How often a running batch's CPU time is checked. */
 const BUDGET_CHECK_MS = 50
 export const GREP_MAX_LINE_CHARS = 500
@@ -39,7 +39,7 @@ export const REGEX_TIMEOUT_MESSAGE = 'Pattern took too long to evaluate (possibl
  * RegExp and answers `{ id, ok, out: [{ m: [[line, content]...], t }] }` with at most `room`
  * lines kept per file (cut to GREP_MAX_LINE_CHARS) and every match counted in `t`.
  */
-export const WORKER_SOURCE = `
+const WORKER_SOURCE = `
 'use strict'
 const { parentPort } = require('node:worker_threads')
 // The thread's kernel id, so that the pool can read the CPU time this thread has used.
@@ -156,9 +156,9 @@ export interface RegexCall {
 }
 
 /** Worker time (CPU ms, as the per-call budget counts it) a tenant may use per window before it waits behind the others. */
-export const GREP_TENANT_BUDGET_MS = 2 * GREP_REGEX_BUDGET_MS
+const GREP_TENANT_BUDGET_MS = 2 * GREP_REGEX_BUDGET_MS
 /** The sliding window of GREP_TENANT_BUDGET_MS. */
-export const GREP_TENANT_WINDOW_MS = 60_000
+const GREP_TENANT_WINDOW_MS = 60_000
 
 /**
  * A fixed number of workers shared between tenants by a FairShare (fair-share.ts): per-tenant

@@ -25,7 +25,7 @@ import { RgOutputParser } from './rg-output.js'
 /** rg output kept in memory; past it rg is killed and the Node engine answers instead. */
 const RG_OUTPUT_CAP = 32 * 1024 * 1024
 /** Wall-clock bound on one rg run (the sandbox's CPU rlimit bounds its CPU time too). */
-export const RG_TIMEOUT_MS = 30_000
+const RG_TIMEOUT_MS = 30_000
 
 export type RgSandbox = Pick<Sandbox, 'mode' | 'spawn'>
 

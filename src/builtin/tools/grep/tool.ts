@@ -18,7 +18,7 @@ import { GREP_REGEX_BUDGET_MS, regexBudget } from './regex-worker.js'
 import { ownSandbox, rgInstalled, rgPortable, rgSearchDir } from './rg.js'
 import type { RgSandbox } from './rg.js'
 
-export const GREP_DEFAULT_MAX_RESULTS = 100
+const GREP_DEFAULT_MAX_RESULTS = 100
 
 export interface GrepResult {
   pattern: string
