@@ -1,6 +1,6 @@
 // Builds the web console (console/src, Preact) into console/dist: index.html and content-hashed
 // assets under console/dist/assets, which routes/console.ts serves at /console. Run by `npm ci`
-// (the package's prepare script) and `npm run build:console`. esbuild comes with tsx.
+// (the package's prepare script) and `npm run build:console`. esbuild is a devDependency (tsx uses it too).
 // Usage: node scripts/build-console.mjs [--out DIR] (DIR defaults to console/dist)
 import { build } from 'esbuild'
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises'

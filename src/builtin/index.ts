@@ -26,7 +26,7 @@ import { WorkspaceUsage } from './workspace/usage.js'
 import { probeLoopVolumes, WorkspaceVolumes } from './workspace/volumes.js'
 import type { QuotaMode } from './workspace/volumes.js'
 
-/** Tier 1 assembled: the 8 tools, the workspaces they run in, the sandbox and background processes. */
+/** Tier 1 assembled: the tools (one per name of BUILTIN_NAMES), the workspaces they run in, the sandbox and background processes. */
 export interface Builtins {
   source: BuiltinSource
   sandbox: Sandbox
