@@ -17,7 +17,7 @@ const FASTIFY_CODES: ReadonlyMap<string, HttpErrorCode> = new Map([
  * Fastify's own errors as the domain's: an FST_ code of FASTIFY_CODES becomes an HttpError of
  * its GW_ code (a JSON syntax error says so first); anything else passes as it is.
  */
-function fromFastifyError (err: FastifyError | HttpError): unknown {
+export function fromFastifyError (err: FastifyError | HttpError): unknown {
   if (err instanceof HttpError || typeof err.code !== 'string') return err
   const code = FASTIFY_CODES.get(err.code)
   if (code === undefined) return err

@@ -147,7 +147,7 @@ class Call implements CallEvent {
 const UNANSWERED: InvokeOutcome = { ok: false, error: new HttpError('GW_INTERNAL', 'The call has not been answered'), toolMs: 0 }
 
 /** A call id for a call whose caller gave none (the same form for every entry of a batch). */
-export function newCallId (): string {
+function newCallId (): string {
   return `call_${randomUUID().replace(/-/g, '')}`
 }
 

@@ -9,7 +9,7 @@ import type { ApprovalService, ApprovalView, HeldRequest } from './service.js'
 import type { ApprovalRecord } from './store.js'
 
 /** The longest inline wait for a decision (waitForApprovalMs), whatever the body asks. */
-export const APPROVAL_WAIT_MAX_MS = 300_000
+const APPROVAL_WAIT_MAX_MS = 300_000
 
 /** A call the tool policy holds (requireApproval), as the gateway hands it over. */
 export interface HeldCall {

@@ -6,10 +6,9 @@ import { ApprovalService } from './service.js'
 import { MemoryApprovalStore } from './store.js'
 import { ApprovalWebhook } from './webhook.js'
 
-export { ApprovalFacade, APPROVAL_WAIT_MAX_MS } from './facade.js'
-export type { ApprovalFacadeOptions, ApprovedCall, DecisionBody, HeldCall } from './facade.js'
+export { ApprovalFacade } from './facade.js'
+export type { ApprovedCall } from './facade.js'
 export { ApprovalService } from './service.js'
-export type { ApprovalView, HeldRequest } from './service.js'
 export type { ApprovalRecord } from './store.js'
 export { RedisApprovalStore } from './redis-store.js'
 
