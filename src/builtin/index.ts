@@ -31,7 +31,7 @@ export interface Builtins {
   source: BuiltinSource
   sandbox: Sandbox
   processes: ProcessManager
-  /** What bash's background actions go through: cluster-wide with Redis (SPEC 12), else the manager alone. */
+  /** What bash's background actions go through: cluster-wide with Redis (docs/CLUSTER.md), else the manager alone. */
   processService: ProcessService
   workspaces: WorkspaceManager
   /** Per-workspace bytes/files figures and the quota (WORKSPACE_QUOTA_BYTES, WORKSPACE_MAX_FILES). */

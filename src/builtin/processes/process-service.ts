@@ -52,7 +52,7 @@ type Route =
 
 /**
  * The background processes the bash tool sees (start/status/logs/write/stop/list). One instance:
- * the local ProcessManager, nothing else. With Redis (SPEC 12): each process's owner is recorded
+ * the local ProcessManager, nothing else. With Redis (docs/CLUSTER.md): each process's owner is recorded
  * (ProcessDirectory), a call for another instance's process is forwarded to that owner, `list`
  * merges every instance's, and a process whose owner is gone is reported LOST from its last
  * snapshot. The owner serves a forwarded call only for a process of the caller's own workspace,
