@@ -16,4 +16,9 @@ export class KeyedMutex implements WriteLock {
       if (this.#tails.get(key) === tail) this.#tails.delete(key)
     }
   }
+
+  /** Settles once every task queued now has settled (a bounded close waits on it). */
+  async settled (): Promise<void> {
+    await Promise.allSettled([...this.#tails.values()])
+  }
 }

@@ -28,6 +28,7 @@ import { chown, lstat, mkdir, readdir, readFile, rename, rm, rmdir, statfs, trun
 import path from 'node:path'
 import { promisify } from 'node:util'
 import type { Logger } from '../../logger.js'
+import { KeyedMutex } from '../../cluster/index.js'
 
 const execFileAsync = promisify(execFile)
 
@@ -118,7 +119,7 @@ export class WorkspaceVolumes {
   /** Workspaces that hold files from before images (a watchdog mode run): left unmounted, the watchdog covers them. */
   readonly #legacy = new Set<string>()
   /** One change of a workspace's volume at a time. */
-  readonly #busy = new Map<string, Promise<unknown>>()
+  readonly #busy = new KeyedMutex()
   /** Mount points of replace uploads' new images, until committed or discarded (close() unmounts them too). */
   readonly #prepared = new Set<string>()
   #closed = false
@@ -144,18 +145,6 @@ export class WorkspaceVolumes {
     return path.join(this.#stateDir, 'mnt', tenant, workspaceId)
   }
 
-  async #serial<T> (key: string, task: () => Promise<T>): Promise<T> {
-    const prev = this.#busy.get(key) ?? Promise.resolve()
-    const run = prev.catch(() => {}).then(task)
-    const tail = run.catch(() => {})
-    this.#busy.set(key, tail)
-    try {
-      return await run
-    } finally {
-      if (this.#busy.get(key) === tail) this.#busy.delete(key)
-    }
-  }
-
   /**
    * Makes the workspace at `root` (an existing directory, made by the caller) a mounted image,
    * before anything uses it: the image when there is one, a new one when the directory is empty.
@@ -165,7 +154,7 @@ export class WorkspaceVolumes {
   async ensure (tenant: string, workspaceId: string, root: string, owner: { uid: number, gid: number } | undefined): Promise<boolean> {
     if (this.#mounted.has(root)) return true
     if (this.#legacy.has(root)) return false
-    return await this.#serial(root, async () => {
+    return await this.#busy.run(root, async () => {
       if (this.#mounted.has(root)) return true
       // After close() nothing is mounted any more (it would outlive the gateway); the workspace is
       // not used bare either (its files would land under the mount point).
@@ -311,7 +300,7 @@ export class WorkspaceVolumes {
    * instead of mounting a new image the removal's rmdir would then meet.
    */
   async remove (tenant: string, workspaceId: string, root: string): Promise<void> {
-    await this.#serial(root, async () => {
+    await this.#busy.run(root, async () => {
       const vol = this.#mounted.get(root) ?? { image: this.#image(tenant, workspaceId), mnt: this.#mnt(tenant, workspaceId) }
       this.#mounted.delete(root)
       this.#legacy.delete(root)
@@ -339,7 +328,7 @@ export class WorkspaceVolumes {
     const image = this.#image(tenant, tag)
     const mnt = this.#mnt(tenant, tag)
     // Serialised (by its own mount point) so that close() waits for it and unmounts it.
-    await this.#serial(mnt, async () => {
+    await this.#busy.run(mnt, async () => {
       this.#assertOpen()
       await this.#create(image, mnt, owner)
       this.#prepared.add(mnt)
@@ -348,7 +337,7 @@ export class WorkspaceVolumes {
     return {
       dir: path.join(mnt, WS),
       commit: async (root: string) => {
-        await this.#serial(root, async () => {
+        await this.#busy.run(root, async () => {
           this.#assertOpen()
           done = true
           this.#prepared.delete(mnt)
@@ -422,7 +411,7 @@ export class WorkspaceVolumes {
     this.#closed = true
     let timer: NodeJS.Timeout | undefined
     const budget = new Promise((resolve) => { timer = setTimeout(resolve, CLOSE_BUDGET_MS) })
-    await Promise.race([Promise.allSettled([...this.#busy.values()]), budget])
+    await Promise.race([this.#busy.settled(), budget])
     const all = [...this.#mounted.entries()]
     this.#mounted.clear()
     const prepared = [...this.#prepared]

@@ -14,6 +14,7 @@ import { ToolError } from '../types.js'
 import type { ReadRoot, Workspace } from '../types.js'
 import { isInside } from './paths.js'
 import type { WorkspaceVolumes } from './volumes.js'
+import { KeyedMutex } from '../../cluster/index.js'
 
 export interface WorkspaceManagerOptions {
   /** Root of tenant workspaces (WORKSPACES_DIR); created when missing. */
@@ -71,7 +72,7 @@ export class WorkspaceManager {
   readonly usedFallback: { from: string } | undefined
   readonly #maxWorkspaces: number
   /** New workspaces of a tenant are made one at a time (the count and the bytes are checked before each). */
-  readonly #creating = new Map<string, Promise<unknown>>()
+  readonly #creating = new KeyedMutex()
   /** Loop-mounted images (WORKSPACE_QUOTA_MODE loop): each new workspace becomes one before any use. */
   #volumes: WorkspaceVolumes | undefined
   /** Refuses a new workspace when the tenant is at its bytes (TENANT_QUOTA_BYTES); set by the lifecycle. */
@@ -361,7 +362,7 @@ export class WorkspaceManager {
         }
       }
     }
-    if (missing) await this.#oneAtATime(tenant, async () => await this.#admitNew(tenant, wsDir, make))
+    if (missing) await this.#creating.run(tenant, async () => await this.#admitNew(tenant, wsDir, make))
     else await make()
     // A symlink planted at either level would move the tenant's root somewhere else.
     if (real !== wsDir) throw new ToolError('Workspace directory is not a plain directory', 'forbidden')
@@ -390,18 +391,6 @@ export class WorkspaceManager {
     }
     await this.#admit?.(tenant)
     await make()
-  }
-
-  async #oneAtATime<T> (tenant: string, task: () => Promise<T>): Promise<T> {
-    const prev = this.#creating.get(tenant) ?? Promise.resolve()
-    const run = prev.catch(() => {}).then(task)
-    const tail = run.catch(() => {})
-    this.#creating.set(tenant, tail)
-    try {
-      return await run
-    } finally {
-      if (this.#creating.get(tenant) === tail) this.#creating.delete(tenant)
-    }
   }
 
   /**

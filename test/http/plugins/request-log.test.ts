@@ -1,4 +1,6 @@
 import { test } from 'node:test'
+import type { TestContext } from 'node:test'
+import type { FastifyInstance } from 'fastify'
 import assert from 'node:assert/strict'
 import { Writable } from 'node:stream'
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -8,7 +10,8 @@ import { buildApp } from '../../../src/app.js'
 import { loadConfig } from '../../../src/config.js'
 import { TEST_QUOTA } from '../../helpers/app.js'
 
-test('one log line per request: an invoke carries its tool, tier, tenant and outcome; a refusal its code; probes stay out of info', async (t) => {
+/** The app with its log lines collected as parsed JSON (info level). */
+async function loggedApp (t: TestContext): Promise<{ app: FastifyInstance, lines: Array<Record<string, any>> }> {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-ws-'))
   t.after(async () => await rm(workspaces, { recursive: true, force: true }))
   const lines: Array<Record<string, any>> = []
@@ -18,9 +21,13 @@ test('one log line per request: an invoke carries its tool, tier, tenant and out
       done()
     }
   })
-  const config = loadConfig({ SANDBOX: 'none', ...TEST_QUOTA, WORKSPACES_DIR: workspaces })
-  const app = await buildApp(config, { logger: { level: 'info', stream } })
+  const app = await buildApp(loadConfig({ SANDBOX: 'none', ...TEST_QUOTA, WORKSPACES_DIR: workspaces }), { logger: { level: 'info', stream } })
   t.after(async () => await app.close())
+  return { app, lines }
+}
+
+test('one log line per request: an invoke carries its tool, tier, tenant and outcome; a refusal its code; probes stay out of info', async (t) => {
+  const { app, lines } = await loggedApp(t)
   const perRequest = (): Array<Record<string, any>> => lines.filter((l) => l.reqId !== undefined)
 
   const ok = await app.inject({ method: 'POST', url: '/invoke', payload: { name: 'calculate', arguments: { expression: '1+2' }, userId: 'acme' } })
@@ -47,17 +54,7 @@ test('one log line per request: an invoke carries its tool, tier, tenant and out
 })
 
 test('credentials in the logged URL and in a refusal message are redacted by the secret detector', async (t) => {
-  const workspaces = await mkdtemp(join(tmpdir(), 'tg-ws-'))
-  t.after(async () => await rm(workspaces, { recursive: true, force: true }))
-  const lines: Array<Record<string, any>> = []
-  const stream = new Writable({
-    write (chunk: Buffer, _enc, done) {
-      for (const l of chunk.toString().split('\n')) if (l.trim() !== '') lines.push(JSON.parse(l))
-      done()
-    }
-  })
-  const app = await buildApp(loadConfig({ SANDBOX: 'none', ...TEST_QUOTA, WORKSPACES_DIR: workspaces }), { logger: { level: 'info', stream } })
-  t.after(async () => await app.close())
+  const { app, lines } = await loggedApp(t)
   const pat = 'ghp_' + 'A1b2C3d4E5'.repeat(4)
 
   // A refusal's message quotes the tool name it was given; the URL carries a token in its path.

@@ -11,7 +11,7 @@
 import { spawn } from 'node:child_process'
 import { createServer } from 'node:http'
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { AddressInfo, Socket } from 'node:net'
+import { listenTracked } from './listen.js'
 import { fileURLToPath } from 'node:url'
 
 export interface HugeAnswerServer {
@@ -48,7 +48,6 @@ async function drain (req: IncomingMessage): Promise<string> {
 
 export async function startHugeAnswerServer (options: HugeAnswerOptions = {}): Promise<HugeAnswerServer> {
   const hugeBytes = options.hugeBytes ?? 300_000_000
-  const sockets = new Set<Socket>()
   let hugeCalls = 0
   let bytesWritten = 0
   let abandoned = 0
@@ -126,18 +125,7 @@ export async function startHugeAnswerServer (options: HugeAnswerOptions = {}): P
       }
     }, () => res.destroy())
   })
-  server.on('connection', (socket: Socket) => {
-    sockets.add(socket)
-    socket.on('close', () => sockets.delete(socket))
-  })
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      server.off('error', reject)
-      resolve()
-    })
-  })
-  const port = (server.address() as AddressInfo).port
+  const { port, sockets } = await listenTracked(server)
   let closing: Promise<void> | undefined
   return {
     url: `http://127.0.0.1:${port}/mcp`,
