@@ -251,6 +251,8 @@ export class WorkspaceLifecycle {
       const cur = await this.#usage.current(existing)
       limits = { maxBytes: Math.max(0, limits.maxBytes - cur.bytes), maxFiles: Math.max(0, limits.maxFiles - cur.files) }
     }
+    // A new workspace past the tenant's limits is refused before an image is made or a byte extracted.
+    if (existing === undefined) await this.#ws.admitNew(tenant).catch(rethrow)
     const owner = existing?.owner ?? (await this.#ws.ownerFor(tenant))
     // With quota images (docs/ARCHITECTURE.md#workspace-quota) the archive is extracted on the
     // file system it ends up on: a new image for a replace (swapped in whole), the workspace's own

@@ -385,12 +385,21 @@ export class WorkspaceManager {
   async #admitNew (tenant: string, wsDir: string, make: () => Promise<void>): Promise<void> {
     // Made meanwhile by a concurrent call: nothing new.
     if (await lstat(wsDir).then(() => true, () => false)) return await make()
+    await this.admitNew(tenant)
+    await make()
+  }
+
+  /**
+   * Refuses a tenant's new workspace while its count (TENANT_MAX_WORKSPACES) or bytes are at their
+   * limit. Also asked before an upload to a new workspace does any costly work (an image, the
+   * extraction); the creation itself asks again, one at a time per tenant.
+   */
+  async admitNew (tenant: string): Promise<void> {
     const count = (await this.workspaceIds(tenant)).length
     if (count >= this.#maxWorkspaces) {
       throw new ToolError(`Tenant workspace limit reached (GW_TENANT_QUOTA_EXCEEDED): ${count} workspaces, TENANT_MAX_WORKSPACES is ${this.#maxWorkspaces}; delete one to make room`, 'tenant-quota')
     }
     await this.#admit?.(tenant)
-    await make()
   }
 
   /**
