@@ -12,15 +12,11 @@ import type { BuiltinName } from '../naming/builtin-names.js'
 import type { Workspace } from './types.js'
 import type { BuiltinTool } from './tool.js'
 import type { WorkspaceUsage } from './workspace/usage.js'
+import { workspaceWriteKey } from './workspace/workspaces.js'
 
 /** Resolves a request's workspace context to real paths (implemented by WorkspaceManager). */
 export interface WorkspaceResolver {
   resolve: (req: WorkspaceRequest, caller: Caller) => Promise<Workspace>
-}
-
-/** The key of a workspace's write lock: mutating tool calls, uploads, restores and deletes take it. */
-export function workspaceWriteKey (ws: Pick<Workspace, 'tenant' | 'root'>): string {
-  return `${ws.tenant}\u0000${ws.root}`
 }
 
 export interface BuiltinSourceOptions {

@@ -16,6 +16,11 @@ import { isInside } from './paths.js'
 import type { WorkspaceVolumes } from './volumes.js'
 import { KeyedMutex } from '../../cluster/index.js'
 
+/** The key of a workspace's write lock: mutating tool calls, uploads, restores and deletes take it. */
+export function workspaceWriteKey (ws: Pick<Workspace, 'tenant' | 'root'>): string {
+  return `${ws.tenant}\u0000${ws.root}`
+}
+
 export interface WorkspaceManagerOptions {
   /** Root of tenant workspaces (WORKSPACES_DIR); created when missing. */
   workspacesDir: string
