@@ -7,6 +7,9 @@
 //  4. scripts/ and bench/ never import from test/ (test fixtures excepted for bench).
 //  5. A folder of src/ with an index.ts is entered through it: modules outside that folder
 //     import its index.ts, never its inner files (tests may reach inside).
+//  6. A unit whose row has `layers` (sub-layers, listed bottom first) is layered inside too: a file
+//     imports only files of its own sub-layer or of lower ones; every file of the unit is in one
+//     sub-layer and every sub-layer has files.
 // Usage: node scripts/check-imports.mjs [root] [--graph] (root defaults to the working directory;
 // --graph prints which src unit imports which).
 import { readFileSync, readdirSync, existsSync, statSync } from 'node:fs'
@@ -24,6 +27,11 @@ const FASTIFY = /^(fastify|fastify-plugin|@fastify\/.*)$/
  * import. Anything not listed may import nothing else in src/.
  */
 const LAYERS = Object.fromEntries(Object.entries(LAYERS_FILE.units ?? {}).map(([unit, row]) => [unit, row.imports]))
+
+/** The sub-layers of the units that have them, bottom first: each a list of paths inside src/<unit>/ (a folder ends in /). */
+const SUB_LAYERS = Object.fromEntries(Object.entries(LAYERS_FILE.units ?? {})
+  .filter(([, row]) => Array.isArray(row.layers))
+  .map(([unit, row]) => [unit, row.layers.map((layer) => layer.paths)]))
 
 function files (dir) {
   const out = []
@@ -60,6 +68,16 @@ const unitOf = (r) => {
   return parts.length === 2 ? parts[1].replace(/\.ts$/, '') : parts[1]
 }
 
+/** The sub-layer of a src file in a layered unit: its index (0 = bottom) and name, or null when its unit has none. */
+function subLayerOf (r) {
+  const unit = unitOf(r)
+  const layers = SUB_LAYERS[unit]
+  if (!layers || !r.startsWith(`src/${unit}/`)) return null
+  const inner = r.slice(`src/${unit}/`.length)
+  const index = layers.findIndex((paths) => paths.some((p) => p.endsWith('/') ? inner.startsWith(p) : inner === p))
+  return { unit, index, name: index < 0 ? null : `${unit}/${layers[index].join('+')}` }
+}
+
 /**
  * The public entry `from` must use to reach `to`: the index.ts of the outermost folder that holds
  * `to` but not `from`, if that folder has one (and `to` is not that index itself).
@@ -78,6 +96,8 @@ function barrelOf (from, to) {
 
 const problems = []
 const graph = new Map()
+/** Sub-layers that have files, as `unit/index`. */
+const subLayersSeen = new Set()
 /** The src units that have files (outside the composition root), and the unit edges their imports use. */
 const unitsSeen = new Set()
 const unitEdges = new Map()
@@ -86,6 +106,9 @@ for (const file of scanned) {
   const from = rel(file)
   const edges = []
   if (from.startsWith('src/') && !COMPOSITION_ROOT.has(from)) unitsSeen.add(unitOf(from))
+  const fromLayer = subLayerOf(from)
+  if (fromLayer && fromLayer.index < 0) problems.push(`${from}: in no sub-layer of '${fromLayer.unit}' in scripts/layers.json; add it to one`)
+  else if (fromLayer) subLayersSeen.add(`${fromLayer.unit}/${fromLayer.index}`)
   for (const spec of importsOf(file)) {
     if (!spec.startsWith('.')) {
       if (from.startsWith('src/') && !COMPOSITION_ROOT.has(from) && FASTIFY.test(spec)) {
@@ -110,6 +133,10 @@ for (const file of scanned) {
     if (from.startsWith('src/') && to.startsWith('src/') && !COMPOSITION_ROOT.has(from)) {
       const a = unitOf(from)
       const b = unitOf(to)
+      const toLayer = subLayerOf(to)
+      if (a === b && fromLayer && toLayer && fromLayer.index >= 0 && toLayer.index > fromLayer.index) {
+        problems.push(`${from}: the sub-layer '${fromLayer.name}' may not import '${toLayer.name}' (${to}), a higher one; scripts/layers.json lists them bottom first`)
+      }
       if (a !== b) {
         if (!unitEdges.has(a)) unitEdges.set(a, new Set())
         unitEdges.get(a).add(b)
@@ -131,6 +158,12 @@ for (const [unit, allowed] of Object.entries(LAYERS)) {
   for (const b of allowed) {
     if (b !== '*' && !unitEdges.get(unit)?.has(b)) problems.push(`scripts/layers.json: '${unit}' may import '${b}' but none of its files does; remove the allowance`)
   }
+}
+
+for (const [unit, layers] of Object.entries(SUB_LAYERS)) {
+  layers.forEach((paths, i) => {
+    if (!subLayersSeen.has(`${unit}/${i}`)) problems.push(`scripts/layers.json: the sub-layer '${unit}/${paths.join('+')}' has no file; remove it`)
+  })
 }
 
 // Cycles: Tarjan's strongly connected components over the module graph.
@@ -184,4 +217,4 @@ if (problems.length > 0) {
   for (const p of new Set(problems)) console.error(`check-imports: ${p}`)
   process.exit(1)
 }
-console.log(`check-imports: ${graph.size} modules, no cycle, layers respected, every allowance used`)
+console.log(`check-imports: ${graph.size} modules, no cycle, layers and sub-layers respected, every allowance used`)

@@ -21,11 +21,19 @@ async function check (root: string): Promise<{ code: number, out: string }> {
   })
 }
 
-async function tree (t: { after: (fn: () => Promise<void>) => void }, files: Record<string, string>, layers: Record<string, string[]>): Promise<string> {
+async function tree (
+  t: { after: (fn: () => Promise<void>) => void },
+  files: Record<string, string>,
+  layers: Record<string, string[]>,
+  subLayers: Record<string, string[][]> = {}
+): Promise<string> {
   const root = await mkdtemp(join(tmpdir(), 'tg-imports-'))
   t.after(async () => { await rm(root, { recursive: true, force: true }) })
   await mkdir(join(root, 'scripts'), { recursive: true })
-  const units = Object.fromEntries(Object.entries(layers).map(([unit, imports]) => [unit, { imports, job: unit }]))
+  const units = Object.fromEntries(Object.entries(layers).map(([unit, imports]) => {
+    const rows = subLayers[unit]?.map((paths) => ({ paths, job: paths.join('+') }))
+    return [unit, { imports, job: unit, ...(rows ? { layers: rows } : {}) }]
+  }))
   await writeFile(join(root, 'scripts', 'layers.json'), JSON.stringify({ compositionRoot: { files: ['src/app.ts', 'src/server.ts'] }, units }))
   for (const [path, text] of Object.entries(files)) {
     await mkdir(dirname(join(root, path)), { recursive: true })
@@ -37,7 +45,7 @@ async function tree (t: { after: (fn: () => Promise<void>) => void }, files: Rec
 test('the repository itself passes the import rules', async () => {
   const { code, out } = await check(repo)
   assert.equal(code, 0, out)
-  assert.match(out, /no cycle, layers respected, every allowance used/)
+  assert.match(out, /no cycle, layers and sub-layers respected, every allowance used/)
 })
 
 test('an import cycle fails the check, type-only imports included', async (t) => {
@@ -126,4 +134,21 @@ test('an allowance no file uses and a row without files fail, naming them; used 
   assert.doesNotMatch(out, /'tools' may import 'naming'/)
   assert.doesNotMatch(out, /'services' may import/)
   assert.equal(out.match(/^check-imports: /gm)?.length, 2, out)
+})
+
+test('inside a unit with sub-layers, a file importing a higher sub-layer fails; a file in none and an empty sub-layer fail', async (t) => {
+  const root = await tree(t, {
+    'src/builtin/types.ts': 'export type W = string\n',
+    'src/builtin/workspace/fd.ts': "import type { W } from '../types.js'\nimport { bash } from '../tools/bash.js'\nexport const fd: W = String(bash)\n",
+    'src/builtin/tools/bash.ts': "import type { W } from '../types.js'\nexport const bash: W = 'bash'\n",
+    'src/builtin/tools/edit.ts': "import { fd } from '../workspace/fd.js'\nexport const edit = fd\n",
+    'src/builtin/stray.ts': 'export const stray = 1\n'
+  }, { builtin: [] }, { builtin: [['types.ts'], ['workspace/'], ['sandbox/'], ['tools/']] })
+  const { code, out } = await check(root)
+  assert.equal(code, 1)
+  assert.match(out, /src\/builtin\/workspace\/fd\.ts: the sub-layer 'builtin\/workspace\/' may not import 'builtin\/tools\/' \(src\/builtin\/tools\/bash\.ts\), a higher one/)
+  assert.match(out, /src\/builtin\/stray\.ts: in no sub-layer of 'builtin'/)
+  assert.match(out, /the sub-layer 'builtin\/sandbox\/' has no file; remove it/)
+  assert.doesNotMatch(out, /^check-imports: src\/builtin\/tools\//m)
+  assert.equal(out.match(/^check-imports: /gm)?.length, 3, out)
 })
