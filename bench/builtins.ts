@@ -1,5 +1,5 @@
 /**
- * Issue 6 row 5 / issue 3 "Speed": the built-in tools, called through their BuiltinTool `run`
+ * Row 5: the built-in tools, called through their BuiltinTool `run`
  * interface on a Workspace from WorkspaceManager, against the natural baselines measured in the
  * same run (rg, fast-glob, a raw read, an unsandboxed spawn).
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 17 "Background processes across instances": what forwarding a `bash logs` to the
+ * Background processes across instances: what forwarding a `bash logs` to the
  * process's owner adds. Two instances in this process on a real Redis (127.0.0.1:6379, or
  * REDIS_URL; a unique REDIS_KEY_PREFIX whose keys are deleted after): A runs the background
  * process, B forwards to A over HTTP with a signed token (the owner's route stood in for by a

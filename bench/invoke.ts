@@ -1,5 +1,5 @@
 /**
- * Issue 6 row 1: POST /invoke of a local function tool (bench_echo, bench/fixtures/functions)
+ * Row 1: POST /invoke of a local function tool (bench_echo, bench/fixtures/functions)
  * through the real gateway process vs a bare Fastify process (same logger level, timeouts,
  * request ids) answering the same JSON on the same route. Both are loaded with autocannon from
  * this process, in interleaved rounds after a warm-up.

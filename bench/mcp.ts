@@ -1,5 +1,5 @@
 /**
- * Issue 6 row 2 / issue 4 "Speed": POST /invoke of the `echo` tool of a streamable-HTTP MCP
+ * Row 2: POST /invoke of the `echo` tool of a streamable-HTTP MCP
  * fixture server (its own process) through the real gateway process vs the SDK client calling
  * the same server directly, from this process:
  * - 2.2 throughput at concurrency 32 (autocannon with 32 connections vs 32 closed loops of
@@ -94,7 +94,6 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       metric: 'p50 ms',
       value: gP50,
       baseline: dP50,
-      // Issue 18's target (issue 6 had < 1 ms).
       target: { on: 'delta', op: '<', limit: 0.5 },
       notes: `added p50 ${round(gP50 - dP50)} ms (the bare proxy of 2.1b: ${round(bP50 - dP50)} ms); p99 ${round(percentile(c1.gateway, 99))} vs ${round(percentile(c1.direct, 99))} ms; ${c1Cpu}; n=${c1.gateway.length} interleaved, after the rounds of 2.2`,
       detail: { gatewayCpuUsPerCall: round(gwUsPerCall), addedP50: round(gP50 - dP50), p99: round(percentile(c1.gateway, 99)), baselineP99: round(percentile(c1.direct, 99)) }

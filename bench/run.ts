@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- module...]`: runs the benchmark modules of issue 6 in order, prints a markdown
+ * `npm run bench [-- module...]`: runs the benchmark modules in order, prints a markdown
  * table on stdout and writes bench/results/latest.json. BENCH_REPEAT=N (1-9) runs every module N
  * times and reports, per row, the run whose judged figure is the median (bench/stats.ts medianOfRuns). A missed target never fails the run; a
  * crashed module does (exit code 1, after the other modules ran and everything was cleaned up).
@@ -17,14 +17,14 @@ import type { BenchContext, BenchRun, Row } from './types.js'
 interface ModuleSpec {
   /** File name under bench/ (without .ts) and the CLI filter name. */
   key: string
-  /** Issue 6 row number. */
+  /** Row number (the table's first column). */
   row: number
   title: string
   /** Wall-clock budget; the module's signal aborts then, and it is declared crashed 30 s later. */
   budgetMs: number
 }
 
-/** In issue order (issue 6's rows, then workspaces). A module whose file does not exist yet is reported as "not yet built". */
+/** In row order (then workspaces). A module whose file does not exist yet is reported as "not yet built". */
 const MODULES: readonly ModuleSpec[] = [
   { key: 'invoke', row: 1, title: 'POST /invoke of a local function vs a bare Fastify route', budgetMs: 75_000 },
   { key: 'mcp', row: 2, title: 'POST /invoke of a streamable-HTTP MCP tool vs the SDK client directly', budgetMs: 80_000 },

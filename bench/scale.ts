@@ -1,5 +1,5 @@
 /**
- * Issue 6 row 6: 10,000 tenants x 3 streamable-HTTP servers registered through the REST API in a
+ * Row 6: 10,000 tenants x 3 streamable-HTTP servers registered through the REST API in a
  * real Redis (127.0.0.1:6379, or REDIS_URL; a unique REDIS_KEY_PREFIX whose keys are deleted
  * after). The servers point at 3 shared fixture servers in one child process.
  * - 6.1 gateway RSS before (started, warmed up) and after (30,000 servers registered and a sample

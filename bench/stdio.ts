@@ -1,5 +1,5 @@
 /**
- * Issue 6 row 3: POST /invoke of the `echo` tool of the stdio MCP fixture server through the real
+ * Row 3: POST /invoke of the `echo` tool of the stdio MCP fixture server through the real
  * gateway process (a global stdio server: the gateway spawns and pools the child) vs the same
  * stdio server exposed over streamable HTTP by supergateway (`--stateful`: one child per session,
  * as the gateway keeps one) and called with the SDK client. Both children are the same command.

@@ -1,5 +1,5 @@
 /**
- * Issue 6 row 4 / issue 4 "Speed": GET /tools for a tenant with 20 streamable-HTTP servers x 25
+ * Row 4: GET /tools for a tenant with 20 streamable-HTTP servers x 25
  * tools (real fixture servers in one child process on loopback, registered through the REST API;
  * EGRESS_ALLOW opens 127.0.0.1 to the SSRF guard).
  * - 4.1 warm, sequential: p50 and p99, interleaved with GET /healthz on the same gateway (the

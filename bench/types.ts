@@ -1,6 +1,6 @@
 /**
- * The contract between the bench runner (bench/run.ts) and the benchmark modules (one per row of
- * issue 6: bench/builtins.ts, later bench/invoke.ts, bench/mcp.ts, ...).
+ * The contract between the bench runner (bench/run.ts) and the benchmark modules (one per row:
+ * bench/builtins.ts, later bench/invoke.ts, bench/mcp.ts, ...).
  */
 
 /**
@@ -15,7 +15,7 @@ export interface Target {
 
 /** One line of the results table. Figures are medians or percentiles of repeated, interleaved runs. */
 export interface Row {
-  /** Stable id: the issue-6 row number, then a sub-row ("5.1"). */
+  /** Stable id: the row number, then a sub-row ("5.1"). */
   id: string
   /** What is measured against what, e.g. "grep tool (rg engine) vs rg -n". */
   name: string

@@ -1,5 +1,5 @@
 /**
- * Issue 14 "Performance": workspace archives on the bench's 50,000-file tree. Download
+ * Workspaces: workspace archives on the bench's 50,000-file tree. Download
  * (packWorkspace, a streamed tar.gz walked by fd) against `tar czf` of the same tree, and upload
  * (extractArchive into a fresh staging directory, every entry checked) against `tar xzf` of the
  * same archive. Both sides' output is consumed the same way (the gzip bytes counted in this

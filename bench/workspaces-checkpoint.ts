@@ -1,5 +1,5 @@
 /**
- * Issue 14 "Performance": checkpoints of the bench's 50,000-file tree (CheckpointStore called
+ * Workspaces: checkpoints of the bench's 50,000-file tree (CheckpointStore called
  * directly, as the routes will). Each round changes 10 files spread over the tree (in place, as
  * an editor would), then times a checkpoint; the restore rounds change 10 other files and time
  * the restore of the newest checkpoint. The baseline is `find -printf` of every entry's inode,

@@ -1,5 +1,5 @@
 /**
- * `npm run soak -- 10m` (or `-- 600`, `-- --duration 90s`): the long soak of issue 7. Runs the real
+ * `npm run soak -- 10m` (or `-- 600`, `-- --duration 90s`): the long soak. Runs the real
  * gateway (bubblewrap sandbox, loopback fixtures) for the given time with the loop of
  * scripts/lib/soak.ts, prints a line per sample and a summary, and exits 1 when the
  * resources did not stay flat, a call failed or answered 5xx, or something outlived the gateway.

@@ -1,5 +1,5 @@
 /**
- * Soak driver (issue 7): runs the real gateway process (bubblewrap sandbox, API keys, loopback
+ * Soak driver: runs the real gateway process (bubblewrap sandbox, API keys, loopback
  * only) and, until the duration ends, registers and removes MCP servers, starts and stops
  * background processes and invokes tools in a loop, while sampling the gateway's RSS, open file
  * descriptors and descendant processes from /proc, and its heap after a forced GC (GC_PROBE).

@@ -1,8 +1,8 @@
 /**
  * Bounds on what the gateway holds of remote MCP servers' answers (docs/ARCHITECTURE.md#mcp-pool):
  * the size of one answer (a JSON body or one SSE event: reading stops there) and a byte budget
- * for the answers in flight, per owner (a tenant, or a global server) and per instance. Issue 27
- * item 10: without them 24 concurrent calls answered with 300 MB events took a gateway from
+ * for the answers in flight, per owner (a tenant, or a global server) and per instance. Without
+ * them 24 concurrent calls answered with 300 MB events took a gateway from
  * 128 MB to 994 MB RSS.
  */
 import type { GwCodes } from '../errors.js'

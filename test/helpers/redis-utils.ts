@@ -7,7 +7,7 @@ import { REDIS_URL, deleteKeys, redisReachable } from '../../scripts/lib/redis-k
 
 export { REDIS_URL, countKeys, deleteKeys, redisReachable } from '../../scripts/lib/redis-keys.js'
 
-/** Under CI a missing Redis is a failure, never a skip (STYLE "Tests"). */
+/** Under CI a missing Redis is a failure, never a skip. */
 export const REDIS_REQUIRED = process.env.CI === 'true'
 
 /** Whether the test may use Redis: true when it answers; else the test is skipped, or fails under CI=true. */

@@ -11,7 +11,7 @@ import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
 import { startRedisCluster } from '../../scripts/lib/redis-cluster.js'
 import { REDIS_URL, deleteKeys, requireRedis, uniquePrefix } from '../helpers/redis-utils.js'
 
-// Three real gateway processes as one gateway (issue 17): on one Redis, then on a local 3-master
+// Three real gateway processes as one gateway: on one Redis, then on a local 3-master
 // Redis Cluster, with one shared WORKSPACES_DIR. Concurrent edits through two instances lose
 // nothing (the Redis lease lock), a change made through A is enforced by C (pub/sub), and the
 // per-tenant concurrency cap counts calls on every instance. Background processes across

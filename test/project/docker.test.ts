@@ -491,7 +491,7 @@ function composeProblems (compose: any, files: Files): string[] {
   return problems
 }
 
-/** The `cluster` profile (SPEC 12): three instances of one image, sharing what they must, behind a proxy. */
+/** The `cluster` profile: three instances of one image, sharing what they must, behind a proxy. */
 function clusterProblems (compose: any, files: Files): string[] {
   const problems: string[] = []
   const services: Record<string, any> = compose.services ?? {}

@@ -1,5 +1,5 @@
 /**
- * Concurrency through the HTTP API (issue 7), end to end through the gateway's routes (the
+ * Concurrency through the HTTP API, end to end through the gateway's routes (the
  * store, the pool and the built-in source have their own lower-level tests):
  * - 50 concurrent PUTs of one tenant server (plus 20 of other servers of that tenant): every
  *   write gets its own version, the versions are consecutive, the one with the highest version is

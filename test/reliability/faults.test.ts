@@ -1,5 +1,5 @@
 /**
- * Faults of issue 7 not covered elsewhere: a tenant's workspace on a full disk, sandboxed
+ * Faults not covered elsewhere: a tenant's workspace on a full disk, sandboxed
  * commands that ignore SIGTERM, and Redis killed and restarted while the gateway is under load.
  * (MCP servers that hang, die mid-call, exit at start or restart with a new session are in
  * test/integration/remote-mcp/faults.test.ts and test/unit/remote-mcp/pool.test.ts; a Redis outage on an idle gateway is in

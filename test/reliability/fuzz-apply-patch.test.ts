@@ -1,5 +1,5 @@
 /**
- * Property-based tests (fast-check) of apply_patch (issue 7): random patches never write outside
+ * Property-based tests (fast-check) of apply_patch: random patches never write outside
  * the workspace and never leave a partial change.
  *
  * Every run starts from the same workspace tree (small text files, a CRLF file, a file without a

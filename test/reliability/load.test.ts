@@ -13,7 +13,7 @@ import { startGateway } from '../../scripts/lib/gateway-process.js'
 import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
 import { descendantsOf, openFds, processesMatching, rssBytes, waitUntil } from '../../scripts/lib/proc.js'
 
-// Issue 7, load: 2,000 mixed invocations at concurrency 64 across 20 tenants against the real
+// Load: 2,000 mixed invocations at concurrency 64 across 20 tenants against the real
 // gateway process (real sandbox, real loopback MCP servers, real workspaces), then proof that
 // nothing was left behind.
 

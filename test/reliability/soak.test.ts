@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { judgeFlatness, mib, runSoak } from '../../scripts/lib/soak.js'
 import type { SoakSample } from '../../scripts/lib/soak.js'
 
-// The short form of the soak of issue 7 (`npm run soak -- 10m` is the long one): the real gateway
+// The short form of the soak (`npm run soak -- 10m` is the long one): the real gateway
 // process with the bubblewrap sandbox, servers registered and removed, background processes
 // started and stopped, tools invoked, in a loop for ~25 s. No timing is asserted: the duration
 // only bounds the loop, and every figure is a count or a size. On a loaded machine an iteration

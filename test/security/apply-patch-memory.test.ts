@@ -1,5 +1,5 @@
 /**
- * Attack (issue 12, broken 4): apply_patch read every file it touched into memory, uncapped. A
+ * Attack: apply_patch read every file it touched into memory, uncapped. A
  * 269-byte patch deleting five 400 MiB sparse files took the gateway from 495 MiB to 2.95 GiB
  * RSS. Now deleted files are never read (the commit renames them into a per-call trash folder and
  * a rollback renames them back), and what a patch reads is capped per file and per patch. These

@@ -1,5 +1,5 @@
 /**
- * Attack (issue 12, degraded): background processes were capped per workspace only (8), so a
+ * Attack: background processes were capped per workspace only (8), so a
  * tenant could run any number of them by opening more workspaces. MAX_PROCESSES_PER_TENANT caps
  * them across all of a tenant's workspaces. Real gateway process, bwrap.
  */

@@ -1,6 +1,6 @@
 // test-runner: alone
 /**
- * Attack (issue 12, broken 5): `bash write` to a background process that never reads stdin.
+ * Attack: `bash write` to a background process that never reads stdin.
  * Each write used to wait forever and keep its whole input in the gateway, so abandoned large
  * writes grew the gateway's memory without bound. These tests run the real gateway process
  * with bwrap and talk to it over HTTP, as a hostile tenant would.

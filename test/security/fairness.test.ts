@@ -1,6 +1,6 @@
 // test-runner: alone
 /**
- * Fairness between tenants in the bash sandbox (docs/ARCHITECTURE.md#isolation, issue 12): while tenant A runs
+ * Fairness between tenants in the bash sandbox (docs/ARCHITECTURE.md#isolation): while tenant A runs
  * a fork bomb, a memory bomb, CPU burners on every core, an output flood and a disk filler at once,
  * tenant B's `bash exec true` keeps succeeding with p50 under 3x its idle p50 and B's file tools
  * keep working; when A's calls end, nothing of A's is left running. Real gateway, SANDBOX=bwrap.

@@ -1,6 +1,6 @@
 // test-runner: alone
 /**
- * Attack (issue 27 item 8): one tenant's regular expressions must not starve another tenant's
+ * Attack: one tenant's regular expressions must not starve another tenant's
  * grep. The JavaScript regex workers were one process-wide FIFO (one worker on two cores): twelve
  * `(?=(a+)+\s)` greps of one tenant over a 40-character line, each running to its 5 s budget, made
  * another tenant's `(?<=hello )world` grep of an 11-byte file wait about a minute. The pool is now

@@ -1,5 +1,5 @@
 /**
- * Issue 12, HTTP side: what the request log writes, and key-guess throttling behind a NAT.
+ * HTTP side of tenant isolation: what the request log writes, and key-guess throttling behind a NAT.
  * - `?api_key=<key>` (a common client mistake; refused) was logged in clear with the full URL.
  * - Throttling per address let one address lock out every tenant behind it: now per (address,
  *   key prefix), with a per-address ceiling ten times higher.

@@ -1,5 +1,5 @@
 /**
- * Issue 12, HTTP side: /mcp must not let one tenant take more than its share.
+ * HTTP side of tenant isolation: /mcp must not let one tenant take more than its share.
  * - A JSON-RPC batch of tools/call counts each call, for MAX_CONCURRENT_PER_TENANT and for
  *   RATE_LIMIT_PER_MINUTE (before: four batches of 40 ran 160 upstream calls at once).
  * - GET /mcp notification streams: one tenant gets a share of the instance's streams, not all.

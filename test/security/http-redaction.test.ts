@@ -1,5 +1,5 @@
 /**
- * Issue 12, HTTP side, the rules behind the end-to-end tests in http-secrets and http-log-auth:
+ * HTTP side of tenant isolation, the rules behind the end-to-end tests in http-secrets and http-log-auth:
  * which parts of a secret are redacted, which query values the request log hides, and when a
  * masked secret may be kept.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 12, HTTP side: secrets an operator provisions for a tenant's MCP server.
+ * HTTP side of tenant isolation: secrets an operator provisions for a tenant's MCP server.
  * - A masked value (`Bearer ****`) sent back with a new URL must not carry the stored secret to
  *   the new origin (before: a tenant re-PUT its server with its own URL and got the operator's
  *   token sent there).

@@ -1,5 +1,5 @@
 /**
- * Attack (issue 12, degraded): a flood (`yes`) made a built-in's JSON result longer than the
+ * Attack: a flood (`yes`) made a built-in's JSON result longer than the
  * output cap, and the generic cap cut the JSON text, so the model and the orchestrator got
  * something that does not parse. As docs/ARCHITECTURE.md#result-and-trace says, a built-in trims its own long fields, with the marker
  * inside the strings, and the output stays valid JSON under the cap.

@@ -1,6 +1,6 @@
 // test-runner: alone
 /**
- * Attack (issue 12, broken 3): a tenant's regular expression must not block the gateway's event
+ * Attack: a tenant's regular expression must not block the gateway's event
  * loop. grep used to run the tenant's pattern with JavaScript RegExp on the main thread (the Node
  * engine, and the JS confirmation of every line ripgrep matched), so `(a+)+\s` over one line of
  * `a`s froze every other request for minutes. These tests run the real gateway process with bwrap

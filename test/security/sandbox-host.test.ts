@@ -1,5 +1,5 @@
 /**
- * Gateways sharing one host (docs/ARCHITECTURE.md#isolation, issue 27 item 12): two deployments
+ * Gateways sharing one host (docs/ARCHITECTURE.md#isolation): two deployments
  * never share tenant uids or cgroups, and what a SIGKILLed gateway left running is gone once the
  * next one has started. Real gateway processes with SANDBOX=bwrap, as root.
  */

@@ -1,6 +1,6 @@
 // test-runner: alone
 /**
- * Tenant isolation in the bash sandbox (docs/ARCHITECTURE.md#isolation, issue 12 "Broken" 2): one tenant's processes must
+ * Tenant isolation in the bash sandbox (docs/ARCHITECTURE.md#isolation): one tenant's processes must
  * not exhaust another tenant's process budget, and a sandbox that cannot start is a tool error.
  * Runs the real gateway process with SANDBOX=bwrap.
  */

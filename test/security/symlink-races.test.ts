@@ -1,5 +1,5 @@
 // Attack tests for the rule "file tools never have more authority than the
-// tenant's own bash" (docs/ARCHITECTURE.md#isolation; issue 12 item 1). A hostile tenant runs, in its own sandbox through the
+// tenant's own bash" (docs/ARCHITECTURE.md#isolation). A hostile tenant runs, in its own sandbox through the
 // gateway's `bash start`, a loop that swaps a directory (or the file itself) with a symbolic link
 // using renameat2(RENAME_EXCHANGE), so that at any moment the name the tools are asked about is
 // either a real entry inside the workspace or a link to a host directory, another tenant's

@@ -1,5 +1,5 @@
 /**
- * A hostile tenant against the workspace quota (issue 27 item 7, SPEC 10): parallel and sequential
+ * A hostile tenant against the workspace quota: parallel and sequential
  * `fallocate`, and a fast file creator, through the real gateway's bash (SANDBOX=bwrap). With the
  * quota enforced by the file system (a loop-mounted ext4 image per workspace,
  * docs/ARCHITECTURE.md#workspace-quota), the workspace never holds more than the quota plus

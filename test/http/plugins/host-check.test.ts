@@ -9,7 +9,7 @@ import type { FastifyInstance, InjectOptions } from 'fastify'
 import { startGateway } from '../../../scripts/lib/gateway-process.js'
 import { buildTestApp } from '../../helpers/app.js'
 
-// DNS rebinding (issue 27 item 11): a page at http://evil.example:8080 whose name its owner
+// DNS rebinding: a page at http://evil.example:8080 whose name its owner
 // rebinds to 127.0.0.1 calls the gateway same-origin; its requests carry `Host: evil.example:8080`.
 // A page of another site posting to http://localhost:8080 carries its own `Origin`.
 

@@ -2,7 +2,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { buildTestApp } from '../../helpers/app.js'
 
-// Issue 27 item 9 end to end: a real bash call prints secrets on lines after the first; its
+// End to end: a real bash call prints secrets on lines after the first; its
 // journal entry (read back over HTTP) has them masked, and its output is still the JSON bash returned.
 const ACME = 'k-acme-0123456789'
 const bearer = { authorization: `Bearer ${ACME}` }

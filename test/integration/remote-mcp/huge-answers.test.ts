@@ -1,6 +1,6 @@
 // test-runner: alone
 /**
- * Issue 27 item 10: a tenant's MCP server answering many concurrent calls with enormous SSE
+ * A tenant's MCP server answering many concurrent calls with enormous SSE
  * events must not inflate the gateway's memory. Before the fix each call could buffer up to
  * 64 MiB (24 calls answered with 300 MB events took the gateway from 128 MB to 994 MB RSS).
  * Now reading stops at MCP_MAX_MESSAGE_BYTES and the in-flight answer bytes are budgeted per

@@ -1,5 +1,5 @@
 /**
- * Redis stopped and restarted while the gateway runs (issue 4, "Bad input and faults"): registry
+ * Redis stopped and restarted while the gateway runs: registry
  * routes answer 503 with a clear message, already-known tools keep working, nothing registered is
  * lost when Redis returns, reconnect and pub/sub resubscription are automatic.
  *

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { buildEntry, CAPS } from '../../../src/journal/entry.js'
 import type { CallRecord } from '../../../src/journal/entry.js'
 
-// Issue 27 item 9: a bash output reaches the journal as JSON text (the tool's result object
+// A bash output reaches the journal as JSON text (the tool's result object
 // serialised), so each line after the first follows the two characters `\n` there. The secrets
 // below sit at the start of such lines; none may be stored, and the stored output must still parse.
 const SECRETS = {

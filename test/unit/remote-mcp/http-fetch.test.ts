@@ -1,6 +1,6 @@
 /**
  * The fetch wrappers of the SDK's HTTP transports on their own: abort listeners that do not pile up
- * on the transport-wide signal, and answers bounded by size and budget (issue 27 item 10). Redirect
+ * on the transport-wide signal, and answers bounded by size and budget. Redirect
  * refusal through a real transport: transports.test.ts.
  */
 import { test } from 'node:test'

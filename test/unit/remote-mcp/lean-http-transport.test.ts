@@ -327,7 +327,7 @@ test('createTransport lean: the SSRF guard refuses a blocked address before conn
   assert.ok(!(createTransport({ type: 'streamable_http', url: fx.url }, { fetch: async (u, i) => await fetch(u, i), httpTransport: 'lean' }).transport instanceof LeanHttpTransport), 'a custom fetch without a dispatcher keeps the SDK transport')
 })
 
-// --- limits: the size of one answer, and the budget of answers in flight (issue 27 item 10) -------
+// --- limits: the size of one answer, and the budget of answers in flight -------
 
 /** Streams `data: {...,"text":"zzz...` of `size` bytes in 16 KiB chunks, one per tick; counts what it wrote. */
 function streamBig (res: ServerResponse, id: unknown, size: number, written: { bytes: number, closed: number }, end = true): void {

@@ -435,7 +435,7 @@ test('stdio first start: a longer first-connect deadline, starting() while it ru
   await assert.rejects(retry, (err: unknown) => err instanceof UpstreamError)
 })
 
-test('response limits (issue 27 item 10): lean streamable HTTP answers past the bound are GW_UPSTREAM_TOO_LARGE; legacy SSE drops the connection at once; the budget is given back and the clients keep working', async (t) => {
+test('response limits: lean streamable HTTP answers past the bound are GW_UPSTREAM_TOO_LARGE; legacy SSE drops the connection at once; the budget is given back and the clients keep working', async (t) => {
   const budget = new ResponseBudget({ totalBytes: 16 * 1024 * 1024, ownerBytes: 4 * 1024 * 1024 })
   const pool = makePool(t, { httpTransport: 'lean', callTimeoutMs: 30_000, responseLimits: { maxMessageBytes: 1024 * 1024, budget, owner: (key) => `tenant:${key}` } })
   const http = await startStreamableHttpFixture({ marker: 'h' })

@@ -1,6 +1,6 @@
 /**
  * A raw node:http streamable-HTTP MCP server whose `huge` tool answers with one enormous SSE
- * event (issue 27 item 10: a tenant's server inflating the gateway's memory). The event is
+ * event (a tenant's server inflating the gateway's memory). The event is
  * streamed in 64 KiB chunks with backpressure and never allocated whole, so the fixture itself
  * stays small however large the answer; it stops writing as soon as the client goes away.
  * Tools: `huge {bytes?}` (default `hugeBytes`), `small {text}` (a normal SSE answer). Binds
