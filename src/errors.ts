@@ -40,13 +40,28 @@ export const ERROR_CODES = {
   GW_INVALID_ARGUMENTS_TYPE: http(400, 'Reserved, not sent by this version (arguments that fail a tool\'s schema are the tool-level `GW_INVALID_ARGUMENTS`)'),
   GW_UNRESOLVED: http(400, '`strict=true` and some requested names resolve to no tool'),
   GW_SECRET_ORIGIN_CHANGED: http(400, 'A masked secret (`Bearer ****`) sent back with a server URL of another origin: it would carry the stored secret there'),
-  GW_INVALID_POLICY: http(400, 'A tool policy that is not valid: an unknown key, a pattern or regular expression that does not compile, too many or too long entries; the message names the entry (`deny/3`)'),
-  GW_BAD_ARCHIVE: http(400, 'An uploaded workspace archive that is corrupt, truncated, a gzip that holds no tar, or holds an entry that is refused (absolute path, `..`, a link leaving the workspace or written through, a device, FIFO, setuid/setgid bit); the message names the entry'),
-  GW_INVALID_CURSOR: http(400, 'A journal `cursor` this gateway did not return (`GET /users/{userId}/invocations`): pass the previous page\'s `nextCursor` as is'),
+  GW_INVALID_POLICY: http(
+    400,
+    'A tool policy that is not valid: an unknown key, a pattern or regular expression that does not compile, too many or too long entries; the message names the entry (`deny/3`)'
+  ),
+  GW_BAD_ARCHIVE: http(
+    400,
+    'An uploaded workspace archive that is corrupt, truncated, a gzip that holds no tar, or holds an entry that is refused (absolute path, `..`, a link leaving the workspace or written through, a device, FIFO, setuid/setgid bit); the message names the entry'
+  ),
+  GW_INVALID_CURSOR: http(
+    400,
+    'A journal `cursor` this gateway did not return (`GET /users/{userId}/invocations`): pass the previous page\'s `nextCursor` as is'
+  ),
   GW_INVALID_RANGE: http(400, 'A journal `since` or `until` that is not an ISO 8601 time or epoch milliseconds, or `since` after `until`'),
-  GW_UNAUTHORIZED: http(401, 'Keys are configured and the `Authorization: Bearer <key>` header is missing, of another scheme, empty or unknown (with `WWW-Authenticate: Bearer`)'),
+  GW_UNAUTHORIZED: http(
+    401,
+    'Keys are configured and the `Authorization: Bearer <key>` header is missing, of another scheme, empty or unknown (with `WWW-Authenticate: Bearer`)'
+  ),
   GW_FORBIDDEN: http(403, 'A tenant key on an admin-only route or action (global servers, stdio servers)'),
-  GW_HOST_NOT_ALLOWED: http(403, 'DNS rebinding and cross-site protection: a `Host` (behind `TRUST_PROXY` also `X-Forwarded-Host`) that is neither a loopback name nor in `ALLOWED_HOSTS`, or an `Origin` of another host; checked in open mode always, with keys when `ALLOWED_HOSTS` is set; the message says how to allow the name'),
+  GW_HOST_NOT_ALLOWED: http(
+    403,
+    'DNS rebinding and cross-site protection: a `Host` (behind `TRUST_PROXY` also `X-Forwarded-Host`) that is neither a loopback name nor in `ALLOWED_HOSTS`, or an `Origin` of another host; checked in open mode always, with keys when `ALLOWED_HOSTS` is set; the message says how to allow the name'
+  ),
   GW_TENANT_MISMATCH: http(403, 'A userId, tool or server of another tenant than the key\'s'),
   GW_NOT_ALLOWED: http(403, 'A tool outside the request\'s allow-list'),
   GW_POLICY_DENIED: {
@@ -75,13 +90,27 @@ export const ERROR_CODES = {
     meaning: 'A held call was not decided within `APPROVAL_TTL`: deciding it is 410; its result (GET /approvals/{approvalId}) is a tool error',
     retryable: false
   },
-  GW_INVOCATION_NOT_FOUND: http(404, 'No journal entry for that callId in this tenant\'s journal (never made, `JOURNAL=off`, or past `JOURNAL_RETENTION` or `JOURNAL_MAX_ENTRIES`)'),
-  GW_WORKSPACE_BUSY: http(409, 'The workspace changed under a long operation: a checkpoint restore kept being undone by the tenant\'s own running processes writing to the workspace (stop them, or wait), or a merge upload\'s workspace was replaced or deleted while its archive was extracted; nothing was changed by the merge: retry', true),
+  GW_INVOCATION_NOT_FOUND: http(
+    404,
+    'No journal entry for that callId in this tenant\'s journal (never made, `JOURNAL=off`, or past `JOURNAL_RETENTION` or `JOURNAL_MAX_ENTRIES`)'
+  ),
+  GW_WORKSPACE_BUSY: http(
+    409,
+    'The workspace changed under a long operation: a checkpoint restore kept being undone by the tenant\'s own running processes writing to the workspace (stop them, or wait), or a merge upload\'s workspace was replaced or deleted while its archive was extracted; nothing was changed by the merge: retry',
+    true
+  ),
   GW_METHOD_NOT_ALLOWED: http(405, '`DELETE /mcp`: the MCP endpoint is stateless, there is no session to end'),
   GW_REQUEST_TIMEOUT: http(408, 'The request body did not arrive within `REQUEST_TIMEOUT_MS`', true),
   GW_PAYLOAD_TOO_LARGE: http(413, 'A body over `BODY_LIMIT_BYTES`, or a workspace upload past `WORKSPACE_QUOTA_BYTES` or `WORKSPACE_MAX_FILES`'),
-  GW_UNSUPPORTED_MEDIA_TYPE: http(415, 'A body that is not JSON (a workspace upload: a body that is neither a tar nor a tar.gz by its bytes, whatever its declared type; the message says what was expected)'),
-  GW_RATE_LIMITED: http(429, 'Over the tenant\'s `RATE_LIMIT_PER_MINUTE` or `MAX_CONCURRENT_PER_TENANT`, or too many failed authentications; retry after `Retry-After`', true),
+  GW_UNSUPPORTED_MEDIA_TYPE: http(
+    415,
+    'A body that is not JSON (a workspace upload: a body that is neither a tar nor a tar.gz by its bytes, whatever its declared type; the message says what was expected)'
+  ),
+  GW_RATE_LIMITED: http(
+    429,
+    'Over the tenant\'s `RATE_LIMIT_PER_MINUTE` or `MAX_CONCURRENT_PER_TENANT`, or too many failed authentications; retry after `Retry-After`',
+    true
+  ),
   GW_INTERNAL: http(500, 'A bug: the message hides internals, the log has the request id'),
   GW_UPSTREAM_ERROR: {
     kind: ['http', 'tool'] as Array<'http' | 'tool'>,
@@ -90,24 +119,44 @@ export const ERROR_CODES = {
     retryable: true
   },
   GW_REGISTRY_UNAVAILABLE: http(503, 'The registry (Redis) does not answer', true),
-  GW_WORKSPACE_LOCK_UNAVAILABLE: http(503, 'The workspace write lock (a Redis lease shared by the instances) could not be taken because Redis does not answer; nothing was changed (a tool call gets a `GW_TOOL_ERROR` saying so)', true),
+  GW_WORKSPACE_LOCK_UNAVAILABLE: http(
+    503,
+    'The workspace write lock (a Redis lease shared by the instances) could not be taken because Redis does not answer; nothing was changed (a tool call gets a `GW_TOOL_ERROR` saying so)',
+    true
+  ),
   GW_JOURNAL_UNAVAILABLE: http(503, 'The journal store (Redis) does not answer a journal read; calls are unaffected', true),
-  GW_NOT_READY: http(503, '`GET /console` when the console was not built (`npm run build:console`; `npm ci` builds it); `GET /readyz` answers 503 with its own body', true),
+  GW_NOT_READY: http(
+    503,
+    '`GET /console` when the console was not built (`npm run build:console`; `npm ci` builds it); `GET /readyz` answers 503 with its own body',
+    true
+  ),
 
   GW_INVALID_ARGUMENTS: tool('The arguments failed the tool\'s JSON Schema, or were unparsable JSON'),
-  GW_UPSTREAM_UNAVAILABLE: tool('A remote MCP server\'s circuit breaker is open after repeated transport failures: the call failed fast without reaching it; the message says when it will be tried again (`retryAt` in listings)', true),
-  GW_UPSTREAM_TOO_LARGE: tool('A remote MCP server\'s answer (one JSON body or SSE event) passed `MCP_MAX_MESSAGE_BYTES`: the gateway stopped reading it and the call failed (the tool may have run); ask for less (a narrower query, a page)'),
-  GW_UPSTREAM_BUDGET_EXHAUSTED: tool('Too many remote MCP answers in flight: holding this one would pass the tenant\'s `MCP_RESPONSE_BUDGET_TENANT_BYTES` or the gateway\'s `MCP_RESPONSE_BUDGET_BYTES`; the answer was not read further (the tool may have run)', true),
+  GW_UPSTREAM_UNAVAILABLE: tool(
+    'A remote MCP server\'s circuit breaker is open after repeated transport failures: the call failed fast without reaching it; the message says when it will be tried again (`retryAt` in listings)',
+    true
+  ),
+  GW_UPSTREAM_TOO_LARGE: tool(
+    'A remote MCP server\'s answer (one JSON body or SSE event) passed `MCP_MAX_MESSAGE_BYTES`: the gateway stopped reading it and the call failed (the tool may have run); ask for less (a narrower query, a page)'
+  ),
+  GW_UPSTREAM_BUDGET_EXHAUSTED: tool(
+    'Too many remote MCP answers in flight: holding this one would pass the tenant\'s `MCP_RESPONSE_BUDGET_TENANT_BYTES` or the gateway\'s `MCP_RESPONSE_BUDGET_BYTES`; the answer was not read further (the tool may have run)',
+    true
+  ),
   GW_TOOL_TIMEOUT: tool('The tool ran past its deadline (`INVOKE_TIMEOUT_MS`, a server\'s `timeoutMs`); it may have had effects', true),
   GW_TOOL_ERROR: tool('The tool itself failed; the message says why'),
   GW_SANDBOX_ERROR: tool('The sandbox could not run the command (the tenant is over its process limit, a start failure)', true),
   GW_PATH_FORBIDDEN: tool('A path outside the workspace and its read roots'),
   GW_CANCELLED: tool('The caller cancelled the call (it went away, or MCP `notifications/cancelled`)', true),
-  GW_APPROVAL_PENDING: tool('The tool policy holds the call for a human\'s approval (`requireApproval`): it has not run; the message names the approvalId (`/mcp`; `POST /invoke` answers 202)'),
+  GW_APPROVAL_PENDING: tool(
+    'The tool policy holds the call for a human\'s approval (`requireApproval`): it has not run; the message names the approvalId (`/mcp`; `POST /invoke` answers 202)'
+  ),
   // The three codes without the GW_ prefix (APPROVAL_EXPIRED above, these two): legacy names that
   // clients already match on, kept as they are (the workspace quota code is part of the workspace contract).
   APPROVAL_DENIED: tool('A human denied the held call; the message carries the reason'),
-  WORKSPACE_QUOTA_EXCEEDED: tool('A file tool\'s write would pass the workspace\'s `WORKSPACE_QUOTA_BYTES` or `WORKSPACE_MAX_FILES` (nothing written), or a bash command or background process was stopped because the workspace passed them'),
+  WORKSPACE_QUOTA_EXCEEDED: tool(
+    'A file tool\'s write would pass the workspace\'s `WORKSPACE_QUOTA_BYTES` or `WORKSPACE_MAX_FILES` (nothing written), or a bash command or background process was stopped because the workspace passed them'
+  ),
 
   GW_UPSTREAM_CONNECT: internal('A remote MCP server could not be connected or initialised; callers get `GW_UPSTREAM_ERROR`', true),
   GW_UPSTREAM_TIMEOUT: internal('A request to a remote MCP server ran past its deadline; callers get `GW_TOOL_TIMEOUT`', true),
@@ -140,7 +189,8 @@ export function isGwCode (code: unknown): code is GwCode {
 
 /** The codes of HTTP error responses and their status (also the metrics' known outcomes). */
 export const HTTP_ERROR_CODES = Object.fromEntries(
-  Object.entries(ERROR_CODES).flatMap(([code, info]: [string, ErrorCodeInfo]) => info.kind.includes('http') && info.status !== null ? [[code, info.status]] : [])
+  Object.entries(ERROR_CODES).flatMap(([code, info]: [string, ErrorCodeInfo]) =>
+    info.kind.includes('http') && info.status !== null ? [[code, info.status]] : [])
 ) as Readonly<Record<CodeOfKind<'http'>, number>>
 
 export type HttpErrorCode = CodeOfKind<'http'>
