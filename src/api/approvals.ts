@@ -29,7 +29,9 @@ export const Approval = Type.Object({
   expiresAt: Type.String({ format: 'date-time', description: 'createdAt + APPROVAL_TTL: undecided by then, the call is APPROVAL_EXPIRED' }),
   decidedAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
   reason: Type.Union([Type.String(), Type.Null()]),
-  result: Type.Union([InvokeResult, Type.Null()], { description: 'The call\'s result: what it returned once approved, APPROVAL_DENIED or APPROVAL_EXPIRED (isError true); null while pending or while the approved call runs' })
+  result: Type.Union([InvokeResult, Type.Null()], {
+    description: 'The call\'s result: what it returned once approved, APPROVAL_DENIED or APPROVAL_EXPIRED (isError true); null while pending or while the approved call runs'
+  })
 })
 
 export const ApprovalsResponse = Type.Object({

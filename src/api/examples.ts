@@ -56,7 +56,13 @@ export const OPERATION_EXAMPLES: Readonly<Record<string, OperationExamples>> = {
       },
       writeWithCheckpoint: {
         summary: 'A checkpoint before a mutating built-in runs (the result carries its checkpointId)',
-        value: { name: 'write_file', userId: 'alice', arguments: { path: 'notes.md', content: 'rewritten\n' }, context: { workspaceId: 'default', checkpoint: true }, callId: 'call_5' }
+        value: {
+          name: 'write_file',
+          userId: 'alice',
+          arguments: { path: 'notes.md', content: 'rewritten\n' },
+          context: { workspaceId: 'default', checkpoint: true },
+          callId: 'call_5'
+        }
       }
     }
   },
@@ -141,7 +147,12 @@ export const OPERATION_EXAMPLES: Readonly<Record<string, OperationExamples>> = {
       },
       initialize: {
         summary: 'initialize (stateless: no session id is issued)',
-        value: { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'swagger-ui', version: '1.0.0' } } }
+        value: {
+          jsonrpc: '2.0',
+          id: 0,
+          method: 'initialize',
+          params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'swagger-ui', version: '1.0.0' } }
+        }
       }
     }
   },

@@ -1,7 +1,10 @@
 import { Type } from '@sinclair/typebox'
 
 /** A tenant's userId, or `_global` (admin only): the journal of calls that named no tenant. */
-const JournalUserId = Type.String({ pattern: '^(_global|[A-Za-z0-9][A-Za-z0-9-]{0,63})$', description: 'A userId, or _global (admin only) for calls that named none' })
+const JournalUserId = Type.String({
+  pattern: '^(_global|[A-Za-z0-9][A-Za-z0-9-]{0,63})$',
+  description: 'A userId, or _global (admin only) for calls that named none'
+})
 
 export const InvocationsParams = Type.Object({ userId: JournalUserId })
 export const InvocationParams = Type.Object({ userId: JournalUserId, callId: Type.String({ minLength: 1, maxLength: 256 }) })
@@ -13,7 +16,11 @@ export const InvocationsQuery = Type.Object({
   until: Type.Optional(Time('Entries written at or before this time')),
   tool: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'Only calls of this tool name (as invoked)' })),
   isError: Type.Optional(Type.Boolean({ description: 'Only failed (true) or successful (false) calls' })),
-  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Entries per page (default 50, at most 500); with Accept: application/x-ndjson, entries in all (default: every entry selected)' })),
+  limit: Type.Optional(Type.Integer({
+    minimum: 1,
+    maximum: 1_000_000,
+    description: 'Entries per page (default 50, at most 500); with Accept: application/x-ndjson, entries in all (default: every entry selected)'
+  })),
   cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'The nextCursor of the previous page, as is' }))
 }, { additionalProperties: false })
 
@@ -24,13 +31,21 @@ export const InvocationEntry = Type.Object({
   name: Type.String({ description: 'The tool name as invoked' }),
   route: Type.Union([Type.String(), Type.Null()], { description: 'The tier that served it; null for a call refused before any tool ran' }),
   serverId: Type.Union([Type.String(), Type.Null()], { description: 'The remote MCP server (routes user_mcp and global_mcp)' }),
-  arguments: Type.Unknown({ description: 'The arguments, values under secret-looking keys (token, password, secret, authorization, api_key, cookie, ...) at any depth replaced by "****"; a capped field past 16 KiB; null with JOURNAL=meta' }),
+  arguments: Type.Unknown({
+    description: 'The arguments, values under secret-looking keys (token, password, secret, authorization, api_key, cookie, ...) at any depth replaced by "****"; a capped field past 16 KiB; null with JOURNAL=meta'
+  }),
   argumentsSha256: Type.Union([Type.String(), Type.Null()], { description: 'SHA-256 (hex) of the arguments\' JSON after masking, before capping' }),
-  output: Type.Unknown({ description: 'The output string the caller got, inline credentials masked; a capped field past 16 KiB; null with JOURNAL=meta or for a refused call' }),
+  output: Type.Unknown({
+    description: 'The output string the caller got, inline credentials masked; a capped field past 16 KiB; null with JOURNAL=meta or for a refused call'
+  }),
   isError: Type.Boolean(),
-  error: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()], { description: 'The tool error, or the GW_ error of a refused call' }),
+  error: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()], {
+    description: 'The tool error, or the GW_ error of a refused call'
+  }),
   truncated: Type.Boolean({ description: 'The output was shortened to OUTPUT_MAX_CHARS for the caller' }),
-  trace: Type.Unknown({ description: 'The source\'s structured trace (recorded whether or not the caller asked for it), masked; a capped field past 64 KiB; null with JOURNAL=meta' }),
+  trace: Type.Unknown({
+    description: 'The source\'s structured trace (recorded whether or not the caller asked for it), masked; a capped field past 64 KiB; null with JOURNAL=meta'
+  }),
   durationMs: Type.Number(),
   toolMs: Type.Number({ description: 'Time inside the tool; the rest is gateway overhead' }),
   keyId: Type.Union([Type.String(), Type.Null()], { description: 'Short hash of the API key (16 hex of its SHA-256), never the key; null in open mode' }),
@@ -41,7 +56,9 @@ export const InvocationEntry = Type.Object({
 
 export const InvocationPage = Type.Object({
   invocations: Type.Array(InvocationEntry, { description: 'Newest first' }),
-  nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as cursor for the next (older) page; null at the end. A page may hold fewer than limit entries (filters that match rarely) and still have a next page' })
+  nextCursor: Type.Union([Type.String(), Type.Null()], {
+    description: 'Pass as cursor for the next (older) page; null at the end. A page may hold fewer than limit entries (filters that match rarely) and still have a next page'
+  })
 })
 
 export const InvocationsResponse = {

@@ -12,11 +12,16 @@ const Limits = Type.Object({
 }, { additionalProperties: false, description: 'Can only lower the server maxima' })
 
 const InvokeContext = Type.Object({
-  workspaceId: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$', description: 'Selects WORKSPACES_DIR/{tenant}/{workspaceId}; default "default"' })),
+  workspaceId: Type.Optional(Type.String({
+    pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$',
+    description: 'Selects WORKSPACES_DIR/{tenant}/{workspaceId}; default "default"'
+  })),
   readRoots: Type.Optional(Type.Array(Type.String({ maxLength: 64 }), { maxItems: 32, description: 'Names of read-only roots configured with READ_ROOTS' })),
   limits: Type.Optional(Limits),
   workspaceRoot: Type.Optional(Type.String({ maxLength: 4096, description: 'Admin only: an absolute root under WORKSPACE_BASES' })),
-  checkpoint: Type.Optional(Type.Boolean({ description: 'Before a mutating built-in (write_file, edit, apply_patch, update_agents_md, bash) runs, take a checkpoint of the workspace; its id is the result\'s checkpointId (restore it with POST /users/{userId}/workspaces/{workspaceId}/checkpoints/{checkpointId}/restore)' }))
+  checkpoint: Type.Optional(Type.Boolean({
+    description: 'Before a mutating built-in (write_file, edit, apply_patch, update_agents_md, bash) runs, take a checkpoint of the workspace; its id is the result\'s checkpointId (restore it with POST /users/{userId}/workspaces/{workspaceId}/checkpoints/{checkpointId}/restore)'
+  }))
 }, { additionalProperties: false })
 
 const AllowList = Type.Object({
@@ -26,13 +31,20 @@ const AllowList = Type.Object({
 
 export const InvokeBody = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 512, description: 'The tool name the model called' }),
-  arguments: Type.Optional(Type.Union([Type.Object({}, { additionalProperties: true }), Type.String()], { description: 'An object, or the JSON string a model emitted' })),
+  arguments: Type.Optional(Type.Union([Type.Object({}, { additionalProperties: true }), Type.String()], {
+    description: 'An object, or the JSON string a model emitted'
+  })),
   userId: Type.Optional(IdString),
   callId: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
   allow: Type.Optional(AllowList),
   context: Type.Optional(InvokeContext),
   trace: Type.Optional(Type.Boolean({ default: false, description: 'Include the structured trace in the result' })),
-  waitForApprovalMs: Type.Optional(Type.Integer({ minimum: 0, maximum: 300_000, default: 0, description: 'A call the tool policy holds for approval (requireApproval): wait this long (at most 5 minutes, and never past INVOKE_TIMEOUT_MS) for the decision and answer 200 with the result; otherwise, or when still undecided, 202 {callId, status: "pending", approvalId}' }))
+  waitForApprovalMs: Type.Optional(Type.Integer({
+    minimum: 0,
+    maximum: 300_000,
+    default: 0,
+    description: 'A call the tool policy holds for approval (requireApproval): wait this long (at most 5 minutes, and never past INVOKE_TIMEOUT_MS) for the decision and answer 200 with the result; otherwise, or when still undecided, 202 {callId, status: "pending", approvalId}'
+  }))
 }, { additionalProperties: false, $id: 'InvokeBody' })
 export type InvokeBodyT = Static<typeof InvokeBody>
 
@@ -56,7 +68,9 @@ export const BatchBody = Type.Object({
 const BatchEntryError = Type.Object({
   callId: Type.String({ description: 'The call\'s callId, or one generated like a successful call\'s' }),
   name: Type.Union([Type.String(), Type.Null()], { description: 'null when the entry had no string name' }),
-  output: Type.String({ description: 'TOOL_ERROR: {"errorType", "error", "tool", "callId"}, the tool message to give the model; errorType is the GW_ code in PascalCase (GW_TOOL_NOT_FOUND: ToolNotFound)' }),
+  output: Type.String({
+    description: 'TOOL_ERROR: {"errorType", "error", "tool", "callId"}, the tool message to give the model; errorType is the GW_ code in PascalCase (GW_TOOL_NOT_FOUND: ToolNotFound)'
+  }),
   isError: Type.Literal(true),
   statusCode: Type.Integer(),
   error: Type.Object({ code: Type.String(), message: Type.String() })

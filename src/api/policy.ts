@@ -1,7 +1,12 @@
 import { Type } from '@sinclair/typebox'
 import { IdString } from './common.js'
 
-const Pattern = Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_*-]+$', description: "An exposed tool name; '*' matches any run of characters (user_*, write_*, *__search, bash)" })
+const Pattern = Type.String({
+  minLength: 1,
+  maxLength: 128,
+  pattern: '^[A-Za-z0-9_*-]+$',
+  description: "An exposed tool name; '*' matches any run of characters (user_*, write_*, *__search, bash)"
+})
 const Patterns = (description: string) => Type.Array(Pattern, { maxItems: 256, description })
 const Limit = (description: string) => Type.Optional(Type.Integer({ minimum: 1, description }))
 
@@ -10,10 +15,16 @@ const Limit = (description: string) => Type.Optional(Type.Integer({ minimum: 1, 
  * that every mistake is a 400 GW_INVALID_POLICY naming the entry; this schema documents the same rules.
  */
 export const Policy = Type.Object({
-  deny: Type.Optional(Patterns('Tools never listed and never invoked (403 GW_POLICY_DENIED). A pattern matches a tool when it matches any name that calls it: its exposed name, its qualified {serverId}__{tool} name, the raw MCP tool name')),
+  deny: Type.Optional(Patterns(
+    'Tools never listed and never invoked (403 GW_POLICY_DENIED). A pattern matches a tool when it matches any name that calls it: its exposed name, its qualified {serverId}__{tool} name, the raw MCP tool name'
+  )),
   allowOnly: Type.Optional(Patterns('When present, only tools matching one of these are listed and invoked; [] allows none')),
-  readOnly: Type.Optional(Type.Boolean({ description: 'Only read_file, glob and grep among built-ins, and other tools only when annotated readOnlyHint: true' })),
-  requireApproval: Type.Optional(Patterns('Calls held for a human\'s approval: POST /invoke answers 202 with an approvalId, decided with POST /approvals/{approvalId}')),
+  readOnly: Type.Optional(Type.Boolean({
+    description: 'Only read_file, glob and grep among built-ins, and other tools only when annotated readOnlyHint: true'
+  })),
+  requireApproval: Type.Optional(Patterns(
+    'Calls held for a human\'s approval: POST /invoke answers 202 with an approvalId, decided with POST /approvals/{approvalId}'
+  )),
   bash: Type.Optional(Type.Object({
     denyCommands: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 512 }), {
       maxItems: 64,
@@ -28,7 +39,10 @@ export const Policy = Type.Object({
     outputMaxChars: Limit('Ceiling of every tool output of the tenant (and of context.limits.outputMaxChars)'),
     timeoutMs: Limit('Ceiling of a call\'s deadline (below INVOKE_TIMEOUT_MS)')
   }, { additionalProperties: false, description: 'Ceilings a request cannot raise' }))
-}, { additionalProperties: false, description: 'A tool policy. The default and a tenant\'s combine: deny, requireApproval and bash.denyCommands are the union, a tool must pass each allowOnly present, readOnly if either says so, each limit the lower' })
+}, {
+  additionalProperties: false,
+  description: 'A tool policy. The default and a tenant\'s combine: deny, requireApproval and bash.denyCommands are the union, a tool must pass each allowOnly present, readOnly if either says so, each limit the lower'
+})
 
 export const PolicyUserParams = Type.Object({ userId: IdString })
 

@@ -60,11 +60,17 @@ export const StatusResponse = Type.Object({
   }),
   registry: Type.Object({ backend: Type.String(), secretsEncrypted: Type.Boolean() }),
   workspaceQuota: Type.Union([Type.Object({
-    mode: Type.Union([Type.Literal('loop'), Type.Literal('watchdog')], { description: 'loop: the file system enforces the quota (an ext4 image per workspace); watchdog: a polling watchdog, which parallel writers can outrun' }),
+    mode: Type.Union([Type.Literal('loop'), Type.Literal('watchdog')], {
+      description: 'loop: the file system enforces the quota (an ext4 image per workspace); watchdog: a polling watchdog, which parallel writers can outrun'
+    }),
     reason: Type.Union([Type.String(), Type.Null()], { description: 'Why not loop, in watchdog mode' })
-  }), Type.Null()], { description: 'How WORKSPACE_QUOTA_BYTES and WORKSPACE_MAX_FILES are enforced (WORKSPACE_QUOTA_MODE as resolved at start-up); null without built-in tools' }),
+  }), Type.Null()], {
+    description: 'How WORKSPACE_QUOTA_BYTES and WORKSPACE_MAX_FILES are enforced (WORKSPACE_QUOTA_MODE as resolved at start-up); null without built-in tools'
+  }),
   remoteMcp: Type.Object({
-    retries: Type.Integer({ description: 'tools/call retried once on a fresh connection (read-only or idempotent tools whose call failed in transport before any answer)' }),
+    retries: Type.Integer({
+      description: 'tools/call retried once on a fresh connection (read-only or idempotent tools whose call failed in transport before any answer)'
+    }),
     breakerOpens: Type.Integer({ description: 'Times a circuit breaker opened (or reopened after a failed probe)' }),
     openBreakers: Type.Integer(),
     breakers: Type.Array(Type.Object({

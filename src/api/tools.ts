@@ -9,7 +9,9 @@ const CommaList = (description: string): ReturnType<typeof Type.String> => Type.
 
 export const ToolsQuery = Type.Object({
   functions: Type.Optional(CommaList(`Comma list of built-in, function and local MCP tool names; @builtin = all ${BUILTIN_NAMES.length} built-ins, @builtin-readonly = ${BUILTIN_READONLY.join(', ')}`)),
-  mcp: Type.Optional(CommaList('Comma list of serverIds (the tenant\'s server if it has one, else the global one); user_{userId}_service_{serverId} is accepted too')),
+  mcp: Type.Optional(CommaList(
+    'Comma list of serverIds (the tenant\'s server if it has one, else the global one); user_{userId}_service_{serverId} is accepted too'
+  )),
   userId: Type.Optional(IdString),
   format: Type.Optional(Type.Union(FORMATS.map((f) => Type.Literal(f)), { default: 'openai', description: 'Provider format of the tool schemas' })),
   strict: Type.Optional(Type.Boolean({ default: false, description: 'Any unresolved name is a 400 instead of an entry in `unresolved`' }))
@@ -32,7 +34,10 @@ const Unresolved = Type.Object({
 const UnavailableServer = Type.Object({
   serverId: Type.String(),
   reason: Type.String(),
-  retryAt: Type.Optional(Type.String({ format: 'date-time', description: 'The server\'s circuit breaker is open: from this time one call or listing probes it again' }))
+  retryAt: Type.Optional(Type.String({
+    format: 'date-time',
+    description: 'The server\'s circuit breaker is open: from this time one call or listing probes it again'
+  }))
 })
 
 const Diagnostic = Type.Object({

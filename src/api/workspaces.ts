@@ -10,7 +10,11 @@ const CheckpointId = Type.String({ pattern: ID_PATTERN, description: `A checkpoi
 export const WorkspacesParams = Type.Object({ userId: IdString })
 export const WorkspaceParams = Type.Object({ userId: IdString, workspaceId: WorkspaceId })
 export const CheckpointParams = Type.Object({ userId: IdString, workspaceId: WorkspaceId, checkpointId: CheckpointId })
-const FilePath = Type.String({ minLength: 1, maxLength: 4096, description: 'The file\'s path in the workspace (several segments), resolved like the tools resolve it' })
+const FilePath = Type.String({
+  minLength: 1,
+  maxLength: 4096,
+  description: 'The file\'s path in the workspace (several segments), resolved like the tools resolve it'
+})
 /** `files/*`: the route's wildcard, documented as `{path}`. */
 export const FileParams = Type.Object({ userId: IdString, workspaceId: WorkspaceId, '*': FilePath })
 export const FileParamsDoc = Type.Object({ userId: IdString, workspaceId: WorkspaceId, path: FilePath })
@@ -18,10 +22,14 @@ export const FileParamsDoc = Type.Object({ userId: IdString, workspaceId: Worksp
 export const WorkspaceSummary = Type.Object({
   workspaceId: Type.String(),
   bytes: Type.Integer({ description: 'Apparent size of its regular files (a lower bound when counting a huge tree ran out of time)' }),
-  files: Type.Integer({ description: 'Entries below its root: files, directories, symlinks (what WORKSPACE_MAX_FILES limits; an upload and a checkpoint count the same way)' }),
+  files: Type.Integer({
+    description: 'Entries below its root: files, directories, symlinks (what WORKSPACE_MAX_FILES limits; an upload and a checkpoint count the same way)'
+  }),
   createdAt: Type.String({ format: 'date-time' }),
   lastUsedAt: Type.String({ format: 'date-time', description: 'When a tool call (or an upload) last used it' }),
-  expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the idle sweeper deletes it (lastUsedAt + WORKSPACE_IDLE_TTL); null when workspaces are kept' }),
+  expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description: 'When the idle sweeper deletes it (lastUsedAt + WORKSPACE_IDLE_TTL); null when workspaces are kept'
+  }),
   quotaBytes: Type.Integer({ description: 'WORKSPACE_QUOTA_BYTES' }),
   processes: Type.Integer({ description: 'Running background processes (bash start)' })
 })
@@ -44,14 +52,18 @@ export const UploadBody = {
   content: {
     'application/x-tar': { schema: { ...ArchiveBody, description: 'A tar archive' } },
     'application/gzip': { schema: { ...ArchiveBody, description: 'A gzip-compressed tar archive (tar czf)' } },
-    'application/octet-stream': { schema: { ...ArchiveBody, description: 'A tar or a tar.gz, told apart by its bytes (so is any other declared type, or none)' } }
+    'application/octet-stream': {
+      schema: { ...ArchiveBody, description: 'A tar or a tar.gz, told apart by its bytes (so is any other declared type, or none)' }
+    }
   }
 }
 
 export const UploadResponse = Type.Object({
   workspaceId: Type.String(),
   bytes: Type.Integer({ description: 'replace: bytes of the archive\'s regular files (a hard-linked file once); merge: the workspace\'s bytes afterwards' }),
-  files: Type.Integer({ description: 'Entries (files, directories, implied parents included, symlinks), counted as the workspace listing and a checkpoint count them. replace: those extracted; merge: the workspace\'s afterwards' }),
+  files: Type.Integer({
+    description: 'Entries (files, directories, implied parents included, symlinks), counted as the workspace listing and a checkpoint count them. replace: those extracted; merge: the workspace\'s afterwards'
+  }),
   skipped: Type.Array(Type.String(), {
     maxItems: 100,
     description: 'Where archive entries were not written because the file tools never write there (`.git/hooks`, `.ssh`, `.aws`, case-folded): each path down to the protected component once (`.git/hooks`, `a/.ssh`), and the path of a hard link to such a file; the first 100'
@@ -60,7 +72,11 @@ export const UploadResponse = Type.Object({
 })
 
 export const ArchiveQuery = Type.Object({
-  path: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: 'A directory of the workspace to pack instead of the whole tree; its entries keep their workspace paths (`src/...`)' }))
+  path: Type.Optional(Type.String({
+    minLength: 1,
+    maxLength: 4096,
+    description: 'A directory of the workspace to pack instead of the whole tree; its entries keep their workspace paths (`src/...`)'
+  }))
 }, { additionalProperties: false })
 
 export const ArchiveResponse = {
