@@ -200,7 +200,9 @@ export class Gateway {
       if (policy !== undefined) {
         for (const t of listing.tools) {
           const decision = policy.decide(t.entry)
-          if (decision.kind === 'deny') denials.push({ type: 'denied', name: t.name, route: t.entry.route, source: t.entry.source, exposedAs: null, message: decision.message })
+          if (decision.kind === 'deny') {
+            denials.push({ type: 'denied', name: t.name, route: t.entry.route, source: t.entry.source, exposedAs: null, message: decision.message })
+          }
         }
       }
       const denied = new Set(denials.map((d) => d.name))
@@ -208,7 +210,9 @@ export class Gateway {
         tools: renderTools(denied.size === 0 ? listing.tools : listing.tools.filter((t) => !denied.has(t.name)), format),
         unresolved: listing.unresolved,
         unavailable: listing.unavailable,
-        diagnostics: denied.size === 0 ? listing.diagnostics : [...listing.diagnostics.filter((d) => d.exposedAs === null || !denied.has(d.exposedAs)), ...denials]
+        diagnostics: denied.size === 0
+          ? listing.diagnostics
+          : [...listing.diagnostics.filter((d) => d.exposedAs === null || !denied.has(d.exposedAs)), ...denials]
       }
       if (listing.unavailable.length === 0) this.#listings.set(key, version, response)
     }
@@ -225,7 +229,11 @@ export class Gateway {
     return response
   }
 
-  async catalog (requestedUserId: string | undefined, caller: Caller, signal: AbortSignal): Promise<{ tools: unknown[], unavailable: Unavailable[], diagnostics: Diagnostic[] }> {
+  async catalog (
+    requestedUserId: string | undefined,
+    caller: Caller,
+    signal: AbortSignal
+  ): Promise<{ tools: unknown[], unavailable: Unavailable[], diagnostics: Diagnostic[] }> {
     const userId = actingUserId(caller, requestedUserId)
     const { tools, unavailable } = await this.#router.catalog({ userId, signal })
     const diagnostics: Diagnostic[] = tools.filter((t) => t.shadowedBy !== null).map((t) => ({
@@ -272,7 +280,11 @@ export class Gateway {
       ...(approved.allow !== undefined ? { allow: approved.allow } : {}),
       ...(approved.context !== undefined ? { context: approved.context as InvokeBodyT['context'] } : {})
     }
-    const maker: Caller = { userId: approved.userId, isAdmin: approved.caller.isAdmin, ...(approved.caller.keyId !== undefined ? { keyId: approved.caller.keyId } : {}) }
+    const maker: Caller = {
+      userId: approved.userId,
+      isAdmin: approved.caller.isAdmin,
+      ...(approved.caller.keyId !== undefined ? { keyId: approved.caller.keyId } : {})
+    }
     return (await this.#run(body, maker, new AbortController().signal, undefined, 'approval', approved.approvalId)).outcome
   }
 
@@ -293,7 +305,14 @@ export class Gateway {
    * One call, run and published. A held call is not published here: its caller's answer is (a
    * pending one, or the decision's), and the journal records it when it is decided.
    */
-  async #run (body: InvokeBodyT, caller: Caller, signal: AbortSignal | CallerAbort, onProgress: CallContext['onProgress'], via: CallVia, approvalId: string | undefined): Promise<Call> {
+  async #run (
+    body: InvokeBodyT,
+    caller: Caller,
+    signal: AbortSignal | CallerAbort,
+    onProgress: CallContext['onProgress'],
+    via: CallVia,
+    approvalId: string | undefined
+  ): Promise<Call> {
     // The observer's one hook: /invoke, each call of /invoke/batch, /mcp's tools/call and approved calls all come here.
     const calls = this.calls
     const callId = body.callId ?? newCallId()
@@ -308,7 +327,13 @@ export class Gateway {
     return call
   }
 
-  async #invoke (body: InvokeBodyT, caller: Caller, signal: AbortSignal | CallerAbort, onProgress: CallContext['onProgress'], call: Call): Promise<InvokeOutcome> {
+  async #invoke (
+    body: InvokeBodyT,
+    caller: Caller,
+    signal: AbortSignal | CallerAbort,
+    onProgress: CallContext['onProgress'],
+    call: Call
+  ): Promise<InvokeOutcome> {
     let userId: string | undefined
     try {
       // The same rule as listing: an admin (every caller in open mode) may name the tenant through
@@ -374,7 +399,9 @@ export class Gateway {
       return await this.#policies.effective(userId)
     } catch (err) {
       const code = (err as { code?: unknown } | null)?.code
-      if (code === 'GW_REGISTRY_UNAVAILABLE') throw new HttpError('GW_REGISTRY_UNAVAILABLE', 'The tool policy cannot be read: the registry (Redis) does not answer')
+      if (code === 'GW_REGISTRY_UNAVAILABLE') {
+        throw new HttpError('GW_REGISTRY_UNAVAILABLE', 'The tool policy cannot be read: the registry (Redis) does not answer')
+      }
       throw err
     }
   }

@@ -30,7 +30,9 @@ function copyOf<T extends object> (v: T): T {
   // In Node 24 (V8 13) an Error's own `stack` is an accessor that reads the error it was made
   // for: copied as it is, it reads the copy and gives undefined. The copy gets the value.
   const stack = descriptors.stack
-  if (stack?.get !== undefined) descriptors.stack = { value: (v as { stack?: unknown }).stack, writable: true, enumerable: stack.enumerable ?? false, configurable: true }
+  if (stack?.get !== undefined) {
+    descriptors.stack = { value: (v as { stack?: unknown }).stack, writable: true, enumerable: stack.enumerable ?? false, configurable: true }
+  }
   return Object.defineProperties(Object.create(Object.getPrototypeOf(v) as object | null) as T, descriptors)
 }
 

@@ -216,9 +216,24 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
     return [[{ pool: 'global' }, s.globalClients], [{ pool: 'tenant' }, s.userClients]]
   }, ['pool'])
   gauge('gateway_mcp_clients_connected', 'Remote MCP clients with an open connection', () => [[{}, sources.status().connectedClients]])
-  mirroredCounter(registry, 'gateway_mcp_connect_failures_total', 'Remote MCP list or call operations that could not connect to the server', () => sources.counters.mcpConnectFailures)
-  mirroredCounter(registry, 'gateway_mcp_retries_total', 'Remote MCP tools/call retried once on a fresh connection (read-only or idempotent tools whose call failed in transport before any answer)', () => sources.status().remoteMcp?.retries)
-  mirroredCounter(registry, 'gateway_mcp_breaker_open_total', 'Times a remote MCP server\'s circuit breaker opened (or reopened after a failed half-open probe)', () => sources.status().remoteMcp?.breakerOpens)
+  mirroredCounter(
+    registry,
+    'gateway_mcp_connect_failures_total',
+    'Remote MCP list or call operations that could not connect to the server',
+    () => sources.counters.mcpConnectFailures
+  )
+  mirroredCounter(
+    registry,
+    'gateway_mcp_retries_total',
+    'Remote MCP tools/call retried once on a fresh connection (read-only or idempotent tools whose call failed in transport before any answer)',
+    () => sources.status().remoteMcp?.retries
+  )
+  mirroredCounter(
+    registry,
+    'gateway_mcp_breaker_open_total',
+    'Times a remote MCP server\'s circuit breaker opened (or reopened after a failed half-open probe)',
+    () => sources.status().remoteMcp?.breakerOpens
+  )
   // Tenants may register many servers: tenant breakers are only counted per state; a serverId
   // label is given to global servers alone (the operator's, a bounded set).
   gauge('gateway_mcp_breakers', 'Remote MCP circuit breakers that are open or half-open now, by pool and state', () => {
@@ -247,8 +262,18 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
     }
   })
   registry.registerMetric(breakerState)
-  mirroredCounter(registry, 'gateway_registry_unavailable_total', 'Registry operations that failed because the backend (Redis) was unreachable', () => sources.counters.registryUnavailable)
-  mirroredCounter(registry, 'gateway_rate_limit_redis_errors_total', 'Errors of the rate limiter\'s Redis connection; while they occur requests are not rate limited', () => sources.rateLimitRedisErrors?.() ?? 0)
+  mirroredCounter(
+    registry,
+    'gateway_registry_unavailable_total',
+    'Registry operations that failed because the backend (Redis) was unreachable',
+    () => sources.counters.registryUnavailable
+  )
+  mirroredCounter(
+    registry,
+    'gateway_rate_limit_redis_errors_total',
+    'Errors of the rate limiter\'s Redis connection; while they occur requests are not rate limited',
+    () => sources.rateLimitRedisErrors?.() ?? 0
+  )
 
   const sandbox = sources.sandbox
   const processes = sources.processes
@@ -264,7 +289,12 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
   const journal = sources.journal
   if (journal !== undefined) {
     mirroredCounter(registry, 'gateway_journal_written_total', 'Invocation journal entries written to its store (Redis or memory)', () => journal().written)
-    mirroredCounter(registry, 'gateway_journal_dropped_total', 'Invocation journal entries given up: the write queue was full, or the store (Redis) was unreachable or failed; the calls themselves were unaffected', () => journal().dropped)
+    mirroredCounter(
+      registry,
+      'gateway_journal_dropped_total',
+      'Invocation journal entries given up: the write queue was full, or the store (Redis) was unreachable or failed; the calls themselves were unaffected',
+      () => journal().dropped
+    )
     gauge('gateway_journal_queue', 'Invocation journal entries waiting to be written', () => [[{}, journal().queued]])
   }
   const inFlight = sources.invocationsInFlight

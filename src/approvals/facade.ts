@@ -157,7 +157,11 @@ export class ApprovalFacade {
         const { toolMs: _toolMs, ...rest } = outcome.result
         result = { ...rest, toolMs: 0 }
       } else {
-        result = { ...refusedResult(record, request.route as Tier, 'tool-error', outcome.error.message), output: refusalOutput(outcome.error.code, outcome.error.message, record.name, record.callId), error: { code: outcome.error.code, message: outcome.error.message } }
+        result = {
+          ...refusedResult(record, request.route as Tier, 'tool-error', outcome.error.message),
+          output: refusalOutput(outcome.error.code, outcome.error.message, record.name, record.callId),
+          error: { code: outcome.error.code, message: outcome.error.message }
+        }
       }
     }
     await approvals.complete(record, result)

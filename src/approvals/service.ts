@@ -136,7 +136,11 @@ export class ApprovalService {
    * instance) decided it and must see the call through (run it, or store the refusal).
    */
   async decide (approvalId: string, decision: 'approve' | 'deny', by: { keyId: string | undefined, reason: string | undefined }): Promise<OpenedApproval> {
-    const outcome = await this.#read(() => this.#store.decide(approvalId, decision === 'approve' ? 'approved' : 'denied', { now: this.#now(), decidedBy: by.keyId ?? '', reason: by.reason ?? '' }))
+    const outcome = await this.#read(() => this.#store.decide(approvalId, decision === 'approve' ? 'approved' : 'denied', {
+      now: this.#now(),
+      decidedBy: by.keyId ?? '',
+      reason: by.reason ?? ''
+    }))
     if (!outcome.ok) {
       if (outcome.reason === 'not-found') throw notFound(approvalId)
       if (outcome.reason === 'expired') throw new HttpError('APPROVAL_EXPIRED', `Approval '${approvalId}' expired at ${new Date(outcome.record?.expiresAt ?? 0).toISOString()} without a decision; the call did not run`)

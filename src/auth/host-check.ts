@@ -164,7 +164,8 @@ export function checkHostHeaders (policy: HostPolicy, headers: HostHeaders): Hos
 export function hostRefusalMessage (verdict: Exclude<HostVerdict, { ok: true }>, mode: 'open' | 'keyed'): string {
   const value = JSON.stringify(verdict.value.slice(0, 200))
   const how = mode === 'open'
-    ? 'without API keys the gateway answers only requests addressed to a loopback name (localhost, 127.0.0.1, [::1]); to reach it under another name, set ALLOWED_HOSTS=name[:port],... (better: set API_KEYS too)'
+    ? 'without API keys the gateway answers only requests addressed to a loopback name (localhost, 127.0.0.1, [::1]); ' +
+      'to reach it under another name, set ALLOWED_HOSTS=name[:port],... (better: set API_KEYS too)'
     : 'add the name to ALLOWED_HOSTS (comma-separated name[:port] or *.domain entries)'
   if (verdict.header === 'origin') return `Origin ${value} is not allowed (a page of another site; DNS rebinding and cross-site protection): ${how}`
   return `${verdict.header === 'host' ? 'Host' : 'X-Forwarded-Host'} ${value} is not allowed (DNS rebinding protection): ${how}`

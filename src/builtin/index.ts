@@ -133,7 +133,9 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
   // With Redis, instances may share WORKSPACES_DIR across hosts or containers (docs/CLUSTER.md): an
   // image mounted by two of them would be two file systems on one file, so auto means watchdog
   // there; `loop` is for instances that share one mount namespace (or a single instance).
-  const autoReason = deps.coordination !== undefined ? 'WORKSPACE_QUOTA_MODE=auto with Redis: instances may share WORKSPACES_DIR across hosts (set loop when they share one host and mount namespace)' : undefined
+  const autoReason = deps.coordination !== undefined
+    ? 'WORKSPACE_QUOTA_MODE=auto with Redis: instances may share WORKSPACES_DIR across hosts (set loop when they share one host and mount namespace)'
+    : undefined
   const mode = config.workspaceQuotaMode === 'auto' && autoReason !== undefined ? 'watchdog' : config.workspaceQuotaMode
   const quota: Builtins['quota'] = {
     mode: 'watchdog',
@@ -143,7 +145,13 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
   if (mode !== 'watchdog') {
     const probe = await probeLoopVolumes(workspaces.stateDir)
     if (probe.ok) {
-      volumes = new WorkspaceVolumes({ stateDir: workspaces.stateDir, workspacesDir: workspaces.dir, quotaBytes: config.workspaceQuotaBytes, maxFiles: config.workspaceMaxFiles, logger })
+      volumes = new WorkspaceVolumes({
+        stateDir: workspaces.stateDir,
+        workspacesDir: workspaces.dir,
+        quotaBytes: config.workspaceQuotaBytes,
+        maxFiles: config.workspaceMaxFiles,
+        logger
+      })
       const mounted = await volumes.mountAll()
       workspaces.useVolumes(volumes)
       usage.useVolumes(volumes)
@@ -161,7 +169,11 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
   // The service files each process's end in Redis through the manager's hook (bound once both exist).
   const bound: { service?: ProcessService } = {}
   const processes = new ProcessManager({ sandbox, maxRunningPerTenant: config.maxProcessesPerTenant, onEnded: (ws, snap) => bound.service?.ended(ws, snap) })
-  const service = bound.service = new ProcessService({ local: processes, logger, ...(deps.coordination !== undefined ? { coordination: deps.coordination } : {}) })
+  const service = bound.service = new ProcessService({
+    local: processes,
+    logger,
+    ...(deps.coordination !== undefined ? { coordination: deps.coordination } : {})
+  })
   // AI4J's allCodingToolNames() order.
   const tools: BuiltinTool[] = [
     createBashTool({ sandbox, processes: service }),

@@ -96,7 +96,12 @@ export class Membership {
       if (this.#failing) this.#opts.logger.info({ instanceId: this.id }, 'cluster heartbeat renewed again')
       this.#failing = false
     } catch (err) {
-      if (!this.#failing) this.#opts.logger.warn({ err, instanceId: this.id }, 'cluster heartbeat failed: other instances will report this instance\'s background processes LOST until it is renewed')
+      if (!this.#failing) {
+        this.#opts.logger.warn(
+          { err, instanceId: this.id },
+          'cluster heartbeat failed: other instances will report this instance\'s background processes LOST until it is renewed'
+        )
+      }
       this.#failing = true
       throw err
     }

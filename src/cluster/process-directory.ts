@@ -104,7 +104,14 @@ export class ProcessDirectory<S extends FiledSnapshot = FiledSnapshot> {
 
   /** Files (or refreshes) a process this instance runs. Rejects when Redis does not answer. */
   async save (ws: ProcessWorkspaceIdentity, snapshot: S): Promise<void> {
-    const record: ProcessRecord<S> = { owner: this.#scope.instanceId, tenant: ws.tenant, workspaceId: ws.workspaceId, root: ws.root, snapshot, updatedAt: this.#now() }
+    const record: ProcessRecord<S> = {
+      owner: this.#scope.instanceId,
+      tenant: ws.tenant,
+      workspaceId: ws.workspaceId,
+      root: ws.root,
+      snapshot,
+      updatedAt: this.#now()
+    }
     const ttl = snapshot.status === 'RUNNING' ? this.#runningTtlMs : this.#finishedTtlMs
     await this.#scope.redis.eval(SAVE_SCRIPT, 2, this.recordKey(ws.tenant, snapshot.processId), this.indexKey(ws),
       JSON.stringify(record), String(ttl), snapshot.processId, String(snapshot.startedAt), String(this.#maxPerWorkspace))

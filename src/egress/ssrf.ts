@@ -319,7 +319,10 @@ type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | Addr
  * so the address checked is the address dialled. (IP literals do not go through lookup:
  * guardedFetch checks those before the request.)
  */
-function guardedLookup (policy: EgressPolicy, cache: { ttlMs: number, maxHosts?: number } = { ttlMs: 0 }): (hostname: string, options: { family?: number | string, all?: boolean }, callback: LookupCallback) => void {
+function guardedLookup (
+  policy: EgressPolicy,
+  cache: { ttlMs: number, maxHosts?: number } = { ttlMs: 0 }
+): (hostname: string, options: { family?: number | string, all?: boolean }, callback: LookupCallback) => void {
   const resolve = cache.ttlMs > 0 ? cachedResolve(policy.resolve, cache.ttlMs, cache.maxHosts ?? 1000) : policy.resolve
   return (hostname, options, callback) => {
     const host = hostKey(hostname)

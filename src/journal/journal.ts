@@ -318,7 +318,11 @@ export class Journal {
       let before = q.before
       for (;;) {
         if (signal?.aborted === true) return
-        const page = await read(async () => await store.page(tenant, { ...q, limit: Math.min(PAGE_MAX, max - sent), ...(before !== undefined ? { before } : {}) }))
+        const page = await read(async () => await store.page(tenant, {
+          ...q,
+          limit: Math.min(PAGE_MAX, max - sent),
+          ...(before !== undefined ? { before } : {})
+        }))
         for (const e of page.entries) yield e + '\n'
         sent += page.entries.length
         if (page.next === null || sent >= max) return

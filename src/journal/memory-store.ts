@@ -97,7 +97,16 @@ export class MemoryJournalStore implements JournalStore {
     } else {
       this.#seq++
     }
-    const item: Item = { ms: this.#lastMs, seq: this.#seq, tenant: e.tenant, callId: e.callId, name: e.name, isError: e.isError, json: ownBytes(e.json), live: true }
+    const item: Item = {
+      ms: this.#lastMs,
+      seq: this.#seq,
+      tenant: e.tenant,
+      callId: e.callId,
+      name: e.name,
+      isError: e.isError,
+      json: ownBytes(e.json),
+      live: true
+    }
     let ring = this.#tenants.get(e.tenant)
     if (ring === undefined) {
       ring = { items: new Deque(), byCall: new Map() }

@@ -55,7 +55,10 @@ function looksLikeService (value: unknown): value is LocalMcpServiceModule {
  * once. Two tools producing the same exposed name, a name that would be a built-in, or a
  * broken module stop start-up with every problem named.
  */
-export async function loadLocalMcpServices (dirs: readonly string[], opts: { listTimeoutMs: number }): Promise<{ services: LocalMcpService[], tools: LocalMcpTool[] }> {
+export async function loadLocalMcpServices (
+  dirs: readonly string[],
+  opts: { listTimeoutMs: number }
+): Promise<{ services: LocalMcpService[], tools: LocalMcpTool[] }> {
   const { files, problems } = await listModuleFiles(dirs)
   const services: LocalMcpService[] = []
   const tools: LocalMcpTool[] = []

@@ -39,7 +39,12 @@ export class CallBudget {
 
   /** Counts one call against the minute's allowance; the refusal when none is left. */
   take (): HttpError | undefined {
-    if (this.#calls <= 0) return new HttpError('GW_RATE_LIMITED', 'Rate limit per minute exceeded for this tenant: each tools/call of a batch counts; this call was not run, retry later')
+    if (this.#calls <= 0) {
+      return new HttpError(
+        'GW_RATE_LIMITED',
+        'Rate limit per minute exceeded for this tenant: each tools/call of a batch counts; this call was not run, retry later'
+      )
+    }
     this.#calls--
     return undefined
   }

@@ -79,7 +79,12 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions): Server {
       : (p: ToolProgress): void => {
           const notification: ProgressNotification = {
             method: 'notifications/progress',
-            params: { progressToken, progress: p.progress, ...(p.total !== undefined ? { total: p.total } : {}), ...(p.message !== undefined ? { message: p.message } : {}) }
+            params: {
+              progressToken,
+              progress: p.progress,
+              ...(p.total !== undefined ? { total: p.total } : {}),
+              ...(p.message !== undefined ? { message: p.message } : {})
+            }
           }
           // Best effort: a client that went away fails the call through the signal instead.
           extra.sendNotification(notification).catch(() => {})
@@ -154,7 +159,10 @@ function toCallToolResult (result: InvokeResult): CallToolResult {
   if (raw === undefined) return { content: [{ type: 'text', text: result.output }], isError: result.isError }
   let content = raw.content as CallToolResult['content']
   if (result.truncated) {
-    content = [{ type: 'text', text: result.output }, ...content.filter((item) => NON_TEXT_TYPES.has(item.type) || (item.type === 'resource' && 'blob' in item.resource))]
+    content = [
+      { type: 'text', text: result.output },
+      ...content.filter((item) => NON_TEXT_TYPES.has(item.type) || (item.type === 'resource' && 'blob' in item.resource))
+    ]
   } else if (content.length === 0 && result.output !== '') {
     content = [{ type: 'text', text: result.output }]
   }
@@ -170,7 +178,8 @@ function mcpTrace (result: InvokeResult): { content: unknown[], structuredConten
   if (!TIER_TRAITS[result.route].mcpResults) return undefined
   const trace = result.trace as { content?: unknown, structuredContent?: unknown } | null
   if (trace === null || typeof trace !== 'object' || !Array.isArray(trace.content)) return undefined
-  const known = trace.content.every((item: unknown) => item !== null && typeof item === 'object' && CONTENT_TYPES.has((item as { type?: unknown }).type as string))
+  const known = trace.content.every((item: unknown) =>
+    item !== null && typeof item === 'object' && CONTENT_TYPES.has((item as { type?: unknown }).type as string))
   if (!known) return undefined
   const sc = trace.structuredContent
   if (sc !== undefined && (sc === null || typeof sc !== 'object' || Array.isArray(sc))) return { content: trace.content }

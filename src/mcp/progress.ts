@@ -39,7 +39,11 @@ export function trackProgress (client: Client, onProgress: ProgressHandler): { t
       if (handler === undefined) return
       // A caller's handler that throws must not break the client's message loop.
       try {
-        handler({ progress: progress.progress, ...(progress.total !== undefined ? { total: progress.total } : {}), ...(progress.message !== undefined ? { message: progress.message } : {}) })
+        handler({
+          progress: progress.progress,
+          ...(progress.total !== undefined ? { total: progress.total } : {}),
+          ...(progress.message !== undefined ? { message: progress.message } : {})
+        })
       } catch {}
     })
   }

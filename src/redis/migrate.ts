@@ -83,7 +83,10 @@ export function escapeGlob (s: string): string {
  * key already moved is simply gone); `marker` is set when the scan completed, so later starts
  * skip it. Single Redis only: a fresh cluster deployment has no old keys.
  */
-export async function migrateKeys (client: Redis, opts: { marker: string, patterns: readonly string[], rename: (key: string) => string | undefined }): Promise<MigrationResult> {
+export async function migrateKeys (
+  client: Redis,
+  opts: { marker: string, patterns: readonly string[], rename: (key: string) => string | undefined }
+): Promise<MigrationResult> {
   const result: MigrationResult = { ran: false, renamed: 0, merged: 0, skipped: 0 }
   if (await client.exists(opts.marker) === 1) return result
   result.ran = true

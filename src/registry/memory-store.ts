@@ -1,6 +1,17 @@
 import { assertScope, assertServerId, assertTenant, assertUidRange, RegistryUnavailableError } from './errors.js'
 import type { ServerConfig } from './server-config.js'
-import type { DocumentChange, DocumentKind, DocumentListener, RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredDocument, StoredServer, UidRange } from './types.js'
+import type {
+  DocumentChange,
+  DocumentKind,
+  DocumentListener,
+  RegistryChange,
+  RegistryListener,
+  RegistryScope,
+  RegistryStore,
+  StoredDocument,
+  StoredServer,
+  UidRange
+} from './types.js'
 
 interface ScopeState {
   version: number

@@ -5,7 +5,18 @@ import { assertScope, assertServerId, assertTenant, assertUidRange, RegistryUnav
 import { createRedisClient, escapeGlob, migrateKeys, quitWithTimeout, taggedKey } from '../redis/index.js'
 import type { MigrationResult, RedisClient, RedisTarget } from '../redis/index.js'
 import type { ServerConfig } from './server-config.js'
-import type { DocumentChange, DocumentKind, DocumentListener, RegistryChange, RegistryListener, RegistryScope, RegistryStore, StoredDocument, StoredServer, UidRange } from './types.js'
+import type {
+  DocumentChange,
+  DocumentKind,
+  DocumentListener,
+  RegistryChange,
+  RegistryListener,
+  RegistryScope,
+  RegistryStore,
+  StoredDocument,
+  StoredServer,
+  UidRange
+} from './types.js'
 
 /**
  * Redis registry (docs/ARCHITECTURE.md#registry), shared by every gateway instance, on one Redis
@@ -128,7 +139,9 @@ function parseDocumentEvent (message: string): (DocumentChange & { op: 'document
   const kind = e.kind as DocumentKind
   if (typeof scope !== 'object' || scope === null) return undefined
   if (scope.kind === 'global') return { op: 'document', kind, scope: { kind: 'global' }, version: e.version, origin: e.origin }
-  if (scope.kind === 'user' && typeof scope.userId === 'string') return { op: 'document', kind, scope: { kind: 'user', userId: scope.userId }, version: e.version, origin: e.origin }
+  if (scope.kind === 'user' && typeof scope.userId === 'string') {
+    return { op: 'document', kind, scope: { kind: 'user', userId: scope.userId }, version: e.version, origin: e.origin }
+  }
   return undefined
 }
 

@@ -28,7 +28,12 @@ export class ServerRegistry {
   readonly #onStored: ((scope: RegistryScope, serverId: string, config: ServerConfig) => void) | undefined
 
   /** `onStored` is told of every server this instance stored (the remote tiers start a stdio server's first connection). */
-  constructor (store: RegistryStore, box: SecretBox, egress: EgressPolicy, opts: { onStored?: (scope: RegistryScope, serverId: string, config: ServerConfig) => void } = {}) {
+  constructor (
+    store: RegistryStore,
+    box: SecretBox,
+    egress: EgressPolicy,
+    opts: { onStored?: (scope: RegistryScope, serverId: string, config: ServerConfig) => void } = {}
+  ) {
     this.#store = store
     this.#box = box
     this.#egress = egress
@@ -51,7 +56,12 @@ export class ServerRegistry {
    * host); a tenant's URL must pass the SSRF guard. Header/env values sent back exactly as
    * masked keep their stored value, so a client can GET, edit and PUT.
    */
-  async put (scope: RegistryScope, serverId: string, input: unknown, opts: { allowStdio: boolean, fromFile?: boolean }): Promise<RegistryResult<{ created: boolean, version: number, server: ServerView }>> {
+  async put (
+    scope: RegistryScope,
+    serverId: string,
+    input: unknown,
+    opts: { allowStdio: boolean, fromFile?: boolean }
+  ): Promise<RegistryResult<{ created: boolean, version: number, server: ServerView }>> {
     if (!isValidId(serverId)) return fail('GW_BAD_REQUEST', 'serverId must match ^[A-Za-z0-9][A-Za-z0-9-]{0,63}$')
     const normalized = normalizeServerConfig(input, { allowStdio: opts.allowStdio, ...(opts.fromFile ? { unknownKeys: 'strip' as const } : {}) })
     if (!normalized.ok) return fail(normalized.code, normalized.message)

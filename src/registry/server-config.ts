@@ -51,13 +51,24 @@ const L = SERVER_CONFIG_LIMITS
 export const ServerConfigInputSchema = Type.Object({
   type: Type.Optional(Type.String({ maxLength: 32, description: 'streamable_http | sse | stdio (aliases: http, streamable-http, mcp)' })),
   url: Type.Optional(Type.String({ minLength: 1, maxLength: L.urlLength, description: 'http(s) URL; required for streamable_http and sse' })),
-  headers: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: L.headerNameLength }), Type.String({ maxLength: L.headerValueLength }), { maxProperties: L.headerCount, description: 'Sent on every request; values encrypted at rest and masked on read' })),
+  headers: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: L.headerNameLength }), Type.String({ maxLength: L.headerValueLength }), {
+    maxProperties: L.headerCount,
+    description: 'Sent on every request; values encrypted at rest and masked on read'
+  })),
   command: Type.Optional(Type.String({ minLength: 1, maxLength: L.commandLength, description: 'stdio only (admin only)' })),
   args: Type.Optional(Type.Array(Type.String({ maxLength: L.argLength }), { maxItems: L.argCount })),
-  env: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: L.envNameLength }), Type.String({ maxLength: L.envValueLength }), { maxProperties: L.envCount, description: 'stdio only; values encrypted at rest and masked on read' })),
+  env: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: L.envNameLength }), Type.String({ maxLength: L.envValueLength }), {
+    maxProperties: L.envCount,
+    description: 'stdio only; values encrypted at rest and masked on read'
+  })),
   enabled: Type.Optional(Type.Boolean({ default: true })),
   timeoutMs: Type.Optional(Type.Integer({ minimum: L.timeoutMsMin, maximum: L.timeoutMsMax })),
-  priority: Type.Optional(Type.Integer({ minimum: L.priorityMin, maximum: L.priorityMax, default: 0, description: 'Higher wins among global servers; ties go to the smaller serverId' })),
+  priority: Type.Optional(Type.Integer({
+    minimum: L.priorityMin,
+    maximum: L.priorityMax,
+    default: 0,
+    description: 'Higher wins among global servers; ties go to the smaller serverId'
+  })),
   description: Type.Optional(Type.String({ maxLength: L.descriptionLength })),
   disabledTools: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: L.toolNameLength }), { maxItems: L.disabledToolCount }))
 }, { additionalProperties: false, $id: 'ServerConfigInput' })

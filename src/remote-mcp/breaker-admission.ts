@@ -78,7 +78,9 @@ export class BreakerAdmission {
     if (verdict === 'failure') {
       const before = this.#breakers.openedTotal
       this.#breakers.failure(target.id, target.key, describe(err))
-      if (this.#breakers.openedTotal > before) this.#log.warn({ mcpClient: target.key, err: describe(err) }, 'MCP server circuit breaker opened: its calls fail fast until a probe succeeds')
+      if (this.#breakers.openedTotal > before) {
+        this.#log.warn({ mcpClient: target.key, err: describe(err) }, 'MCP server circuit breaker opened: its calls fail fast until a probe succeeds')
+      }
     } else if (verdict === 'answered') {
       this.#breakers.success(target.id)
     }

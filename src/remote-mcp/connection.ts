@@ -92,7 +92,13 @@ export async function openConnection (o: ConnectionOptions): Promise<Connection>
 async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Connection> {
   let handle: TransportHandle
   try {
-    handle = createTransport(o.spec, { fetch: o.fetch, logger: o.logger, label: o.label, ...(o.httpTransport !== undefined ? { httpTransport: o.httpTransport } : {}), ...(o.limits !== undefined ? { limits: o.limits } : {}) })
+    handle = createTransport(o.spec, {
+      fetch: o.fetch,
+      logger: o.logger,
+      label: o.label,
+      ...(o.httpTransport !== undefined ? { httpTransport: o.httpTransport } : {}),
+      ...(o.limits !== undefined ? { limits: o.limits } : {})
+    })
   } catch (err) {
     throw new UpstreamError('GW_UPSTREAM_CONNECT', o.safeMessage(err))
   }

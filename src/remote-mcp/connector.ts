@@ -69,7 +69,13 @@ export class PoolConnector implements McpConnector {
     await this.#pool(server).warm(key, spec)
   }
 
-  async callTool (key: string, server: RemoteServer, name: string, args: Record<string, unknown>, opts: Parameters<McpConnector['callTool']>[4]): Promise<CallToolResult> {
+  async callTool (
+    key: string,
+    server: RemoteServer,
+    name: string,
+    args: Record<string, unknown>,
+    opts: Parameters<McpConnector['callTool']>[4]
+  ): Promise<CallToolResult> {
     return await this.#pool(server).callTool(key, toConnectSpec(server.config as ServerConfig), name, args, opts)
   }
 }

@@ -7,7 +7,15 @@ import type { ToolFailureReason } from '../tools/types.js'
  * connect, timeout, error, unavailable (circuit open), cancelled, an answer too large or without
  * room in the budget of answers in flight (response-limits.ts). A subset of the table, checked by the compiler.
  */
-export type UpstreamErrorCode = GwCodes<'GW_UPSTREAM_CONNECT' | 'GW_UPSTREAM_TIMEOUT' | 'GW_UPSTREAM_ERROR' | 'GW_UPSTREAM_UNAVAILABLE' | 'GW_CANCELLED' | 'GW_UPSTREAM_TOO_LARGE' | 'GW_UPSTREAM_BUDGET_EXHAUSTED'>
+export type UpstreamErrorCode = GwCodes<
+  | 'GW_UPSTREAM_CONNECT'
+  | 'GW_UPSTREAM_TIMEOUT'
+  | 'GW_UPSTREAM_ERROR'
+  | 'GW_UPSTREAM_UNAVAILABLE'
+  | 'GW_CANCELLED'
+  | 'GW_UPSTREAM_TOO_LARGE'
+  | 'GW_UPSTREAM_BUDGET_EXHAUSTED'
+>
 
 /**
  * A failure of a remote MCP server, thrown by the client pool. The message is safe to show to a

@@ -255,7 +255,13 @@ export class McpClientPool {
    * failures, GW_UPSTREAM_UNAVAILABLE while the server's breaker is open. Replayed only when
    * `retrySafe` and the failure certainly got no answer: once, on a fresh connection.
    */
-  async callTool (key: string, spec: ConnectSpec, name: string, args: Record<string, unknown> | undefined, options: CallToolOptions = {}): Promise<CallToolResult> {
+  async callTool (
+    key: string,
+    spec: ConnectSpec,
+    name: string,
+    args: Record<string, unknown> | undefined,
+    options: CallToolOptions = {}
+  ): Promise<CallToolResult> {
     const id = clientId(key, spec)
     const admission = this.#admit(id)
     const entry = this.#acquire(key, spec)

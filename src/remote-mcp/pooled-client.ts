@@ -151,7 +151,10 @@ export class PooledClient {
             // next connect() opens a fresh one.
             if (this.#conn === conn) this.#drop(conn, 'tools/call failed before any answer; retrying once')
             this.#ctx.onRetry()
-            this.#ctx.log.info({ mcpClient: this.key, tool: name, err: this.safeMessage(err) }, 'retrying a read-only/idempotent tools/call once on a fresh connection')
+            this.#ctx.log.info(
+              { mcpClient: this.key, tool: name, err: this.safeMessage(err) },
+              'retrying a read-only/idempotent tools/call once on a fresh connection'
+            )
             continue
           }
           this.#countFailure(err, 'call')
@@ -296,7 +299,14 @@ export class PooledClient {
   }
 }
 
-async function callOnce (conn: Connection, name: string, args: Record<string, unknown> | undefined, timeout: number, signal: AbortSignal, onProgress: ((p: Progress) => void) | undefined): Promise<CallToolResult> {
+async function callOnce (
+  conn: Connection,
+  name: string,
+  args: Record<string, unknown> | undefined,
+  timeout: number,
+  signal: AbortSignal,
+  onProgress: ((p: Progress) => void) | undefined
+): Promise<CallToolResult> {
   // Progress never extends the deadline: a server that keeps reporting must still finish
   // within the call's timeout.
   const progress = onProgress !== undefined ? trackProgress(conn.client, onProgress) : undefined

@@ -32,7 +32,13 @@ export interface McpConnector {
   /** `key` is AI4J's client key (`{serverId}` or `user_{userId}_service_{serverId}`). */
   listTools: (key: string, server: RemoteServer, opts: { signal: AbortSignal, timeoutMs: number }) => Promise<Tool[]>
   /** `retrySafe`: the listed tool is annotated read-only or idempotent (a call that got no answer may be retried once). */
-  callTool: (key: string, server: RemoteServer, name: string, args: Record<string, unknown>, opts: { signal: AbortSignal, timeoutMs: number, onProgress?: CallContext['onProgress'], retrySafe?: boolean }) => Promise<CallToolResult>
+  callTool: (
+    key: string,
+    server: RemoteServer,
+    name: string,
+    args: Record<string, unknown>,
+    opts: { signal: AbortSignal, timeoutMs: number, onProgress?: CallContext['onProgress'], retrySafe?: boolean }
+  ) => Promise<CallToolResult>
   /** Connects ahead of use where a start is slow (stdio); never rejects. Optional: connectors without it connect on use. */
   warm?: (key: string, server: RemoteServer) => Promise<void>
 }
@@ -238,7 +244,9 @@ export class RemoteMcpSource implements ToolSource {
     }
     byName.delete('')
     const listedIds = new Set(listed.map((l) => l.server.serverId))
-    const unlisted = new Map(snapshot.filter((s) => !listedIds.has(s.serverId) && s.config.enabled !== false && s.error === undefined).map((s) => [s.serverId, s]))
+    const unlisted = new Map(snapshot
+      .filter((s) => !listedIds.has(s.serverId) && s.config.enabled !== false && s.error === undefined)
+      .map((s) => [s.serverId, s]))
     const index: ScopeIndex = { snapshot, toolLists, builtAt: Date.now(), byName, unlisted }
     this.#indexes.delete(key)
     this.#indexes.set(key, index)
@@ -255,12 +263,16 @@ export class RemoteMcpSource implements ToolSource {
     const warm = this.#connector.warm
     if (warm === undefined) return
     const wanted = serverIds === undefined ? undefined : new Set(serverIds)
-    const servers = (await this.#servers(scope)).filter((s) => (wanted === undefined || wanted.has(s.serverId)) && s.error === undefined && s.config.enabled !== false)
+    const servers = (await this.#servers(scope))
+      .filter((s) => (wanted === undefined || wanted.has(s.serverId)) && s.error === undefined && s.config.enabled !== false)
     await Promise.all(servers.map(async (server) => { await warm.call(this.#connector, this.#clientKey(scope, server.serverId), server) }))
   }
 
   /** One server's tools as MCP Tool objects (GET /users/{u}/mcp/servers/{s}/tools). */
-  async serverTools (serverId: string, scope: SourceScope): Promise<{ ok: true, tools: Tool[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }> {
+  async serverTools (
+    serverId: string,
+    scope: SourceScope
+  ): Promise<{ ok: true, tools: Tool[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }> {
     const server = (await this.#servers(scope)).find((s) => s.serverId === serverId)
     if (!server) return { ok: false, reason: 'not-found', message: `No server '${serverId}' is registered ${this.#tenantScoped ? 'for this tenant' : 'globally'}` }
     const { listed, unavailable } = await this.#listServers([server], scope)
@@ -275,7 +287,12 @@ export class RemoteMcpSource implements ToolSource {
     const annotations = entry.spec.annotations
     const retrySafe = annotations?.readOnlyHint === true || annotations?.idempotentHint === true
     try {
-      const result = await this.#connector.callTool(key, server, entry.spec.name, args, { signal: ctx.signal, timeoutMs, retrySafe, ...(ctx.onProgress !== undefined ? { onProgress: ctx.onProgress } : {}) })
+      const result = await this.#connector.callTool(key, server, entry.spec.name, args, {
+        signal: ctx.signal,
+        timeoutMs,
+        retrySafe,
+        ...(ctx.onProgress !== undefined ? { onProgress: ctx.onProgress } : {})
+      })
       const flat = flattenCallToolResult(result)
       return { ok: true, value: flat.text, isError: flat.isError, trace: flat.trace }
     } catch (err) {

@@ -49,7 +49,10 @@ export function expandFunctionNames (names: readonly string[]): string[] {
  * Splits `mcp=` into serverIds. The form `user_{u}_service_{s}` names tenant u's server s only
  * (never a global one) and must name the request's own tenant.
  */
-export function parseServerSelection (ids: readonly string[], userId: string | undefined): { serverIds: string[], userOnly: Set<string>, errors: Unresolved[] } {
+export function parseServerSelection (
+  ids: readonly string[],
+  userId: string | undefined
+): { serverIds: string[], userOnly: Set<string>, errors: Unresolved[] } {
   const serverIds: string[] = []
   const userOnly = new Set<string>()
   const errors: Unresolved[] = []

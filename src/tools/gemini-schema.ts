@@ -117,7 +117,9 @@ function convert (input: unknown, defs: Record<string, unknown>, depth: number):
       appendDescription(out, `one of: ${kept.map((v) => JSON.stringify(v)).join(', ')}`)
       if (types.length === 0) {
         for (const v of kept) {
-          const t = typeof v === 'number' ? (Number.isInteger(v) ? 'INTEGER' : 'NUMBER') : typeof v === 'boolean' ? 'BOOLEAN' : typeof v === 'string' ? 'STRING' : Array.isArray(v) ? 'ARRAY' : 'OBJECT'
+          const t = typeof v === 'number'
+            ? (Number.isInteger(v) ? 'INTEGER' : 'NUMBER')
+            : typeof v === 'boolean' ? 'BOOLEAN' : typeof v === 'string' ? 'STRING' : Array.isArray(v) ? 'ARRAY' : 'OBJECT'
           if (!types.includes(t)) types.push(t)
         }
         if (types.includes('INTEGER') && types.includes('NUMBER')) types.splice(types.indexOf('INTEGER'), 1)

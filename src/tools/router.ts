@@ -313,7 +313,14 @@ export class ToolRouter {
         continue
       }
       if (wire !== natural) {
-        diagnostics.push({ type: 'renamed', name: natural, route: entry.route, source: entry.source, exposedAs: wire, message: 'Shortened or sanitised to fit ^[a-zA-Z][a-zA-Z0-9_-]{0,63}$' })
+        diagnostics.push({
+          type: 'renamed',
+          name: natural,
+          route: entry.route,
+          source: entry.source,
+          exposedAs: wire,
+          message: 'Shortened or sanitised to fit ^[a-zA-Z][a-zA-Z0-9_-]{0,63}$'
+        })
       }
       byWire.set(wire, entry)
       tools.push({ name: wire, entry })
@@ -330,7 +337,11 @@ export class ToolRouter {
   }
 
   /** A remote server's live tool list, for debugging with curl. */
-  async liveTools (route: 'user_mcp' | 'global_mcp', serverId: string, scope: SourceScope): Promise<{ ok: true, tools: unknown[] } | { ok: false, error: HttpError }> {
+  async liveTools (
+    route: 'user_mcp' | 'global_mcp',
+    serverId: string,
+    scope: SourceScope
+  ): Promise<{ ok: true, tools: unknown[] } | { ok: false, error: HttpError }> {
     const source = this.#byTier[route]
     if (!source?.serverTools) return { ok: false, error: new HttpError('GW_SERVER_NOT_FOUND', 'No remote MCP servers are configured') }
     const result = await source.serverTools(serverId, scope)
@@ -448,11 +459,33 @@ export class ToolRouter {
     if (failure) {
       const message = failure.message.length > 4000 ? capOutput(failure.message, 4000).text : failure.message
       const capped = capOutput(toolErrorOutput(failure.reason, message, req.name, req.callId), maxChars)
-      result = { callId: req.callId, name: req.name, route: entry.route, output: capped.text, isError: true, error: { code: toolErrorCode(failure.reason), message }, truncated: capped.truncated, trace, durationMs: 0, toolMs: 0 }
+      result = {
+        callId: req.callId,
+        name: req.name,
+        route: entry.route,
+        output: capped.text,
+        isError: true,
+        error: { code: toolErrorCode(failure.reason), message },
+        truncated: capped.truncated,
+        trace,
+        durationMs: 0,
+        toolMs: 0
+      }
     } else {
       const capped = capOutput(text, maxChars)
       const trimmed = outcome.ok && outcome.truncated === true
-      result = { callId: req.callId, name: req.name, route: entry.route, output: capped.text, isError: false, error: null, truncated: capped.truncated || trimmed, trace, durationMs: 0, toolMs: 0 }
+      result = {
+        callId: req.callId,
+        name: req.name,
+        route: entry.route,
+        output: capped.text,
+        isError: false,
+        error: null,
+        truncated: capped.truncated || trimmed,
+        trace,
+        durationMs: 0,
+        toolMs: 0
+      }
     }
     if (outcome.checkpointId !== undefined) result.checkpointId = outcome.checkpointId
     return result

@@ -72,7 +72,10 @@ export interface ToolSource {
    */
   catalogToken?: (scope: SourceScope) => Promise<unknown>
   /** Sources of servers (tiers 2 and 5): one server's live tool list, for debugging. */
-  serverTools?: (serverId: string, scope: SourceScope) => Promise<{ ok: true, tools: unknown[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }>
+  serverTools?: (
+    serverId: string,
+    scope: SourceScope
+  ) => Promise<{ ok: true, tools: unknown[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }>
 }
 
 export function sameEntry (a: CatalogEntry, b: CatalogEntry): boolean {

@@ -57,7 +57,11 @@ function splitLines (text: string): { lines: Line[], endsWithNewline: boolean, e
  * Where each chunk goes, as Codex computes it. `path` is only used in error messages
  * (workspace-relative, so nothing outside the workspace is ever named).
  */
-function computeReplacements (lines: readonly string[], chunks: readonly UpdateChunk[], path: string): { ok: true, replacements: Replacement[] } | { ok: false, message: string } {
+function computeReplacements (
+  lines: readonly string[],
+  chunks: readonly UpdateChunk[],
+  path: string
+): { ok: true, replacements: Replacement[] } | { ok: false, message: string } {
   const replacements: Replacement[] = []
   let cursor = 0
   for (const chunk of chunks) {

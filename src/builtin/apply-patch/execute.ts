@@ -171,7 +171,15 @@ class Stage {
       else if (st?.isFile() === true) disk = 'file'
       // A FIFO or device would block or stream forever; only regular files are patched.
       else if (st !== undefined) throw new ToolError(`Failed to read ${target.rel}: not a regular file`)
-      entry = { target, disk, original: undefined, originalLines: 0, current: { kind: disk === 'dir' ? 'dir' : 'missing' }, links: st?.nlink ?? 0, diskSize: disk === 'file' ? (st?.size ?? 0) : 0 }
+      entry = {
+        target,
+        disk,
+        original: undefined,
+        originalLines: 0,
+        current: { kind: disk === 'dir' ? 'dir' : 'missing' },
+        links: st?.nlink ?? 0,
+        diskSize: disk === 'file' ? (st?.size ?? 0) : 0
+      }
       if (disk === 'file' && target.dir !== undefined) await this.#load(entry, target.dir, need)
       this.#entries.set(target.key, entry)
       return entry

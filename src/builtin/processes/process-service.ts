@@ -100,7 +100,10 @@ export class ProcessService {
   ended (ws: Workspace, snapshot: ProcessSnapshot): void {
     if (this.#dir === undefined) return
     this.#file(ws, snapshot).catch((err: unknown) => {
-      this.#logger?.warn({ err, processId: snapshot.processId }, 'a background process\'s end could not be recorded in Redis (other instances see its last state until the record expires)')
+      this.#logger?.warn(
+        { err, processId: snapshot.processId },
+        'a background process\'s end could not be recorded in Redis (other instances see its last state until the record expires)'
+      )
     })
   }
 
@@ -161,9 +164,23 @@ export class ProcessService {
       // The log lived in the gone instance's memory.
       const s = lost(route.record)
       const at = offset ?? 0
-      return { processId, offset: at, nextOffset: at, truncated: false, content: '', status: s.status, exitCode: s.exitCode, ...(s.quotaExceeded === true ? { quotaExceeded: true as const } : {}) }
+      return {
+        processId,
+        offset: at,
+        nextOffset: at,
+        truncated: false,
+        content: '',
+        status: s.status,
+        exitCode: s.exitCode,
+        ...(s.quotaExceeded === true ? { quotaExceeded: true as const } : {})
+      }
     }
-    return await this.#forward<ProcessLogs>(route.owner, ws, { op: 'logs', processId, args: { ...(offset !== undefined ? { offset } : {}), ...(limit !== undefined ? { limit } : {}) } }, this.#forwardTimeoutMs)
+    return await this.#forward<ProcessLogs>(
+      route.owner,
+      ws,
+      { op: 'logs', processId, args: { ...(offset !== undefined ? { offset } : {}), ...(limit !== undefined ? { limit } : {}) } },
+      this.#forwardTimeoutMs
+    )
   }
 
   async write (ws: Workspace, processId: string, input: string, opts: WriteOptions = {}): Promise<{ process: ProcessSnapshot, bytesWritten: number }> {
@@ -268,7 +285,12 @@ export class ProcessService {
           const owner = await coord.membership.get(r.owner)
           if (owner === undefined) return
           await this.#forward(owner, ws, { op: 'stop', processId: r.snapshot.processId }, 2 * this.#forwardTimeoutMs)
-        })().catch((err: unknown) => { this.#logger?.warn({ err, processId: r.snapshot.processId, owner: r.owner }, 'a background process of another instance could not be stopped with its workspace') }))
+        })().catch((err: unknown) => {
+          this.#logger?.warn(
+            { err, processId: r.snapshot.processId, owner: r.owner },
+            'a background process of another instance could not be stopped with its workspace'
+          )
+        }))
       }
     }
     await Promise.all([this.#local.stopAll(ws), ...remote])

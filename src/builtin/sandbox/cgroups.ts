@@ -221,7 +221,11 @@ async function sweepAll (bases: readonly string[], budgetMs: number): Promise<Sw
         }
         const dirs = dirsOf(tenant, child)
         const killFile = path.join(dirs[0] as string, 'cgroup.kill')
-        result.processes += await killLoop(path.join(dirs[0] as string, 'cgroup.procs'), existsSync(killFile) ? killFile : undefined, Math.min(deadline, Date.now() + 5000))
+        result.processes += await killLoop(
+          path.join(dirs[0] as string, 'cgroup.procs'),
+          existsSync(killFile) ? killFile : undefined,
+          Math.min(deadline, Date.now() + 5000)
+        )
         let gone = true
         for (const d of dirs) gone = await removeDir(d) && gone
         if (gone) result.groups++

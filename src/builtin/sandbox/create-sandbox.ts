@@ -245,7 +245,14 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
       canChown: false,
       removeEtc: etc.remove,
       logger,
-      isolation: { uidPerTenant: false, uids: 'unsandboxed: commands run as the gateway', cgroup: 'none', cgroupDetail: 'SANDBOX=none', rlimits: false, seccomp: false }
+      isolation: {
+        uidPerTenant: false,
+        uids: 'unsandboxed: commands run as the gateway',
+        cgroup: 'none',
+        cgroupDetail: 'SANDBOX=none',
+        rlimits: false,
+        seccomp: false
+      }
     })
   }
 

@@ -39,7 +39,8 @@ const SECCOMP_FD = 4
  * group before it can fork: its whole tree is counted and can be killed through the group. It exits
  * 125 when it cannot join a group.
  */
-const LAUNCH_SCRIPT = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || { echo "tool-gateway: cannot join the command\'s cgroup" >&2; exit 125; }; shift; n=$((n-1)); done; exec "$@"'
+const LAUNCH_SCRIPT =
+  'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || { echo "tool-gateway: cannot join the command\'s cgroup" >&2; exit 125; }; shift; n=$((n-1)); done; exec "$@"'
 
 /** bwrap itself gets no gateway variables either: /proc/1/environ inside the sandbox is bwrap's. */
 const LAUNCHER_ENV = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C.UTF-8' }
@@ -132,7 +133,11 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
         const drop = runAs !== undefined
           ? [cfg.setprivPath, `--reuid=${runAs.uid}`, `--regid=${runAs.gid}`, '--clear-groups', '--']
           : []
-        child = spawn('/bin/sh', ['-c', LAUNCH_SCRIPT, 'tool-gateway-launch', String(group.procsFiles.length), ...group.procsFiles, ...drop, ...limited], common)
+        child = spawn(
+          '/bin/sh',
+          ['-c', LAUNCH_SCRIPT, 'tool-gateway-launch', String(group.procsFiles.length), ...group.procsFiles, ...drop, ...limited],
+          common
+        )
       } else {
         // libuv drops supplementary groups (setgroups(0)) when switching ids.
         child = spawn(limited[0] as string, limited.slice(1), { ...common, ...(runAs ?? {}) })

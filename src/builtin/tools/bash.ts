@@ -39,7 +39,10 @@ const BASH_INPUT_SCHEMA = {
     processId: { type: 'string', description: 'Background process id (proc_...) for status, logs, write and stop.' },
     offset: { type: 'integer', minimum: 0, description: 'logs: absolute character offset to read from (use nextOffset of the previous call).' },
     limit: { type: 'integer', minimum: 1, description: 'logs: maximum characters to return.' },
-    input: { type: 'string', description: 'write: text sent to the process stdin as is (no newline added). One write per process at a time; it fails with the bytes written so far if the process does not read it within timeoutMs.' }
+    input: {
+      type: 'string',
+      description: 'write: text sent to the process stdin as is (no newline added). One write per process at a time; it fails with the bytes written so far if the process does not read it within timeoutMs.'
+    }
   },
   required: ['action']
 } as const
@@ -107,7 +110,16 @@ const SIGXFSZ_EXIT = 128 + 25
  * command grew the workspace to its quota (writes past it failed: "File size limit exceeded");
  * or only the per-file limit was hit (a file, maybe in /tmp, larger than the room left).
  */
-function quotaNote (usage: WorkspaceUsage, before: UsageFigure, after: UsageFigure, tripped: UsageFigure | undefined, exitCode: number, room: number, sandboxFileSize: number, full: boolean): string | undefined {
+function quotaNote (
+  usage: WorkspaceUsage,
+  before: UsageFigure,
+  after: UsageFigure,
+  tripped: UsageFigure | undefined,
+  exitCode: number,
+  room: number,
+  sandboxFileSize: number,
+  full: boolean
+): string | undefined {
   const limits = `the quota is ${usage.quotaBytes} bytes and ${usage.maxFiles} files`
   if (full) {
     return `The workspace reached its quota (WORKSPACE_QUOTA_EXCEEDED): ${after.bytes} bytes and ${after.files} files in use, ${limits}; writes past it fail with "No space left on device". Delete files to make room.`
@@ -177,7 +189,16 @@ export function createBashTool ({ sandbox, processes: given }: BashToolDeps): Bu
           if (r.timedOut) note(`Command timed out after ${timeoutMs} ms and was killed. ${TIMEOUT_HINT}`)
           if (r.outputLimitExceeded) note('Command produced too much output and was killed.')
           const quota = usage !== undefined && before !== undefined && after !== undefined
-            ? quotaNote(usage, before, after, watch?.tripped, r.exitCode, room ?? 0, sandbox.limits.fileSizeBytes, byFs && await usage.fsFull(ws) && (after.bytes > before.bytes || after.files > before.files || NO_SPACE.test(r.stderr)))
+            ? quotaNote(
+              usage,
+              before,
+              after,
+              watch?.tripped,
+              r.exitCode,
+              room ?? 0,
+              sandbox.limits.fileSizeBytes,
+              byFs && await usage.fsFull(ws) && (after.bytes > before.bytes || after.files > before.files || NO_SPACE.test(r.stderr))
+            )
             : undefined
           if (quota !== undefined) note(quota)
           return {

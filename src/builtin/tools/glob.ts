@@ -50,7 +50,10 @@ export const globTool: BuiltinTool = {
     'Returns sorted workspace-relative paths of files only; .git and node_modules are skipped and symbolic links are not followed.',
   inputSchema: objectSchema({
     pattern: { type: 'string', description: 'Glob relative to path, e.g. "**/*.ts" or "src/**/*.{ts,tsx}". No ".." segments, not absolute.' },
-    path: { type: 'string', description: 'Base directory relative to the workspace root (default: the root), or an absolute path inside an approved read-only root.' },
+    path: {
+      type: 'string',
+      description: 'Base directory relative to the workspace root (default: the root), or an absolute path inside an approved read-only root.'
+    },
     maxResults: { type: 'integer', minimum: 1, description: `Maximum number of paths to return. Default ${GLOB_DEFAULT_MAX_RESULTS}.` }
   }, ['pattern']),
   mutates: () => false,

@@ -86,7 +86,11 @@ export const updateAgentsMdTool: BuiltinTool = {
     if (size > AGENTS_MD_MAX_BYTES) {
       throw new ToolError(`AGENTS.md would be ${size} bytes, over the ${AGENTS_MD_MAX_BYTES}-byte cap; shorten it`)
     }
-    const { created, bytesWritten, rel: written } = await withQuota(ctx.usage, ws, async (quota) => await writeFileAtomic(ws, rel, next, { ...quota, signal: ctx.signal }))
+    const { created, bytesWritten, rel: written } = await withQuota(
+      ctx.usage,
+      ws,
+      async (quota) => await writeFileAtomic(ws, rel, next, { ...quota, signal: ctx.signal })
+    )
     return { action, path: written, created, bytesWritten }
   }
 }

@@ -165,7 +165,10 @@ class Matcher {
     this.bytes = 0
     this.inFlight++
     const q = this.q
-    regexPool().match({ source: q.source, flags: q.flags, room: Math.max(0, this.room()), files }, { tenant: q.tenant, budget: q.budget, signal: q.signal }).then((out) => {
+    regexPool().match(
+      { source: q.source, flags: q.flags, room: Math.max(0, this.room()), files },
+      { tenant: q.tenant, budget: q.budget, signal: q.signal }
+    ).then((out) => {
       resolvers.forEach((r, i) => { r.resolve(out[i] ?? NO_MATCHES) })
     }, (err: unknown) => {
       for (const r of resolvers) r.reject(err)

@@ -61,7 +61,10 @@ export function createGrepTool (opts: GrepToolOptions = {}): BuiltinTool {
       'of matching (catastrophic backtracking) is an error.',
     inputSchema: objectSchema({
       pattern: { type: 'string', description: 'Regular expression in JavaScript syntax (no flags; use caseInsensitive for /i). Matched against each line.' },
-      path: { type: 'string', description: 'Directory or file to search, relative to the workspace root (default: the root), or an absolute path inside an approved read-only root.' },
+      path: {
+        type: 'string',
+        description: 'Directory or file to search, relative to the workspace root (default: the root), or an absolute path inside an approved read-only root.'
+      },
       include: { type: 'string', description: 'Only search files whose name matches this glob, e.g. "*.ts" or "*.{js,jsx}" (a file-name glob, no "/").' },
       caseInsensitive: { type: 'boolean', description: 'Match without regard to case. Default false.' },
       maxResults: { type: 'integer', minimum: 1, description: `Maximum number of matching lines to return. Default ${GREP_DEFAULT_MAX_RESULTS}.` }
