@@ -38,7 +38,12 @@ export interface AuthPluginOptions {
   failuresPerMinute?: number
 }
 
-function refuse (reply: FastifyReply, error: 'invalid_request' | 'invalid_token' | undefined, code: 'GW_UNAUTHORIZED' | 'GW_BAD_REQUEST', message: string): HttpError {
+function refuse (
+  reply: FastifyReply,
+  error: 'invalid_request' | 'invalid_token' | undefined,
+  code: 'GW_UNAUTHORIZED' | 'GW_BAD_REQUEST',
+  message: string
+): HttpError {
   // RFC 6750 section 3: every refusal names the scheme; error= says what was wrong.
   reply.header('www-authenticate', error === undefined ? REALM : `${REALM}, error="${error}"`)
   return new HttpError(code, message)

@@ -41,9 +41,14 @@ export default fp(async function clusterAuthPlugin (app: FastifyInstance) {
     if (verifier === undefined) throw new HttpError('GW_UNAUTHORIZED', NO_SECRET)
     const body = await readBody(payload, request.routeOptions.bodyLimit)
     const header = request.headers[CLUSTER_TOKEN_HEADER]
-    const check = await verifier.verify(typeof header === 'string' ? header : undefined, { method: request.method, path: request.url, body: body.toString('utf8') })
+    const check = await verifier.verify(
+      typeof header === 'string' ? header : undefined,
+      { method: request.method, path: request.url, body: body.toString('utf8') }
+    )
     if (!check.ok) {
-      if (check.reason === 'unavailable') throw new HttpError('GW_REGISTRY_UNAVAILABLE', 'Instance-to-instance call refused: the token\'s nonce could not be recorded in Redis')
+      if (check.reason === 'unavailable') {
+        throw new HttpError('GW_REGISTRY_UNAVAILABLE', 'Instance-to-instance call refused: the token\'s nonce could not be recorded in Redis')
+      }
       throw new HttpError('GW_UNAUTHORIZED', `Instance-to-instance call refused: ${REASONS[check.reason]}`)
     }
     // Only a peer holding CLUSTER_SECRET gets here: the parsers get exactly the bytes the token signed.

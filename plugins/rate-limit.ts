@@ -142,7 +142,14 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
    * Takes `slots` of this instance's count (after the cluster-wide semaphore answered, or without
    * one); the error to answer instead, if any. `shared` is the cluster-wide hold, released on refusal.
    */
-  const hold = (request: FastifyRequest, reply: FastifyReply, bucket: string, slots: number, shared: SemaphoreHold | undefined, sharedAnswered: boolean): HttpError | undefined => {
+  const hold = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    bucket: string,
+    slots: number,
+    shared: SemaphoreHold | undefined,
+    sharedAnswered: boolean
+  ): HttpError | undefined => {
     // The client may have left (during a round trip, or while the body was read): its 'close' has
     // fired already, so nothing would free the slots.
     if (aborted.has(request) || reply.raw.destroyed) {
@@ -188,7 +195,10 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
         stores.countError()
         if (Date.now() - lastSemaphoreLog > 60_000) {
           lastSemaphoreLog = Date.now()
-          app.log.warn({ err: { message: (err as Error).message } }, 'the cluster-wide concurrency cap is unavailable; this instance applies MAX_CONCURRENT_PER_TENANT on its own until Redis answers')
+          app.log.warn(
+            { err: { message: (err as Error).message } },
+            'the cluster-wide concurrency cap is unavailable; this instance applies MAX_CONCURRENT_PER_TENANT on its own until Redis answers'
+          )
         }
       }
       if (got !== undefined) {

@@ -54,4 +54,8 @@ async function approvalRoutes (app: FastifyInstance): Promise<void> {
 }
 
 // Encapsulated like a plain plugin; fp adds the name and the dependencies, checked at boot.
-export default fp(approvalRoutes, { name: 'routes-approvals', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'], encapsulate: true })
+export default fp(approvalRoutes, {
+  name: 'routes-approvals',
+  dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'],
+  encapsulate: true
+})

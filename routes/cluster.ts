@@ -40,4 +40,8 @@ async function clusterRoutes (app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(clusterRoutes, { name: 'routes-cluster', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-cluster-auth'], encapsulate: true })
+export default fp(clusterRoutes, {
+  name: 'routes-cluster',
+  dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-cluster-auth'],
+  encapsulate: true
+})

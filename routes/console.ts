@@ -11,7 +11,8 @@ import { HttpError } from '../src/errors.js'
  * The console's Content-Security-Policy: its own script and styles only, no inline script, nothing
  * fetched from another origin (fonts and icons are bundled), never framed.
  */
-export const CONSOLE_CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+export const CONSOLE_CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
 
 /** Hashed asset names never change content: a year, immutable. */
 const ASSET_CACHE = 'public, max-age=31536000, immutable'

@@ -52,4 +52,8 @@ async function invocationRoutes (app: FastifyInstance): Promise<void> {
 }
 
 // Encapsulated like a plain plugin; fp adds the name and the dependencies, checked at boot.
-export default fp(invocationRoutes, { name: 'routes-invocations', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'], encapsulate: true })
+export default fp(invocationRoutes, {
+  name: 'routes-invocations',
+  dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'],
+  encapsulate: true
+})

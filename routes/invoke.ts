@@ -21,12 +21,24 @@ async function invokeRoutes (app: FastifyInstance): Promise<void> {
     const outcome = await app.services.gateway.invoke(request.body, request.caller, callerAbortOnClientGone(reply))
     if (!outcome.ok) throw outcome.error
     if (outcome.pending !== undefined) {
-      request.logFields = { tool: outcome.result.name, route: outcome.result.route, tenant: request.body.userId ?? request.caller.userId ?? null, outcome: 'pending', approvalId: outcome.pending.approvalId }
+      request.logFields = {
+        tool: outcome.result.name,
+        route: outcome.result.route,
+        tenant: request.body.userId ?? request.caller.userId ?? null,
+        outcome: 'pending',
+        approvalId: outcome.pending.approvalId
+      }
       return await reply.code(202).send({ callId: outcome.result.callId, status: 'pending', approvalId: outcome.pending.approvalId })
     }
     const result = outcome.result
     request.toolMs = result.toolMs
-    request.logFields = { tool: result.name, route: result.route, tenant: request.body.userId ?? request.caller.userId ?? null, outcome: result.isError ? result.error?.code : 'ok', durationMs: result.durationMs }
+    request.logFields = {
+      tool: result.name,
+      route: result.route,
+      tenant: request.body.userId ?? request.caller.userId ?? null,
+      outcome: result.isError ? result.error?.code : 'ok',
+      durationMs: result.durationMs
+    }
     // The response schema names the fields sent: toolMs (the gateway's own accounting) is not one of them.
     return result
   })
@@ -56,4 +68,8 @@ function stripToolMs<T extends { toolMs: number }> (r: T): Omit<T, 'toolMs'> {
 
 // Encapsulated like a plain plugin (what it sets up stays with its routes); fp adds the name and
 // the dependencies, checked at boot: rate limiting, metrics and the docs hook routes as they are added.
-export default fp(invokeRoutes, { name: 'routes-invoke', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit', 'gateway-metrics'], encapsulate: true })
+export default fp(invokeRoutes, {
+  name: 'routes-invoke',
+  dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit', 'gateway-metrics'],
+  encapsulate: true
+})

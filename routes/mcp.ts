@@ -11,7 +11,8 @@ import jsonBodyPlugin from '../plugins/json-body.js'
 
 export type McpRoutesOptions = Pick<McpEndpointOptions, 'pollMs' | 'maxStreams' | 'maxStreamsPerTenant'>
 
-const SCOPE = 'The endpoint URL carries the allow-list and tenant of GET /tools (functions, mcp, userId; a tenant key acts as its own userId), so tools/list is exactly GET /tools?format=mcp for the same query and tools/call is POST /invoke with that allow-list.'
+const SCOPE =
+  'The endpoint URL carries the allow-list and tenant of GET /tools (functions, mcp, userId; a tenant key acts as its own userId), so tools/list is exactly GET /tools?format=mcp for the same query and tools/call is POST /invoke with that allow-list.'
 const errors = (...codes: number[]): Record<number, typeof JsonRpcErrorResponse> => Object.fromEntries(codes.map((c) => [c, JsonRpcErrorResponse]))
 
 /**
@@ -50,7 +51,11 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
       tags: ['mcp'],
       querystring: McpQuery,
       body: Type.Unknown({ description: 'A JSON-RPC 2.0 message or batch (MCP)' }),
-      response: { 200: Type.Unknown({ description: 'The JSON-RPC response(s)' }), 202: Type.Null({ description: 'Only notifications or responses were sent' }), ...errors(400, 401, 403, 406, 413, 415, 429) }
+      response: {
+        200: Type.Unknown({ description: 'The JSON-RPC response(s)' }),
+        202: Type.Null({ description: 'Only notifications or responses were sent' }),
+        ...errors(400, 401, 403, 406, 413, 415, 429)
+      }
     }
   }, async (request, reply) => {
     const exchange = endpoint.exchange(request.query, request.caller)
@@ -66,7 +71,14 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
         }
         const { result } = record
         request.toolMs += result.toolMs
-        request.log.info({ tool: result.name, route: result.route, tenant, outcome: result.isError ? result.error?.code : 'ok', durationMs: result.durationMs, via: 'mcp' }, 'invoke')
+        request.log.info({
+          tool: result.name,
+          route: result.route,
+          tenant,
+          outcome: result.isError ? result.error?.code : 'ok',
+          durationMs: result.durationMs,
+          via: 'mcp'
+        }, 'invoke')
         if (result.trace !== null) request.log.debug({ tool: result.name, callId: result.callId, trace: result.trace }, 'invoke trace')
       },
       overheadMs: () => performance.now() - request.startedAt - request.toolMs
@@ -105,4 +117,8 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
 
 // Encapsulated like a plain plugin (what it sets up stays with its routes); fp adds the name and
 // the dependencies, checked at boot: rate limiting, metrics and the docs hook routes as they are added.
-export default fp(mcpRoutes, { name: 'routes-mcp', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit', 'gateway-metrics'], encapsulate: true })
+export default fp(mcpRoutes, {
+  name: 'routes-mcp',
+  dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit', 'gateway-metrics'],
+  encapsulate: true
+})

@@ -20,11 +20,18 @@ function rejectNonBodyErrors (request: FastifyRequest): void {
 async function policyRoutes (app: FastifyInstance): Promise<void> {
   const policies = app.services.policies
   const tags = ['policy']
-  const combination = 'A tenant\'s calls obey the default policy and its own: deny, requireApproval and bash.denyCommands are the union, a tool must pass each allowOnly present, readOnly if either says so, each limit the lower. A denied tool is never listed (GET /tools, MCP tools/list) and invoking it is 403 GW_POLICY_DENIED (/invoke, each /invoke/batch entry, a JSON-RPC error on /mcp). Every instance sharing the registry store enforces a change at once.'
+  const combination =
+    'A tenant\'s calls obey the default policy and its own: deny, requireApproval and bash.denyCommands are the union, a tool must pass each allowOnly present, readOnly if either says so, each limit the lower. A denied tool is never listed (GET /tools, MCP tools/list) and invoking it is 403 GW_POLICY_DENIED (/invoke, each /invoke/batch entry, a JSON-RPC error on /mcp). Every instance sharing the registry store enforces a change at once.'
 
   app.get('/policy', {
     config: { admin: true },
-    schema: { operationId: 'getDefaultPolicy', summary: 'The default tool policy (admin)', description: combination, tags, response: { 200: PolicyResponse, ...errorResponses(401, 403, 429, 503) } }
+    schema: {
+      operationId: 'getDefaultPolicy',
+      summary: 'The default tool policy (admin)',
+      description: combination,
+      tags,
+      response: { 200: PolicyResponse, ...errorResponses(401, 403, 429, 503) }
+    }
   }, async (request) => await policies.read(request.caller, DEFAULT))
 
   app.put<{ Body: Static<typeof Policy> }>('/policy', {
@@ -111,4 +118,8 @@ async function policyRoutes (app: FastifyInstance): Promise<void> {
 }
 
 // Encapsulated like the other route modules; fp adds the name and the dependencies, checked at boot.
-export default fp(policyRoutes, { name: 'routes-policy', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'], encapsulate: true })
+export default fp(policyRoutes, {
+  name: 'routes-policy',
+  dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'],
+  encapsulate: true
+})

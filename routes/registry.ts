@@ -23,7 +23,12 @@ async function registryRoutes (app: FastifyInstance): Promise<void> {
   // which tools global servers offer through GET /catalog.
   app.get('/mcp/servers', {
     config: { admin: true },
-    schema: { operationId: 'listGlobalServers', summary: 'Global MCP servers (admin; secrets masked)', tags, response: { 200: ServerList, ...errorResponses(401, 403, 429, 503) } }
+    schema: {
+      operationId: 'listGlobalServers',
+      summary: 'Global MCP servers (admin; secrets masked)',
+      tags,
+      response: { 200: ServerList, ...errorResponses(401, 403, 429, 503) }
+    }
   }, async (request) => ({ servers: await registry.list(request.caller, GLOBAL) }))
 
   app.put<{ Params: Static<typeof ServerParams>, Body: Static<typeof PutServerBody> }>('/mcp/servers/:serverId', {
@@ -45,7 +50,13 @@ async function registryRoutes (app: FastifyInstance): Promise<void> {
 
   app.delete<{ Params: Static<typeof ServerParams> }>('/mcp/servers/:serverId', {
     config: { admin: true },
-    schema: { operationId: 'deleteGlobalServer', summary: 'Remove a global MCP server (admin)', tags, params: ServerParams, response: { 200: DeleteServerResponse, ...errorResponses(400, 401, 403, 404, 429, 503) } }
+    schema: {
+      operationId: 'deleteGlobalServer',
+      summary: 'Remove a global MCP server (admin)',
+      tags,
+      params: ServerParams,
+      response: { 200: DeleteServerResponse, ...errorResponses(400, 401, 403, 404, 429, 503) }
+    }
   }, async (request) => {
     const { version } = await registry.remove(request.caller, GLOBAL, request.params.serverId)
     return { serverId: request.params.serverId, deleted: true as const, version }
@@ -67,7 +78,13 @@ async function registryRoutes (app: FastifyInstance): Promise<void> {
   })
 
   app.get<{ Params: Static<typeof UserParams> }>('/users/:userId/mcp/servers', {
-    schema: { operationId: 'listUserServers', summary: "A tenant's MCP servers (secrets masked)", tags, params: UserParams, response: { 200: ServerList, ...errorResponses(400, 401, 403, 429, 503) } }
+    schema: {
+      operationId: 'listUserServers',
+      summary: "A tenant's MCP servers (secrets masked)",
+      tags,
+      params: UserParams,
+      response: { 200: ServerList, ...errorResponses(400, 401, 403, 429, 503) }
+    }
   }, async (request) => ({ servers: await registry.list(request.caller, user(request.params.userId)) }))
 
   app.put<{ Params: Static<typeof UserServerParams>, Body: Static<typeof PutServerBody> }>('/users/:userId/mcp/servers/:serverId', {
@@ -87,7 +104,13 @@ async function registryRoutes (app: FastifyInstance): Promise<void> {
   })
 
   app.delete<{ Params: Static<typeof UserServerParams> }>('/users/:userId/mcp/servers/:serverId', {
-    schema: { operationId: 'deleteUserServer', summary: "Remove a tenant's MCP server", tags, params: UserServerParams, response: { 200: DeleteServerResponse, ...errorResponses(400, 401, 403, 404, 429, 503) } }
+    schema: {
+      operationId: 'deleteUserServer',
+      summary: "Remove a tenant's MCP server",
+      tags,
+      params: UserServerParams,
+      response: { 200: DeleteServerResponse, ...errorResponses(400, 401, 403, 404, 429, 503) }
+    }
   }, async (request) => {
     const { version } = await registry.remove(request.caller, user(request.params.userId), request.params.serverId)
     return { serverId: request.params.serverId, deleted: true as const, version }
@@ -108,10 +131,19 @@ async function registryRoutes (app: FastifyInstance): Promise<void> {
 
   app.get('/status', {
     config: { admin: true },
-    schema: { operationId: 'getStatus', summary: 'Client pool and gateway status (AI4J getGatewayStatus shape + sandbox + registry)', tags: ['operations'], response: { 200: StatusResponse, ...errorResponses(401, 403, 429) } }
+    schema: {
+      operationId: 'getStatus',
+      summary: 'Client pool and gateway status (AI4J getGatewayStatus shape + sandbox + registry)',
+      tags: ['operations'],
+      response: { 200: StatusResponse, ...errorResponses(401, 403, 429) }
+    }
   }, async () => app.services.status())
 }
 
 // Encapsulated like a plain plugin (what it sets up stays with its routes); fp adds the name and
 // the dependencies, checked at boot: rate limiting, metrics and the docs hook routes as they are added.
-export default fp(registryRoutes, { name: 'routes-registry', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'], encapsulate: true })
+export default fp(registryRoutes, {
+  name: 'routes-registry',
+  dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'],
+  encapsulate: true
+})

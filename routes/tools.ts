@@ -37,4 +37,8 @@ async function toolsRoutes (app: FastifyInstance): Promise<void> {
 
 // Encapsulated like a plain plugin (what it sets up stays with its routes); fp adds the name and
 // the dependencies, checked at boot: rate limiting, metrics and the docs hook routes as they are added.
-export default fp(toolsRoutes, { name: 'routes-tools', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'], encapsulate: true })
+export default fp(toolsRoutes, {
+  name: 'routes-tools',
+  dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'],
+  encapsulate: true
+})

@@ -25,4 +25,8 @@ async function whoamiRoutes (app: FastifyInstance): Promise<void> {
 }
 
 // Encapsulated like the other route modules; fp adds the name and the dependencies, checked at boot.
-export default fp(whoamiRoutes, { name: 'routes-whoami', dependencies: ['gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'], encapsulate: true })
+export default fp(whoamiRoutes, {
+  name: 'routes-whoami',
+  dependencies: ['gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'],
+  encapsulate: true
+})

@@ -28,7 +28,13 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
   })
 
   app.get<{ Params: Static<typeof WorkspacesParams> }>('/users/:userId/workspaces', {
-    schema: { operationId: 'listWorkspaces', summary: "A tenant's workspaces", tags, params: WorkspacesParams, response: { 200: WorkspaceList, ...errorResponses(400, 401, 403, 429) } }
+    schema: {
+      operationId: 'listWorkspaces',
+      summary: "A tenant's workspaces",
+      tags,
+      params: WorkspacesParams,
+      response: { 200: WorkspaceList, ...errorResponses(400, 401, 403, 429) }
+    }
   }, async (request) => ({ workspaces: await workspaces.list(request.caller, request.params.userId) }))
 
   // The upload in a context of its own, whose one parser takes every content type (or none): the
@@ -174,7 +180,13 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
   })
 
   app.get<{ Params: Static<typeof WorkspaceParams> }>('/users/:userId/workspaces/:workspaceId/checkpoints', {
-    schema: { operationId: 'listCheckpoints', summary: "A workspace's checkpoints, newest first", tags, params: WorkspaceParams, response: { 200: CheckpointList, ...errorResponses(400, 401, 403, 404, 429) } }
+    schema: {
+      operationId: 'listCheckpoints',
+      summary: "A workspace's checkpoints, newest first",
+      tags,
+      params: WorkspaceParams,
+      response: { 200: CheckpointList, ...errorResponses(400, 401, 403, 404, 429) }
+    }
   }, async (request) => ({ checkpoints: await workspaces.listCheckpoints(request.caller, request.params.userId, request.params.workspaceId) }))
 
   app.post<{ Params: Static<typeof CheckpointParams> }>('/users/:userId/workspaces/:workspaceId/checkpoints/:checkpointId/restore', {
@@ -193,7 +205,13 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
   })
 
   app.delete<{ Params: Static<typeof CheckpointParams> }>('/users/:userId/workspaces/:workspaceId/checkpoints/:checkpointId', {
-    schema: { operationId: 'deleteCheckpoint', summary: 'Delete a checkpoint', tags, params: CheckpointParams, response: { 204: NoContent, ...errorResponses(400, 401, 403, 404, 429) } }
+    schema: {
+      operationId: 'deleteCheckpoint',
+      summary: 'Delete a checkpoint',
+      tags,
+      params: CheckpointParams,
+      response: { 204: NoContent, ...errorResponses(400, 401, 403, 404, 429) }
+    }
   }, async (request, reply) => {
     const { userId, workspaceId, checkpointId } = request.params
     await workspaces.deleteCheckpoint(request.caller, userId, workspaceId, checkpointId)
@@ -203,4 +221,8 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
 
 // Encapsulated: the upload's catch-all content-type parser stays with it (a child context). fp adds the name and the
 // dependencies, checked at boot: rate limiting, metrics and the docs hook routes as they are added.
-export default fp(workspaceRoutes, { name: 'routes-workspaces', dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'], encapsulate: true })
+export default fp(workspaceRoutes, {
+  name: 'routes-workspaces',
+  dependencies: ['gateway-services', 'gateway-errors', 'gateway-docs', 'gateway-auth', 'gateway-rate-limit'],
+  encapsulate: true
+})
