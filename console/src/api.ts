@@ -4,7 +4,15 @@
 import type { Static } from '@sinclair/typebox'
 import type { ToolsResponse, CatalogResponse, SelectedByRoute } from '../../src/api/tools.js'
 import type { InvokeBodyT, InvokeResult, InvokePending } from '../../src/api/invoke.js'
-import type { ServerList, PutServerBody, PutServerResponse, DeleteServerResponse, LiveToolsResponse, StatusResponse, ServerView } from '../../src/api/registry.js'
+import type {
+  ServerList,
+  PutServerBody,
+  PutServerResponse,
+  DeleteServerResponse,
+  LiveToolsResponse,
+  StatusResponse,
+  ServerView
+} from '../../src/api/registry.js'
 import type { InvocationPage, InvocationEntry } from '../../src/api/invocations.js'
 import type { ApprovalsResponse, Approval, DecisionBodyT } from '../../src/api/approvals.js'
 import type { WorkspaceList, WorkspaceSummary, UploadResponse, CheckpointList, CheckpointInfo, RestoreResponse } from '../../src/api/workspaces.js'
@@ -121,7 +129,13 @@ export class Api {
     }
     let res: Response
     try {
-      res = await fetch(urlOf(route, opts.params, opts.query), { method, headers, ...(body !== undefined ? { body } : {}), ...(opts.signal !== undefined ? { signal: opts.signal } : {}), cache: 'no-store' })
+      res = await fetch(urlOf(route, opts.params, opts.query), {
+        method,
+        headers,
+        ...(body !== undefined ? { body } : {}),
+        ...(opts.signal !== undefined ? { signal: opts.signal } : {}),
+        cache: 'no-store'
+      })
     } catch (err) {
       if ((err as Error).name === 'AbortError') throw err
       throw new ApiError(0, 'NETWORK', `The gateway could not be reached: ${(err as Error).message}`)

@@ -59,7 +59,14 @@ function Login ({ onLogin }: { onLogin: (s: Session) => void }): JSX.Element {
         <h1>tool-gateway console</h1>
         <p class='muted'>Log in with an API key. It is kept in this tab's session storage only and sent as <code>Authorization: Bearer</code>.</p>
         <label>API key
-          <input name='key' type='password' autoComplete='off' value={key} onInput={(e) => setKey(e.currentTarget.value)} placeholder='empty when the gateway runs without keys' />
+          <input
+            name='key'
+            type='password'
+            autoComplete='off'
+            value={key}
+            onInput={(e) => setKey(e.currentTarget.value)}
+            placeholder='empty when the gateway runs without keys'
+          />
         </label>
         <button type='submit' class='primary' disabled={busy}>{busy ? 'Checking…' : 'Log in'}</button>
         <ErrorBox error={error} />

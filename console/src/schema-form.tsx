@@ -21,14 +21,24 @@ export function formFits (schema: JsonSchema | undefined): boolean {
   return schema !== undefined && (schema.type === 'object' || schema.properties !== undefined)
 }
 
-function Field ({ name, schema, required, value, onChange }: { name: string, schema: JsonSchema, required: boolean, value: unknown, onChange: (v: unknown) => void }): JSX.Element {
+function Field ({ name, schema, required, value, onChange }: {
+  name: string
+  schema: JsonSchema
+  required: boolean
+  value: unknown
+  onChange: (v: unknown) => void
+}): JSX.Element {
   const type = typeOf(schema)
   const label = <span>{name}{required ? <span class='req' title='required'> *</span> : null} <span class='muted'>{type}</span></span>
   const help = schema.description !== undefined ? <small class='muted'>{schema.description}</small> : null
   if (schema.enum !== undefined) {
     return (
       <label data-arg={name}>{label}
-        <select name={name} value={value === undefined ? '' : JSON.stringify(value)} onChange={(e) => onChange(e.currentTarget.value === '' ? undefined : JSON.parse(e.currentTarget.value))}>
+        <select
+          name={name}
+          value={value === undefined ? '' : JSON.stringify(value)}
+          onChange={(e) => onChange(e.currentTarget.value === '' ? undefined : JSON.parse(e.currentTarget.value))}
+        >
           <option value=''>—</option>
           {schema.enum.map((v) => <option key={JSON.stringify(v)} value={JSON.stringify(v)}>{String(v)}</option>)}
         </select>{help}
@@ -38,7 +48,11 @@ function Field ({ name, schema, required, value, onChange }: { name: string, sch
   if (type === 'boolean') {
     return (
       <label data-arg={name} class='check'>
-        <select name={name} value={value === undefined ? '' : String(value)} onChange={(e) => onChange(e.currentTarget.value === '' ? undefined : e.currentTarget.value === 'true')}>
+        <select
+          name={name}
+          value={value === undefined ? '' : String(value)}
+          onChange={(e) => onChange(e.currentTarget.value === '' ? undefined : e.currentTarget.value === 'true')}
+        >
           <option value=''>—</option><option value='true'>true</option><option value='false'>false</option>
         </select> {label}{help}
       </label>
@@ -62,7 +76,11 @@ function Field ({ name, schema, required, value, onChange }: { name: string, sch
       <label data-arg={name}>{label}
         {long
           ? <textarea name={name} rows={4} value={value} onInput={(e) => onChange(e.currentTarget.value === '' ? undefined : e.currentTarget.value)} />
-          : <input name={name} value={typeof value === 'string' ? value : ''} onInput={(e) => onChange(e.currentTarget.value === '' ? undefined : e.currentTarget.value)} />}
+          : <input
+              name={name}
+              value={typeof value === 'string' ? value : ''}
+              onInput={(e) => onChange(e.currentTarget.value === '' ? undefined : e.currentTarget.value)}
+            />}
         {help}
       </label>
     )
@@ -83,7 +101,11 @@ function Field ({ name, schema, required, value, onChange }: { name: string, sch
 }
 
 /** A simple form from a tool's input schema: one field per top-level property. */
-export function SchemaForm ({ schema, value, onChange }: { schema: JsonSchema, value: Record<string, unknown>, onChange: (v: Record<string, unknown>) => void }): JSX.Element {
+export function SchemaForm ({ schema, value, onChange }: {
+  schema: JsonSchema
+  value: Record<string, unknown>
+  onChange: (v: Record<string, unknown>) => void
+}): JSX.Element {
   const props = Object.entries(schema.properties ?? {})
   if (props.length === 0) return <p class='muted'>This tool takes no arguments.</p>
   return (

@@ -91,7 +91,12 @@ export function Loading ({ when }: { when: boolean }): JSX.Element | null {
 }
 
 /** A destructive button that asks for a second click instead of a browser dialog. */
-export function ConfirmButton ({ label, confirm, onConfirm, disabled }: { label: string, confirm: string, onConfirm: () => void, disabled?: boolean }): JSX.Element {
+export function ConfirmButton ({ label, confirm, onConfirm, disabled }: {
+  label: string
+  confirm: string
+  onConfirm: () => void
+  disabled?: boolean
+}): JSX.Element {
   const [asking, setAsking] = useState(false)
   if (!asking) return <button type='button' class='danger' disabled={disabled} onClick={() => setAsking(true)}>{label}</button>
   return (

@@ -6,7 +6,11 @@ import type { ViewProps } from '../view.js'
 
 const REFRESH_MS = 3000
 
-function Pending ({ approval, canDecide, onDecide }: { approval: ApprovalT, canDecide: boolean, onDecide: (decision: 'approve' | 'deny', reason: string) => void }): JSX.Element {
+function Pending ({ approval, canDecide, onDecide }: {
+  approval: ApprovalT
+  canDecide: boolean
+  onDecide: (decision: 'approve' | 'deny', reason: string) => void
+}): JSX.Element {
   const [reason, setReason] = useState('')
   return (
     <li class='approval card' data-approval={approval.approvalId}>
@@ -20,7 +24,15 @@ function Pending ({ approval, canDecide, onDecide }: { approval: ApprovalT, canD
       <Json value={approval.arguments} label='arguments' />
       {canDecide && (
         <div class='row'>
-          <label class='grow'>Reason<input name='reason' value={reason} maxLength={2000} onInput={(e) => setReason(e.currentTarget.value)} placeholder='told to the model when denied' /></label>
+          <label class='grow'>Reason
+            <input
+              name='reason'
+              value={reason}
+              maxLength={2000}
+              onInput={(e) => setReason(e.currentTarget.value)}
+              placeholder='told to the model when denied'
+            />
+          </label>
           <button type='button' class='primary' onClick={() => onDecide('approve', reason)}>Approve</button>
           <button type='button' class='danger' onClick={() => onDecide('deny', reason)}>Deny</button>
         </div>

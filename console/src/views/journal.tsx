@@ -95,9 +95,13 @@ export function JournalView ({ api, role, tenant }: ViewProps): JSX.Element {
               <option value=''>any</option><option value='false'>succeeded</option><option value='true'>failed</option>
             </select>
           </label>
-          <label>Since<input name='since' value={draft.since} placeholder='2026-01-31T12:00:00Z' onInput={(e) => setDraft({ ...draft, since: e.currentTarget.value })} /></label>
+          <label>Since
+            <input name='since' value={draft.since} placeholder='2026-01-31T12:00:00Z' onInput={(e) => setDraft({ ...draft, since: e.currentTarget.value })} />
+          </label>
           <label>Until<input name='until' value={draft.until} onInput={(e) => setDraft({ ...draft, until: e.currentTarget.value })} /></label>
-          <label>Per page<input name='limit' inputMode='numeric' value={draft.limit} onInput={(e) => setDraft({ ...draft, limit: e.currentTarget.value })} /></label>
+          <label>Per page
+            <input name='limit' inputMode='numeric' value={draft.limit} onInput={(e) => setDraft({ ...draft, limit: e.currentTarget.value })} />
+          </label>
           <button type='submit' class='primary'>Filter</button>
         </form>
         <ErrorBox error={page.error} />
@@ -121,7 +125,13 @@ export function JournalView ({ api, role, tenant }: ViewProps): JSX.Element {
             <div class='row pager'>
               <button type='button' disabled={cursors.length <= 1} onClick={() => setCursors(cursors.slice(0, -1))}>Newer</button>
               <span class='muted'>page {cursors.length}</span>
-              <button type='button' disabled={page.data.nextCursor === null} onClick={() => { const next = page.data?.nextCursor; if (next) setCursors([...cursors, next]) }}>Older</button>
+              <button
+                type='button'
+                disabled={page.data.nextCursor === null}
+                onClick={() => { const next = page.data?.nextCursor; if (next) setCursors([...cursors, next]) }}
+              >
+                Older
+              </button>
             </div>
           </>
         )}

@@ -109,18 +109,37 @@ export function PlaygroundView ({ api, tenant, allow, setAllow, go }: ViewProps)
                       {tools.map((t) => <option key={t.name} value={t.name}>{t.name}</option>)}
                     </select>
                   </label>
-                  <label>Workspace<input name='workspaceId' value={workspaceId} placeholder='default' onInput={(e) => setWorkspaceId(e.currentTarget.value)} /></label>
-                  <label class='check'><input type='checkbox' checked={checkpoint} onChange={(e) => setCheckpoint(e.currentTarget.checked)} /> checkpoint first</label>
+                  <label>Workspace
+                    <input name='workspaceId' value={workspaceId} placeholder='default' onInput={(e) => setWorkspaceId(e.currentTarget.value)} />
+                  </label>
+                  <label class='check'>
+                    <input type='checkbox' checked={checkpoint} onChange={(e) => setCheckpoint(e.currentTarget.checked)} /> checkpoint first
+                  </label>
                 </div>
                 {tool?.description !== undefined && <p class='muted tool-description'>{tool.description}</p>}
                 <div class='tabs' role='tablist'>
-                  <button type='button' role='tab' aria-selected={!raw} class={raw ? '' : 'active'} disabled={!formFits(schema)} onClick={() => switchMode(false)}>Form</button>
+                  <button
+                    type='button'
+                    role='tab'
+                    aria-selected={!raw}
+                    class={raw ? '' : 'active'}
+                    disabled={!formFits(schema)}
+                    onClick={() => switchMode(false)}
+                  >
+                    Form
+                  </button>
                   <button type='button' role='tab' aria-selected={raw} class={raw ? 'active' : ''} onClick={() => switchMode(true)}>JSON</button>
                 </div>
                 {raw || !formFits(schema) || schema === undefined
-                  ? <label>Arguments (JSON)<textarea name='arguments' class='code' rows={8} value={rawText} onInput={(e) => setRawText(e.currentTarget.value)} /></label>
+                  ? (
+                    <label>Arguments (JSON)
+                      <textarea name='arguments' class='code' rows={8} value={rawText} onInput={(e) => setRawText(e.currentTarget.value)} />
+                    </label>
+                    )
                   : <SchemaForm schema={schema} value={args} onChange={setArgs} />}
-                <div class='row'><button type='submit' class='primary' id='invoke' disabled={invoking.busy || picked === ''}>{invoking.busy ? 'Running…' : 'Invoke'}</button></div>
+                <div class='row'>
+                  <button type='submit' class='primary' id='invoke' disabled={invoking.busy || picked === ''}>{invoking.busy ? 'Running…' : 'Invoke'}</button>
+                </div>
               </form>
               )}
           <ErrorBox error={invoking.error} />
@@ -136,7 +155,9 @@ function Result ({ ran, onApprovals }: { ran: Ran, onApprovals: () => void }): J
   if ('status' in r && r.status === 'pending') {
     return (
       <Section title='Held for approval'>
-        <p id='invoke-pending'>The tool policy holds this call for a person's approval: <code>{r.approvalId}</code> (call <code>{r.callId}</code>). It has not run.</p>
+        <p id='invoke-pending'>
+          The tool policy holds this call for a person's approval: <code>{r.approvalId}</code> (call <code>{r.callId}</code>). It has not run.
+        </p>
         <button type='button' onClick={onApprovals}>Open approvals</button>
       </Section>
     )

@@ -61,13 +61,21 @@ function draftOf (s: Server): Draft {
   }
 }
 
-function ServerForm ({ initial, editing, allowStdio, onSave, onCancel }: { initial: Draft, editing: boolean, allowStdio: boolean, onSave: (d: Draft) => Promise<void>, onCancel: () => void }): JSX.Element {
+function ServerForm ({ initial, editing, allowStdio, onSave, onCancel }: {
+  initial: Draft
+  editing: boolean
+  allowStdio: boolean
+  onSave: (d: Draft) => Promise<void>
+  onCancel: () => void
+}): JSX.Element {
   const [d, setD] = useState<Draft>(initial)
   const set = (patch: Partial<Draft>): void => setD({ ...d, ...patch })
   return (
     <form class='stack server-form' onSubmit={(e) => { e.preventDefault(); onSave(d) }}>
       <div class='row'>
-        <label>Server id<input name='serverId' required value={d.serverId} disabled={editing} onInput={(e) => set({ serverId: e.currentTarget.value })} placeholder='docs' /></label>
+        <label>Server id
+          <input name='serverId' required value={d.serverId} disabled={editing} onInput={(e) => set({ serverId: e.currentTarget.value })} placeholder='docs' />
+        </label>
         <label>Type
           <select name='type' value={d.type} onChange={(e) => set({ type: e.currentTarget.value })}>
             <option value='streamable_http'>streamable_http</option>
@@ -75,21 +83,33 @@ function ServerForm ({ initial, editing, allowStdio, onSave, onCancel }: { initi
             {allowStdio && <option value='stdio'>stdio</option>}
           </select>
         </label>
-        <label class='check'><input type='checkbox' name='enabled' checked={d.enabled} onChange={(e) => set({ enabled: e.currentTarget.checked })} /> enabled</label>
+        <label class='check'>
+          <input type='checkbox' name='enabled' checked={d.enabled} onChange={(e) => set({ enabled: e.currentTarget.checked })} /> enabled
+        </label>
         <label>Timeout (ms)<input name='timeoutMs' inputMode='numeric' value={d.timeoutMs} onInput={(e) => set({ timeoutMs: e.currentTarget.value })} /></label>
       </div>
       {d.type === 'stdio'
         ? (
           <div class='row'>
-            <label class='grow'>Command<input name='command' value={d.command} onInput={(e) => set({ command: e.currentTarget.value })} placeholder='npx' /></label>
-            <label class='grow'>Arguments <span class='muted'>(one a line)</span><textarea name='args' rows={3} value={d.args} onInput={(e) => set({ args: e.currentTarget.value })} /></label>
+            <label class='grow'>Command
+              <input name='command' value={d.command} onInput={(e) => set({ command: e.currentTarget.value })} placeholder='npx' />
+            </label>
+            <label class='grow'>Arguments <span class='muted'>(one a line)</span>
+              <textarea name='args' rows={3} value={d.args} onInput={(e) => set({ args: e.currentTarget.value })} />
+            </label>
           </div>
           )
         : (
           <div class='row'>
             <label class='grow'>URL<input name='url' type='url' required value={d.url} onInput={(e) => set({ url: e.currentTarget.value })} placeholder='https://mcp.example.com/mcp' /></label>
             <label class='grow'>Headers <span class='muted'>(Name: value, one a line; values are stored encrypted and shown masked)</span>
-              <textarea name='headers' rows={2} value={d.headers} onInput={(e) => set({ headers: e.currentTarget.value })} placeholder='Authorization: Bearer …' />
+              <textarea
+                name='headers'
+                rows={2}
+                value={d.headers}
+                onInput={(e) => set({ headers: e.currentTarget.value })}
+                placeholder='Authorization: Bearer …'
+              />
             </label>
           </div>
           )}
@@ -145,9 +165,27 @@ function ServerScope ({ api, userId, title, allowStdio }: { api: Api, userId: st
   }
 
   return (
-    <Section title={title} actions={<><Loading when={servers.loading} /><button type='button' onClick={() => servers.reload()}>Refresh</button><button type='button' class='primary' onClick={() => setForm({ draft: EMPTY, editing: false })}>Add</button></>}>
+    <Section
+      title={title}
+      actions={
+        <>
+          <Loading when={servers.loading} />
+          <button type='button' onClick={() => servers.reload()}>Refresh</button>
+          <button type='button' class='primary' onClick={() => setForm({ draft: EMPTY, editing: false })}>Add</button>
+        </>
+      }
+    >
       <div class='stack' data-scope={scope}>
-        {form !== undefined && <ServerForm key={form.draft.serverId} initial={form.draft} editing={form.editing} allowStdio={allowStdio} onSave={save} onCancel={() => setForm(undefined)} />}
+        {form !== undefined && (
+          <ServerForm
+            key={form.draft.serverId}
+            initial={form.draft}
+            editing={form.editing}
+            allowStdio={allowStdio}
+            onSave={save}
+            onCancel={() => setForm(undefined)}
+          />
+        )}
         <ErrorBox error={servers.error ?? action.error} />
         {servers.data !== undefined && servers.data.servers.length === 0 && <p class='muted'>No servers.</p>}
         {servers.data !== undefined && servers.data.servers.length > 0 && (
@@ -160,7 +198,11 @@ function ServerScope ({ api, userId, title, allowStdio }: { api: Api, userId: st
                     <td><code>{s.serverId}</code>{s.config.description !== undefined && <div class='muted'>{s.config.description}</div>}</td>
                     <td>{s.config.type}</td>
                     <td class='wrap'>{s.config.url ?? [s.config.command, ...(s.config.args ?? [])].join(' ')}</td>
-                    <td class='wrap'>{Object.entries({ ...s.config.headers, ...s.config.env }).map(([k, v]) => <div key={k}><code>{k}</code>: <span class='masked'>{v}</span></div>)}</td>
+                    <td class='wrap'>
+                      {Object.entries({ ...s.config.headers, ...s.config.env }).map(([k, v]) => (
+                        <div key={k}><code>{k}</code>: <span class='masked'>{v}</span></div>
+                      ))}
+                    </td>
                     <td>{s.config.enabled ? 'yes' : 'no'}</td>
                     <td>{formatTime(s.updatedAt)}</td>
                     <td class='actions'>

@@ -137,7 +137,10 @@ export function StatusView ({ api, role, tenant }: ViewProps): JSX.Element {
             <div><dt>ready</dt><dd class={ready.data.ready ? 'good' : 'bad'}>{String(ready.data.ready)}</dd></div>
             <div><dt>registry</dt><dd>{ready.data.registry.backend} ({ready.data.registry.reachable ? 'reachable' : 'unreachable'})</dd></div>
             <div><dt>sandbox</dt><dd>{ready.data.sandbox.mode} {ready.data.sandbox.ok ? 'ok' : `not ok: ${ready.data.sandbox.reason}`}</dd></div>
-            <div><dt>sources</dt><dd>{ready.data.sources.builtin} built-in, {ready.data.sources.functions} functions, {ready.data.sources.localMcpTools} local MCP tools</dd></div>
+            <div>
+              <dt>sources</dt>
+              <dd>{ready.data.sources.builtin} built-in, {ready.data.sources.functions} functions, {ready.data.sources.localMcpTools} local MCP tools</dd>
+            </div>
             {ready.data.reasons.length > 0 && <div><dt>reasons</dt><dd>{ready.data.reasons.join('; ')}</dd></div>}
             {ready.data.sandbox.warning !== null && <div><dt>warning</dt><dd class='warn'>{ready.data.sandbox.warning}</dd></div>}
           </dl>
@@ -148,7 +151,10 @@ export function StatusView ({ api, role, tenant }: ViewProps): JSX.Element {
         {journalUser !== '' && <JournalRate api={api} userId={journalUser} />}
       </Section>
       {role === 'admin' && (
-        <Section title='Pool and sandbox' actions={<><Loading when={status.loading} /><button type='button' onClick={() => status.reload()}>Refresh</button></>}>
+        <Section
+          title='Pool and sandbox'
+          actions={<><Loading when={status.loading} /><button type='button' onClick={() => status.reload()}>Refresh</button></>}
+        >
           <ErrorBox error={status.error} />
           {s !== undefined && (
             <div class='stack'>
@@ -168,7 +174,14 @@ export function StatusView ({ api, role, tenant }: ViewProps): JSX.Element {
                   <table>
                     <caption>Circuit breakers</caption>
                     <thead><tr><th>Server</th><th>Pool</th><th>State</th><th>Failures</th><th>Retry at</th><th>Last error</th></tr></thead>
-                    <tbody>{s.remoteMcp.breakers.map((b) => <tr key={b.server}><td>{b.server}</td><td>{b.pool}</td><td>{b.state}</td><td>{b.consecutiveFailures}</td><td>{formatTime(b.retryAt)}</td><td>{b.lastError ?? ''}</td></tr>)}</tbody>
+                    <tbody>
+                      {s.remoteMcp.breakers.map((b) => (
+                        <tr key={b.server}>
+                          <td>{b.server}</td><td>{b.pool}</td><td>{b.state}</td>
+                          <td>{b.consecutiveFailures}</td><td>{formatTime(b.retryAt)}</td><td>{b.lastError ?? ''}</td>
+                        </tr>
+                      ))}
+                    </tbody>
                   </table>
                 </div>
               )}

@@ -13,7 +13,12 @@ export function AllowListFields ({ allow, setAllow }: { allow: AllowList, setAll
   return (
     <div class='row'>
       <label class='grow'>Functions <span class='muted'>(built-in, function and local MCP tool names; @builtin, @builtin-readonly)</span>
-        <input name='functions' value={allow.functions} onInput={(e) => setAllow({ ...allow, functions: e.currentTarget.value })} placeholder='@builtin-readonly, calculate' />
+        <input
+          name='functions'
+          value={allow.functions}
+          onInput={(e) => setAllow({ ...allow, functions: e.currentTarget.value })}
+          placeholder='@builtin-readonly, calculate'
+        />
       </label>
       <label class='grow'>MCP servers <span class='muted'>(serverIds)</span>
         <input name='mcp' value={allow.mcp} onInput={(e) => setAllow({ ...allow, mcp: e.currentTarget.value })} placeholder='github, docs' />

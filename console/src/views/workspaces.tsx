@@ -47,7 +47,9 @@ function Checkpoints ({ api, userId, workspaceId, onChange }: { api: Api, userId
   return (
     <div class='stack checkpoints' data-workspace={workspaceId}>
       <form class='row' onSubmit={(e) => { create(e) }}>
-        <label class='grow'>Label<input name='label' value={label} maxLength={200} onInput={(e) => setLabel(e.currentTarget.value)} placeholder='before the refactor' /></label>
+        <label class='grow'>Label
+          <input name='label' value={label} maxLength={200} onInput={(e) => setLabel(e.currentTarget.value)} placeholder='before the refactor' />
+        </label>
         <button type='submit' class='primary' disabled={action.busy}>Create checkpoint</button>
         <Loading when={list.loading} />
       </form>
@@ -61,7 +63,8 @@ function Checkpoints ({ api, userId, workspaceId, onChange }: { api: Api, userId
             <tbody>
               {list.data.checkpoints.map((c) => (
                 <tr key={c.checkpointId} data-checkpoint={c.checkpointId}>
-                  <td><code>{c.checkpointId}</code></td><td>{formatTime(c.createdAt)}</td><td>{c.label ?? ''}</td><td>{c.files}</td><td>{formatBytes(c.bytes)}</td>
+                  <td><code>{c.checkpointId}</code></td><td>{formatTime(c.createdAt)}</td><td>{c.label ?? ''}</td>
+                  <td>{c.files}</td><td>{formatBytes(c.bytes)}</td>
                   <td class='actions'>
                     <ConfirmButton label='Restore' confirm='Replace the workspace with this checkpoint?' onConfirm={() => { restore(c.checkpointId) }} />
                     <ConfirmButton label='Delete' confirm='Delete this checkpoint?' onConfirm={() => { remove(c.checkpointId) }} />
@@ -97,8 +100,17 @@ function Upload ({ api, userId, onDone }: { api: Api, userId: string, onDone: ()
   return (
     <form class='stack upload' onSubmit={(e) => { submit(e) }}>
       <div class='row'>
-        <label>Workspace id<input name='workspaceId' value={workspaceId} placeholder='from the file name' onInput={(e) => setWorkspaceId(e.currentTarget.value)} /></label>
-        <label class='grow'>Archive (tar.gz or tar)<input name='archive' type='file' accept='.tar.gz,.tgz,.tar,application/gzip,application/x-tar' onChange={(e) => setFile(e.currentTarget.files?.[0])} /></label>
+        <label>Workspace id
+          <input name='workspaceId' value={workspaceId} placeholder='from the file name' onInput={(e) => setWorkspaceId(e.currentTarget.value)} />
+        </label>
+        <label class='grow'>Archive (tar.gz or tar)
+          <input
+            name='archive'
+            type='file'
+            accept='.tar.gz,.tgz,.tar,application/gzip,application/x-tar'
+            onChange={(e) => setFile(e.currentTarget.files?.[0])}
+          />
+        </label>
         <label>Mode
           <select name='mode' value={mode} onChange={(e) => setMode(e.currentTarget.value as 'replace' | 'merge')}>
             <option value='replace'>replace</option><option value='merge'>merge</option>
