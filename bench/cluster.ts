@@ -52,7 +52,12 @@ async function forwardedLogs (ctx: BenchContext): Promise<Row[]> {
     const membership = new Membership(scope, { heartbeatMs: 1000, logger: silentLogger })
     const bound: { service?: ProcessService } = {}
     const manager = new ProcessManager({ sandbox, reapIntervalMs: 0, onEnded: (ws, snap) => bound.service?.ended(ws, snap) })
-    const service = bound.service = new ProcessService({ local: manager, coordination: { ...scope, membership, peers: new PeerClient(tokens) }, directory: new ProcessDirectory<ProcessSnapshot>(scope), logger: silentLogger })
+    const service = bound.service = new ProcessService({
+      local: manager,
+      coordination: { ...scope, membership, peers: new PeerClient(tokens) },
+      directory: new ProcessDirectory<ProcessSnapshot>(scope),
+      logger: silentLogger
+    })
     const verifier = new ClusterTokenVerifier(tokens)
     const server = createServer((req, res) => {
       let body = ''
@@ -99,7 +104,10 @@ async function forwardedLogs (ctx: BenchContext): Promise<Row[]> {
   const ws = await workspaces.resolve({ workspaceId: 'cluster' }, { userId: 'bench', isAdmin: false })
   const call = { workspace: ws, signal: ctx.signal }
   // A process with a few KiB of log, all of it returned by each logs call.
-  const started = await a.bash.run({ action: 'start', command: 'i=0; while [ $i -lt 100 ]; do i=$((i+1)); echo "line $i of the bench log"; done; sleep 600' }, call) as ProcessSnapshot
+  const started = await a.bash.run({
+    action: 'start',
+    command: 'i=0; while [ $i -lt 100 ]; do i=$((i+1)); echo "line $i of the bench log"; done; sleep 600'
+  }, call) as ProcessSnapshot
   for (let i = 0; ; i++) {
     const l = await a.bash.run({ action: 'logs', processId: started.processId }, call) as { content: string }
     if (l.content.includes('line 100 ')) break

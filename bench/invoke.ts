@@ -5,7 +5,20 @@
  * this process, in interleaved rounds after a warm-up.
  */
 import path from 'node:path'
-import { closeHttp, cpuMs, GATEWAY_RUN, gatewayEnv, httpOk, load, loadInterleaved, LOG_LEVEL, pinServers, REPO_ROOT, startBareFastify, startGateway } from './fixtures/procs.js'
+import {
+  closeHttp,
+  cpuMs,
+  GATEWAY_RUN,
+  gatewayEnv,
+  httpOk,
+  load,
+  loadInterleaved,
+  LOG_LEVEL,
+  pinServers,
+  REPO_ROOT,
+  startBareFastify,
+  startGateway
+} from './fixtures/procs.js'
 import type { LoadResult } from './fixtures/procs.js'
 import { makeRow, median, round } from './stats.js'
 import type { BenchContext, Row } from './types.js'
@@ -50,7 +63,11 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     }
     return r
   }
-  const res = await loadInterleaved(ctx, { gateway: target(gw.url, gw.pid, cpu.gateway), bare: target(bareUrl, bare.pid, cpu.bare) }, { warmupSeconds: 2, seconds: SECONDS, rounds: ROUNDS })
+  const res = await loadInterleaved(
+    ctx,
+    { gateway: target(gw.url, gw.pid, cpu.gateway), bare: target(bareUrl, bare.pid, cpu.bare) },
+    { warmupSeconds: 2, seconds: SECONDS, rounds: ROUNDS }
+  )
   const usGw = 1000 * cpu.gateway.ms / cpu.gateway.requests
   const usBare = 1000 * cpu.bare.ms / cpu.bare.requests
   const g = summary(res.gateway)
@@ -66,7 +83,13 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       baseline: b.rps,
       target: { on: 'ratio', op: '>=', limit: 0.5 },
       notes: `${common}; ${g.n} + ${b.n} requests${bad}; see 1.4 for CPU per request`,
-      detail: { connections: CONNECTIONS, seconds: SECONDS, rounds: res.gateway.length, gatewayRps: res.gateway.map((r) => round(r.rps)).join(' '), bareRps: res.bare.map((r) => round(r.rps)).join(' ') }
+      detail: {
+        connections: CONNECTIONS,
+        seconds: SECONDS,
+        rounds: res.gateway.length,
+        gatewayRps: res.gateway.map((r) => round(r.rps)).join(' '),
+        bareRps: res.bare.map((r) => round(r.rps)).join(' ')
+      }
     }),
     makeRow({
       id: '1.4',

@@ -96,7 +96,12 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       baseline: dP50,
       target: { on: 'delta', op: '<', limit: 0.5 },
       notes: `added p50 ${round(gP50 - dP50)} ms (the bare proxy of 2.1b: ${round(bP50 - dP50)} ms); p99 ${round(percentile(c1.gateway, 99))} vs ${round(percentile(c1.direct, 99))} ms; ${c1Cpu}; n=${c1.gateway.length} interleaved, after the rounds of 2.2`,
-      detail: { gatewayCpuUsPerCall: round(gwUsPerCall), addedP50: round(gP50 - dP50), p99: round(percentile(c1.gateway, 99)), baselineP99: round(percentile(c1.direct, 99)) }
+      detail: {
+        gatewayCpuUsPerCall: round(gwUsPerCall),
+        addedP50: round(gP50 - dP50),
+        p99: round(percentile(c1.gateway, 99)),
+        baselineP99: round(percentile(c1.direct, 99))
+      }
     }),
     makeRow({
       id: '2.1b',

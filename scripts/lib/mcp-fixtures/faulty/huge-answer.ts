@@ -121,7 +121,11 @@ export async function startHugeAnswerServer (options: HugeAnswerOptions = {}): P
           return
         }
         default:
-          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: body.id, error: { code: -32601, message: 'Method not found' } }))
+          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({
+            jsonrpc: '2.0',
+            id: body.id,
+            error: { code: -32601, message: 'Method not found' }
+          }))
       }
     }, () => res.destroy())
   })
@@ -155,7 +159,11 @@ export interface SpawnedHugeAnswerServer {
 
 /** Runs the fixture in its own Node process (with tsx); close() kills it. */
 export async function spawnHugeAnswerServer (options: HugeAnswerOptions = {}): Promise<SpawnedHugeAnswerServer> {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), String(options.hugeBytes ?? 300_000_000)], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(import.meta.url), String(options.hugeBytes ?? 300_000_000)],
+    { stdio: ['ignore', 'pipe', 'inherit'] }
+  )
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
   const url = await new Promise<string>((resolve, reject) => {
     let out = ''
