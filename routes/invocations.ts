@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Static } from '@sinclair/typebox'
 import { errorResponses } from '../src/api/common.js'
 import { InvocationEntry, InvocationParams, InvocationsParams, InvocationsQuery, InvocationsResponse } from '../src/api/invocations.js'
-import { abortOnClientGone } from './abort.js'
+import { abortOnClientGone } from '../plugins/client-gone.js'
 
 const NDJSON = 'application/x-ndjson'
 

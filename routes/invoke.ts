@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { errorResponses } from '../src/api/common.js'
 import { BatchBody, BatchResponse, InvokeBody, InvokePending, InvokeResult } from '../src/api/invoke.js'
 import type { InvokeBodyT } from '../src/api/invoke.js'
-import { abortOnClientGone, callerAbortOnClientGone } from './abort.js'
+import { abortOnClientGone, callerAbortOnClientGone } from '../plugins/client-gone.js'
 
 /** POST /invoke and POST /invoke/batch (docs/ARCHITECTURE.md#result-and-trace). */
 async function invokeRoutes (app: FastifyInstance): Promise<void> {

@@ -6,7 +6,7 @@ import {
   DeleteServerResponse, LiveToolsResponse, PutServerBody, PutServerResponse, ServerList, ServerParams,
   StatusResponse, UserParams, UserServerParams
 } from '../src/api/registry.js'
-import { abortOnClientGone } from './abort.js'
+import { abortOnClientGone } from '../plugins/client-gone.js'
 
 const GLOBAL = { kind: 'global' } as const
 

@@ -4,7 +4,7 @@ import type { Static } from '@sinclair/typebox'
 import { errorResponses } from '../src/api/common.js'
 import { CatalogQuery, CatalogResponse, ToolsQuery, ToolsResponse } from '../src/api/tools.js'
 import { listingJson } from '../src/gateway.js'
-import { abortOnClientGone } from './abort.js'
+import { abortOnClientGone } from '../plugins/client-gone.js'
 
 /** GET /tools (docs/ARCHITECTURE.md#allow-list) and GET /catalog. */
 async function toolsRoutes (app: FastifyInstance): Promise<void> {

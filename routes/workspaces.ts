@@ -9,7 +9,7 @@ import {
   FileResponse, NoContent, RestoreBody, RestoreResponse, UploadBody, UploadQuery, UploadResponse, WorkspaceList, WorkspaceParams, WorkspacesParams
 } from '../src/api/workspaces.js'
 import { HttpError } from '../src/errors.js'
-import { abortOnClientGone } from './abort.js'
+import { abortOnClientGone } from '../plugins/client-gone.js'
 
 /**
  * Workspaces as a managed resource: list, upload, download, one file, delete, checkpoints. Who may

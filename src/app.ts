@@ -16,7 +16,7 @@ import bodyTimeoutPlugin from '../plugins/body-timeout.js'
 import jsonBodyPlugin from '../plugins/json-body.js'
 import docsPlugin from '../plugins/docs.js'
 import errorsPlugin from '../plugins/errors.js'
-import gatewayPlugin from '../plugins/gateway.js'
+import servicesPlugin from '../plugins/services.js'
 import metricsPlugin from '../plugins/metrics.js'
 import overheadPlugin from '../plugins/overhead.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
@@ -96,7 +96,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(requestLogPlugin)
   await app.register(errorsPlugin)
   await app.register(docsPlugin)
-  await app.register(gatewayPlugin, { services })
+  await app.register(servicesPlugin, { services })
   await app.register(overheadPlugin)
   await app.register(bodyTimeoutPlugin, { timeoutMs: config.requestTimeoutMs })
   await app.register(authPlugin, {

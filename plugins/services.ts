@@ -10,7 +10,7 @@ declare module 'fastify' {
 }
 
 /** Decorates the app with the domain services and closes them when the app closes. */
-export default fp(async function gatewayPlugin (app: FastifyInstance, opts: { services: Services }) {
+export default fp(async function servicesPlugin (app: FastifyInstance, opts: { services: Services }) {
   app.decorate('services', opts.services)
   app.addHook('onClose', async () => {
     await opts.services.close()

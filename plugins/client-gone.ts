@@ -1,6 +1,8 @@
 import type { FastifyReply } from 'fastify'
 import { CallerAbort, fanOutAbortController } from '../src/tools/signals.js'
 
+// Not a registered plugin: the routes call these per request to stop tool work when the client leaves.
+
 /**
  * A signal aborted when the client goes away before the response is written, so tools can
  * stop work nobody will read.
