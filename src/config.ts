@@ -345,14 +345,6 @@ export class ConfigError extends Error {
   }
 }
 
-/** A start-up problem the process reports and exits on (no stack trace needed): a setting that parses but cannot be used. */
-export class StartupError extends Error {
-  constructor (message: string) {
-    super(message)
-    this.name = 'StartupError'
-  }
-}
-
 type Env = Record<string, string | undefined>
 
 /** Reads and validates the configuration; throws ConfigError naming every bad variable. */

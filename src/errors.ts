@@ -206,6 +206,14 @@ export class HttpError extends Error {
   }
 }
 
+/** A start-up problem the process reports and exits on (no stack trace needed): a setting that parses but cannot be used. */
+export class StartupError extends Error {
+  constructor (message: string) {
+    super(message)
+    this.name = 'StartupError'
+  }
+}
+
 /** A tool failure's reason (ToolFailureReason) to its code, the `error.code` of a 200 result with isError true. */
 export const TOOL_ERROR_CODES = {
   'invalid-arguments': 'GW_INVALID_ARGUMENTS',

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises'
-import { StartupError } from '../config.js'
+import { StartupError } from '../errors.js'
 import type { Config } from '../config.js'
 import { DiscoveryError } from '../discovery/modules.js'
 import { createEgressPolicy, guardedFetch } from '../egress/ssrf.js'

@@ -35,7 +35,7 @@ import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, renameSync
 import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { StartupError } from '../../config.js'
+import { StartupError } from '../../errors.js'
 import type { UidRange } from '../../registry/types.js'
 import { ROOT_NAME } from './cgroups.js'
 

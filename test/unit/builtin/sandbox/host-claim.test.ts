@@ -7,7 +7,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { test } from 'node:test'
-import { StartupError } from '../../../../src/config.js'
+import { StartupError } from '../../../../src/errors.js'
 import { claimHost, UID_BLOCK, type ClaimRequest } from '../../../../src/builtin/sandbox/host-claim.js'
 
 const RANGE = { first: 200000, last: 299999 }
