@@ -34,7 +34,7 @@ export interface RateLimitPluginOptions {
   /** How many calls of one batch run at once (BATCH_CONCURRENCY): a batch holds that many slots at most. */
   batchConcurrency: number
   /**
-   * What the limits count in (src/cluster/limiter-stores.ts, built and closed by src/services.ts):
+   * What the limits count in (src/cluster/limiter-stores.ts, built and closed by createCluster):
    * Redis shared by every instance, or this instance's memory. Default: memory.
    */
   stores?: LimiterStores

@@ -5,9 +5,9 @@ import type { Config } from './config.js'
 import { parseDuration } from './config.js'
 import { StartupError } from './errors.js'
 import { ApprovalFacade, createApprovals } from './approvals/index.js'
-import { ClusterTokens, Membership, PeerClient, createLimiterStores, newInstanceId } from './cluster/index.js'
-import type { Coordination, LimiterStores } from './cluster/index.js'
-import { createRedisClient, quitWithTimeout, redisTargetOf } from './redis/index.js'
+import { createCluster } from './cluster/index.js'
+import type { ClusterTokens, Coordination, LimiterStores } from './cluster/index.js'
+import { redisTargetOf } from './redis/index.js'
 import type { RedisTarget } from './redis/index.js'
 import { createJournal } from './journal/index.js'
 import type { Journal } from './journal/index.js'
@@ -35,8 +35,6 @@ import type { Tier } from './tools/types.js'
 /** Everything the HTTP layer needs, built once per process from the config. */
 export interface Services {
   config: Config
-  /** This instance in the cluster (GET /cluster, logs). */
-  instanceId: string
   /** Where Redis is (REDIS_CLUSTER_NODES or REDIS_URL); undefined for the embedded in-memory default. */
   redisTarget: RedisTarget | undefined
   /** The cluster-wide parts' shared Redis connection; undefined without Redis (one instance). */
@@ -105,7 +103,9 @@ export async function createServices (config: Config, logger: Logger, overrides:
   }
 }
 
-async function build (config: Config, logger: Logger, overrides: ServiceOverrides, closers: Array<() => Promise<void>>, close: () => Promise<void>): Promise<Services> {
+async function build (
+  config: Config, logger: Logger, overrides: ServiceOverrides, closers: Array<() => Promise<void>>, close: () => Promise<void>
+): Promise<Services> {
   const functionDirs = [...(config.loadExamples ? [EXAMPLES.functions] : []), ...config.functionsDirs]
   const serviceDirs = [...(config.loadExamples ? [EXAMPLES.mcpServices] : []), ...config.mcpServicesDirs]
 
@@ -119,42 +119,19 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   // Checked before the store is opened: a bad SECRETS_KEY or EGRESS_ALLOW stops start-up before Redis is dialled.
   const remoteSettings = remoteMcpSettings(config)
   const counters: ServiceCounters = { mcpConnectFailures: 0, registryUnavailable: 0 }
-  const rawStore = overrides.store ?? await createRegistryStore({ target: redisTargetOf(config), keyPrefix: config.redisKeyPrefix })
+  const redisTarget = redisTargetOf(config)
+  const rawStore = overrides.store ?? await createRegistryStore({ target: redisTarget, keyPrefix: config.redisKeyPrefix })
   if (!overrides.store) closers.push(async () => await rawStore.close())
   const store = countUnavailable(rawStore, counters)
 
-  // One connection for the cluster-wide parts (membership, process ownership, write leases).
-  const redisTarget = redisTargetOf(config)
-  const instanceId = newInstanceId()
-  let coordination: Coordination | undefined
-  let tokens: ClusterTokens | undefined
-  if (redisTarget !== undefined) {
-    const keyed = (config.apiKeys ?? '') !== '' || (config.apiKeysFile ?? '') !== ''
-    if (keyed && config.clusterSecret === undefined) {
-      throw new StartupError('CLUSTER_SECRET is required when Redis is configured and API keys are set: instances sign their calls to each other with it (set the same value, at least 16 characters, on every instance)')
-    }
-    const redis = createRedisClient(redisTarget, { commandTimeoutMs: 2000, connectTimeoutMs: 2000 })
-    redis.on('error', () => {})
-    // Pushed before the built-ins: closed after them, so their shutdown can still record what it stopped.
-    closers.push(async () => { await quitWithTimeout(redis, 1000) })
-    const scope = { redis, keyPrefix: config.redisKeyPrefix, instanceId }
-    const membership = new Membership(scope, {
-      heartbeatMs: config.clusterHeartbeatMs,
-      processes: () => builtins?.processes.stats().running ?? 0,
-      logger
-    })
-    // After the built-ins' close (their processes stopped and recorded), before Redis goes.
-    closers.push(async () => { await membership.stop() })
-    tokens = config.clusterSecret !== undefined ? new ClusterTokens(config.clusterSecret) : undefined
-    coordination = { ...scope, membership, peers: tokens !== undefined ? new PeerClient(tokens) : undefined }
-  }
-  // The rate limiter's own connection, failing fast instead of queueing (src/cluster/limiter-stores.ts).
-  const limiterStores = await createLimiterStores({ target: redisTarget, keyPrefix: config.redisKeyPrefix, instanceId, logger })
-  closers.push(limiterStores.close)
+  let builtins: Builtins | undefined
+  // Pushed before the built-ins: closed after them, so their shutdown can still record in Redis what it stopped.
+  const cluster = await createCluster(config, logger, { processes: () => builtins?.processes.stats().running ?? 0 })
+  closers.push(cluster.close)
+  const { coordination } = cluster
 
   // After the store: the sandbox allocates each tenant's host uid in it.
   let builtin = overrides.builtin
-  let builtins: Builtins | undefined
   if (!builtin) {
     builtins = await createBuiltins(config, logger, { uids: store, ...(coordination !== undefined ? { coordination } : {}) })
     const b = builtins
@@ -229,11 +206,10 @@ async function build (config: Config, logger: Logger, overrides: ServiceOverride
   const sandbox = builtins?.sandbox
   return {
     config,
-    instanceId,
     redisTarget,
     coordination,
-    clusterTokens: tokens,
-    limiterStores,
+    clusterTokens: cluster.tokens,
+    limiterStores: cluster.limiterStores,
     gateway,
     registryFacade,
     journal,

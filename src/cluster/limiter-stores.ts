@@ -41,7 +41,7 @@ export interface LimiterStoresOptions {
 
 /**
  * The limiter's stores, on a Redis connection of their own. Not the coordination connection
- * (src/services.ts): that one queues commands while Redis is away, and a rate limit must not
+ * (createCluster, index.ts): that one queues commands while Redis is away, and a rate limit must not
  * hold requests during an outage. Here commands fail fast (no offline queue, one retry, 1 s),
  * the windows answer undefined and the plugin lets the request through rather than turning an
  * outage into 500s. Both stores work on a Redis Cluster: one key per script, no MULTI.

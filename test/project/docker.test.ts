@@ -234,7 +234,7 @@ const CLUSTER_INSTANCES = ['gateway-1', 'gateway-2', 'gateway-3']
 const PROXY_CONF = 'deploy/nginx/cluster.conf'
 /**
  * What `docker compose up` needs, and all it may need: with Redis and API keys the gateway
- * requires CLUSTER_SECRET (src/services.ts), so the default gateway needs it too.
+ * requires CLUSTER_SECRET (createCluster, src/cluster/index.ts), so the default gateway needs it too.
  */
 const DEFAULT_ENV = { API_KEYS: 'k-admin-0123456789:*', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'), CLUSTER_SECRET: 'a-cluster-secret-of-32-characters' }
 /** The cluster profile needs nothing more. */
@@ -458,7 +458,7 @@ function composeProblems (compose: any, files: Files): string[] {
       }
       try {
         const loaded = loadConfig({ ...files.imageEnv, ...(interpolateAll(env, profilesOf(s).length > 0 ? CLUSTER_ENV : DEFAULT_ENV) as Record<string, string>) })
-        // The start-up rule of src/services.ts: Redis and API keys without CLUSTER_SECRET do not start.
+        // The start-up rule of createCluster (src/cluster/index.ts): Redis and API keys without CLUSTER_SECRET do not start.
         if ((loaded.redisUrl !== undefined || loaded.redisClusterNodes.length > 0) && loaded.apiKeys !== undefined && loaded.clusterSecret === undefined) {
           problems.push(`${name}: Redis and API keys without CLUSTER_SECRET: the gateway would not start`)
         }
