@@ -15,7 +15,7 @@ const GLOBAL = { kind: 'global' } as const
  * servers, a tenant key only on its own userId) is decided by the registry facade.
  */
 async function registryRoutes (app: FastifyInstance): Promise<void> {
-  const registry = app.services.registryFacade
+  const registry = app.services.registry
   const tags = ['registry']
   const user = (userId: string) => ({ kind: 'user', userId }) as const
 

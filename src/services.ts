@@ -8,7 +8,6 @@ import { ApprovalFacade, createApprovals } from './approvals/index.js'
 import { createCluster } from './cluster/index.js'
 import type { ClusterTokens, Coordination, LimiterStores } from './cluster/index.js'
 import { redisTargetOf } from './redis/index.js'
-import type { RedisTarget } from './redis/index.js'
 import { createJournal } from './journal/index.js'
 import type { Journal } from './journal/index.js'
 import type { Logger } from './logger.js'
@@ -21,7 +20,6 @@ import { RegistryFacade } from './registry/facade.js'
 import { PolicyService } from './policy/service.js'
 import { WorkspaceFacade } from './workspace-facade.js'
 import { createRegistryStore } from './registry/create-store.js'
-import type { ServerRegistry } from './registry/registry-service.js'
 import type { RegistryStore } from './registry/types.js'
 import { createRemoteMcp, remoteMcpSettings } from './remote-mcp/index.js'
 import type { McpConnector, ServerDirectory } from './remote-mcp/index.js'
@@ -35,8 +33,6 @@ import type { Tier } from './tools/types.js'
 /** Everything the HTTP layer needs, built once per process from the config. */
 export interface Services {
   config: Config
-  /** Where Redis is (REDIS_CLUSTER_NODES or REDIS_URL); undefined for the embedded in-memory default. */
-  redisTarget: RedisTarget | undefined
   /** The cluster-wide parts' shared Redis connection; undefined without Redis (one instance). */
   coordination: Coordination | undefined
   /** Signs and checks instance-to-instance calls; undefined without CLUSTER_SECRET. */
@@ -46,7 +42,7 @@ export interface Services {
   /** The tool use cases (GET /tools, GET /catalog, POST /invoke, /mcp). */
   gateway: Gateway
   /** The registry use cases (the /mcp/servers and /users/{userId}/mcp/servers routes), tenancy included. */
-  registryFacade: RegistryFacade
+  registry: RegistryFacade
   /** The workspace use cases (the /users/{userId}/workspaces routes), tenancy included. */
   workspaces: WorkspaceFacade
   /** Tool policies (GET|PUT /policy, GET|PUT|DELETE /users/{userId}/policy), tenancy included. */
@@ -55,10 +51,6 @@ export interface Services {
   journal: Journal
   /** The approval use cases (the /approvals routes; the gateway holds calls through it). */
   approvals: ApprovalFacade
-  /** The registry itself, without tenancy checks (tests and embedders). */
-  registry: ServerRegistry
-  functions: FunctionSource
-  localMcp: LocalMcpSource
   /** Tier 1 internals (sandbox, processes), absent when a test supplies its own built-in source. */
   builtins: Builtins | undefined
   status: () => GatewayStatus
@@ -200,25 +192,21 @@ async function build (
     invokeTimeoutMs: config.invokeTimeoutMs
   })
   const gateway: Gateway = new Gateway(config, router, { calls, policies, approvals: approvalFacade })
-  const registryFacade = new RegistryFacade(remote.registry, router)
+  const registry = new RegistryFacade(remote.registry, router)
   logger.info({ functions: functions.size, localMcpTools: localMcp.size, localMcpServices: localMcp.serviceNames, registry: store.backend }, 'tools discovered')
 
   const sandbox = builtins?.sandbox
   return {
     config,
-    redisTarget,
     coordination,
     clusterTokens: cluster.tokens,
     limiterStores: cluster.limiterStores,
     gateway,
-    registryFacade,
+    registry,
     journal,
     approvals: approvalFacade,
     policies,
     workspaces: new WorkspaceFacade(builtins?.lifecycle),
-    registry: remote.registry,
-    functions,
-    localMcp,
     builtins,
     status: () => gatewayStatus({
       pools: remote.poolStats(),

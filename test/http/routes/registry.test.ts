@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import { buildTestApp } from '../../helpers/app.js'
+import { MemoryRegistryStore } from '../../../src/registry/memory-store.js'
 import { startSseFixture, startStreamableHttpFixture, stdioFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
 import type { HttpFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
 
@@ -144,7 +145,9 @@ test('bad registrations: unknown type, missing url/command, non-http urls, block
 test('secrets: encrypted at rest, masked on read, sent to the server, kept when a masked value comes back', async (t) => {
   const http = await fixture(t, 'http', 'sec')
   const key = Buffer.alloc(32, 7).toString('base64')
-  const app = await buildTestApp(t, { env: { SECRETS_KEY: key, EGRESS_ALLOW: '127.0.0.1/32' } })
+  // The app's own store (the default without Redis), kept here to read what is at rest.
+  const store = new MemoryRegistryStore()
+  const app = await buildTestApp(t, { env: { SECRETS_KEY: key, EGRESS_ALLOW: '127.0.0.1/32' }, overrides: { store } })
   const r = await put(app, '/users/acme/mcp/servers/gh', { type: 'http', url: http.url, headers: { Authorization: 'Bearer super-secret-token' } })
   assert.equal(r.status, 201)
   assert.equal(r.json.server.config.headers.Authorization, 'Bearer ****')
@@ -153,8 +156,10 @@ test('secrets: encrypted at rest, masked on read, sent to the server, kept when 
   assert.doesNotMatch(listed.body, /super-secret-token/)
   assert.equal(listed.json().servers[0].config.headers.Authorization, 'Bearer ****')
   // at rest: the store holds ciphertext
-  const stored = await app.services.registry.get({ kind: 'user', userId: 'acme' }, 'gh')
+  const stored = await store.get({ kind: 'user', userId: 'acme' }, 'gh')
   assert.ok(stored)
+  assert.doesNotMatch(JSON.stringify(stored), /super-secret-token/)
+  assert.match(JSON.stringify(stored), /enc:v1:/)
   // the call works (the fixture server would not care, but the pool must have opened the secret to connect)
   assert.equal((await invoke(app, { name: 'user_acme_tool_echo', userId: 'acme', arguments: { text: 'ok' } })).output, 'sec:ok')
   // a client that GETs, edits and PUTs back the masked value keeps the secret
