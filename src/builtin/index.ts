@@ -231,5 +231,5 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
   }
 }
 export type { SandboxIsolation } from './sandbox/index.js'
-export type { UploadResult, WorkspaceLifecycle, WorkspaceSummary } from './workspace/lifecycle.js'
-export type { CheckpointInfo } from './workspace/checkpoints.js'
+export { WorkspaceFacade } from './workspace-facade.js'
+export type { WorkspaceLifecycle } from './workspace/lifecycle.js'

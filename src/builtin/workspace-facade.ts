@@ -1,9 +1,10 @@
 import type { Readable } from 'node:stream'
 import type { FileHandle } from 'node:fs/promises'
-import type { CheckpointInfo, UploadResult, WorkspaceLifecycle, WorkspaceSummary } from './builtin/index.js'
-import { HttpError } from './errors.js'
-import { actingUserId } from './tools/tenancy.js'
-import type { Caller } from './tools/types.js'
+import { HttpError } from '../errors.js'
+import { actingUserId } from '../tools/tenancy.js'
+import type { Caller } from '../tools/types.js'
+import type { CheckpointInfo } from './workspace/checkpoints.js'
+import type { UploadResult, WorkspaceLifecycle, WorkspaceSummary } from './workspace/lifecycle.js'
 
 /**
  * The workspace use cases, one method per HTTP operation (the /users/{userId}/workspaces routes),
