@@ -1,4 +1,4 @@
-import { defineFunction } from '../../src/functions/define.js'
+import { defineFunction } from '../../src/authoring.js'
 
 /**
  * A safe arithmetic evaluator: a small recursive-descent parser, never eval. Models are poor

@@ -1,4 +1,4 @@
-import { defineFunction } from '../../src/functions/define.js'
+import { defineFunction } from '../../src/authoring.js'
 
 /** The current date and time in an IANA time zone: models do not know "now". */
 export const currentTime = defineFunction<{ timeZone?: string }>({

@@ -1,4 +1,4 @@
-import { defineFunction } from '../../src/functions/define.js'
+import { defineFunction } from '../../src/authoring.js'
 
 /** Queries a JSON document with a JSONPath subset, so a model can pick values out of large data. */
 export const jsonQuery = defineFunction<{ json: unknown, path: string, limit?: number }>({

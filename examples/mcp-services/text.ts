@@ -1,6 +1,6 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { z } from 'zod'
-import { defineMcpService } from '../../src/local-mcp/loader.js'
+import { defineMcpService } from '../../src/authoring.js'
 
 /**
  * An example local MCP service: text utilities a model gets wrong by itself (counting,

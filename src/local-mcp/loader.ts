@@ -5,29 +5,9 @@ import { isBuiltinName } from '../naming/builtin-names.js'
 import { DiscoveryError, importModule, listModuleFiles } from '../discovery/modules.js'
 import { apiFunctionName, parseUserToolName } from '../naming/names.js'
 import { VERSION } from '../version.js'
+import type { LocalMcpServiceModule, McpServerLike } from './define.js'
 
 const SERVICE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
-
-/** What a module in MCP_SERVICES_DIR exports (default export or a named `service`). */
-export interface LocalMcpServiceModule {
-  /** The service name: the first half of every exposed name, apiFunctionName(name, tool). */
-  name: string
-  /**
-   * The SDK server: an McpServer (or low-level Server) instance, or a factory returning one.
-   * It is connected once, in-process, over an InMemoryTransport pair.
-   */
-  server: McpServerLike | (() => McpServerLike | Promise<McpServerLike>)
-}
-
-/** The part of McpServer / Server the gateway uses; duck-typed so a module may bring its own SDK copy. */
-export interface McpServerLike {
-  connect: (transport: InMemoryTransport) => Promise<void>
-  close: () => Promise<void>
-}
-
-export function defineMcpService (service: LocalMcpServiceModule): LocalMcpServiceModule {
-  return service
-}
 
 export interface LocalMcpService {
   name: string
