@@ -31,6 +31,7 @@ import type { Tier } from './tools/types.js'
 
 /** Everything the HTTP layer needs, built once per process from the config. */
 export interface Services {
+  /** What the services were built from (a route reads its limits here). */
   config: Config
   /** The cluster-wide parts' shared Redis connection; undefined without Redis (one instance). */
   coordination: Coordination | undefined
@@ -52,6 +53,7 @@ export interface Services {
   approvals: ApprovalFacade
   /** Tier 1 internals (sandbox, processes), absent when a test supplies its own built-in source. */
   builtins: Builtins | undefined
+  /** GET /status: client pools, retries and breakers, the sandbox, the registry backend, the workspace quota. */
   status: () => GatewayStatus
   /** Registry change events from every instance (the /mcp endpoint notifies list_changed on them). */
   subscribe: RegistryStore['subscribe']
