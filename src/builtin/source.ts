@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks'
-import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource } from '../tools/source.js'
+import type { CatalogEntry } from '../tools/source.js'
 import { fitJsonValue } from '../tools/output.js'
-import { StaticCatalog } from '../tools/static-catalog.js'
+import { StaticSource } from '../tools/static-source.js'
 import type { CallContext, Caller, ToolOutcome, WorkspaceRequest } from '../tools/types.js'
 import { KeyedMutex, LockUnavailableError, LockWaitAbortedError } from '../cluster/index.js'
 import type { LeaseContext, WriteLock } from '../cluster/index.js'
@@ -38,40 +38,29 @@ export interface BuiltinSourceOptions {
  * may change a workspace are serialised per workspace, so concurrent edits (batch invokes,
  * parallel requests) never lose an update.
  */
-export class BuiltinSource implements ToolSource {
+export class BuiltinSource extends StaticSource {
   readonly tier = 'builtin' as const
-  readonly #catalog = new StaticCatalog()
   readonly #workspaces: WorkspaceResolver
   readonly #writes: WriteLock
   readonly #checkpoint: ((ws: Workspace) => Promise<string>) | undefined
   readonly #usage: WorkspaceUsage | undefined
 
   constructor (tools: readonly BuiltinTool[], workspaces: WorkspaceResolver, opts: BuiltinSourceOptions = {}) {
+    super(tools.map((tool) => ({
+      route: 'builtin',
+      source: 'builtin',
+      name: tool.name,
+      spec: { name: tool.name, description: tool.description, inputSchema: tool.inputSchema },
+      ref: tool
+    })))
     this.#workspaces = workspaces
     this.#writes = opts.writes ?? new KeyedMutex()
     this.#checkpoint = opts.checkpoint
     this.#usage = opts.usage
-    for (const tool of tools) {
-      this.#catalog.add({
-        route: 'builtin',
-        source: 'builtin',
-        name: tool.name,
-        spec: { name: tool.name, description: tool.description, inputSchema: tool.inputSchema },
-        ref: tool
-      })
-    }
   }
 
-  get names (): BuiltinName[] {
-    return this.#catalog.names as BuiltinName[]
-  }
-
-  async list (selection: Selection | 'all'): Promise<SourceListing> {
-    return this.#catalog.list(selection)
-  }
-
-  resolve (name: string, _scope: SourceScope): CatalogEntry | undefined {
-    return this.#catalog.get(name)
+  override get names (): BuiltinName[] {
+    return super.names as BuiltinName[]
   }
 
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
@@ -109,7 +98,9 @@ export class BuiltinSource implements ToolSource {
       if (!tool.mutates(args)) return await run()
       const lockOpts = { signal: ctx.signal }
       timing.lockAsked = performance.now()
-      if (ctx.workspace.checkpoint !== true) return await this.#writes.run(workspaceWriteKey(workspace), async (lease) => { timing.locked = performance.now(); return await run(lease) }, lockOpts)
+      if (ctx.workspace.checkpoint !== true) {
+        return await this.#writes.run(workspaceWriteKey(workspace), async (lease) => { timing.locked = performance.now(); return await run(lease) }, lockOpts)
+      }
       return await this.#writes.run(workspaceWriteKey(workspace), async (lease) => {
         timing.locked = performance.now()
         // Taken inside the lock, so the checkpoint is exactly the tree the tool starts from.

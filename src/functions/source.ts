@@ -1,40 +1,25 @@
 import { performance } from 'node:perf_hooks'
-import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource } from '../tools/source.js'
-import { StaticCatalog } from '../tools/static-catalog.js'
+import type { CatalogEntry } from '../tools/source.js'
+import { StaticSource } from '../tools/static-source.js'
 import type { CallContext, ToolOutcome } from '../tools/types.js'
 import { CANCELLED_OUTCOME, DeadlineRun } from '../tools/deadline.js'
 import type { FunctionContext, FunctionTool } from './define.js'
 import type { LoadedFunction } from './loader.js'
 
 /** Tier 4: local function tools, exposed under their own names. */
-export class FunctionSource implements ToolSource {
+export class FunctionSource extends StaticSource {
   readonly tier = 'function' as const
-  readonly #catalog = new StaticCatalog()
   readonly #defaultTimeoutMs: number
 
   constructor (functions: readonly LoadedFunction[], opts: { defaultTimeoutMs: number }) {
+    super(functions.map(({ tool }) => ({
+      route: 'function',
+      source: tool.name,
+      name: tool.name,
+      spec: { name: tool.name, description: tool.description, inputSchema: tool.parameters },
+      ref: tool
+    })))
     this.#defaultTimeoutMs = opts.defaultTimeoutMs
-    for (const { tool } of functions) {
-      this.#catalog.add({
-        route: 'function',
-        source: tool.name,
-        name: tool.name,
-        spec: { name: tool.name, description: tool.description, inputSchema: tool.parameters },
-        ref: tool
-      })
-    }
-  }
-
-  get size (): number {
-    return this.#catalog.size
-  }
-
-  async list (selection: Selection | 'all'): Promise<SourceListing> {
-    return this.#catalog.list(selection)
-  }
-
-  resolve (name: string, _scope: SourceScope): CatalogEntry | undefined {
-    return this.#catalog.get(name)
   }
 
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {

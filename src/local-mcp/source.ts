@@ -1,55 +1,40 @@
 import { flattenCallToolResult } from '../mcp/flatten.js'
 import { trackProgress } from '../mcp/progress.js'
 import { runWithDeadline } from '../tools/deadline.js'
-import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource } from '../tools/source.js'
-import { StaticCatalog } from '../tools/static-catalog.js'
+import type { CatalogEntry } from '../tools/source.js'
+import { StaticSource } from '../tools/static-source.js'
 import type { CallContext, ToolOutcome } from '../tools/types.js'
 import { closeService } from './loader.js'
 import type { LocalMcpService, LocalMcpTool } from './loader.js'
 
 /** Tier 3: in-process MCP services, exposed as apiFunctionName(service, tool). */
-export class LocalMcpSource implements ToolSource {
+export class LocalMcpSource extends StaticSource {
   readonly tier = 'local_mcp' as const
-  readonly #catalog = new StaticCatalog()
   readonly #services: LocalMcpService[]
   readonly #callTimeoutMs: number
 
   constructor (loaded: { services: LocalMcpService[], tools: LocalMcpTool[] }, opts: { callTimeoutMs: number }) {
+    super(loaded.tools.map((t) => ({
+      route: 'local_mcp',
+      source: t.service.name,
+      name: t.exposedName,
+      spec: {
+        name: t.tool.name,
+        description: t.tool.description ?? '',
+        inputSchema: t.tool.inputSchema as Record<string, unknown>,
+        ...(t.tool.title ? { title: t.tool.title } : {}),
+        ...(t.tool.annotations ? { annotations: t.tool.annotations as Record<string, unknown> } : {}),
+        ...(t.tool.outputSchema ? { outputSchema: t.tool.outputSchema as Record<string, unknown> } : {}),
+        ...(t.tool.execution ? { execution: t.tool.execution as Record<string, unknown> } : {})
+      },
+      ref: t
+    })))
     this.#services = loaded.services
     this.#callTimeoutMs = opts.callTimeoutMs
-    for (const t of loaded.tools) {
-      this.#catalog.add({
-        route: 'local_mcp',
-        source: t.service.name,
-        name: t.exposedName,
-        spec: {
-          name: t.tool.name,
-          description: t.tool.description ?? '',
-          inputSchema: t.tool.inputSchema as Record<string, unknown>,
-          ...(t.tool.title ? { title: t.tool.title } : {}),
-          ...(t.tool.annotations ? { annotations: t.tool.annotations as Record<string, unknown> } : {}),
-          ...(t.tool.outputSchema ? { outputSchema: t.tool.outputSchema as Record<string, unknown> } : {}),
-          ...(t.tool.execution ? { execution: t.tool.execution as Record<string, unknown> } : {})
-        },
-        ref: t
-      })
-    }
-  }
-
-  get size (): number {
-    return this.#catalog.size
   }
 
   get serviceNames (): string[] {
     return this.#services.map((s) => s.name)
-  }
-
-  async list (selection: Selection | 'all'): Promise<SourceListing> {
-    return this.#catalog.list(selection)
-  }
-
-  resolve (name: string, _scope: SourceScope): CatalogEntry | undefined {
-    return this.#catalog.get(name)
   }
 
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {

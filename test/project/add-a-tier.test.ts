@@ -28,29 +28,20 @@ const SIXTH_TRAITS = "{ selectedBy: 'functions', tenantScoped: false, encodedNam
 
 /** Recipe step 2: the tier's ToolSource, in its own folder; it imports only tools/ and the neutral folders. */
 const SOURCE_TS = `import { isBuiltinName } from '../naming/builtin-names.js'
-import type { CatalogEntry, Selection, SourceListing, SourceScope, ToolSource } from '../tools/source.js'
-import { StaticCatalog } from '../tools/static-catalog.js'
+import type { CatalogEntry } from '../tools/source.js'
+import { StaticSource } from '../tools/static-source.js'
 import type { ToolOutcome, ToolSpec } from '../tools/types.js'
 
 export interface SixthTool { spec: ToolSpec, run: (args: Record<string, unknown>) => string }
 
-export class SixthSource implements ToolSource {
+export class SixthSource extends StaticSource {
   readonly tier = 'sixth' as const
-  readonly #catalog = new StaticCatalog()
 
   constructor (tools: readonly SixthTool[]) {
-    for (const tool of tools) {
+    super(tools.map((tool) => {
       if (isBuiltinName(tool.spec.name)) throw new Error(\`'\${tool.spec.name}' is a reserved built-in name\`)
-      this.#catalog.add({ route: 'sixth', source: 'sixth', name: tool.spec.name, spec: tool.spec, ref: tool })
-    }
-  }
-
-  async list (selection: Selection | 'all'): Promise<SourceListing> {
-    return this.#catalog.list(selection)
-  }
-
-  resolve (name: string, _scope: SourceScope): CatalogEntry | undefined {
-    return this.#catalog.get(name)
+      return { route: 'sixth', source: 'sixth', name: tool.spec.name, spec: tool.spec, ref: tool }
+    }))
   }
 
   async call (entry: CatalogEntry, args: Record<string, unknown>): Promise<ToolOutcome> {
@@ -145,7 +136,10 @@ async function write (root: string, file: string, text: string): Promise<void> {
 async function copyRepository (t: TestContext): Promise<string> {
   const root = await mkdtemp(join(tmpdir(), 'tg-sixth-tier-'))
   t.after(async () => { await rm(root, { recursive: true, force: true }) })
-  for (const path of ['src', 'routes', 'plugins', 'examples/functions', 'examples/mcp-services', 'console/src', 'console/tsconfig.json', 'package.json', 'scripts/layers.json']) {
+  const copied = [
+    'src', 'routes', 'plugins', 'examples/functions', 'examples/mcp-services', 'console/src', 'console/tsconfig.json', 'package.json', 'scripts/layers.json'
+  ]
+  for (const path of copied) {
     await cp(join(repo, path), join(root, path), { recursive: true })
   }
   await symlink(join(repo, 'node_modules'), join(root, 'node_modules'))
