@@ -1,5 +1,6 @@
 import { HttpError } from '../errors.js'
 import type { Logger } from '../logger.js'
+import { ScopedCache, scopeKey } from '../registry/scoped-cache.js'
 import type { DocumentChange, RegistryScope, RegistryStore } from '../registry/types.js'
 import type { ToolPolicy, ToolPolicyProvider } from '../tools/policy.js'
 import { actingUserId } from '../tools/tenancy.js'
@@ -16,12 +17,6 @@ interface Loaded {
   updatedAt: string | null
 }
 
-interface CacheSlot {
-  loaded: Loaded
-  /** False once a change (or a resync) made it stale: reloaded next time, kept as the fallback. */
-  fresh: boolean
-}
-
 /** What GET /policy and GET /users/{userId}/policy answer. */
 export interface PolicyView {
   /** The stored policy, or null when none is set. */
@@ -36,10 +31,6 @@ const MAX_CACHED_SCOPES = 10_000
 
 const DEFAULT_SCOPE: RegistryScope = { kind: 'global' }
 
-function scopeKey (scope: RegistryScope): string {
-  return scope.kind === 'global' ? 'g' : `u:${scope.userId}`
-}
-
 /**
  * Tool policies (docs/ARCHITECTURE.md#policies): the default (the registry's global scope) and
  * one per tenant (its user scope), stored as documents in the registry store with a version
@@ -52,9 +43,15 @@ export class PolicyService implements ToolPolicyProvider {
   readonly #store: RegistryStore
   readonly #logger: Logger
   readonly #guard: CommandGuard
-  readonly #cache = new Map<string, CacheSlot>()
   /** Effective policies by tenant ('' without one), rebuilt when either of its documents changes. */
   readonly #effective = new Map<string, { base: Loaded, own: Loaded | undefined, policy: EffectivePolicy }>()
+
+  // A tenant dropped by the bound takes its effective policy along.
+  readonly #cache = new ScopedCache<Loaded>({
+    maxScopes: MAX_CACHED_SCOPES,
+    onEvict: (scope) => { this.#effective.delete(scope.kind === 'global' ? '' : scope.userId) }
+  })
+
   /** Grows with every change event: a read that started before a change is not cached as fresh. */
   #epoch = 0
   readonly #unsubscribe: () => void
@@ -69,23 +66,16 @@ export class PolicyService implements ToolPolicyProvider {
   #onChange (change: DocumentChange): void {
     this.#epoch++
     if (change.op === 'resync') {
-      for (const slot of this.#cache.values()) slot.fresh = false
+      this.#cache.markAllStale()
       return
     }
     if (change.kind !== 'policy') return
-    const slot = this.#cache.get(scopeKey(change.scope))
-    if (slot !== undefined) slot.fresh = false
+    this.#cache.markStale(change.scope)
   }
 
   async #load (scope: RegistryScope): Promise<Loaded> {
-    const key = scopeKey(scope)
-    const slot = this.#cache.get(key)
-    if (slot?.fresh === true) {
-      // Recently used last: the bound drops the tenants not seen for longest.
-      this.#cache.delete(key)
-      this.#cache.set(key, slot)
-      return slot.loaded
-    }
+    const slot = this.#cache.get(scope)
+    if (slot?.fresh === true) return slot.value
     const epoch = this.#epoch
     let loaded: Loaded
     try {
@@ -95,22 +85,15 @@ export class PolicyService implements ToolPolicyProvider {
         : { policy: parsePolicy(doc.value), version: doc.version, updatedAt: doc.updatedAt }
     } catch (err) {
       if (slot !== undefined) {
-        this.#logger.warn({ err, scope: key }, 'policy store unavailable: enforcing the last policy read')
-        return slot.loaded
+        this.#logger.warn({ err, scope: scopeKey(scope) }, 'policy store unavailable: enforcing the last policy read')
+        return slot.value
       }
       throw err
     }
     // The very same version stays the same object, so effective policies built on it are kept.
-    const same = slot !== undefined && slot.loaded.version === loaded.version && slot.loaded.updatedAt === loaded.updatedAt
-    const next: CacheSlot = { loaded: same ? slot.loaded : loaded, fresh: epoch === this.#epoch }
-    this.#cache.delete(key)
-    this.#cache.set(key, next)
-    while (this.#cache.size > MAX_CACHED_SCOPES) {
-      const oldest = this.#cache.keys().next().value as string
-      this.#cache.delete(oldest)
-      this.#effective.delete(oldest === 'g' ? '' : oldest.slice(2))
-    }
-    return next.loaded
+    const next = slot !== undefined && slot.value.version === loaded.version && slot.value.updatedAt === loaded.updatedAt ? slot.value : loaded
+    this.#cache.set(scope, next, epoch === this.#epoch)
+    return next
   }
 
   /** The policy every call of the tenant (or of no tenant) obeys; the same object while nothing changed. */
@@ -134,15 +117,12 @@ export class PolicyService implements ToolPolicyProvider {
   effectiveNow (userId: string | undefined): ToolPolicy | undefined {
     const known = this.#effective.get(userId ?? '')
     if (known === undefined) return undefined
-    const base = this.#cache.get('g')
-    if (base?.fresh !== true || base.loaded !== known.base) return undefined
+    const base = this.#cache.peek(DEFAULT_SCOPE)
+    if (base?.fresh !== true || base.value !== known.base) return undefined
     if (userId === undefined) return known.own === undefined ? known.policy : undefined
-    const key = `u:${userId}`
-    const own = this.#cache.get(key)
-    if (own?.fresh !== true || own.loaded !== known.own) return undefined
-    // Recently used last, as #load does: the bound drops the tenants not seen for longest.
-    this.#cache.delete(key)
-    this.#cache.set(key, own)
+    // Reading the tenant's own counts as a use for the bound, as in #load.
+    const own = this.#cache.get({ kind: 'user', userId })
+    if (own?.fresh !== true || own.value !== known.own) return undefined
     return known.policy
   }
 

@@ -1,13 +1,9 @@
 import type { Logger } from '../logger.js'
+import { ScopedCache, scopeKey } from '../registry/scoped-cache.js'
 import { secretContext } from '../registry/secrets.js'
 import type { SecretBox } from '../registry/secrets.js'
 import type { RegistryChange, RegistryScope, RegistryStore } from '../registry/types.js'
 import type { RemoteServer, ServerDirectory } from './source.js'
-
-interface CacheEntry {
-  servers: RemoteServer[]
-  fresh: boolean
-}
 
 export interface DirectoryOptions {
   /** Called when a server's registry entry changed or was removed (any instance): drop its client. */
@@ -15,10 +11,6 @@ export interface DirectoryOptions {
   /** Called when this instance may have missed changes: drop every client. */
   onResync: () => void
   logger: Logger
-}
-
-function scopeKey (scope: RegistryScope): string {
-  return scope.kind === 'global' ? 'g' : `u:${scope.userId}`
 }
 
 /**
@@ -31,7 +23,7 @@ export class RegistryDirectory implements ServerDirectory {
   readonly #store: RegistryStore
   readonly #box: SecretBox
   readonly #opts: DirectoryOptions
-  readonly #cache = new Map<string, CacheEntry>()
+  readonly #cache = new ScopedCache<RemoteServer[]>()
   readonly #inflight = new Map<string, Promise<RemoteServer[]>>()
   readonly #unsubscribe: () => void
 
@@ -44,22 +36,20 @@ export class RegistryDirectory implements ServerDirectory {
 
   #onChange (change: RegistryChange): void {
     if (change.op === 'resync') {
-      for (const entry of this.#cache.values()) entry.fresh = false
+      this.#cache.markAllStale()
       this.#inflight.clear()
       this.#opts.onResync()
       return
     }
-    const key = scopeKey(change.scope)
-    const entry = this.#cache.get(key)
-    if (entry) entry.fresh = false
-    this.#inflight.delete(key)
+    this.#cache.markStale(change.scope)
+    this.#inflight.delete(scopeKey(change.scope))
     this.#opts.onServerChanged(change.scope, change.serverId)
   }
 
   async list (scope: RegistryScope): Promise<RemoteServer[]> {
     const key = scopeKey(scope)
-    const cached = this.#cache.get(key)
-    if (cached?.fresh) return cached.servers
+    const cached = this.#cache.get(scope)
+    if (cached?.fresh === true) return cached.value
     let pending = this.#inflight.get(key)
     if (!pending) {
       pending = this.#load(scope)
@@ -68,7 +58,7 @@ export class RegistryDirectory implements ServerDirectory {
       // removed it from #inflight, so its (possibly stale) result is not kept.
       pending.then((servers) => {
         if (this.#inflight.get(key) === pending) {
-          this.#cache.set(key, { servers, fresh: true })
+          this.#cache.set(scope, servers)
           this.#inflight.delete(key)
         }
       }, () => {
@@ -80,7 +70,7 @@ export class RegistryDirectory implements ServerDirectory {
     } catch (err) {
       if (cached) {
         this.#opts.logger.warn({ err, scope: key }, 'registry unreachable: serving the last known servers')
-        return cached.servers
+        return cached.value
       }
       throw err
     }
