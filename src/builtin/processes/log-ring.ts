@@ -1,3 +1,5 @@
+import { TailBuffer, TEXT_CHUNKS } from '../sandbox/index.js'
+
 /** A slice of the log as `logs` returns it. */
 export interface LogSlice {
   offset: number
@@ -12,45 +14,22 @@ export interface LogSlice {
  * ever written, so a reader's cursor stays valid while old text is dropped.
  */
 export class LogRing {
-  readonly #capacity: number
-  #chunks: string[] = []
-  #length = 0
+  readonly #tail: TailBuffer<string>
   /** Absolute offset of the first retained character. */
   #start = 0
 
   constructor (capacity: number) {
-    this.#capacity = Math.max(1, Math.floor(capacity))
+    this.#tail = new TailBuffer(Math.max(1, Math.floor(capacity)), TEXT_CHUNKS)
   }
 
   get start (): number { return this.#start }
-  get end (): number { return this.#start + this.#length }
+  get end (): number { return this.#start + this.#tail.length }
 
   append (text: string): void {
     if (text.length === 0) return
-    if (text.length >= this.#capacity) {
-      this.#start += this.#length + text.length - this.#capacity
-      this.#chunks = [text.slice(text.length - this.#capacity)]
-      this.#length = this.#capacity
-      return
-    }
-    this.#chunks.push(text)
-    this.#length += text.length
-    while (this.#length > this.#capacity) {
-      const first = this.#chunks[0]
-      if (first === undefined) break
-      const excess = this.#length - this.#capacity
-      if (first.length <= excess) {
-        this.#chunks.shift()
-        this.#length -= first.length
-        this.#start += first.length
-      } else {
-        this.#chunks[0] = first.slice(excess)
-        this.#length -= excess
-        this.#start += excess
-      }
-    }
+    this.#start += this.#tail.push(text)
     // Many tiny lines make many chunks: merge now and then so reads stay cheap.
-    if (this.#chunks.length > 1024) this.#chunks = [this.#chunks.join('')]
+    if (this.#tail.chunkCount > 1024) this.#tail.contents()
   }
 
   read (offset: number, limit: number): LogSlice {
@@ -58,8 +37,7 @@ export class LogRing {
     const truncated = requested < this.#start
     const from = Math.min(Math.max(requested, this.#start), this.end)
     const max = Math.max(0, Math.floor(limit))
-    const all = this.#chunks.length === 1 ? (this.#chunks[0] ?? '') : this.#chunks.join('')
-    if (this.#chunks.length > 1) this.#chunks = [all]
+    const all = this.#tail.contents()
     const content = all.slice(from - this.#start, from - this.#start + max)
     return { offset: from, nextOffset: from + content.length, truncated, content }
   }
