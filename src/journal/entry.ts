@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto'
 import { maskText } from '../secrets/detector.js'
+import type { InvokeResult } from '../tools/router.js'
 import { prepareField, prepareText, utf8Head } from './redact.js'
 
 /** `full` stores arguments, output and trace; `meta` everything else; `off` nothing. */
@@ -15,14 +16,15 @@ export const CAPS = { arguments: 16 * 1024, output: 16 * 1024, trace: 64 * 1024 
  */
 export const GLOBAL_TENANT = '_global'
 
+/** The fields a journaled call shares with the router's result, as the router gives them. */
+type ResultFields = Pick<InvokeResult, 'callId' | 'name' | 'isError' | 'error' | 'truncated' | 'durationMs' | 'toolMs'>
+
 /** One call as the gateway saw it, before the journal masks and caps it. */
-export interface CallRecord {
-  callId: string
+export interface CallRecord extends ResultFields {
   /** Epoch ms at which the call ended (its result was made). */
   endedAt: number
   /** The tenant the call acted for; undefined when it named none. */
   userId: string | undefined
-  name: string
   /** The tier that served it; null when the call was refused before a tool. */
   route: string | null
   /** The remote MCP server of tiers user_mcp and global_mcp. */
@@ -30,12 +32,7 @@ export interface CallRecord {
   /** As the caller sent them: an object, or the JSON string a model emitted. */
   arguments: unknown
   output: string | null
-  isError: boolean
-  error: { code: string, message: string } | null
-  truncated: boolean
   trace: unknown
-  durationMs: number
-  toolMs: number
   /** The short hash of the API key (16 hex of its SHA-256); null in open mode. */
   keyId: string | null
   checkpointId: string | null
@@ -43,12 +40,10 @@ export interface CallRecord {
 }
 
 /** A journal entry as it is stored and read back. Absent values are null, never missing. */
-export interface JournalEntry {
-  callId: string
+export interface JournalEntry extends ResultFields {
   /** ISO 8601 time the call ended; it started durationMs earlier. */
   ts: string
   userId: string | null
-  name: string
   route: string | null
   serverId: string | null
   /** Masked; a CappedField over 16 KiB; null with JOURNAL=meta. */
@@ -57,13 +52,8 @@ export interface JournalEntry {
   argumentsSha256: string | null
   /** Masked; a CappedField over 16 KiB; null with JOURNAL=meta or for a refused call. */
   output: unknown
-  isError: boolean
-  error: { code: string, message: string } | null
-  truncated: boolean
   /** Masked; a CappedField over 64 KiB; null with JOURNAL=meta or when the source gave none. */
   trace: unknown
-  durationMs: number
-  toolMs: number
   keyId: string | null
   instance: string
   checkpointId: string | null
