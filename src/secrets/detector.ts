@@ -5,7 +5,7 @@
  * It finds
  * - values under credential-like names, with any prefix or suffix (`DB_PASSWORD=`, `apiKey:`,
  *   `"client_secret": "..."`, `--password=...`, `--token ...`, `x-api-key: ...`), in parsed
- *   objects by key and in text as assignments;
+ *   objects by key and in text as assignments (names.ts judges the names);
  * - well-known token formats (OpenAI and Anthropic `sk-...`, GitHub `ghp_...`/`github_pat_...`,
  *   GitLab, AWS access key ids, Slack `xox*-`, Google `AIza...`/`ya29.`, Stripe, npm, PyPI,
  *   Hugging Face, SendGrid, JWTs) and PEM private key blocks;
@@ -20,6 +20,8 @@
  * bounded or followed by a character outside it), and a string is scanned at most MAX_NESTING + 1
  * times: the work per string is bounded by its length.
  */
+
+import { isQueryCredentialName, isSecretName } from './names.js'
 
 /** What a secret is replaced with in the journal and the approvals view (documented in the README). */
 export const MASK = '****'
@@ -36,87 +38,6 @@ export interface MaskOptions {
   mask?: string
 }
 
-// --- names -------------------------------------------------------------------------------------
-
-// A name is split into lowercase words (`DB_PASSWORD`, `dbPassword`, `db-password` and
-// `db.password` are `db password`); it names a secret when the words joined end with one of these.
-const SECRET_ENDINGS = [
-  'password', 'passwd', 'passphrase', 'passcode', 'secret', 'token', 'apikey', 'accesskey', 'accesskeyid', 'secretkey',
-  'privatekey', 'signingkey', 'encryptionkey', 'decryptionkey', 'masterkey', 'sessionkey', 'appkey', 'authkey', 'clientkey',
-  'accountkey', 'subscriptionkey', 'licensekey', 'hmackey', 'sharedkey', 'authorization', 'credential', 'credentials',
-  'cookie', 'cookies', 'sessionid', 'sessid', 'auth', 'pwd', 'jwt', 'bearer'
-]
-// Or when its last word is one of these (`db_pass`, `user_pin`; not `bypass`, `spin`).
-const SECRET_LAST_WORDS = new Set(['pass', 'pin', 'otp'])
-// A signature is a secret in request signing (`X-Amz-Signature`, `X-Hub-Signature`, `sig`), not in code (`function_signature`).
-const SIGNATURE_WORDS = new Set(['signature', 'sig'])
-const SIGNERS = new Set(['x', 'amz', 'hub', 'hmac', 'webhook', 'goog', 'slack', 'request'])
-// Paging and counting tokens are no credentials (`next_page_token`, `maxToken`).
-const NOT_CREDENTIAL_TOKEN = new Set(['max', 'min', 'num', 'page', 'next', 'prev', 'previous', 'continuation', 'cursor', 'sync', 'count'])
-
-const nameVerdicts = new Map<string, boolean>()
-
-/**
- * Whether a key, header, variable or flag name holds a secret: `password`, `DB_PASSWORD`,
- * `PGPASSWORD`, `api_key`, `X-Api-Key`, `apiKey`, `access_token`, `GITHUB_TOKEN`, `client_secret`,
- * `aws_secret_access_key`, `Authorization`, `Set-Cookie`, `session_id`, `basic_auth`, `--db-password`;
- * not `password_field`, `max_tokens`, `next_page_token`, `tokenizer`, `author`, `key`, `monkey`.
- */
-export function isSecretName (name: string): boolean {
-  if (name.length > 128) return classifyName(name)
-  let known = nameVerdicts.get(name)
-  if (known === undefined) {
-    known = classifyName(name)
-    // Names repeat from call to call: remembered, within a bound (short names only).
-    if (nameVerdicts.size >= 4096) nameVerdicts.clear()
-    nameVerdicts.set(name, known)
-  }
-  return known
-}
-
-function nameWords (name: string): string[] {
-  return name.slice(0, 256).replace(/([a-z0-9])([A-Z])/g, '$1 $2').toLowerCase().split(/[^a-z0-9]+/).filter((w) => w !== '')
-}
-
-function classifyName (name: string): boolean {
-  const words = nameWords(name)
-  const last = words[words.length - 1]
-  if (last === undefined) return false
-  if (SIGNATURE_WORDS.has(last)) return words.length === 1 || words.some((w) => SIGNERS.has(w))
-  if (SECRET_LAST_WORDS.has(last)) return true
-  const joined = words.join('')
-  if (!SECRET_ENDINGS.some((e) => joined.endsWith(e))) return false
-  if (joined.endsWith('token') && words.some((w) => NOT_CREDENTIAL_TOKEN.has(w))) return false
-  return true
-}
-
-// Query parameter names are read more broadly: a `key`, `session` or `sig` in a URL is a credential.
-const QUERY_CREDENTIAL = /key|token|secret|passw|pwd|auth|credential|signature|sig$|session|cookie|jwt|bearer/
-
-/** Whether a URL query parameter name (raw or percent-encoded) carries a credential: `api_key`, `key`, `Client%5FSecret`, `X-Amz-Signature`. */
-export function isQueryCredentialName (rawName: string): boolean {
-  if (rawName.length > 128) return classifyQueryName(rawName)
-  let known = queryVerdicts.get(rawName)
-  if (known === undefined) {
-    known = classifyQueryName(rawName)
-    if (queryVerdicts.size >= 4096) queryVerdicts.clear()
-    queryVerdicts.set(rawName, known)
-  }
-  return known
-}
-
-const queryVerdicts = new Map<string, boolean>()
-
-function classifyQueryName (rawName: string): boolean {
-  let name: string
-  try {
-    name = decodeURIComponent(rawName.replace(/\+/g, ' '))
-  } catch {
-    name = rawName
-  }
-  return QUERY_CREDENTIAL.test(name.toLowerCase().replace(/-/g, '_'))
-}
-
 // --- values ------------------------------------------------------------------------------------
 
 // What stands where a value goes without being one: references, placeholders, types, booleans.
@@ -127,7 +48,8 @@ const MEMBER_PATH = /^[A-Za-z_$][A-Za-z_$]*(?:\.[A-Za-z_$][A-Za-z_$]*)+!?$/
 
 /** Whether a text value after a credential name is something else than a secret (`$DB_PASSWORD`, `getKey()`, `string`, `process.env.X`, `****`). */
 function isNotSecretValue (value: string, mask: string): boolean {
-  return value === '' || value.includes(mask) || value.includes(MASK) || NOT_A_VALUE.test(value) || REFERENCE.test(value) || CALL.test(value) || MEMBER_PATH.test(value)
+  if (value === '' || value.includes(mask) || value.includes(MASK)) return true
+  return NOT_A_VALUE.test(value) || REFERENCE.test(value) || CALL.test(value) || MEMBER_PATH.test(value)
 }
 
 /** `PWD=/home/me` is the working directory, not a password. */
@@ -225,7 +147,9 @@ const TOKEN_CHAR = /[A-Za-z0-9+/_~.=-]/
 const SEPARATOR = /[\s:=>'"`(),]/
 const FILLER_WORD = /^([A-Za-z]{1,12})(?![A-Za-z0-9_])/
 // Words that may stand between a credential word and its value ("the token is", "key for prod:").
-const FILLER = new Set(['is', 'was', 'are', 'be', 'my', 'your', 'our', 'the', 'a', 'an', 'new', 'value', 'set', 'to', 'for', 'of', 'here', 'prod', 'production', 'id'])
+const FILLER = new Set([
+  'is', 'was', 'are', 'be', 'my', 'your', 'our', 'the', 'a', 'an', 'new', 'value', 'set', 'to', 'for', 'of', 'here', 'prod', 'production', 'id'
+])
 
 /** Characters handed to a pattern pass or a literal decode so far (the bounded-work test reads it). */
 let work = 0
@@ -631,4 +555,7 @@ function hidesSecret (name: string, v: unknown): boolean {
 }
 
 /** Every pattern the detector runs, for the test that checks they are linear (no nested quantifier). */
-export const PATTERNS: readonly RegExp[] = [TOKEN_FORMATS, BEARER, BASIC, URL_USERINFO, URL_TOKEN_USER, QUERY_PARAM, SEPARATORS, ASSIGNED_VALUE, FLAG_VALUE, MYSQL_LINE, MYSQL_P, CURL_LINE, CURL_USER, CREDENTIAL_WORD, TOKEN_RUN, LONG_RUN, TOKEN_CHAR, SEPARATOR, FILLER_WORD, FLAG_AT_END, MYSQL_P_AT_END, CURL_USER_AT_END]
+export const PATTERNS: readonly RegExp[] = [
+  TOKEN_FORMATS, BEARER, BASIC, URL_USERINFO, URL_TOKEN_USER, QUERY_PARAM, SEPARATORS, ASSIGNED_VALUE, FLAG_VALUE, MYSQL_LINE, MYSQL_P,
+  CURL_LINE, CURL_USER, CREDENTIAL_WORD, TOKEN_RUN, LONG_RUN, TOKEN_CHAR, SEPARATOR, FILLER_WORD, FLAG_AT_END, MYSQL_P_AT_END, CURL_USER_AT_END
+]
