@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { buildTestApp } from '../helpers/app.js'
+import { buildTestApp } from '../../helpers/app.js'
 
 // Per-route rules are declared on the routes (config: public, requireKey, admin, invoke) and read
 // by the plugins; these tests pin the corners where the rules combine.
