@@ -43,7 +43,8 @@ test('invocation metrics count /invoke answers; a refused /mcp request (JSON-RPC
     const text = (await app.inject({ method: 'GET', url: '/metrics' })).body
     return text.split('\n').filter((l) => l.startsWith('gateway_invocations_total{'))
   }
-  const mcp = await app.inject({ method: 'POST', url: '/mcp', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, payload: '{' })
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
+  const mcp = await app.inject({ method: 'POST', url: '/mcp', headers, payload: '{' })
   assert.equal(mcp.statusCode, 400)
   assert.equal(mcp.json().jsonrpc, '2.0')
   assert.deepEqual((await invocations()).filter((l) => l.includes('endpoint="/mcp"')), [])

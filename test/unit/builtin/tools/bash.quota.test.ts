@@ -120,7 +120,8 @@ test('many small files: stopped past the byte quota, and past WORKSPACE_MAX_FILE
 test('a workspace already over its quota: commands still run and can clean up; only growth is stopped', { timeout: 60_000 }, async (t) => {
   const ws = await makeWorkspace(t)
   // Made by the sandbox's uid (it must be able to write them), under a larger quota, then the quota is lowered.
-  const made = await call(ws, new WorkspaceUsage({ quotaBytes: 100 * MiB, maxFiles: 1000 }), { action: 'exec', command: 'head -c 3M /dev/zero > a && head -c 3M /dev/zero > b && echo made' })
+  const larger = new WorkspaceUsage({ quotaBytes: 100 * MiB, maxFiles: 1000 })
+  const made = await call(ws, larger, { action: 'exec', command: 'head -c 3M /dev/zero > a && head -c 3M /dev/zero > b && echo made' })
   assert.equal(made.stdout, 'made\n')
   const usage = new WorkspaceUsage({ quotaBytes: 4 * MiB, maxFiles: 1000 })
   const ls = await call(ws, usage, { action: 'exec', command: 'sleep 0.3; ls' })

@@ -42,7 +42,8 @@ async function tree (root: string): Promise<string[]> {
 test('write_file: a write past the byte quota is refused with nothing written; within it, the figure follows the writes', async (t) => {
   const { root, ws, usage, run } = await quotaWorkspace(t, 1000, 100)
   await writeFile(path.join(root, 'old.txt'), 'x'.repeat(600))
-  assert.deepEqual(await run(writeFileTool, { path: 'a.txt', content: 'y'.repeat(300) }), { path: 'a.txt', mode: 'overwrite', created: true, appended: false, bytesWritten: 300 })
+  const written = await run(writeFileTool, { path: 'a.txt', content: 'y'.repeat(300) })
+  assert.deepEqual(written, { path: 'a.txt', mode: 'overwrite', created: true, appended: false, bytesWritten: 300 })
   assert.deepEqual(usage.get(ws), { bytes: 900, files: 2, exact: true })
 
   await quotaRefusal(run(writeFileTool, { path: 'b.txt', content: 'z'.repeat(101) }))
