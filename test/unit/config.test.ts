@@ -37,13 +37,21 @@ test('every bad value is named in one error', () => {
 })
 
 test('the server exits non-zero with a clear message on a bad value', () => {
-  const res = spawnSync(process.execPath, ['--import', 'tsx', 'src/server.ts'], { env: { ...process.env, PORT: '99999', LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 30_000 })
+  const res = spawnSync(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    env: { ...process.env, PORT: '99999', LOG_LEVEL: 'silent' },
+    encoding: 'utf8',
+    timeout: 30_000
+  })
   assert.equal(res.status, 2)
   assert.match(res.stderr, /Invalid configuration:\n\s+- PORT: /)
 })
 
 test('the server exits non-zero naming the files when discovery fails', () => {
-  const res = spawnSync(process.execPath, ['--import', 'tsx', 'src/server.ts'], { env: { ...process.env, PORT: '0', SANDBOX: 'none', FUNCTIONS_DIR: 'test/fixtures/functions/duplicate', LOG_LEVEL: 'silent' }, encoding: 'utf8', timeout: 30_000 })
+  const res = spawnSync(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    env: { ...process.env, PORT: '0', SANDBOX: 'none', FUNCTIONS_DIR: 'test/fixtures/functions/duplicate', LOG_LEVEL: 'silent' },
+    encoding: 'utf8',
+    timeout: 30_000
+  })
   assert.equal(res.status, 1)
   assert.match(res.stderr, /start-up failed: .*\n.*duplicate function name 'same_name' in .*a\.ts and .*b\.ts/)
 })

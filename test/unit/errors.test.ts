@@ -74,7 +74,10 @@ test('HTTP form: HttpErrors as they are, typed GW_ codes by the table, bare 4xx 
   assert.deepEqual(toHttpFailure(bare(403)), { statusCode: 403, code: 'GW_BAD_REQUEST', message: 'from a library' })
   assert.deepEqual(toHttpFailure(bare(503)), { statusCode: 500, code: 'GW_INTERNAL', message: INTERNAL_MESSAGE })
   assert.deepEqual(toHttpFailure(new Error('/home/secret/path')), { statusCode: 500, code: 'GW_INTERNAL', message: INTERNAL_MESSAGE })
-  assert.deepEqual(toHttpFailure(Object.assign(new Error('leak'), { code: 'GW_INTERNAL' })), { statusCode: 500, code: 'GW_INTERNAL', message: INTERNAL_MESSAGE })
+  assert.deepEqual(
+    toHttpFailure(Object.assign(new Error('leak'), { code: 'GW_INTERNAL' })),
+    { statusCode: 500, code: 'GW_INTERNAL', message: INTERNAL_MESSAGE }
+  )
   // An internal code is not an HTTP code: the error is a bug by the time it reaches a response.
   assert.deepEqual(toHttpFailure(new UpstreamError('GW_UPSTREAM_CONNECT', 'refused')), { statusCode: 500, code: 'GW_INTERNAL', message: INTERNAL_MESSAGE })
   // Prototype keys are not codes.
@@ -82,21 +85,51 @@ test('HTTP form: HttpErrors as they are, typed GW_ codes by the table, bare 4xx 
 })
 
 test('the HTTP error body: the failure with the status\'s reason phrase, a 5xx message hidden', () => {
-  assert.deepEqual(toHttpErrorBody(new HttpError('GW_REQUEST_TIMEOUT', 'too slow')), { statusCode: 408, code: 'GW_REQUEST_TIMEOUT', error: 'Request Timeout', message: 'too slow' })
-  assert.deepEqual(toHttpErrorBody(new HttpError('GW_RATE_LIMITED', 'later')), { statusCode: 429, code: 'GW_RATE_LIMITED', error: 'Too Many Requests', message: 'later' })
-  assert.deepEqual(toHttpErrorBody(new Error('/etc/secret')), { statusCode: 500, code: 'GW_INTERNAL', error: 'Internal Server Error', message: INTERNAL_MESSAGE })
+  assert.deepEqual(
+    toHttpErrorBody(new HttpError('GW_REQUEST_TIMEOUT', 'too slow')),
+    { statusCode: 408, code: 'GW_REQUEST_TIMEOUT', error: 'Request Timeout', message: 'too slow' }
+  )
+  assert.deepEqual(
+    toHttpErrorBody(new HttpError('GW_RATE_LIMITED', 'later')),
+    { statusCode: 429, code: 'GW_RATE_LIMITED', error: 'Too Many Requests', message: 'later' }
+  )
+  assert.deepEqual(
+    toHttpErrorBody(new Error('/etc/secret')),
+    { statusCode: 500, code: 'GW_INTERNAL', error: 'Internal Server Error', message: INTERNAL_MESSAGE }
+  )
 })
 
 test('/mcp refusals: the HTTP status and code, every 5xx message hidden, malformed JSON a parse error', () => {
-  assert.deepEqual(toJsonRpcRefusal(new HttpError('GW_MALFORMED_JSON', 'Parse error: x')), { statusCode: 400, code: 'GW_MALFORMED_JSON', message: 'Parse error: x', rpcCode: JSON_RPC_CODES.parseError })
-  assert.deepEqual(toJsonRpcRefusal(new HttpError('GW_UNAUTHORIZED', 'no key')), { statusCode: 401, code: 'GW_UNAUTHORIZED', message: 'no key', rpcCode: -32000 })
-  assert.deepEqual(toJsonRpcRefusal(new RegistryUnavailableError()), { statusCode: 503, code: 'GW_REGISTRY_UNAVAILABLE', message: INTERNAL_MESSAGE, rpcCode: -32000 })
+  assert.deepEqual(
+    toJsonRpcRefusal(new HttpError('GW_MALFORMED_JSON', 'Parse error: x')),
+    { statusCode: 400, code: 'GW_MALFORMED_JSON', message: 'Parse error: x', rpcCode: JSON_RPC_CODES.parseError }
+  )
+  assert.deepEqual(
+    toJsonRpcRefusal(new HttpError('GW_UNAUTHORIZED', 'no key')),
+    { statusCode: 401, code: 'GW_UNAUTHORIZED', message: 'no key', rpcCode: -32000 }
+  )
+  assert.deepEqual(
+    toJsonRpcRefusal(new RegistryUnavailableError()),
+    { statusCode: 503, code: 'GW_REGISTRY_UNAVAILABLE', message: INTERNAL_MESSAGE, rpcCode: -32000 }
+  )
 })
 
 test('JSON-RPC errors of MCP requests: -32602 for the caller\'s mistakes, -32000 for a rate limit, -32603 for the gateway\'s own', () => {
-  assert.deepEqual(toJsonRpcFailure(new HttpError('GW_TOOL_NOT_FOUND', 'No tool')), { rpcCode: -32602, message: 'No tool', data: { code: 'GW_TOOL_NOT_FOUND', statusCode: 404 } })
-  assert.deepEqual(toJsonRpcFailure(new HttpError('GW_RATE_LIMITED', 'later')), { rpcCode: -32000, message: 'later', data: { code: 'GW_RATE_LIMITED', statusCode: 429 } })
-  assert.deepEqual(toJsonRpcFailure(new HttpError('GW_UPSTREAM_ERROR', 'down')), { rpcCode: -32603, message: 'down', data: { code: 'GW_UPSTREAM_ERROR', statusCode: 502 } })
-  assert.deepEqual(toJsonRpcFailure(new RegistryUnavailableError()), { rpcCode: -32603, message: 'registry unavailable', data: { code: 'GW_REGISTRY_UNAVAILABLE' } })
+  assert.deepEqual(
+    toJsonRpcFailure(new HttpError('GW_TOOL_NOT_FOUND', 'No tool')),
+    { rpcCode: -32602, message: 'No tool', data: { code: 'GW_TOOL_NOT_FOUND', statusCode: 404 } }
+  )
+  assert.deepEqual(
+    toJsonRpcFailure(new HttpError('GW_RATE_LIMITED', 'later')),
+    { rpcCode: -32000, message: 'later', data: { code: 'GW_RATE_LIMITED', statusCode: 429 } }
+  )
+  assert.deepEqual(
+    toJsonRpcFailure(new HttpError('GW_UPSTREAM_ERROR', 'down')),
+    { rpcCode: -32603, message: 'down', data: { code: 'GW_UPSTREAM_ERROR', statusCode: 502 } }
+  )
+  assert.deepEqual(
+    toJsonRpcFailure(new RegistryUnavailableError()),
+    { rpcCode: -32603, message: 'registry unavailable', data: { code: 'GW_REGISTRY_UNAVAILABLE' } }
+  )
   assert.deepEqual(toJsonRpcFailure(new TypeError('x is undefined')), { rpcCode: -32603, message: INTERNAL_MESSAGE, data: { code: 'GW_INTERNAL' } })
 })

@@ -51,10 +51,21 @@ function fn (name: string, handler: FunctionTool['handler']): { tool: FunctionTo
   return { file: `${name}.ts`, tool: { name, description: `test function ${name}`, parameters: { type: 'object', properties: { n: { type: 'integer' } }, additionalProperties: false }, handler } }
 }
 
-async function setup (t: TestContext, env: Record<string, string> = {}): Promise<{ gateway: Gateway, approvals: ApprovalFacade, policies: PolicyService, calls: CallEvent[], meet: Rendezvous }> {
+async function setup (
+  t: TestContext,
+  env: Record<string, string> = {}
+): Promise<{ gateway: Gateway, approvals: ApprovalFacade, policies: PolicyService, calls: CallEvent[], meet: Rendezvous }> {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-gw-'))
   t.after(async () => await rm(workspaces, { recursive: true, force: true }))
-  const config = loadConfig({ SANDBOX: 'none', LOG_LEVEL: 'silent', WORKSPACES_DIR: workspaces, WORKSPACE_QUOTA_MODE: 'watchdog', BATCH_CONCURRENCY: '4', BATCH_MAX_CALLS: '5', ...env })
+  const config = loadConfig({
+    SANDBOX: 'none',
+    LOG_LEVEL: 'silent',
+    WORKSPACES_DIR: workspaces,
+    WORKSPACE_QUOTA_MODE: 'watchdog',
+    BATCH_CONCURRENCY: '4',
+    BATCH_MAX_CALLS: '5',
+    ...env
+  })
   const builtins = await createBuiltins(config, silentLogger)
   t.after(async () => await builtins.close())
   const meet = rendezvous()
@@ -63,7 +74,10 @@ async function setup (t: TestContext, env: Record<string, string> = {}): Promise
     fn('meet', async () => await meet.arrive()),
     fn('other', () => 'other')
   ], { defaultTimeoutMs: 5000 })
-  const router = new ToolRouter({ sources: { builtin: builtins.source, user_mcp: null, local_mcp: null, function: functions, global_mcp: null }, outputMaxChars: config.outputMaxChars })
+  const router = new ToolRouter({
+    sources: { builtin: builtins.source, user_mcp: null, local_mcp: null, function: functions, global_mcp: null },
+    outputMaxChars: config.outputMaxChars
+  })
   const store = createMemoryRegistryStore()
   t.after(async () => await store.close())
   const policies = new PolicyService(store, silentLogger)
@@ -76,7 +90,12 @@ async function setup (t: TestContext, env: Record<string, string> = {}): Promise
   const calls: CallEvent[] = []
   // Events are read synchronously (the object may be reused): keep copies.
   observer.subscribe((call) => { calls.push({ ...call }) })
-  const approvals: ApprovalFacade = new ApprovalFacade({ approvals: held, calls: observer, run: async (call) => await gateway.runApproved(call), invokeTimeoutMs: config.invokeTimeoutMs })
+  const approvals: ApprovalFacade = new ApprovalFacade({
+    approvals: held,
+    calls: observer,
+    run: async (call) => await gateway.runApproved(call),
+    invokeTimeoutMs: config.invokeTimeoutMs
+  })
   const gateway: Gateway = new Gateway(config, router, { calls: observer, policies, approvals })
   return { gateway, approvals, policies, calls, meet }
 }
@@ -187,10 +206,14 @@ test('invokeBatch: results in order; one workspace\'s calls run in list order, o
   assert.equal(calls.filter((c) => c.via === 'batch').length, 5)
   assert.deepEqual(calls.filter((c) => c.end === 'refused').map((c) => c.via), ['batch'])
   // More entries than BATCH_MAX_CALLS: the whole batch is refused.
-  await assert.rejects(gateway.invokeBatch(new Array(6).fill({ name: 'double' }), ACME, signal), (err: unknown) => err instanceof HttpError && err.code === 'GW_BAD_REQUEST')
+  await assert.rejects(
+    gateway.invokeBatch(new Array(6).fill({ name: 'double' }), ACME, signal),
+    (err: unknown) => err instanceof HttpError && err.code === 'GW_BAD_REQUEST'
+  )
 })
 
-test('a held call: pending and published as held; approved through ApprovalFacade it runs once, published via approval; an inline wait gets the decision', async (t) => {
+test('a held call: pending and published as held; approved through ApprovalFacade it runs once, published via approval; ' +
+  'an inline wait gets the decision', async (t) => {
   const { gateway, approvals, policies, calls } = await setup(t)
   await policies.write(ADMIN, { kind: 'user', userId: 'acme' }, { requireApproval: ['double'] })
   const held = await gateway.invoke({ name: 'double', arguments: { n: 4 }, callId: 'c-held' }, ACME, signal)

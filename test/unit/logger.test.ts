@@ -3,7 +3,13 @@ import assert from 'node:assert/strict'
 import { LOG_CENSOR, redactLogLine } from '../../src/logger.js'
 
 test('redactLogLine: a line without credentials is returned as it is (no copy)', () => {
-  const line = { req: { method: 'POST', url: '/invoke', remoteAddress: '127.0.0.1' }, res: { statusCode: 200 }, responseTime: 1.5, tool: 'echo', headers: { accept: '*/*' } }
+  const line = {
+    req: { method: 'POST', url: '/invoke', remoteAddress: '127.0.0.1' },
+    res: { statusCode: 200 },
+    responseTime: 1.5,
+    tool: 'echo',
+    headers: { accept: '*/*' }
+  }
   assert.equal(redactLogLine(line), line)
 })
 

@@ -60,7 +60,16 @@ test('the invocation counter counts per label set; unknown label values become o
 test('recordCall: a call event counts under its endpoint; a held call is route none except over /mcp; a decision via approval is not counted', async () => {
   const m = createMetrics(sources as never)
   const result = (route: string, code?: string): InvokeResult => ({
-    callId: 'c', name: 't', route: route as InvokeResult['route'], output: '', isError: code !== undefined, error: code !== undefined ? { code, message: '' } : null, truncated: false, trace: null, durationMs: 5, toolMs: 5
+    callId: 'c',
+    name: 't',
+    route: route as InvokeResult['route'],
+    output: '',
+    isError: code !== undefined,
+    error: code !== undefined ? { code, message: '' } : null,
+    truncated: false,
+    trace: null,
+    durationMs: 5,
+    toolMs: 5
   })
   const event = (via: CallEvent['via'], end: CallEvent['end'], outcome: CallEvent['outcome']): CallEvent => ({
     via, end, outcome, callId: 'c', name: 't', arguments: {}, userId: undefined, serverId: undefined, keyId: undefined, startedAt: 0, approvalId: undefined
@@ -79,5 +88,8 @@ test('recordCall: a call event counts under its endpoint; a held call is route n
     'gateway_invocations_total{endpoint="/mcp",route="function",outcome="GW_APPROVAL_PENDING"} 1',
     'gateway_invocations_total{endpoint="/invoke",route="builtin",outcome="APPROVAL_DENIED"} 1'
   ])
-  assert.deepEqual(lines(text, 'gateway_invoke_duration_seconds_count'), ['gateway_invoke_duration_seconds_count{route="function"} 2', 'gateway_invoke_duration_seconds_count{route="builtin"} 1'])
+  assert.deepEqual(
+    lines(text, 'gateway_invoke_duration_seconds_count'),
+    ['gateway_invoke_duration_seconds_count{route="function"} 2', 'gateway_invoke_duration_seconds_count{route="builtin"} 1']
+  )
 })

@@ -31,7 +31,10 @@ test('Origin: loopback origins pass, a foreign, opaque or unparsable one is refu
 test('keyed mode checks nothing without ALLOWED_HOSTS; with it, the names listed (and loopback) pass', () => {
   assert.equal(hostPolicyOf('keyed', []), undefined)
   const policy = hostPolicyOf('keyed', ['gw.example.com', 'api.example.com:8443', '*.internal.example', '[2001:db8::1]:8080', '10.0.0.5']) as HostPolicy
-  const pass = ['gw.example.com', 'GW.example.com:8080', 'api.example.com:8443', 'a.internal.example', 'b.a.internal.example:1', '[2001:db8:0::1]:8080', '10.0.0.5:80', 'localhost:8080']
+  const pass = [
+    'gw.example.com', 'GW.example.com:8080', 'api.example.com:8443', 'a.internal.example', 'b.a.internal.example:1',
+    '[2001:db8:0::1]:8080', '10.0.0.5:80', 'localhost:8080'
+  ]
   for (const host of pass) assert.deepEqual(checkHostHeaders(policy, req(host)), { ok: true }, host)
   const refused = ['evil.example', 'api.example.com', 'api.example.com:443', 'internal.example', 'xinternal.example', '[2001:db8::1]:80', '10.0.0.6']
   for (const host of refused) assert.equal(checkHostHeaders(policy, req(host)).ok, false, host)

@@ -128,7 +128,13 @@ test('a lease taken over (renewal finds another token) aborts the holder\'s sign
   const prefix = uniquePrefix()
   t.after(async () => { await deleteKeys(prefix) })
   const { a, ra } = instances(t, { kind: 'single', url: REDIS_URL }, prefix, 600)
-  const ws: Workspace = { tenant: 't1', workspaceId: 'w', root: '/nonexistent/ws', readRoots: [], limits: { readMaxChars: 1, commandTimeoutMs: 1, bashLogChars: 1, maxProcessOutputChars: 1, outputMaxChars: 10_000 } }
+  const ws: Workspace = {
+    tenant: 't1',
+    workspaceId: 'w',
+    root: '/nonexistent/ws',
+    readRoots: [],
+    limits: { readMaxChars: 1, commandTimeoutMs: 1, bashLogChars: 1, maxProcessOutputChars: 1, outputMaxChars: 10_000 }
+  }
   let sawAbort: unknown
   const tool: BuiltinTool = {
     name: 'write_file',
@@ -196,8 +202,20 @@ test('Redis down while acquiring: fails closed with a clear error, and BuiltinSo
   console.log(`# with Redis down the lock failed closed in ${(performance.now() - started).toFixed(0)} ms`)
   assert.equal(ran, false)
 
-  const ws: Workspace = { tenant: 't1', workspaceId: 'w', root: '/nonexistent/ws', readRoots: [], limits: { readMaxChars: 1, commandTimeoutMs: 1, bashLogChars: 1, maxProcessOutputChars: 1, outputMaxChars: 10_000 } }
-  const tool: BuiltinTool = { name: 'write_file', description: 'test', inputSchema: { type: 'object' }, mutates: () => true, run: async () => { ran = true; return {} } }
+  const ws: Workspace = {
+    tenant: 't1',
+    workspaceId: 'w',
+    root: '/nonexistent/ws',
+    readRoots: [],
+    limits: { readMaxChars: 1, commandTimeoutMs: 1, bashLogChars: 1, maxProcessOutputChars: 1, outputMaxChars: 10_000 }
+  }
+  const tool: BuiltinTool = {
+    name: 'write_file',
+    description: 'test',
+    inputSchema: { type: 'object' },
+    mutates: () => true,
+    run: async () => { ran = true; return {} }
+  }
   const source = new BuiltinSource([tool], { resolve: async () => ws }, { writes: lock })
   const entry = await source.resolve('write_file', {} as never)
   assert.ok(entry !== undefined)

@@ -59,7 +59,10 @@ test('public addresses are allowed (IP literals, no DNS)', async () => {
 })
 
 test('isBlockedAddress on raw addresses, including zone ids and garbage', () => {
-  for (const ip of ['127.0.0.1', '::1', '::ffff:127.0.0.1', '::ffff:7f00:1', 'fe80::1%eth0', '169.254.169.254', '0.0.0.0', '::', 'FC00::1', 'not-an-ip', '', '1.2.3', '2130706433']) {
+  for (const ip of [
+    '127.0.0.1', '::1', '::ffff:127.0.0.1', '::ffff:7f00:1', 'fe80::1%eth0', '169.254.169.254', '0.0.0.0', '::',
+    'FC00::1', 'not-an-ip', '', '1.2.3', '2130706433'
+  ]) {
     assert.equal(isBlockedAddress(ip), true, ip)
   }
   for (const ip of ['8.8.8.8', '2606:4700:4700::1111', '::ffff:1.1.1.1']) assert.equal(isBlockedAddress(ip), false, ip)
@@ -217,7 +220,8 @@ test('guardedFetch checks the address actually dialled (DNS rebinding)', { timeo
   assert.deepEqual(hits, ['/'])
 })
 
-test('guardedFetch keeps no per-origin state forever: past maxOriginsPerAgent it moves to a fresh connection pool, and a response still streaming on the old one completes', { timeout: 20_000 }, async (t) => {
+test('guardedFetch keeps no per-origin state forever: ' +
+  'past maxOriginsPerAgent it moves to a fresh connection pool, and a response still streaming on the old one completes', { timeout: 20_000 }, async (t) => {
   // undici's Agent never forgets an origin it dispatched to (~20 KiB each): with one shared
   // agent, every tenant server ever contacted stayed in memory for the life of the process.
   const servers = await Promise.all(Array.from({ length: 8 }, async (_, i) => await listen((req, res) => {
@@ -245,7 +249,8 @@ test('guardedFetch keeps no per-origin state forever: past maxOriginsPerAgent it
   assert.equal(stats.pools, 3, 'origins 1-3, 4-6, 7-8 (origin 1 again counts on the first)')
 })
 
-test('guardedFetch: connects to one host within dnsCacheMs share one DNS answer (concurrent ones the lookup in flight); every connect still checks it; a failed lookup is not kept', { timeout: 15_000 }, async (t) => {
+test('guardedFetch: connects to one host within dnsCacheMs share one DNS answer (concurrent ones the lookup in flight); every connect still checks it; ' +
+  'a failed lookup is not kept', { timeout: 15_000 }, async (t) => {
   // Slow answers, so that concurrent requests need a connection (and a lookup) each.
   const { server, port } = await listen((_req, res) => { setTimeout(() => res.end('ok'), 100) })
   t.after(async () => { await closeServer(server) })

@@ -7,7 +7,8 @@ test('local services connect in-process and expose apiFunctionName(service, tool
   const loaded = await loadLocalMcpServices(['test/fixtures/mcp-services/priority', 'examples/mcp-services'], { listTimeoutMs: 5000 })
   t.after(async () => { for (const s of loaded.services) await closeService(s) })
   assert.deepEqual(loaded.tools.map((x) => x.exposedName).sort(), ['svc_only', 'svc_x', 'text_slugify', 'text_stats'])
-  const result = await loaded.tools.find((x) => x.exposedName === 'text_slugify')!.service.client.callTool({ name: 'slugify', arguments: { text: 'Héllo, Wörld!' } })
+  const result = await loaded.tools.find((x) => x.exposedName === 'text_slugify')!.service.client
+    .callTool({ name: 'slugify', arguments: { text: 'Héllo, Wörld!' } })
   assert.deepEqual(result.content, [{ type: 'text', text: 'hello-world' }])
 })
 

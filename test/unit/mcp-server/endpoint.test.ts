@@ -31,7 +31,11 @@ test('GET /mcp over the instance\'s or the tenant\'s stream limit: 429 GW_RATE_L
   assert.deepEqual(full.body, {
     jsonrpc: '2.0',
     id: null,
-    error: { code: -32000, message: 'Too many open MCP notification streams on this instance (at most 0); retry later', data: { statusCode: 429, code: 'GW_RATE_LIMITED' } }
+    error: {
+      code: -32000,
+      message: 'Too many open MCP notification streams on this instance (at most 0); retry later',
+      data: { statusCode: 429, code: 'GW_RATE_LIMITED' }
+    }
   })
   const share = await getStream(new McpEndpoint({ gateway: noGateway, maxStreams: 10, maxStreamsPerTenant: 0 }))
   assert.equal(share.status, 429)

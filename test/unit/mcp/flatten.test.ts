@@ -8,7 +8,11 @@ const WAV = Buffer.alloc(10, 1).toString('base64')
 
 const cases: Array<{ name: string, input: FlattenInput, text: string, isError?: boolean }> = [
   { name: 'text items joined with newlines', input: { content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }, text: 'a\nb' },
-  { name: 'image placeholder with decoded byte size', input: { content: [{ type: 'image', data: PNG, mimeType: 'image/png' }] }, text: '[image image/png 1234 bytes]' },
+  {
+    name: 'image placeholder with decoded byte size',
+    input: { content: [{ type: 'image', data: PNG, mimeType: 'image/png' }] },
+    text: '[image image/png 1234 bytes]'
+  },
   { name: 'audio placeholder', input: { content: [{ type: 'audio', data: WAV, mimeType: 'audio/wav' }] }, text: '[audio audio/wav 10 bytes]' },
   { name: 'resource link placeholder', input: { content: [{ type: 'resource_link', uri: 'file:///a.md', name: 'a' }] }, text: '[resource file:///a.md]' },
   {
@@ -35,7 +39,10 @@ const cases: Array<{ name: string, input: FlattenInput, text: string, isError?: 
   {
     // @modelcontextprotocol/server-filesystem's read_media_file: the image again in structuredContent.
     name: 'an image with structuredContent mirroring it: only the placeholder, no base64',
-    input: { content: [{ type: 'image', data: PNG, mimeType: 'image/png' }], structuredContent: { content: [{ type: 'image', data: PNG, mimeType: 'image/png' }] } },
+    input: {
+      content: [{ type: 'image', data: PNG, mimeType: 'image/png' }],
+      structuredContent: { content: [{ type: 'image', data: PNG, mimeType: 'image/png' }] }
+    },
     text: '[image image/png 1234 bytes]'
   },
   {

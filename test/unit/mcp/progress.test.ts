@@ -23,14 +23,20 @@ class BurstTransport implements Transport {
   async send (message: JSONRPCMessage): Promise<void> {
     if (!('id' in message) || !('method' in message)) return
     if (message.method === 'initialize') {
-      this.onmessage?.({ jsonrpc: '2.0', id: message.id, result: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: { tools: {} }, serverInfo: { name: 'burst', version: '1' } } })
+      this.onmessage?.({
+        jsonrpc: '2.0',
+        id: message.id,
+        result: { protocolVersion: LATEST_PROTOCOL_VERSION, capabilities: { tools: {} }, serverInfo: { name: 'burst', version: '1' } }
+      })
       return
     }
     const params = message.params as { _meta?: { progressToken?: unknown } } | undefined
     const token = params?._meta?.progressToken
     this.tokens.push(token)
     if (token !== undefined) {
-      for (let i = 1; i <= 3; i++) this.onmessage?.({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token as string, progress: i, total: 3 } })
+      for (let i = 1; i <= 3; i++) {
+        this.onmessage?.({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token as string, progress: i, total: 3 } })
+      }
     }
     this.onmessage?.({ jsonrpc: '2.0', id: message.id, result: { content: [{ type: 'text', text: 'done' }] } })
   }

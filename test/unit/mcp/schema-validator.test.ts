@@ -74,7 +74,9 @@ test('SDK clients sharing one validator still refuse structured output that brea
   // A low-level server: McpServer would check its own output first, and the client's check is the one under test.
   const serve = async (): Promise<Client> => {
     const server = new Server({ name: 'schema-fixture', version: '1.0.0' }, { capabilities: { tools: {} } })
-    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [{ name: 'count', inputSchema: { type: 'object' }, outputSchema: numberResult as never }] }))
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({
+      tools: [{ name: 'count', inputSchema: { type: 'object' }, outputSchema: numberResult as never }]
+    }))
     server.setRequestHandler(CallToolRequestSchema, async () => ({ content: [{ type: 'text', text: 'ok' }], structuredContent: answer }))
     const [clientSide, serverSide] = InMemoryTransport.createLinkedPair()
     await server.connect(serverSide)

@@ -16,8 +16,22 @@ function refusal (input: unknown): string {
 }
 
 test('a valid policy comes back with its fields only, duplicates dropped', () => {
-  const policy = parsePolicy({ deny: ['a', 'a', 'b*'], allowOnly: [], readOnly: true, requireApproval: ['write_*'], bash: { denyCommands: ['rm\\s'] }, limits: { timeoutMs: 5, outputMaxChars: 100 } })
-  assert.deepEqual(policy, { deny: ['a', 'b*'], allowOnly: [], readOnly: true, requireApproval: ['write_*'], bash: { denyCommands: ['rm\\s'] }, limits: { timeoutMs: 5, outputMaxChars: 100 } })
+  const policy = parsePolicy({
+    deny: ['a', 'a', 'b*'],
+    allowOnly: [],
+    readOnly: true,
+    requireApproval: ['write_*'],
+    bash: { denyCommands: ['rm\\s'] },
+    limits: { timeoutMs: 5, outputMaxChars: 100 }
+  })
+  assert.deepEqual(policy, {
+    deny: ['a', 'b*'],
+    allowOnly: [],
+    readOnly: true,
+    requireApproval: ['write_*'],
+    bash: { denyCommands: ['rm\\s'] },
+    limits: { timeoutMs: 5, outputMaxChars: 100 }
+  })
   assert.deepEqual(parsePolicy({}), {})
 })
 

@@ -8,13 +8,24 @@ const guard = new CommandGuard()
 test.after(async () => await guard.close())
 
 function entry (route: CatalogEntry['route'], name: string, extra: Partial<CatalogEntry> = {}, annotations?: Record<string, unknown>): CatalogEntry {
-  return { route, source: route === 'builtin' ? 'builtin' : 'src', name, ...extra, spec: { name: extra.spec?.name ?? name, description: '', inputSchema: { type: 'object' }, ...(annotations ? { annotations } : {}) } }
+  return {
+    route,
+    source: route === 'builtin' ? 'builtin' : 'src',
+    name,
+    ...extra,
+    spec: { name: extra.spec?.name ?? name, description: '', inputSchema: { type: 'object' }, ...(annotations ? { annotations } : {}) }
+  }
 }
 
 const bash = entry('builtin', 'bash')
 const readFile = entry('builtin', 'read_file')
 const search = entry('global_mcp', 'search', { qualifiedName: 'web__search' })
-const tenantTool = entry('user_mcp', 'user_acme_tool_lookup', { qualifiedName: 'crm__lookup', spec: { name: 'lookup', description: '', inputSchema: {} } }, { readOnlyHint: true })
+const tenantTool = entry(
+  'user_mcp',
+  'user_acme_tool_lookup',
+  { qualifiedName: 'crm__lookup', spec: { name: 'lookup', description: '', inputSchema: {} } },
+  { readOnlyHint: true }
+)
 
 test('a pattern matches a tool by any name that calls it', () => {
   const p = new EffectivePolicy({ tenant: { deny: ['web__*', 'lookup'] } }, guard)

@@ -20,7 +20,13 @@ function facade (): { facade: RegistryFacade, registry: ServerRegistry } {
   const box = secretBoxFromEnv({})
   if (!box.ok) throw new Error(box.message)
   const registry = new ServerRegistry(createMemoryRegistryStore(), box.box, createEgressPolicy([]))
-  return { facade: new RegistryFacade(registry, new ToolRouter({ sources: { builtin: null, user_mcp: null, local_mcp: null, function: null, global_mcp: null }, outputMaxChars: 1000 })), registry }
+  return {
+    facade: new RegistryFacade(registry, new ToolRouter({
+      sources: { builtin: null, user_mcp: null, local_mcp: null, function: null, global_mcp: null },
+      outputMaxChars: 1000
+    })),
+    registry
+  }
 }
 
 async function refused (work: Promise<unknown>, code: string, message?: RegExp): Promise<void> {

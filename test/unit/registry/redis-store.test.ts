@@ -217,7 +217,10 @@ if (available) {
 
     const stores = await Promise.all([1, 2, 3].map(async () => await createRedisRegistryStore({ url: REDIS_URL, keyPrefix: p })))
     t.after(async () => { await Promise.all(stores.map(async (s) => { await s.close() })) })
-    const totals = stores.reduce((sum, s) => ({ renamed: sum.renamed + (s.migration?.renamed ?? 0), merged: sum.merged + (s.migration?.merged ?? 0) }), { renamed: 0, merged: 0 })
+    const totals = stores.reduce((sum, s) => ({
+      renamed: sum.renamed + (s.migration?.renamed ?? 0),
+      merged: sum.merged + (s.migration?.merged ?? 0)
+    }), { renamed: 0, merged: 0 })
     console.log('registry migration, three instances at once:', stores.map((s) => s.migration))
     assert.deepEqual(totals, { renamed: 10, merged: 1 }, 'each of the 11 old keys moved exactly once')
     assert.equal(await countKeys(p), 12, 'the 11 moved keys and the marker; no old key left')

@@ -21,9 +21,29 @@ test('type aliases resolve to the canonical type; defaults are applied', () => {
     assert.ok(result.ok, type)
     assert.deepEqual(result.config, { type: canonical, url: 'https://mcp.example/x', enabled: true, priority: 0 })
   }
-  const stdio = normalizeServerConfig({ type: 'stdio', command: 'node', args: ['a.js'], env: { A_B: '1' }, enabled: false, priority: -3, timeoutMs: 5000, description: 'd', disabledTools: ['x', 'x', 'y'] }, ADMIN)
+  const stdio = normalizeServerConfig({
+    type: 'stdio',
+    command: 'node',
+    args: ['a.js'],
+    env: { A_B: '1' },
+    enabled: false,
+    priority: -3,
+    timeoutMs: 5000,
+    description: 'd',
+    disabledTools: ['x', 'x', 'y']
+  }, ADMIN)
   assert.ok(stdio.ok)
-  assert.deepEqual(stdio.config, { type: 'stdio', command: 'node', args: ['a.js'], env: { A_B: '1' }, enabled: false, priority: -3, timeoutMs: 5000, description: 'd', disabledTools: ['x', 'y'] })
+  assert.deepEqual(stdio.config, {
+    type: 'stdio',
+    command: 'node',
+    args: ['a.js'],
+    env: { A_B: '1' },
+    enabled: false,
+    priority: -3,
+    timeoutMs: 5000,
+    description: 'd',
+    disabledTools: ['x', 'y']
+  })
 })
 
 test('an unknown type is refused, never treated as stdio', () => {

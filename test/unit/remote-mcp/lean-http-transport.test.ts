@@ -79,7 +79,8 @@ test('SSE parser: an event larger than the bound throws, also when it never ends
 
 // --- against the SDK's server side -------------------------------------------------------------
 
-test('lean transport against the SDK server: initialize, list, call, session id kept and sent, list_changed on the GET stream, DELETE on terminate', async (t) => {
+test('lean transport against the SDK server: ' +
+  'initialize, list, call, session id kept and sent, list_changed on the GET stream, DELETE on terminate', async (t) => {
   const fx = await startStreamableHttpFixture({ marker: 'lean' })
   t.after(() => fx.close())
   const transport = lean(fx.url, { headers: { Authorization: 'Bearer s3cret' } })
@@ -155,7 +156,10 @@ test('lean transport: cancellation via AbortSignal reaches the server; a timeout
   await assert.rejects(call, /caller left/)
   for (let i = 0; i < 100 && fx.stats.cancelled === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20))
   assert.equal(fx.stats.cancelled, 1, 'the server saw notifications/cancelled')
-  await assert.rejects(client.callTool({ name: 'slow', arguments: { ms: 10_000 } }, undefined, { timeout: 150 }), (err: unknown) => err instanceof McpError && err.code === ErrorCode.RequestTimeout)
+  await assert.rejects(
+    client.callTool({ name: 'slow', arguments: { ms: 10_000 } }, undefined, { timeout: 150 }),
+    (err: unknown) => err instanceof McpError && err.code === ErrorCode.RequestTimeout
+  )
   // Still usable afterwards.
   assert.equal(textOf(await client.callTool({ name: 'echo', arguments: { text: 'after' } })), 'fixture:after')
 })
@@ -164,7 +168,10 @@ test('lean transport: cancellation via AbortSignal reaches the server; a timeout
 
 type Handler = (req: IncomingMessage, res: ServerResponse, body: { id?: unknown, method?: string }) => void
 
-async function rawServer (t: { after: (fn: () => Promise<void>) => void }, handler: Handler): Promise<{ url: string, seen: Array<{ method: string, sid: string | undefined, version: string | undefined }> }> {
+async function rawServer (
+  t: { after: (fn: () => Promise<void>) => void },
+  handler: Handler
+): Promise<{ url: string, seen: Array<{ method: string, sid: string | undefined, version: string | undefined }> }> {
   const seen: Array<{ method: string, sid: string | undefined, version: string | undefined }> = []
   const server = createServer((req, res) => {
     let raw = ''
@@ -176,7 +183,11 @@ async function rawServer (t: { after: (fn: () => Promise<void>) => void }, handl
       if (req.method === 'DELETE') { res.writeHead(200).end(); return }
       if (body.method === 'initialize') {
         res.writeHead(200, { 'content-type': 'application/json', 'mcp-session-id': 'sess-1' })
-        res.end(JSON.stringify({ jsonrpc: '2.0', id: body.id, result: { protocolVersion: '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: 'raw', version: '1' } } }))
+        res.end(JSON.stringify({
+          jsonrpc: '2.0',
+          id: body.id,
+          result: { protocolVersion: '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: 'raw', version: '1' } }
+        }))
         return
       }
       if (body.id === undefined) { res.writeHead(202).end(); return }
@@ -265,7 +276,10 @@ test('lean transport: a server closing mid-stream reports a transport error; an 
   t.after(() => client.close())
   const errors: Error[] = []
   client.onerror = (err) => { errors.push(err) }
-  await assert.rejects(client.callTool({ name: 'x', arguments: {} }, undefined, { timeout: 500 }), (err: unknown) => err instanceof McpError && err.code === ErrorCode.RequestTimeout)
+  await assert.rejects(
+    client.callTool({ name: 'x', arguments: {} }, undefined, { timeout: 500 }),
+    (err: unknown) => err instanceof McpError && err.code === ErrorCode.RequestTimeout
+  )
   assert.ok(errors.some((e) => /SSE stream (disconnected|ended)/.test(e.message)), errors.map((e) => e.message).join('; '))
   mode = 'big'
   errors.length = 0
@@ -324,7 +338,13 @@ test('createTransport lean: the SSRF guard refuses a blocked address before conn
   assert.equal(textOf(await client.callTool({ name: 'echo', arguments: { text: 'g' } })), 'fixture:g')
 
   assert.ok(!(createTransport({ type: 'streamable_http', url: fx.url }, { httpTransport: 'sdk' }).transport instanceof LeanHttpTransport))
-  assert.ok(!(createTransport({ type: 'streamable_http', url: fx.url }, { fetch: async (u, i) => await fetch(u, i), httpTransport: 'lean' }).transport instanceof LeanHttpTransport), 'a custom fetch without a dispatcher keeps the SDK transport')
+  assert.ok(
+    !(createTransport({ type: 'streamable_http', url: fx.url }, {
+      fetch: async (u, i) => await fetch(u, i),
+      httpTransport: 'lean'
+    }).transport instanceof LeanHttpTransport),
+    'a custom fetch without a dispatcher keeps the SDK transport'
+  )
 })
 
 // --- limits: the size of one answer, and the budget of answers in flight -------
@@ -379,7 +399,8 @@ test('limits: a JSON answer past maxMessageBytes fails with GW_UPSTREAM_TOO_LARG
   assert.equal(textOf(await client.callTool({ name: 'x', arguments: {} })).length, size)
 })
 
-test('limits: the budget of answers in flight per owner and per instance; a call that cannot get budget fails at once with GW_UPSTREAM_BUDGET_EXHAUSTED; released after', async (t) => {
+test('limits: the budget of answers in flight per owner and per instance; a call that cannot get budget fails at once with GW_UPSTREAM_BUDGET_EXHAUSTED; ' +
+  'released after', async (t) => {
   const written = { bytes: 0, closed: 0 }
   // Answers of 600 KiB, slowly: several in flight at once hold more than one owner's budget.
   const srv = await rawServer(t, (_req, res, body) => { streamBig(res, body.id, 600 * 1024, written) })

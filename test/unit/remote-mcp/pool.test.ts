@@ -336,7 +336,10 @@ test('error messages never contain header or env values', async (t) => {
   t.after(() => new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections() }))
   const pool = makePool(t)
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`
-  const err = await assertUpstream(pool.listTools('k', { type: 'streamable_http', url, headers: { Authorization: 'Bearer top-secret-value' } }), 'GW_UPSTREAM_CONNECT')
+  const err = await assertUpstream(
+    pool.listTools('k', { type: 'streamable_http', url, headers: { Authorization: 'Bearer top-secret-value' } }),
+    'GW_UPSTREAM_CONNECT'
+  )
   assert.doesNotMatch(err.message, /top-secret-value/)
   assert.match(err.message, /\[redacted\]/, 'the server did echo it; the pool redacted it')
 })
@@ -435,7 +438,8 @@ test('stdio first start: a longer first-connect deadline, starting() while it ru
   await assert.rejects(retry, (err: unknown) => err instanceof UpstreamError)
 })
 
-test('response limits: lean streamable HTTP answers past the bound are GW_UPSTREAM_TOO_LARGE; legacy SSE drops the connection at once; the budget is given back and the clients keep working', async (t) => {
+test('response limits: lean streamable HTTP answers past the bound are GW_UPSTREAM_TOO_LARGE; legacy SSE drops the connection at once; ' +
+  'the budget is given back and the clients keep working', async (t) => {
   const budget = new ResponseBudget({ totalBytes: 16 * 1024 * 1024, ownerBytes: 4 * 1024 * 1024 })
   const pool = makePool(t, { httpTransport: 'lean', callTimeoutMs: 30_000, responseLimits: { maxMessageBytes: 1024 * 1024, budget, owner: (key) => `tenant:${key}` } })
   const http = await startStreamableHttpFixture({ marker: 'h' })

@@ -61,7 +61,17 @@ test('anything strict mode would change or refuse makes the schema non-strict', 
     ['a $ref with a constraining sibling', { ...base, properties: { a: { $ref: '#', minimum: 1 } } }],
     ['a root anyOf', { ...base, anyOf: [{ required: ['a'] }] }],
     ['a nested open object', { ...base, properties: { a: { type: 'object', properties: { x: { type: 'string' } }, required: [] } } }],
-    ['objects in anyOf that start with the same key', { ...base, properties: { a: { anyOf: [{ type: 'object', properties: { k: { type: 'string' } }, required: ['k'], additionalProperties: false }, { type: 'object', properties: { k: { type: 'number' } }, required: ['k'], additionalProperties: false }] } } }]
+    ['objects in anyOf that start with the same key', {
+      ...base,
+      properties: {
+        a: {
+          anyOf: [
+            { type: 'object', properties: { k: { type: 'string' } }, required: ['k'], additionalProperties: false },
+            { type: 'object', properties: { k: { type: 'number' } }, required: ['k'], additionalProperties: false }
+          ]
+        }
+      }
+    }]
   ]
   for (const [why, schema] of cases) {
     assert.equal(strictParameters(schema, 'close'), undefined, why)

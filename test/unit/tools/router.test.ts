@@ -99,14 +99,26 @@ function setup (): { router: ToolRouter, sources: Record<Exclude<Tier, 'function
 
 const scope = (userId?: string): SourceScope => ({ userId, signal: new AbortController().signal })
 
-async function invoke (router: ToolRouter, name: string, opts: { userId?: string, allow?: AllowList, args?: Record<string, unknown> | string } = {}): Promise<InvokeOutcome> {
+async function invoke (
+  router: ToolRouter,
+  name: string,
+  opts: { userId?: string, allow?: AllowList, args?: Record<string, unknown> | string } = {}
+): Promise<InvokeOutcome> {
   const ctx: Omit<CallContext, 'callId'> = {
     caller: { userId: opts.userId, isAdmin: false },
     signal: new AbortController().signal,
     workspace: {},
     timeoutMs: 5000
   }
-  return await router.invoke({ name, arguments: opts.args ?? {}, callId: 'c1', userId: opts.userId, ctx, includeTrace: false, ...(opts.allow !== undefined ? { allow: opts.allow } : {}) })
+  return await router.invoke({
+    name,
+    arguments: opts.args ?? {},
+    callId: 'c1',
+    userId: opts.userId,
+    ctx,
+    includeTrace: false,
+    ...(opts.allow !== undefined ? { allow: opts.allow } : {})
+  })
 }
 
 function ok (outcome: InvokeOutcome): InvokeResult {

@@ -12,7 +12,12 @@ let sandbox: Sandbox
 before(async () => { sandbox = await createSandbox({ mode: 'bwrap' }) })
 after(async () => { await sandbox.close() })
 
-async function makeWorkspace (t: { after: (fn: () => Promise<void>) => void }, tenant = 'acme', workspaceId = 'default', maxProcessOutputChars = 120000): Promise<Workspace> {
+async function makeWorkspace (
+  t: { after: (fn: () => Promise<void>) => void },
+  tenant = 'acme',
+  workspaceId = 'default',
+  maxProcessOutputChars = 120000
+): Promise<Workspace> {
   const root = await realpath(await mkdtemp(join(tmpdir(), 'tg-procs-')))
   t.after(async () => { await rm(root, { recursive: true, force: true }) })
   return {

@@ -69,7 +69,14 @@ async function instance (t: TestContext, keyPrefix: string, opts: { peers?: bool
   const coordination: Coordination = { ...scope, membership, peers: opts.peers === false ? undefined : new PeerClient(tokens, { timeoutMs: 3000 }) }
   const bound: { service?: ProcessService } = {}
   const manager = new ProcessManager({ sandbox, reapIntervalMs: 0, stopGraceMs: 300, onEnded: (ws, snap) => bound.service?.ended(ws, snap) })
-  const service = bound.service = new ProcessService({ local: manager, coordination, directory: new ProcessDirectory<ProcessSnapshot>(scope), forwardTimeoutMs: 1500, listTimeoutMs: 800, logger: silentLogger })
+  const service = bound.service = new ProcessService({
+    local: manager,
+    coordination,
+    directory: new ProcessDirectory<ProcessSnapshot>(scope),
+    forwardTimeoutMs: 1500,
+    listTimeoutMs: 800,
+    logger: silentLogger
+  })
   const verifier = new ClusterTokenVerifier(tokens)
   let hanging = false
   const server = createServer((req, res) => {
@@ -137,7 +144,10 @@ test('a process started on A is seen, read, written to and stopped through B; li
   const p = await start(a.service, 'echo ready; while read line; do echo "got $line"; done')
   const mine = await start(b.service, 'sleep 30')
   assert.equal((await b.service.status(ws, p.processId)).status, 'RUNNING')
-  const logs = await until('output through B', async () => { const l = await b.service.logs(ws, p.processId, 0, undefined); return l.content.includes('ready') ? l : undefined })
+  const logs = await until('output through B', async () => {
+    const l = await b.service.logs(ws, p.processId, 0, undefined)
+    return l.content.includes('ready') ? l : undefined
+  })
   assert.equal(logs.status, 'RUNNING')
   const w = await b.service.write(ws, p.processId, 'hello\n', { timeoutMs: 2000 })
   assert.equal(w.bytesWritten, 6)
@@ -245,12 +255,23 @@ test('serveForwarded: malformed calls are refused, tool errors come back with th
   const a = await instance(t, keyPrefix)
   const ws = await workspace(t)
   const w = { tenant: ws.tenant, workspaceId: ws.workspaceId, root: ws.root, limits: ws.limits }
-  for (const bad of [null, 'x', {}, { op: 'exec', workspace: w }, { op: 'status', workspace: w }, { op: 'logs', processId: 'proc_x', workspace: { ...w, limits: { ...w.limits, bashLogChars: -1 } } }, { op: 'write', processId: 'proc_x', workspace: w }]) {
+  for (const bad of [
+    null,
+    'x',
+    {},
+    { op: 'exec', workspace: w },
+    { op: 'status', workspace: w },
+    { op: 'logs', processId: 'proc_x', workspace: { ...w, limits: { ...w.limits, bashLogChars: -1 } } },
+    { op: 'write', processId: 'proc_x', workspace: w }
+  ]) {
     const answer = await a.service.serveForwarded(bad)
     assert.equal(answer.ok, false, JSON.stringify(bad))
     assert.equal(answer.ok === false && answer.reason, 'invalid-arguments')
   }
-  assert.deepEqual(await a.service.serveForwarded({ op: 'status', processId: 'proc_nope', workspace: w }), { ok: false, reason: 'tool-error', message: 'Unknown processId: proc_nope' })
+  assert.deepEqual(
+    await a.service.serveForwarded({ op: 'status', processId: 'proc_nope', workspace: w }),
+    { ok: false, reason: 'tool-error', message: 'Unknown processId: proc_nope' }
+  )
   assert.deepEqual(await a.service.serveForwarded({ op: 'list', workspace: w }), { ok: true, value: [] })
 })
 

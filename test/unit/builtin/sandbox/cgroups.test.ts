@@ -14,7 +14,10 @@ const isRoot = process.getuid?.() === 0
 const hasV1 = existsSync('/sys/fs/cgroup/pids/cgroup.procs') && existsSync('/sys/fs/cgroup/memory/memory.limit_in_bytes')
 const skip = (!isRoot || !hasV1) && 'needs root and cgroup v1 cpu/memory/pids'
 
-async function setup (t: { after: (fn: () => Promise<void>) => void }, tenant: string): Promise<{ sb: Sandbox, ws: ReturnType<typeof testWorkspace>, pidsDir: string }> {
+async function setup (
+  t: { after: (fn: () => Promise<void>) => void },
+  tenant: string
+): Promise<{ sb: Sandbox, ws: ReturnType<typeof testWorkspace>, pidsDir: string }> {
   const sb = await createSandbox({ mode: 'bwrap', tenantLimits: { memoryBytes: 128 * 1024 * 1024, pids: 64 } })
   t.after(async () => { await sb.close() })
   const root = await realpath(await mkdtemp(join(tmpdir(), 'tg-cg-')))
@@ -25,7 +28,8 @@ async function setup (t: { after: (fn: () => Promise<void>) => void }, tenant: s
   return { sb, ws, pidsDir: join(pidsBase, `t-${tenant}`) }
 }
 
-test('cgroups v1: isolation is reported, the command runs in its own child group of its tenant, with the tenant\'s limits, as the workspace owner', { skip, timeout: 60_000 }, async (t) => {
+test('cgroups v1: isolation is reported, the command runs in its own child group of its tenant, with the tenant\'s limits, ' +
+  'as the workspace owner', { skip, timeout: 60_000 }, async (t) => {
   const { sb, ws, pidsDir } = await setup(t, 'cg-a')
   assert.equal(sb.isolation.cgroup, 'v1')
   assert.match(sb.probe.reason, /cgroup v1/)
@@ -56,16 +60,29 @@ test('cgroups v1: isolation is reported, the command runs in its own child group
 
 test('cgroups v1: the tenant\'s pids limit bounds a fork bomb and its memory limit a memory hog (tmpfs included)', { skip, timeout: 60_000 }, async (t) => {
   const { sb, ws } = await setup(t, 'cg-b')
-  const bomb = await sb.exec({ workspace: ws, command: 'b() { b | b & }; b; sleep 2; cat /sys/fs/cgroup/pids.current 2>/dev/null; echo done', cwd: ws.root, timeoutMs: 15_000, maxOutputBytes: 4096 })
+  const bomb = await sb.exec({
+    workspace: ws,
+    command: 'b() { b | b & }; b; sleep 2; cat /sys/fs/cgroup/pids.current 2>/dev/null; echo done',
+    cwd: ws.root,
+    timeoutMs: 15_000,
+    maxOutputBytes: 4096
+  })
   assert.equal(bomb.timedOut, false)
   // Filling /tmp (tmpfs) beyond the tenant's 128 MiB is charged to the tenant: the writer is killed or stopped.
-  const fill = await sb.exec({ workspace: ws, command: 'head -c 100M /dev/zero > /tmp/a; head -c 100M /dev/zero | tail >/dev/null; echo "tail=$?"', cwd: ws.root, timeoutMs: 20_000, maxOutputBytes: 4096 })
+  const fill = await sb.exec({
+    workspace: ws,
+    command: 'head -c 100M /dev/zero > /tmp/a; head -c 100M /dev/zero | tail >/dev/null; echo "tail=$?"',
+    cwd: ws.root,
+    timeoutMs: 20_000,
+    maxOutputBytes: 4096
+  })
   assert.equal(fill.timedOut, false)
   assert.match(fill.stdout, /tail=137/, `the memory hog is killed at the tenant limit: ${fill.stdout} ${fill.stderr}`)
   assert.match(fill.stderr, /No space left/, '/tmp is capped below the tenant\'s memory')
 })
 
-test('a sandbox that cannot start (bwrap fails before the command) is a ToolError with reason sandbox', { skip: !isRoot && 'needs root', timeout: 30_000 }, async (t) => {
+test('a sandbox that cannot start ' +
+  '(bwrap fails before the command) is a ToolError with reason sandbox', { skip: !isRoot && 'needs root', timeout: 30_000 }, async (t) => {
   const sb = await createSandbox({ mode: 'bwrap' })
   t.after(async () => { await sb.close() })
   const root = await realpath(await mkdtemp(join(tmpdir(), 'tg-cg-')))
@@ -77,16 +94,24 @@ test('a sandbox that cannot start (bwrap fails before the command) is a ToolErro
     (err: unknown) => err instanceof ToolError && err.reason === 'sandbox' && !err.message.includes(root)
   )
   // The command's own failure stays an ordinary result.
-  const own = await sb.exec({ workspace: testWorkspace(root), command: 'echo "bwrap: not really" >&2; echo out; exit 1', cwd: root, timeoutMs: 10_000, maxOutputBytes: 1024 })
+  const own = await sb.exec({
+    workspace: testWorkspace(root),
+    command: 'echo "bwrap: not really" >&2; echo out; exit 1',
+    cwd: root,
+    timeoutMs: 10_000,
+    maxOutputBytes: 1024
+  })
   assert.equal(own.exitCode, 1)
 })
 
-test('cgroups: two gateways on one host share a tenant\'s group; one closing (it removes the group) does not break the other\'s next command', { skip, timeout: 60_000 }, async (t) => {
+test('cgroups: two gateways on one host share a tenant\'s group; ' +
+  'one closing (it removes the group) does not break the other\'s next command', { skip, timeout: 60_000 }, async (t) => {
   // Instances of a cluster on one machine (and test files run side by side) get the same cgroup base.
   const first = await setup(t, 'cg-shared')
   const second = await createSandbox({ mode: 'bwrap', tenantLimits: { memoryBytes: 128 * 1024 * 1024, pids: 64 } })
   t.after(async () => { await second.close() })
-  const run = async (sb: Sandbox): Promise<number | null> => (await sb.exec({ workspace: first.ws, command: 'echo ok', cwd: first.ws.root, timeoutMs: 20_000, maxOutputBytes: 1024 })).exitCode
+  const run = async (sb: Sandbox): Promise<number | null> =>
+    (await sb.exec({ workspace: first.ws, command: 'echo ok', cwd: first.ws.root, timeoutMs: 20_000, maxOutputBytes: 1024 })).exitCode
   assert.equal(await run(first.sb), 0)
   assert.equal(await run(second), 0)
   await first.sb.close()
@@ -102,7 +127,8 @@ function basesOf (sb: Sandbox): string[] {
   return inside.split(', ')
 }
 
-test('cgroups v1: at start-up the command groups of a gateway that is gone (SIGKILLed) are swept, their processes killed; a live gateway\'s groups stay', { skip, timeout: 60_000 }, async (t) => {
+test('cgroups v1: at start-up the command groups of a gateway that is gone (SIGKILLed) are swept, their processes killed; ' +
+  'a live gateway\'s groups stay', { skip, timeout: 60_000 }, async (t) => {
   const limits = { memoryBytes: 128 * 1024 * 1024, pids: 64 }
   const first = await createSandbox({ mode: 'bwrap', tenantLimits: limits })
   const bases = basesOf(first)

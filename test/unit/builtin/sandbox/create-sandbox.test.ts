@@ -179,7 +179,13 @@ test('an exec cut off by close() is a clear tool error, not an exit code the com
   const ws = await makeWorkspace(t)
   await sb.prepareWorkspace(ws)
   // Settled while close() still waits for the process: observe it from the start.
-  const running = sb.exec({ workspace: ws, command: 'echo up; sleep 120', cwd: ws.root, timeoutMs: 600_000, maxOutputBytes: 4096 }).then((r) => r, (err: unknown) => err)
+  const running = sb.exec({
+    workspace: ws,
+    command: 'echo up; sleep 120',
+    cwd: ws.root,
+    timeoutMs: 600_000,
+    maxOutputBytes: 4096
+  }).then((r) => r, (err: unknown) => err)
   while (sb.stats().running === 0) await new Promise((resolve) => setTimeout(resolve, 20))
   await new Promise((resolve) => setTimeout(resolve, 300))
   await sb.close()

@@ -19,7 +19,10 @@ async function claimsDir (t: { after: (fn: () => Promise<void>) => void }): Prom
 }
 
 /** Another gateway: a process that claims and holds its claim until killed. Resolves with what it got. */
-async function otherGateway (t: { after: (fn: () => void) => void }, req: ClaimRequest): Promise<{ child: ChildProcess, got: { uidRange?: { first: number, last: number }, cgroupName?: string } }> {
+async function otherGateway (
+  t: { after: (fn: () => void) => void },
+  req: ClaimRequest
+): Promise<{ child: ChildProcess, got: { uidRange?: { first: number, last: number }, cgroupName?: string } }> {
   const code = `import { claimHost } from './src/builtin/sandbox/host-claim.ts'
 const c = await claimHost(${JSON.stringify(req)})
 process.stdout.write(JSON.stringify({ uidRange: c.uidRange, cgroupName: c.cgroupName }) + '\\n')
@@ -45,7 +48,8 @@ async function killed (child: ChildProcess): Promise<void> {
   await exited
 }
 
-test('host claim: with Redis (uids kept), another deployment\'s overlapping range stops start-up naming SANDBOX_UID_RANGE; the same deployment shares it', { timeout: 60_000 }, async (t) => {
+test('host claim: with Redis (uids kept), another deployment\'s overlapping range stops start-up naming SANDBOX_UID_RANGE; ' +
+  'the same deployment shares it', { timeout: 60_000 }, async (t) => {
   const dir = await claimsDir(t)
   await otherGateway(t, { deployment: 'redis:a', uidsPersisted: true, uidRange: RANGE, dir })
   await assert.rejects(claimHost({ deployment: 'redis:b', uidsPersisted: true, uidRange: { first: 250000, last: 250999 }, dir }),
@@ -62,7 +66,8 @@ test('host claim: with Redis (uids kept), another deployment\'s overlapping rang
   assert.deepEqual(readdirSync(dir).filter((n) => n === `${process.pid}.json`), [], 'released')
 })
 
-test('host claim: without Redis, each gateway takes its own block of the range (distinct uids and cgroup parents); none left is a clear error', { timeout: 60_000 }, async (t) => {
+test('host claim: without Redis, each gateway takes its own block of the range (distinct uids and cgroup parents); ' +
+  'none left is a clear error', { timeout: 60_000 }, async (t) => {
   const dir = await claimsDir(t)
   const a = await otherGateway(t, { deployment: 'process:a', uidsPersisted: false, uidRange: RANGE, dir })
   const b = await otherGateway(t, { deployment: 'process:b', uidsPersisted: false, uidRange: RANGE, dir })

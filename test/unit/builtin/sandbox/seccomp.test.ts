@@ -429,7 +429,8 @@ test('seccomp under bwrap: a 32-bit syscall (int 0x80) on x86_64 kills the proce
   assert.match(on.stdout, /rc=159/) // 128 + SIGSYS (31): killed by SECCOMP_RET_KILL_PROCESS
 })
 
-test('seccomp under bwrap: personality(READ_IMPLIES_EXEC) is EPERM (setarch -X fails), the query and PER_LINUX32 work; without the filter it succeeds', async () => {
+test('seccomp under bwrap: personality(READ_IMPLIES_EXEC) is EPERM (setarch -X fails), the query and PER_LINUX32 work; ' +
+  'without the filter it succeeds', async () => {
   const f = filterOrFail()
   const nr = SYSCALL_NUMBERS[native as SeccompArch].personality as number
   const calls = [

@@ -301,7 +301,10 @@ test('a cancelled call writes nothing', async (t) => {
 
 test('arguments: patch must be a string; parse errors surface with Codex wording', async (t) => {
   const f = await fixture(t)
-  await assert.rejects(applyPatchTool.run({ patch: 42 }, { workspace: f.ws, signal: AbortSignal.timeout(30_000) }), (e: unknown) => e instanceof ToolError && e.reason === 'invalid-arguments')
+  await assert.rejects(
+    applyPatchTool.run({ patch: 42 }, { workspace: f.ws, signal: AbortSignal.timeout(30_000) }),
+    (e: unknown) => e instanceof ToolError && e.reason === 'invalid-arguments'
+  )
   await refused(f, '*** Update File: x', /^invalid patch: The first line of the patch must be '\*\*\* Begin Patch'$/)
   assert.equal(applyPatchTool.mutates({}), true)
   assert.deepEqual(applyPatchTool.inputSchema['required'], ['patch'])

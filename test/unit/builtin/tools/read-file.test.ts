@@ -13,8 +13,14 @@ test('read_file returns a line range', async (t) => {
   const { root, run } = await toolWorkspace(t)
   await writeFile(path.join(root, 'a.txt'), 'l1\nl2\r\nl3\nl4\n')
   assert.deepEqual(await run(readFileTool, { path: 'a.txt' }), { path: 'a.txt', content: 'l1\nl2\nl3\nl4', startLine: 1, endLine: 4, truncated: false })
-  assert.deepEqual(await run(readFileTool, { path: 'a.txt', startLine: 2, endLine: 3 }), { path: 'a.txt', content: 'l2\nl3', startLine: 2, endLine: 3, truncated: false })
-  assert.deepEqual(await run(readFileTool, { path: 'a.txt', startLine: 4, endLine: 99 }), { path: 'a.txt', content: 'l4', startLine: 4, endLine: 4, truncated: false })
+  assert.deepEqual(
+    await run(readFileTool, { path: 'a.txt', startLine: 2, endLine: 3 }),
+    { path: 'a.txt', content: 'l2\nl3', startLine: 2, endLine: 3, truncated: false }
+  )
+  assert.deepEqual(
+    await run(readFileTool, { path: 'a.txt', startLine: 4, endLine: 99 }),
+    { path: 'a.txt', content: 'l4', startLine: 4, endLine: 4, truncated: false }
+  )
   await toolError(run(readFileTool, { path: 'a.txt', startLine: 3, endLine: 2 }), /endLine/)
 })
 
@@ -81,7 +87,10 @@ test('read_file deep in a file: line counting over raw bytes, multi-byte text, C
   parts.push(Buffer.from('last line, no newline'))
   const bytes = Buffer.concat(parts)
   await writeFile(path.join(root, 'deep.txt'), bytes)
-  for (const [start, end] of [[2, 3], [999, 1002], [65_536, 65_540], [65_537, 65_537], [131_073, 131_080], [149_999, 150_010], [150_001, 150_001], [150_002, 150_002], [200_000, 200_001]] as const) {
+  for (const [start, end] of [
+    [2, 3], [999, 1002], [65_536, 65_540], [65_537, 65_537], [131_073, 131_080], [149_999, 150_010], [150_001, 150_001],
+    [150_002, 150_002], [200_000, 200_001]
+  ] as const) {
     const r = await run(readFileTool, { path: 'deep.txt', startLine: start, endLine: end })
     assert.deepEqual(r, { path: 'deep.txt', startLine: start, ...expectedSlice(bytes, start, end, 12000) }, `${start}-${end}`)
   }
@@ -114,7 +123,10 @@ test('read_file line-offset index: repeated deep reads agree with a cold read, a
   assert.equal(v2.length, v1.length)
   await writeFile(path.join(root, 'log.txt'), v2)
   for (const s of [299_990, 65_537, 131_072]) {
-    assert.deepEqual(await run(readFileTool, { path: 'log.txt', startLine: s, endLine: s + 3 }), { path: 'log.txt', startLine: s, ...expectedSlice(v2, s, s + 3, 12000) })
+    assert.deepEqual(
+      await run(readFileTool, { path: 'log.txt', startLine: s, endLine: s + 3 }),
+      { path: 'log.txt', startLine: s, ...expectedSlice(v2, s, s + 3, 12000) }
+    )
   }
   // Just rewritten: the stale entry is gone and the new content is not indexed yet.
   assert.deepEqual(lineIndexCacheInfo(), { files: 0, checkpoints: 0 })

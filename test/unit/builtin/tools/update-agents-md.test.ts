@@ -16,7 +16,10 @@ test('update_agents_md read/write/append with cap', async (t) => {
   await run(updateAgentsMdTool, { action: 'append', text: '- be nice\n' })
   assert.equal(await readFile(path.join(root, 'AGENTS.md'), 'utf8'), '# Rules\n- be nice\n')
   await run(updateAgentsMdTool, { action: 'append', text: '- no sep needed' })
-  assert.deepEqual(await run(updateAgentsMdTool, { action: 'read' }), { action: 'read', path: 'AGENTS.md', exists: true, content: '# Rules\n- be nice\n- no sep needed' })
+  assert.deepEqual(
+    await run(updateAgentsMdTool, { action: 'read' }),
+    { action: 'read', path: 'AGENTS.md', exists: true, content: '# Rules\n- be nice\n- no sep needed' }
+  )
   await toolError(run(updateAgentsMdTool, { action: 'write', content: 'x'.repeat(32 * 1024 + 1) }), /cap/)
   await toolError(run(updateAgentsMdTool, { action: 'append', text: 'x'.repeat(32 * 1024) }), /cap/)
   await toolError(run(updateAgentsMdTool, { action: 'write' }), /content is required/)

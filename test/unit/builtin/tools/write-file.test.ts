@@ -13,9 +13,15 @@ test('schema is a closed object with the AI4J parameter names', () => {
 
 test('write_file modes', async (t) => {
   const { root, run } = await toolWorkspace(t)
-  assert.deepEqual(await run(writeFileTool, { path: 'n/a.txt', content: 'hi', mode: 'create' }), { path: 'n/a.txt', mode: 'create', created: true, appended: false, bytesWritten: 2 })
+  assert.deepEqual(
+    await run(writeFileTool, { path: 'n/a.txt', content: 'hi', mode: 'create' }),
+    { path: 'n/a.txt', mode: 'create', created: true, appended: false, bytesWritten: 2 }
+  )
   await toolError(run(writeFileTool, { path: 'n/a.txt', content: 'x', mode: 'create' }), /^File already exists: n\/a.txt$/)
-  assert.deepEqual(await run(writeFileTool, { path: 'n/a.txt', content: '!', mode: 'append' }), { path: 'n/a.txt', mode: 'append', created: false, appended: true, bytesWritten: 1 })
+  assert.deepEqual(
+    await run(writeFileTool, { path: 'n/a.txt', content: '!', mode: 'append' }),
+    { path: 'n/a.txt', mode: 'append', created: false, appended: true, bytesWritten: 1 }
+  )
   assert.equal(await readFile(path.join(root, 'n/a.txt'), 'utf8'), 'hi!')
   const r = await run(writeFileTool, { path: 'n/a.txt', content: 'new' })
   assert.equal(r.mode, 'overwrite')

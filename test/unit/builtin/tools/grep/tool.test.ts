@@ -142,7 +142,11 @@ test('grep: rg output split across many chunks parses as the Node engine reads i
   await writeFile(path.join(root, 'chunks', 'many.txt'), Array.from({ length: 20_000 }, (_, i) => `HIT ${i} ${'é'.repeat(i % 9)}`).join('\n'))
   const rg = createGrepTool({ engine: 'rg' })
   const node = createGrepTool({ engine: 'node' })
-  for (const q of [{ pattern: 'HIT', path: 'chunks', maxResults: 100_000 }, { pattern: 'HIT', path: 'chunks', maxResults: 3 }, { pattern: 'odd', path: 'chunks' }]) {
+  for (const q of [
+    { pattern: 'HIT', path: 'chunks', maxResults: 100_000 },
+    { pattern: 'HIT', path: 'chunks', maxResults: 3 },
+    { pattern: 'odd', path: 'chunks' }
+  ]) {
     const a = await run(rg, q)
     assert.deepEqual(a, await run(node, q), JSON.stringify(q))
   }
