@@ -9,7 +9,10 @@ import assert from 'node:assert/strict'
 import fc from 'fast-check'
 import { buildTestApp } from '../helpers/app.js'
 
-const NAMES = ['bash', 'read_file', 'write_file', 'apply_patch', 'glob', 'grep', 'edit', 'update_agents_md', 'calculate', 'current_time', 'json_query', 'text_stats', 'text_slugify']
+const NAMES = [
+  'bash', 'read_file', 'write_file', 'apply_patch', 'glob', 'grep', 'edit', 'update_agents_md', 'calculate',
+  'current_time', 'json_query', 'text_stats', 'text_slugify'
+]
 const FRAGMENTS = ['*', 'read_*', '*_file', 'bash', 'calc*', '*query', 'text_*', 'g*', '*e*', 'edit', 'nomatch', '*_*_*', 'write_*', '*s']
 
 const pattern = fc.oneof(

@@ -12,7 +12,10 @@ import { processesMatching, waitUntil } from '../../scripts/lib/proc.js'
 
 interface ToolResult { isError: boolean, output: string }
 
-async function setup (t: TestContext, graceMs: number): Promise<{ gw: GatewayProcess, workspaces: string, invoke: (args: Record<string, unknown>) => Promise<Response> }> {
+async function setup (
+  t: TestContext,
+  graceMs: number
+): Promise<{ gw: GatewayProcess, workspaces: string, invoke: (args: Record<string, unknown>) => Promise<Response> }> {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-shutdown-'))
   t.after(async () => await rm(workspaces, { recursive: true, force: true }))
   const gw = await startGateway(t, { SANDBOX: 'auto', WORKSPACES_DIR: workspaces, SHUTDOWN_GRACE_MS: String(graceMs), LOG_LEVEL: 'info' })

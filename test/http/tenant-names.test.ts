@@ -71,9 +71,15 @@ test('open mode: an encoded name implies its tenant for listing and invoking ali
 
   // Two tenants in one request: neither path guesses.
   assert.deepEqual(await list(app, 'mcp=user_alice_service_everything,user_bob_service_everything'), { status: 403, code: 'GW_TENANT_MISMATCH' })
-  assert.deepEqual(await invoke(app, { name: 'user_alice_tool_echo', arguments: { text: 'x' }, allow: { mcp: ['user_bob_service_everything'] } }), { status: 403, code: 'GW_TENANT_MISMATCH' })
+  assert.deepEqual(
+    await invoke(app, { name: 'user_alice_tool_echo', arguments: { text: 'x' }, allow: { mcp: ['user_bob_service_everything'] } }),
+    { status: 403, code: 'GW_TENANT_MISMATCH' }
+  )
   // The allow-list form of the same listing invokes too.
-  assert.deepEqual(await invoke(app, { name: 'user_alice_tool_echo', arguments: { text: 'y' }, allow: { mcp: ['user_alice_service_everything'] } }), { status: 200, output: 'A:y' })
+  assert.deepEqual(
+    await invoke(app, { name: 'user_alice_tool_echo', arguments: { text: 'y' }, allow: { mcp: ['user_alice_service_everything'] } }),
+    { status: 200, output: 'A:y' }
+  )
 
   // /mcp, whose URL is an allow-list, follows the same rule for tools/list and tools/call.
   const rpc = async (query: string, body: Record<string, unknown>): Promise<{ status: number, json: any }> => {

@@ -77,7 +77,8 @@ test('missing, wrong-scheme, empty and unknown keys: 401 GW_UNAUTHORIZED with WW
   }
 })
 
-test('key guessing: after AUTH_FAILURES_PER_MINUTE wrong keys an address gets 429 for that key prefix for the rest of the minute; other prefixes and addresses are unaffected', async (t) => {
+test('key guessing: after AUTH_FAILURES_PER_MINUTE wrong keys an address gets 429 for that key prefix for the rest of the minute; ' +
+  'other prefixes and addresses are unaffected', async (t) => {
   const app = await keyed(t, { AUTH_FAILURES_PER_MINUTE: '5' })
   const attacker = { remoteAddress: '203.0.113.7' }
   const guess = async (key: string, from = attacker): Promise<LightMyRequestResponse> =>
@@ -170,7 +171,12 @@ test('admin key: any tenant, or none; may name the tenant through an encoded too
   assert.equal(res.statusCode, 200)
   res = await a.inject({ method: 'GET', url: '/tools?functions=calculate&userId=globex', headers: bearer(ADMIN) })
   assert.equal(res.statusCode, 200)
-  res = await a.inject({ method: 'POST', url: '/invoke', headers: bearer(ADMIN), payload: { name: 'calculate', userId: 'acme', arguments: { expression: '2*3' } } })
+  res = await a.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(ADMIN),
+    payload: { name: 'calculate', userId: 'acme', arguments: { expression: '2*3' } }
+  })
   assert.equal(JSON.parse(res.json().output).result, 6)
   // The encoded name names the tenant: the admin reaches tier 2 of acme (nothing registered: 404, not 403).
   res = await a.inject({ method: 'POST', url: '/invoke', headers: bearer(ADMIN), payload: { name: 'user_acme_tool_x' } })
@@ -193,7 +199,12 @@ test('tenant key, the four places a userId can be named: another tenant is 403, 
   assert.equal((await a.inject({ method: 'GET', url: '/catalog', headers: acme })).statusCode, 200)
 
   // 2. the body of /invoke, and of each /invoke/batch entry
-  assertError(await a.inject({ method: 'POST', url: '/invoke', headers: acme, payload: { name: 'calculate', userId: 'globex', arguments: { expression: '1' } } }), 403, 'GW_TENANT_MISMATCH')
+  assertError(await a.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: acme,
+    payload: { name: 'calculate', userId: 'globex', arguments: { expression: '1' } }
+  }), 403, 'GW_TENANT_MISMATCH')
   res = await a.inject({ method: 'POST', url: '/invoke', headers: acme, payload: { name: 'calculate', userId: 'acme', arguments: { expression: '4*5' } } })
   assert.equal(JSON.parse(res.json().output).result, 20)
   res = await a.inject({
@@ -219,13 +230,23 @@ test('tenant key, the four places a userId can be named: another tenant is 403, 
 
   // 3. an encoded tool name, with or without a body userId
   assertError(await a.inject({ method: 'POST', url: '/invoke', headers: acme, payload: { name: 'user_globex_tool_x' } }), 403, 'GW_TENANT_MISMATCH')
-  assertError(await a.inject({ method: 'POST', url: '/invoke', headers: acme, payload: { name: 'user_globex_tool_x', userId: 'acme' } }), 403, 'GW_TENANT_MISMATCH')
+  assertError(await a.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: acme,
+    payload: { name: 'user_globex_tool_x', userId: 'acme' }
+  }), 403, 'GW_TENANT_MISMATCH')
   // the tenant's own encoded name passes tenancy (nothing registered: 404)
   assertError(await a.inject({ method: 'POST', url: '/invoke', headers: acme, payload: { name: 'user_acme_tool_x' } }), 404, 'GW_TOOL_NOT_FOUND')
 
   // 4. an encoded server name in mcp=, in the query and in an invoke's allow
   assertError(await a.inject({ method: 'GET', url: '/tools?mcp=user_globex_service_s', headers: acme }), 403, 'GW_TENANT_MISMATCH')
-  assertError(await a.inject({ method: 'POST', url: '/invoke', headers: acme, payload: { name: 'calculate', arguments: { expression: '1' }, allow: { functions: ['calculate'], mcp: ['user_globex_service_s'] } } }), 403, 'GW_TENANT_MISMATCH')
+  assertError(await a.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: acme,
+    payload: { name: 'calculate', arguments: { expression: '1' }, allow: { functions: ['calculate'], mcp: ['user_globex_service_s'] } }
+  }), 403, 'GW_TENANT_MISMATCH')
   res = await a.inject({ method: 'GET', url: '/tools?mcp=user_acme_service_s', headers: acme })
   assert.equal(res.statusCode, 200, res.body)
   assert.deepEqual(res.json().tools, [])
@@ -245,7 +266,12 @@ test('tenant key on the registry routes: only its own /users/{userId}, never the
 
 test('a tenant key without any userId acts as its own tenant: its workspace, not the admin\'s or another tenant\'s', async (t) => {
   const a = await keyed(t)
-  const write = await a.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'write_file', arguments: { path: 'notes.md', content: 'acme only' } } })
+  const write = await a.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(ACME),
+    payload: { name: 'write_file', arguments: { path: 'notes.md', content: 'acme only' } }
+  })
   assert.equal(write.json().isError, false, write.body)
   const read = async (key: string, userId?: string): Promise<any> => (await a.inject({
     method: 'POST', url: '/invoke', headers: bearer(key), payload: { name: 'read_file', arguments: { path: 'notes.md' }, ...(userId ? { userId } : {}) }
@@ -255,7 +281,12 @@ test('a tenant key without any userId acts as its own tenant: its workspace, not
   assert.equal((await read(GLOBEX)).isError, true, 'another tenant does not see it')
   assert.equal((await read(ADMIN)).isError, true, 'the admin without a userId has a workspace of its own')
   // workspaceRoot is admin-only: a tenant key is refused.
-  const root = await a.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'read_file', arguments: { path: 'x' }, context: { workspaceRoot: tmpdir() } } })
+  const root = await a.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(ACME),
+    payload: { name: 'read_file', arguments: { path: 'x' }, context: { workspaceRoot: tmpdir() } }
+  })
   assert.equal(root.json().error?.code, 'GW_PATH_FORBIDDEN', root.body)
 })
 
@@ -264,7 +295,17 @@ test('keys never reach the logs of a real server (pino JSON on stdout), at trace
   t.after(async () => await rm(workspaces, { recursive: true, force: true }))
   const wrong = 'wrong-key-should-not-be-logged-123'
   const server = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', WORKSPACES_DIR: workspaces, LOG_LEVEL: 'trace', API_KEYS, API_KEYS_FILE: '', REDIS_URL: '', SANDBOX: 'none' },
+    env: {
+      ...process.env,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      WORKSPACES_DIR: workspaces,
+      LOG_LEVEL: 'trace',
+      API_KEYS,
+      API_KEYS_FILE: '',
+      REDIS_URL: '',
+      SANDBOX: 'none'
+    },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   t.after(() => { server.kill('SIGKILL') })

@@ -34,7 +34,8 @@ async function tryOut (page: Page, operation: string): Promise<{ status: string,
   }
 }
 
-test('Swagger UI: "Try it out" is a 401 until Authorize is given the bearer key, then the prefilled examples answer 200 from the serving gateway', { skip: missing }, async (t) => {
+test('Swagger UI: "Try it out" is a 401 until Authorize is given the bearer key, ' +
+  'then the prefilled examples answer 200 from the serving gateway', { skip: missing }, async (t) => {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-docs-ui-'))
   t.after(async () => await rm(workspaces, { recursive: true, force: true }))
   const gateway = await startGateway(t, { API_KEYS: `${KEY}:*`, WORKSPACES_DIR: workspaces })

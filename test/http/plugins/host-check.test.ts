@@ -46,12 +46,29 @@ test('open mode: a rebinding request (Host: evil.example) to /invoke is refused 
   for (const host of ['evil.example', 'evil.example:8080', 'localhost.evil.example', '192.168.1.20:8080']) {
     assertRefused(await app.inject(writeMarker({ host })), /^Host /)
   }
-  const bash = await app.inject({ method: 'POST', url: '/invoke', headers: { host: 'evil.example' }, payload: { name: 'bash', arguments: { command: 'exec', input: 'echo ran' } } })
+  const bash = await app.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: { host: 'evil.example' },
+    payload: { name: 'bash', arguments: { command: 'exec', input: 'echo ran' } }
+  })
   assertRefused(bash, /^Host /)
   assert.equal(await markerWritten(app), false)
   // Every route: listings, the MCP endpoint (the MCP spec's DNS rebinding protection), the console, unknown routes.
-  for (const [method, url] of [['GET', '/tools?functions=calculate'], ['POST', '/mcp'], ['GET', '/mcp'], ['GET', '/status'], ['GET', '/console'], ['GET', '/nope']] as const) {
-    const res = await app.inject({ method, url, headers: { host: 'evil.example', 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, ...(method === 'POST' ? { payload: { jsonrpc: '2.0', id: 1, method: 'tools/list' } } : {}) })
+  for (const [method, url] of [
+    ['GET', '/tools?functions=calculate'],
+    ['POST', '/mcp'],
+    ['GET', '/mcp'],
+    ['GET', '/status'],
+    ['GET', '/console'],
+    ['GET', '/nope']
+  ] as const) {
+    const res = await app.inject({
+      method,
+      url,
+      headers: { host: 'evil.example', 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      ...(method === 'POST' ? { payload: { jsonrpc: '2.0', id: 1, method: 'tools/list' } } : {})
+    })
     assertRefused(res, /^Host /)
   }
 })
@@ -98,7 +115,11 @@ test('ALLOWED_HOSTS: in open mode it adds names; in keyed mode it is enforced, h
   assert.equal((await keyed.inject({ method: 'GET', url: '/tools?functions=calculate', headers: { ...BEARER, host: 'evil.example' } })).statusCode, 200)
 
   const app = await buildTestApp(t, { env: { ...KEYED, ALLOWED_HOSTS: 'gw.example.com,*.gw.internal' } })
-  const get = async (headers: Record<string, string>, url = '/tools?functions=calculate'): Promise<any> => await app.inject({ method: 'GET', url, headers: { ...BEARER, ...headers } })
+  const get = async (headers: Record<string, string>, url = '/tools?functions=calculate'): Promise<any> => await app.inject({
+    method: 'GET',
+    url,
+    headers: { ...BEARER, ...headers }
+  })
   assert.equal((await get({ host: 'gw.example.com' })).statusCode, 200)
   assert.equal((await get({ host: 'a.gw.internal:8080', origin: 'https://a.gw.internal:8080' })).statusCode, 200)
   assert.equal((await get({ host: 'localhost:8080' })).statusCode, 200)
@@ -121,7 +142,13 @@ test('the real server (npm start, open mode) refuses a rebinding request over th
   const gw = await startGateway(t, { SANDBOX: 'none', WORKSPACES_DIR: workspaces })
   const send = async (host: string): Promise<{ status: number, body: string }> => await new Promise((resolve, reject) => {
     const body = JSON.stringify({ name: 'calculate', arguments: { expression: '6*7' } })
-    const req = request({ host: '127.0.0.1', port: gw.port, method: 'POST', path: '/invoke', headers: { host, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+    const req = request({
+      host: '127.0.0.1',
+      port: gw.port,
+      method: 'POST',
+      path: '/invoke',
+      headers: { host, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }
+    }, (res) => {
       let text = ''
       res.setEncoding('utf8')
       res.on('data', (c: string) => { text += c })

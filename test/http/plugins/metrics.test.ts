@@ -47,7 +47,11 @@ test('invocations are counted by endpoint, tier and outcome; latency is observed
   const bad = await invoke(app, { name: 'calculate', arguments: { expression: 42 } })
   assert.equal(bad.json.error.code, 'GW_INVALID_ARGUMENTS')
   assert.equal((await invoke(app, { name: 'no_such_tool' })).statusCode, 404)
-  const batch = await app.inject({ method: 'POST', url: '/invoke/batch', payload: { calls: [{ name: 'current_time' }, { name: 7 }, { name: 'read_file', arguments: { path: 'missing.txt' } }] } })
+  const batch = await app.inject({
+    method: 'POST',
+    url: '/invoke/batch',
+    payload: { calls: [{ name: 'current_time' }, { name: 7 }, { name: 'read_file', arguments: { path: 'missing.txt' } }] }
+  })
   assert.equal(batch.statusCode, 200)
 
   const m = await scrape(app)

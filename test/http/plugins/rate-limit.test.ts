@@ -15,7 +15,9 @@ const bearer = (key: string): Record<string, string> => ({ authorization: `Beare
 
 async function keyed (t: TestContext, env: Record<string, string> = {}): Promise<FastifyInstance> {
   // CLUSTER_SECRET: with Redis and API keys the instances sign their calls to each other.
-  return await buildTestApp(t, { env: { API_KEYS, CLUSTER_SECRET: 'rate-limit-test-cluster-secret', FUNCTIONS_DIR: 'test/fixtures/functions/slow', LOAD_EXAMPLES: 'true', ...env } })
+  return await buildTestApp(t, {
+    env: { API_KEYS, CLUSTER_SECRET: 'rate-limit-test-cluster-secret', FUNCTIONS_DIR: 'test/fixtures/functions/slow', LOAD_EXAMPLES: 'true', ...env }
+  })
 }
 
 function assertRateLimited (res: LightMyRequestResponse): void {
@@ -61,7 +63,12 @@ test('10,000 rapid requests from one tenant: 429 for that tenant only, with Retr
   // The same tenant everywhere: another route, and an admin acting for acme, share the bucket.
   assertRateLimited(await a.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'calculate', arguments: { expression: '1' } } }))
   assertRateLimited(await a.inject({ method: 'GET', url: '/catalog?userId=acme', headers: bearer(ADMIN) }))
-  assertRateLimited(await a.inject({ method: 'POST', url: '/invoke', headers: bearer(ADMIN), payload: { name: 'calculate', userId: 'acme', arguments: { expression: '1' } } }))
+  assertRateLimited(await a.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(ADMIN),
+    payload: { name: 'calculate', userId: 'acme', arguments: { expression: '1' } }
+  }))
 
   // Other tenants and the admin for itself are untouched.
   const other = await a.inject({ method: 'POST', url: '/invoke', headers: bearer(GLOBEX), payload: { name: 'calculate', arguments: { expression: '6*7' } } })
@@ -90,7 +97,12 @@ test('concurrent invocations per tenant: the cap is 429 with Retry-After: 1, oth
   closeGate()
   t.after(() => openGate(true))
   const a = await keyed(t, { MAX_CONCURRENT_PER_TENANT: '2' })
-  const call = (key: string): Promise<LightMyRequestResponse> => a.inject({ method: 'POST', url: '/invoke', headers: bearer(key), payload: { name: 'wait_gate' } })
+  const call = (key: string): Promise<LightMyRequestResponse> => a.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(key),
+    payload: { name: 'wait_gate' }
+  })
 
   const held = [call(ACME), call(ACME)]
   await until(() => waiting() === 2, 'two calls at the gate')
@@ -119,7 +131,12 @@ test('a batch holds as many slots as calls it runs at once: min(calls, BATCH_CON
   closeGate()
   t.after(() => openGate(true))
   const a = await keyed(t, { MAX_CONCURRENT_PER_TENANT: '4', BATCH_CONCURRENCY: '3' })
-  const batch = (n: number): Promise<LightMyRequestResponse> => a.inject({ method: 'POST', url: '/invoke/batch', headers: bearer(ACME), payload: { calls: Array.from({ length: n }, () => ({ name: 'wait_gate' })) } })
+  const batch = (n: number): Promise<LightMyRequestResponse> => a.inject({
+    method: 'POST',
+    url: '/invoke/batch',
+    headers: bearer(ACME),
+    payload: { calls: Array.from({ length: n }, () => ({ name: 'wait_gate' })) }
+  })
   const single = (): Promise<LightMyRequestResponse> => a.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'wait_gate' } })
 
   // A batch of 2 holds 2 slots: two more single calls fit, a third does not.
@@ -154,7 +171,12 @@ test('with a cap below BATCH_CONCURRENCY, a batch takes the whole cap and still 
   closeGate()
   t.after(() => openGate(true))
   const a = await keyed(t, { MAX_CONCURRENT_PER_TENANT: '2', BATCH_CONCURRENCY: '8' })
-  const big = a.inject({ method: 'POST', url: '/invoke/batch', headers: bearer(ACME), payload: { calls: Array.from({ length: 5 }, () => ({ name: 'wait_gate' })) } })
+  const big = a.inject({
+    method: 'POST',
+    url: '/invoke/batch',
+    headers: bearer(ACME),
+    payload: { calls: Array.from({ length: 5 }, () => ({ name: 'wait_gate' })) }
+  })
   await until(() => waiting() === 5, 'the batch at the gate')
   assert.equal(a.invocationsInFlight.get('t:acme'), 2)
   assertRateLimited(await a.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'wait_gate' } }))
@@ -172,7 +194,12 @@ test('a client that goes away mid-call frees its slot', async (t) => {
   assert.ok(address !== null && typeof address === 'object')
   const url = `http://127.0.0.1:${address.port}/invoke`
   const controller = new AbortController()
-  const gone = fetch(url, { method: 'POST', signal: controller.signal, headers: { ...bearer(ACME), 'content-type': 'application/json' }, body: '{"name":"wait_gate"}' }).catch((err: Error) => err)
+  const gone = fetch(url, {
+    method: 'POST',
+    signal: controller.signal,
+    headers: { ...bearer(ACME), 'content-type': 'application/json' },
+    body: '{"name":"wait_gate"}'
+  }).catch((err: Error) => err)
   await until(() => waiting() === 1, 'the call at the gate')
   assert.equal(a.invocationsInFlight.get('t:acme'), 1)
   controller.abort()
@@ -220,7 +247,12 @@ test('Redis down: requests are not limited rather than failing, and nothing hang
   const prefix = uniquePrefix()
   t.after(async () => { await deleteKeys(prefix) })
   const a = await keyed(t, { RATE_LIMIT_PER_MINUTE: '5', REDIS_URL: proxy.url, REDIS_KEY_PREFIX: prefix })
-  const invoke = (): InjectOptions => ({ method: 'POST', url: '/invoke', headers: bearer(ADMIN), payload: { name: 'calculate', arguments: { expression: '1+1' } } })
+  const invoke = (): InjectOptions => ({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(ADMIN),
+    payload: { name: 'calculate', arguments: { expression: '1+1' } }
+  })
   const before = await flood(a, 7, 1, invoke)
   assert.deepEqual(before.map((r) => r.statusCode), [200, 200, 200, 200, 200, 429, 429], 'limited while Redis is up')
   await proxy.stop()
@@ -246,7 +278,12 @@ test('Redis-backed: MAX_CONCURRENT_PER_TENANT counts the calls of every instance
   const env = { MAX_CONCURRENT_PER_TENANT: '2', REDIS_URL, REDIS_KEY_PREFIX: prefix }
   const one = await keyed(t, env)
   const two = await keyed(t, env)
-  const call = (app: FastifyInstance, key = ACME): Promise<LightMyRequestResponse> => app.inject({ method: 'POST', url: '/invoke', headers: bearer(key), payload: { name: 'wait_gate' } })
+  const call = (app: FastifyInstance, key = ACME): Promise<LightMyRequestResponse> => app.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(key),
+    payload: { name: 'wait_gate' }
+  })
   const held = [call(one), call(two)]
   await until(() => waiting() === 2, 'one call at the gate on each instance')
   assert.equal(one.invocationsInFlight.get('t:acme'), 1)
@@ -304,7 +341,12 @@ test('on a real Redis Cluster: the per-minute limit (the plugin\'s own Redis sto
   const env = { RATE_LIMIT_PER_MINUTE: '20', MAX_CONCURRENT_PER_TENANT: '2', REDIS_CLUSTER_NODES: cluster.nodes.join(','), REDIS_KEY_PREFIX: uniquePrefix() }
   const one = await keyed(t, env)
   const two = await keyed(t, env)
-  const call = (app: FastifyInstance): Promise<LightMyRequestResponse> => app.inject({ method: 'POST', url: '/invoke', headers: bearer(ADMIN), payload: { name: 'wait_gate' } })
+  const call = (app: FastifyInstance): Promise<LightMyRequestResponse> => app.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(ADMIN),
+    payload: { name: 'wait_gate' }
+  })
   const held = [call(one), call(two)]
   await until(() => waiting() === 2, 'one call at the gate on each instance')
   assertRateLimited(await call(two))

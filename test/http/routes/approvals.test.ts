@@ -18,7 +18,13 @@ const APPROVER = 'k-approve-7f3a9c2e41'
 const GLOBEX_APPROVER = 'k-approve-globex-9d8c7b6a'
 const KEYS = `${ADMIN}:*,${ACME}:acme,${GLOBEX}:globex,${APPROVER}:approver:acme,${GLOBEX_APPROVER}:approver:globex`
 
-async function call (app: FastifyInstance, key: string | undefined, method: 'GET' | 'PUT' | 'POST', url: string, body?: unknown): Promise<{ status: number, json: any }> {
+async function call (
+  app: FastifyInstance,
+  key: string | undefined,
+  method: 'GET' | 'PUT' | 'POST',
+  url: string,
+  body?: unknown
+): Promise<{ status: number, json: any }> {
   const res = await app.inject({
     method,
     url,
@@ -34,7 +40,16 @@ async function instances (t: TestContext, n: number, env: Record<string, string>
   if (redis === undefined) return undefined
   const apps: FastifyInstance[] = []
   for (let i = 0; i < n; i++) {
-    apps.push(await buildTestApp(t, { env: { API_KEYS: KEYS, REDIS_URL, REDIS_KEY_PREFIX: redis.prefix, CLUSTER_SECRET: 'approvals-test-cluster-secret', FUNCTIONS_DIR: 'test/fixtures/functions/approvals', ...env } }))
+    apps.push(await buildTestApp(t, {
+      env: {
+        API_KEYS: KEYS,
+        REDIS_URL,
+        REDIS_KEY_PREFIX: redis.prefix,
+        CLUSTER_SECRET: 'approvals-test-cluster-secret',
+        FUNCTIONS_DIR: 'test/fixtures/functions/approvals',
+        ...env
+      }
+    }))
   }
   const r = await call(apps[0] as FastifyInstance, ADMIN, 'PUT', '/users/acme/policy', { requireApproval: ['count_*'] })
   assert.equal(r.status, 201, JSON.stringify(r.json))
@@ -258,7 +273,9 @@ test('a batch entry held for approval has the pending shape; /mcp tells the mode
   if (apps === undefined) return
   const app = apps[0] as FastifyInstance
   const path = await counterFile(t)
-  let r = await call(app, ACME, 'POST', '/invoke/batch', { calls: [{ name: 'count_run', arguments: { path }, callId: 'b1' }, { name: 'calculate', arguments: { expression: '2+2' } }] })
+  let r = await call(app, ACME, 'POST', '/invoke/batch', {
+    calls: [{ name: 'count_run', arguments: { path }, callId: 'b1' }, { name: 'calculate', arguments: { expression: '2+2' } }]
+  })
   assert.equal(r.status, 200)
   const [pending, done] = r.json.results
   assert.equal(pending.callId, 'b1')

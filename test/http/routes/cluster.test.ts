@@ -44,7 +44,8 @@ test('GET /cluster without Redis: no membership, an empty list', async (t) => {
   assert.deepEqual(res.json(), { self: null, instances: [] })
 })
 
-test('the instance-to-instance route: 401 without a token, with an API key instead, a tampered, expired or replayed token; a good one gets through', async (t) => {
+test('the instance-to-instance route: 401 without a token, with an API key instead, a tampered, expired or replayed token; ' +
+  'a good one gets through', async (t) => {
   if (!await requireRedis(t)) return
   const app = await clusterApp(t)
   const payload = JSON.stringify({ op: 'list' })
@@ -109,7 +110,12 @@ test('the instance-to-instance route authenticates before any body parsing or va
   ]
   for (const token of wrongTokens) {
     for (const [type, payload] of bodies) {
-      const res = await app.inject({ method: 'POST', url: PATH, headers: { [CLUSTER_TOKEN_HEADER]: token, ...(type !== undefined ? { 'content-type': type } : {}) }, payload })
+      const res = await app.inject({
+        method: 'POST',
+        url: PATH,
+        headers: { [CLUSTER_TOKEN_HEADER]: token, ...(type !== undefined ? { 'content-type': type } : {}) },
+        payload
+      })
       assert.equal(res.statusCode, 401, `${type ?? 'no type'} ${payload}: ${res.body}`)
       assert.equal((res.json() as { code: string }).code, 'GW_UNAUTHORIZED')
       assert.match((res.json() as { message: string }).message, /^Instance-to-instance call refused/)
@@ -117,7 +123,12 @@ test('the instance-to-instance route authenticates before any body parsing or va
   }
   // Only with a right token is the body judged: a text/plain one is then the schema's 400, never a 500.
   const text = '{"op":"list"}'
-  const res = await app.inject({ method: 'POST', url: PATH, headers: { 'content-type': 'text/plain', [CLUSTER_TOKEN_HEADER]: tokens.sign({ method: 'POST', path: PATH, body: text }) }, payload: text })
+  const res = await app.inject({
+    method: 'POST',
+    url: PATH,
+    headers: { 'content-type': 'text/plain', [CLUSTER_TOKEN_HEADER]: tokens.sign({ method: 'POST', path: PATH, body: text }) },
+    payload: text
+  })
   assert.equal(res.statusCode, 400, res.body)
   assert.match((res.json() as { message: string }).message, /body must be object/)
 })

@@ -41,7 +41,8 @@ test('a console that was not built: /console is a 503 saying how to build it, ne
   assert.equal((await a.inject({ url: '/console/assets/console-AAAAAAAA.js' })).statusCode, 404)
 })
 
-test('a built console (scripts/build-console.mjs --out): public page with the CSP and no-cache, hashed assets cached for good, hidden from openapi', async (t) => {
+test('a built console (scripts/build-console.mjs --out): ' +
+  'public page with the CSP and no-cache, hashed assets cached for good, hidden from openapi', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'tg-console-built-'))
   t.after(async () => await rm(dir, { recursive: true, force: true }))
   execFileSync(process.execPath, ['scripts/build-console.mjs', '--out', dir], { stdio: 'pipe' })

@@ -20,7 +20,12 @@ test('a bash output with secrets on its 2nd+ lines is journaled masked and still
     "echo 'AKIAIOSFODNN7EXAMPLE' >&2",
     'echo done'
   ].join('; ')
-  const res = await a.inject({ method: 'POST', url: '/invoke', headers: bearer, payload: { name: 'bash', arguments: { action: 'exec', command: script }, callId: 'c-secrets' } })
+  const res = await a.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer,
+    payload: { name: 'bash', arguments: { action: 'exec', command: script }, callId: 'c-secrets' }
+  })
   assert.equal(res.statusCode, 200, res.body)
   const result = res.json()
   assert.equal(result.isError, false, result.output)

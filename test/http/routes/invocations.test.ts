@@ -49,16 +49,28 @@ test('/invoke, each call of /invoke/batch and /mcp tools/call are journaled unde
   const remote = await startStreamableHttpFixture({ marker: 'acme' })
   t.after(async () => await remote.close())
   const a = await app(t)
-  assert.equal((await a.inject({ method: 'PUT', url: '/users/acme/mcp/servers/s', headers: bearer(ACME), payload: { type: 'streamable_http', url: remote.url } })).statusCode, 201)
+  assert.equal((await a.inject({
+    method: 'PUT',
+    url: '/users/acme/mcp/servers/s',
+    headers: bearer(ACME),
+    payload: { type: 'streamable_http', url: remote.url }
+  })).statusCode, 201)
 
-  const one = await a.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'calculate', arguments: { expression: '1+2' }, callId: 'c-invoke' } })
+  const one = await a.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(ACME),
+    payload: { name: 'calculate', arguments: { expression: '1+2' }, callId: 'c-invoke' }
+  })
   assert.equal(one.statusCode, 200)
   assert.equal(one.json().trace, null, 'the journal records the trace without adding it to a result that did not ask')
   const batch = await a.inject({
     method: 'POST',
     url: '/invoke/batch',
     headers: bearer(ACME),
-    payload: { calls: [{ name: 'calculate', arguments: { expression: '2*3' }, callId: 'c-batch-1' }, { name: 'no_such_tool', callId: 'c-batch-2' }, { bad: true }] }
+    payload: {
+      calls: [{ name: 'calculate', arguments: { expression: '2*3' }, callId: 'c-batch-1' }, { name: 'no_such_tool', callId: 'c-batch-2' }, { bad: true }]
+    }
   })
   assert.equal(batch.statusCode, 200)
   const rpc = await mcpCall(a, ACME, 'functions=calculate&mcp=s', 'user_acme_tool_echo', { text: 'hi', api_key: 'sk-should-not-be-stored' })
@@ -80,7 +92,10 @@ test('/invoke, each call of /invoke/batch and /mcp tools/call are journaled unde
   assert.notEqual(mcp.trace, null, 'the trace is kept with JOURNAL=full')
 
   const invoked = rest.find((e: any) => e.callId === 'c-invoke')
-  assert.deepEqual(Object.keys(invoked), ['callId', 'ts', 'userId', 'name', 'route', 'serverId', 'arguments', 'argumentsSha256', 'output', 'isError', 'error', 'truncated', 'trace', 'durationMs', 'toolMs', 'keyId', 'instance', 'checkpointId', 'approvalId'])
+  assert.deepEqual(Object.keys(invoked), [
+    'callId', 'ts', 'userId', 'name', 'route', 'serverId', 'arguments', 'argumentsSha256', 'output', 'isError',
+    'error', 'truncated', 'trace', 'durationMs', 'toolMs', 'keyId', 'instance', 'checkpointId', 'approvalId'
+  ])
   assert.equal(invoked.userId, 'acme')
   assert.equal(invoked.route, 'function')
   assert.equal(invoked.serverId, null)
@@ -170,19 +185,41 @@ test('bad cursors and ranges are 400 with stable codes; an unknown callId is 404
 test('a tenant key reads only its own journal; an admin reads any, and _global holds calls without a tenant', async (t) => {
   const a = await app(t)
   await a.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'calculate', arguments: { expression: '1' }, callId: 'acme-call' } })
-  await a.inject({ method: 'POST', url: '/invoke', headers: bearer(GLOBEX), payload: { name: 'calculate', arguments: { expression: '2' }, callId: 'globex-call' } })
-  await a.inject({ method: 'POST', url: '/invoke', headers: bearer(ADMIN), payload: { name: 'calculate', arguments: { expression: '3' }, callId: 'admin-call' } })
+  await a.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(GLOBEX),
+    payload: { name: 'calculate', arguments: { expression: '2' }, callId: 'globex-call' }
+  })
+  await a.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(ADMIN),
+    payload: { name: 'calculate', arguments: { expression: '3' }, callId: 'admin-call' }
+  })
   // A tenant key naming another tenant is refused, and the attempt is journaled under the key's tenant.
-  const mismatch = await a.inject({ method: 'POST', url: '/invoke', headers: bearer(GLOBEX), payload: { name: 'calculate', userId: 'acme', arguments: { expression: '4' }, callId: 'sneaky' } })
+  const mismatch = await a.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(GLOBEX),
+    payload: { name: 'calculate', userId: 'acme', arguments: { expression: '4' }, callId: 'sneaky' }
+  })
   assert.equal(mismatch.statusCode, 403)
 
   assert.equal((await journal(a, 'acme', GLOBEX)).status, 403)
   assert.equal((await journal(a, 'acme', GLOBEX)).body.code, 'GW_TENANT_MISMATCH')
   assert.equal((await a.inject({ method: 'GET', url: '/users/acme/invocations/acme-call', headers: bearer(GLOBEX) })).statusCode, 403)
-  assert.equal((await a.inject({ method: 'GET', url: '/users/acme/invocations', headers: { ...bearer(GLOBEX), accept: 'application/x-ndjson' } })).statusCode, 403)
+  assert.equal((await a.inject({
+    method: 'GET',
+    url: '/users/acme/invocations',
+    headers: { ...bearer(GLOBEX), accept: 'application/x-ndjson' }
+  })).statusCode, 403)
   assert.equal((await journal(a, '_global', ACME)).status, 403)
   assert.deepEqual((await journal(a, 'acme', ACME)).body.invocations.map((e: any) => e.callId), ['acme-call'])
-  assert.deepEqual((await journal(a, 'globex', GLOBEX)).body.invocations.map((e: any) => [e.callId, e.error?.code ?? null]), [['sneaky', 'GW_TENANT_MISMATCH'], ['globex-call', null]])
+  assert.deepEqual(
+    (await journal(a, 'globex', GLOBEX)).body.invocations.map((e: any) => [e.callId, e.error?.code ?? null]),
+    [['sneaky', 'GW_TENANT_MISMATCH'], ['globex-call', null]]
+  )
   assert.deepEqual((await journal(a, 'acme', ADMIN)).body.invocations.map((e: any) => e.callId), ['acme-call'])
   const global = (await journal(a, '_global', ADMIN)).body.invocations
   assert.deepEqual(global.map((e: any) => [e.callId, e.userId, e.keyId]), [['admin-call', null, keyId(ADMIN)]])
@@ -197,7 +234,12 @@ test('masking at any depth and caps: a 10 MB argument is capped in the journal a
   const res = await a.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'calculate', arguments: args, callId: 'big' } })
   assert.equal(res.statusCode, 200)
   assert.equal(res.json().error.code, 'GW_INVALID_ARGUMENTS')
-  const ok = await a.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'calculate', arguments: { expression: '6*7' }, callId: 'small' } })
+  const ok = await a.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(ACME),
+    payload: { name: 'calculate', arguments: { expression: '6*7' }, callId: 'small' }
+  })
   assert.equal(ok.json().output, JSON.stringify({ expression: '6*7', result: 42 }))
 
   await a.services.journal.flush()
@@ -214,7 +256,12 @@ test('masking at any depth and caps: a 10 MB argument is capped in the journal a
 
 test('JOURNAL=meta keeps no arguments, output or trace; JOURNAL=off records nothing', async (t) => {
   const meta = await app(t, { JOURNAL: 'meta' })
-  await meta.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'calculate', arguments: { expression: '1+1' }, callId: 'm1', trace: true } })
+  await meta.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(ACME),
+    payload: { name: 'calculate', arguments: { expression: '1+1' }, callId: 'm1', trace: true }
+  })
   const [entry] = (await journal(meta, 'acme', ACME)).body.invocations
   assert.equal(entry.callId, 'm1')
   assert.equal(entry.arguments, null)
@@ -224,7 +271,12 @@ test('JOURNAL=meta keeps no arguments, output or trace; JOURNAL=off records noth
   assert.equal(entry.route, 'function')
 
   const off = await app(t, { JOURNAL: 'off' })
-  const r = await off.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'calculate', arguments: { expression: '1+1' }, callId: 'o1' } })
+  const r = await off.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(ACME),
+    payload: { name: 'calculate', arguments: { expression: '1+1' }, callId: 'o1' }
+  })
   assert.equal(r.statusCode, 200)
   assert.deepEqual((await journal(off, 'acme', ACME)).body, { invocations: [], nextCursor: null })
   assert.equal(await metric(off, 'gateway_journal_written_total'), 0)
@@ -236,8 +288,18 @@ test('with REDIS_URL the journal is a Redis stream shared by every instance', as
   const env = { REDIS_URL, REDIS_KEY_PREFIX: r.prefix }
   const one = await app(t, env)
   const two = await app(t, env)
-  await one.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'calculate', arguments: { expression: '1', token: 'abc' }, callId: 'from-one' } })
-  await two.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'calculate', arguments: { expression: '2' }, callId: 'from-two' } })
+  await one.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(ACME),
+    payload: { name: 'calculate', arguments: { expression: '1', token: 'abc' }, callId: 'from-one' }
+  })
+  await two.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: bearer(ACME),
+    payload: { name: 'calculate', arguments: { expression: '2' }, callId: 'from-two' }
+  })
   await one.services.journal.flush()
   const { body } = await journal(two, 'acme', ACME)
   assert.deepEqual(body.invocations.map((e: any) => e.callId), ['from-two', 'from-one'])
@@ -255,7 +317,12 @@ test('Redis slow or down while journaling: calls go on, drops are counted, reads
   // The registry stays in memory: only the journal (and the rate limiter) depend on the proxy.
   const a = await app(t, { REDIS_URL: proxy.url, REDIS_KEY_PREFIX: r.prefix }, { store: createMemoryRegistryStore() })
   const call = async (callId: string): Promise<void> => {
-    const res = await a.inject({ method: 'POST', url: '/invoke', headers: bearer(ACME), payload: { name: 'calculate', arguments: { expression: '1+1' }, callId } })
+    const res = await a.inject({
+      method: 'POST',
+      url: '/invoke',
+      headers: bearer(ACME),
+      payload: { name: 'calculate', arguments: { expression: '1+1' }, callId }
+    })
     assert.equal(res.statusCode, 200)
     assert.equal(res.json().output, JSON.stringify({ expression: '1+1', result: 2 }))
   }

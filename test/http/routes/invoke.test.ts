@@ -182,7 +182,11 @@ test('trace is per call and only when asked for', async (t) => {
 
 test('trace: true gives built-in and function calls a trace of what they did, never the content they read or wrote', async (t) => {
   const a = await app(t)
-  const invoke = async (payload: Record<string, unknown>): Promise<any> => (await a.inject({ method: 'POST', url: '/invoke', payload: { userId: 'alice', trace: true, ...payload } })).json()
+  const invoke = async (payload: Record<string, unknown>): Promise<any> => (await a.inject({
+    method: 'POST',
+    url: '/invoke',
+    payload: { userId: 'alice', trace: true, ...payload }
+  })).json()
   const secret = 'hunter2-the-file-content'
   let r = await invoke({ name: 'write_file', arguments: { path: 'docs/a.txt', content: `${secret}\n` } })
   assert.equal(r.isError, false, r.output)

@@ -28,7 +28,11 @@ interface Gateway {
   /** An SDK client on /mcp?{query}, closed before the gateway. */
   connect: (query: string, opts?: { key?: string, onListChanged?: () => void }) => Promise<{ client: Client, streamOpen: Promise<void> }>
   /** The fixture and the gateway's own HTTP API, with a key when given. */
-  http: (method: string, path: string, opts?: { key?: string, body?: unknown, headers?: Record<string, string> }) => Promise<{ status: number, headers: Headers, json: any }>
+  http: (
+    method: string,
+    path: string,
+    opts?: { key?: string, body?: unknown, headers?: Record<string, string> }
+  ) => Promise<{ status: number, headers: Headers, json: any }>
 }
 
 /**
@@ -190,7 +194,12 @@ test('with API keys: /mcp needs a key; tenant A cannot list or call tenant B\'s 
   assert.equal((await gw.http('PUT', '/users/globex/mcp/servers/s', { key: ADMIN, body: { type: 'http', url: globexServer.url } })).status, 201)
 
   // Not a public route: no key, a bad key -> 401 (a JSON-RPC body, WWW-Authenticate like everywhere).
-  const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'curl', version: '0' } } }
+  const init = {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'curl', version: '0' } }
+  }
   const accept = { accept: 'application/json, text/event-stream' }
   for (const key of [undefined, 'wrong-key-0123456789']) {
     const res = await gw.http('POST', '/mcp?mcp=s', { ...(key ? { key } : {}), body: init, headers: accept })
@@ -299,12 +308,18 @@ test('malformed JSON, invalid JSON-RPC, unknown methods, oversized bodies, wrong
   assert.equal(unknown.json.error.code, ErrorCode.MethodNotFound)
   await rejectsWith(client.request({ method: 'resources/list', params: {} }, ToolListChangedNotificationSchema.passthrough() as any), ErrorCode.MethodNotFound)
 
-  const badParams = await gw.http('POST', '/mcp?functions=calculate', { body: { jsonrpc: '2.0', id: 8, method: 'tools/call', params: { arguments: {} } }, headers })
+  const badParams = await gw.http('POST', '/mcp?functions=calculate', {
+    body: { jsonrpc: '2.0', id: 8, method: 'tools/call', params: { arguments: {} } },
+    headers
+  })
   // The SDK rejects a tools/call without a name before any handler runs.
   assert.ok([ErrorCode.InvalidParams, ErrorCode.InternalError].includes(badParams.json.error.code), JSON.stringify(badParams.json))
   assert.equal(badParams.json.id, 8)
 
-  const oversized = await gw.http('POST', '/mcp', { body: { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'calculate', arguments: { expression: '1+'.repeat(5000) + '1' } } }, headers })
+  const oversized = await gw.http('POST', '/mcp', {
+    body: { jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'calculate', arguments: { expression: '1+'.repeat(5000) + '1' } } },
+    headers
+  })
   assert.equal(oversized.status, 413)
   assert.equal(oversized.json.error.data.code, 'GW_PAYLOAD_TOO_LARGE')
   const wrongType = await gw.http('POST', '/mcp', { body: 'hello', headers: { ...headers, 'content-type': 'text/plain' } })

@@ -9,7 +9,13 @@ const ACME = 'k-acme-8c2f4e6a1d'
 const GLOBEX = 'k-globex-3b7d9f1a2e'
 const KEYS = `${ADMIN}:*,${ACME}:acme,${GLOBEX}:globex`
 
-async function call (app: FastifyInstance, key: string | undefined, method: 'GET' | 'PUT' | 'DELETE' | 'POST', url: string, body?: unknown): Promise<{ status: number, json: any }> {
+async function call (
+  app: FastifyInstance,
+  key: string | undefined,
+  method: 'GET' | 'PUT' | 'DELETE' | 'POST',
+  url: string,
+  body?: unknown
+): Promise<{ status: number, json: any }> {
   const res = await app.inject({
     method,
     url,
@@ -48,7 +54,9 @@ test('a tenant policy: deny patterns hide tools from GET /tools and /invoke answ
   assert.equal(JSON.parse(r.json.output).result, 5)
 
   // A batch refuses the denied entry only.
-  r = await call(app, ACME, 'POST', '/invoke/batch', { calls: [{ name: 'write_file', arguments: { path: 'a', content: 'x' } }, { name: 'calculate', arguments: { expression: '1+1' } }] })
+  r = await call(app, ACME, 'POST', '/invoke/batch', {
+    calls: [{ name: 'write_file', arguments: { path: 'a', content: 'x' } }, { name: 'calculate', arguments: { expression: '1+1' } }]
+  })
   assert.equal(r.status, 200)
   assert.equal(r.json.results[0].statusCode, 403)
   assert.equal(r.json.results[0].error.code, 'GW_POLICY_DENIED')
@@ -244,7 +252,11 @@ test('bash.denyCommands refuses a matching command as a tool error naming the ru
 test('limits are ceilings: a request cannot raise them, the output cap applies to every tool', async (t) => {
   const app = await buildTestApp(t, { env: { API_KEYS: KEYS } })
   await call(app, ADMIN, 'PUT', '/users/acme/policy', { limits: { outputMaxChars: 40 } })
-  const r = await call(app, ACME, 'POST', '/invoke', { name: 'json_query', arguments: { json: JSON.stringify({ a: 'x'.repeat(500) }), path: 'a' }, context: { limits: { outputMaxChars: 100000 } } })
+  const r = await call(app, ACME, 'POST', '/invoke', {
+    name: 'json_query',
+    arguments: { json: JSON.stringify({ a: 'x'.repeat(500) }), path: 'a' },
+    context: { limits: { outputMaxChars: 100000 } }
+  })
   assert.equal(r.status, 200, JSON.stringify(r.json))
   assert.ok(r.json.output.length <= 40, r.json.output)
   assert.equal(r.json.truncated, true)

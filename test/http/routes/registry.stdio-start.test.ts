@@ -82,7 +82,12 @@ test('GET /mcp/servers/{serverId}/tools: the live listing of a global server, 40
     env: { API_KEYS: 'admin-key-0123456789:*,acme-key-0123456789:acme', MCP_LIST_TIMEOUT_MS: '60000', MCP_CONNECT_TIMEOUT_MS: '60000' }
   })
   const admin = { authorization: 'Bearer admin-key-0123456789' }
-  const put = await app.inject({ method: 'PUT', url: '/mcp/servers/local', headers: admin, payload: { type: 'stdio', ...stdioFixture('stdio-server.ts', ['L']) } })
+  const put = await app.inject({
+    method: 'PUT',
+    url: '/mcp/servers/local',
+    headers: admin,
+    payload: { type: 'stdio', ...stdioFixture('stdio-server.ts', ['L']) }
+  })
   assert.equal(put.statusCode, 201, put.body)
 
   const res = await app.inject({ method: 'GET', url: '/mcp/servers/local/tools', headers: admin })

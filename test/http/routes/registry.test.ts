@@ -175,7 +175,12 @@ test('MCP_SERVERS_FILE loads global servers at start-up; a broken file stops sta
   const dir = await mkdtemp(join(tmpdir(), 'tg-servers-'))
   t.after(async () => await rm(dir, { recursive: true, force: true }))
   const file = join(dir, 'servers.json')
-  await writeFile(file, JSON.stringify({ mcpServers: { fromfile: { type: 'streamable-http', url: http.url, somethingClaudeDesktopAdds: true }, cli: { command: stdioFixture().command, args: stdioFixture().args } } }))
+  await writeFile(file, JSON.stringify({
+    mcpServers: {
+      fromfile: { type: 'streamable-http', url: http.url, somethingClaudeDesktopAdds: true },
+      cli: { command: stdioFixture().command, args: stdioFixture().args }
+    }
+  }))
   const app = await buildTestApp(t, { env: { MCP_SERVERS_FILE: file } })
   const servers = (await app.inject({ method: 'GET', url: '/mcp/servers' })).json().servers
   assert.deepEqual(servers.map((s: any) => [s.serverId, s.config.type]), [['cli', 'stdio'], ['fromfile', 'streamable_http']])
@@ -226,7 +231,12 @@ test('with API keys: a tenant registers stdio -> 403, manages only its own serve
   res = await app.inject({ method: 'PUT', url: '/users/acme/mcp/servers/web', headers: tenant, payload: { type: 'http', url: 'http://127.0.0.1:9/mcp' } })
   assert.equal(res.statusCode, 201, res.body)
   // the admin may register stdio for a tenant, and global servers
-  res = await app.inject({ method: 'PUT', url: '/users/acme/mcp/servers/cli', headers: as('admin-key-0123456789'), payload: { type: 'stdio', command: '/bin/true' } })
+  res = await app.inject({
+    method: 'PUT',
+    url: '/users/acme/mcp/servers/cli',
+    headers: as('admin-key-0123456789'),
+    payload: { type: 'stdio', command: '/bin/true' }
+  })
   assert.equal(res.statusCode, 201, res.body)
   res = await app.inject({ method: 'PUT', url: '/users/acme/mcp/servers/cli2', payload: { type: 'stdio', command: '/bin/true' } })
   assert.equal(res.statusCode, 401)

@@ -175,7 +175,11 @@ test('format=mcp: every tool parses with the MCP SDK\'s ToolSchema', async (t) =
 })
 
 /** Keys of @google/genai's `Schema` (a TypeScript interface, so listed here). */
-const GEMINI_SCHEMA_KEYS = new Set(['anyOf', 'default', 'description', 'enum', 'example', 'format', 'items', 'maxItems', 'maxLength', 'maxProperties', 'maximum', 'minItems', 'minLength', 'minProperties', 'minimum', 'nullable', 'pattern', 'properties', 'propertyOrdering', 'required', 'title', 'type'])
+const GEMINI_SCHEMA_KEYS = new Set([
+  'anyOf', 'default', 'description', 'enum', 'example', 'format', 'items', 'maxItems', 'maxLength', 'maxProperties',
+  'maximum', 'minItems', 'minLength', 'minProperties', 'minimum', 'nullable', 'pattern', 'properties',
+  'propertyOrdering', 'required', 'title', 'type'
+])
 const INT64 = ['maxItems', 'maxLength', 'maxProperties', 'minItems', 'minLength', 'minProperties']
 
 function assertGeminiSchema (path: string, s: Record<string, any>): void {
