@@ -75,7 +75,9 @@ export async function startFakeModel (t: CleanupScope, script: Script): Promise<
 
   function openai (req: IncomingMessage, body: any, record: RecordedRequest): unknown {
     if (!/^Bearer \S+/.test(req.headers.authorization ?? '')) throw new Refusal(401, "You didn't provide an API key.")
-    if (typeof body?.model !== 'string' || !Array.isArray(body.messages) || body.messages.length === 0) throw new Refusal(400, "Missing required parameter: 'messages'.")
+    if (typeof body?.model !== 'string' || !Array.isArray(body.messages) || body.messages.length === 0) {
+      throw new Refusal(400, "Missing required parameter: 'messages'.")
+    }
     if (body.stream) throw new Refusal(400, 'this fake model answers non-streaming requests only')
     for (const [i, tool] of (body.tools ?? []).entries()) {
       if (tool?.type !== 'function' || !TOOL_NAME.test(tool.function?.name ?? '')) throw new Refusal(400, `Invalid 'tools[${i}]': expected a function tool with a valid name.`)
@@ -122,7 +124,13 @@ export async function startFakeModel (t: CleanupScope, script: Script): Promise<
       model: body.model,
       choices: [{
         index: 0,
-        message: { role: 'assistant', content: toolCalls.length > 0 ? null : (next.text ?? ''), refusal: null, annotations: [], ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
+        message: {
+          role: 'assistant',
+          content: toolCalls.length > 0 ? null : (next.text ?? ''),
+          refusal: null,
+          annotations: [],
+          ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {})
+        },
         logprobs: null,
         finish_reason: toolCalls.length > 0 ? 'tool_calls' : 'stop'
       }],

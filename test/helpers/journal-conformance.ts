@@ -63,7 +63,10 @@ export function journalStoreConformance (label: string, make: MakeStore): void {
       cases.push(q)
     }
     for (const q of cases) {
-      const expected = appended.filter((e) => e.tenant === 'acme' && (q.tool === undefined || e.name === q.tool) && (q.isError === undefined || e.isError === q.isError)).map((e) => e.callId).reverse()
+      const expected = appended
+        .filter((e) => e.tenant === 'acme' && (q.tool === undefined || e.name === q.tool) && (q.isError === undefined || e.isError === q.isError))
+        .map((e) => e.callId)
+        .reverse()
       assert.deepEqual(await walk(store, 'acme', q), expected, JSON.stringify(q))
     }
     assert.deepEqual(await walk(store, 'nobody', { limit: 10 }), [])

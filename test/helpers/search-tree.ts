@@ -47,7 +47,8 @@ export async function searchTree (t: { after: (fn: () => Promise<void>) => void 
   await symlink('a.ts', path.join(root, 'link-to-a.ts'))
   await symlink('src', path.join(root, 'link-dir'))
   const ws: Workspace = { tenant: 't', workspaceId: 'default', root, readRoots: [], limits: LIMITS }
-  const run = (tool: BuiltinTool, args: Record<string, unknown>) => tool.run(args, { workspace: ws, signal: new AbortController().signal }) as Promise<Record<string, unknown>>
+  const run = (tool: BuiltinTool, args: Record<string, unknown>) =>
+    tool.run(args, { workspace: ws, signal: new AbortController().signal }) as Promise<Record<string, unknown>>
   return { dir, root, ws, run }
 }
 /** A tree whose names exercise the bytewise path order, with more files than the Node engine reads ahead. */

@@ -18,7 +18,8 @@ export async function toolWorkspace (t: { after: (fn: () => Promise<void>) => vo
   const root = path.join(dir, 'root')
   await mkdir(root)
   const ws: Workspace = { tenant: 't', workspaceId: 'default', root, readRoots: [], limits: { ...LIMITS } }
-  const run = (tool: BuiltinTool, args: Record<string, unknown>) => tool.run(args, { workspace: ws, signal: new AbortController().signal }) as Promise<Record<string, unknown>>
+  const run = (tool: BuiltinTool, args: Record<string, unknown>) =>
+    tool.run(args, { workspace: ws, signal: new AbortController().signal }) as Promise<Record<string, unknown>>
   return { dir, root, ws, run }
 }
 

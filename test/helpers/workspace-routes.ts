@@ -116,7 +116,10 @@ async function assertNoStaging (config: Config, mode: Mode): Promise<void> {
     assert.deepEqual(await readdir(join(state, 'staging')), [])
     return
   }
-  const list = async (p: string): Promise<string[]> => await readdir(p).catch((err: NodeJS.ErrnoException) => { if (err.code === 'ENOENT') return []; throw err })
+  const list = async (p: string): Promise<string[]> => await readdir(p).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return []
+    throw err
+  })
   assert.deepEqual(await list(join(state, 'staging')), [])
   for (const tenant of await list(join(state, 'images'))) {
     assert.deepEqual((await list(join(state, 'images', tenant))).filter((f) => f.startsWith('.new-')), [], 'a replace upload\'s image was left')
@@ -169,11 +172,22 @@ async function treeOf (dir: string, prefix = ''): Promise<Record<string, string>
 }
 
 /** A hand-made tar (node-tar's Header) with arbitrary entries, for archives `tar` would not write. */
-function rawTar (entries: Array<{ path: string, type?: 'File' | 'Directory' | 'SymbolicLink' | 'Link', body?: string, linkpath?: string, mode?: number }>): Buffer {
+function rawTar (
+  entries: Array<{ path: string, type?: 'File' | 'Directory' | 'SymbolicLink' | 'Link', body?: string, linkpath?: string, mode?: number }>
+): Buffer {
   const blocks: Buffer[] = []
   for (const e of entries) {
     const body = Buffer.from(e.body ?? '')
-    const h = new Header({ path: e.path, type: e.type ?? 'File', size: e.type === undefined || e.type === 'File' ? body.length : 0, mode: e.mode ?? 0o644, mtime: new Date(), linkpath: e.linkpath, uid: 0, gid: 0 })
+    const h = new Header({
+      path: e.path,
+      type: e.type ?? 'File',
+      size: e.type === undefined || e.type === 'File' ? body.length : 0,
+      mode: e.mode ?? 0o644,
+      mtime: new Date(),
+      linkpath: e.linkpath,
+      uid: 0,
+      gid: 0
+    })
     h.encode()
     blocks.push(h.block as Buffer)
     if (body.length > 0) blocks.push(body, Buffer.alloc((512 - (body.length % 512)) % 512))
@@ -294,7 +308,11 @@ both('a refused archive changes nothing, and creates nothing', async (t, setup, 
     [rawTar([{ path: 'ok.txt', body: 'x' }, { path: '../escape.txt', body: 'x' }]), 'application/x-tar', 400],
     [rawTar([{ path: 'ok.txt', body: 'x' }, { path: '/abs.txt', body: 'x' }]), 'application/x-tar', 400],
     [rawTar([{ path: 'l', type: 'SymbolicLink', linkpath: '../..' }]), 'application/x-tar', 400],
-    [rawTar([{ path: 'l', type: 'SymbolicLink', linkpath: 'sub' }, { path: 'sub/', type: 'Directory' }, { path: 'l/x', body: 'through the link' }]), 'application/x-tar', 400],
+    [
+      rawTar([{ path: 'l', type: 'SymbolicLink', linkpath: 'sub' }, { path: 'sub/', type: 'Directory' }, { path: 'l/x', body: 'through the link' }]),
+      'application/x-tar',
+      400
+    ],
     [rawTar([{ path: 'h', type: 'Link', linkpath: '/etc/passwd' }]), 'application/x-tar', 400],
     [rawTar([{ path: 'suid', body: 'x', mode: 0o4755 }]), 'application/x-tar', 400],
     [gzipSync(Buffer.from('not a tar at all, just text '.repeat(100))), 'application/gzip', 400],
@@ -414,7 +432,11 @@ both('a body that is not a tar or a tar.gz is a 415 saying what was expected, an
 both('files counts the same entries in an upload, a checkpoint and the listing', async (t, setup) => {
   const { app } = await setup(t)
   // src (a directory), src/a.txt, link (a symlink): three entries, one regular file.
-  const body = rawTar([{ path: 'src/', type: 'Directory', mode: 0o755 }, { path: 'src/a.txt', body: 'a' }, { path: 'link', type: 'SymbolicLink', linkpath: 'src/a.txt' }])
+  const body = rawTar([
+    { path: 'src/', type: 'Directory', mode: 0o755 },
+    { path: 'src/a.txt', body: 'a' },
+    { path: 'link', type: 'SymbolicLink', linkpath: 'src/a.txt' }
+  ])
   let res = await put(app, WS, body, 'application/x-tar')
   assert.equal(res.statusCode, 201, res.body)
   assert.equal(res.json().files, 3)
@@ -486,7 +508,12 @@ both('a replace upload stops the workspace\'s background processes first; a merg
   await put(app, WS, await tgz(t, { 'a.txt': 'a' }))
   const start = async (): Promise<number> => {
     await rm(join(root, 'pid.txt'), { force: true })
-    const started = await invoke(app, { name: 'bash', userId: 'alice', arguments: { action: 'start', command: 'echo $$ > pid.txt; exec sleep 600' }, context: { workspaceId: 'proj' } })
+    const started = await invoke(app, {
+      name: 'bash',
+      userId: 'alice',
+      arguments: { action: 'start', command: 'echo $$ > pid.txt; exec sleep 600' },
+      context: { workspaceId: 'proj' }
+    })
     assert.equal(started.isError, false, started.output)
     await waitUntil('the process wrote its pid', () => existsSync(join(root, 'pid.txt')) && /^\d+\n$/.test(readFileSync(join(root, 'pid.txt'), 'utf8')))
     return Number(await readFile(join(root, 'pid.txt'), 'utf8'))
@@ -605,7 +632,12 @@ both('delete stops the background processes, removes the directory and its check
   const { app, config } = await setup(t)
   await put(app, WS, await tgz(t, { 'a.txt': 'a' }))
   const ctx = { workspaceId: 'proj' }
-  const started = await invoke(app, { name: 'bash', userId: 'alice', arguments: { action: 'start', command: 'while true; do date > tick.txt; sleep 0.05; done' }, context: ctx })
+  const started = await invoke(app, {
+    name: 'bash',
+    userId: 'alice',
+    arguments: { action: 'start', command: 'while true; do date > tick.txt; sleep 0.05; done' },
+    context: ctx
+  })
   assert.equal(started.isError, false, started.output)
   let res = await app.inject({ method: 'GET', url: '/users/alice/workspaces', headers: ADMIN })
   assert.equal(res.json().workspaces[0].processes, 1)
@@ -632,7 +664,12 @@ both('a delete while a tool call runs waits for it, then removes everything', as
   const { app, config } = await setup(t)
   await put(app, WS, await tgz(t, { 'a.txt': 'a' }))
   const root = join(config.workspacesDir, 'alice', 'proj')
-  const slow = invoke(app, { name: 'bash', userId: 'alice', arguments: { action: 'exec', command: 'echo x > started.txt; sleep 0.5; echo done > out.txt; echo ok' }, context: { workspaceId: 'proj' } })
+  const slow = invoke(app, {
+    name: 'bash',
+    userId: 'alice',
+    arguments: { action: 'exec', command: 'echo x > started.txt; sleep 0.5; echo done > out.txt; echo ok' },
+    context: { workspaceId: 'proj' }
+  })
   // The call holds the workspace's write lock once its command runs.
   while (!existsSync(join(root, 'started.txt'))) await sleep(10)
   const t0 = Date.now()
@@ -683,7 +720,15 @@ both('a restore while a background process writes: the checkpoint files come bac
   await put(app, WS, await tgz(t, files))
   const root = join(config.workspacesDir, 'alice', 'proj')
   const cp = (await app.inject({ method: 'POST', url: `${WS}/checkpoints`, headers: ADMIN })).json()
-  const started = await invoke(app, { name: 'bash', userId: 'alice', arguments: { action: 'start', command: 'i=0; while true; do i=$((i+1)); for f in src/*.txt; do echo "changed $i" > "$f"; done; echo $i > noise.txt; sleep 0.01; done' }, context: { workspaceId: 'proj' } })
+  const started = await invoke(app, {
+    name: 'bash',
+    userId: 'alice',
+    arguments: {
+      action: 'start',
+      command: 'i=0; while true; do i=$((i+1)); for f in src/*.txt; do echo "changed $i" > "$f"; done; echo $i > noise.txt; sleep 0.01; done'
+    },
+    context: { workspaceId: 'proj' }
+  })
   assert.equal(started.isError, false, started.output)
   await sleep(200)
   const res = await app.inject({ method: 'POST', url: `${WS}/checkpoints/${cp.checkpointId}/restore`, headers: ADMIN })
@@ -753,7 +798,14 @@ both('first run: a default WORKSPACES_DIR the sandbox uid cannot reach moves som
   const owner = { uid: 65534, gid: 65534 }
   const wanted = join(clone, 'repo', 'data', 'workspaces')
   const fallback = join(base, 'var', 'lib', 'tg')
-  const mgr = new WorkspaceManager({ workspacesDir: wanted, workspaceBases: [], readRoots: {}, maxLimits: limits, owner, fallbackDirs: [join(clone, 'no-good'), fallback] })
+  const mgr = new WorkspaceManager({
+    workspacesDir: wanted,
+    workspaceBases: [],
+    readRoots: {},
+    maxLimits: limits,
+    owner,
+    fallbackDirs: [join(clone, 'no-good'), fallback]
+  })
   assert.equal(mgr.dir, fallback)
   assert.deepEqual(mgr.usedFallback, { from: wanted })
   assert.equal((await stat(fallback)).mode & 0o777, 0o711)
@@ -767,7 +819,18 @@ both('first run: a default WORKSPACES_DIR the sandbox uid cannot reach moves som
   const repo = process.cwd()
   const server = spawn(process.execPath, ['--import', import.meta.resolve('tsx'), join(repo, 'src', 'server.ts')], {
     cwd: join(clone, 'repo'),
-    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', API_KEYS: '', API_KEYS_FILE: '', REDIS_URL: '', WORKSPACES_DIR: '', SANDBOX: 'auto', LOAD_EXAMPLES: 'false', WORKSPACE_QUOTA_MODE: mode },
+    env: {
+      ...process.env,
+      PORT: '0',
+      LOG_LEVEL: 'info',
+      API_KEYS: '',
+      API_KEYS_FILE: '',
+      REDIS_URL: '',
+      WORKSPACES_DIR: '',
+      SANDBOX: 'auto',
+      LOAD_EXAMPLES: 'false',
+      WORKSPACE_QUOTA_MODE: mode
+    },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   const exited = new Promise<void>((resolve) => server.on('exit', () => resolve()))
