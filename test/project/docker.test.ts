@@ -22,7 +22,10 @@ const RECOMMENDED_NODE = 24
  * setpriv; mount: mount, losetup; e2fsprogs: mkfs.ext4 for loop-mounted quotas), and what a coding
  * agent's bash expects (the sandbox binds the image's /usr). README "Docker" lists the same.
  */
-const RUNTIME_PACKAGES = ['bubblewrap', 'util-linux', 'mount', 'e2fsprogs', 'procps', 'ripgrep', 'ca-certificates', 'python3', 'git', 'curl', 'make', 'jq', 'unzip', 'xz-utils']
+const RUNTIME_PACKAGES = [
+  'bubblewrap', 'util-linux', 'mount', 'e2fsprogs', 'procps', 'ripgrep', 'ca-certificates', 'python3', 'git', 'curl',
+  'make', 'jq', 'unzip', 'xz-utils'
+]
 
 test('Dockerfile: multi-stage, slim Debian Node 24, the sandbox and a coding toolset, non-root, no examples, CMD node, volume, healthcheck', async () => {
   const text = await readFile('Dockerfile', 'utf8')
@@ -54,7 +57,8 @@ test('.dockerignore keeps dependencies, data, builds, logs and secrets out of th
   assert.ok(existsSync('.dockerignore'), 'docker build . would send node_modules, data/ and .git')
   const rules = readFileSync('.dockerignore', 'utf8').split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'))
   const mustIgnore = ['node_modules/fastify/package.json', '.git/HEAD', 'data/workspaces/alice/default/a.txt', 'dist/src/server.js',
-    'console/dist/index.html', 'npm-debug.log', 'gateway.log', 'bench/results/run.json', 'coverage/lcov.info', '.env', '.env.production', 'test/unit/config.test.ts']
+    'console/dist/index.html', 'npm-debug.log', 'gateway.log', 'bench/results/run.json', 'coverage/lcov.info', '.env', '.env.production',
+    'test/unit/config.test.ts']
   assert.deepEqual(mustIgnore.filter((p) => !dockerIgnored(rules, p)), [])
   const { copies } = await realFiles()
   const sources = copies.filter((c) => c.from === undefined).flatMap((c) => c.sources)
@@ -236,7 +240,11 @@ const PROXY_CONF = 'deploy/nginx/cluster.conf'
  * What `docker compose up` needs, and all it may need: with Redis and API keys the gateway
  * requires CLUSTER_SECRET (createCluster, src/cluster/index.ts), so the default gateway needs it too.
  */
-const DEFAULT_ENV = { API_KEYS: 'k-admin-0123456789:*', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'), CLUSTER_SECRET: 'a-cluster-secret-of-32-characters' }
+const DEFAULT_ENV = {
+  API_KEYS: 'k-admin-0123456789:*',
+  SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'),
+  CLUSTER_SECRET: 'a-cluster-secret-of-32-characters'
+}
 /** The cluster profile needs nothing more. */
 const CLUSTER_ENV = DEFAULT_ENV
 const CONFIG_ENV_NAMES = new Set(Object.values(ConfigSchema.properties).map((s) => (s as unknown as { env: string }).env))
@@ -341,7 +349,13 @@ function hasHealthcheck (service: any, files: Files): boolean {
 }
 
 function lint (compose: any, files: Files): string[] {
-  return [...composeProblems(compose, files), ...redisProblems(compose), ...isolatedProblems(compose, files), ...clusterProblems(compose, files), ...nginxProblems(compose, files)]
+  return [
+    ...composeProblems(compose, files),
+    ...redisProblems(compose),
+    ...isolatedProblems(compose, files),
+    ...clusterProblems(compose, files),
+    ...nginxProblems(compose, files)
+  ]
 }
 
 /** The value after `--flag` in redis-server's command line (the image's default when absent). */
@@ -359,11 +373,15 @@ function redisProblems (compose: any): string[] {
   const redis = compose.services?.redis
   const problems: string[] = []
   if (redis === undefined) return ['redis: no redis service']
-  if (redisOption(redis, 'appendonly') !== 'yes') problems.push('redis: appendonly is not yes: a restart loses the registry with its secrets, policies, approvals and the journal')
+  if (redisOption(redis, 'appendonly') !== 'yes') {
+    problems.push('redis: appendonly is not yes: a restart loses the registry with its secrets, policies, approvals and the journal')
+  }
   const fsync = redisOption(redis, 'appendfsync') ?? 'everysec'
   if (!['everysec', 'always'].includes(fsync)) problems.push(`redis: appendfsync ${fsync}: a crash may lose more than the last second`)
   const data = mountsOf(redis).find((m) => m.target === (redisOption(redis, 'dir') ?? '/data'))
-  if (data === undefined || data.bind || !(data.source in (compose.volumes ?? {}))) problems.push('redis: /data is not on a named volume: the append-only file goes with the container')
+  if (data === undefined || data.bind || !(data.source in (compose.volumes ?? {}))) {
+    problems.push('redis: /data is not on a named volume: the append-only file goes with the container')
+  }
   return problems
 }
 
@@ -403,7 +421,8 @@ function isolatedProblems (compose: any, files: Files): string[] {
   }
   if (s.init !== true) problems.push(`${name}: not init: true`)
   const gateway = services.gateway
-  const volumeOf = (x: any): string | undefined => mountsOf(x).find((m) => m.target === (environmentOf(x).WORKSPACES_DIR ?? files.imageEnv.WORKSPACES_DIR))?.source
+  const volumeOf = (x: any): string | undefined =>
+    mountsOf(x).find((m) => m.target === (environmentOf(x).WORKSPACES_DIR ?? files.imageEnv.WORKSPACES_DIR))?.source
   if (gateway !== undefined && volumeOf(s) === volumeOf(gateway)) problems.push(`${name}: shares the workspaces volume with gateway, whose workspaces belong to another uid`)
   if (gateway !== undefined && (environmentOf(s).REDIS_KEY_PREFIX ?? '') === (environmentOf(gateway).REDIS_KEY_PREFIX ?? '')) problems.push(`${name}: REDIS_KEY_PREFIX is gateway's: one registry for two sandboxes with other uids and workspaces`)
   return problems
@@ -424,7 +443,9 @@ function composeProblems (compose: any, files: Files): string[] {
       if (!existsSync(join(context, dockerfile))) problems.push(`${name}: build context ${context} has no ${dockerfile}`)
     }
     if (s.image !== undefined && (!/^[a-z0-9][a-z0-9._/-]*:[A-Za-z0-9._-]+$/.test(s.image) || s.image.endsWith(':latest'))) problems.push(`${name}: image "${s.image}" has no pinned tag`)
-    for (const [dep, how] of Object.entries<any>(Array.isArray(s.depends_on) ? Object.fromEntries(s.depends_on.map((d: string) => [d, {}])) : s.depends_on ?? {})) {
+    for (const [dep, how] of Object.entries<any>(
+      Array.isArray(s.depends_on) ? Object.fromEntries(s.depends_on.map((d: string) => [d, {}])) : s.depends_on ?? {}
+    )) {
       const target = services[dep]
       if (target === undefined) { problems.push(`${name}: depends on unknown service "${dep}"`); continue }
       // Every profile that starts this service must start its dependency too.
@@ -457,7 +478,10 @@ function composeProblems (compose: any, files: Files): string[] {
         if (!CONFIG_ENV_NAMES.has(key)) problems.push(`${name}: environment variable ${key} is not a config variable of src/config.ts`)
       }
       try {
-        const loaded = loadConfig({ ...files.imageEnv, ...(interpolateAll(env, profilesOf(s).length > 0 ? CLUSTER_ENV : DEFAULT_ENV) as Record<string, string>) })
+        const loaded = loadConfig({
+          ...files.imageEnv,
+          ...(interpolateAll(env, profilesOf(s).length > 0 ? CLUSTER_ENV : DEFAULT_ENV) as Record<string, string>)
+        })
         // The start-up rule of createCluster (src/cluster/index.ts): Redis and API keys without CLUSTER_SECRET do not start.
         if ((loaded.redisUrl !== undefined || loaded.redisClusterNodes.length > 0) && loaded.apiKeys !== undefined && loaded.clusterSecret === undefined) {
           problems.push(`${name}: Redis and API keys without CLUSTER_SECRET: the gateway would not start`)
@@ -502,7 +526,8 @@ function clusterProblems (compose: any, files: Files): string[] {
   const first = services[instances[0] ?? '']
   const firstEnv = environmentOf(first)
   const shared = ['CLUSTER_SECRET', 'API_KEYS', 'SECRETS_KEY', 'REDIS_URL', 'REDIS_CLUSTER_NODES', 'REDIS_KEY_PREFIX', 'SANDBOX', 'WORKSPACES_DIR']
-  const volumeOf = (s: any): string | undefined => mountsOf(s).find((m) => m.target === (environmentOf(s).WORKSPACES_DIR ?? files.imageEnv.WORKSPACES_DIR))?.source
+  const volumeOf = (s: any): string | undefined =>
+    mountsOf(s).find((m) => m.target === (environmentOf(s).WORKSPACES_DIR ?? files.imageEnv.WORKSPACES_DIR))?.source
   for (const name of instances) {
     const s = services[name]
     const env = environmentOf(s)
@@ -651,7 +676,9 @@ function nginxProblems (compose: any, files: Files): string[] {
     const read = seconds(effective(server, location, 'proxy_read_timeout', '60s')[0])
     if (!(read > invokeTimeoutS)) problems.push(`nginx: ${path} read timeout ${read} s is not above INVOKE_TIMEOUT_MS (${invokeTimeoutS} s)`)
     if (path === '/mcp') {
-      if (effective(server, location, 'proxy_buffering', 'on')[0] !== 'off') problems.push('nginx: /mcp has proxy_buffering on: SSE events would wait in its buffer')
+      if (effective(server, location, 'proxy_buffering', 'on')[0] !== 'off') {
+        problems.push('nginx: /mcp has proxy_buffering on: SSE events would wait in its buffer')
+      }
       if (!(read >= 3600)) problems.push(`nginx: /mcp read timeout ${read} s is under an hour: idle SSE streams would be cut`)
     }
     if (proxyHeaders(server, location).get('x-forwarded-for') !== '$proxy_add_x_forwarded_for') problems.push(`nginx: ${path} does not set X-Forwarded-For`)

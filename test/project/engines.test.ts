@@ -15,7 +15,9 @@ const STILL_RUNS = '20.19.0'
 
 /** The oldest version of each alternative of a range (`^22.13.0 || >=24` gives 22.13.0 and 24.0.0). */
 function floors (range: string): semver.SemVer[] {
-  return new semver.Range(range).set.map((comparators) => semver.minVersion(comparators.map((c) => c.value).join(' ') || '*')).filter((v): v is semver.SemVer => v !== null)
+  return new semver.Range(range).set
+    .map((comparators) => semver.minVersion(comparators.map((c) => c.value).join(' ') || '*'))
+    .filter((v): v is semver.SemVer => v !== null)
 }
 
 test('engines admits the supported LTS lines, 22 and 24, and not the Node 20 past its end of life', async () => {

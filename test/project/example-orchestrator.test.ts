@@ -66,7 +66,14 @@ async function directOutput (gw: GatewayProcess, workspaceId: string, name: stri
 }
 
 function gatewayEnv (gw: GatewayProcess, workspaceId: string): Record<string, string> {
-  return { GATEWAY_URL: gw.url, GATEWAY_API_KEY: KEY, GATEWAY_FUNCTIONS: ALLOW.join(','), GATEWAY_MCP: '', GATEWAY_USER_ID: 'alice', GATEWAY_WORKSPACE: workspaceId }
+  return {
+    GATEWAY_URL: gw.url,
+    GATEWAY_API_KEY: KEY,
+    GATEWAY_FUNCTIONS: ALLOW.join(','),
+    GATEWAY_MCP: '',
+    GATEWAY_USER_ID: 'alice',
+    GATEWAY_WORKSPACE: workspaceId
+  }
 }
 
 /** The checks both providers share, on the gateway's side. */
@@ -113,14 +120,24 @@ test('OpenAI Chat Completions loop: tools from the gateway, calls through it, to
   assert.equal(second.length, 4)
   assert.equal(second[1].role, 'assistant')
   const ids = second[1].tool_calls.map((c: any) => c.id)
-  assert.deepEqual(second.slice(2).map((m: any) => ({ role: m.role, tool_call_id: m.tool_call_id, type: typeof m.content })), ids.map((id: string) => ({ role: 'tool', tool_call_id: id, type: 'string' })))
+  assert.deepEqual(
+    second.slice(2).map((m: any) => ({ role: m.role, tool_call_id: m.tool_call_id, type: typeof m.content })),
+    ids.map((id: string) => ({ role: 'tool', tool_call_id: id, type: 'string' }))
+  )
   assert.equal(model.requests[2]!.body.messages.length, 7)
 })
 
 test('Anthropic Messages loop: tools from the gateway, calls through it, tool_result blocks back to the model', async (t) => {
   const { gw, model } = await setup(t)
   const { stdout } = await run(process.execPath, ['--import', 'tsx', 'examples/orchestrator/anthropic.ts', 'Note the plan and compute 6 * 7'], {
-    env: { ...process.env, ...gatewayEnv(gw, 'ws-anthropic'), ANTHROPIC_BASE_URL: model.url, ANTHROPIC_API_KEY: 'sk-ant-test-orchestrator', ANTHROPIC_MODEL: 'claude-test-1', MAX_STEPS: '5' },
+    env: {
+      ...process.env,
+      ...gatewayEnv(gw, 'ws-anthropic'),
+      ANTHROPIC_BASE_URL: model.url,
+      ANTHROPIC_API_KEY: 'sk-ant-test-orchestrator',
+      ANTHROPIC_MODEL: 'claude-test-1',
+      MAX_STEPS: '5'
+    },
     timeout: 60_000
   })
   assert.equal(stdout.trim(), FINAL)

@@ -178,7 +178,11 @@ test('a malformed request on every route is a 400 that names the field', async (
       if (bodySchema.additionalProperties === false) {
         cases.push({ what: 'unknown body property', field: 'zzz_unknown', req: request(op, { payload: { ...valid, zzz_unknown: 1 } }) })
       }
-      cases.push({ what: 'malformed JSON', field: 'JSON', req: request(op, { payload: '{"name": ', headers: { ...admin, 'content-type': 'application/json' } }) })
+      cases.push({
+        what: 'malformed JSON',
+        field: 'JSON',
+        req: request(op, { payload: '{"name": ', headers: { ...admin, 'content-type': 'application/json' } })
+      })
     }
     for (const c of cases) {
       const res = await bounded(app.inject(c.req), keyOf(op))
@@ -243,7 +247,9 @@ test('every status a route answers under auth, tenancy, size, media type, not-fo
     }
     // A tenant key: for another tenant, and on admin routes.
     if (!streaming) await observed.send(app, op, request(op, { headers: { ...tenant, accept: 'application/json, text/event-stream' } }))
-    if (op.path.includes('{userId}')) assert.equal(await observed.send(app, op, request(op, { headers: tenant, url: url(op, { userId: 'mallory' }) })), 403, keyOf(op))
+    if (op.path.includes('{userId}')) {
+      assert.equal(await observed.send(app, op, request(op, { headers: tenant, url: url(op, { userId: 'mallory' }) })), 403, keyOf(op))
+    }
     if (op.parameters?.some((p) => p.in === 'query' && p.name === 'userId')) {
       assert.equal(await observed.send(app, op, request(op, { headers: tenant, url: url(op, {}, '?userId=mallory') })), 403, keyOf(op))
     }
@@ -252,8 +258,14 @@ test('every status a route answers under auth, tenancy, size, media type, not-fo
     if (op.requestBody !== undefined) {
       // A workspace upload takes any body as a stream, not bound by BODY_LIMIT_BYTES: JSON is not a tar.
       const oversized = keyOf(op) === 'PUT /users/{userId}/workspaces/{workspaceId}' ? 415 : 413
-      assert.equal(await observed.send(app, op, request(op, { payload: JSON.stringify({ ...bodyOf(op), description: 'x'.repeat(5000) }), headers: { ...admin, 'content-type': 'application/json' } })), oversized, keyOf(op))
-      assert.equal(await observed.send(app, op, request(op, { payload: 'name=calculate', headers: { ...admin, 'content-type': 'application/x-www-form-urlencoded' } })), 415, keyOf(op))
+      assert.equal(await observed.send(app, op, request(op, {
+        payload: JSON.stringify({ ...bodyOf(op), description: 'x'.repeat(5000) }),
+        headers: { ...admin, 'content-type': 'application/json' }
+      })), oversized, keyOf(op))
+      assert.equal(await observed.send(app, op, request(op, {
+        payload: 'name=calculate',
+        headers: { ...admin, 'content-type': 'application/x-www-form-urlencoded' }
+      })), 415, keyOf(op))
     }
   }
   const invoke = ops.find((op) => op.path === '/invoke') as Operation
@@ -275,7 +287,9 @@ test('every status a route answers under auth, tenancy, size, media type, not-fo
   const store = createMemoryRegistryStore()
   await store.close()
   const down = await keyedApp(t, {}, { store })
-  for (const op of ops.filter((o) => !STREAMING.has(keyOf(o)))) await observed.send(down, op, request(op, op.path === '/tools' ? { url: '/tools?mcp=srv1' } : {}))
+  for (const op of ops.filter((o) => !STREAMING.has(keyOf(o)))) {
+    await observed.send(down, op, request(op, op.path === '/tools' ? { url: '/tools?mcp=srv1' } : {}))
+  }
 
   const undeclared: string[] = []
   for (const op of ops) {
@@ -291,8 +305,17 @@ test('every status a route answers under auth, tenancy, size, media type, not-fo
 
 test('response schemas keep every field the domain returns (nothing is stripped by serialization)', async (t) => {
   const app = await keyedApp(t)
-  const res = await app.inject({ method: 'POST', url: '/invoke', headers: admin, payload: { name: 'calculate', arguments: { expression: '6*7' }, trace: true } })
-  const outcome = await app.services.gateway.invoke({ name: 'calculate', arguments: { expression: '6*7' }, trace: true }, { userId: undefined, isAdmin: true }, new AbortController().signal)
+  const res = await app.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: admin,
+    payload: { name: 'calculate', arguments: { expression: '6*7' }, trace: true }
+  })
+  const outcome = await app.services.gateway.invoke(
+    { name: 'calculate', arguments: { expression: '6*7' }, trace: true },
+    { userId: undefined, isAdmin: true },
+    new AbortController().signal
+  )
   assert.ok(outcome.ok)
   const { toolMs: _toolMs, ...direct } = outcome.result
   assert.deepEqual(Object.keys(res.json()).sort(), Object.keys(direct).sort())
@@ -301,7 +324,11 @@ test('response schemas keep every field the domain returns (nothing is stripped 
   assert.deepEqual(untimed(res.json().trace), untimed(JSON.parse(JSON.stringify(direct.trace))))
 
   const tools = await app.inject({ method: 'GET', url: '/tools?functions=@builtin,calculate&format=anthropic', headers: admin })
-  const listed = await app.services.gateway.listTools({ functions: '@builtin,calculate', format: 'anthropic' }, { userId: undefined, isAdmin: true }, new AbortController().signal)
+  const listed = await app.services.gateway.listTools(
+    { functions: '@builtin,calculate', format: 'anthropic' },
+    { userId: undefined, isAdmin: true },
+    new AbortController().signal
+  )
   assert.deepEqual(tools.json(), JSON.parse(JSON.stringify(listed)))
 
   const status = await app.inject({ method: 'GET', url: '/status', headers: admin })

@@ -138,7 +138,11 @@ test('the README remote-MCP walk-through works offline as written, against the e
   const lines = blocks.slice(1).flat().filter((l) => l.startsWith('curl '))
   assert.ok(lines.length >= 10, `found ${lines.length} curl lines`)
 
-  const example = spawn(process.execPath, ['--import', 'tsx', 'examples/mcp-server/server.ts'], { env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'pipe', 'inherit'] })
+  const example = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'examples/mcp-server/server.ts'],
+    { env: { ...process.env, PORT: '0' }, stdio: ['ignore', 'pipe', 'inherit'] }
+  )
   t.after(() => { example.kill('SIGKILL') })
   const examplePort = await new Promise<number>((resolve, reject) => {
     let out = ''
