@@ -58,7 +58,10 @@ async function api (gateway: GatewayProcess, key: string, method: string, path: 
 }
 
 /** A new page watched for console errors (listeners `before` adds see the first load too), on the console's login form. */
-async function openConsole (setup: Pick<Setup, 'gateway' | 'browser'>, before?: (page: Page) => void): Promise<{ page: Page, watch: ReturnType<typeof watchErrors> }> {
+async function openConsole (
+  setup: Pick<Setup, 'gateway' | 'browser'>,
+  before?: (page: Page) => void
+): Promise<{ page: Page, watch: ReturnType<typeof watchErrors> }> {
   const page = await setup.browser.newPage()
   const watch = watchErrors(page)
   before?.(page)
@@ -97,7 +100,8 @@ async function tarGz (dir: string, name: string, files: Record<string, string>):
   return archive
 }
 
-test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP server, playground, approvals, workspaces, journal and status in a real browser, with no console errors', { skip: missing }, async (t) => {
+test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP server, playground, approvals, workspaces, ' +
+  'journal and status in a real browser, with no console errors', { skip: missing }, async (t) => {
   const { gateway, browser, shots, dir } = await setUp(t)
   const fixture = await startStreamableHttpFixture({ marker: 'console' })
   t.after(async () => { await fixture.close() })
@@ -354,7 +358,10 @@ test('GET /console: strict CSP, no-cache page, immutable hashed assets, nothing 
   const res = await fetch(`${gateway.url}/console`)
   assert.equal(res.status, 200)
   const csp = res.headers.get('content-security-policy') ?? ''
-  for (const directive of ["default-src 'self'", "script-src 'self'", "style-src 'self'", "connect-src 'self'", "object-src 'none'", "frame-ancestors 'none'", "base-uri 'none'"]) {
+  for (const directive of [
+    "default-src 'self'", "script-src 'self'", "style-src 'self'", "connect-src 'self'", "object-src 'none'",
+    "frame-ancestors 'none'", "base-uri 'none'"
+  ]) {
     assert.ok(csp.includes(directive), `${directive} in ${csp}`)
   }
   assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/)
@@ -381,12 +388,16 @@ test('GET /console: strict CSP, no-cache page, immutable hashed assets, nothing 
   await page.locator('.badge.role', { hasText: 'admin' }).waitFor()
   for (const name of ['Servers', 'Playground', 'Journal', 'Approvals', 'Workspaces', 'Status', 'Tools']) await view(page, name)
   assert.ok(requests.length > 3)
-  const foreign = requests.filter((u) => { const h = new URL(u).hostname; return !['127.0.0.1', 'localhost', '[::1]'].includes(h) && !u.startsWith('data:') && !u.startsWith('blob:') })
+  const foreign = requests.filter((u) => {
+    const h = new URL(u).hostname
+    return !['127.0.0.1', 'localhost', '[::1]'].includes(h) && !u.startsWith('data:') && !u.startsWith('blob:')
+  })
   assert.deepEqual(foreign, [])
   assert.deepEqual(watch.errors, [])
 })
 
-test('console: a tenant key logs in without naming its tenant, reads approvals without deciding; a wrong key is refused with the API\'s error', { skip: missing }, async (t) => {
+test('console: a tenant key logs in without naming its tenant, reads approvals without deciding; ' +
+  'a wrong key is refused with the API\'s error', { skip: missing }, async (t) => {
   const { gateway, browser } = await setUp(t)
   const { page, watch } = await openConsole({ gateway, browser })
   assert.equal(await page.locator('input[name=tenant]').count(), 0, 'the login asks for the key only')
@@ -413,7 +424,8 @@ test('console: a tenant key logs in without naming its tenant, reads approvals w
   assert.deepEqual(watch.errors.filter((e) => !/status of 401/.test(e.text)), [])
 })
 
-test('console: open mode (no API keys, as `npm start` on a fresh clone): an empty key logs in as admin, sends no Authorization header, lists tools and invokes one, with no console errors', { skip: missing }, async (t) => {
+test('console: open mode (no API keys, as `npm start` on a fresh clone): ' +
+  'an empty key logs in as admin, sends no Authorization header, lists tools and invokes one, with no console errors', { skip: missing }, async (t) => {
   const { gateway, browser } = await setUp(t, { API_KEYS: '', API_KEYS_FILE: '' })
   const authorization: string[] = []
   const { page, watch } = await openConsole({ gateway, browser }, (p) => {
@@ -450,7 +462,8 @@ test('console: open mode (no API keys, as `npm start` on a fresh clone): an empt
   assert.deepEqual(watch.errors, [])
 })
 
-test('console: a key that stops working after login (replaced in the tab\'s session) shows the API\'s 401 in the view with "Log in again", and logging in again works', { skip: missing }, async (t) => {
+test('console: a key that stops working after login (replaced in the tab\'s session) shows the API\'s 401 in the view with "Log in again", ' +
+  'and logging in again works', { skip: missing }, async (t) => {
   const { gateway, browser } = await setUp(t)
   const { page, watch } = await openConsole({ gateway, browser })
   await logIn(page, ADMIN)

@@ -72,7 +72,8 @@ async function ok (gw: GatewayProcess, args: Record<string, unknown>): Promise<a
   return value
 }
 
-test('three gateway processes on one Redis: a background process is reachable through every instance, LOST when its owner is killed, STOPPED when it shuts down cleanly', async (t: TestContext) => {
+test('three gateway processes on one Redis: ' +
+  'a background process is reachable through every instance, LOST when its owner is killed, STOPPED when it shuts down cleanly', async (t: TestContext) => {
   const env = await redisForTest(t)
   if (!env) return
   await scenario(t, { REDIS_URL, REDIS_KEY_PREFIX: env.prefix })
@@ -100,7 +101,11 @@ async function scenario (t: TestContext, redisEnv: Record<string, string>): Prom
     LOAD_EXAMPLES: 'false',
     LOG_LEVEL: 'info'
   }
-  const [a, b, c] = await Promise.all([startGateway(t, common), startGateway(t, common), startGateway(t, common)]) as [GatewayProcess, GatewayProcess, GatewayProcess]
+  const [a, b, c] = await Promise.all([
+    startGateway(t, common),
+    startGateway(t, common),
+    startGateway(t, common)
+  ]) as [GatewayProcess, GatewayProcess, GatewayProcess]
 
   // Membership starts right after listen: all three are there.
   const cluster = await until('three members', async () => {
@@ -139,7 +144,15 @@ async function scenario (t: TestContext, redisEnv: Record<string, string>): Prom
   assert.deepEqual(await pgrep(`400${marker}`), [], 'the deleted workspace\'s process on A is stopped before the DELETE answers')
 
   // Forwarding without a token, with a tampered one, with an expired one: 401. A good one passes.
-  const body = JSON.stringify({ op: 'list', workspace: { tenant: 'alice', workspaceId: 'default', root: '/nowhere', limits: { readMaxChars: 1, commandTimeoutMs: 1, bashLogChars: 1, maxProcessOutputChars: 1, outputMaxChars: 1 } } })
+  const body = JSON.stringify({
+    op: 'list',
+    workspace: {
+      tenant: 'alice',
+      workspaceId: 'default',
+      root: '/nowhere',
+      limits: { readMaxChars: 1, commandTimeoutMs: 1, bashLogChars: 1, maxProcessOutputChars: 1, outputMaxChars: 1 }
+    }
+  })
   const tokens = new ClusterTokens(SECRET)
   const good = tokens.sign({ method: 'POST', path: FORWARDED_PROCESS_CALL_PATH, body })
   const tampered = good.slice(0, -1) + (good.endsWith('0') ? '1' : '0')

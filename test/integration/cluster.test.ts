@@ -42,7 +42,14 @@ async function startTrio (t: TestContext, redisEnv: Record<string, string>): Pro
   return { a, b, c }
 }
 
-async function call (g: GatewayProcess, method: string, path: string, body?: unknown, key = ALICE, signal?: AbortSignal): Promise<{ status: number, json: any }> {
+async function call (
+  g: GatewayProcess,
+  method: string,
+  path: string,
+  body?: unknown,
+  key = ALICE,
+  signal?: AbortSignal
+): Promise<{ status: number, json: any }> {
   const res = await fetch(`${g.url}${path}`, {
     method,
     headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },

@@ -86,8 +86,12 @@ test('registry on a cluster: two instances, tenants on every node, changes and d
   }
   await a.put({ kind: 'global' }, 'shared', config)
   await until('B sees all 7 puts', () => seenByB.length >= 7)
-  assert.deepEqual(seenByB.filter((ch) => ch.op === 'put' && ch.scope.kind === 'user').map((ch) => ch.op !== 'resync' && ch.scope.kind === 'user' ? ch.scope.userId : '').sort(),
-    tenants.flatMap((u) => [u, u]).sort())
+  assert.deepEqual(
+    seenByB.filter((ch) => ch.op === 'put' && ch.scope.kind === 'user')
+      .map((ch) => ch.op !== 'resync' && ch.scope.kind === 'user' ? ch.scope.userId : '')
+      .sort(),
+    tenants.flatMap((u) => [u, u]).sort()
+  )
   await until('every master\'s subscriber sees all 7 events', () => [...perNode.values()].every((m) => m.length >= 7))
 
   for (const userId of tenants) {

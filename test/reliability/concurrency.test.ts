@@ -263,7 +263,8 @@ function appendPatch (path: string, line: string): string {
   return ['*** Begin Patch', `*** Update File: ${path}`, '@@', `+${line}`, '*** End Patch'].join('\n')
 }
 
-test('concurrent edit, apply_patch, write_file append and bash writes to one file (batches and single invokes at once): no lost update, no partial read', TIMEOUT, async (t) => {
+test('concurrent edit, apply_patch, write_file append and bash writes to one file (batches and single invokes at once): ' +
+  'no lost update, no partial read', TIMEOUT, async (t) => {
   const { app } = await gateway(t, 'memory', { BATCH_CONCURRENCY: '32' }) as Gateway
   const userId = 'ed'
   const F = 'shared.txt'
@@ -280,7 +281,12 @@ test('concurrent edit, apply_patch, write_file append and bash writes to one fil
   const appendsA = Array.from({ length: 10 }, (_, i) => `append batch-a ${i}`)
   const appendsSingle = Array.from({ length: 10 }, (_, i) => `append single ${i}`)
   const appendsPatch = Array.from({ length: 5 }, (_, i) => `append patch ${i}`)
-  const edit = (from: string, to: string, callId: string): Invoke => ({ name: 'edit', userId, callId, arguments: { path: F, old_string: from, new_string: to } })
+  const edit = (from: string, to: string, callId: string): Invoke => ({
+    name: 'edit',
+    userId,
+    callId,
+    arguments: { path: F, old_string: from, new_string: to }
+  })
   const append = (line: string): Invoke => ({ name: 'write_file', userId, callId: line, arguments: { path: F, content: `${line}\n`, mode: 'append' } })
   const patch = (text: string, callId: string): Invoke => ({ name: 'apply_patch', userId, callId, arguments: { patch: text } })
   const read = (i: number): Invoke => ({ name: 'read_file', userId, callId: `read-${i}`, arguments: { path: F } })

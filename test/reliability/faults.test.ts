@@ -86,7 +86,8 @@ const ORIGINAL = 'line one\nline two\n'
 const PATCH_ADD_THEN_UPDATE = '*** Begin Patch\n*** Add File: added.txt\n+added\n*** Update File: a.txt\n@@\n line one\n-line two\n+line 2\n*** End Patch\n'
 const PATCH_UPDATE_THEN_ADD = '*** Begin Patch\n*** Update File: a.txt\n@@\n line one\n-line two\n+line 2\n*** Add File: added.txt\n+added\n*** End Patch\n'
 
-test('disk full in a workspace: every writing tool fails clearly and changes nothing, a half-written patch is rolled back, freeing space recovers, a tenant on another filesystem is unaffected', { timeout: 120_000 }, async (t) => {
+test('disk full in a workspace: every writing tool fails clearly and changes nothing, a half-written patch is rolled back, freeing space recovers, ' +
+  'a tenant on another filesystem is unaffected', { timeout: 120_000 }, async (t) => {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-diskfull-'))
   const app = await buildTestApp(t, { env: { SANDBOX: 'bwrap', WORKSPACES_DIR: workspaces } })
   // Tenant `full` lives on a 2 MiB tmpfs; tenant `healthy` on the disk under it. Hooks run in
@@ -301,7 +302,8 @@ type OpKind = 'tenant-tool' | 'function' | 'global-stdio-tool' | 'listing' | 're
 
 interface Outcome { kind: OpKind, phase: Phase, status: number | 'error', ok: boolean, detail: string }
 
-test('Redis killed -9 and restarted during load: no 500, known tools keep working, registry 503 while down, nothing acknowledged is lost, no orphan', { timeout: 180_000 }, async (t) => {
+test('Redis killed -9 and restarted during load: ' +
+  'no 500, known tools keep working, registry 503 while down, nothing acknowledged is lost, no orphan', { timeout: 180_000 }, async (t) => {
   if (!requireRedisServer(t)) return
   const dir = await mkdtemp(join(tmpdir(), 'tg-faults-redis-'))
   t.after(async () => await rm(dir, { recursive: true, force: true }))
@@ -367,7 +369,12 @@ test('Redis killed -9 and restarted during load: no 500, known tools keep workin
         }
         case 'function': {
           const r = await request('POST', '/invoke', { name: 'calculate', arguments: { expression: `${n} + 1` } })
-          return { kind, status: r.status, ok: r.status === 200 && r.json.isError === false && r.json.output.includes(String(n + 1)), detail: JSON.stringify(r.json) }
+          return {
+            kind,
+            status: r.status,
+            ok: r.status === 200 && r.json.isError === false && r.json.output.includes(String(n + 1)),
+            detail: JSON.stringify(r.json)
+          }
         }
         case 'global-stdio-tool': {
           const r = await request('POST', '/invoke', { name: 'cli__echo', arguments: { text } })
@@ -388,11 +395,17 @@ test('Redis killed -9 and restarted during load: no 500, known tools keep workin
             set.add(serverId)
             acked.set(writer, set)
           }
-          return { kind, status: r.status, ok: r.status === 201 || (r.status === 503 && r.json.code === 'GW_REGISTRY_UNAVAILABLE'), detail: JSON.stringify(r.json) }
+          return {
+            kind,
+            status: r.status,
+            ok: r.status === 201 || (r.status === 503 && r.json.code === 'GW_REGISTRY_UNAVAILABLE'),
+            detail: JSON.stringify(r.json)
+          }
         }
         case 'registry-read': {
           const r = await request('GET', `/users/${u}/mcp/servers`)
-          const ok = (r.status === 200 && r.json.servers.some((s: any) => s.serverId === 'srv')) || (r.status === 503 && r.json.code === 'GW_REGISTRY_UNAVAILABLE')
+          const ok = (r.status === 200 && r.json.servers.some((s: any) => s.serverId === 'srv')) ||
+            (r.status === 503 && r.json.code === 'GW_REGISTRY_UNAVAILABLE')
           return { kind, status: r.status, ok, detail: JSON.stringify(r.json) }
         }
       }
@@ -428,7 +441,11 @@ test('Redis killed -9 and restarted during load: no 500, known tools keep workin
     await waitUntil('load during the outage', () => count('down') >= 200 && count('down', (o) => o.kind === 'registry-write' && o.status === 503) >= 5, 60_000)
     redis = await startRedisServer(t, port, dir)
     phase = 'after'
-    await waitUntil('registry writes accepted again', () => count('after', (o) => o.kind === 'registry-write' && o.status === 201) >= 10 && count('after') >= 200, 60_000)
+    await waitUntil(
+      'registry writes accepted again',
+      () => count('after', (o) => o.kind === 'registry-write' && o.status === 201) >= 10 && count('after') >= 200,
+      60_000
+    )
   } finally {
     stopLoad.abort()
     await Promise.all(workers)

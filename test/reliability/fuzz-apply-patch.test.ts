@@ -422,7 +422,10 @@ function opArbitrary (layout: Layout): fc.Arbitrary<Op> {
   const update = fc.record({
     path: updateTarget,
     moveTo: fc.oneof({ weight: 2, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: all }),
-    chunks: fc.oneof({ weight: 3, arbitrary: fc.array(rawChunk, { minLength: 1, maxLength: 1 }) }, { weight: 1, arbitrary: fc.array(rawChunk, { minLength: 2, maxLength: 3 }) }),
+    chunks: fc.oneof(
+      { weight: 3, arbitrary: fc.array(rawChunk, { minLength: 1, maxLength: 1 }) },
+      { weight: 1, arbitrary: fc.array(rawChunk, { minLength: 2, maxLength: 3 }) }
+    ),
     ordered: fc.oneof({ weight: 4, arbitrary: fc.constant(true) }, { weight: 1, arbitrary: fc.constant(false) })
   }).map(({ path, moveTo, chunks, ordered }): Op => {
     const lines = textLinesOf(layout.root, path)
@@ -438,7 +441,11 @@ function opArbitrary (layout: Layout): fc.Arbitrary<Op> {
  * into a folder (delete it, then add a file below its name) so that case is common enough.
  */
 function opsArbitrary (layout: Layout, maxLength: number): fc.Arbitrary<Op[]> {
-  const fileToDir = fc.tuple(fc.constantFrom(...Object.keys(FILES), ...Object.keys(HARD_LINKED)), fc.constantFrom('child.txt', 'd/e.txt'), fc.array(newLine, { maxLength: 2 }))
+  const fileToDir = fc.tuple(
+    fc.constantFrom(...Object.keys(FILES), ...Object.keys(HARD_LINKED)),
+    fc.constantFrom('child.txt', 'd/e.txt'),
+    fc.array(newLine, { maxLength: 2 })
+  )
     .map(([file, child, lines]): Op[] => [{ kind: 'delete', path: file }, { kind: 'add', path: `${file}/${child}`, lines }])
   const one = opArbitrary(layout).map((op) => [op])
   return fc.array(fc.oneof({ weight: 6, arbitrary: one }, { weight: 1, arbitrary: fileToDir }), { minLength: 1, maxLength })
@@ -488,7 +495,10 @@ function mutate (text: string, mutations: readonly Mutation[]): string {
 interface Harness {
   layout: Layout
   /** Resets the workspace, applies `text`, checks confinement and the failure path, returns the outcome. */
-  run: (text: string, io?: PatchIo) => Promise<{ before: Snapshot, after: Snapshot, outcome: { ok: true, result: ApplyPatchResult } | { ok: false, error: ToolError } }>
+  run: (
+    text: string,
+    io?: PatchIo
+  ) => Promise<{ before: Snapshot, after: Snapshot, outcome: { ok: true, result: ApplyPatchResult } | { ok: false, error: ToolError } }>
 }
 
 async function harness (t: TestContext): Promise<Harness> {
@@ -646,7 +656,11 @@ test('apply_patch with the disk failing at a random write or delete of the commi
     includeErrorInReport: true,
     // Found by this property: the rollback restored `a.txt` while it was still the folder made
     // for `a.txt/child.txt`, failed, and the failed patch left `a.txt` deleted.
-    examples: [[[[{ kind: 'delete', path: 'a.txt' }, { kind: 'add', path: 'a.txt/child.txt', lines: [] }, { kind: 'add', path: 'new.txt', lines: ['new-1'] }], 2, false]]]
+    examples: [[[
+      [{ kind: 'delete', path: 'a.txt' }, { kind: 'add', path: 'a.txt/child.txt', lines: [] }, { kind: 'add', path: 'new.txt', lines: ['new-1'] }],
+      2,
+      false
+    ]]]
   })
   t.diagnostic(`disk failures injected: ${injected} of ${RUNS.disk}`)
   assert.ok(injected >= RUNS.disk / 5, `only ${injected} of ${RUNS.disk} runs had a failure injected`)

@@ -12,11 +12,19 @@ const PROTO_NAMES = ['toString', 'constructor', '__proto__', 'hasOwnProperty', '
 test('HTTP API fuzz: random invoke bodies, batch entries and /tools queries never give a 500', async (t) => {
   // Random `bash` commands may be generated: they run in the real sandbox, never on the host.
   const app = await buildTestApp(t, { env: { SANDBOX: 'bwrap' } })
-  const names = fc.oneof(fc.constantFrom('calculate', 'json_query', 'text_stats', 'read_file', 'write_file', 'glob', 'grep', 'bash', 'edit', 'user_a_tool_x', 'a__b'), fc.constantFrom(...PROTO_NAMES), fc.string({ maxLength: 80 }))
+  const names = fc.oneof(
+    fc.constantFrom('calculate', 'json_query', 'text_stats', 'read_file', 'write_file', 'glob', 'grep', 'bash', 'edit', 'user_a_tool_x', 'a__b'),
+    fc.constantFrom(...PROTO_NAMES),
+    fc.string({ maxLength: 80 })
+  )
   const anyJson = fc.jsonValue({ maxDepth: 3 })
   const body = fc.record({
     name: fc.oneof(names, anyJson),
-    arguments: fc.oneof(anyJson, fc.dictionary(fc.constantFrom('path', 'expression', 'text', 'action', 'command', 'pattern', 'content', 'json'), anyJson), fc.string()),
+    arguments: fc.oneof(
+      anyJson,
+      fc.dictionary(fc.constantFrom('path', 'expression', 'text', 'action', 'command', 'pattern', 'content', 'json'), anyJson),
+      fc.string()
+    ),
     userId: fc.oneof(fc.constant(undefined), fc.string({ maxLength: 70 })),
     context: fc.oneof(fc.constant(undefined), anyJson),
     allow: fc.oneof(fc.constant(undefined), anyJson)
@@ -32,7 +40,10 @@ test('HTTP API fuzz: random invoke bodies, batch entries and /tools queries neve
     const res = await app.inject({ method: 'POST', url: '/invoke/batch', payload: { calls } })
     assert.ok(res.statusCode < 500, `${res.statusCode} ${res.body}`)
   }), { numRuns: 60 })
-  const query = fc.dictionary(fc.constantFrom('functions', 'mcp', 'userId', 'format', 'strict', 'x'), fc.oneof(fc.constantFrom(...PROTO_NAMES), fc.string({ maxLength: 40 })))
+  const query = fc.dictionary(
+    fc.constantFrom('functions', 'mcp', 'userId', 'format', 'strict', 'x'),
+    fc.oneof(fc.constantFrom(...PROTO_NAMES), fc.string({ maxLength: 40 }))
+  )
   await fc.assert(fc.asyncProperty(query, async (q) => {
     const res = await app.inject({ method: 'GET', url: '/tools', query: q })
     assert.ok(res.statusCode < 500, `${res.statusCode} ${res.body}`)

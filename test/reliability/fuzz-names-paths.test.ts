@@ -43,8 +43,14 @@ test('path resolver: random path strings never resolve outside the workspace or 
   await symlink('/', join(root, 'to-root'))
   await symlink(other, join(root, 'to-other'))
   await symlink('../../..', join(root, 'a', 'up'))
-  const ws = testWorkspace(root, { tenant: 't', workspaceId: 'w', limits: { readMaxChars: 1000, commandTimeoutMs: 1000, bashLogChars: 1000, maxProcessOutputChars: 1000, outputMaxChars: 1000 } })
-  const segment = fc.constantFrom('..', '.', 'a', 'b', 'to-root', 'to-other', 'up', 'etc', 'passwd', 'secret', '', '%2e%2e', '\u0000', 'x'.repeat(300), 'proc', 'self', 'root')
+  const ws = testWorkspace(root, {
+    tenant: 't',
+    workspaceId: 'w',
+    limits: { readMaxChars: 1000, commandTimeoutMs: 1000, bashLogChars: 1000, maxProcessOutputChars: 1000, outputMaxChars: 1000 }
+  })
+  const segment = fc.constantFrom(
+    '..', '.', 'a', 'b', 'to-root', 'to-other', 'up', 'etc', 'passwd', 'secret', '', '%2e%2e', '\u0000', 'x'.repeat(300), 'proc', 'self', 'root'
+  )
   const pathArb = fc.tuple(fc.boolean(), fc.array(segment, { maxLength: 8 }))
     .map(([abs, parts]) => (abs ? '/' : '') + parts.join('/'))
   // `.. ` or `..x` is a name inside the root; only `..` itself or `../...` leaves it.

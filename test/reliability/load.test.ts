@@ -289,7 +289,8 @@ function latencySummary (latencies: Record<string, number[]>): string {
 
 const MiB = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MiB`
 
-test('load: 2,000 mixed invocations at concurrency 64 across 20 tenants give no 5xx and no cross-tenant result, and leave no fd, memory or process behind', { timeout: 170_000 }, async (t) => {
+test('load: 2,000 mixed invocations at concurrency 64 across 20 tenants give no 5xx and no cross-tenant result, and leave no fd, ' +
+  'memory or process behind', { timeout: 170_000 }, async (t) => {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-load-'))
   const fixtures = new Map<string, HttpFixture>()
   const started: { gw?: GatewayProcess, inspector?: HeapInspector } = {}

@@ -48,7 +48,17 @@ test('soak: register/remove servers, start/stop background processes, invoke in 
 
 test('judgeFlatness: flat series pass; a leak of one fd, one child or client, or steady RSS or heap growth fails', () => {
   const series = (n: number, f: (i: number) => Partial<SoakSample>): SoakSample[] => Array.from({ length: n }, (_, i) => ({
-    atMs: i * 1000, iteration: i, calls: i * 20, rssBytes: 200 * 2 ** 20, heapUsedBytes: 50 * 2 ** 20, arrayBuffersBytes: 2 ** 20, fds: 30, fdsByKind: {}, children: 0, poolClients: 0, ...f(i)
+    atMs: i * 1000,
+    iteration: i,
+    calls: i * 20,
+    rssBytes: 200 * 2 ** 20,
+    heapUsedBytes: 50 * 2 ** 20,
+    arrayBuffersBytes: 2 ** 20,
+    fds: 30,
+    fdsByKind: {},
+    children: 0,
+    poolClients: 0,
+    ...f(i)
   }))
   // Noise: sockets and children caught in flight, RSS up and down by a few MiB.
   const noisy = series(30, (i) => ({ fds: 30 + (i % 4 === 0 ? 6 : 0), children: i % 5 === 0 ? 2 : 0, rssBytes: (200 + (i % 3) * 4) * 2 ** 20 }))

@@ -99,7 +99,8 @@ async function sparseFiles (ws: string, size: number): Promise<void> {
 
 const deleteAll = BIG.map((n) => `*** Delete File: ${n}`)
 
-test('deleting five 400 MiB sparse files with one patch does not read them: gateway RSS grows by less than 100 MiB, no trash left', { timeout: 120_000 }, async (t) => {
+test('deleting five 400 MiB sparse files with one patch does not read them: ' +
+  'gateway RSS grows by less than 100 MiB, no trash left', { timeout: 120_000 }, async (t) => {
   const h = await setup(t)
   assert.ok(h !== undefined)
   await sparseFiles(h.ws, 400 * MiB)
@@ -117,7 +118,8 @@ test('deleting five 400 MiB sparse files with one patch does not read them: gate
   assert.deepEqual(await readdir(join(h.workspaces, TENANT)), ['default'])
 })
 
-test('updating a file over 10 MiB, or more than 64 MiB of files in one patch, is a clear tool error that names the file and changes nothing', { timeout: 120_000 }, async (t) => {
+test('updating a file over 10 MiB, or more than 64 MiB of files in one patch, ' +
+  'is a clear tool error that names the file and changes nothing', { timeout: 120_000 }, async (t) => {
   const h = await setup(t)
   assert.ok(h !== undefined)
   await writeFile(join(h.ws, 'huge.txt'), 'first line\n')
@@ -163,7 +165,8 @@ function mountTmpfs (t: TestContext, dir: string, size: number): boolean {
   return false
 }
 
-test('a patch that fails at commit after its deletes puts the deleted files back from the trash: same inodes, nothing read, no trash left', { timeout: 120_000 }, async (t) => {
+test('a patch that fails at commit after its deletes puts the deleted files back from the trash: ' +
+  'same inodes, nothing read, no trash left', { timeout: 120_000 }, async (t) => {
   // The tenant's folder is a 4 MiB tmpfs: sparse files take no room on it, a real file does.
   const h = await setup(t, async (workspaces) => {
     const tenantDir = join(workspaces, TENANT)

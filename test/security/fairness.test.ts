@@ -59,7 +59,8 @@ const ATTACKS: Array<{ name: string, command: string }> = [
   { name: 'disk filler', command: 'while :; do head -c 64M /dev/zero > fill; rm -f fill; done' }
 ]
 
-test('tenant B keeps working while tenant A attacks the executor, and nothing of A survives its calls', { timeout: 170_000, skip: !isRoot && 'needs root (uid per tenant, cgroups)' }, async (t) => {
+test('tenant B keeps working while tenant A attacks the executor, ' +
+  'and nothing of A survives its calls', { timeout: 170_000, skip: !isRoot && 'needs root (uid per tenant, cgroups)' }, async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'tg-fair-'))
   t.after(async () => { await rm(dir, { recursive: true, force: true }) })
   const gw = await startGateway(t, {

@@ -37,7 +37,8 @@ async function setup (t: { after: (fn: () => Promise<void>) => void }) {
   await writeFile(path.join(outside, 'host.txt'), 'HOST SECRET\n')
   await writeFile(path.join(ro, 'skill.md'), 'skill\n')
   const ws: Workspace = { tenant: 'alice', workspaceId: 'default', root, readRoots: [{ name: 'skills', path: ro }], limits: LIMITS }
-  const run = (tool: BuiltinTool, args: Record<string, unknown>) => tool.run(args, { workspace: ws, signal: new AbortController().signal }) as Promise<Record<string, unknown>>
+  const run = (tool: BuiltinTool, args: Record<string, unknown>) =>
+    tool.run(args, { workspace: ws, signal: new AbortController().signal }) as Promise<Record<string, unknown>>
   return { dir, root, other, outside, ro, ws, run }
 }
 

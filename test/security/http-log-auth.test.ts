@@ -35,7 +35,10 @@ async function get (gw: GatewayProcess, path: string, key?: string, method = 'GE
 
 /** The request log lines (pino JSON) whose url starts with `path`. */
 function logged (gw: GatewayProcess, path: string): Array<{ req: { url: string } }> {
-  return gw.logs().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)).filter((e) => typeof e.req?.url === 'string' && e.req.url.startsWith(path))
+  return gw.logs().split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l))
+    .filter((e) => typeof e.req?.url === 'string' && e.req.url.startsWith(path))
 }
 
 test('request log: credential-like query values are redacted in the logged URL, other parameters kept', async (t) => {
@@ -61,7 +64,8 @@ test('request log: credential-like query values are redacted in the logged URL, 
   ])
 })
 
-test('key guessing behind one address: the guessed key prefix gets 429, other keys from that address keep working; the per-address ceiling still holds', async (t) => {
+test('key guessing behind one address: the guessed key prefix gets 429, other keys from that address keep working; ' +
+  'the per-address ceiling still holds', async (t) => {
   // 5 wrong keys per (address, key prefix) a minute; the address as a whole: 50.
   const gw = await gateway(t, { AUTH_FAILURES_PER_MINUTE: '5' })
 

@@ -81,7 +81,10 @@ test('/mcp batches: every tools/call counts against MAX_CONCURRENT_PER_TENANT; t
   assert.equal((await call(gw, 'PUT', '/users/acme/mcp/servers/s', ADMIN, { type: 'http', url: upstream.url })).status, 201)
 
   // The attack: four batches of 40 calls, sent at once.
-  const answers = await Promise.all(Array.from({ length: 4 }, async (_, b) => await call(gw, 'POST', '/mcp?mcp=s', ACME, batch(40, 'user_acme_tool_hold', { ms: 150 }, b * 100))))
+  const answers = await Promise.all(Array.from(
+    { length: 4 },
+    async (_, b) => await call(gw, 'POST', '/mcp?mcp=s', ACME, batch(40, 'user_acme_tool_hold', { ms: 150 }, b * 100))
+  ))
   assert.ok(upstream.stats.max <= 4, `the upstream ran ${upstream.stats.max} calls at once (cap 4)`)
   assert.ok(upstream.stats.total >= 4, `only ${upstream.stats.total} calls ran`)
 
@@ -145,7 +148,9 @@ for (const backend of ['memory', 'redis'] as const) {
     const other = await call(gw, 'POST', '/invoke', GLOBEX, { name: 'current_time', arguments: {} })
     assert.notEqual(other.status, 429)
     // /invoke/batch counts each call too; a batch that does not fit in the minute is refused whole.
-    const big = await call(gw, 'POST', '/invoke/batch', GLOBEX, { calls: Array.from({ length: 12 }, () => ({ name: 'user_globex_tool_hold', arguments: { ms: 1 } })) })
+    const big = await call(gw, 'POST', '/invoke/batch', GLOBEX, {
+      calls: Array.from({ length: 12 }, () => ({ name: 'user_globex_tool_hold', arguments: { ms: 1 } }))
+    })
     assert.equal(big.status, 429, JSON.stringify(big.json))
     assert.equal(big.json.code, 'GW_RATE_LIMITED')
     assert.match(big.json.message, /batch of 12 calls/)

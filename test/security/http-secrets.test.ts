@@ -96,10 +96,19 @@ test('a masked secret is not carried to a new origin: re-PUT with another URL an
   assert.equal(tools.status, 200, tools.text)
 
   // The same origin (another path, a query) keeps the masked value: a GET-edit-PUT still works.
-  const samePlace = await call(gw, 'PUT', '/users/acme/mcp/servers/s', ACME, { type: 'http', url: legit.url, description: 'edited', headers: { Authorization: 'Bearer ****' } })
+  const samePlace = await call(gw, 'PUT', '/users/acme/mcp/servers/s', ACME, {
+    type: 'http',
+    url: legit.url,
+    description: 'edited',
+    headers: { Authorization: 'Bearer ****' }
+  })
   assert.equal(samePlace.status, 200, samePlace.text)
   // A new origin with a new, real value is fine: it is the tenant's own secret.
-  const own = await call(gw, 'PUT', '/users/acme/mcp/servers/s', ACME, { type: 'http', url: attacker.url, headers: { Authorization: 'Bearer tenant-own-token-123456' } })
+  const own = await call(gw, 'PUT', '/users/acme/mcp/servers/s', ACME, {
+    type: 'http',
+    url: attacker.url,
+    headers: { Authorization: 'Bearer tenant-own-token-123456' }
+  })
   assert.equal(own.status, 200, own.text)
   await call(gw, 'GET', '/users/acme/mcp/servers/s/tools', ACME)
   assert.ok(attacker.seen.length > 0 && attacker.seen.every((h) => h === 'Bearer tenant-own-token-123456'), attacker.seen.join(', '))

@@ -23,7 +23,9 @@ const SAMPLE_TIMEOUT_MS = 2000
 /** How long the grep call may take: 5 s of matching CPU (at most 15 s of wall time) plus start-up and slack. */
 const CALL_BOUND_MS = 25_000
 
-async function setup (t: TestContext): Promise<{ gw: GatewayProcess, invoke: (name: string, args: Record<string, unknown>) => Promise<{ body: InvokeBody | undefined, ms: number }> }> {
+async function setup (
+  t: TestContext
+): Promise<{ gw: GatewayProcess, invoke: (name: string, args: Record<string, unknown>) => Promise<{ body: InvokeBody | undefined, ms: number }> }> {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-sec-regex-'))
   t.after(async () => await rm(workspaces, { recursive: true, force: true }))
   const gw = await startGateway(t, { SANDBOX: 'bwrap', WORKSPACES_DIR: workspaces })

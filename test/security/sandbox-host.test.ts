@@ -49,7 +49,8 @@ async function whoAmI (gw: GatewayProcess, userId: string, n: number): Promise<{
   return { uid: found?.uid ?? -1, cgroup }
 }
 
-test('two gateways without Redis (two registries) on one host: their tenants get distinct host uids and cgroup parents', { skip, timeout: 180_000 }, async (t) => {
+test('two gateways without Redis (two registries) on one host: ' +
+  'their tenants get distinct host uids and cgroup parents', { skip, timeout: 180_000 }, async (t) => {
   const a = await gateway(t)
   const b = await gateway(t)
   // Each gateway's first tenant: both stores start their allocation at the first uid of their range.
@@ -70,7 +71,8 @@ test('two gateways without Redis (two registries) on one host: their tenants get
   assert.notEqual(ua.uid, ub.uid)
 })
 
-test('two gateways with separate Redis stores on one host: the second stops at start-up naming SANDBOX_UID_RANGE; instances of one store share the range', { skip, timeout: 180_000 }, async (t) => {
+test('two gateways with separate Redis stores on one host: the second stops at start-up naming SANDBOX_UID_RANGE; ' +
+  'instances of one store share the range', { skip, timeout: 180_000 }, async (t) => {
   if (!await requireRedis(t)) return
   const range = '431000-431999' // outside the default range and the pool of gateways without Redis, no other test file uses it
   const one = uniquePrefix()

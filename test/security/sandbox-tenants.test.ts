@@ -66,7 +66,8 @@ async function assertBashWorks (gw: GatewayProcess, userId: string, what: string
   assert.match(out.stdout, /^ok-\d+/)
 }
 
-test('a tree of 250 sleeping children in tenant A does not stop tenant B\'s bash', { timeout: 120_000, skip: !isRoot && 'needs root (per-tenant uids)' }, async (t) => {
+test('a tree of 250 sleeping children in tenant A does not stop ' +
+  'tenant B\'s bash', { timeout: 120_000, skip: !isRoot && 'needs root (per-tenant uids)' }, async (t) => {
   const gw = await gateway(t)
   await assertBashWorks(gw, 'tenant-b', 'idle')
   const start = await invoke(gw, 'tenant-a', 'bash', {
@@ -84,7 +85,8 @@ test('a tree of 250 sleeping children in tenant A does not stop tenant B\'s bash
   assert.ok(![0, 65534].includes([...uidsOfA][0] as number), `A's commands run as uid ${[...uidsOfA][0]}`)
 })
 
-test('~90 background sleeps of tenant A across workspaces do not stop tenant B\'s bash', { timeout: 150_000, skip: !isRoot && 'needs root (per-tenant uids)' }, async (t) => {
+test('~90 background sleeps of tenant A across workspaces do not stop ' +
+  'tenant B\'s bash', { timeout: 150_000, skip: !isRoot && 'needs root (per-tenant uids)' }, async (t) => {
   const gw = await gateway(t)
   let started = 0
   for (let w = 0; w < 12 && started < 90; w++) {
@@ -129,7 +131,8 @@ test('a sandbox that cannot start is a tool error (reason sandbox), not exit 1',
   assert.equal((JSON.parse(list.output) as unknown[]).length, 1, 'the failed start is not listed')
 })
 
-test('an existing workspace of the shared uid is handed to the tenant\'s uid on first use, without following its symlinks', { timeout: 60_000, skip: !isRoot && 'needs root' }, async (t) => {
+test('an existing workspace of the shared uid is handed to the tenant\'s uid on first use, ' +
+  'without following its symlinks', { timeout: 60_000, skip: !isRoot && 'needs root' }, async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'tg-handover-'))
   t.after(async () => { await rm(dir, { recursive: true, force: true }) })
   // As an older gateway left it: everything owned by 65534, and a link to a host file.

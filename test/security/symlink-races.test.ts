@@ -233,7 +233,10 @@ async function runAttack (t: TestContext, a: Attack): Promise<AttackReport> {
   for (const [k, pairs] of groups.entries()) {
     // Named per attack: boost() finds the loop's host process by its command line.
     const path = `.swap-${a.ws}-${k}.pl`
-    const w = await invoke(g, ATTACKER, a.ws, 'write_file', { path, content: swapLoopProgram(pairs, { seconds: LOOP_SECONDS, refill: a.refill, repair: swappers === 1 }) })
+    const w = await invoke(g, ATTACKER, a.ws, 'write_file', {
+      path,
+      content: swapLoopProgram(pairs, { seconds: LOOP_SECONDS, refill: a.refill, repair: swappers === 1 })
+    })
     assert.equal(w.isError, false, w.text)
     programs.push(path)
   }
@@ -362,7 +365,8 @@ test('read_file e/shadow while e is swapped with links to an outside dir, anothe
   assertNoEscape(r)
 })
 
-test('apply_patch "Update File" on f (swapped with a link to /proc/self/environ) and p/environ (p swapped with a link to /proc/self): the gateway environment never reaches the workspace', { timeout: 60_000 }, async (t) => {
+test('apply_patch "Update File" on f (swapped with a link to /proc/self/environ) and p/environ (p swapped with a link to /proc/self): ' +
+  'the gateway environment never reaches the workspace', { timeout: 60_000 }, async (t) => {
   if (!requireDeps(t)) return
   // A hunk without context appends at the end: the file's whole former content is written back.
   const patch = (path: string): string => `*** Begin Patch\n*** Update File: ${path}\n@@\n+appended\n*** End Patch\n`
@@ -416,7 +420,8 @@ for (const engine of ['rg', 'node'] as const) {
   })
 }
 
-test('glob e/* and */* while e1..e3 and v are swapped with links to an outside dir and another tenant: never lists outside names', { timeout: 60_000 }, async (t) => {
+test('glob e/* and */* while e1..e3 and v are swapped with links to an outside dir and another tenant: ' +
+  'never lists outside names', { timeout: 60_000 }, async (t) => {
   if (!requireDeps(t)) return
   const out = await outsideDir({ [OUTSIDE_MARKER]: 'x\n' })
   const dirs = ['e1', 'e2', 'e3', 'v']
@@ -447,7 +452,8 @@ test('glob e/* and */* while e1..e3 and v are swapped with links to an outside d
   assertNoEscape(r)
 })
 
-test('apply_patch "Delete File: e/x" while e is swapped with links to an outside dir and another tenant: nothing outside is deleted', { timeout: 60_000 }, async (t) => {
+test('apply_patch "Delete File: e/x" while e is swapped with links to an outside dir and another tenant: ' +
+  'nothing outside is deleted', { timeout: 60_000 }, async (t) => {
   if (!requireDeps(t)) return
   const out = await outsideDir({ x: `${OUTSIDE_MARKER}\n` })
   const targets = [join(out, 'x'), join(victimRoot, 'x')]
@@ -469,7 +475,8 @@ test('apply_patch "Delete File: e/x" while e is swapped with links to an outside
   assertNoEscape(r)
 })
 
-test('write_file e/dN/x and e/xN while e is swapped with links to an outside dir and another tenant: nothing is created outside', { timeout: 60_000 }, async (t) => {
+test('write_file e/dN/x and e/xN while e is swapped with links to an outside dir and another tenant: ' +
+  'nothing is created outside', { timeout: 60_000 }, async (t) => {
   if (!requireDeps(t)) return
   const out = await outsideDir({ keep: 'keep\n' })
   const r = await runAttack(t, {

@@ -51,7 +51,12 @@ async function invoke (gw: GatewayProcess, userId: string, workspaceId: string, 
   return await res.json() as InvokeResult
 }
 
-async function bash (gw: GatewayProcess, userId: string, workspaceId: string, command: string): Promise<{ stdout: string, stderr: string, exitCode: number, quotaExceeded?: boolean }> {
+async function bash (
+  gw: GatewayProcess,
+  userId: string,
+  workspaceId: string,
+  command: string
+): Promise<{ stdout: string, stderr: string, exitCode: number, quotaExceeded?: boolean }> {
   const r = await invoke(gw, userId, workspaceId, 'bash', { action: 'exec', command, timeoutMs: 100_000 })
   assert.equal(r.isError, false, r.output)
   return JSON.parse(r.output)
@@ -160,7 +165,8 @@ test('a fast file creator: the entries stay within WORKSPACE_MAX_FILES', { skip,
   assert.equal(write.error?.code, 'WORKSPACE_QUOTA_EXCEEDED', write.output)
 })
 
-test('a tenant\'s workspaces are limited in number (TENANT_MAX_WORKSPACES): the next one is refused, others are not affected', { skip, timeout: 120_000 }, async (t) => {
+test('a tenant\'s workspaces are limited in number (TENANT_MAX_WORKSPACES): ' +
+  'the next one is refused, others are not affected', { skip, timeout: 120_000 }, async (t) => {
   const { gw } = await gateway(t, { TENANT_MAX_WORKSPACES: '3' })
   for (const id of ['w1', 'w2', 'w3']) assert.equal((await bash(gw, 'mallory', id, 'echo hi')).stdout, 'hi\n')
   const refused = await invoke(gw, 'mallory', 'w4', 'bash', { action: 'exec', command: 'echo hi' })
@@ -181,7 +187,8 @@ test('a tenant\'s workspaces are limited in number (TENANT_MAX_WORKSPACES): the 
   assert.equal((await bash(gw, 'mallory', 'w4', 'echo now')).stdout, 'now\n')
 })
 
-test('TENANT_QUOTA_BYTES counts workspaces and checkpoints: a checkpoint or a new workspace past it is refused, nothing kept', { skip, timeout: 120_000 }, async (t) => {
+test('TENANT_QUOTA_BYTES counts workspaces and checkpoints: ' +
+  'a checkpoint or a new workspace past it is refused, nothing kept', { skip, timeout: 120_000 }, async (t) => {
   const { gw } = await gateway(t, { TENANT_QUOTA_BYTES: String(8 * MiB) })
   assert.equal((await bash(gw, 'mallory', 'w1', 'head -c 5M /dev/urandom > data && echo ok')).stdout, 'ok\n')
   // The checkpoint would store another 5 MiB: 10 MiB for the tenant, over its 8.

@@ -36,7 +36,14 @@ interface Setup {
 async function setup (t: TestContext): Promise<Setup> {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-mcp-everything-'))
   // A stdio server can take seconds to start on a loaded machine: generous deadlines.
-  const config = loadConfig({ SANDBOX: 'none', ...TEST_QUOTA, LOG_LEVEL: 'silent', WORKSPACES_DIR: workspaces, MCP_LIST_TIMEOUT_MS: '30000', MCP_CONNECT_TIMEOUT_MS: '30000' })
+  const config = loadConfig({
+    SANDBOX: 'none',
+    ...TEST_QUOTA,
+    LOG_LEVEL: 'silent',
+    WORKSPACES_DIR: workspaces,
+    MCP_LIST_TIMEOUT_MS: '30000',
+    MCP_CONNECT_TIMEOUT_MS: '30000'
+  })
   const app = await buildApp(config, { logger: false })
   const clients: Client[] = []
   // Clients first, so none is left holding a stream to the closing gateway.
@@ -49,7 +56,11 @@ async function setup (t: TestContext): Promise<Setup> {
   const address = app.server.address()
   assert.ok(address !== null && typeof address === 'object')
   const base = `http://127.0.0.1:${address.port}`
-  const put = await app.inject({ method: 'PUT', url: '/mcp/servers/everything', payload: { type: 'stdio', command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] } })
+  const put = await app.inject({
+    method: 'PUT',
+    url: '/mcp/servers/everything',
+    payload: { type: 'stdio', command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] }
+  })
   assert.equal(put.statusCode, 201, put.body)
 
   const gateway = new Client({ name: 'test', version: '1.0.0' })
@@ -128,7 +139,11 @@ test('tools/call through /mcp: image, resource links and structuredContent arriv
 test('progress: an SDK client gets the server\'s progress notifications; concurrent raw calls each get only their own token', async (t) => {
   const { base, gateway } = await setup(t)
   const seen: Progress[] = []
-  const done = await gateway.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 0.3, steps: 3 } }, undefined, { onprogress: (p) => { seen.push(p) } })
+  const done = await gateway.callTool(
+    { name: 'trigger-long-running-operation', arguments: { duration: 0.3, steps: 3 } },
+    undefined,
+    { onprogress: (p) => { seen.push(p) } }
+  )
   assert.match(JSON.stringify(done.content), /completed/)
   // The SDK client drops a progress notification read together with the response (it removes
   // the handler first), so the last step may be missing here; the raw calls below see them all.
@@ -136,11 +151,19 @@ test('progress: an SDK client gets the server\'s progress notifications; concurr
   assert.ok(seen.every((p, i) => p.total === 3 && p.progress === i + 1), JSON.stringify(seen))
 
   // Two calls at once, each on its own POST with its own token (a string and a number).
-  const call = async (id: number, token: string | number): Promise<Array<{ id?: number, method?: string, params?: { progressToken?: unknown, progress?: number }, result?: unknown }>> => {
+  const call = async (
+    id: number,
+    token: string | number
+  ): Promise<Array<{ id?: number, method?: string, params?: { progressToken?: unknown, progress?: number }, result?: unknown }>> => {
     const res = await fetch(`${base}/mcp?mcp=everything`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'trigger-long-running-operation', arguments: { duration: 0.4, steps: 4 }, _meta: { progressToken: token } } })
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id,
+        method: 'tools/call',
+        params: { name: 'trigger-long-running-operation', arguments: { duration: 0.4, steps: 4 }, _meta: { progressToken: token } }
+      })
     })
     assert.equal(res.status, 200)
     assert.match(res.headers.get('content-type') ?? '', /text\/event-stream/)
@@ -160,7 +183,12 @@ test('progress: an SDK client gets the server\'s progress notifications; concurr
   const plain = await fetch(`${base}/mcp?mcp=everything`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'trigger-long-running-operation', arguments: { duration: 0.1, steps: 2 } } })
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 3,
+      method: 'tools/call',
+      params: { name: 'trigger-long-running-operation', arguments: { duration: 0.1, steps: 2 } }
+    })
   })
   assert.match(plain.headers.get('content-type') ?? '', /application\/json/)
   assert.match(JSON.stringify(await plain.json()), /completed/)

@@ -19,7 +19,10 @@ import type { ConnectSpec, HttpTransportKind } from '../../../src/remote-mcp/tra
 
 const EVERYTHING_BIN = fileURLToPath(import.meta.resolve('@modelcontextprotocol/server-everything/dist/index.js'))
 
-function makePool (t: { after: (fn: () => Promise<void>) => void }, httpTransport: HttpTransportKind = (process.env.MCP_HTTP_TRANSPORT as HttpTransportKind | undefined) ?? 'sdk'): McpClientPool {
+function makePool (
+  t: { after: (fn: () => Promise<void>) => void },
+  httpTransport: HttpTransportKind = (process.env.MCP_HTTP_TRANSPORT as HttpTransportKind | undefined) ?? 'sdk'
+): McpClientPool {
   const pool = new McpClientPool({
     httpTransport,
     connectTimeoutMs: 30_000,

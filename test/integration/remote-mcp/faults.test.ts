@@ -113,7 +113,8 @@ async function children (): Promise<ProcInfo[]> {
 const TSX_IMPORT = import.meta.resolve('tsx')
 const CRASH_FIXTURE = fileURLToPath(new URL('../../../scripts/lib/mcp-fixtures/faulty/stdio-crash.ts', import.meta.url))
 
-test('a server that hangs on initialize (HTTP and stdio): unavailable with a timeout reason within the listing deadline, the rest keeps working, no socket or child left', async (t) => {
+test('a server that hangs on initialize (HTTP and stdio): ' +
+  'unavailable with a timeout reason within the listing deadline, the rest keeps working, no socket or child left', async (t) => {
   const good = await goodFixture(t)
   const stuck = await faulty(t, 'hang')
   // The listing deadline fires before the connect timeout: the reason must still say timeout.
@@ -180,7 +181,13 @@ test('a stdio server that crashes mid-call: GW_UPSTREAM_ERROR, never replayed, t
   const callLog = join(dir, 'calls.log')
   const gw = await app(t, STDIO_ENV)
   await register(gw, 'good', { type: 'http', url: good.url })
-  await register(gw, 'crashy', { type: 'stdio', command: process.execPath, args: ['--import', TSX_IMPORT, CRASH_FIXTURE, 'crashy'], env: { CALL_LOG: callLog }, timeoutMs: 20_000 })
+  await register(gw, 'crashy', {
+    type: 'stdio',
+    command: process.execPath,
+    args: ['--import', TSX_IMPORT, CRASH_FIXTURE, 'crashy'],
+    env: { CALL_LOG: callLog },
+    timeoutMs: 20_000
+  })
 
   assert.equal((await invoke(gw, { name: 'crashy__echo', arguments: { text: 'a' } })).json.output, 'crashy:a')
   const crashed = await invoke(gw, { name: 'crashy__crash', arguments: {} })
@@ -222,7 +229,8 @@ test('an HTTP server closed while a call is in flight: GW_UPSTREAM_ERROR, never 
   await assertServing(gw, 'good', 'good')
 })
 
-test('malformed JSON-RPC (not JSON-RPC, invalid JSON, HTML, 500, wrong id, bad SSE, cut body): unavailable in listings, tool-level upstream error on invoke', async (t) => {
+test('malformed JSON-RPC (not JSON-RPC, invalid JSON, HTML, 500, wrong id, bad SSE, cut body): ' +
+  'unavailable in listings, tool-level upstream error on invoke', async (t) => {
   const good = await goodFixture(t)
   const gw = await app(t)
   await register(gw, 'good', { type: 'http', url: good.url })
@@ -245,7 +253,8 @@ test('malformed JSON-RPC (not JSON-RPC, invalid JSON, HTML, 500, wrong id, bad S
   await assertServing(gw, 'good', 'good')
 })
 
-test('a 3 MB result is capped at OUTPUT_MAX_CHARS with truncated: true; a 50 MB result is the tool error GW_UPSTREAM_TOO_LARGE (not read past MCP_MAX_MESSAGE_BYTES); the gateway stays healthy', async (t) => {
+test('a 3 MB result is capped at OUTPUT_MAX_CHARS with truncated: true; ' +
+  'a 50 MB result is the tool error GW_UPSTREAM_TOO_LARGE (not read past MCP_MAX_MESSAGE_BYTES); the gateway stays healthy', async (t) => {
   const big = await goodFixture(t, 'big')
   const gw = await app(t, { OUTPUT_MAX_CHARS: '100000', MCP_CALL_TIMEOUT_MS: '30000' })
   await register(gw, 'bigs', { type: 'http', url: big.url })
@@ -331,7 +340,8 @@ test('a qualified name on a registered server that cannot be listed is a tool-le
   await assertServing(gw, 'good', 'good')
 })
 
-test('a server whose tools/list turns slow after the cache TTL: the listing serves the previous list within its deadline, calls keep working, the slow refresh lands later', { timeout: 60_000 }, async (t) => {
+test('a server whose tools/list turns slow after the cache TTL: ' +
+  'the listing serves the previous list within its deadline, calls keep working, the slow refresh lands later', { timeout: 60_000 }, async (t) => {
   let listDelayMs = 0
   let lists = 0
   const tools = [{ name: 'echo', description: 'echo', inputSchema: { type: 'object' as const, properties: { text: { type: 'string' } } } }]
@@ -366,6 +376,10 @@ test('a server whose tools/list turns slow after the cache TTL: the listing serv
   // Until the refresh has landed everywhere a listing looks (the listed catalog and the resolver
   // that checks each listed name routes to it), a listing may briefly show echo2 under its
   // qualified name: still a name that routes to it. Wait for the settled state.
-  const fresh = await until(async () => await listTools(gw, 'mcp=sl'), (l) => l.tools.length === 2 && l.tools.every((x: { name: string }) => !x.name.includes('__')), 15_000)
+  const fresh = await until(
+    async () => await listTools(gw, 'mcp=sl'),
+    (l) => l.tools.length === 2 && l.tools.every((x: { name: string }) => !x.name.includes('__')),
+    15_000
+  )
   assert.deepEqual(fresh.tools.map((x: { name: string }) => x.name).sort(), ['echo', 'echo2'])
 })

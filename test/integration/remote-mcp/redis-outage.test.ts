@@ -28,7 +28,12 @@ async function fixture (t: TestContext, marker: string): Promise<HttpFixture> {
   return f
 }
 
-async function req (gw: FastifyInstance, method: 'GET' | 'PUT' | 'DELETE' | 'POST', url: string, payload?: Record<string, unknown>): Promise<{ status: number, json: any }> {
+async function req (
+  gw: FastifyInstance,
+  method: 'GET' | 'PUT' | 'DELETE' | 'POST',
+  url: string,
+  payload?: Record<string, unknown>
+): Promise<{ status: number, json: any }> {
   const res = await gw.inject({ method, url, ...(payload ? { payload } : {}) })
   assert.notEqual(res.statusCode, 500, `${method} ${url}: ${res.body}`)
   return { status: res.statusCode, json: res.json() }

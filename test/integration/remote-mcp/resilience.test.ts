@@ -138,7 +138,8 @@ async function until<T> (check: () => Promise<T>, ok: (v: T) => boolean, ms = 15
   return value
 }
 
-test('a read-only or idempotent tool whose session is gone is retried once on a fresh connection; a tool without those hints and a server-side error are never retried', async (t) => {
+test('a read-only or idempotent tool whose session is gone is retried once on a fresh connection; ' +
+  'a tool without those hints and a server-side error are never retried', async (t) => {
   const runs: Runs = { lookup: 0, upsert: 0, write: 0 }
   let fx: HttpFixture = await startStreamableHttpFixture({ factory: annotatedServer(runs) })
   t.after(async () => await fx.close())
@@ -195,7 +196,8 @@ test('a read-only or idempotent tool whose session is gone is retried once on a 
   assert.equal(metricValue(await metrics(gw), 'gateway_mcp_retries_total'), retries)
 })
 
-test('a server that keeps failing opens its breaker: calls fail fast with GW_UPSTREAM_UNAVAILABLE without touching the network, listed unavailable with retryAt; a failed probe reopens it, a good one closes it', { timeout: 60_000 }, async (t) => {
+test('a server that keeps failing opens its breaker: calls fail fast with GW_UPSTREAM_UNAVAILABLE without touching the network, ' +
+  'listed unavailable with retryAt; a failed probe reopens it, a good one closes it', { timeout: 60_000 }, async (t) => {
   let fx: HttpFixture = await startStreamableHttpFixture({ marker: 'br' })
   t.after(async () => await fx.close())
   const gw = await buildTestApp(t, { env: { ...ENV, MCP_BREAKER_FAILURES: '3', MCP_BREAKER_WINDOW_MS: '60000', MCP_BREAKER_OPEN_MS: '1500' } })
@@ -323,7 +325,8 @@ test('a read-only tool that runs past its timeout is not retried, and tool timeo
   assert.equal((await invoke(gw, 'sr__scan', { ms: 1 })).output, 'scanned 1')
 })
 
-test('a tenant server\'s breaker is its own (keyed by tenant) and reaches /metrics only as a count, never by userId or serverId', { timeout: 60_000 }, async (t) => {
+test('a tenant server\'s breaker is its own (keyed by tenant) and reaches /metrics only as a count, ' +
+  'never by userId or serverId', { timeout: 60_000 }, async (t) => {
   const fx = await startStreamableHttpFixture({ marker: 'tn' })
   t.after(async () => await fx.close())
   const gw = await buildTestApp(t, { env: { ...ENV, EGRESS_ALLOW: '127.0.0.1/32', MCP_BREAKER_FAILURES: '2', MCP_BREAKER_OPEN_MS: '600000' } })
@@ -359,12 +362,19 @@ test('a tenant server\'s breaker is its own (keyed by tenant) and reaches /metri
   for (const secret of ['quokka', 'okapi', 'zebra']) assert.ok(!text.includes(secret), `${secret} leaked into /metrics`)
 })
 
-test('a stdio server that exits before answering a read-only tool: retried once on a fresh child; the crash of a tool without hints is not', { timeout: 90_000 }, async (t) => {
+test('a stdio server that exits before answering a read-only tool: retried once on a fresh child; ' +
+  'the crash of a tool without hints is not', { timeout: 90_000 }, async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'tg-retry-'))
   t.after(async () => await rm(dir, { recursive: true, force: true }))
   const callLog = join(dir, 'calls.log')
   const gw = await buildTestApp(t, { env: { ...ENV, MCP_CONNECT_TIMEOUT_MS: '15000', MCP_LIST_TIMEOUT_MS: '15000' } })
-  await register(gw, 'crashy', { type: 'stdio', command: process.execPath, args: ['--import', TSX_IMPORT, CRASH_FIXTURE, 'crashy'], env: { CALL_LOG: callLog }, timeoutMs: 20_000 })
+  await register(gw, 'crashy', {
+    type: 'stdio',
+    command: process.execPath,
+    args: ['--import', TSX_IMPORT, CRASH_FIXTURE, 'crashy'],
+    env: { CALL_LOG: callLog },
+    timeoutMs: 20_000
+  })
 
   const once = await invoke(gw, 'crashy__crash_once', {})
   assert.equal(once.isError, false, JSON.stringify(once))
