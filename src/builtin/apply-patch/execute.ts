@@ -20,7 +20,8 @@ import type { FileHandle } from 'node:fs/promises'
 import { rmdir } from 'node:fs/promises'
 import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
-import { at, locate, lstatAt, openFileIn, removeFile, renameAt, writeFileAtomic } from '../workspace/tree.js'
+import { at, errnoOf } from '../workspace/fd.js'
+import { locate, lstatAt, openFileIn, removeFile, renameAt, writeFileAtomic } from '../workspace/tree.js'
 import { applyChunks } from './apply.js'
 import { parsePatch } from './parser.js'
 import type { Hunk } from './parser.js'
@@ -93,14 +94,10 @@ function countLines (data: Buffer | string): number {
   return text.endsWith('\n') ? n : n + 1
 }
 
-function errnoCode (err: unknown): string | undefined {
-  return typeof err === 'object' && err !== null && 'code' in err && typeof err.code === 'string' ? err.code : undefined
-}
-
 /** A failure message that never carries a host path: the resolver's ToolError text, or an errno code. */
 function describe (err: unknown): string {
   if (err instanceof ToolError) return err.message
-  return errnoCode(err) ?? 'unexpected error'
+  return errnoOf(err) ?? 'unexpected error'
 }
 
 /** Reads an open regular file's `size` bytes, refusing more than `max` (it may grow under us). */

@@ -11,19 +11,15 @@
  * target's real chain below the root, through tree.ts again.
  */
 import { randomBytes } from 'node:crypto'
-import { constants as fsConstants } from 'node:fs'
 import type { Stats } from 'node:fs'
 import { mkdir, open, opendir, rmdir, unlink } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
+import { at, DIR_FLAGS, errnoOf } from '../workspace/fd.js'
 import { checkPathInput, fsError, isInside, quoteInput } from '../workspace/paths.js'
-import { at, isProtected, locate, lstatAt } from '../workspace/tree.js'
-
-const { O_RDONLY, O_NOFOLLOW, O_DIRECTORY } = fsConstants
-const O_CLOEXEC = 0o2000000
-const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+import { isProtected, locate, lstatAt } from '../workspace/tree.js'
 
 /** What a parent folder of a target is on disk. */
 export type ParentKind = 'dir' | 'file' | 'missing'
@@ -42,10 +38,6 @@ export interface Target {
   st: Stats | undefined
   /** The parent folder, open, when it exists. The caller closes it. */
   dir: FileHandle | undefined
-}
-
-function code (err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code
 }
 
 function escapeError (input: string): ToolError {
@@ -262,7 +254,7 @@ export class Trash {
     try {
       await rename(dir, name, slot.bin.fh, slot.name)
     } catch (err) {
-      if (code(err) !== 'EXDEV') throw err
+      if (errnoOf(err) !== 'EXDEV') throw err
       slot.bin = await this.#insideBin()
       await rename(dir, name, slot.bin.fh, slot.name)
     }
@@ -312,7 +304,7 @@ async function emptyDir (dir: FileHandle, depth: number): Promise<void> {
       await unlink(at(dir, name))
       continue
     } catch (err) {
-      if (code(err) !== 'EISDIR' || depth >= 64) continue
+      if (errnoOf(err) !== 'EISDIR' || depth >= 64) continue
     }
     let sub: FileHandle
     try {

@@ -3,8 +3,9 @@
  * bytewise, the order ripgrep's results are sorted into) and the directory walks over open fds.
  */
 import type { Dirent } from 'node:fs'
-import { close as fsClose, constants as fsConstants, open as fsOpen, readdir } from 'node:fs'
+import { close as fsClose, open as fsOpen, readdir } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
+import { at, DIR_FLAGS } from '../workspace/fd.js'
 import { walk, WALK_MAX_DEPTH } from '../workspace/tree.js'
 import type { WalkEntry, WalkOptions } from '../workspace/tree.js'
 
@@ -43,8 +44,6 @@ export function sortPaths (paths: string[]): string[] {
   for (let i = 0; i < keyed.length; i++) paths[i] = (keyed[i] as { p: string }).p
   return paths
 }
-
-const DIR_FLAGS = fsConstants.O_RDONLY | fsConstants.O_DIRECTORY | fsConstants.O_NOFOLLOW | 0o2000000
 
 /**
  * tree.ts's `walk` in bytewise name order per directory: grep collects matches in walk order and
@@ -103,7 +102,7 @@ export async function walkDirs (
       fsClose(ref.fd, () => { running--; pump(); finish() })
     }
     const list = (dir: DirRef, prefix: string, depth: number, done: () => void): void => {
-      readdir(`/proc/self/fd/${dir.fd}`, { withFileTypes: true }, (err, entries) => {
+      readdir(at(dir.fd), { withFileTypes: true }, (err, entries) => {
         if (err === null && !stopped) {
           let go = false
           try {
@@ -130,7 +129,7 @@ export async function walkDirs (
         if (stopped) return
         const p = stack.pop() as PendingDir
         running++
-        fsOpen(`/proc/self/fd/${p.parent.fd}/${p.name}`, DIR_FLAGS, (err, fd) => {
+        fsOpen(at(p.parent.fd, p.name), DIR_FLAGS, (err, fd) => {
           release(p.parent)
           const done = (): void => { running--; pump(); finish() }
           if (err !== null) { done(); return }

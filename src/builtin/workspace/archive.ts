@@ -29,7 +29,6 @@
  * header for long or non-ASCII names), and the tar is pulled through gzip with backpressure, so
  * memory stays flat whatever the tree's size.
  */
-import { constants as fsConstants } from 'node:fs'
 import { chmod, lchown, link, lutimes, mkdir, mkdtemp, open, rm, symlink, unlink, utimes } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import path from 'node:path'
@@ -41,12 +40,9 @@ import type { ReadEntry } from 'tar'
 import { HttpError } from '../../errors.js'
 import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
+import { CREATE_FLAGS, errnoOf } from './fd.js'
 import { PACK_WORKER_SOURCE } from './pack-worker.js'
 import { WALK_MAX_DEPTH, isProtected, openForRead } from './tree.js'
-
-const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fsConstants
-const O_CLOEXEC = 0o2000000
-const CREATE_FLAGS = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
 
 /** Longest entry path or link target accepted (Linux PATH_MAX is 4096 with its NUL). */
 const MAX_PATH_BYTES = 4095
@@ -138,10 +134,6 @@ function protectedPlace (segs: readonly string[]): string {
     if (i + 1 < segs.length && isProtected(segs.slice(i, i + 2))) return segs.slice(0, i + 2).join('/')
   }
   return segs.join('/')
-}
-
-function errCode (err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code
 }
 
 /**
@@ -463,7 +455,7 @@ export async function removeStagingDir (dir: string): Promise<void> {
 
 /** A gzip or zlib stream error: the body is not a (complete) gzip stream. */
 function isZlibError (err: unknown): boolean {
-  const c = errCode(err)
+  const c = errnoOf(err)
   return c !== undefined && c.startsWith('Z_')
 }
 
@@ -695,7 +687,7 @@ export async function extractArchive (input: Readable, opts: ExtractOptions): Pr
 /** A write failure caused by the archive's content is a bad archive; anything else is ours. */
 function writeError (err: unknown, rel: string): unknown {
   if (err instanceof HttpError) return err
-  const c = errCode(err)
+  const c = errnoOf(err)
   if (c === 'ENAMETOOLONG' || c === 'EEXIST' || c === 'ENOTDIR' || c === 'EISDIR' || c === 'ELOOP' || c === 'EINVAL') {
     return badArchive(`Entry ${quote(rel)} cannot be extracted (${c})`)
   }

@@ -16,6 +16,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { closeSync, mkdirSync, openSync, readFileSync, readSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs'
 import path from 'node:path'
 import { setImmediate as turn } from 'node:timers/promises'
+import { errnoOf } from './fd.js'
 
 /** A file: [name, 'f', mode, size, mtimeMs, sha256 of the content]. */
 export type FileEntry = [name: string, type: 'f', mode: number, size: number, mtimeMs: number, sha: string]
@@ -32,10 +33,6 @@ const YIELD_CHUNKS = 8
 const SMALL_FILE = 256 * 1024
 const TMP_PREFIX = `${process.pid}-${randomBytes(4).toString('hex')}`
 let tmpCounter = 0
-
-function code (err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code
-}
 
 /** Entries by name in UTF-16 order, the one order trees are written in (equal trees, equal hashes). */
 export function sortEntries<T extends { 0: string }> (entries: T[]): T[] {
@@ -119,7 +116,7 @@ export class ObjectStore {
     try {
       renameSync(tmp, dest)
     } catch (err) {
-      if (code(err) !== 'ENOENT') throw err
+      if (errnoOf(err) !== 'ENOENT') throw err
       mkdirSync(path.dirname(dest), { recursive: true, mode: 0o700 })
       renameSync(tmp, dest)
     }
@@ -130,7 +127,7 @@ export class ObjectStore {
       statSync(dest)
       return true
     } catch (err) {
-      if (code(err) === 'ENOENT') return false
+      if (errnoOf(err) === 'ENOENT') return false
       throw err
     }
   }
@@ -230,7 +227,7 @@ export class ObjectStore {
       statSync(dest)
       return { sha, added: false, bytes: 0 }
     } catch (err) {
-      if (code(err) !== 'ENOENT') throw err
+      if (errnoOf(err) !== 'ENOENT') throw err
     }
     const tmp = this.#tmpName()
     const fd = openSync(tmp, 'wx', 0o600)
@@ -260,7 +257,7 @@ export class ObjectStore {
     try {
       unlinkSync(kind === 'object' ? this.objectPath(sha) : this.treePath(sha))
     } catch (err) {
-      if (code(err) !== 'ENOENT') throw err
+      if (errnoOf(err) !== 'ENOENT') throw err
     }
   }
 }

@@ -43,6 +43,7 @@ import { KeyedMutex } from '../../cluster/index.js'
 import type { Workspace } from '../types.js'
 import { ObjectStore, sortEntries, TreeCache } from './checkpoint-objects.js'
 import type { FileEntry, TreeEntry } from './checkpoint-objects.js'
+import { at, CREATE_FLAGS, DIR_FLAGS, errnoOf, O_CLOEXEC, openDirBeneath, READ_FLAGS } from './fd.js'
 
 const execFileAsync = promisify(execFile)
 const CHECKPOINT_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
@@ -55,11 +56,7 @@ const SLICE_MS = 8
 /** Parsed trees kept in memory, all tenants together (about 1,000 for a 50,000-file workspace). */
 const TREE_CACHE_SIZE = 20_000
 
-const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = fsConstants
-const O_CLOEXEC = 0o2000000
-const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
-const READ_FLAGS = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
-const CREATE_FLAGS = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC
+const { O_RDONLY } = fsConstants
 const COPY_CHUNK = 1024 * 1024
 
 export interface CheckpointInfo {
@@ -130,15 +127,6 @@ interface Pass {
   files: number
   bytes: number
   work: CheckpointWork
-}
-
-function code (err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code
-}
-
-/** The kernel path of `name` in the directory open as `fd` (see tree.ts `at`). */
-function at (fd: number, name = ''): string {
-  return name === '' ? `/proc/self/fd/${fd}` : `/proc/self/fd/${fd}/${name}`
 }
 
 /** Mode bits a checkpoint keeps: no setuid/setgid (a restore runs as root). */
@@ -217,27 +205,17 @@ function tooDeep (rel: string): HttpError {
   return new HttpError('GW_BAD_REQUEST', `The workspace is nested deeper than ${MAX_DEPTH} directories (at ${rel.slice(0, 200)}...)`)
 }
 
-function openDirIn (fd: number, name: string): number | undefined {
-  try {
-    return openSync(at(fd, name), DIR_FLAGS)
-  } catch (err) {
-    // ELOOP: a symlink; ENOTDIR: something else; ENOENT: gone. The caller looks again.
-    if (code(err) === 'ELOOP' || code(err) === 'ENOTDIR' || code(err) === 'ENOENT') return undefined
-    throw err
-  }
-}
-
 /** Removes `name` in the directory `fd`, a whole directory tree included, following nothing. */
 function removeAt (fd: number, name: string, depth = 0): void {
   try {
     unlinkSync(at(fd, name))
     return
   } catch (err) {
-    if (code(err) === 'ENOENT') return
-    if (code(err) !== 'EISDIR' && code(err) !== 'EPERM') throw err
+    if (errnoOf(err) === 'ENOENT') return
+    if (errnoOf(err) !== 'EISDIR' && errnoOf(err) !== 'EPERM') throw err
   }
   if (depth > MAX_DEPTH) throw new HttpError('GW_BAD_REQUEST', `The workspace is nested deeper than ${MAX_DEPTH} directories`)
-  const sub = openDirIn(fd, name)
+  const sub = openDirBeneath(fd, name)
   if (sub === undefined) {
     // Swapped for a non-directory meanwhile: unlink that instead.
     removeAt(fd, name, depth + 1)
@@ -251,7 +229,7 @@ function removeAt (fd: number, name: string, depth = 0): void {
   try {
     rmdirSync(at(fd, name))
   } catch (err) {
-    if (code(err) !== 'ENOENT') throw err
+    if (errnoOf(err) !== 'ENOENT') throw err
   }
 }
 
@@ -377,7 +355,7 @@ export class CheckpointStore {
           await this.#restoreDir(ws, store, root, '', rec.tree, 0, pass)
           break
         } catch (err) {
-          if (!(err instanceof RaceError) && !RACE_CODES.has(code(err) ?? '')) throw err
+          if (!(err instanceof RaceError) && !RACE_CODES.has(errnoOf(err) ?? '')) throw err
           if (attempt === RESTORE_ATTEMPTS) {
             throw new HttpError('GW_WORKSPACE_BUSY', `The restore of checkpoint ${checkpointId} was interrupted ${attempt} times by changes to the workspace (a background process writing to it?)`)
           }
@@ -454,7 +432,7 @@ export class CheckpointStore {
     try {
       return JSON.parse(readFileSync(file, 'utf8')) as IndexRecord[]
     } catch (err) {
-      if (code(err) === 'ENOENT') return []
+      if (errnoOf(err) === 'ENOENT') return []
       throw err
     }
   }
@@ -543,8 +521,8 @@ export class CheckpointStore {
           try {
             target = readlinkSync(at(fd, name))
           } catch (err) {
-            if (code(err) === 'ENOENT') break
-            if (code(err) !== 'EINVAL') throw err
+            if (errnoOf(err) === 'ENOENT') break
+            if (errnoOf(err) !== 'EINVAL') throw err
             kind = 'other' // not a link any more: look again
             continue
           }
@@ -552,7 +530,7 @@ export class CheckpointStore {
           break
         }
         // A directory: entered by fd, never through a symlink swapped in.
-        const sub = openDirIn(fd, name)
+        const sub = openDirBeneath(fd, name)
         if (sub === undefined) { kind = 'other'; continue }
         try {
           const dst = fstatSync(sub)
@@ -596,7 +574,7 @@ export class CheckpointStore {
       rfd = openSync(at(fd, name), READ_FLAGS)
     } catch (err) {
       // Gone, or swapped for a symlink (ELOOP) since the lstat: it is not in this checkpoint.
-      if (code(err) === 'ENOENT' || code(err) === 'ELOOP') return undefined
+      if (errnoOf(err) === 'ENOENT' || errnoOf(err) === 'ELOOP') return undefined
       throw err
     }
     try {
@@ -642,11 +620,11 @@ export class CheckpointStore {
       } else if (e[1] === 'l') {
         this.#restoreLink(ws, fd, name, e[5])
       } else {
-        let sub = openDirIn(fd, name)
+        let sub = openDirBeneath(fd, name)
         if (sub === undefined) {
           removeAt(fd, name)
           mkdirSync(at(fd, name), { mode: 0o700 })
-          sub = openDirIn(fd, name)
+          sub = openDirBeneath(fd, name)
           if (sub === undefined) throw new RaceError()
           if (ws.owner !== undefined) fchownSync(sub, ws.owner.uid, ws.owner.gid)
         }
@@ -671,7 +649,7 @@ export class CheckpointStore {
       try {
         rfd = openSync(at(fd, name), READ_FLAGS)
       } catch (err) {
-        if (code(err) !== 'ELOOP' && code(err) !== 'ENOENT') throw err
+        if (errnoOf(err) !== 'ELOOP' && errnoOf(err) !== 'ENOENT') throw err
       }
       if (rfd !== undefined) {
         try {
@@ -719,7 +697,7 @@ export class CheckpointStore {
         renameSync(at(fd, tmp), at(fd, name))
       } catch (err) {
         // A directory appeared at the name meanwhile.
-        if (code(err) !== 'EISDIR' && code(err) !== 'ENOTEMPTY' && code(err) !== 'EEXIST') throw err
+        if (errnoOf(err) !== 'EISDIR' && errnoOf(err) !== 'ENOTEMPTY' && errnoOf(err) !== 'EEXIST') throw err
         removeAt(fd, name)
         renameSync(at(fd, tmp), at(fd, name))
       }
@@ -785,13 +763,13 @@ export class CheckpointStore {
     try {
       wsDirs = readdirSync(wsRoot)
     } catch (err) {
-      if (code(err) !== 'ENOENT') throw err
+      if (errnoOf(err) !== 'ENOENT') throw err
     }
     const readTree = (sha: string): readonly TreeEntry[] | undefined => {
       try {
         return store.readTree(sha)
       } catch (err) {
-        if (code(err) === 'ENOENT') return undefined
+        if (errnoOf(err) === 'ENOENT') return undefined
         throw err
       }
     }

@@ -16,7 +16,6 @@
  */
 import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { constants as fsConstants } from 'node:fs'
 import type { Stats } from 'node:fs'
 import { chmod, lchown, lstat, mkdir, open, readdir, rename, rmdir } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
@@ -31,15 +30,13 @@ import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
 import { extractArchive, packWorkspace } from './archive.js'
 import type { CheckpointInfo, CheckpointStore } from './checkpoints.js'
-import { at, openForRead } from './tree.js'
+import { at, DIR_FLAGS, errnoOf } from './fd.js'
+import { openForRead } from './tree.js'
 import type { WorkspaceUsage } from './usage.js'
 import { workspaceWriteKey } from './workspaces.js'
 import type { WorkspaceManager } from './workspaces.js'
 
 const execFileAsync = promisify(execFile)
-const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fsConstants
-const O_CLOEXEC = 0o2000000
-const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
 /** Directories deeper than this in a merge are refused (each level holds two fds). */
 const MERGE_MAX_DEPTH = 256
 
@@ -97,10 +94,6 @@ export interface WorkspaceLifecycleOptions {
   /** How often the sweeper looks (default: a quarter of the TTL, between 1 s and 10 min). */
   sweepEveryMs?: number
   logger: Logger
-}
-
-function code (err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code
 }
 
 function notFound (workspaceId: string): HttpError {
@@ -301,7 +294,7 @@ export class WorkspaceLifecycle {
           let old = true
           await rename(ws.root, trash).catch((err: unknown) => {
             // Deleted meanwhile: the archive simply becomes the workspace.
-            if (code(err) !== 'ENOENT') throw err
+            if (errnoOf(err) !== 'ENOENT') throw err
             old = false
           })
           try {
@@ -421,7 +414,7 @@ export class WorkspaceLifecycle {
       try {
         await rename(ws.root, trash)
       } catch (err) {
-        if (code(err) === 'ENOENT') throw notFound(ws.workspaceId)
+        if (errnoOf(err) === 'ENOENT') throw notFound(ws.workspaceId)
         throw err
       }
       this.#usage.forget(ws)
@@ -532,7 +525,7 @@ async function sameFileSystem (a: string, b: string): Promise<boolean> {
 
 /** A write that met the end of a quota image (ENOSPC: no block or no inode left) is the upload's size. */
 function noSpace (err: unknown): never {
-  const c = code(err)
+  const c = errnoOf(err)
   if (c === 'ENOSPC' || c === 'EDQUOT') throw new HttpError('GW_PAYLOAD_TOO_LARGE', 'The archive does not fit in the workspace quota (WORKSPACE_QUOTA_BYTES, WORKSPACE_MAX_FILES); nothing was changed')
   throw err
 }
@@ -564,7 +557,7 @@ async function mergeDir (src: string, dst: FileHandle, trash: (e: { dir: FileHan
       try {
         sub = await open(at(dst, name), DIR_FLAGS)
       } catch (err) {
-        const c = code(err)
+        const c = errnoOf(err)
         if (c === 'ELOOP' || c === 'ENOTDIR') await trash({ dir: dst, name })
         else if (c !== 'ENOENT') throw err
       }
@@ -585,7 +578,7 @@ async function mergeDir (src: string, dst: FileHandle, trash: (e: { dir: FileHan
     try {
       await rename(from, at(dst, name))
     } catch (err) {
-      const c = code(err)
+      const c = errnoOf(err)
       if (c !== 'EISDIR' && c !== 'ENOTEMPTY' && c !== 'EEXIST' && c !== 'ENOTDIR') throw err
       await trash({ dir: dst, name })
       await rename(from, at(dst, name))

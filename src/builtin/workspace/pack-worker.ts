@@ -19,16 +19,17 @@
  * grows is cut: the tar header is already written). The worker closes every fd it opened, also
  * when stopped; it never closes baseFd, which stays the parent's.
  *
- * Plain JavaScript evaluated from a string: worker threads do not inherit tsx's loader.
+ * Plain JavaScript evaluated from a string: worker threads do not inherit tsx's loader, so the worker cannot
+ * import fd.ts; its flags are written into the source as numbers instead.
  */
+import { DIR_FLAGS, READ_FLAGS } from './fd.js'
+
 export const PACK_WORKER_SOURCE = `
 'use strict'
 const { workerData, parentPort } = require('node:worker_threads')
 const fs = require('node:fs')
-const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = fs.constants
-const O_CLOEXEC = 0o2000000
-const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
-const READ_FLAGS = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
+const DIR_FLAGS = ${DIR_FLAGS}
+const READ_FLAGS = ${READ_FLAGS}
 const { baseFd, maxDepth, batchBytes, control } = workerData
 // Errors of an entry that changed or vanished under the walk: the entry is skipped.
 const RACES = new Set(['ENOENT', 'ENOTDIR', 'ELOOP', 'EISDIR', 'ENXIO', 'EAGAIN', 'EWOULDBLOCK'])

@@ -6,6 +6,7 @@
  */
 import path from 'node:path'
 import { ToolError } from '../types.js'
+import { errnoOf } from './fd.js'
 
 const MAX_PATH_CHARS = 4096
 const MAX_COMPONENT_BYTES = 255
@@ -41,7 +42,7 @@ export function checkPathInput (input: unknown, name = 'path'): string {
 /** Map a filesystem error to a ToolError whose message carries the input, never the host path. */
 export function fsError (err: unknown, input: string): ToolError {
   if (err instanceof ToolError) return err
-  const code = (err as NodeJS.ErrnoException | undefined)?.code
+  const code = errnoOf(err)
   const q = quoteInput(input)
   switch (code) {
     case 'ELOOP': return new ToolError(`Too many levels of symbolic links: ${q}`, 'forbidden')

@@ -28,22 +28,12 @@ import type { FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { ToolError } from '../types.js'
 import type { ReadRoot, Workspace } from '../types.js'
+import { at, CREATE_FLAGS, DIR_FLAGS, errnoOf, READ_FLAGS } from './fd.js'
 import { checkPathInput, fsError, isInside, quoteInput } from './paths.js'
 
-const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_DIRECTORY } = fsConstants
-const O_CLOEXEC = 0o2000000
-/** Flags for a directory on the way down: never a symlink, never anything but a directory. */
-const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
-/** Flags to open a leaf for reading: a FIFO must not block the call, a symlink is never followed. */
-const READ_FLAGS = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
-
+const { O_NOFOLLOW } = fsConstants
 /** Like the kernel's MAXSYMLINKS. */
 const MAX_SYMLINK_HOPS = 40
-
-/** The path the kernel resolves as `name` inside the directory open as `dir`, following nothing. */
-export function at (dir: FileHandle, name = ''): string {
-  return name === '' ? `/proc/self/fd/${dir.fd}` : `/proc/self/fd/${dir.fd}/${name}`
-}
 
 /** What a request is about to do with a location. */
 export type Intent =
@@ -81,10 +71,6 @@ function escapeError (input: string): ToolError {
 
 function readOnlyError (input: string): ToolError {
   return new ToolError(`Path is in a read-only root: ${quoteInput(input)}`, 'forbidden')
-}
-
-function code (err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | undefined)?.code
 }
 
 /** Which root an absolute path lies in (the workspace first), or undefined. */
@@ -148,7 +134,7 @@ async function linkTarget (dir: FileHandle, name: string): Promise<string | unde
   try {
     return await readlink(at(dir, name))
   } catch (err) {
-    if (code(err) === 'EINVAL' || code(err) === 'ENOENT') return undefined
+    if (errnoOf(err) === 'EINVAL' || errnoOf(err) === 'ENOENT') return undefined
     throw err
   }
 }
@@ -219,7 +205,7 @@ export async function locate (ws: Workspace, input: string, intent: Intent): Pro
         dir = next
         chain.push(c)
       } catch (err) {
-        const e = code(err)
+        const e = errnoOf(err)
         if (e === 'ELOOP' || e === 'ENOTDIR') {
           const target = await linkTarget(dir, c)
           if (target === undefined) throw new ToolError(`Not a directory: ${quoteInput(input)}`)
@@ -264,7 +250,7 @@ async function makeDir (ws: Workspace, dir: FileHandle, name: string): Promise<v
   try {
     await mkdir(at(dir, name), { mode: 0o755 })
   } catch (err) {
-    if (code(err) === 'EEXIST') return
+    if (errnoOf(err) === 'EEXIST') return
     throw err
   }
   if (ws.owner === undefined) return
@@ -358,7 +344,7 @@ export async function openForRead (ws: Workspace, input: string, opts: { allowDi
       // by following it (O_NOFOLLOW would refuse the magic link), which can reach nothing else.
       fh = await open(at(loc.parent, loc.name), loc.name === '' ? READ_FLAGS & ~O_NOFOLLOW : READ_FLAGS)
     } catch (err) {
-      if (code(err) === 'ENOENT' || code(err) === 'ENOTDIR') throw new ToolError(`File does not exist: ${loc.rel}`)
+      if (errnoOf(err) === 'ENOENT' || errnoOf(err) === 'ENOTDIR') throw new ToolError(`File does not exist: ${loc.rel}`)
       throw fsError(err, loc.rel)
     }
     try {
@@ -446,7 +432,7 @@ async function writeAt (ws: Workspace, loc: Location, data: string | Buffer, opt
   try {
     existing = await lstat(at(loc.parent, loc.name))
   } catch (err) {
-    if (code(err) !== 'ENOENT') throw err
+    if (errnoOf(err) !== 'ENOENT') throw err
   }
   if (existing !== undefined) {
     if (existing.isSymbolicLink()) throw new ToolError(`Refusing to write through a symbolic link: ${loc.rel}`, 'forbidden')
@@ -464,7 +450,7 @@ async function writeAt (ws: Workspace, loc: Location, data: string | Buffer, opt
   }
   const tmpName = `.${loc.name.slice(0, 200)}.${randomBytes(6).toString('hex')}.tg-tmp`
   const mode = existing !== undefined ? existing.mode & 0o7777 : 0o644
-  const fh = await open(at(loc.parent, tmpName), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+  const fh = await open(at(loc.parent, tmpName), CREATE_FLAGS, mode)
   let renamed = false
   try {
     if (opts.append === true && existing !== undefined) {
@@ -515,7 +501,7 @@ export async function removeFile (ws: Workspace, input: string): Promise<{ rel: 
     try {
       st = await lstat(at(loc.parent, loc.name))
     } catch (err) {
-      if (code(err) === 'ENOENT') throw new ToolError(`File does not exist: ${loc.rel}`)
+      if (errnoOf(err) === 'ENOENT') throw new ToolError(`File does not exist: ${loc.rel}`)
       throw err
     }
     if (st.isDirectory()) throw new ToolError(`Path is a directory: ${loc.rel}`)
@@ -551,7 +537,7 @@ export async function lstatAt (dir: FileHandle, name: string): Promise<Stats | u
   try {
     return await lstat(at(dir, name))
   } catch (err) {
-    if (code(err) === 'ENOENT' || code(err) === 'ENOTDIR') return undefined
+    if (errnoOf(err) === 'ENOENT' || errnoOf(err) === 'ENOTDIR') return undefined
     throw err
   }
 }

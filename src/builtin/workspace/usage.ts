@@ -17,18 +17,15 @@
  * Deltas that arrive while a walk runs may or may not be seen by it; the walk's result wins. The
  * error is bounded by one tool call's write and the next measure corrects it.
  */
-import { closeSync, constants as fsConstants, lstatSync, opendirSync, openSync } from 'node:fs'
+import { closeSync, lstatSync, opendirSync, openSync } from 'node:fs'
 import type { Dir, Dirent, Stats } from 'node:fs'
 import { setImmediate as setImmediatePromise, setTimeout as sleep } from 'node:timers/promises'
 import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
+import { at, DIR_FLAGS, errnoOf } from './fd.js'
 import { WALK_MAX_DEPTH } from './tree.js'
 import type { WorkspaceVolumes } from './volumes.js'
 
-const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = fsConstants
-const O_CLOEXEC = 0o2000000
-/** A directory on the way down: never a symlink, never anything but a directory. */
-const DIR_OPEN_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
 /** Synchronous work of a measure between two yields to the event loop. */
 const SLICE_MS = 8
 /**
@@ -355,7 +352,7 @@ async function countTree (root: string, partial: UsageFigure): Promise<Measured>
   const stack: Level[] = []
   const enter = (fd: number): void => {
     try {
-      stack.push({ fd, dir: opendirSync(`/proc/self/fd/${fd}`, { bufferSize: 256 }) })
+      stack.push({ fd, dir: opendirSync(at(fd), { bufferSize: 256 }) })
     } catch {
       closeSync(fd)
     }
@@ -366,7 +363,7 @@ async function countTree (root: string, partial: UsageFigure): Promise<Measured>
     try { top.dir.closeSync() } catch {}
     try { closeSync(top.fd) } catch {}
   }
-  const rootFd = openSync(root, DIR_OPEN_FLAGS)
+  const rootFd = openSync(root, DIR_FLAGS)
   enter(rootFd)
   try {
     let sliceStart = performance.now()
@@ -385,7 +382,7 @@ async function countTree (root: string, partial: UsageFigure): Promise<Measured>
       }
       if (d === null) { leave(); continue }
       partial.files++
-      const entry = `/proc/self/fd/${top.fd}/${d.name}`
+      const entry = at(top.fd, d.name)
       // A dirent of unknown type (some filesystems report none) is typed by lstat.
       const known = d.isDirectory() || d.isFile() || d.isSymbolicLink() || d.isFIFO() || d.isSocket() || d.isCharacterDevice() || d.isBlockDevice()
       let st: Stats | undefined
@@ -401,7 +398,7 @@ async function countTree (root: string, partial: UsageFigure): Promise<Measured>
         if (stack.length >= MEASURE_MAX_DEPTH) { exact = false; continue }
         let fd: number
         try {
-          fd = openSync(entry, DIR_OPEN_FLAGS)
+          fd = openSync(entry, DIR_FLAGS)
         } catch {
           continue
         }
@@ -457,7 +454,7 @@ export async function withQuota<T> (
  * or inodes) as the documented quota error; anything else as it is.
  */
 function noSpaceError (err: unknown): unknown {
-  const code = (err as NodeJS.ErrnoException | undefined)?.code
+  const code = errnoOf(err)
   if (code !== 'ENOSPC' && code !== 'EDQUOT') return err
   return quotaError('Workspace quota exceeded (WORKSPACE_QUOTA_EXCEEDED): the workspace\'s file system is full (WORKSPACE_QUOTA_BYTES or WORKSPACE_MAX_FILES reached); nothing was written. Delete files to make room.')
 }

@@ -29,6 +29,7 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import type { Logger } from '../../logger.js'
 import { KeyedMutex } from '../../cluster/index.js'
+import { errnoOf } from './fd.js'
 
 const execFileAsync = promisify(execFile)
 
@@ -283,7 +284,7 @@ export class WorkspaceVolumes {
         }
         const root = path.join(this.#workspacesDir, tenant, workspaceId)
         try {
-          await mkdir(root, { recursive: false, mode: 0o700 }).catch((err: NodeJS.ErrnoException) => { if (err.code !== 'EEXIST') throw err })
+          await mkdir(root, { recursive: false, mode: 0o700 }).catch((err: unknown) => { if (errnoOf(err) !== 'EEXIST') throw err })
           await this.ensure(tenant, workspaceId, root, undefined)
           n++
         } catch (err) {
@@ -308,7 +309,7 @@ export class WorkspaceVolumes {
       await umount(vol.mnt, true).catch(() => {})
       await rmdir(vol.mnt).catch(() => {})
       await rm(vol.image, { force: true })
-      await rmdir(root).catch((err: NodeJS.ErrnoException) => { if (err.code !== 'ENOENT') throw err })
+      await rmdir(root).catch((err: unknown) => { if (errnoOf(err) !== 'ENOENT') throw err })
     })
   }
 

@@ -12,6 +12,7 @@ import { promisify } from 'node:util'
 import type { Caller, WorkspaceLimits, WorkspaceRequest } from '../../tools/types.js'
 import { ToolError } from '../types.js'
 import type { ReadRoot, Workspace } from '../types.js'
+import { errnoOf } from './fd.js'
 import { isInside } from './paths.js'
 import type { WorkspaceVolumes } from './volumes.js'
 import { KeyedMutex } from '../../cluster/index.js'
@@ -363,7 +364,7 @@ export class WorkspaceManager {
         } catch (err) {
           // An upload swaps the directory with two renames (old out, new in); met in between, it
           // is missing for an instant: look again.
-          if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= 5) throw err
+          if (errnoOf(err) !== 'ENOENT' || attempt >= 5) throw err
         }
       }
     }
@@ -378,7 +379,7 @@ export class WorkspaceManager {
       } catch (err) {
         // Deleted meanwhile (a DELETE, the idle sweeper: ensure waited for the removal, which took
         // the directory): this use makes the workspace anew, as it would have a moment later.
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT' && attempt < 5) return await this.#tenantRoot(tenant, workspaceId, owner, made, attempt + 1)
+        if (errnoOf(err) === 'ENOENT' && attempt < 5) return await this.#tenantRoot(tenant, workspaceId, owner, made, attempt + 1)
         if (made.created) await rm(wsDir, { recursive: false, force: true }).catch(() => {})
         throw new ToolError(`Cannot mount the workspace's quota image: ${(err as Error).message.split('\n')[0] ?? ''}`)
       }
@@ -439,7 +440,7 @@ export class WorkspaceManager {
       await mkdir(dir, { mode: 0o700 })
       created = true
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new ToolError('Cannot create the workspace directory')
+      if (errnoOf(err) !== 'EEXIST') throw new ToolError('Cannot create the workspace directory')
     }
     const st = await lstat(dir)
     if (!st.isDirectory()) throw new ToolError('Workspace directory is not a plain directory', 'forbidden')

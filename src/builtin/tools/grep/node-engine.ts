@@ -7,7 +7,8 @@
 import { close as fsClose, constants as fsConstants, fstat as fsFstat, open as fsOpen, read as fsRead } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { ToolError } from '../../types.js'
-import { at, lstatAt } from '../../workspace/tree.js'
+import { at, READ_FLAGS } from '../../workspace/fd.js'
+import { lstatAt } from '../../workspace/tree.js'
 import { BINARY_SNIFF_BYTES } from '../args.js'
 import { walkBytewise } from '../walk.js'
 import type { Collector, Query } from './query.js'
@@ -77,7 +78,7 @@ async function closeFd (fd: number): Promise<void> {
   await new Promise<void>((resolve) => { fsClose(fd, () => { resolve() }) })
 }
 
-const OPEN_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY | 0o2000000
+const OPEN_FLAGS = READ_FLAGS | fsConstants.O_NOCTTY
 
 /**
  * tree.ts's openFileIn with callback fs on a plain descriptor: `name` opened beneath the open

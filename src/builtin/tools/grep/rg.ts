@@ -18,6 +18,7 @@ import path from 'node:path'
 import type { Sandbox } from '../../sandbox/index.js'
 import { ToolError } from '../../types.js'
 import type { Workspace } from '../../types.js'
+import { at, DIR_FLAGS, READ_FLAGS } from '../../workspace/fd.js'
 import { BINARY_SNIFF_BYTES, looksBinary } from '../args.js'
 import { pathSortKey } from '../walk.js'
 import { RgOutputParser } from './rg-output.js'
@@ -139,13 +140,7 @@ async function runRg (sandbox: RgSandbox, ws: Workspace, args: string[], signal:
   }
 }
 
-const DIR_FLAGS = fsConstants.O_RDONLY | fsConstants.O_DIRECTORY | fsConstants.O_NOFOLLOW
-const FILE_FLAGS = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK | fsConstants.O_NOCTTY
-
-/** `name` beneath the open directory fd (a /proc/self/fd path: see tree.ts `at`). */
-function atFd (dirFd: number, name: string): string {
-  return `/proc/self/fd/${dirFd}/${name}`
-}
+const FILE_FLAGS = READ_FLAGS | fsConstants.O_NOCTTY
 
 /** Synchronous sniffing between two yields to the event loop (as usage.ts's walk does). */
 const SNIFF_SLICE_MS = 4
@@ -154,7 +149,7 @@ const SNIFF_SLICE_MS = 4
 function sniffIn (dirFd: number, name: string, buf: Buffer): boolean {
   let fd: number
   try {
-    fd = openSync(atFd(dirFd, name), FILE_FLAGS)
+    fd = openSync(at(dirFd, name), FILE_FLAGS)
   } catch {
     return true
   }
@@ -212,7 +207,7 @@ async function sniffBinary (base: FileHandle, rels: ReadonlyArray<string | undef
         const parent = k === 0 ? base.fd : fds[k - 1]
         let fd: number | undefined
         if (parent !== undefined) {
-          try { fd = openSync(atFd(parent, parts[k] as string), DIR_FLAGS) } catch {}
+          try { fd = openSync(at(parent, parts[k] as string), DIR_FLAGS) } catch {}
         }
         names.push(parts[k] as string)
         fds.push(fd)
