@@ -7,7 +7,7 @@
 //  - it starts with a top-level folder or file of the repository (src/, routes/, test/, .ci/, openapi.yaml ...):
 //    that path must exist, as a file or a folder (`src/services.ts:237`: the line is ignored), unless git
 //    ignores it (an output such as `bench/results/latest.json`);
-//  - or it has no top-level prefix but ends in such an extension (`workspace/tree.ts`, `breaker.ts`):
+//  - or it has no top-level prefix but ends in such an extension (`workspace/fd-tree.ts`, `breaker.ts`):
 //    some tracked file must end with it, at a folder boundary (the text around it says which folder).
 // Skipped: URLs, globs (`*`), placeholders (`{userId}`, `<name>`), anything with a space, paths inside a
 // workspace (`src/main.py`: no file of the repo is Python), and names from outside the repo

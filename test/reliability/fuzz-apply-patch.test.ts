@@ -30,7 +30,7 @@ import { applyPatch } from '../../src/builtin/apply-patch/execute.js'
 import type { ApplyPatchResult, PatchIo } from '../../src/builtin/apply-patch/execute.js'
 import { applyPatchTool } from '../../src/builtin/tools/apply-patch.js'
 import { ToolError } from '../../src/builtin/types.js'
-import { renameAt, writeFileAtomic } from '../../src/builtin/workspace/tree.js'
+import { renameAt, writeFileAtomic } from '../../src/builtin/workspace/fd-tree.js'
 import { testWorkspace } from '../helpers/workspace.js'
 
 const TIMEOUT = { timeout: 60_000 }

@@ -7,7 +7,7 @@ import fc from 'fast-check'
 import {
   apiFunctionName, encodeUserToolName, isWireName, parseUserToolName, toWireName, ID_PATTERN
 } from '../../src/naming/names.js'
-import { locate } from '../../src/builtin/workspace/tree.js'
+import { locate } from '../../src/builtin/workspace/fd-tree.js'
 import { ToolError } from '../../src/builtin/types.js'
 import { testWorkspace } from '../helpers/workspace.js'
 

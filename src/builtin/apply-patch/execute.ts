@@ -5,7 +5,7 @@
  * applied. Here every hunk is first staged against an overlay of the files it touches (so a
  * later hunk sees what an earlier one did, exactly as sequential application would), every path
  * (sources and Move-to destinations) is resolved beneath the root on file descriptors
- * (`target.ts`, `workspace/tree.ts`: docs/ARCHITECTURE.md#fd-layer, no path is checked and then reused by name), and
+ * (`target.ts`, `workspace/fd-tree.ts`: docs/ARCHITECTURE.md#fd-layer, no path is checked and then reused by name), and
  * every new content is computed before the first write. Only then are the changes written; if a
  * write fails midway (disk full, permissions), what was already written is undone.
  *
@@ -21,7 +21,7 @@ import { rmdir } from 'node:fs/promises'
 import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
 import { at, errnoOf } from '../workspace/fd.js'
-import { locate, lstatAt, openFileIn, removeFile, renameAt, writeFileAtomic } from '../workspace/tree.js'
+import { locate, lstatAt, openFileIn, removeFile, renameAt, writeFileAtomic } from '../workspace/fd-tree.js'
 import { applyChunks } from './apply.js'
 import { parsePatch } from './parser.js'
 import type { Hunk } from './parser.js'
@@ -336,7 +336,7 @@ function sameBytes (original: Buffer | undefined, data: Buffer | string): boolea
 /**
  * The filesystem changes a commit makes (and its rollback undoes); tests replace them to
  * simulate a disk failing midway. `writeFileAtomic` writes a file by its real path below the
- * root (tree.ts resolves it again, on fds); `renameAt` parks a file in the trash and brings it back.
+ * root (fd-tree.ts resolves it again, on fds); `renameAt` parks a file in the trash and brings it back.
  */
 export interface PatchIo {
   writeFileAtomic: (ws: Workspace, input: string, data: string | Buffer) => Promise<unknown>

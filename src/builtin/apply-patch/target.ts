@@ -1,14 +1,14 @@
 /**
  * Where apply_patch's paths lead, and where its rollback copies wait: both on file descriptors
- * (docs/ARCHITECTURE.md#fd-layer; the model of `workspace/tree.ts`).
+ * (docs/ARCHITECTURE.md#fd-layer; the model of `workspace/fd-tree.ts`).
  *
  * A patch is staged before anything is written, so its targets must be resolved without creating
- * the folders a write will need: `tree.locate(.., 'create')` would make them, `'write'` refuses a
+ * the folders a write will need: `locate(.., 'create')` would make them, `'write'` refuses a
  * missing parent. `resolveTarget` walks the parent folders itself, one (directory fd, name) pair
  * at a time, never handing the kernel more than one component; an in-tree symlink on the way is
- * resolved by `tree.locate` (beneath the root, never out of it), and the walk stops at the first
+ * resolved by fd-tree.ts `locate` (beneath the root, never out of it), and the walk stops at the first
  * missing folder or at a file, reporting what each parent is. The commit then works on the
- * target's real chain below the root, through tree.ts again.
+ * target's real chain below the root, through fd-tree.ts again.
  */
 import { randomBytes } from 'node:crypto'
 import type { Stats } from 'node:fs'
@@ -19,7 +19,7 @@ import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
 import { at, DIR_FLAGS, errnoOf } from '../workspace/fd.js'
 import { checkPathInput, fsError, isInside, quoteInput } from '../workspace/paths.js'
-import { isProtected, locate, lstatAt } from '../workspace/tree.js'
+import { isProtected, locate, lstatAt } from '../workspace/fd-tree.js'
 
 /** What a parent folder of a target is on disk. */
 export type ParentKind = 'dir' | 'file' | 'missing'
@@ -49,7 +49,7 @@ function readOnlyError (input: string): ToolError {
 }
 
 /**
- * `tree.locate` quotes the path it was given (a prefix of the real chain); the patch's author
+ * fd-tree.ts `locate` quotes the path it was given (a prefix of the real chain); the patch's author
  * gave another one. Its refusals are re-worded with the input, the rest kept.
  */
 function relabel (err: unknown, input: string): ToolError {

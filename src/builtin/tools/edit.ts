@@ -1,6 +1,6 @@
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../tool.js'
-import { locateWritable, readFileCapped, writeFileAtomic } from '../workspace/tree.js'
+import { locateWritable, readFileCapped, writeFileAtomic } from '../workspace/fd-tree.js'
 import { withQuota } from '../workspace/usage.js'
 import { looksBinary, objectSchema, optBool, str } from './args.js'
 

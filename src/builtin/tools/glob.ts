@@ -4,7 +4,7 @@ import picomatch from 'picomatch'
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../tool.js'
 import { quoteInput } from '../workspace/paths.js'
-import { lstatAt, openForRead } from '../workspace/tree.js'
+import { lstatAt, openForRead } from '../workspace/fd-tree.js'
 import { sortPaths, walkDirs } from './walk.js'
 import { objectSchema, optInt, optStr, str } from './args.js'
 

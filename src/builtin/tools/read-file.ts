@@ -4,7 +4,7 @@ import { setImmediate as yieldToLoop } from 'node:timers/promises'
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../tool.js'
 import { tenantIo } from '../workspace/io-gate.js'
-import { openForRead } from '../workspace/tree.js'
+import { openForRead } from '../workspace/fd-tree.js'
 import { BINARY_SNIFF_BYTES, looksBinary, objectSchema, optInt, str } from './args.js'
 
 const CHUNK_BYTES = 64 * 1024

@@ -1,7 +1,7 @@
 import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
 import type { BuiltinTool } from '../tool.js'
-import { openForRead, writeFileAtomic } from '../workspace/tree.js'
+import { openForRead, writeFileAtomic } from '../workspace/fd-tree.js'
 import { withQuota } from '../workspace/usage.js'
 import { objectSchema, optStr, str } from './args.js'
 

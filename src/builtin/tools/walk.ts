@@ -6,8 +6,8 @@ import type { Dirent } from 'node:fs'
 import { close as fsClose, open as fsOpen, readdir } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { at, DIR_FLAGS } from '../workspace/fd.js'
-import { walk, WALK_MAX_DEPTH } from '../workspace/tree.js'
-import type { WalkEntry, WalkOptions } from '../workspace/tree.js'
+import { walk, WALK_MAX_DEPTH } from '../workspace/fd-walk.js'
+import type { WalkEntry, WalkOptions } from '../workspace/fd-walk.js'
 
 /** Order shared with grep: compare path segment by segment, bytewise (what a sorted tree walk yields). */
 export function comparePaths (a: string, b: string): number {
@@ -46,7 +46,7 @@ export function sortPaths (paths: string[]): string[] {
 }
 
 /**
- * tree.ts's `walk` in bytewise name order per directory: grep collects matches in walk order and
+ * fd-walk.ts's `walk` in bytewise name order per directory: grep collects matches in walk order and
  * must give them in comparePaths order, the order ripgrep's results are sorted into (the default
  * UTF-16 order differs above U+D7FF).
  */

@@ -1,6 +1,6 @@
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../tool.js'
-import { writeFileAtomic } from '../workspace/tree.js'
+import { writeFileAtomic } from '../workspace/fd-tree.js'
 import { withQuota } from '../workspace/usage.js'
 import { objectSchema, optStr, str } from './args.js'
 

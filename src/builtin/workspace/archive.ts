@@ -16,14 +16,14 @@
  * fine), hard links to anything but a regular file extracted earlier, devices, FIFOs, unknown
  * types, setuid/setgid bits, a path changing type. Limits (bytes as the sum of entry sizes, entries
  * including implied parent directories) are checked at each header, so a 2 GB run of zeros is
- * refused before its first byte is written. Entries the file tools never write (tree.ts
+ * refused before its first byte is written. Entries the file tools never write (fd-tree.ts
  * `isProtected`: `.git/hooks`, `.ssh`, `.aws`) are skipped, not written, and reported; a git
  * checkout always holds `.git/hooks/*.sample`, so refusing the whole archive would refuse every
  * repository. A stream that ends without the tar end-of-archive
  * blocks, or a gzip stream that ends early, is refused as truncated.
  *
  * Download. Entry names are the workspace's own (a download of `src` holds `src/...`), so an archive
- * of a directory uploads back (merge) to where it came from. The tree is walked by fd in a worker thread (pack-worker.ts, tree.ts `walk`'s rules:
+ * of a directory uploads back (merge) to where it came from. The tree is walked by fd in a worker thread (pack-worker.ts, fd-walk.ts `walk`'s rules:
  * each entry opened beneath its directory's fd with O_NOFOLLOW), symlinks archived as symlinks and
  * never followed, other types skipped; headers are written here with node-tar's Header (and a pax
  * header for long or non-ASCII names), and the tar is pulled through gzip with backpressure, so
@@ -42,7 +42,8 @@ import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
 import { CREATE_FLAGS, errnoOf } from './fd.js'
 import { PACK_WORKER_SOURCE } from './pack-worker.js'
-import { WALK_MAX_DEPTH, isProtected, openForRead } from './tree.js'
+import { isProtected, openForRead } from './fd-tree.js'
+import { WALK_MAX_DEPTH } from './fd-walk.js'
 
 /** Longest entry path or link target accepted (Linux PATH_MAX is 4096 with its NUL). */
 const MAX_PATH_BYTES = 4095

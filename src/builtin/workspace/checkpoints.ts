@@ -15,7 +15,7 @@
  * The memory is bounded (a few workspaces); a workspace that lost its entry is read whole once.
  *
  * The tenant may rewrite or swap any path for a symlink while we walk (its background commands
- * run concurrently). So the walk works like tree.ts: every directory is opened beneath its
+ * run concurrently). So the walk works like fd-tree.ts: every directory is opened beneath its
  * parent's fd with O_NOFOLLOW|O_DIRECTORY through `/proc/self/fd/<fd>/<name>`, files are opened
  * with O_NOFOLLOW and checked on the fd, symlinks are recorded and recreated as symlinks and never
  * followed, and restore writes only into directory fds obtained that way (temp file, then a rename

@@ -1,6 +1,6 @@
 /**
  * The file-system side of a workspace download, in a worker thread: a walk of the tree below an
- * open directory fd, with the same rules as tree.ts `walk` (every component opened beneath its
+ * open directory fd, with the same rules as fd-walk.ts `walk` (every component opened beneath its
  * directory's fd through `/proc/self/fd/<fd>/<name>` with O_NOFOLLOW, directories with
  * O_DIRECTORY, symlinks read and never followed, names in UTF-16 order per directory, no deeper
  * than WALK_MAX_DEPTH), and the contents of the regular files.

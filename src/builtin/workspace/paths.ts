@@ -1,7 +1,7 @@
 /**
  * Lexical rules for the paths a caller gives the file tools (docs/ARCHITECTURE.md#workspaces): NUL bytes,
  * lengths, quoting in error messages, and the mapping of filesystem errors to tool errors. The
- * resolution itself is fd-based and lives in tree.ts (docs/ARCHITECTURE.md#fd-layer): nothing here touches the disk.
+ * resolution itself is fd-based and lives in fd-tree.ts (docs/ARCHITECTURE.md#fd-layer): nothing here touches the disk.
  * Error messages quote the input as given, never a resolved host path.
  */
 import path from 'node:path'

@@ -23,7 +23,7 @@ import { setImmediate as setImmediatePromise, setTimeout as sleep } from 'node:t
 import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
 import { at, DIR_FLAGS, errnoOf } from './fd.js'
-import { WALK_MAX_DEPTH } from './tree.js'
+import { WALK_MAX_DEPTH } from './fd-walk.js'
 import type { WorkspaceVolumes } from './volumes.js'
 
 /** Synchronous work of a measure between two yields to the event loop. */
@@ -31,7 +31,7 @@ const SLICE_MS = 8
 /**
  * Deeper directories than this are not entered: each level holds two fds during the walk (the
  * directory and its listing), and the gateway's fd limit may be as low as 1024. The same depth as
- * the other walkers (tree.ts WALK_MAX_DEPTH). A tree that reaches it is reported inexact: what lies
+ * the other walkers (fd-walk.ts WALK_MAX_DEPTH). A tree that reaches it is reported inexact: what lies
  * deeper is not counted.
  */
 const MEASURE_MAX_DEPTH = WALK_MAX_DEPTH
@@ -421,7 +421,7 @@ async function countTree (root: string, partial: UsageFigure): Promise<Measured>
   }
 }
 
-/** A write's change to the figure, as tree.ts's writeFileAtomic reports it. */
+/** A write's change to the figure, as fd-tree.ts's writeFileAtomic reports it. */
 export interface WriteChange { deltaBytes: number, deltaFiles: number }
 
 /**

@@ -8,7 +8,7 @@ import { close as fsClose, constants as fsConstants, fstat as fsFstat, open as f
 import type { FileHandle } from 'node:fs/promises'
 import { ToolError } from '../../types.js'
 import { at, READ_FLAGS } from '../../workspace/fd.js'
-import { lstatAt } from '../../workspace/tree.js'
+import { lstatAt } from '../../workspace/fd-tree.js'
 import { BINARY_SNIFF_BYTES } from '../args.js'
 import { walkBytewise } from '../walk.js'
 import type { Collector, Query } from './query.js'
@@ -81,7 +81,7 @@ async function closeFd (fd: number): Promise<void> {
 const OPEN_FLAGS = READ_FLAGS | fsConstants.O_NOCTTY
 
 /**
- * tree.ts's openFileIn with callback fs on a plain descriptor: `name` opened beneath the open
+ * fd-tree.ts's openFileIn with callback fs on a plain descriptor: `name` opened beneath the open
  * directory `dir` through /proc/self/fd/N/name with O_NOFOLLOW (never a path from the root, never
  * a link followed), then checked with fstat on the descriptor to be a regular file. A FileHandle
  * costs about three times the CPU per file, and on a big tree the walk is CPU-bound. The caller

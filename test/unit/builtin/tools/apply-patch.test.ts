@@ -9,7 +9,7 @@ import type { PatchIo } from '../../../../src/builtin/apply-patch/execute.js'
 import { applyPatchTool } from '../../../../src/builtin/tools/apply-patch.js'
 import { ToolError } from '../../../../src/builtin/types.js'
 import type { Workspace } from '../../../../src/builtin/types.js'
-import { renameAt, writeFileAtomic } from '../../../../src/builtin/workspace/tree.js'
+import { renameAt, writeFileAtomic } from '../../../../src/builtin/workspace/fd-tree.js'
 import { testWorkspace } from '../../../helpers/workspace.js'
 
 interface Fixture {

@@ -1,29 +1,26 @@
 /**
- * File operations on a tenant's tree that no directory entry can redirect (docs/ARCHITECTURE.md#fd-layer).
+ * File operations on a tenant's tree that no directory entry can redirect (docs/ARCHITECTURE.md#fd-layer):
+ * resolving a caller's path, reading, writing, deleting, renaming.
  *
  * A tenant controls every entry below its workspace root and can swap any of them for a symlink at
  * any moment (a `renameat2(RENAME_EXCHANGE)` loop in a background process). Checking a path and
  * then using it by name is therefore always a race, and the gateway runs as root. So nothing here
  * ever hands a multi-component path to the kernel: the root is opened once, and every further
- * component is opened relative to the directory fd of the one before it, through
- * `/proc/self/fd/<fd>/<name>` with `O_NOFOLLOW` (Node has no `openat`; the magic link resolves to
- * the open directory itself, not to its name, and `<name>` holds no slash, so the only thing the
- * kernel could follow is `<name>` itself, which `O_NOFOLLOW` refuses). Creating, renaming, deleting
- * and stat-ing work the same way on (directory fd, name) pairs, and `rename`, `unlink`, `mkdir`,
- * `rmdir`, `lstat` and `readlink` never follow a final symlink.
+ * component is opened relative to the directory fd of the one before it, with `O_NOFOLLOW` (fd.ts
+ * `at`: Node has no `openat`). Creating, renaming, deleting and stat-ing work the same way on
+ * (directory fd, name) pairs, and `rename`, `unlink`, `mkdir`, `rmdir`, `lstat` and `readlink`
+ * never follow a final symlink.
  *
  * Symlinks inside the tree are still honoured the way `openat2(RESOLVE_BENEATH)` honours them: we
  * read the link and walk its target ourselves, component by component, from the directory the link
  * is in (relative targets, `..` never above the root) or from a root (absolute targets that point
  * into the workspace or a read root); anything else is an escape. A swap during the walk can only
  * make the walk fail or land on another entry beneath the same root.
- *
- * Linux only (`/proc/self/fd`), like the sandbox.
  */
 import { randomBytes } from 'node:crypto'
 import { constants as fsConstants } from 'node:fs'
-import type { Dirent, Stats } from 'node:fs'
-import { lstat, mkdir, open, opendir, readlink, rename, rmdir, unlink } from 'node:fs/promises'
+import type { Stats } from 'node:fs'
+import { lstat, mkdir, open, readlink, rename, rmdir, unlink } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import path from 'node:path'
 import { ToolError } from '../types.js'
@@ -540,84 +537,4 @@ export async function lstatAt (dir: FileHandle, name: string): Promise<Stats | u
     if (errnoOf(err) === 'ENOENT' || errnoOf(err) === 'ENOTDIR') return undefined
     throw err
   }
-}
-
-/** One entry met by `walk`. `dir` is open only until the generator resumes. */
-export interface WalkEntry {
-  dir: FileHandle
-  name: string
-  /** Path relative to the walk's base, '/'-separated. */
-  rel: string
-  kind: 'file' | 'dir' | 'symlink' | 'other'
-}
-
-export interface WalkOptions {
-  /** Directory names never entered (and not yielded). */
-  skip?: ReadonlySet<string>
-  signal?: AbortSignal
-  /** Stop after this many entries (a bound on work for huge trees). */
-  maxEntries?: number
-  /** Directories deeper than this are not entered (each level holds an fd while it is walked). */
-  maxDepth?: number
-  /** Order of names within a directory: by this key (default: the name, UTF-16 order). */
-  sortKey?: (name: string) => string
-  /**
-   * Awaited before a directory's fd is closed: the caller may still be opening entries beneath
-   * it, and a closed fd number can be reused by an unrelated open.
-   */
-  onLeave?: (dir: FileHandle) => Promise<void>
-}
-
-export const WALK_MAX_DEPTH = 256
-
-function kindOf (d: Dirent): WalkEntry['kind'] {
-  if (d.isFile()) return 'file'
-  if (d.isDirectory()) return 'dir'
-  if (d.isSymbolicLink()) return 'symlink'
-  return 'other'
-}
-
-/**
- * Depth-first walk below an open directory, in name order per directory. Directories are entered
- * by fd with O_NOFOLLOW|O_DIRECTORY, so a directory swapped for a symlink mid-walk is skipped, not
- * followed; symlinks are yielded as such and never entered. The base handle stays the caller's.
- */
-export async function * walk (base: FileHandle, opts: WalkOptions = {}): AsyncGenerator<WalkEntry> {
-  let seen = 0
-  const maxDepth = opts.maxDepth ?? WALK_MAX_DEPTH
-  async function * inside (dir: FileHandle, prefix: string, depth: number): AsyncGenerator<WalkEntry> {
-    const entries: Dirent[] = []
-    const handle = await opendir(at(dir), { bufferSize: 256 })
-    try {
-      for await (const d of handle) entries.push(d)
-    } catch {
-      // A directory removed under us: what was read is all there is.
-    }
-    const key = opts.sortKey ?? ((name: string) => name)
-    const keyed = entries.map((d) => ({ d, k: key(d.name) }))
-    keyed.sort((a, b) => (a.k < b.k ? -1 : a.k > b.k ? 1 : 0))
-    for (const { d } of keyed) {
-      if (opts.signal?.aborted === true) return
-      if (opts.maxEntries !== undefined && seen >= opts.maxEntries) return
-      const kind = kindOf(d)
-      if (kind === 'dir' && opts.skip?.has(d.name) === true) continue
-      seen++
-      const rel = prefix === '' ? d.name : `${prefix}/${d.name}`
-      yield { dir, name: d.name, rel, kind }
-      if (kind !== 'dir' || depth >= maxDepth) continue
-      let sub: FileHandle
-      try {
-        sub = await open(at(dir, d.name), DIR_FLAGS)
-      } catch {
-        continue
-      }
-      try {
-        yield * inside(sub, rel, depth + 1)
-      } finally {
-        await opts.onLeave?.(sub)
-        await sub.close().catch(() => {})
-      }
-    }
-  }
-  yield * inside(base, '', 1)
 }

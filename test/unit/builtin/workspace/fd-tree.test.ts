@@ -1,5 +1,5 @@
 /**
- * The fd-based file layer (src/builtin/workspace/tree.ts): in-tree symlinks are followed beneath
+ * The fd-based file layer (src/builtin/workspace/fd-tree.ts): in-tree symlinks are followed beneath
  * the root, everything else is refused, and a tight symlink-swap loop running beside the calls
  * never gets a read, write, delete or walk outside the tree. The swap loop runs on the host
  * here (perl's renameat2 RENAME_EXCHANGE), the fastest a tenant's own process could do it; the
@@ -12,7 +12,8 @@ import { mkdir, mkdtemp, readFile, readdir, realpath, rm, symlink, writeFile } f
 import os from 'node:os'
 import path from 'node:path'
 import { ToolError } from '../../../../src/builtin/types.js'
-import { locate, openForRead, readFileCapped, removeFile, walk, writeFileAtomic } from '../../../../src/builtin/workspace/tree.js'
+import { locate, openForRead, readFileCapped, removeFile, writeFileAtomic } from '../../../../src/builtin/workspace/fd-tree.js'
+import { walk } from '../../../../src/builtin/workspace/fd-walk.js'
 import { testWorkspace } from '../../../helpers/workspace.js'
 
 const RENAMEAT2 = process.arch === 'arm64' ? 276 : 316
