@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process'
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
 import path from 'node:path'
-import { CheckpointStore } from '../src/builtin/workspace/checkpoints.js'
+import { CheckpointStore } from '../src/builtin/workspace/checkpoint-store.js'
 import type { Workspace } from '../src/builtin/types.js'
 import { generateTree } from './fixtures/tree.js'
 import { makeRow, median, round, timeMs } from './stats.js'

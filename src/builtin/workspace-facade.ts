@@ -3,7 +3,7 @@ import type { FileHandle } from 'node:fs/promises'
 import { HttpError } from '../errors.js'
 import { actingUserId } from '../tools/tenancy.js'
 import type { Caller } from '../tools/types.js'
-import type { CheckpointInfo } from './workspace/checkpoints.js'
+import type { CheckpointInfo } from './workspace/checkpoint-store.js'
 import type { UploadResult, WorkspaceLifecycle, WorkspaceSummary } from './workspace/lifecycle.js'
 
 /**

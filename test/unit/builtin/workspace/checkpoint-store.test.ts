@@ -1,5 +1,5 @@
 /**
- * The checkpoint store (src/builtin/workspace/checkpoints.ts) on real directories: a restore
+ * The checkpoint store (src/builtin/workspace/checkpoint-store.ts) on real directories: a restore
  * makes the tree exactly the checkpoint's (files, empty directories, modes, symlinks kept as
  * symlinks), a checkpoint after a few changes reads and stores only those, retention and delete
  * collect exactly the objects nothing else references, and a symlink-swap loop beside create or
@@ -16,7 +16,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { HttpError } from '../../../../src/errors.js'
-import { CheckpointStore, RACY_MS } from '../../../../src/builtin/workspace/checkpoints.js'
+import { CheckpointStore } from '../../../../src/builtin/workspace/checkpoint-store.js'
+import { RACY_MS } from '../../../../src/builtin/workspace/checkpoint-snapshot.js'
 import { testWorkspace } from '../../../helpers/workspace.js'
 
 const RENAMEAT2 = process.arch === 'arm64' ? 276 : 316
