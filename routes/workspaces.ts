@@ -38,7 +38,7 @@ async function workspaceRoutes (app: FastifyInstance): Promise<void> {
   }, async (request) => ({ workspaces: await workspaces.list(request.caller, request.params.userId) }))
 
   // The upload in a context of its own, whose one parser takes every content type (or none): the
-  // format is read from the body's bytes (archive.ts), since clients send octet-stream, x-gzip, a
+  // format is read from the body's bytes (archive-extract.ts), since clients send octet-stream, x-gzip, a
   // form type or nothing for the same file. The body is handed over as the raw request stream:
   // never buffered, and not bound by BODY_LIMIT_BYTES (the workspace quota bounds it, checked entry
   // by entry while streaming). The other routes keep the JSON parser.

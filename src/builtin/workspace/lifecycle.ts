@@ -28,7 +28,8 @@ import { LockUnavailableError, LockWaitAbortedError } from '../../cluster/index.
 import type { WriteLock } from '../../cluster/index.js'
 import { ToolError } from '../types.js'
 import type { Workspace } from '../types.js'
-import { extractArchive, packWorkspace } from './archive.js'
+import { extractArchive } from './archive-extract.js'
+import { packWorkspace } from './archive-pack.js'
 import type { CheckpointInfo, CheckpointStore } from './checkpoint-store.js'
 import { at, DIR_FLAGS, errnoOf } from './fd.js'
 import { openForRead } from './fd-tree.js'
@@ -66,7 +67,7 @@ export interface UploadResult {
   bytes: number
   /** Entries (files, directories, symlinks), as usage.ts counts them. */
   files: number
-  /** Where protected entries were skipped (archive.ts ExtractResult), and how many. */
+  /** Where protected entries were skipped (archive-entries.ts ExtractResult), and how many. */
   skipped: string[]
   skippedEntries: number
 }
@@ -235,7 +236,7 @@ export class WorkspaceLifecycle {
    * and a workspace this upload would have created is not left behind. A replace stops the
    * workspace's background processes first: their tree is gone, and left running they would go on
    * writing into the trash (a merge keeps the tree, and them). Entries the file tools never write
-   * are skipped and reported (archive.ts).
+   * are skipped and reported (archive-entries.ts).
    */
   async upload (tenant: string, workspaceId: string, body: Readable, opts: UploadOptions): Promise<UploadResult> {
     const existing = await this.#ws.find(tenant, workspaceId).catch(rethrow)

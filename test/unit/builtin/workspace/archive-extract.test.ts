@@ -1,50 +1,23 @@
 /**
- * Workspace archives (src/builtin/workspace/archive.ts): checked streaming extraction into a
- * staging directory, and the streamed tar.gz download. Hostile archives are built here from raw
- * node-tar Headers (a tar library would refuse to write most of them); every refusal must leave
- * nothing outside the staging directory (a sentinel directory beside it is compared after each).
- * Normal archives come from node-tar and from the system tar, and the download is checked by the
- * system `tar xzf`.
+ * Uploaded archives (src/builtin/workspace/archive-extract.ts, archive-entries.ts): checked streaming
+ * extraction into a staging directory. Hostile archives are built here from raw node-tar Headers (a tar
+ * library would refuse to write most of them); every refusal must leave nothing outside the staging
+ * directory (a sentinel directory beside it is compared after each). Normal archives come from
+ * node-tar and from the system tar.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn, spawnSync } from 'node:child_process'
-import { createHash, randomBytes } from 'node:crypto'
-import { chmod, lstat, mkdir, mkdtemp, open, readFile, readdir, readlink, realpath, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises'
-import os from 'node:os'
+import { spawnSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdir, readFile, readdir, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 import { buffer as collect } from 'node:stream/consumers'
-import { gunzipSync, gzipSync } from 'node:zlib'
+import { gzipSync } from 'node:zlib'
 import { Header, Pax, create as tarCreate } from 'tar'
 import { HttpError } from '../../../../src/errors.js'
-import { extractArchive, makeStagingDir, packWorkspace, removeStagingDir } from '../../../../src/builtin/workspace/archive.js'
-import type { ArchiveLimits, ExtractResult } from '../../../../src/builtin/workspace/archive.js'
-import { testWorkspace } from '../../../helpers/workspace.js'
-
-const LIMITS: ArchiveLimits = { maxBytes: 1024 * 1024 * 1024, maxFiles: 200_000 }
-const MTIME = new Date(1_700_000_000_000)
-
-interface Ctx { dir: string, staging: string, outside: string }
-
-async function setup (t: { after: (fn: () => Promise<void>) => void }): Promise<Ctx> {
-  const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), 'tg-archive-')))
-  t.after(() => rm(dir, { recursive: true, force: true }))
-  const staging = path.join(dir, 'staging')
-  const outside = path.join(dir, 'outside')
-  await mkdir(staging, { mode: 0o700 })
-  await mkdir(outside)
-  await writeFile(path.join(outside, 'sentinel'), 'SENTINEL\n')
-  return { dir, staging, outside }
-}
-
-/** Nothing appeared or changed beside the staging directory. */
-async function assertOutsideUntouched (c: Ctx): Promise<void> {
-  // The test's own trees may sit beside them; anything else was written by the archive.
-  for (const name of await readdir(c.dir)) assert.ok(['outside', 'staging', 'ws', 'src-tree', 'sys'].includes(name), name)
-  assert.deepEqual(await readdir(c.outside), ['sentinel'])
-  assert.equal(await readFile(path.join(c.outside, 'sentinel'), 'utf8'), 'SENTINEL\n')
-}
+import { extractArchive, makeStagingDir, removeStagingDir } from '../../../../src/builtin/workspace/archive-extract.js'
+import { assertOutsideUntouched, extract, LIMITS, makeTree, MTIME, refused, setup, snapshot, streamOf } from '../../../helpers/archive.js'
 
 interface RawEntry {
   path: string
@@ -67,51 +40,6 @@ function rawTar (entries: RawEntry[], opts: { end?: boolean } = {}): Buffer {
   }
   if (opts.end !== false) out.push(Buffer.alloc(1024))
   return Buffer.concat(out)
-}
-
-/** A body that arrives in pieces, as a request body does. */
-function streamOf (buf: Buffer, chunk = 16 * 1024): Readable {
-  return Readable.from((function * () {
-    for (let i = 0; i < buf.length; i += chunk) yield buf.subarray(i, i + chunk)
-  })())
-}
-
-async function extract (c: Ctx, buf: Buffer, opts: { limits?: Partial<ArchiveLimits> } = {}): Promise<ExtractResult> {
-  return await extractArchive(streamOf(buf), { stagingDir: c.staging, limits: { ...LIMITS, ...opts.limits } })
-}
-
-async function refused (c: Ctx, p: Promise<unknown>, code: 'GW_BAD_ARCHIVE' | 'GW_PAYLOAD_TOO_LARGE' | 'GW_UNSUPPORTED_MEDIA_TYPE', re?: RegExp): Promise<void> {
-  await assert.rejects(p, (err: unknown) => {
-    assert.ok(err instanceof HttpError, `expected an HttpError, got ${String(err)}`)
-    assert.equal(err.code, code, err.message)
-    if (re !== undefined) assert.match(err.message, re)
-    return true
-  })
-  await assertOutsideUntouched(c)
-}
-
-interface Snap { type: string, mode: number, size?: number, sha?: string, target?: string, mtime?: number }
-
-/** Everything below `root` as plain data (lstat: links are never followed). */
-async function snapshot (root: string): Promise<Record<string, Snap>> {
-  const out: Record<string, Snap> = {}
-  async function walkDir (dir: string, prefix: string): Promise<void> {
-    for (const name of (await readdir(dir)).sort()) {
-      const abs = path.join(dir, name)
-      const rel = prefix === '' ? name : `${prefix}/${name}`
-      const st = await lstat(abs)
-      const mode = st.mode & 0o7777
-      if (st.isSymbolicLink()) out[rel] = { type: 'symlink', mode: 0, target: await readlink(abs) }
-      else if (st.isDirectory()) {
-        out[rel] = { type: 'dir', mode }
-        await walkDir(abs, rel)
-      } else if (st.isFile()) {
-        out[rel] = { type: 'file', mode, size: st.size, sha: createHash('sha256').update(await readFile(abs)).digest('hex'), mtime: Math.floor(st.mtimeMs / 1000) }
-      } else out[rel] = { type: 'other', mode }
-    }
-  }
-  await walkDir(root, '')
-  return out
 }
 
 // ------------------------------------------------------------------------------------------
@@ -408,88 +336,6 @@ test('data after the end of the archive: record padding is fine, a long tail is 
 // ------------------------------------------------------------------------------------------
 // Normal archives
 
-async function makeTree (root: string, outside: string): Promise<void> {
-  await mkdir(path.join(root, 'src/lib'), { recursive: true })
-  await mkdir(path.join(root, 'empty/nested-empty'), { recursive: true })
-  await writeFile(path.join(root, 'README.md'), '# hello\n')
-  await writeFile(path.join(root, 'src/lib/a.ts'), 'export const a = 1\n')
-  await writeFile(path.join(root, 'run.sh'), '#!/bin/sh\necho hi\n')
-  await chmod(path.join(root, 'run.sh'), 0o750)
-  await writeFile(path.join(root, 'private'), 'secret-ish\n')
-  await chmod(path.join(root, 'private'), 0o600)
-  await writeFile(path.join(root, 'empty-file'), '')
-  await writeFile(path.join(root, 'big.bin'), randomBytes(3 * 1024 * 1024 + 17))
-  const long = `${'d'.repeat(90)}/${'e'.repeat(120)}`
-  await mkdir(path.join(root, path.dirname(long)), { recursive: true })
-  await writeFile(path.join(root, long), 'long name\n')
-  await mkdir(path.join(root, 'ünïcødé ✓'))
-  await writeFile(path.join(root, 'ünïcødé ✓/日本語.txt'), 'unicode\n')
-  await symlink('src/lib/a.ts', path.join(root, 'link-to-a'))
-  await symlink('../README.md', path.join(root, 'src/up-link'))
-  await symlink('x'.repeat(150), path.join(root, 'dangling-long-target'))
-  // Not followed on download: the archive holds the link, not what it points to.
-  await symlink(outside, path.join(root, 'escape'))
-  await chmod(path.join(root, 'src'), 0o750)
-  for (const f of ['README.md', 'src/lib/a.ts', 'big.bin', long]) await utimes(path.join(root, f), MTIME, MTIME)
-}
-
-test('pack then extract gives the same tree; symlinks stay links, nothing outside is read', async (t) => {
-  const c = await setup(t)
-  const root = path.join(c.dir, 'ws')
-  await mkdir(root)
-  await makeTree(root, c.outside)
-  const gz = await collect(await packWorkspace(testWorkspace(root)))
-  assert.ok(!gz.includes(Buffer.from('SENTINEL')))
-
-  // The escape link is refused by the upload checks (absolute target): the rest must match.
-  await refused(c, extract(c, gz), 'GW_BAD_ARCHIVE', /"escape" has an absolute target/)
-  await rm(path.join(root, 'escape'))
-  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
-  const gz2 = await collect(await packWorkspace(testWorkspace(root)))
-  const res = await extract(c, gz2)
-  const want = await snapshot(root)
-  assert.deepEqual(await snapshot(c.staging), want)
-  const files = Object.values(want)
-  assert.equal(res.files, files.length)
-  assert.equal(res.bytes, files.reduce((n, s) => n + (s.size ?? 0), 0))
-
-  // And the system tar reads it the same way.
-  const sys = path.join(c.dir, 'sys')
-  await mkdir(sys)
-  const r = spawnSync('tar', ['xzf', '-', '-C', sys], { input: gz2 })
-  assert.equal(r.status, 0, r.stderr.toString())
-  assert.deepEqual(await snapshot(sys), want)
-  await rm(sys, { recursive: true })
-  await rm(c.staging, { recursive: true })
-  await mkdir(c.staging, { mode: 0o700 })
-})
-
-test('a subdirectory is packed alone, by its names in the workspace; a file or a missing path is a 400', async (t) => {
-  const c = await setup(t)
-  const root = path.join(c.dir, 'ws')
-  await mkdir(root)
-  await makeTree(root, c.outside)
-  await rm(path.join(root, 'escape'))
-  // Names keep the src/ prefix, so the archive extracts (or uploads) back to the same place, and
-  // src/up-link -> ../README.md stays inside it.
-  const want = Object.fromEntries(Object.entries(await snapshot(root)).filter(([k]) => k === 'src' || k.startsWith('src/')))
-  for (const sub of ['src', './src/', 'link-to-src']) {
-    if (sub === 'link-to-src') await symlink('src', path.join(root, 'link-to-src'))
-    await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
-    await extract(c, await collect(await packWorkspace(testWorkspace(root), sub)))
-    assert.deepEqual(await snapshot(c.staging), want, sub)
-  }
-  await rm(path.join(root, 'link-to-src'))
-  // Deeper: the parents are implied, the directory packed keeps its own mode.
-  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
-  const names = spawnSync('tar', ['tzf', '-'], { input: await collect(await packWorkspace(testWorkspace(root), 'src/lib')) }).stdout.toString().split('\n').filter(Boolean)
-  assert.deepEqual(names, ['src/lib/', 'src/lib/a.ts'])
-  for (const bad of ['README.md', 'missing', '../outside', c.outside]) {
-    await assert.rejects(packWorkspace(testWorkspace(root), bad), (err: unknown) => err instanceof HttpError && err.code === 'GW_BAD_REQUEST')
-  }
-  await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
-})
-
 test('archives made by the system tar upload: tar czf with ./ names, and a plain tar', async (t) => {
   const c = await setup(t)
   const src = path.join(c.dir, 'src-tree')
@@ -539,90 +385,4 @@ test('an aborted upload rejects with the signal\'s reason and writes nothing mor
   await assert.rejects(p, /client went away/)
   await assertOutsideUntouched(c)
   assert.ok((await stat(path.join(c.staging, 'big'))).size < 1024 * 1024)
-})
-
-// ------------------------------------------------------------------------------------------
-// Streaming
-
-const RENAMEAT2 = process.arch === 'arm64' ? 276 : 316
-const HAS_PERL = spawnSync('perl', ['-e', '1']).status === 0
-
-test('a symlink-swap loop beside a download never gets an outside file into the archive', { skip: !HAS_PERL && process.env.CI !== 'true' }, async (t) => {
-  const c = await setup(t)
-  const root = path.join(c.dir, 'ws')
-  await mkdir(path.join(c.outside, 'sub'))
-  await writeFile(path.join(c.outside, 'sub/f'), 'OUTSIDE SECRET\n')
-  // Ten pairs: the directory e<i> (holding sub/f) and the link s<i> to the outside folder, which
-  // holds a sub/f of its own.
-  for (let i = 0; i < 10; i++) {
-    await mkdir(path.join(root, `e${i}/sub`), { recursive: true })
-    await writeFile(path.join(root, `e${i}/sub/f`), 'inside\n')
-    await symlink(c.outside, path.join(root, `s${i}`))
-  }
-  // Exchanges every pair as fast as it can.
-  const loop = spawn('perl', ['-e', `chdir $ARGV[0] or die; while (1) { for my $i (0..9) { syscall(${RENAMEAT2}, -100, "e$i", -100, "s$i", 2) } }`, root], { stdio: 'ignore' })
-  let inside = 0
-  try {
-    const until = Date.now() + 3000
-    for (let i = 0; i < 300 && (i < 20 || Date.now() < until); i++) {
-      const tar = gunzipSync(await collect(await packWorkspace(testWorkspace(root))))
-      assert.ok(!tar.includes(Buffer.from('OUTSIDE')), 'an outside file was archived')
-      if (tar.includes(Buffer.from('inside'))) inside++
-    }
-  } finally {
-    // Before the temp dir is removed (an after hook): rm racing the swaps may never finish.
-    if (loop.exitCode === null && loop.signalCode === null) {
-      const exited = new Promise((resolve) => loop.once('exit', resolve))
-      loop.kill('SIGKILL')
-      await exited
-    }
-  }
-  assert.ok(inside > 0, 'the walk must sometimes see the directory, or the test proves nothing')
-})
-
-test('a download stopped halfway closes every fd it opened', async (t) => {
-  const c = await setup(t)
-  const root = path.join(c.dir, 'ws')
-  for (let d = 0; d < 20; d++) {
-    await mkdir(path.join(root, `d${d}`, 'sub'), { recursive: true })
-    for (let f = 0; f < 20; f++) await writeFile(path.join(root, `d${d}`, 'sub', `f${f}`), randomBytes(8192))
-  }
-  const fds = async (): Promise<number> => (await readdir('/proc/self/fd')).length
-  const before = await fds()
-  const gz = await packWorkspace(testWorkspace(root))
-  await new Promise<void>((resolve) => gz.once('data', () => resolve()))
-  gz.destroy()
-  // The worker unwinds (closing its fds), then the base directory fd is closed.
-  for (let i = 0; i < 100 && await fds() > before; i++) await new Promise((resolve) => setTimeout(resolve, 20))
-  assert.equal(await fds(), before)
-})
-
-test('pack + extract of a 200 MiB tree keeps RSS flat', async (t) => {
-  const c = await setup(t)
-  const root = path.join(c.dir, 'ws')
-  await mkdir(path.join(root, 'd'), { recursive: true })
-  // Incompressible for gzip (a 1 MiB random block is far wider than its 32 KiB window), written in chunks.
-  const block = randomBytes(1024 * 1024)
-  for (let i = 0; i < 10; i++) {
-    const fh = await open(path.join(root, i % 2 === 0 ? `f${i}` : `d/f${i}`), 'w')
-    for (let m = 0; m < 20; m++) await fh.write(block)
-    await fh.close()
-  }
-  const gc = (globalThis as { gc?: () => void }).gc
-  gc?.()
-  const before = process.memoryUsage().rss
-  let peak = before
-  const timer = setInterval(() => { peak = Math.max(peak, process.memoryUsage().rss) }, 20)
-  try {
-    const res = await extractArchive(await packWorkspace(testWorkspace(root)), { stagingDir: c.staging, limits: LIMITS })
-    assert.equal(res.bytes, 200 * 1024 * 1024)
-  } finally {
-    clearInterval(timer)
-  }
-  peak = Math.max(peak, process.memoryUsage().rss)
-  const growth = (peak - before) / 1024 / 1024
-  t.diagnostic(`RSS growth ${growth.toFixed(1)} MiB`)
-  assert.ok(growth < 64, `RSS grew by ${growth.toFixed(1)} MiB`)
-  const a = await stat(path.join(c.staging, 'd/f9'))
-  assert.equal(a.size, 20 * 1024 * 1024)
 })
