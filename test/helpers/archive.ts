@@ -49,7 +49,9 @@ export async function extract (c: Ctx, buf: Buffer, opts: { limits?: Partial<Arc
   return await extractArchive(streamOf(buf), { stagingDir: c.staging, limits: { ...LIMITS, ...opts.limits } })
 }
 
-export async function refused (c: Ctx, p: Promise<unknown>, code: 'GW_BAD_ARCHIVE' | 'GW_PAYLOAD_TOO_LARGE' | 'GW_UNSUPPORTED_MEDIA_TYPE', re?: RegExp): Promise<void> {
+type RefusalCode = 'GW_BAD_ARCHIVE' | 'GW_PAYLOAD_TOO_LARGE' | 'GW_UNSUPPORTED_MEDIA_TYPE'
+
+export async function refused (c: Ctx, p: Promise<unknown>, code: RefusalCode, re?: RegExp): Promise<void> {
   await assert.rejects(p, (err: unknown) => {
     assert.ok(err instanceof HttpError, `expected an HttpError, got ${String(err)}`)
     assert.equal(err.code, code, err.message)
@@ -75,7 +77,8 @@ export async function snapshot (root: string): Promise<Record<string, Snap>> {
         out[rel] = { type: 'dir', mode }
         await walkDir(abs, rel)
       } else if (st.isFile()) {
-        out[rel] = { type: 'file', mode, size: st.size, sha: createHash('sha256').update(await readFile(abs)).digest('hex'), mtime: Math.floor(st.mtimeMs / 1000) }
+        const sha = createHash('sha256').update(await readFile(abs)).digest('hex')
+        out[rel] = { type: 'file', mode, size: st.size, sha, mtime: Math.floor(st.mtimeMs / 1000) }
       } else out[rel] = { type: 'other', mode }
     }
   }

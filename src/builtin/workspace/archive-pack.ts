@@ -64,7 +64,16 @@ export async function packWorkspace (ws: Workspace, subPath = '.', opts: PackOpt
   return gz
 }
 
-function headerBlocks (data: { path: string, type: 'File' | 'Directory' | 'SymbolicLink', mode: number, size: number, mtime: Date, linkpath?: string }): Buffer[] {
+interface HeaderData {
+  path: string
+  type: 'File' | 'Directory' | 'SymbolicLink'
+  mode: number
+  size: number
+  mtime: Date
+  linkpath?: string
+}
+
+function headerBlocks (data: HeaderData): Buffer[] {
   const h = new Header({ ...data, uid: 0, gid: 0, uname: '', gname: '' })
   const out: Buffer[] = []
   if (h.encode()) {

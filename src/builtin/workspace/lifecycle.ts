@@ -153,7 +153,9 @@ export class WorkspaceLifecycle {
     } catch (err) {
       // Fail closed: without the cluster-wide lock nothing was changed.
       if (err instanceof LockUnavailableError) throw new HttpError('GW_WORKSPACE_LOCK_UNAVAILABLE', err.message)
-      if (err instanceof LockWaitAbortedError) throw new HttpError('GW_BAD_REQUEST', 'Client disconnected while the upload waited for the workspace write lock; nothing was changed')
+      if (err instanceof LockWaitAbortedError) {
+        throw new HttpError('GW_BAD_REQUEST', 'Client disconnected while the upload waited for the workspace write lock; nothing was changed')
+      }
       throw err
     }
   }
@@ -315,7 +317,10 @@ export class WorkspaceLifecycle {
         // Extracted before the lock: a replace upload or a delete may have swapped the
         // workspace's file system meanwhile (a new image, or none), and the staging with it.
         if (!(await sameFileSystem(staging, tree))) {
-          throw new HttpError('GW_WORKSPACE_BUSY', 'The workspace was replaced or deleted while this merge upload was being extracted; nothing was changed: retry the upload')
+          throw new HttpError(
+            'GW_WORKSPACE_BUSY',
+            'The workspace was replaced or deleted while this merge upload was being extracted; nothing was changed: retry the upload'
+          )
         }
         await mergeTree(staging, tree, (name) => this.#moveToTrash(name, ws.root)).catch(noSpace)
         this.#usage.forget(ws)
@@ -527,7 +532,12 @@ async function sameFileSystem (a: string, b: string): Promise<boolean> {
 /** A write that met the end of a quota image (ENOSPC: no block or no inode left) is the upload's size. */
 function noSpace (err: unknown): never {
   const c = errnoOf(err)
-  if (c === 'ENOSPC' || c === 'EDQUOT') throw new HttpError('GW_PAYLOAD_TOO_LARGE', 'The archive does not fit in the workspace quota (WORKSPACE_QUOTA_BYTES, WORKSPACE_MAX_FILES); nothing was changed')
+  if (c === 'ENOSPC' || c === 'EDQUOT') {
+    throw new HttpError(
+      'GW_PAYLOAD_TOO_LARGE',
+      'The archive does not fit in the workspace quota (WORKSPACE_QUOTA_BYTES, WORKSPACE_MAX_FILES); nothing was changed'
+    )
+  }
   throw err
 }
 

@@ -456,5 +456,8 @@ export async function withQuota<T> (
 function noSpaceError (err: unknown): unknown {
   const code = errnoOf(err)
   if (code !== 'ENOSPC' && code !== 'EDQUOT') return err
-  return quotaError('Workspace quota exceeded (WORKSPACE_QUOTA_EXCEEDED): the workspace\'s file system is full (WORKSPACE_QUOTA_BYTES or WORKSPACE_MAX_FILES reached); nothing was written. Delete files to make room.')
+  return quotaError(
+    'Workspace quota exceeded (WORKSPACE_QUOTA_EXCEEDED): the workspace\'s file system is full (WORKSPACE_QUOTA_BYTES or ' +
+    'WORKSPACE_MAX_FILES reached); nothing was written. Delete files to make room.'
+  )
 }

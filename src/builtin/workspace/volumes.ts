@@ -166,7 +166,10 @@ export class WorkspaceVolumes {
       if (!exists) {
         if ((await readdir(root)).length > 0 && !(await isMountPoint(root))) {
           this.#legacy.add(root)
-          this.#logger?.warn({ tenant, workspaceId }, 'workspace made before quota images: its quota is kept by the watchdog (upload it again to move it into an image)')
+          this.#logger?.warn(
+            { tenant, workspaceId },
+            'workspace made before quota images: its quota is kept by the watchdog (upload it again to move it into an image)'
+          )
           return false
         }
         const t0 = performance.now()

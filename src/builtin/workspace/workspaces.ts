@@ -349,7 +349,9 @@ export class WorkspaceManager {
     return real
   }
 
-  async #tenantRoot (tenant: string, workspaceId: string, owner: { uid: number, gid: number } | undefined, made: { created: boolean }, attempt = 1): Promise<string> {
+  async #tenantRoot (
+    tenant: string, workspaceId: string, owner: { uid: number, gid: number } | undefined, made: { created: boolean }, attempt = 1
+  ): Promise<string> {
     const tenantDir = path.join(this.#workspacesDir, tenant)
     const wsDir = path.join(tenantDir, workspaceId)
     await this.#ensureDir(tenantDir, owner, false)

@@ -34,7 +34,8 @@ function rawTar (entries: RawEntry[], opts: { end?: boolean } = {}): Buffer {
   const out: Buffer[] = []
   for (const e of entries) {
     const data = typeof e.data === 'string' ? Buffer.from(e.data) : e.data ?? Buffer.alloc(0)
-    const h = new Header({ path: e.path, type: (e.type ?? 'File') as 'File', mode: e.mode ?? 0o644, size: e.size ?? data.length, linkpath: e.linkpath, mtime: MTIME, uid: 0, gid: 0 })
+    const type = (e.type ?? 'File') as 'File'
+    const h = new Header({ path: e.path, type, mode: e.mode ?? 0o644, size: e.size ?? data.length, linkpath: e.linkpath, mtime: MTIME, uid: 0, gid: 0 })
     if (h.encode()) out.push(new Pax({ path: e.path, linkpath: e.linkpath }).encode())
     out.push(h.block as Buffer, data, Buffer.alloc((512 - (data.length % 512)) % 512))
   }
@@ -367,7 +368,8 @@ test('staging directories are private and removed whole, links in them not follo
   assert.equal((await stat(parent)).mode & 0o777, 0o700)
   assert.equal((await stat(dir)).mode & 0o777, 0o700)
   assert.notEqual(await makeStagingDir(parent), dir)
-  await extractArchive(streamOf(rawTar([{ path: 'out', type: 'SymbolicLink', linkpath: '.' }, { path: 'd/f', data: 'x' }])), { stagingDir: dir, limits: LIMITS })
+  const tar = rawTar([{ path: 'out', type: 'SymbolicLink', linkpath: '.' }, { path: 'd/f', data: 'x' }])
+  await extractArchive(streamOf(tar), { stagingDir: dir, limits: LIMITS })
   await symlink(c.outside, path.join(dir, 'd', 'outside-link'))
   await removeStagingDir(dir)
   await assert.rejects(stat(dir))

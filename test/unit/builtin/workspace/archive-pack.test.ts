@@ -66,7 +66,8 @@ test('a subdirectory is packed alone, by its names in the workspace; a file or a
   await rm(path.join(root, 'link-to-src'))
   // Deeper: the parents are implied, the directory packed keeps its own mode.
   await rm(c.staging, { recursive: true }); await mkdir(c.staging, { mode: 0o700 })
-  const names = spawnSync('tar', ['tzf', '-'], { input: await collect(await packWorkspace(testWorkspace(root), 'src/lib')) }).stdout.toString().split('\n').filter(Boolean)
+  const lib = await collect(await packWorkspace(testWorkspace(root), 'src/lib'))
+  const names = spawnSync('tar', ['tzf', '-'], { input: lib }).stdout.toString().split('\n').filter(Boolean)
   assert.deepEqual(names, ['src/lib/', 'src/lib/a.ts'])
   for (const bad of ['README.md', 'missing', '../outside', c.outside]) {
     await assert.rejects(packWorkspace(testWorkspace(root), bad), (err: unknown) => err instanceof HttpError && err.code === 'GW_BAD_REQUEST')

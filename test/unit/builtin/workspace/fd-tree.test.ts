@@ -113,7 +113,9 @@ test('locate of the root itself, and walk never enters a symlink', async (t) => 
   assert.deepEqual(seen, ['dir:d', 'dir:d/e', 'file:d/e/f', 'symlink:d/out'])
 })
 
-test('a symlink-swap loop beside the calls never lets a read, write, delete or walk out of the tree', { skip: !HAS_PERL && process.env.CI !== 'true' }, async (t) => {
+const NO_PERL = !HAS_PERL && process.env.CI !== 'true'
+
+test('a symlink-swap loop beside the calls never lets a read, write, delete or walk out of the tree', { skip: NO_PERL }, async (t) => {
   const { root, outside, ws } = await setup(t)
   await mkdir(path.join(root, 'e/d'), { recursive: true })
   await writeFile(path.join(root, 'e/secret'), 'inside\n')

@@ -48,7 +48,12 @@ async function setup (t: { after: (fn: () => Promise<void>) => void }, opts: { q
   })
   const stateDir = path.join(dir, '.tg')
   await mkdir(stateDir, { mode: 0o700 })
-  const make = (): WorkspaceVolumes => new WorkspaceVolumes({ stateDir, workspacesDir: dir, quotaBytes: opts.quotaBytes ?? QUOTA, maxFiles: opts.maxFiles ?? MAX_FILES })
+  const make = (): WorkspaceVolumes => new WorkspaceVolumes({
+    stateDir,
+    workspacesDir: dir,
+    quotaBytes: opts.quotaBytes ?? QUOTA,
+    maxFiles: opts.maxFiles ?? MAX_FILES
+  })
   const root = async (tenant: string, id: string): Promise<string> => {
     const r = path.join(dir, tenant, id)
     await mkdir(r, { recursive: true, mode: 0o700 })
@@ -62,7 +67,9 @@ test('the probe says loop mounts work here', { skip }, async (t) => {
   assert.deepEqual(await probeLoopVolumes(stateDir), { ok: true })
 })
 
-test('a new workspace is a mounted image: empty (no lost+found), exactly WORKSPACE_MAX_FILES inodes and the quota + slack in blocks', { skip, timeout: 60_000 }, async (t) => {
+const IMAGE_TEST = { skip, timeout: 60_000 }
+
+test('a new workspace is a mounted image: empty (no lost+found), exactly WORKSPACE_MAX_FILES inodes and the quota + slack in blocks', IMAGE_TEST, async (t) => {
   const { make, root } = await setup(t)
   const vols = make()
   const r = await root('acme', 'w1')
@@ -83,7 +90,7 @@ test('a new workspace is a mounted image: empty (no lost+found), exactly WORKSPA
   await vols.close()
 })
 
-test('the kernel holds the limits: entries stop at WORKSPACE_MAX_FILES, bytes at the quota + slack, with ENOSPC', { skip, timeout: 60_000 }, async (t) => {
+test('the kernel holds the limits: entries stop at WORKSPACE_MAX_FILES, bytes at the quota + slack, with ENOSPC', IMAGE_TEST, async (t) => {
   const { make, root } = await setup(t)
   const vols = make()
   const r = await root('acme', 'w1')
@@ -119,7 +126,7 @@ test('the kernel holds the limits: entries stop at WORKSPACE_MAX_FILES, bytes at
   await vols.close()
 })
 
-test('mounts outlive the process: a new instance adopts the previous one\'s (SIGKILL) and remounts after a clean close', { skip, timeout: 60_000 }, async (t) => {
+test('mounts outlive the process: a new instance adopts the previous one\'s (SIGKILL) and remounts after a clean close', IMAGE_TEST, async (t) => {
   const { make, root, stateDir } = await setup(t)
   const first = make()
   const r = await root('acme', 'w1')
@@ -146,7 +153,8 @@ test('mounts outlive the process: a new instance adopts the previous one\'s (SIG
   await third.close()
 })
 
-test('remove unmounts the image and deletes it, whatever it holds, and the workspace\'s directory; a directory with files and no image is left to the watchdog', { skip, timeout: 60_000 }, async (t) => {
+test('remove unmounts the image and deletes it, whatever it holds, and the workspace\'s directory; ' +
+  'a directory with files and no image is left to the watchdog', IMAGE_TEST, async (t) => {
   const { make, root, stateDir } = await setup(t)
   const vols = make()
   const r = await root('acme', 'w1')
@@ -167,7 +175,7 @@ test('remove unmounts the image and deletes it, whatever it holds, and the works
   await vols.close()
 })
 
-test('a replace swaps in a new image filled aside; a discarded one leaves nothing', { skip, timeout: 60_000 }, async (t) => {
+test('a replace swaps in a new image filled aside; a discarded one leaves nothing', IMAGE_TEST, async (t) => {
   const { make, root, stateDir } = await setup(t)
   const vols = make()
   const r = await root('acme', 'w1')
