@@ -4,7 +4,7 @@ import { loadApiKeys } from '../src/auth/api-keys.js'
 import { KeyGuessGuard } from '../src/auth/failure-guard.js'
 import type { ApiKeys } from '../src/auth/api-keys.js'
 import { HttpError } from '../src/errors.js'
-import type { Caller } from '../src/tools/types.js'
+import type { Caller } from '../src/routing/types.js'
 import { isClusterRoute, rulesOf } from './route-config.js'
 
 declare module 'fastify' {

@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify'
-import { CallerAbort, fanOutAbortController } from '../src/tools/signals.js'
+import { CallerAbort, fanOutAbortController } from '../src/routing/signals.js'
 
 // Not a registered plugin: the routes call these per request to stop tool work when the client leaves.
 

@@ -2,8 +2,8 @@ import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
 import type { Metric } from 'prom-client'
 import { HTTP_ERROR_CODES, TOOL_ERROR_CODES } from './errors.js'
 import type { GatewayStatus, ServiceCounters } from './status.js'
-import type { CallEvent } from './tools/call-events.js'
-import { TIERS } from './tools/types.js'
+import type { CallEvent } from './routing/call-events.js'
+import { TIERS } from './routing/types.js'
 
 /**
  * What the metrics read from the domain at scrape time. Every part is optional so a test

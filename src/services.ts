@@ -24,10 +24,10 @@ import { createRemoteMcp, remoteMcpSettings } from './remote-mcp/index.js'
 import type { McpConnector, ServerDirectory } from './remote-mcp/index.js'
 import { countUnavailable, gatewayStatus, readiness } from './status.js'
 import type { GatewayStatus, Readiness, ServiceCounters } from './status.js'
-import { ToolRouter } from './tools/router.js'
-import { CallObserver } from './tools/call-events.js'
-import type { ToolSource } from './tools/source.js'
-import type { Tier } from './tools/types.js'
+import { ToolRouter } from './routing/router.js'
+import { CallObserver } from './routing/call-events.js'
+import type { ToolSource } from './routing/source.js'
+import type { Tier } from './routing/types.js'
 
 /** Everything the HTTP layer needs, built once per process from the config. */
 export interface Services {

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { Static } from '@sinclair/typebox'
-import { TIERS } from '../tools/types.js'
+import { TIERS } from '../routing/types.js'
 import { IdString } from './common.js'
 
 const Limits = Type.Object({

@@ -1,8 +1,8 @@
 import { Type } from '@sinclair/typebox'
 import { BUILTIN_NAMES, BUILTIN_READONLY } from '../naming/builtin-names.js'
-import { FORMATS } from '../tools/formats.js'
-import { TIERS } from '../tools/types.js'
-import type { TIER_TRAITS } from '../tools/types.js'
+import { FORMATS } from '../routing/formats.js'
+import { TIERS } from '../routing/types.js'
+import type { TIER_TRAITS } from '../routing/types.js'
 import { IdString } from './common.js'
 
 const CommaList = (description: string): ReturnType<typeof Type.String> => Type.String({ maxLength: 16384, description })

@@ -3,7 +3,7 @@
  * ToolError, which the workspace modules import) so that no import cycle runs through the usage meter.
  */
 import type { BuiltinName } from '../naming/builtin-names.js'
-import type { JsonSchema } from '../tools/types.js'
+import type { JsonSchema } from '../routing/types.js'
 import type { Workspace } from './types.js'
 import type { WorkspaceUsage } from './workspace/usage.js'
 

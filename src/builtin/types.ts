@@ -1,4 +1,4 @@
-import type { WorkspaceLimits } from '../tools/types.js'
+import type { WorkspaceLimits } from '../routing/types.js'
 
 /** A named read-only root (READ_ROOTS=skills=/opt/skills). `path` is the real path. */
 export interface ReadRoot {

@@ -1,8 +1,8 @@
 import type { Readable } from 'node:stream'
 import type { FileHandle } from 'node:fs/promises'
 import { HttpError } from '../errors.js'
-import { actingUserId } from '../tools/tenancy.js'
-import type { Caller } from '../tools/types.js'
+import { actingUserId } from '../routing/tenancy.js'
+import type { Caller } from '../routing/types.js'
 import type { CheckpointInfo } from './workspace/checkpoint-store.js'
 import type { UploadResult, WorkspaceLifecycle, WorkspaceSummary } from './workspace/lifecycle.js'
 

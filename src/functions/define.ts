@@ -1,4 +1,4 @@
-import type { JsonSchema } from '../tools/types.js'
+import type { JsonSchema } from '../routing/types.js'
 
 /** What a function handler receives besides its arguments. */
 export interface FunctionContext {

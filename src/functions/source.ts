@@ -1,8 +1,8 @@
 import { performance } from 'node:perf_hooks'
-import type { CatalogEntry } from '../tools/source.js'
-import { StaticSource } from '../tools/static-source.js'
-import type { CallContext, ToolOutcome } from '../tools/types.js'
-import { CANCELLED_OUTCOME, DeadlineRun } from '../tools/deadline.js'
+import type { CatalogEntry } from '../routing/source.js'
+import { StaticSource } from '../routing/static-source.js'
+import type { CallContext, ToolOutcome } from '../routing/types.js'
+import { CANCELLED_OUTCOME, DeadlineRun } from '../routing/deadline.js'
 import type { FunctionContext, FunctionTool } from './define.js'
 import type { LoadedFunction } from './loader.js'
 

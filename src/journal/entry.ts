@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto'
 import { maskText } from '../secrets/detector.js'
-import type { InvokeResult } from '../tools/router.js'
+import type { InvokeResult } from '../routing/router.js'
 import { prepareField, prepareText, utf8Head } from './redact.js'
 
 /** `full` stores arguments, output and trace; `meta` everything else; `off` nothing. */

@@ -74,7 +74,7 @@ export function prepareText (text: string | null | undefined, limit: number): un
   return { ...c, head: maskOutput(c.head) }
 }
 
-// The marker capOutput (src/tools/output.ts) puts in the middle of an output over the workspace's cap.
+// The marker capOutput (src/routing/output.ts) puts in the middle of an output over the workspace's cap.
 const CUT_MARKER = /\n\[\.\.\. truncated \d+ chars \.\.\.\]\n/
 
 /**

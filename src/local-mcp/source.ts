@@ -1,9 +1,9 @@
 import { flattenCallToolResult } from '../mcp/flatten.js'
 import { trackProgress } from '../mcp/progress.js'
-import { runWithDeadline } from '../tools/deadline.js'
-import type { CatalogEntry } from '../tools/source.js'
-import { StaticSource } from '../tools/static-source.js'
-import type { CallContext, ToolOutcome } from '../tools/types.js'
+import { runWithDeadline } from '../routing/deadline.js'
+import type { CatalogEntry } from '../routing/source.js'
+import { StaticSource } from '../routing/static-source.js'
+import type { CallContext, ToolOutcome } from '../routing/types.js'
 import { closeService } from './loader.js'
 import type { LocalMcpService, LocalMcpTool } from './loader.js'
 

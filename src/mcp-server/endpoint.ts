@@ -3,9 +3,9 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
 import type { Gateway } from '../gateway.js'
 import type { RegistryListener } from '../registry/types.js'
-import { parseServerSelection, splitComma } from '../tools/allow-list.js'
-import { toolRequestTenant } from '../tools/tenancy.js'
-import type { Caller } from '../tools/types.js'
+import { parseServerSelection, splitComma } from '../routing/allow-list.js'
+import { toolRequestTenant } from '../routing/tenancy.js'
+import type { Caller } from '../routing/types.js'
 import { ListChangedNotifier } from './notifier.js'
 import { HttpError } from '../errors.js'
 import { jsonRpcRefusalBody } from './json-rpc.js'
@@ -13,7 +13,7 @@ import { createGatewayMcpServer } from './server.js'
 import type { McpCallRecord } from './server.js'
 import type { McpQueryT } from './json-rpc.js'
 import type { CallLimits } from './budget.js'
-import { fanOutAbortController } from '../tools/signals.js'
+import { fanOutAbortController } from '../routing/signals.js'
 
 export interface McpEndpointOptions {
   gateway: Gateway

@@ -1,6 +1,6 @@
 import type { Gateway } from '../gateway.js'
 import type { RegistryChange, RegistryListener } from '../registry/types.js'
-import type { Caller } from '../tools/types.js'
+import type { Caller } from '../routing/types.js'
 import type { McpQueryT } from './json-rpc.js'
 
 /** Whatever can tell a connected client that its tool list changed (an SDK Server on a GET stream). */

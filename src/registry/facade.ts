@@ -1,9 +1,9 @@
 import { HttpError } from '../errors.js'
 import type { ServerRegistry, ServerView } from './registry-service.js'
 import type { RegistryScope } from './types.js'
-import type { ToolRouter } from '../tools/router.js'
-import { actingUserId } from '../tools/tenancy.js'
-import type { Caller } from '../tools/types.js'
+import type { ToolRouter } from '../routing/router.js'
+import { actingUserId } from '../routing/tenancy.js'
+import type { Caller } from '../routing/types.js'
 
 /**
  * The MCP server registry's use cases, one method per HTTP operation, with the tenancy rules

@@ -1,6 +1,6 @@
 import type { GwCodes } from '../errors.js'
 import { maskText } from '../secrets/detector.js'
-import type { ToolFailureReason } from '../tools/types.js'
+import type { ToolFailureReason } from '../routing/types.js'
 
 /**
  * The codes of failures talking to a remote MCP server (their meanings are in ERROR_CODES):

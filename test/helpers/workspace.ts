@@ -1,5 +1,5 @@
 import type { Workspace } from '../../src/builtin/types.js'
-import type { WorkspaceLimits } from '../../src/tools/types.js'
+import type { WorkspaceLimits } from '../../src/routing/types.js'
 
 /** The gateway's default workspace limits (tests lower single ones through `limits`). */
 const TEST_LIMITS: WorkspaceLimits = {

@@ -26,11 +26,11 @@ const TSC = join(repo, 'node_modules', 'typescript', 'bin', 'tsc')
 
 const SIXTH_TRAITS = "{ selectedBy: 'functions', tenantScoped: false, encodedNames: false, reserved: false, mcpResults: false, answersToToolName: false }"
 
-/** Recipe step 2: the tier's ToolSource, in its own folder; it imports only tools/ and the neutral folders. */
+/** Recipe step 2: the tier's ToolSource, in its own folder; it imports only routing/ and the neutral folders. */
 const SOURCE_TS = `import { isBuiltinName } from '../naming/builtin-names.js'
-import type { CatalogEntry } from '../tools/source.js'
-import { StaticSource } from '../tools/static-source.js'
-import type { ToolOutcome, ToolSpec } from '../tools/types.js'
+import type { CatalogEntry } from '../routing/source.js'
+import { StaticSource } from '../routing/static-source.js'
+import type { ToolOutcome, ToolSpec } from '../routing/types.js'
 
 export interface SixthTool { spec: ToolSpec, run: (args: Record<string, unknown>) => string }
 
@@ -68,9 +68,9 @@ export function createSixth (): SixthSource {
  * router sources that do not name it. An `@ts-expect-error` that has no error to expect is itself
  * an error, so the type check fails if either compiles.
  */
-const REFUSED_TS = `import type { RouterOptions } from '../src/tools/router.js'
-import type { ToolSource } from '../src/tools/source.js'
-import type { Tier, TIER_TRAITS, TierTraits } from '../src/tools/types.js'
+const REFUSED_TS = `import type { RouterOptions } from '../src/routing/router.js'
+import type { ToolSource } from '../src/routing/source.js'
+import type { Tier, TIER_TRAITS, TierTraits } from '../src/routing/types.js'
 
 declare const source: ToolSource
 declare const fiveRows: Omit<typeof TIER_TRAITS, 'sixth'>
@@ -155,8 +155,8 @@ test('a sixth tier added by the recipe is listed, invoked, allow-listed and cata
   const root = await copyRepository(t)
 
   // Step 1: the tier in TIERS at its place in the priority, and its traits row beside it.
-  await edit(root, 'src/tools/types.ts', /'global_mcp'\] as const/, "'sixth', 'global_mcp'] as const")
-  await edit(root, 'src/tools/types.ts', /\n\} as const satisfies Record<Tier, TierTraits>/, `,\n  sixth: ${SIXTH_TRAITS}\n} as const satisfies Record<Tier, TierTraits>`)
+  await edit(root, 'src/routing/types.ts', /'global_mcp'\] as const/, "'sixth', 'global_mcp'] as const")
+  await edit(root, 'src/routing/types.ts', /\n\} as const satisfies Record<Tier, TierTraits>/, `,\n  sixth: ${SIXTH_TRAITS}\n} as const satisfies Record<Tier, TierTraits>`)
   // Step 2: its ToolSource in src/sixth/.
   await write(root, 'src/sixth/source.ts', SOURCE_TS)
   // Step 3: assembled by its index.ts, called in services.ts and named in the router's sources, a layers.json row.
@@ -167,7 +167,7 @@ test('a sixth tier added by the recipe is listed, invoked, allow-listed and cata
   assert.equal(unlisted.code, 1, unlisted.out)
   assert.match(unlisted.out, /src unit 'sixth' has no row in scripts\/layers\.json/)
   const layers = JSON.parse(await readFile(join(root, 'scripts/layers.json'), 'utf8')) as { units: Record<string, unknown> }
-  layers.units.sixth = { imports: ['naming', 'tools'], job: 'tier 6: in-process tools of the recipe test' }
+  layers.units.sixth = { imports: ['naming', 'routing'], job: 'tier 6: in-process tools of the recipe test' }
   await writeFile(join(root, 'scripts/layers.json'), JSON.stringify(layers, null, 2))
   const checked = await checkImports(root)
   assert.equal(checked.code, 0, checked.out)

@@ -13,7 +13,7 @@ import { join } from 'node:path'
 import { startGateway } from '../../scripts/lib/gateway-process.js'
 import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
 import { processesMatching } from '../../scripts/lib/proc.js'
-import { cutJsonString, fitJsonValue } from '../../src/tools/output.js'
+import { cutJsonString, fitJsonValue } from '../../src/routing/output.js'
 
 interface InvokeResult { isError: boolean, output: string, truncated: boolean, error: { message: string } | null }
 

@@ -15,11 +15,11 @@ import { silentLogger } from '../../src/logger.js'
 import { PolicyService } from '../../src/policy/service.js'
 import { createMemoryRegistryStore } from '../../src/registry/memory-store.js'
 import { secretBoxFromEnv } from '../../src/registry/secrets.js'
-import { CallObserver } from '../../src/tools/call-events.js'
-import type { CallEvent } from '../../src/tools/call-events.js'
-import { ToolRouter } from '../../src/tools/router.js'
-import type { InvokeOutcome, InvokeResult } from '../../src/tools/router.js'
-import type { Caller } from '../../src/tools/types.js'
+import { CallObserver } from '../../src/routing/call-events.js'
+import type { CallEvent } from '../../src/routing/call-events.js'
+import { ToolRouter } from '../../src/routing/router.js'
+import type { InvokeOutcome, InvokeResult } from '../../src/routing/router.js'
+import type { Caller } from '../../src/routing/types.js'
 
 /**
  * The Gateway (src/gateway.ts) on its own, without Fastify: real built-ins on a temp workspaces

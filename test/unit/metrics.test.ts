@@ -2,8 +2,8 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { HttpError } from '../../src/errors.js'
 import { createMetrics } from '../../src/metrics.js'
-import type { CallEvent } from '../../src/tools/call-events.js'
-import type { InvokeResult } from '../../src/tools/router.js'
+import type { CallEvent } from '../../src/routing/call-events.js'
+import type { InvokeResult } from '../../src/routing/router.js'
 
 const sources = { status: () => ({ globalClients: 0, userClients: 0, connectedClients: 0 }), counters: { mcpConnectFailures: 0, registryUnavailable: 0 } }
 

@@ -1,7 +1,7 @@
 import { FORWARDED_PROCESS_CALL_PATH, PeerRequestError, PeerUnavailableError, ProcessDirectory } from '../../cluster/index.js'
 import type { Coordination, InstanceInfo, ProcessRecord } from '../../cluster/index.js'
 import type { Logger } from '../../logger.js'
-import type { WorkspaceLimits } from '../../tools/types.js'
+import type { WorkspaceLimits } from '../../routing/types.js'
 import { ToolError, type Workspace } from '../types.js'
 import type { ProcessLogs, ProcessManager, ProcessSnapshot, StartRequest, WriteOptions } from './process-manager.js'
 

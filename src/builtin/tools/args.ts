@@ -1,5 +1,5 @@
 /** Small helpers shared by the file tools: schema shape and defensive argument reads. */
-import type { JsonSchema } from '../../tools/types.js'
+import type { JsonSchema } from '../../routing/types.js'
 import { ToolError } from '../types.js'
 
 /** Every built-in input schema: a closed object. */

@@ -9,7 +9,7 @@ import type { RedisClient, RedisTarget } from '../../../src/redis/index.js'
 import { BuiltinSource } from '../../../src/builtin/source.js'
 import type { BuiltinTool } from '../../../src/builtin/tool.js'
 import type { Workspace } from '../../../src/builtin/types.js'
-import type { CallContext } from '../../../src/tools/types.js'
+import type { CallContext } from '../../../src/routing/types.js'
 import { startRedisCluster } from '../../../scripts/lib/redis-cluster.js'
 import { deleteKeys, freePort, REDIS_URL, requireRedis, uniquePrefix } from '../../helpers/redis-utils.js'
 

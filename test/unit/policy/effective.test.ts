@@ -2,7 +2,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { CommandGuard } from '../../../src/policy/command-guard.js'
 import { EffectivePolicy } from '../../../src/policy/effective.js'
-import type { CatalogEntry } from '../../../src/tools/source.js'
+import type { CatalogEntry } from '../../../src/routing/source.js'
 
 const guard = new CommandGuard()
 test.after(async () => await guard.close())

@@ -6,7 +6,7 @@ import { RegistryFacade } from '../../../src/registry/facade.js'
 import { createMemoryRegistryStore } from '../../../src/registry/memory-store.js'
 import { ServerRegistry } from '../../../src/registry/registry-service.js'
 import { secretBoxFromEnv } from '../../../src/registry/secrets.js'
-import { ToolRouter } from '../../../src/tools/router.js'
+import { ToolRouter } from '../../../src/routing/router.js'
 
 const ADMIN = { userId: undefined, isAdmin: true }
 const ACME = { userId: 'acme', isAdmin: false }

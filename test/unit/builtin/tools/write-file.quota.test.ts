@@ -11,8 +11,8 @@ import { ToolError } from '../../../../src/builtin/types.js'
 import type { Workspace } from '../../../../src/builtin/types.js'
 import type { BuiltinTool } from '../../../../src/builtin/tool.js'
 import { WorkspaceUsage } from '../../../../src/builtin/workspace/usage.js'
-import { toolErrorCode } from '../../../../src/tools/output.js'
-import type { CallContext } from '../../../../src/tools/types.js'
+import { toolErrorCode } from '../../../../src/routing/output.js'
+import type { CallContext } from '../../../../src/routing/types.js'
 import { toolWorkspace } from '../../../helpers/tool-workspace.js'
 
 // The file tools under WORKSPACE_QUOTA_BYTES / WORKSPACE_MAX_FILES: a write that would pass either

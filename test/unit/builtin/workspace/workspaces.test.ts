@@ -5,7 +5,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { WorkspaceManager } from '../../../../src/builtin/workspace/workspaces.js'
 import { ToolError } from '../../../../src/builtin/types.js'
-import type { WorkspaceLimits } from '../../../../src/tools/types.js'
+import type { WorkspaceLimits } from '../../../../src/routing/types.js'
 
 const MAX: WorkspaceLimits = { readMaxChars: 12000, commandTimeoutMs: 30000, bashLogChars: 12000, maxProcessOutputChars: 120000, outputMaxChars: 100000 }
 const user = (userId: string | undefined) => ({ userId, isAdmin: false })

@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { CallerAbort } from '../../../src/tools/signals.js'
-import { runWithDeadline } from '../../../src/tools/deadline.js'
+import { CallerAbort } from '../../../src/routing/signals.js'
+import { runWithDeadline } from '../../../src/routing/deadline.js'
 
 test('CallerAbort: listeners added before any signal was made are told on abort, once, and see aborted and reason set', () => {
   const gone = new CallerAbort()

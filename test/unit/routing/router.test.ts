@@ -3,11 +3,11 @@ import assert from 'node:assert/strict'
 import { FunctionSource } from '../../../src/functions/source.js'
 import type { FunctionTool } from '../../../src/functions/define.js'
 import { encodeUserToolName, qualifiedName } from '../../../src/naming/names.js'
-import { ToolRouter } from '../../../src/tools/router.js'
-import type { AllowList } from '../../../src/tools/allow-list.js'
-import type { InvokeOutcome, InvokeResult } from '../../../src/tools/router.js'
-import type { CatalogEntry, Selection, SourceListing, SourceScope, ToolSource } from '../../../src/tools/source.js'
-import type { CallContext, Tier, ToolOutcome } from '../../../src/tools/types.js'
+import { ToolRouter } from '../../../src/routing/router.js'
+import type { AllowList } from '../../../src/routing/allow-list.js'
+import type { InvokeOutcome, InvokeResult } from '../../../src/routing/router.js'
+import type { CatalogEntry, Selection, SourceListing, SourceScope, ToolSource } from '../../../src/routing/source.js'
+import type { CallContext, Tier, ToolOutcome } from '../../../src/routing/types.js'
 
 /**
  * The router on its own, without the HTTP app (test/http/priority.test.ts covers the same rules

@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { toStrictJsonSchema } from 'openai/lib/transform'
-import { strictParameters } from '../../../src/tools/openai-strict.js'
+import { strictParameters } from '../../../src/routing/openai-strict.js'
 
 /** Sorts every `required` list: OpenAI's helper rewrites it in property order, which means the same. */
 function canonical (v: unknown): unknown {

@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { HttpError } from '../../../src/errors.js'
-import { expandFunctionNames, parseServerSelection, splitComma } from '../../../src/tools/allow-list.js'
+import { expandFunctionNames, parseServerSelection, splitComma } from '../../../src/routing/allow-list.js'
 
 test('splitComma: absent and empty lists are empty; items are trimmed, blanks dropped, order and repeats kept', () => {
   assert.deepEqual(splitComma(undefined), [])

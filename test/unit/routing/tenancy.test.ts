@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { HttpError } from '../../../src/errors.js'
-import { toolRequestTenant } from '../../../src/tools/tenancy.js'
+import { toolRequestTenant } from '../../../src/routing/tenancy.js'
 
 const ADMIN = { userId: undefined, isAdmin: true }
 const ALICE = { userId: 'alice', isAdmin: false }

@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { ArgumentValidator } from '../../../src/tools/validate.js'
+import { ArgumentValidator } from '../../../src/routing/validate.js'
 
 const schema = (n: number): Record<string, unknown> => ({ type: 'object', properties: { [`p${n}`]: { type: 'string' } }, required: [`p${n}`] })
 

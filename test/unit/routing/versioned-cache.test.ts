@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { VersionedCache } from '../../../src/tools/versioned-cache.js'
+import { VersionedCache } from '../../../src/routing/versioned-cache.js'
 
 test('VersionedCache: a hit needs the exact version tokens; a stale entry is dropped', () => {
   const c = new VersionedCache<string>({ maxEntries: 10 })

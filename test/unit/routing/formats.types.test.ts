@@ -16,9 +16,11 @@ import type { Messages } from '@anthropic-ai/sdk/resources/messages'
 import { Type } from '@google/genai'
 import type { FunctionDeclaration, Schema, Tool as GenaiTool } from '@google/genai'
 import type { Tool as McpSdkTool } from '@modelcontextprotocol/sdk/types.js'
-import { renderTools } from '../../../src/tools/formats.js'
-import type { AnthropicTool, GeminiFunctionDeclaration, GeminiSchema, GeminiType, McpTool, OpenAIChatTool, ResponsesTool } from '../../../src/tools/formats.js'
-import type { ListedTool } from '../../../src/tools/router.js'
+import { renderTools } from '../../../src/routing/formats.js'
+import type {
+  AnthropicTool, GeminiFunctionDeclaration, GeminiSchema, GeminiType, McpTool, OpenAIChatTool, ResponsesTool
+} from '../../../src/routing/formats.js'
+import type { ListedTool } from '../../../src/routing/router.js'
 
 /** Compiles only when T is `true`. */
 type Assert<T extends true> = T

@@ -2,8 +2,8 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { getEventListeners } from 'node:events'
-import { runWithDeadline } from '../../../src/tools/deadline.js'
-import type { DeadlineCall } from '../../../src/tools/deadline.js'
+import { runWithDeadline } from '../../../src/routing/deadline.js'
+import type { DeadlineCall } from '../../../src/routing/deadline.js'
 
 test('runWithDeadline: the work\'s outcome, no abort, no listener left on the caller\'s signal', async () => {
   const parent = new AbortController()

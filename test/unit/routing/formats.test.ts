@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { renderTools, toGeminiSchema } from '../../../src/tools/formats.js'
-import type { ListedTool } from '../../../src/tools/router.js'
+import { renderTools, toGeminiSchema } from '../../../src/routing/formats.js'
+import type { ListedTool } from '../../../src/routing/router.js'
 
 const schema = {
   $schema: 'https://json-schema.org/draft/2020-12/schema',
