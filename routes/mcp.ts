@@ -34,7 +34,7 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
   await app.register(jsonBodyPlugin, { malformed: 'Parse error', emptyIsMalformed: (request) => request.method === 'POST' })
 
   app.setErrorHandler((err: FastifyError | HttpError, request, reply) => {
-    const body = jsonRpcRefusalBody(err)
+    const body = jsonRpcRefusalBody(err, request.body)
     const { statusCode, code } = body.error.data
     if (statusCode >= 500) request.log.error({ err }, 'request failed')
     else request.log.info({ code, statusCode }, body.error.message)
@@ -46,8 +46,8 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
     config: { invoke: 'json-rpc' },
     schema: {
       operationId: 'mcpPost',
-      summary: 'MCP (streamable HTTP, stateless): JSON-RPC requests and notifications from an MCP client',
-      description: `${SCOPE} Stateless: no Mcp-Session-Id, any instance answers any request. Answers are application/json, except a tools/call that sends _meta.progressToken: that one is answered as a text/event-stream carrying the upstream server's progress notifications under the client's token, then the result. Unknown tools and tools outside the allow-list are JSON-RPC errors (-32602), tool failures are results with isError. Send Accept: application/json, text/event-stream.`,
+      summary: 'MCP (streamable HTTP, stateless, revisions 2026-07-28 and 2025-11-25 or earlier): JSON-RPC from an MCP client',
+      description: `${SCOPE} Both protocol eras on one URL: a request whose params._meta names io.modelcontextprotocol/protocolVersion 2026-07-28 is served in that revision (server/discover, the Mcp-Method and Mcp-Name headers checked against the body: -32020 on a mismatch, -32022 for an unknown revision, -32602 without the envelope, 404 -32601 for methods the revision removed; results carry resultType, and listings cacheScope private with ttlMs 0, since they depend on the caller); anything else (initialize, batches) in the legacy revisions. Stateless: no Mcp-Session-Id, any instance answers any request. Answers are application/json, except a tools/call that sends _meta.progressToken: that one is answered as a text/event-stream carrying the upstream server's progress notifications under the client's token, then the result. Unknown tools and tools outside the allow-list are JSON-RPC errors (-32602), tool failures are results with isError. A refusal keeps the id of the request it refuses once the body was read. Send Accept: application/json, text/event-stream.`,
       tags: ['mcp'],
       querystring: McpQuery,
       body: Type.Unknown({ description: 'A JSON-RPC 2.0 message or batch (MCP)' }),

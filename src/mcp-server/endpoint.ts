@@ -10,7 +10,8 @@ import { ListChangedNotifier } from './notifier.js'
 import { HttpError } from '../errors.js'
 import { jsonRpcRefusalBody } from './json-rpc.js'
 import { createGatewayMcpServer } from './server.js'
-import type { McpCallRecord } from './server.js'
+import type { McpCallRecord } from './handlers.js'
+import { ModernMcp, isLegacyPost } from './modern.js'
 import type { McpQueryT } from './json-rpc.js'
 import type { CallLimits } from './budget.js'
 import { fanOutAbortController } from '../routing/signals.js'
@@ -79,6 +80,7 @@ export class McpEndpoint {
   /** Open streams per tenant key (only keys with at least one). */
   readonly #tenantStreams = new Map<string, number>()
   readonly #onError: (err: unknown, what: string) => void
+  readonly #modern: ModernMcp
 
   constructor (opts: McpEndpointOptions) {
     this.#gateway = opts.gateway
@@ -91,6 +93,7 @@ export class McpEndpoint {
       ...(opts.subscribe ? { subscribe: opts.subscribe } : {}),
       onError: (err) => this.#onError(err, 'list_changed check failed')
     })
+    this.#modern = new ModernMcp((err, what) => this.#onError(err, what))
   }
 
   /** Open notification streams on this instance. */
@@ -110,31 +113,41 @@ export class McpEndpoint {
     return { scope, caller, tenant, serverIds }
   }
 
-  /** POST /mcp: one JSON-RPC message or batch, answered as JSON. `body` is already parsed. */
+  /**
+   * POST /mcp: one JSON-RPC message or batch, `body` already parsed. A request of the
+   * 2026-07-28 revision (its `_meta` claims it) goes to the modern leg (modern.ts); everything
+   * else is served as the legacy revisions are, by the v1 SDK's stateless transport.
+   */
   async post (req: IncomingMessage, res: ServerResponse, body: unknown, ex: McpExchange, hooks: PostHooks = {}): Promise<void> {
     const gone = fanOutAbortController()
-    const server = createGatewayMcpServer({
+    const opts = {
       gateway: this.#gateway,
       scope: ex.scope,
       caller: ex.caller,
       signal: gone.signal,
       ...(hooks.onCall ? { onCall: hooks.onCall } : {}),
       ...(hooks.limits ? { limits: hooks.limits } : {}),
-      onError: (err) => this.#onError(err, 'MCP request failed')
-    })
-    // JSON answers, except when a tools/call asks for progress: notifications can only reach
-    // the client on the request's own SSE response stream.
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !wantsProgress(body) })
+      onError: (err: unknown) => this.#onError(err, 'MCP request failed')
+    }
     if (hooks.overheadMs) addOverheadHeader(res, hooks.overheadMs)
+    let server: Server | undefined
     res.once('close', () => {
       if (!res.writableFinished) gone.abort(new Error('client disconnected'))
-      server.close().catch(() => {})
+      server?.close().catch(() => {})
     })
     try {
+      if (!await isLegacyPost(req, body)) {
+        await this.#modern.post(req, res, body, opts)
+        return
+      }
+      server = createGatewayMcpServer(opts)
+      // JSON answers, except when a tools/call asks for progress: notifications can only reach
+      // the client on the request's own SSE response stream.
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !wantsProgress(body) })
       await server.connect(transport)
       await transport.handleRequest(req, res, body)
     } catch (err) {
-      this.#fail(res, err)
+      this.#fail(res, err, body)
     }
   }
 
@@ -191,16 +204,17 @@ export class McpEndpoint {
   }
 
   /** A failure after the response was handed to the SDK: logged; a 500 if nothing was sent yet. */
-  #fail (res: ServerResponse, err: unknown): void {
+  #fail (res: ServerResponse, err: unknown, body?: unknown): void {
     this.#onError(err, 'MCP exchange failed')
     // Whatever failed, a bug to the client: GW_INTERNAL, its message hidden (the log has it).
-    if (!res.headersSent) refuse(res, new HttpError('GW_INTERNAL', 'MCP exchange failed'))
+    if (!res.headersSent) refuse(res, new HttpError('GW_INTERNAL', 'MCP exchange failed'), {}, body)
     else res.destroy()
   }
 
   /** Ends every open stream (before the HTTP server closes: SSE streams would keep it open). */
   async close (): Promise<void> {
     this.#notifier.close()
+    await this.#modern.close()
     const open = [...this.#streams]
     this.#streams.clear()
     this.#tenantStreams.clear()
@@ -223,8 +237,8 @@ function wantsProgress (body: unknown): boolean {
 }
 
 /** Answers with the JSON-RPC refusal of `err` (jsonRpcRefusalBody), at its HTTP status. */
-function refuse (res: ServerResponse, err: HttpError, headers: Record<string, string> = {}): void {
-  const body = jsonRpcRefusalBody(err)
+function refuse (res: ServerResponse, err: HttpError, headers: Record<string, string> = {}, request?: unknown): void {
+  const body = jsonRpcRefusalBody(err, request)
   res.writeHead(body.error.data.statusCode, { 'content-type': 'application/json', ...headers })
   res.end(JSON.stringify(body))
 }

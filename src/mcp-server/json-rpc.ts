@@ -27,16 +27,25 @@ export const JsonRpcErrorResponse = Type.Object({
 
 export interface JsonRpcErrorBody {
   jsonrpc: '2.0'
-  id: null
+  id: string | number | null
   error: { code: number, message: string, data: { statusCode: number, code: string } }
 }
 
 /**
  * The JSON-RPC error body refusing a /mcp request, of anything thrown (toJsonRpcRefusal: the
  * status and GW_ code of the HTTP error, in `error.data`). The HTTP status to answer with is
- * `error.data.statusCode`.
+ * `error.data.statusCode`. `body` is the request's, when it was read: the refusal of a single
+ * request carries its id (a client matches the error to its request), a batch's or an
+ * unreadable one's is null.
  */
-export function jsonRpcRefusalBody (err: unknown): JsonRpcErrorBody {
+export function jsonRpcRefusalBody (err: unknown, body?: unknown): JsonRpcErrorBody {
   const { statusCode, code, message, rpcCode } = toJsonRpcRefusal(err)
-  return { jsonrpc: '2.0', id: null, error: { code: rpcCode, message, data: { statusCode, code } } }
+  return { jsonrpc: '2.0', id: requestIdOf(body), error: { code: rpcCode, message, data: { statusCode, code } } }
+}
+
+/** The id of a single JSON-RPC request (a string or a number), else null. */
+function requestIdOf (body: unknown): string | number | null {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return null
+  const id = (body as { id?: unknown }).id
+  return typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null
 }

@@ -1,191 +1,24 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js'
-import { CallToolRequestSchema, ListToolsRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js'
-import type { CallToolResult, ProgressNotification, Tool } from '@modelcontextprotocol/sdk/types.js'
-import { HttpError, toJsonRpcFailure } from '../errors.js'
-import type { Gateway } from '../gateway.js'
-import { splitComma } from '../routing/allow-list.js'
-import type { InvokeResult } from '../routing/router.js'
-import type { McpQueryT } from './json-rpc.js'
-import type { Caller, ToolProgress } from '../routing/types.js'
-import { TIER_TRAITS } from '../routing/types.js'
-import { CallBudget } from './budget.js'
-import type { CallLimits } from './budget.js'
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
+import type { CallToolResult, ListToolsResult } from '@modelcontextprotocol/sdk/types.js'
+import { gatewayMcpHandlers } from './handlers.js'
+import type { GatewayMcpServerOptions } from './handlers.js'
 import { VERSION } from '../version.js'
 
-/** What one tools/call did, for the HTTP layer's log line and overhead accounting. */
-export type McpCallRecord =
-  | { ok: true, result: InvokeResult }
-  | { ok: false, name: string, error: HttpError }
-
-export interface GatewayMcpServerOptions {
-  gateway: Gateway
-  scope: McpQueryT
-  caller: Caller
-  /** Aborted when the HTTP exchange ends early (the client went away). */
-  signal?: AbortSignal
-  /** Called once per tools/call, success or refusal. */
-  onCall?: (record: McpCallRecord) => void
-  /** Unexpected failures (bugs, an unreachable registry): the client gets -32603 without details. */
-  onError?: (err: unknown) => void
-  /** The tenant's limits for this exchange (each tools/call of a batch counts); unset = unlimited. */
-  limits?: CallLimits
-}
-
 export const SERVER_INFO = { name: 'tool-gateway', version: VERSION } as const
+export const INSTRUCTIONS = 'Tools of tool-gateway for this API key and allow-list (the functions, mcp and userId query parameters of the endpoint URL).'
 
 /**
- * An MCP server (one per HTTP exchange: stateless) whose tools/list is exactly GET
- * /tools?format=mcp for the same tenant and allow-list, and whose tools/call is POST /invoke
- * with `allow` set to that allow-list: same routing, same isError, same truncation. An MCP
- * tool's result reaches the client as its server sent it (toCallToolResult); other tools'
- * results are their `output` as one text item. A tools/call with a progressToken gets the
- * upstream server's progress under that token. The trace goes to onCall (for the logs).
+ * The gateway's MCP server for a legacy request (2025-11-25 and earlier), one per HTTP
+ * exchange (stateless), on the v1 SDK: the era-blind handlers (handlers.ts) registered for
+ * tools/list and tools/call.
  */
 export function createGatewayMcpServer (opts: GatewayMcpServerOptions): Server {
-  const { gateway, scope, caller } = opts
-  const server = new Server(SERVER_INFO, {
-    capabilities: { tools: { listChanged: true } },
-    instructions: 'Tools of tool-gateway for this API key and allow-list (the functions, mcp and userId query parameters of the endpoint URL).'
-  })
-  const allow = { functions: splitComma(scope.functions), mcp: splitComma(scope.mcp) }
-  const budget = opts.limits !== undefined ? new CallBudget(opts.limits) : undefined
-  const report = (err: unknown): JsonRpcError => {
-    if (!(err instanceof HttpError) && !(err instanceof McpError) && !(err instanceof JsonRpcError)) opts.onError?.(err)
-    return toJsonRpcError(err)
-  }
-
-  server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) => {
-    try {
-      const listing = await gateway.listTools({ ...scope, format: 'mcp' }, caller, withSignal(extra.signal, opts.signal))
-      return { tools: listing.tools as Tool[] }
-    } catch (err) {
-      throw report(err)
-    }
-  })
-
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
-    const { name } = request.params
-    const refused = budget?.take()
-    if (refused !== undefined) {
-      gateway.refused('mcp', name, refused)
-      opts.onCall?.({ ok: false, name, error: refused })
-      throw toJsonRpcError(refused)
-    }
-    const progressToken = request.params._meta?.progressToken
-    // The token is this request's own: the SDK client upstream uses one of its own per call, and
-    // this closure maps it back, so one call's progress never reaches another's.
-    const onProgress = progressToken === undefined
-      ? undefined
-      : (p: ToolProgress): void => {
-          const notification: ProgressNotification = {
-            method: 'notifications/progress',
-            params: {
-              progressToken,
-              progress: p.progress,
-              ...(p.total !== undefined ? { total: p.total } : {}),
-              ...(p.message !== undefined ? { message: p.message } : {})
-            }
-          }
-          // Best effort: a client that went away fails the call through the signal instead.
-          extra.sendNotification(notification).catch(() => {})
-        }
-    const invoke = async (): ReturnType<Gateway['invoke']> => await gateway.invoke({
-      name,
-      arguments: request.params.arguments ?? {},
-      ...(scope.userId !== undefined ? { userId: scope.userId } : {}),
-      allow,
-      trace: true
-    }, caller, withSignal(extra.signal, opts.signal), { via: 'mcp', onProgress })
-    let outcome
-    try {
-      outcome = budget !== undefined ? await budget.run(invoke) : await invoke()
-    } catch (err) {
-      throw report(err)
-    }
-    if (!outcome.ok) {
-      opts.onCall?.({ ok: false, name, error: outcome.error })
-      throw toJsonRpcError(outcome.error)
-    }
-    opts.onCall?.({ ok: true, result: outcome.result })
-    return toCallToolResult(outcome.result)
-  })
-
+  const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: true } }, instructions: INSTRUCTIONS })
+  const handlers = gatewayMcpHandlers(opts, 'legacy')
+  server.setRequestHandler(ListToolsRequestSchema, async (_request, extra) =>
+    await handlers.listTools(extra.signal) as ListToolsResult)
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) =>
+    await handlers.callTool(request.params, extra.signal, async (n) => { await extra.sendNotification(n as never) }) as CallToolResult)
   return server
-}
-
-/**
- * What a request handler throws for a JSON-RPC error: the SDK sends `code`, `message` and
- * `data` as they are. Not McpError, whose message already reads `MCP error <code>: ...`: the
- * client's McpError adds that prefix again, and the user would read it twice.
- */
-class JsonRpcError extends Error {
-  readonly code: number
-  readonly data: unknown
-  constructor (code: number, message: string, data?: unknown) {
-    super(message)
-    this.name = 'JsonRpcError'
-    this.code = code
-    this.data = data
-  }
-}
-
-const MCP_ERROR_PREFIX = /^MCP error -?\d+: /
-
-/** The JSON-RPC error for a failed MCP request, as toJsonRpcFailure (src/errors.ts) maps it. */
-function toJsonRpcError (err: unknown): JsonRpcError {
-  if (err instanceof JsonRpcError) return err
-  if (err instanceof McpError) return new JsonRpcError(err.code, err.message.replace(MCP_ERROR_PREFIX, ''), err.data)
-  const { rpcCode, message, data } = toJsonRpcFailure(err)
-  return new JsonRpcError(rpcCode, message, data)
-}
-
-const CONTENT_TYPES: ReadonlySet<string> = new Set(['text', 'image', 'audio', 'resource_link', 'resource'])
-/** Items kept beside the capped text when a result's text was truncated: they carry no text of their own. */
-const NON_TEXT_TYPES: ReadonlySet<string> = new Set(['image', 'audio', 'resource_link'])
-
-/**
- * The tools/call result for one invoke result. An MCP tool's (local or remote) as its server
- * sent it: its content items (images, audio, resources and links included), its
- * structuredContent (the tool's outputSchema is in tools/list, and clients check one against
- * the other) and its own isError. That comes from the invoke's trace, the raw result as
- * received. Two cases keep the gateway's limits: when the text was cut to the output cap,
- * the text is the capped `output` followed by the items without text (images, audio, links,
- * blob resources); and a result with no content item gets `output` as its text, so a client
- * that ignores structuredContent still reads something. Everything else (built-in and
- * function tools, a call the gateway failed) is `output` as one text item.
- */
-function toCallToolResult (result: InvokeResult): CallToolResult {
-  const raw = mcpTrace(result)
-  if (raw === undefined) return { content: [{ type: 'text', text: result.output }], isError: result.isError }
-  let content = raw.content as CallToolResult['content']
-  if (result.truncated) {
-    content = [
-      { type: 'text', text: result.output },
-      ...content.filter((item) => NON_TEXT_TYPES.has(item.type) || (item.type === 'resource' && 'blob' in item.resource))
-    ]
-  } else if (content.length === 0 && result.output !== '') {
-    content = [{ type: 'text', text: result.output }]
-  }
-  return {
-    content,
-    ...(raw.structuredContent !== undefined ? { structuredContent: raw.structuredContent as Record<string, unknown> } : {}),
-    isError: result.isError
-  }
-}
-
-/** The raw MCP result in an MCP tool's trace, when every item is of a type MCP defines. */
-function mcpTrace (result: InvokeResult): { content: unknown[], structuredContent?: unknown } | undefined {
-  if (!TIER_TRAITS[result.route].mcpResults) return undefined
-  const trace = result.trace as { content?: unknown, structuredContent?: unknown } | null
-  if (trace === null || typeof trace !== 'object' || !Array.isArray(trace.content)) return undefined
-  const known = trace.content.every((item: unknown) =>
-    item !== null && typeof item === 'object' && CONTENT_TYPES.has((item as { type?: unknown }).type as string))
-  if (!known) return undefined
-  const sc = trace.structuredContent
-  if (sc !== undefined && (sc === null || typeof sc !== 'object' || Array.isArray(sc))) return { content: trace.content }
-  return trace as { content: unknown[], structuredContent?: unknown }
-}
-
-function withSignal (a: AbortSignal, b: AbortSignal | undefined): AbortSignal {
-  return b === undefined ? a : AbortSignal.any([a, b])
 }

@@ -4,7 +4,8 @@
  * it would get from the server directly (compared with a second SDK client on the server
  * itself): native content items, structuredContent, outputSchema, annotations and progress
  * notifications under its own token; a task-only tool is not offered; a refusal's message
- * carries the JSON-RPC prefix once.
+ * carries the JSON-RPC prefix once. A 2026-07-28 client (SDK v2) on the same URL gets the same,
+ * in its revision, while the server behind speaks only the legacy one.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -13,6 +14,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
+import { Client as ModernClient, StreamableHTTPClientTransport as ModernTransport } from '@modelcontextprotocol/client'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
@@ -208,4 +210,33 @@ test('a refused call: the JSON-RPC error message carries its "MCP error <code>:"
     assert.equal((err.data as { code?: string }).code, 'GW_NOT_ALLOWED')
     return true
   })
+})
+
+test('a 2026-07-28 client (SDK v2) in front of the legacy server: the same listing, content items and progress under its own token', async (t) => {
+  const { base, gateway } = await setup(t)
+  const modern = new ModernClient({ name: 'test-v2', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } })
+  await modern.connect(new ModernTransport(new URL(`${base}/mcp?mcp=everything`)))
+  t.after(async () => await modern.close())
+  assert.equal(modern.getProtocolEra(), 'modern')
+
+  const listed = (await modern.listTools()).tools
+  const legacyListed = (await gateway.listTools()).tools
+  assert.deepEqual(listed.map((x) => x.name), legacyListed.map((x) => x.name))
+  for (const name of ['get-tiny-image', 'get-structured-content', 'trigger-long-running-operation']) {
+    assert.deepEqual(byName(listed as Tool[], name), byName(legacyListed, name), name)
+  }
+
+  const image = await modern.callTool({ name: 'get-tiny-image', arguments: {} })
+  assert.deepEqual(image.content, (await gateway.callTool({ name: 'get-tiny-image', arguments: {} })).content)
+  const structured = await modern.callTool({ name: 'get-structured-content', arguments: { location: 'New York' } })
+  assert.ok(structured.structuredContent !== undefined)
+
+  const seen: Array<{ progress: number, total?: number }> = []
+  const done = await modern.callTool(
+    { name: 'trigger-long-running-operation', arguments: { duration: 0.3, steps: 3 } },
+    { onprogress: (p) => { seen.push(p) } }
+  )
+  assert.match(JSON.stringify(done.content), /completed/)
+  assert.ok(seen.length >= 1, 'progress reached the 2026-07-28 client')
+  assert.ok(seen.every((p, i) => p.total === 3 && p.progress === i + 1), JSON.stringify(seen))
 })

@@ -17,3 +17,13 @@ test('a /mcp refusal body carries the HTTP status and GW_ code in error.data, ev
     { code: -32000, message: INTERNAL_MESSAGE, data: { statusCode: 500, code: 'GW_INTERNAL' } }
   )
 })
+
+test('a /mcp refusal keeps the id of the single request it refuses; a batch, a notification or no body gets null', () => {
+  const refused = new HttpError('GW_FORBIDDEN', 'Not your tenant')
+  assert.equal(jsonRpcRefusalBody(refused, { jsonrpc: '2.0', id: 7, method: 'tools/list' }).id, 7)
+  assert.equal(jsonRpcRefusalBody(refused, { jsonrpc: '2.0', id: 'req-1', method: 'tools/list' }).id, 'req-1')
+  assert.equal(jsonRpcRefusalBody(refused, [{ jsonrpc: '2.0', id: 1, method: 'tools/list' }]).id, null)
+  assert.equal(jsonRpcRefusalBody(refused, { jsonrpc: '2.0', method: 'notifications/initialized' }).id, null)
+  assert.equal(jsonRpcRefusalBody(refused, { jsonrpc: '2.0', id: { not: 'an id' }, method: 'x' }).id, null)
+  assert.equal(jsonRpcRefusalBody(refused).id, null)
+})

@@ -1,0 +1,246 @@
+/**
+ * POST /mcp in the 2026-07-28 revision (routes/mcp.ts, src/mcp-server/modern.ts): the SDK v2
+ * client pinned to it and in auto mode, raw requests for the wire rules (the `_meta` envelope,
+ * Mcp-Method / Mcp-Name checks, error codes with the request id kept, removed methods), and
+ * the same tenancy as the legacy revisions. A legacy client on the same URL is served as before.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { TestContext } from 'node:test'
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
+import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { buildApp } from '../../../src/app.js'
+import { loadConfig } from '../../../src/config.js'
+import { startStreamableHttpFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
+import { TEST_QUOTA } from '../../helpers/app.js'
+
+const ADMIN = 'admin-key-0123456789'
+const ACME = 'acme-key-0123456789'
+const GLOBEX = 'globex-key-0123456789'
+const MODERN = '2026-07-28'
+
+interface RawMessage { id?: number | string, method: string, params?: Record<string, unknown> }
+interface RawOptions { headers?: Record<string, string>, envelope?: boolean, version?: string }
+
+interface Gateway {
+  base: string
+  /** A v2 SDK client on /mcp?{query} with `key`, in the given negotiation mode. */
+  client: (query: string, key: string, mode?: 'auto' | 'legacy' | { pin: string }) => Promise<Client>
+  http: (method: string, path: string, key: string, body?: unknown) => Promise<{ status: number, json: any }>
+  /** A raw 2026-07-28 POST /mcp: the envelope added to params unless `envelope: false`, headers as given. */
+  rpc: (query: string, key: string, message: RawMessage, opts?: RawOptions) => Promise<{ status: number, contentType: string, json: any }>
+}
+
+async function startGateway (t: TestContext): Promise<Gateway> {
+  const workspaces = await mkdtemp(join(tmpdir(), 'tg-mcp-modern-'))
+  const config = loadConfig({
+    SANDBOX: 'none',
+    ...TEST_QUOTA,
+    LOG_LEVEL: 'silent',
+    WORKSPACES_DIR: workspaces,
+    EGRESS_ALLOW: '127.0.0.1/32',
+    API_KEYS: `${ADMIN}:*,${ACME}:acme,${GLOBEX}:globex`
+  })
+  const app = await buildApp(config, { logger: false })
+  const clients: Client[] = []
+  t.after(async () => {
+    for (const c of clients) await c.close()
+    await app.close()
+    await rm(workspaces, { recursive: true, force: true })
+  })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const address = app.server.address()
+  assert.ok(address !== null && typeof address === 'object')
+  const base = `http://127.0.0.1:${address.port}`
+  const auth = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
+  return {
+    base,
+    async client (query, key, mode = { pin: MODERN }) {
+      const client = new Client({ name: 'test-v2', version: '1.0.0' }, { versionNegotiation: { mode } })
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp?${query}`), { requestInit: { headers: auth(key) } }))
+      clients.push(client)
+      return client
+    },
+    async http (method, path, key, body) {
+      const res = await fetch(base + path, {
+        method,
+        headers: { ...auth(key), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        ...(body !== undefined ? { body: JSON.stringify(body) } : {})
+      })
+      const text = await res.text()
+      return { status: res.status, json: text === '' ? undefined : JSON.parse(text) }
+    },
+    async rpc (query, key, message, opts = {}) {
+      const version = opts.version ?? MODERN
+      const meta = {
+        'io.modelcontextprotocol/protocolVersion': version,
+        'io.modelcontextprotocol/clientCapabilities': {},
+        'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' }
+      }
+      const params = opts.envelope === false
+        ? message.params
+        : { ...message.params, _meta: { ...meta, ...(message.params?._meta as object | undefined) } }
+      const res = await fetch(`${base}/mcp?${query}`, {
+        method: 'POST',
+        headers: {
+          ...auth(key),
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': version,
+          'mcp-method': message.method,
+          ...opts.headers
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id: message.id ?? 1, method: message.method, ...(params !== undefined ? { params } : {}) })
+      })
+      return { status: res.status, contentType: res.headers.get('content-type') ?? '', json: await res.json() }
+    }
+  }
+}
+
+test('2026-07-28 clients (pinned, negotiating) get the modern revision; tools/list is GET /tools?format=mcp, private; tools/call is /invoke', async (t) => {
+  const remote = await startStreamableHttpFixture({ marker: 'acme' })
+  t.after(async () => await remote.close())
+  const gw = await startGateway(t)
+  assert.equal((await gw.http('PUT', '/users/acme/mcp/servers/s', ACME, { type: 'streamable_http', url: remote.url })).status, 201)
+  const query = 'functions=calculate,read_file&mcp=s'
+
+  for (const mode of [{ pin: MODERN }, 'auto'] as const) {
+    const client = await gw.client(query, ACME, mode)
+    assert.equal(client.getProtocolEra(), 'modern', JSON.stringify(mode))
+    assert.equal(client.getNegotiatedProtocolVersion(), MODERN)
+    const listed = await client.listTools()
+    const rest = await gw.http('GET', `/tools?${query}&format=mcp`, ACME)
+    assert.deepEqual(listed.tools, rest.json.tools)
+    assert.ok(listed.tools.some((x) => x.name === 'user_acme_tool_echo'))
+
+    const sum = await client.callTool({ name: 'calculate', arguments: { expression: '6*7' } })
+    assert.deepEqual(sum.content, [{ type: 'text', text: '{"expression":"6*7","result":42}' }])
+    assert.equal(sum.isError, false)
+    const echo = await client.callTool({ name: 'user_acme_tool_echo', arguments: { text: 'hi' } })
+    assert.deepEqual(echo.content, [{ type: 'text', text: 'acme:hi' }])
+    // The upstream result as its server sent it: structuredContent with no content item gets the text too.
+    const structured = await client.callTool({ name: 'user_acme_tool_structured', arguments: {} })
+    assert.deepEqual(structured.structuredContent, { ok: true, n: 42 })
+    const failed = await client.callTool({ name: 'user_acme_tool_fail', arguments: { message: 'nope' } })
+    assert.equal(failed.isError, true)
+  }
+
+  // On the wire: resultType, the cache fields (every listing depends on the caller) and the server's identity.
+  const raw = await gw.rpc(query, ACME, { id: 'list-1', method: 'tools/list' })
+  assert.equal(raw.status, 200)
+  assert.equal(raw.json.id, 'list-1')
+  assert.equal(raw.json.result.resultType, 'complete')
+  assert.equal(raw.json.result.cacheScope, 'private')
+  assert.equal(raw.json.result.ttlMs, 0)
+  assert.equal(raw.json.result._meta['io.modelcontextprotocol/serverInfo'].name, 'tool-gateway')
+  // The same listing twice is in the same order.
+  const again = await gw.rpc(query, ACME, { id: 'list-2', method: 'tools/list' })
+  assert.deepEqual(again.json.result.tools.map((x: { name: string }) => x.name), raw.json.result.tools.map((x: { name: string }) => x.name))
+
+  // server/discover: the gateway, the modern revision, its capabilities.
+  const discover = await gw.rpc(query, ACME, { method: 'server/discover' })
+  assert.equal(discover.status, 200)
+  assert.deepEqual(discover.json.result.supportedVersions, [MODERN])
+  assert.ok(discover.json.result.capabilities.tools !== undefined)
+  assert.equal(discover.json.result._meta['io.modelcontextprotocol/serverInfo'].name, 'tool-gateway')
+})
+
+test('2026-07-28 wire rules: header and body agree, the envelope is required, an unknown revision is named; errors keep the request id', async (t) => {
+  const gw = await startGateway(t)
+  const q = 'functions=calculate'
+
+  const mismatch = await gw.rpc(q, ACME, { id: 11, method: 'tools/list' }, { headers: { 'mcp-method': 'tools/call' } })
+  assert.equal(mismatch.status, 400)
+  assert.equal(mismatch.json.id, 11)
+  assert.equal(mismatch.json.error.code, -32020)
+
+  const call = { id: 12, method: 'tools/call', params: { name: 'calculate', arguments: { expression: '1' } } }
+  const wrongName = await gw.rpc(q, ACME, call, { headers: { 'mcp-name': 'other' } })
+  assert.equal(wrongName.status, 400)
+  assert.equal(wrongName.json.id, 12)
+  assert.equal(wrongName.json.error.code, -32020)
+  assert.match(wrongName.json.error.message, /Mcp-Name/)
+
+  const noEnvelope = await gw.rpc(q, ACME, { id: 13, method: 'tools/list', params: {} }, { envelope: false })
+  assert.equal(noEnvelope.status, 400)
+  assert.equal(noEnvelope.json.id, 13)
+  assert.equal(noEnvelope.json.error.code, -32602)
+
+  const future = await gw.rpc(q, ACME, { id: 14, method: 'tools/list' }, { version: '2099-01-01' })
+  assert.equal(future.status, 400)
+  assert.equal(future.json.id, 14)
+  assert.equal(future.json.error.code, -32022)
+  assert.deepEqual(future.json.error.data.supported, [MODERN])
+
+  // Methods the revision removed: Method not found, HTTP 404.
+  for (const method of ['ping', 'logging/setLevel']) {
+    const removed = await gw.rpc(q, ACME, { id: 15, method, params: method === 'ping' ? {} : { level: 'info' } })
+    assert.equal(removed.status, 404, method)
+    assert.equal(removed.json.id, 15)
+    assert.equal(removed.json.error.code, -32601)
+  }
+
+  // A tool outside the allow-list: an error of the call, with the gateway's code.
+  const outsideCall = { id: 16, method: 'tools/call', params: { name: 'current_time', arguments: {} } }
+  const outside = await gw.rpc(q, ACME, outsideCall, { headers: { 'mcp-name': 'current_time' } })
+  assert.equal(outside.json.id, 16)
+  assert.equal(outside.json.error.code, -32602)
+  assert.equal(outside.json.error.data.code, 'GW_NOT_ALLOWED')
+})
+
+test('tenancy holds in the 2026-07-28 revision: another tenant\'s userId or server is refused before any message is read, with the request id', async (t) => {
+  const remote = await startStreamableHttpFixture({ marker: 'globex' })
+  t.after(async () => await remote.close())
+  const gw = await startGateway(t)
+  assert.equal((await gw.http('PUT', '/users/globex/mcp/servers/g', GLOBEX, { type: 'streamable_http', url: remote.url })).status, 201)
+
+  const other = await gw.rpc('mcp=g&userId=globex', ACME, { id: 21, method: 'tools/list' })
+  assert.equal(other.status, 403)
+  assert.equal(other.json.id, 21)
+  assert.equal(other.json.error.data.code, 'GW_TENANT_MISMATCH')
+
+  const theirs = { id: 22, method: 'tools/call', params: { name: 'user_globex_tool_echo', arguments: { text: 'x' } } }
+  const encoded = await gw.rpc('mcp=user_globex_service_g', ACME, theirs, { headers: { 'mcp-name': 'user_globex_tool_echo' } })
+  assert.equal(encoded.status, 403)
+  assert.equal(encoded.json.id, 22)
+
+  // Acme's own URL does not see globex's server either: its name resolves in acme's registry.
+  const own = await gw.rpc('mcp=g', ACME, { id: 23, method: 'tools/list' })
+  assert.equal(own.status, 200)
+  assert.equal(own.json.result.tools.some((x: { name: string }) => x.name.includes('globex')), false)
+
+  // Globex itself gets its tools.
+  const client = await gw.client('mcp=g', GLOBEX)
+  const names = (await client.listTools()).tools.map((x) => x.name)
+  assert.ok(names.includes('user_globex_tool_echo'), names.join(','))
+  const unauthenticated = await fetch(`${gw.base}/mcp?mcp=g`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 24, method: 'tools/list', params: {} })
+  })
+  // Refused before the body is read (no key, no parsing): no id to keep.
+  assert.equal(unauthenticated.status, 401)
+  assert.equal((await unauthenticated.json() as { error: { data: { code: string } } }).error.data.code, 'GW_UNAUTHORIZED')
+})
+
+test('a legacy client on the same URL is served the legacy revision as before (initialize, 2025-11-25, JSON answers)', async (t) => {
+  const gw = await startGateway(t)
+  const legacy = new LegacyClient({ name: 'test-v1', version: '1.0.0' })
+  await legacy.connect(new LegacyTransport(new URL(`${gw.base}/mcp?functions=calculate`), { requestInit: { headers: { authorization: `Bearer ${ACME}` } } }))
+  t.after(async () => await legacy.close())
+  assert.equal(legacy.getServerVersion()?.name, 'tool-gateway')
+  assert.deepEqual(legacy.getServerCapabilities()?.tools, { listChanged: true })
+  const listed = await legacy.listTools()
+  assert.deepEqual(listed.tools.map((x) => x.name), ['calculate'])
+  assert.equal((listed as Record<string, unknown>).resultType, undefined, 'no 2026 fields on a legacy answer')
+  assert.equal((listed as Record<string, unknown>).cacheScope, undefined)
+
+  const v2legacy = await gw.client('functions=calculate', ACME, 'legacy')
+  assert.equal(v2legacy.getProtocolEra(), 'legacy')
+  const called = await v2legacy.callTool({ name: 'calculate', arguments: { expression: '2^10' } })
+  assert.deepEqual(called.content, [{ type: 'text', text: '{"expression":"2^10","result":1024}' }])
+})
