@@ -4,7 +4,7 @@ import { HttpError } from '../src/errors.js'
 import { isValidId } from '../src/naming/names.js'
 import { memoryLimiterStores } from '../src/cluster/index.js'
 import type { LimiterStores, RedisSemaphore, SemaphoreHold, WindowCount } from '../src/cluster/index.js'
-import { countToolCalls } from '../src/mcp-server/budget.js'
+import { countToolCalls, isListenRequest } from '../src/mcp-server/budget.js'
 import type { CallLimits } from '../src/mcp-server/budget.js'
 import { rulesOf } from './route-config.js'
 
@@ -230,6 +230,11 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     // JSON-RPC batch on /mcp is a batch too: each tools/call in it counts (the endpoint runs
     // at most `slots` of them at once, see src/mcp-server/budget.ts).
     const isMcp = invoke === 'json-rpc'
+    // A subscriptions/listen stays open: the endpoint's stream limits count it, not the calls in flight.
+    if (isMcp && isListenRequest(request.body)) {
+      done()
+      return
+    }
     const calls = (request.body as { calls?: unknown } | undefined)?.calls
     const n = isMcp ? countToolCalls(request.body) : Array.isArray(calls) ? calls.length : 1
     // One call on this instance alone (no Redis): nothing to wait for, no promise.

@@ -63,6 +63,8 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
     await endpoint.post(request.raw, reply.raw, request.body, exchange, {
       // Set by the rate-limit plugin: each tools/call of a batch counts against the tenant's limits.
       ...(request.callBudget !== undefined ? { limits: request.callBudget } : {}),
+      // A 2026-07-28 subscriptions/listen counts against the same share of streams as GET /mcp.
+      ...(request.tenantBucket !== undefined ? { tenantKey: request.tenantBucket } : {}),
       onCall: (record) => {
         const tenant = exchange.tenant ?? null
         if (!record.ok) {

@@ -22,6 +22,15 @@ export function countToolCalls (body: unknown): number {
 }
 
 /**
+ * Whether a POST /mcp body is a 2026-07-28 subscriptions/listen: a notification stream that
+ * stays open, counted against the stream limits of GET /mcp, not as a call in flight.
+ */
+export function isListenRequest (body: unknown): boolean {
+  return body !== null && typeof body === 'object' && !Array.isArray(body) &&
+    (body as { method?: unknown }).method === 'subscriptions/listen'
+}
+
+/**
  * The per-exchange share of a tenant's limits. The MCP SDK runs every request of a JSON-RPC
  * batch at once, so without this a batch of 40 tools/call would run 40 upstream calls while
  * holding one slot. Calls past `calls` are refused (a JSON-RPC error each, the others still

@@ -12,6 +12,8 @@ import { jsonRpcRefusalBody } from './json-rpc.js'
 import { createGatewayMcpServer } from './server.js'
 import type { McpCallRecord } from './handlers.js'
 import { ModernMcp, isLegacyPost } from './modern.js'
+import type { ListenOptions } from './modern.js'
+import { isListenRequest } from './budget.js'
 import type { McpQueryT } from './json-rpc.js'
 import type { CallLimits } from './budget.js'
 import { fanOutAbortController } from '../routing/signals.js'
@@ -44,6 +46,14 @@ export interface PostHooks {
   onCall?: (record: McpCallRecord) => void
   /** Read when the response head is written: the gateway overhead so far, in ms. */
   overheadMs?: () => number
+  /** Whose share of the instance's streams a subscriptions/listen counts against (see get()); default the tenant. */
+  tenantKey?: string
+}
+
+/** A long-lived notification stream: a legacy GET /mcp or a 2026-07-28 subscriptions/listen. */
+interface OpenStream {
+  res: ServerResponse
+  close: () => Promise<void>
 }
 
 const DEFAULT_POLL_MS = 2000
@@ -76,7 +86,7 @@ export class McpEndpoint {
   readonly #notifier: ListChangedNotifier
   readonly #maxStreams: number
   readonly #maxStreamsPerTenant: number
-  readonly #streams = new Set<{ server: Server, res: ServerResponse }>()
+  readonly #streams = new Set<OpenStream>()
   /** Open streams per tenant key (only keys with at least one). */
   readonly #tenantStreams = new Map<string, number>()
   readonly #onError: (err: unknown, what: string) => void
@@ -137,7 +147,8 @@ export class McpEndpoint {
     })
     try {
       if (!await isLegacyPost(req, body)) {
-        await this.#modern.post(req, res, body, opts)
+        if (isListenRequest(body)) await this.#listen(req, res, body, ex, opts, hooks.tenantKey ?? tenantKeyOf(ex))
+        else await this.#modern.post(req, res, body, opts)
         return
       }
       server = createGatewayMcpServer(opts)
@@ -156,35 +167,19 @@ export class McpEndpoint {
    * listing. `tenantKey` names whose share the stream counts against (the rate-limit bucket:
    * a tenant, or an admin key); by default the exchange's tenant.
    */
-  async get (req: IncomingMessage, res: ServerResponse, ex: McpExchange, tenantKey = ex.tenant !== undefined ? `t:${ex.tenant}` : 'admin'): Promise<void> {
-    if (this.#streams.size >= this.#maxStreams) {
-      refuse(res, new HttpError('GW_RATE_LIMITED', `Too many open MCP notification streams on this instance (at most ${this.#maxStreams}); retry later`), { 'retry-after': '60' })
-      return
-    }
-    const held = this.#tenantStreams.get(tenantKey) ?? 0
-    if (held >= this.#maxStreamsPerTenant) {
-      refuse(res, new HttpError('GW_RATE_LIMITED', `Too many open MCP notification streams for this tenant on this instance (at most ${this.#maxStreamsPerTenant}); close one or retry later`), { 'retry-after': '60' })
-      return
-    }
-    this.#tenantStreams.set(tenantKey, held + 1)
-    let counted = true
-    const uncount = (): void => {
-      if (!counted) return
-      counted = false
-      const left = (this.#tenantStreams.get(tenantKey) ?? 1) - 1
-      if (left > 0) this.#tenantStreams.set(tenantKey, left)
-      else this.#tenantStreams.delete(tenantKey)
-    }
+  async get (req: IncomingMessage, res: ServerResponse, ex: McpExchange, tenantKey = tenantKeyOf(ex)): Promise<void> {
+    const leave = this.#admit(res, tenantKey)
+    if (leave === undefined) return
     const server = createGatewayMcpServer({ gateway: this.#gateway, scope: ex.scope, caller: ex.caller })
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
-    const stream = { server, res }
+    const stream = { res, close: async () => { await server.close().catch(() => {}) } }
     this.#streams.add(stream)
     let unwatch: (() => void) | undefined
     let closed = false
     res.once('close', () => {
       closed = true
       this.#streams.delete(stream)
-      uncount()
+      leave()
       unwatch?.()
       server.close().catch(() => {})
     })
@@ -196,10 +191,57 @@ export class McpEndpoint {
       await transport.handleRequest(req, res)
     } catch (err) {
       this.#streams.delete(stream)
-      uncount()
+      leave()
       unwatch?.()
       await server.close().catch(() => {})
       this.#fail(res, err)
+    }
+  }
+
+  /**
+   * A 2026-07-28 subscriptions/listen: the revision's notification stream, in place of the
+   * legacy GET. The same watch and the same stream limits as GET /mcp; the SDK's listen router
+   * answers the request (acknowledgement with the honoured filter, the subscription id on every
+   * notification, keepalives) on a bus of this stream's own, so a change reaches only the
+   * streams whose listing changed.
+   */
+  async #listen (req: IncomingMessage, res: ServerResponse, body: unknown, ex: McpExchange, opts: ListenOptions, tenantKey: string): Promise<void> {
+    const leave = this.#admit(res, tenantKey, body)
+    if (leave === undefined) return
+    const stream = { res, close: async () => { res.destroy() } }
+    this.#streams.add(stream)
+    res.once('close', () => {
+      this.#streams.delete(stream)
+      leave()
+    })
+    await this.#modern.listen(req, res, body, opts, async (target) =>
+      await this.#notifier.watch(ex.scope, ex.tenant, ex.caller, target, ex.serverIds))
+  }
+
+  /**
+   * Counts a new notification stream against the instance's and the tenant's limits: the
+   * function that uncounts it (once), or undefined after answering 429.
+   */
+  #admit (res: ServerResponse, tenantKey: string, body?: unknown): (() => void) | undefined {
+    if (this.#streams.size >= this.#maxStreams) {
+      const err = new HttpError('GW_RATE_LIMITED', `Too many open MCP notification streams on this instance (at most ${this.#maxStreams}); retry later`)
+      refuse(res, err, { 'retry-after': '60' }, body)
+      return undefined
+    }
+    const held = this.#tenantStreams.get(tenantKey) ?? 0
+    if (held >= this.#maxStreamsPerTenant) {
+      const err = new HttpError('GW_RATE_LIMITED', `Too many open MCP notification streams for this tenant on this instance (at most ${this.#maxStreamsPerTenant}); close one or retry later`)
+      refuse(res, err, { 'retry-after': '60' }, body)
+      return undefined
+    }
+    this.#tenantStreams.set(tenantKey, held + 1)
+    let counted = true
+    return () => {
+      if (!counted) return
+      counted = false
+      const left = (this.#tenantStreams.get(tenantKey) ?? 1) - 1
+      if (left > 0) this.#tenantStreams.set(tenantKey, left)
+      else this.#tenantStreams.delete(tenantKey)
     }
   }
 
@@ -218,11 +260,16 @@ export class McpEndpoint {
     const open = [...this.#streams]
     this.#streams.clear()
     this.#tenantStreams.clear()
-    await Promise.all(open.map(async ({ server, res }) => {
-      await server.close().catch(() => {})
+    await Promise.all(open.map(async ({ close, res }) => {
+      await close()
       res.destroy()
     }))
   }
+}
+
+/** The share of the instance's streams an exchange counts against by default: its tenant's, or the admins'. */
+function tenantKeyOf (ex: McpExchange): string {
+  return ex.tenant !== undefined ? `t:${ex.tenant}` : 'admin'
 }
 
 /** Whether a POST body (one message or a batch) has a tools/call with `_meta.progressToken`. */

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { Server, createMcpHandler, isLegacyRequest } from '@modelcontextprotocol/server'
+import { InMemoryServerEventBus, Server, createMcpHandler, isLegacyRequest } from '@modelcontextprotocol/server'
 import type { McpHttpHandler, McpRequestContext } from '@modelcontextprotocol/server'
+import type { ListChangedTarget } from './notifier.js'
 import { gatewayMcpHandlers } from './handlers.js'
 import type { GatewayMcpServerOptions } from './handlers.js'
 import { INSTRUCTIONS, SERVER_INFO } from './server.js'
@@ -20,22 +21,23 @@ const PRIVATE_NOW = { ttlMs: 0, cacheScope: 'private' } as const
  * the exchange's tenant, allow-list, budget and hooks (handlers.ts, shared with the legacy leg).
  * The exchange reaches the factory keyed by the web `Request` object the entry hands back.
  */
+export type ListenOptions = GatewayMcpServerOptions & { signal: AbortSignal }
+
 export class ModernMcp {
   readonly #handler: McpHttpHandler
   readonly #exchanges = new WeakMap<Request, GatewayMcpServerOptions>()
+  readonly #onError: (err: Error) => void
 
   constructor (onError: (err: unknown, what: string) => void) {
-    this.#handler = createMcpHandler((ctx) => this.#server(ctx), {
-      legacy: 'reject',
-      onerror: (err) => onError(err, 'MCP (2026-07-28) request failed')
-    })
+    this.#onError = (err) => onError(err, 'MCP (2026-07-28) request failed')
+    this.#handler = createMcpHandler((ctx) => this.#server(ctx), { legacy: 'reject', onerror: this.#onError })
   }
 
   #server (ctx: McpRequestContext): Server {
     const opts = ctx.requestInfo !== undefined ? this.#exchanges.get(ctx.requestInfo) : undefined
     if (opts === undefined) throw new Error('MCP request without a gateway exchange')
     const server = new Server(SERVER_INFO, {
-      capabilities: { tools: {} },
+      capabilities: { tools: { listChanged: true } },
       instructions: INSTRUCTIONS,
       cacheHints: { 'tools/list': PRIVATE_NOW, 'server/discover': PRIVATE_NOW }
     })
@@ -55,6 +57,33 @@ export class ModernMcp {
     this.#exchanges.set(request, opts)
     const response = await this.#handler.fetch(request, { parsedBody: body })
     await writeWebResponse(response, res, opts.signal)
+  }
+
+  /**
+   * Serves a subscriptions/listen until the client leaves (`opts.signal`). The stream has an
+   * entry and an event bus of its own: `watch` registers the target the gateway's list-change
+   * watch calls for this exchange's listing, and only this stream hears it.
+   */
+  async listen (
+    req: IncomingMessage,
+    res: ServerResponse,
+    body: unknown,
+    opts: ListenOptions,
+    watch: (target: ListChangedTarget) => Promise<() => void>
+  ): Promise<void> {
+    const bus = new InMemoryServerEventBus(this.#onError)
+    const handler = createMcpHandler((ctx) => this.#server(ctx), { legacy: 'reject', bus, maxSubscriptions: 1, onerror: this.#onError })
+    let unwatch: (() => void) | undefined
+    try {
+      // The current listing is known before the stream opens: a change after it is notified.
+      unwatch = await watch({ sendToolListChanged: async () => { bus.publish({ kind: 'tools_list_changed' }) } })
+      const request = toWebRequest(req, opts.signal)
+      this.#exchanges.set(request, opts)
+      await writeWebResponse(await handler.fetch(request, { parsedBody: body }), res, opts.signal)
+    } finally {
+      unwatch?.()
+      await handler.close()
+    }
   }
 
   async close (): Promise<void> {

@@ -35,7 +35,7 @@ interface Gateway {
   rpc: (query: string, key: string, message: RawMessage, opts?: RawOptions) => Promise<{ status: number, contentType: string, json: any }>
 }
 
-async function startGateway (t: TestContext): Promise<Gateway> {
+async function startGateway (t: TestContext, env: Record<string, string> = {}): Promise<Gateway> {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-mcp-modern-'))
   const config = loadConfig({
     SANDBOX: 'none',
@@ -43,7 +43,8 @@ async function startGateway (t: TestContext): Promise<Gateway> {
     LOG_LEVEL: 'silent',
     WORKSPACES_DIR: workspaces,
     EGRESS_ALLOW: '127.0.0.1/32',
-    API_KEYS: `${ADMIN}:*,${ACME}:acme,${GLOBEX}:globex`
+    API_KEYS: `${ADMIN}:*,${ACME}:acme,${GLOBEX}:globex`,
+    ...env
   })
   const app = await buildApp(config, { logger: false })
   const clients: Client[] = []
@@ -243,4 +244,88 @@ test('a legacy client on the same URL is served the legacy revision as before (i
   assert.equal(v2legacy.getProtocolEra(), 'legacy')
   const called = await v2legacy.callTool({ name: 'calculate', arguments: { expression: '2^10' } })
   assert.deepEqual(called.content, [{ type: 'text', text: '{"expression":"2^10","result":1024}' }])
+})
+
+test('subscriptions/listen: a 2026-07-28 client hears tools/list_changed when its own listing changes; the stream ends with the client', async (t) => {
+  const first = await startStreamableHttpFixture({ marker: 'one' })
+  const second = await startStreamableHttpFixture({ marker: 'two' })
+  t.after(async () => { await first.close(); await second.close() })
+  const gw = await startGateway(t)
+  assert.equal((await gw.http('PUT', '/users/acme/mcp/servers/s', ACME, { type: 'streamable_http', url: first.url })).status, 201)
+
+  const client = await gw.client('mcp=s,t', ACME)
+  let changes = 0
+  let changed!: () => void
+  const notified = new Promise<void>((resolve) => { changed = resolve })
+  client.setNotificationHandler('notifications/tools/list_changed', async () => { changes++; changed() })
+  const subscription = await client.listen({ toolsListChanged: true, promptsListChanged: true })
+  // Only what the gateway offers is honoured: tool list changes.
+  assert.deepEqual(subscription.honoredFilter, { toolsListChanged: true })
+  const before = (await client.listTools()).tools.map((x) => x.name)
+
+  // Another tenant's server of the same name is not in this listing; acme's own is.
+  assert.equal((await gw.http('PUT', '/users/globex/mcp/servers/t', GLOBEX, { type: 'streamable_http', url: second.url })).status, 201)
+  assert.equal((await gw.http('PUT', '/users/acme/mcp/servers/t', ACME, { type: 'streamable_http', url: second.url })).status, 201)
+  let timer: NodeJS.Timeout | undefined
+  const deadline = new Promise((_resolve, reject) => { timer = setTimeout(() => reject(new Error('no list_changed within 30 s')), 30_000) })
+  await Promise.race([notified, deadline])
+  clearTimeout(timer)
+  assert.ok(changes >= 1)
+  const after = (await client.listTools()).tools.map((x) => x.name)
+  assert.ok(after.length > before.length, `${before.join(',')} -> ${after.join(',')}`)
+
+  await subscription.close()
+  assert.equal(await subscription.closed, 'local')
+})
+
+test('subscriptions/listen on the wire: the acknowledgement first, as an SSE stream, with a subscription id; it holds no concurrency slot', async (t) => {
+  const gw = await startGateway(t, { MAX_CONCURRENT_PER_TENANT: '3' })
+  const controller = new AbortController()
+  const listen = async (id: number): Promise<{ status: number, first: any }> => {
+    const res = await fetch(`${gw.base}/mcp?functions=calculate`, {
+      method: 'POST',
+      signal: controller.signal,
+      headers: {
+        authorization: `Bearer ${ACME}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': MODERN,
+        'mcp-method': 'subscriptions/listen'
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id,
+        method: 'subscriptions/listen',
+        params: {
+          notifications: { toolsListChanged: true },
+          _meta: { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} }
+        }
+      })
+    })
+    if (!/text\/event-stream/.test(res.headers.get('content-type') ?? '')) assert.fail(`listen ${id}: ${res.status} ${await res.text()}`)
+    const reader = res.body!.getReader()
+    let text = ''
+    while (!text.includes('\n\n')) {
+      const { value, done } = await reader.read()
+      if (done) break
+      text += new TextDecoder().decode(value)
+    }
+    const data = text.split('\n').find((l) => l.startsWith('data: '))
+    return { status: res.status, first: data === undefined ? undefined : JSON.parse(data.slice(6)) }
+  }
+  // More open streams than the tenant may run calls at once.
+  const opened = []
+  for (let i = 0; i < 5; i++) opened.push(await listen(i))
+  t.after(() => controller.abort())
+  for (const o of opened) {
+    assert.equal(o.status, 200)
+    assert.equal(o.first.method, 'notifications/subscriptions/acknowledged')
+    const id: unknown = o.first.params._meta['io.modelcontextprotocol/subscriptionId']
+    assert.ok(typeof id === 'string' || typeof id === 'number', JSON.stringify(o.first))
+  }
+  // And calls still run.
+  const message = { id: 99, method: 'tools/call', params: { name: 'calculate', arguments: { expression: '1+1' } } }
+  const call = await gw.rpc('functions=calculate', ACME, message, { headers: { 'mcp-name': 'calculate' } })
+  assert.equal(call.status, 200)
+  assert.equal(call.json.result.isError, false)
 })

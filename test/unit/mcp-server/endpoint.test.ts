@@ -41,3 +41,38 @@ test('GET /mcp over the instance\'s or the tenant\'s stream limit: 429 GW_RATE_L
   assert.equal(share.status, 429)
   assert.match((share.body as { error: { message: string } }).error.message, /for this tenant on this instance \(at most 0\)/)
 })
+
+test('a 2026-07-28 subscriptions/listen counts against the same stream limits: 429 with the request id', async () => {
+  const endpoint = new McpEndpoint({ gateway: noGateway, maxStreams: 10, maxStreamsPerTenant: 0 })
+  const listen = {
+    jsonrpc: '2.0',
+    id: 'listen-1',
+    method: 'subscriptions/listen',
+    params: {
+      notifications: { toolsListChanged: true },
+      _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} }
+    }
+  }
+  const server = createServer((req, res) => { endpoint.post(req, res, listen, exchange).catch(() => {}) })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  try {
+    const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-method': 'subscriptions/listen',
+        'mcp-protocol-version': '2026-07-28'
+      },
+      body: JSON.stringify(listen)
+    })
+    assert.equal(res.status, 429)
+    assert.equal(res.headers.get('retry-after'), '60')
+    const body = await res.json() as { id: unknown, error: { message: string } }
+    assert.equal(body.id, 'listen-1')
+    assert.match(body.error.message, /for this tenant on this instance \(at most 0\)/)
+  } finally {
+    server.close()
+    await endpoint.close()
+  }
+})
