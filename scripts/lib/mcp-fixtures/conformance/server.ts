@@ -101,7 +101,14 @@ export async function startConformanceServer (port = 0): Promise<ConformanceServ
     closeRequestStream: (ctx) => {
       if (ctx.sessionId !== undefined) sessions.get(ctx.sessionId)?.transport.closeSSEStream(ctx.mcpReq.id)
     },
-    listChanged: (what) => { if (what === 'tools') modern.notify.toolsChanged(); else modern.notify.promptsChanged() }
+    // The change reaches the 2026 listen streams and the legacy sessions' GET streams alike (a client
+    // such as the gateway's upstream one may hold either).
+    listChanged: (what) => {
+      if (what === 'tools') modern.notify.toolsChanged(); else modern.notify.promptsChanged()
+      for (const { server } of sessions.values()) {
+        (what === 'tools' ? server.sendToolListChanged() : server.sendPromptListChanged())
+      }
+    }
   }
   // The handler reports each refused request (the scenarios send many on purpose): shown on demand only.
   const debug = process.env.CONFORMANCE_FIXTURE_DEBUG === '1'
