@@ -12,9 +12,10 @@
  * own rules (`<scenario>` or `<scenario>:<check-id>`; FAILURE and WARNING fail). Exit 1 on a failure
  * not in the baseline or a baseline entry that passes now (stale). `--update-baseline` rewrites the
  * baselines of the legs run from the current failures, keeping the comment of each entry that stays.
+ * `--keep` keeps the temp dir of a passing run (a failing run always keeps it).
  */
 import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parse } from 'yaml'
@@ -216,16 +217,18 @@ async function runLeg (leg: Leg, version: Version, out: string, shared: { fixtur
 async function main (): Promise<number> {
   const args = process.argv.slice(2)
   const update = args.includes('--update-baseline')
-  const unknown = args.filter((a) => a !== '--update-baseline' && !(LEGS as readonly string[]).includes(a))
+  const keep = args.includes('--keep')
+  const options = ['--update-baseline', '--keep']
+  const unknown = args.filter((a) => !options.includes(a) && !(LEGS as readonly string[]).includes(a))
   if (unknown.length > 0) {
-    console.error(`unknown argument(s) ${unknown.join(' ')}; usage: npm run conformance -- [${LEGS.join('|')} ...] [--update-baseline]`)
+    console.error(`unknown argument(s) ${unknown.join(' ')}; usage: npm run conformance -- [${LEGS.join('|')} ...] [--update-baseline] [--keep]`)
     return 2
   }
   if (Number(process.versions.node.split('.')[0]) < 22) {
     console.error(`the conformance suite needs Node >= 22 (this is ${process.version})`)
     return 2
   }
-  const legs = LEGS.filter((l) => args.length === 0 || args.includes(l) || args.every((a) => a === '--update-baseline'))
+  const legs = LEGS.filter((l) => args.includes(l) || args.every((a) => options.includes(a)))
   const root = mkdtempSync(join(tmpdir(), 'mcp-conformance-'))
   console.log(`conformance checks under ${root}`)
   let bad = false
@@ -277,7 +280,9 @@ async function main (): Promise<number> {
       console.log(`     ${leg}: ${((performance.now() - started) / 1000).toFixed(1)} s wall`)
     }
   }
-  if (bad) console.log(`checks and the suite's output per scenario: ${root}`)
+  // The checks stay for a failed run (or with --keep); a passing one leaves nothing behind.
+  if (bad || keep) console.log(`checks and the suite's output per scenario: ${root}`)
+  else rmSync(root, { recursive: true, force: true })
   return bad ? 1 : 0
 }
 

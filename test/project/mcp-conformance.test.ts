@@ -48,6 +48,10 @@ test('a baseline entry that passes now fails the run (stale); --update-baseline 
   const stale = await conformance(['control-server'], { CONFORMANCE_BASELINE_DIR: dir })
   assert.equal(stale.code, 1, stale.output)
   assert.match(stale.output, /stale baseline entry .*: ping$/m)
+  // A failed run keeps its checks in the temp dir it names.
+  const kept = /checks and the suite's output per scenario: (\S+)/.exec(stale.output)?.[1]
+  assert.ok(kept !== undefined, stale.output)
+  await rm(kept, { recursive: true, force: true })
   const updated = await conformance(['control-server', '--update-baseline'], { CONFORMANCE_BASELINE_DIR: dir })
   assert.equal(updated.code, 0, updated.output)
   assert.match(await readFile(join(dir, 'expected-failures.control-server.2025-11-25.yaml'), 'utf8'), /^server: \[\]$/m)
