@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
-import type { Server } from '@modelcontextprotocol/sdk/server/index.js'
+import { WebStandardStreamableHTTPServerTransport, isLegacyRequest } from '@modelcontextprotocol/server'
+import type { Server } from '@modelcontextprotocol/server'
 import type { Gateway } from '../gateway.js'
 import type { RegistryListener } from '../registry/types.js'
 import { parseServerSelection, splitComma } from '../routing/allow-list.js'
@@ -11,7 +11,8 @@ import { HttpError } from '../errors.js'
 import { jsonRpcRefusalBody } from './json-rpc.js'
 import { createGatewayMcpServer } from './server.js'
 import type { McpCallRecord } from './handlers.js'
-import { ModernMcp, isLegacyPost } from './modern.js'
+import { ModernMcp } from './modern.js'
+import { toWebRequest, writeWebResponse } from './web.js'
 import type { ListenOptions } from './modern.js'
 import { isListenRequest } from './budget.js'
 import type { McpQueryT } from './json-rpc.js'
@@ -125,8 +126,10 @@ export class McpEndpoint {
 
   /**
    * POST /mcp: one JSON-RPC message or batch, `body` already parsed. A request of the
-   * 2026-07-28 revision (its `_meta` claims it) goes to the modern leg (modern.ts); everything
-   * else is served as the legacy revisions are, by the v1 SDK's stateless transport.
+   * 2026-07-28 revision (its `_meta` claims it: the SDK's own classifier) goes to the modern
+   * leg (modern.ts); everything else (initialize, batches, no claim) is served in the legacy
+   * revisions by the SDK's stateless streamable HTTP transport. Both legs run the same server
+   * (server.ts) on SDK v2.
    */
   async post (req: IncomingMessage, res: ServerResponse, body: unknown, ex: McpExchange, hooks: PostHooks = {}): Promise<void> {
     const gone = fanOutAbortController()
@@ -146,17 +149,18 @@ export class McpEndpoint {
       server?.close().catch(() => {})
     })
     try {
-      if (!await isLegacyPost(req, body)) {
-        if (isListenRequest(body)) await this.#listen(req, res, body, ex, opts, hooks.tenantKey ?? tenantKeyOf(ex))
-        else await this.#modern.post(req, res, body, opts)
+      const request = toWebRequest(req, gone.signal)
+      if (!await isLegacyRequest(request, body)) {
+        if (isListenRequest(body)) await this.#listen(request, res, body, ex, opts, hooks.tenantKey ?? tenantKeyOf(ex))
+        else await this.#modern.post(request, res, body, opts)
         return
       }
-      server = createGatewayMcpServer(opts)
+      server = createGatewayMcpServer(opts, 'legacy')
       // JSON answers, except when a tools/call asks for progress: notifications can only reach
       // the client on the request's own SSE response stream.
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !wantsProgress(body) })
+      const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !wantsProgress(body) })
       await server.connect(transport)
-      await transport.handleRequest(req, res, body)
+      await writeWebResponse(await transport.handleRequest(request, { parsedBody: body }), res, gone.signal)
     } catch (err) {
       this.#fail(res, err, body)
     }
@@ -170,14 +174,16 @@ export class McpEndpoint {
   async get (req: IncomingMessage, res: ServerResponse, ex: McpExchange, tenantKey = tenantKeyOf(ex)): Promise<void> {
     const leave = this.#admit(res, tenantKey)
     if (leave === undefined) return
-    const server = createGatewayMcpServer({ gateway: this.#gateway, scope: ex.scope, caller: ex.caller })
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined })
+    const server = createGatewayMcpServer({ gateway: this.#gateway, scope: ex.scope, caller: ex.caller }, 'legacy')
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined })
+    const gone = new AbortController()
     const stream = { res, close: async () => { await server.close().catch(() => {}) } }
     this.#streams.add(stream)
     let unwatch: (() => void) | undefined
     let closed = false
     res.once('close', () => {
       closed = true
+      gone.abort()
       this.#streams.delete(stream)
       leave()
       unwatch?.()
@@ -188,7 +194,7 @@ export class McpEndpoint {
       unwatch = await this.#notifier.watch(ex.scope, ex.tenant, ex.caller, server, ex.serverIds)
       if (closed) unwatch()
       await server.connect(transport)
-      await transport.handleRequest(req, res)
+      await writeWebResponse(await transport.handleRequest(toWebRequest(req, gone.signal)), res, gone.signal)
     } catch (err) {
       this.#streams.delete(stream)
       leave()
@@ -205,7 +211,7 @@ export class McpEndpoint {
    * notification, keepalives) on a bus of this stream's own, so a change reaches only the
    * streams whose listing changed.
    */
-  async #listen (req: IncomingMessage, res: ServerResponse, body: unknown, ex: McpExchange, opts: ListenOptions, tenantKey: string): Promise<void> {
+  async #listen (request: Request, res: ServerResponse, body: unknown, ex: McpExchange, opts: ListenOptions, tenantKey: string): Promise<void> {
     const leave = this.#admit(res, tenantKey, body)
     if (leave === undefined) return
     const stream = { res, close: async () => { res.destroy() } }
@@ -214,7 +220,7 @@ export class McpEndpoint {
       this.#streams.delete(stream)
       leave()
     })
-    await this.#modern.listen(req, res, body, opts, async (target) =>
+    await this.#modern.listen(request, res, body, opts, async (target) =>
       await this.#notifier.watch(ex.scope, ex.tenant, ex.caller, target, ex.serverIds))
   }
 
