@@ -4,6 +4,7 @@
  *
  * - control-server: the suite against our fixture server (scripts/lib/mcp-fixtures/conformance/server.ts)
  * - gateway-server: the same, through the gateway's `/mcp?mcp=conformance`, the fixture being a global server
+ *   (behind queryProxy: some of the suite's raw requests drop the URL's query string)
  * - control-client: the suite's scenario servers against our fixture client (SDK v2 `Client`)
  * - gateway-client: the same scenarios with the gateway as the client (register, `GET /tools`, `POST /invoke`)
  *
@@ -15,6 +16,8 @@
  * `--keep` keeps the temp dir of a passing run (a failing run always keeps it).
  */
 import { spawn } from 'node:child_process'
+import { createServer, request as httpRequest } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -51,6 +54,35 @@ interface Check { id: string, status: string, errorMessage?: string }
 type Results = Map<string, Check[]>
 
 const failing = (c: Check): boolean => c.status === 'FAILURE' || c.status === 'WARNING'
+
+/**
+ * A loopback HTTP proxy in front of the gateway that gives `/mcp` the query `query` when a
+ * request comes without one. The suite's raw requests (http-header-validation,
+ * http-custom-header-server-validation) are sent to the URL's path only, dropping its query
+ * (the allow-list of `/mcp?mcp=...`); everything else, the Host and Origin headers included
+ * (dns-rebinding-protection), passes as it came, and answers stream back as they come.
+ */
+async function queryProxy (target: string, query: string): Promise<{ url: string, close: () => Promise<void> }> {
+  const upstream = new URL(target)
+  const server = createServer((req, res) => {
+    const path = req.url === '/mcp' ? `/mcp?${query}` : req.url ?? '/'
+    const out = httpRequest({ hostname: upstream.hostname, port: upstream.port, path, method: req.method, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers)
+      answer.pipe(res)
+    })
+    out.on('error', () => { res.destroy() })
+    res.on('close', () => { out.destroy() })
+    req.pipe(out)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: async () => {
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => { server.close(() => { resolve() }) })
+    }
+  }
+}
 
 /** The suite's reading of a scenario's checks: INFO kept, otherwise one check per id, its worst status. */
 function worstPerId (checks: Check[]): Check[] {
@@ -254,6 +286,11 @@ async function main (): Promise<number> {
         const gateway = await startGateway(scope, env)
         scope.after(async () => { await gateway.stop() })
         shared.gatewayUrl = gateway.url
+        if (leg === 'gateway-server') {
+          const proxy = await queryProxy(gateway.url, `mcp=${GLOBAL_SERVER_ID}`)
+          scope.after(proxy.close)
+          shared.gatewayUrl = proxy.url
+        }
       }
       const runs = await Promise.all(VERSIONS.map(async (version) => {
         const t0 = performance.now()

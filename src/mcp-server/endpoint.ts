@@ -13,6 +13,8 @@ import { createGatewayMcpServer } from './server.js'
 import type { McpCallRecord } from './handlers.js'
 import { ModernMcp } from './modern.js'
 import { toWebRequest, writeWebResponse } from './web.js'
+import { checkParamHeaders, paramHeadersOf } from './param-headers.js'
+import type { ParamHeader } from './param-headers.js'
 import type { ListenOptions } from './modern.js'
 import { isListenRequest } from './budget.js'
 import type { McpQueryT } from './json-rpc.js'
@@ -57,6 +59,8 @@ interface OpenStream {
   close: () => Promise<void>
 }
 
+/** JSON-RPC code of the 2026-07-28 revision for headers that disagree with the body (HTTP 400). */
+const HEADER_MISMATCH = -32020
 const DEFAULT_POLL_MS = 2000
 const DEFAULT_MAX_STREAMS = 1000
 
@@ -92,6 +96,8 @@ export class McpEndpoint {
   readonly #tenantStreams = new Map<string, number>()
   readonly #onError: (err: unknown, what: string) => void
   readonly #modern: ModernMcp
+  /** The x-mcp-header parameters of each listed tool, per listing (a cached listing is the same array). */
+  readonly #declared = new WeakMap<unknown[], Map<string, ParamHeader[]>>()
 
   constructor (opts: McpEndpointOptions) {
     this.#gateway = opts.gateway
@@ -152,6 +158,7 @@ export class McpEndpoint {
       const request = toWebRequest(req, gone.signal)
       if (!await isLegacyRequest(request, body)) {
         if (isListenRequest(body)) await this.#listen(request, res, body, ex, opts, hooks.tenantKey ?? tenantKeyOf(ex))
+        else if (!await this.#paramHeadersAgree(request, res, body, ex, gone.signal)) return
         else await this.#modern.post(request, res, body, opts)
         return
       }
@@ -164,6 +171,50 @@ export class McpEndpoint {
     } catch (err) {
       this.#fail(res, err, body)
     }
+  }
+
+  /**
+   * A 2026-07-28 tools/call must repeat the arguments its tool marks with `x-mcp-header` in
+   * `Mcp-Param-*` headers (param-headers.ts). Checked before dispatch against the tool as the
+   * exchange lists it (the cached listing); a disagreement is answered 400 -32020 with the
+   * request id, like the SDK's own header checks. False when it answered.
+   */
+  async #paramHeadersAgree (request: Request, res: ServerResponse, body: unknown, ex: McpExchange, signal: AbortSignal): Promise<boolean> {
+    const call = body as { id?: unknown, method?: unknown, params?: { name?: unknown, arguments?: unknown } }
+    if (call.method !== 'tools/call' || typeof call.params?.name !== 'string') return true
+    const declared = await this.#paramHeaders(ex, call.params.name, signal)
+    if (declared.length === 0) return true
+    const mismatch = checkParamHeaders(declared, call.params.arguments, (name) => request.headers.get(name) ?? undefined)
+    if (mismatch === undefined) return true
+    const id = typeof call.id === 'string' || typeof call.id === 'number' ? call.id : null
+    res.writeHead(400, { 'content-type': 'application/json' })
+    res.end(JSON.stringify({
+      jsonrpc: '2.0',
+      id,
+      error: { code: HEADER_MISMATCH, message: `Bad Request: the request headers and body disagree: ${mismatch.message}`, data: { mismatch: { header: mismatch.header, body: mismatch.message } } }
+    }))
+    return false
+  }
+
+  /** The `x-mcp-header` parameters of a listed tool; none when it is not listed (the call then fails on its own). */
+  async #paramHeaders (ex: McpExchange, name: string, signal: AbortSignal): Promise<ParamHeader[]> {
+    let tools: unknown[]
+    try {
+      tools = (await this.#gateway.listTools({ ...ex.scope, format: 'mcp' }, ex.caller, signal)).tools
+    } catch {
+      return []
+    }
+    let byName = this.#declared.get(tools)
+    if (byName === undefined) {
+      byName = new Map()
+      for (const tool of tools as Array<{ name?: unknown, inputSchema?: unknown }>) {
+        if (typeof tool.name !== 'string') continue
+        const declared = paramHeadersOf(tool.inputSchema)
+        if (declared.length > 0) byName.set(tool.name, declared)
+      }
+      this.#declared.set(tools, byName)
+    }
+    return byName.get(name) ?? []
   }
 
   /**

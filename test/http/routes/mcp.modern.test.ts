@@ -16,6 +16,7 @@ import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextp
 import { buildApp } from '../../../src/app.js'
 import { loadConfig } from '../../../src/config.js'
 import { startStreamableHttpFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
+import { startConformanceServer } from '../../../scripts/lib/mcp-fixtures/conformance/server.js'
 import { TEST_QUOTA } from '../../helpers/app.js'
 
 const ADMIN = 'admin-key-0123456789'
@@ -328,4 +329,35 @@ test('subscriptions/listen on the wire: the acknowledgement first, as an SSE str
   const call = await gw.rpc('functions=calculate', ACME, message, { headers: { 'mcp-name': 'calculate' } })
   assert.equal(call.status, 200)
   assert.equal(call.json.result.isError, false)
+})
+
+test('2026-07-28 Mcp-Param headers are checked against the tool\'s x-mcp-header parameters before dispatch: 400 -32020 with the request id', async (t) => {
+  const upstream = await startConformanceServer()
+  t.after(async () => await upstream.close())
+  const gw = await startGateway(t)
+  assert.equal((await gw.http('PUT', '/mcp/servers/conf', ADMIN, { type: 'streamable_http', url: upstream.url })).status, 201)
+  const q = 'mcp=conf'
+  const listed = await gw.rpc(q, ADMIN, { id: 1, method: 'tools/list' })
+  const tool = listed.json.result.tools.find((x: { name: string }) => x.name === 'test_x_mcp_header')
+  assert.equal(tool?.inputSchema.properties.region['x-mcp-header'], 'Region', 'the annotation is listed as the server wrote it')
+
+  const call = async (id: number, region: string | undefined, header: Record<string, string>): ReturnType<Gateway['rpc']> => {
+    const params = { name: 'test_x_mcp_header', arguments: region === undefined ? {} : { region } }
+    return await gw.rpc(q, ADMIN, { id, method: 'tools/call', params }, { headers: { 'mcp-name': 'test_x_mcp_header', ...header } })
+  }
+  const ok = await call(2, 'us-west1', { 'mcp-param-region': 'us-west1' })
+  assert.equal(ok.status, 200)
+  assert.deepEqual(ok.json.result.content, [{ type: 'text', text: 'region=us-west1' }])
+  const b64 = await call(3, 'Hello', { 'mcp-param-region': `=?base64?${Buffer.from('Hello').toString('base64')}?=` })
+  assert.equal(b64.status, 200)
+
+  for (const [id, header] of [[4, {}], [5, { 'mcp-param-region': 'eu-north1' }], [6, { 'mcp-param-region': '=?base64?SGVsbG8?=' }]] as const) {
+    const refused = await call(id, 'us-west1', header)
+    assert.equal(refused.status, 400, JSON.stringify(header))
+    assert.equal(refused.json.id, id)
+    assert.equal(refused.json.error.code, -32020)
+    assert.equal(refused.json.error.data.mismatch.header, 'Mcp-Param-Region')
+  }
+  // No argument, no header expected.
+  assert.equal((await call(7, undefined, {})).status, 200)
 })
