@@ -54,7 +54,11 @@ export interface ParamHeaderMismatch {
  * is literal), equal the argument (numbers compared as numbers). A header without an argument
  * is ignored. `header(name)` reads a request header (trimmed of surrounding whitespace).
  */
-export function checkParamHeaders (declared: readonly ParamHeader[], args: unknown, header: (name: string) => string | undefined): ParamHeaderMismatch | undefined {
+export function checkParamHeaders (
+  declared: readonly ParamHeader[],
+  args: unknown,
+  header: (name: string) => string | undefined
+): ParamHeaderMismatch | undefined {
   for (const d of declared) {
     const value = valueAt(args, d.path)
     if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') continue
