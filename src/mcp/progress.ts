@@ -1,9 +1,19 @@
 import { randomUUID } from 'node:crypto'
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { Client as ClientV2 } from '@modelcontextprotocol/client'
+import type { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js'
 import { ProgressNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import type { Progress, ProgressToken } from '@modelcontextprotocol/sdk/types.js'
 
 type ProgressHandler = (progress: Progress) => void
+/** The remote pool's clients are the SDK v2's; the local services' (tier 3) still the v1 SDK's. */
+type Client = ClientV1 | ClientV2
+type ProgressParams = { progressToken: ProgressToken, progress: number, total?: number | undefined, message?: string | undefined }
+
+/** Replaces the client's notifications/progress handler with `handle`. */
+function onProgressNotification (client: Client, handle: (params: ProgressParams) => void): void {
+  if (client instanceof ClientV2) client.setNotificationHandler('notifications/progress', (n) => { handle(n.params) })
+  else client.setNotificationHandler(ProgressNotificationSchema, (n) => { handle(n.params) })
+}
 
 interface Routes {
   prefix: string
@@ -33,8 +43,8 @@ export function trackProgress (client: Client, onProgress: ProgressHandler): { t
     const created: Routes = { prefix: `gw-${randomUUID()}-`, next: 0, handlers: new Map() }
     routes = created
     routesByClient.set(client, created)
-    client.setNotificationHandler(ProgressNotificationSchema, (notification) => {
-      const { progressToken, ...progress } = notification.params
+    onProgressNotification(client, (params) => {
+      const { progressToken, ...progress } = params
       const handler = created.handlers.get(progressToken)
       if (handler === undefined) return
       // A caller's handler that throws must not break the client's message loop.

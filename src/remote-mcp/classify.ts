@@ -3,13 +3,12 @@
  * which are timeouts or cancellations, and the UpstreamError (code and caller-safe message) each
  * becomes. The pool decides what to do about them (drop, retry tools/list, never replay a call).
  */
-import { SseError } from '@modelcontextprotocol/sdk/client/sse.js'
-import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
+import { ProtocolError, SdkError, SdkErrorCode, SdkHttpError, SseError } from '@modelcontextprotocol/client'
 import { UpstreamError } from './errors.js'
 import type { UpstreamErrorCode } from './errors.js'
 import { isResponseLimitError } from './response-limits.js'
 import type { ResponseLimitError } from './response-limits.js'
+import { ResponseStreamEndedError } from './lean-http-transport.js'
 
 /**
  * The answer-size or answer-budget error behind a failure (response-limits.ts): thrown as is by
@@ -18,8 +17,17 @@ import type { ResponseLimitError } from './response-limits.js'
  */
 function responseLimitError (err: unknown): ResponseLimitError | undefined {
   if (isResponseLimitError(err)) return err
-  if (err instanceof McpError && isResponseLimitError(err.data)) return err.data
+  if (err instanceof ProtocolError && isResponseLimitError(err.data)) return err.data
   return undefined
+}
+
+/** The lean transport's "stream ended before the answer and cannot be resumed", carried like the limits. */
+function streamEnded (err: unknown): ResponseStreamEndedError | undefined {
+  return err instanceof ProtocolError && err.data instanceof ResponseStreamEndedError ? err.data : undefined
+}
+
+function isSdkError (err: unknown, code: SdkErrorCode): boolean {
+  return err instanceof SdkError && err.code === code
 }
 
 function isAbortError (err: unknown): boolean {
@@ -27,7 +35,7 @@ function isAbortError (err: unknown): boolean {
 }
 
 function isSessionExpired (err: unknown): boolean {
-  return err instanceof StreamableHTTPError && err.code === 404
+  return err instanceof SdkHttpError && err.status === 404
 }
 
 /**
@@ -36,7 +44,10 @@ function isSessionExpired (err: unknown): boolean {
  */
 export function isDeadConnection (err: unknown): boolean {
   if (isSessionExpired(err)) return true
-  if (err instanceof McpError) return err.code === ErrorCode.ConnectionClosed
+  if (isSdkError(err, SdkErrorCode.ConnectionClosed) || isSdkError(err, SdkErrorCode.NotConnected)) return true
+  // A response stream the server ended and that could not be resumed: most often a server that
+  // went away; a fresh connection (a new session, or nothing at all in 2026-07-28) is cheap.
+  if (streamEnded(err) !== undefined) return true
   if (err instanceof SseError) return true
   if (err instanceof TypeError && /fetch failed/i.test(err.message)) return true
   return err instanceof Error && /^Not connected$/.test(err.message)
@@ -44,13 +55,15 @@ export function isDeadConnection (err: unknown): boolean {
 
 /** fetch failed on a kept-alive socket the peer had closed (undici UND_ERR_SOCKET, ECONNRESET, EPIPE). */
 export function isStaleSocket (err: unknown): boolean {
+  // The era probe wraps what the transport threw (SdkError EraNegotiationFailed, its cause).
+  if (isSdkError(err, SdkErrorCode.EraNegotiationFailed)) return isStaleSocket((err as Error).cause)
   if (!(err instanceof TypeError) || !/fetch failed/i.test(err.message)) return false
   const code = (err.cause as { code?: unknown } | undefined)?.code
   return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE'
 }
 
 function classifyUpstream (err: unknown): UpstreamErrorCode {
-  if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) return 'GW_UPSTREAM_TIMEOUT'
+  if (isSdkError(err, SdkErrorCode.RequestTimeout)) return 'GW_UPSTREAM_TIMEOUT'
   if (err instanceof TypeError && /fetch failed/i.test(err.message)) return 'GW_UPSTREAM_CONNECT'
   return 'GW_UPSTREAM_ERROR'
 }
@@ -64,10 +77,14 @@ export function toUpstreamError (err: unknown, op: 'list' | 'call', timeoutMs: n
   if (isAbortError(err)) return new UpstreamError('GW_CANCELLED', 'The request was cancelled by the caller')
   const limit = responseLimitError(err)
   if (limit !== undefined) return new UpstreamError(limit.code, limit.message)
+  const ended = streamEnded(err)
   const what = op === 'list' ? 'tools/list' : 'tools/call'
   const code: UpstreamErrorCode = classifyUpstream(err)
   if (code === 'GW_UPSTREAM_TIMEOUT') {
     return new UpstreamError(code, `${what} timed out${timeoutMs !== undefined ? ` after ${timeoutMs} ms` : ''}`)
+  }
+  if (ended !== undefined) {
+    return new UpstreamError('GW_UPSTREAM_ERROR', `${ended.message}; the ${what} was not replayed`)
   }
   if (isSessionExpired(err)) {
     return new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server no longer knows this session (HTTP 404); the ${what} was not replayed, the next request starts a new session`)
@@ -91,7 +108,7 @@ export function failedBeforeResponse (err: unknown, closedMeansUnanswered: boole
   if (isSessionExpired(err)) return true
   if (err instanceof TypeError && /fetch failed/i.test(err.message)) return true
   if (err instanceof Error && /^Not connected$/.test(err.message)) return true
-  return closedMeansUnanswered && err instanceof McpError && err.code === ErrorCode.ConnectionClosed
+  return closedMeansUnanswered && isSdkError(err, SdkErrorCode.ConnectionClosed)
 }
 
 /**
@@ -108,10 +125,10 @@ export function breakerVerdict (err: unknown, op: 'list' | 'call'): 'failure' | 
   // Too large: the server answered (it is alive). No budget: the gateway's own limit, not the server's fault.
   const limit = responseLimitError(err)
   if (limit !== undefined) return limit.code === 'GW_UPSTREAM_TOO_LARGE' ? 'answered' : 'neutral'
-  if (err instanceof McpError) {
-    if (err.code === ErrorCode.RequestTimeout) return op === 'call' ? 'neutral' : 'failure'
-    if (err.code === ErrorCode.ConnectionClosed) return 'failure'
-    return 'answered'
-  }
+  if (streamEnded(err) !== undefined) return 'failure'
+  if (isSdkError(err, SdkErrorCode.RequestTimeout)) return op === 'call' ? 'neutral' : 'failure'
+  // A JSON-RPC error answer (the server is alive), or the client's own check of what it answered.
+  if (err instanceof ProtocolError) return 'answered'
+  if (isSdkError(err, SdkErrorCode.InvalidResult)) return 'answered'
   return 'failure'
 }

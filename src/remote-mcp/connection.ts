@@ -1,18 +1,22 @@
 /**
- * One connection to a remote MCP server: the transport, the SDK Client over it, the initialize
- * handshake within a deadline (retried on stale kept-alive sockets), what the transport's close
- * and error events mean (its TransportKind says), and closing it. The pool's client
- * (pooled-client.ts) decides when a connection is opened, shared and dropped; this file knows
- * nothing of keys, caches or callers.
+ * One connection to a remote MCP server: the transport, the SDK (v2) Client over it, the era
+ * negotiation and handshake within a deadline (retried on stale kept-alive sockets), what the
+ * transport's close and error events mean (its TransportKind says), and closing it. The pool's
+ * client (pooled-client.ts) decides when a connection is opened, shared and dropped; this file
+ * knows nothing of keys, caches or callers.
+ *
+ * Eras: a transport whose TransportKind negotiates (`era: 'auto'`) connects with the Client's
+ * `versionNegotiation: { mode: 'auto' }` (`server/discover` first, legacy `initialize`
+ * otherwise), unless the config's verdict is known (era-verdicts.ts): then `connect({ prior })`
+ * skips the probe. The verdict of a successful connect is remembered; a failed connect forgets it.
  */
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
-import { ErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
-import type { Implementation } from '@modelcontextprotocol/sdk/types.js'
-import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js'
+import { Client, ProtocolError, SdkError, SdkErrorCode } from '@modelcontextprotocol/client'
+import type { FetchLike, Implementation, jsonSchemaValidator } from '@modelcontextprotocol/client'
 import type { Logger } from '../logger.js'
 import { isStaleSocket } from './classify.js'
+import { EraVerdicts } from './era-verdicts.js'
 import { UpstreamError } from './errors.js'
+import { MAX_LIST_PAGES } from './tool-cache.js'
 import { createTransport, transportKind } from './transports.js'
 import type { ConnectSpec, HttpTransportKind, TransportHandle } from './transport.js'
 import type { ResponseLimits } from './response-limits.js'
@@ -23,6 +27,8 @@ export interface Connection {
   closed: boolean
   /** A liveness ping after a broken response stream is in flight. */
   probing?: boolean
+  /** The protocol era the connection speaks. */
+  era: 'modern' | 'legacy'
 }
 
 /** What openConnection needs, and how it tells the pool about the connection's life. */
@@ -35,6 +41,8 @@ export interface ConnectionOptions {
   /** Validates tools' structured output; one shared by every client (compiled once per schema). */
   schemaValidator: jsonSchemaValidator
   fetch?: FetchLike
+  /** The era verdicts of server configs, shared by the pool's clients. */
+  eras: EraVerdicts
   /** streamable_http: the SDK's transport or the lean one (MCP_HTTP_TRANSPORT). */
   httpTransport?: HttpTransportKind
   /** Bounds on the answers read over this connection (response-limits.ts). */
@@ -102,16 +110,23 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
   } catch (err) {
     throw new UpstreamError('GW_UPSTREAM_CONNECT', o.safeMessage(err))
   }
-  const client = new Client(o.clientInfo, { capabilities: {}, jsonSchemaValidator: o.schemaValidator })
-  const conn: Connection = { client, handle, closed: false }
-  client.setNotificationHandler(ToolListChangedNotificationSchema, () => { o.onToolsChanged() })
+  const kind = transportKind(o.spec.type)
+  const client = new Client(o.clientInfo, {
+    capabilities: {},
+    jsonSchemaValidator: o.schemaValidator,
+    versionNegotiation: { mode: kind.era },
+    listMaxPages: MAX_LIST_PAGES
+  })
+  const conn: Connection = { client, handle, closed: false, era: 'legacy' }
+  client.setNotificationHandler('notifications/tools/list_changed', () => { o.onToolsChanged() })
   client.onclose = () => {
     conn.closed = true
     o.onClosed(conn)
   }
-  const onTransportError = transportKind(o.spec.type).onTransportError
+  const onTransportError = kind.onTransportError
   client.onerror = (err) => {
-    const action = o.inUse(conn) ? onTransportError(err) : 'log'
+    // 2026-07-28 has no session to lose and no ping: a broken stream fails its own request only.
+    const action = o.inUse(conn) && conn.era === 'legacy' ? onTransportError(err) : 'log'
     if (action === 'drop') o.onDead(conn, `${conn.handle.type} stream error (the session cannot resume)`)
     // A transport that may have lost only one response stream (streamable HTTP): a ping tells a
     // dead server from one bad stream; dropping the connection fails the pending calls now
@@ -120,25 +135,44 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
       conn.probing = true
       conn.client.ping({ timeout: o.connectTimeoutMs }).then(() => { conn.probing = false }, (pingErr: unknown) => {
         // A JSON-RPC error answer (a server without ping) still proves the server is there.
-        const answered = pingErr instanceof McpError && pingErr.code !== ErrorCode.RequestTimeout && pingErr.code !== ErrorCode.ConnectionClosed
+        const answered = pingErr instanceof ProtocolError
         if (answered) conn.probing = false
         else o.onDead(conn, 'a transport error, and the server does not answer ping')
       })
     }
     o.logger.debug({ mcpClient: o.label, err: o.safeMessage(err) }, 'MCP transport error')
   }
+  const eraKey = kind.era === 'auto' ? EraVerdicts.key(o.spec) : undefined
+  const prior = eraKey === undefined ? undefined : o.eras.get(eraKey)
+  if (eraKey !== undefined && prior === undefined) o.eras.probes++
+  // The era probe does not take the signal: closing the transport ends it (and a hung child).
+  const onAbort = (): void => { handle.transport.close().catch(() => {}) }
+  o.signal?.addEventListener('abort', onAbort, { once: true })
   try {
-    await client.connect(handle.transport, { timeout: timeoutMs, ...(o.signal !== undefined ? { signal: o.signal } : {}) })
+    await client.connect(handle.transport, {
+      timeout: timeoutMs,
+      ...(o.signal !== undefined ? { signal: o.signal } : {}),
+      ...(prior !== undefined ? { prior } : {})
+    })
   } catch (err) {
     conn.closed = true
+    // A verdict that no longer holds (a server moved back to legacy, another credential) is probed afresh next time.
+    if (eraKey !== undefined) o.eras.forget(eraKey)
     await client.close().catch(() => {})
     if (o.signal?.aborted === true) throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client was closed while connecting')
-    const timedOut = err instanceof McpError && err.code === ErrorCode.RequestTimeout
+    const timedOut = err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout
     const message = timedOut
       ? `Connecting to the MCP server timed out after ${o.connectTimeoutMs} ms`
-      : `Could not connect to the MCP server: ${o.safeMessage(err)}`
+      : `Could not connect to the MCP server: ${o.safeMessage(withBody(err))}`
     const upstream = new UpstreamError('GW_UPSTREAM_CONNECT', message)
     throw isStaleSocket(err) ? new StaleSocketError(upstream) : upstream
+  } finally {
+    o.signal?.removeEventListener('abort', onAbort)
+  }
+  const discover = client.getDiscoverResult()
+  conn.era = client.getProtocolEra() === 'modern' ? 'modern' : 'legacy'
+  if (eraKey !== undefined && prior === undefined) {
+    o.eras.set(eraKey, conn.era === 'modern' && discover !== undefined ? { kind: 'modern', discover } : { kind: 'legacy' })
   }
   if (o.abandoned()) {
     await closeConnection(conn, o)
@@ -160,6 +194,13 @@ export async function closeConnection (conn: Connection, o: Pick<ConnectionOptio
   await conn.client.close().catch((err: unknown) => {
     o.logger.debug({ mcpClient: o.label, err: o.safeMessage(err) }, 'error closing MCP client')
   })
+}
+
+/** An HTTP error of the era probe with what the server said (its body), which the SDK's message leaves out; redacted by the caller. */
+function withBody (err: unknown): unknown {
+  const text = err instanceof SdkError ? (err.data as { text?: unknown } | undefined)?.text : undefined
+  if (typeof text !== 'string' || text === '' || !(err instanceof Error) || err.message.includes(text)) return err
+  return new Error(`${err.message}: ${text.slice(0, 1000)}`)
 }
 
 function delay (ms: number): Promise<void> {

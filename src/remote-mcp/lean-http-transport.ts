@@ -1,27 +1,40 @@
 /**
  * A streamable-HTTP MCP client transport on undici's `request()` (docs/ARCHITECTURE.md#remote-mcp).
- * The SDK's `Client` runs over it unchanged; only the HTTP side is ours: no fetch, no web
+ * The SDK's (v2) `Client` runs over it unchanged; only the HTTP side is ours: no fetch, no web
  * streams, no TextDecoderStream, JSON answers parsed in one go and SSE answers parsed
- * incrementally on raw buffers. Behaviour follows the SDK's StreamableHTTPClientTransport
- * (1.x): headers, `Mcp-Session-Id`, `Mcp-Protocol-Version`, the optional GET stream after
- * `notifications/initialized` (405 means none) with the same reconnect schedule, DELETE on
- * terminateSession, and StreamableHTTPError for non-2xx answers (404 = the session expired,
- * which classify.ts turns into its own message). Resumption tokens and OAuth are not supported
- * (the gateway uses neither). Errors of the request itself are thrown as fetch would throw them
+ * incrementally on raw buffers. It speaks both protocol eras, told apart per message as the
+ * SDK's StreamableHTTPClientTransport does: a request whose `_meta` carries the
+ * 2026-07-28 envelope (`io.modelcontextprotocol/protocolVersion`) is modern.
+ * - Legacy (2025-11-25 and earlier): `Mcp-Session-Id`, `Mcp-Protocol-Version`, the optional GET
+ *   stream after `notifications/initialized` (405 means none) with the SDK's reconnect schedule,
+ *   DELETE on terminateSession. A POST's SSE stream that ends before its answers is resumed with a
+ *   GET carrying `Last-Event-ID` after the server's `retry:` delay (2025-11-25 transports,
+ *   "Resumability and Redelivery"), a bounded number of times; a stream without event ids cannot
+ *   be resumed and fails its requests at once (ResponseStreamEndedError), never at their timeout.
+ * - Modern (2026-07-28): no session, no GET stream, no DELETE (the server never hands out a
+ *   session, and there is no `notifications/initialized`); `Mcp-Method` and `Mcp-Name` set from
+ *   the body, the Client's `Mcp-Param-*` headers (TransportSendOptions.headers) merged, and a
+ *   request cancelled by aborting its own HTTP request (`requestSignal`, `hasPerRequestStream`).
+ *   No resumption: a stream that ends early fails its request at once.
+ * Non-2xx answers throw the SDK's SdkHttpError with the status and body text, which the era
+ * probe reads (404 with a session = the session expired, which classify.ts names). OAuth is not
+ * supported here. Errors of the request itself are thrown as fetch would throw them
  * (`TypeError('fetch failed', { cause })`) so the stale-socket retry and classification stay
  * the same for both transports.
  */
 import { getEventListeners, setMaxListeners } from 'node:events'
 import type { Dispatcher } from 'undici'
-import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js'
-import { ErrorCode } from '@modelcontextprotocol/sdk/types.js'
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
+import { PROTOCOL_VERSION_META_KEY, ProtocolErrorCode, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client'
+import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client'
 import { EgressBlockedError } from '../egress/ssrf.js'
+import { encodeHeaderValue } from './mcp-headers.js'
+import { SseParser } from './sse-parser.js'
+import type { SseEvent } from './sse-parser.js'
 import { DEFAULT_MAX_MESSAGE_BYTES, isResponseLimitError, MessageTooLargeError } from './response-limits.js'
 import type { ResponseBudget, ResponseCharge } from './response-limits.js'
 
-export { MessageTooLargeError }
+export { MessageTooLargeError, SseParser }
+export type { SseEvent }
 
 /** Options of {@link LeanHttpTransport}. */
 export interface LeanHttpTransportOptions {
@@ -49,147 +62,55 @@ export interface LeanHttpTransportOptions {
   budgetOwner?: string | undefined
   /** GET stream reconnects (SDK defaults: 1000 ms, x1.5, at most 30 s, 2 retries). */
   reconnect?: { initialDelayMs: number, maxDelayMs: number, growFactor: number, maxRetries: number }
+  /**
+   * Legacy servers: GETs with `Last-Event-ID` tried to resume one POST's SSE stream that ended
+   * before its answers (each after the server's `retry:` delay, else the reconnect schedule).
+   * Default 3.
+   */
+  maxResumeAttempts?: number
+}
+
+/**
+ * The server ended a request's response stream before its answer and it cannot be resumed (no
+ * event id, the 2026-07-28 era, or the resume attempts ran out). Rides in the `data` of the
+ * JSON-RPC error the transport makes for the request (no server can forge it through JSON), so
+ * classify.ts can name it.
+ */
+export class ResponseStreamEndedError extends Error {
+  readonly code = 'GW_UPSTREAM_ERROR'
+  constructor (message: string) {
+    super(message)
+    this.name = 'ResponseStreamEndedError'
+  }
+}
+
+/** One SSE body read for a set of requests: a POST's answer stream, or a GET that resumes one. */
+interface StreamRead {
+  /** Ids of the requests it answers and that have no answer yet (undefined: the standalone GET stream). */
+  pending: Set<string | number> | undefined
+  /** The requests are 2026-07-28 ones (never resumed). */
+  modern: boolean
+  /** Resume attempts already made for these requests. */
+  attempt: number
+  /** The `retry:` the server last gave for this stream (ms). */
+  retryMs: number | undefined
+  /** The request's own abort (2026-07-28 cancellation) and stream-end callback. */
+  requestSignal: AbortSignal | undefined
+  onStreamEnd: (() => void) | undefined
 }
 
 // The output cap in UTF-8 plus room for the raw items a trace keeps (response-limits.ts): a larger
 // answer could only be cut afterwards, and holding it is what let a server inflate the gateway.
 const DEFAULT_MAX_MESSAGE = DEFAULT_MAX_MESSAGE_BYTES
 const DEFAULT_RECONNECT = { initialDelayMs: 1000, maxDelayMs: 30_000, growFactor: 1.5, maxRetries: 2 }
+const DEFAULT_RESUME_ATTEMPTS = 3
+/** Header names the transport derives itself; per-request headers never override them (as in the SDK). */
+const RESERVED_HEADERS = new Set([
+  'authorization', 'content-type', 'accept', 'mcp-protocol-version', 'mcp-method', 'mcp-name', 'mcp-session-id', 'last-event-id'
+])
+/** The params field `Mcp-Name` mirrors, per method (2026-07-28 transports). */
+const NAME_FIELD: Readonly<Record<string, string>> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' }
 const ERROR_TEXT_CAP = 4096
-
-/** One dispatched SSE event. */
-export interface SseEvent { event: string, data: string, id: string | undefined }
-
-/**
- * Incremental parser of the text/event-stream format (WHATWG HTML, server-sent events) on raw
- * buffers: lines end in LF, CRLF or CR (also split across chunks); only complete lines are
- * decoded (a line terminator never occurs inside a UTF-8 sequence, so decoding per line is
- * safe). An event (data plus the unfinished line) larger than `maxBytes` throws.
- */
-export class SseParser {
-  readonly #onEvent: (event: SseEvent) => void
-  readonly #onRetry: (ms: number) => void
-  readonly #maxBytes: number
-  #pending: Buffer[] = []
-  #pendingBytes = 0
-  #skipLf = false
-  #start = true
-  #data: string[] = []
-  #dataBytes = 0
-  #event = ''
-  #id: string | undefined
-  #lastId: string | undefined
-
-  constructor (onEvent: (event: SseEvent) => void, onRetry: (ms: number) => void = () => {}, maxBytes = DEFAULT_MAX_MESSAGE) {
-    this.#onEvent = onEvent
-    this.#onRetry = onRetry
-    this.#maxBytes = maxBytes
-  }
-
-  /** The id of the last event (for Last-Event-ID on a reconnect). */
-  get lastEventId (): string | undefined { return this.#lastId }
-
-  /** Bytes of the event under way held in memory (its data lines and the unfinished line). */
-  get heldBytes (): number { return this.#pendingBytes + this.#dataBytes }
-
-  push (chunk: Buffer): void {
-    let pos = 0
-    const len = chunk.length
-    if (this.#skipLf && len > 0) {
-      if (chunk[0] === 0x0a) pos = 1
-      this.#skipLf = false
-    }
-    // Next LF and CR at or after pos; -1 once there is none left in this chunk.
-    let lf = chunk.indexOf(0x0a, pos)
-    let cr = chunk.indexOf(0x0d, pos)
-    while (pos < len) {
-      if (lf !== -1 && lf < pos) lf = chunk.indexOf(0x0a, pos)
-      if (cr !== -1 && cr < pos) cr = chunk.indexOf(0x0d, pos)
-      let end: number
-      let next: number
-      if (cr !== -1 && (lf === -1 || cr < lf)) {
-        end = cr
-        if (cr + 1 < len) next = chunk[cr + 1] === 0x0a ? cr + 2 : cr + 1
-        else { next = cr + 1; this.#skipLf = true }
-      } else if (lf !== -1) {
-        end = lf
-        next = lf + 1
-      } else {
-        break
-      }
-      if (this.#pending.length > 0) {
-        // A line begun in earlier chunks: joined once, when its end arrives (no copying per chunk).
-        this.#pending.push(chunk.subarray(pos, end))
-        const line = Buffer.concat(this.#pending)
-        this.#pending = []
-        this.#pendingBytes = 0
-        this.#line(line, 0, line.length)
-      } else {
-        this.#line(chunk, pos, end)
-      }
-      pos = next
-    }
-    if (pos < len) {
-      this.#pendingBytes += len - pos
-      if (this.#pendingBytes + this.#dataBytes > this.#maxBytes) throw new MessageTooLargeError(this.#maxBytes)
-      // A copy: the chunk may be a view into the socket's read buffer.
-      this.#pending.push(Buffer.from(chunk.subarray(pos)))
-    }
-  }
-
-  /** The stream ended: an unfinished event is dropped, as the spec says. */
-  end (): void {
-    this.#pending = []
-    this.#pendingBytes = 0
-    this.#data = []
-    this.#dataBytes = 0
-    this.#event = ''
-  }
-
-  #line (buf: Buffer, start: number, end: number): void {
-    if (this.#start) {
-      // A UTF-8 byte order mark may open the stream (and is not part of the first field name).
-      this.#start = false
-      if (end - start >= 3 && buf[start] === 0xef && buf[start + 1] === 0xbb && buf[start + 2] === 0xbf) start += 3
-    }
-    if (start === end) { this.#dispatch(); return }
-    if (buf[start] === 0x3a) return // ':' comment
-    const colon = buf.indexOf(0x3a, start)
-    let name: string
-    let value: string
-    if (colon === -1 || colon >= end) {
-      name = buf.toString('latin1', start, end)
-      value = ''
-    } else {
-      name = buf.toString('latin1', start, colon)
-      const from = buf[colon + 1] === 0x20 ? colon + 2 : colon + 1
-      value = from >= end ? '' : buf.toString('utf8', from, end)
-    }
-    switch (name) {
-      case 'data':
-        this.#dataBytes += end - start
-        if (this.#dataBytes > this.#maxBytes) throw new MessageTooLargeError(this.#maxBytes)
-        this.#data.push(value)
-        break
-      case 'event': this.#event = value; break
-      case 'id': if (!value.includes('\0')) this.#id = value; break
-      case 'retry': if (/^\d+$/.test(value)) this.#onRetry(Number(value)); break
-    }
-  }
-
-  #dispatch (): void {
-    if (this.#id !== undefined) this.#lastId = this.#id
-    const id = this.#id
-    this.#id = undefined
-    if (this.#data.length === 0) { this.#event = ''; return }
-    const data = this.#data.length === 1 ? this.#data[0] as string : this.#data.join('\n')
-    const event = this.#event === '' ? 'message' : this.#event
-    this.#data = []
-    this.#dataBytes = 0
-    this.#event = ''
-    this.#onEvent({ event, data, id })
-  }
-}
 
 /** A cheap structural check instead of the SDK's zod schema: the Client checks results itself. */
 function isJsonRpcMessage (value: unknown): value is JSONRPCMessage {
@@ -202,6 +123,19 @@ function isJsonRpcMessage (value: unknown): value is JSONRPCMessage {
 
 function isRequest (m: JSONRPCMessage): boolean {
   return 'method' in m && 'id' in m && m.id !== undefined
+}
+
+/** The 2026-07-28 envelope's protocol version of a single request, else undefined (legacy). */
+function envelopeVersion (message: JSONRPCMessage | JSONRPCMessage[]): string | undefined {
+  if (Array.isArray(message) || !('method' in message) || !('id' in message)) return undefined
+  const meta = (message.params as { _meta?: Record<string, unknown> } | undefined)?._meta
+  const v = meta?.[PROTOCOL_VERSION_META_KEY]
+  return typeof v === 'string' ? v : undefined
+}
+
+/** A JSON-RPC error answer for each of `ids`, carrying `err` in its data (see ResponseStreamEndedError). */
+function failAll (ids: Iterable<string | number>, err: Error, deliver: (m: JSONRPCMessage) => void): void {
+  for (const id of ids) deliver({ jsonrpc: '2.0', id, error: { code: ProtocolErrorCode.InternalError, message: err.message, data: err } } as JSONRPCMessage)
 }
 
 function header (headers: Record<string, string | string[] | undefined>, name: string): string | undefined {
@@ -233,12 +167,22 @@ async function readCapped (body: Dispatcher.ResponseData['body'], cap: number, c
       if (size > cap) throw new MessageTooLargeError(cap)
       charge?.hold(size)
     } catch (err) {
-      body.destroy()
+      discard(body)
       throw err
     }
     chunks.push(chunk as Buffer)
   }
   return chunks.length === 1 ? chunks[0] as Buffer : Buffer.concat(chunks, size)
+}
+
+/**
+ * Stops reading a body for good. undici's destroy() of an unfinished body emits an 'error'
+ * (RequestAbortedError) that nobody listens to any more: a no-op listener keeps it from
+ * becoming an uncaught exception.
+ */
+function discard (body: Dispatcher.ResponseData['body']): void {
+  body.on('error', () => {})
+  body.destroy()
 }
 
 async function readErrorText (body: Dispatcher.ResponseData['body']): Promise<string> {
@@ -258,6 +202,8 @@ export class LeanHttpTransport implements Transport {
   onclose?: () => void
   onerror?: (error: Error) => void
   onmessage?: (message: JSONRPCMessage) => void
+  /** One HTTP request per JSON-RPC request: a 2026-07-28 request is cancelled by aborting it. */
+  readonly hasPerRequestStream = true
 
   readonly #url: URL
   readonly #path: string
@@ -267,11 +213,13 @@ export class LeanHttpTransport implements Transport {
   readonly #budget: ResponseBudget | undefined
   readonly #budgetOwner: string
   readonly #reconnect: NonNullable<LeanHttpTransportOptions['reconnect']>
+  readonly #maxResume: number
   #abort: AbortController | undefined
   #sessionId: string | undefined
   #protocolVersion: string | undefined
   #serverRetryMs: number | undefined
   #reconnectTimer: NodeJS.Timeout | undefined
+  readonly #resumeTimers = new Set<NodeJS.Timeout>()
 
   constructor (url: URL, options: LeanHttpTransportOptions) {
     this.#url = url
@@ -281,6 +229,7 @@ export class LeanHttpTransport implements Transport {
     this.#budget = options.budget
     this.#budgetOwner = options.budgetOwner ?? 'default'
     this.#reconnect = options.reconnect ?? DEFAULT_RECONNECT
+    this.#maxResume = options.maxResumeAttempts ?? DEFAULT_RESUME_ATTEMPTS
     // Lower-case once: our own names are lower-case, so the caller's win without duplicates.
     const extra: Record<string, string> = {}
     for (const [k, v] of Object.entries(options.headers ?? {})) extra[k.toLowerCase()] = v
@@ -307,6 +256,8 @@ export class LeanHttpTransport implements Transport {
   async close (): Promise<void> {
     if (this.#reconnectTimer !== undefined) clearTimeout(this.#reconnectTimer)
     this.#reconnectTimer = undefined
+    for (const t of this.#resumeTimers) clearTimeout(t)
+    this.#resumeTimers.clear()
     this.#abort?.abort()
     this.onclose?.()
   }
@@ -321,8 +272,16 @@ export class LeanHttpTransport implements Transport {
     return h
   }
 
-  async #request (method: 'POST' | 'GET' | 'DELETE', headers: Record<string, string>, body?: string, streaming = false): Promise<Dispatcher.ResponseData> {
-    const signal = this.#abort?.signal
+  async #request (
+    method: 'POST' | 'GET' | 'DELETE',
+    headers: Record<string, string>,
+    body?: string,
+    streaming = false,
+    requestSignal?: AbortSignal
+  ): Promise<Dispatcher.ResponseData> {
+    const own = this.#abort?.signal
+    // A 2026-07-28 request has a signal of its own (its cancellation); the transport's closes all.
+    const signal = requestSignal === undefined ? own : own === undefined ? requestSignal : AbortSignal.any([own, requestSignal])
     const dispatcher = this.#o.dispatcher(this.#url)
     let res: Dispatcher.ResponseData
     try {
@@ -340,21 +299,48 @@ export class LeanHttpTransport implements Transport {
       throw requestFailed(err)
     }
     if (res.statusCode >= 300 && res.statusCode < 400) {
-      res.body.destroy()
+      discard(res.body)
       throw this.#o.redirectError(res.statusCode)
     }
     return res
   }
 
-  async send (message: JSONRPCMessage | JSONRPCMessage[], _options?: TransportSendOptions): Promise<void> {
+  async send (message: JSONRPCMessage | JSONRPCMessage[], options?: TransportSendOptions): Promise<void> {
+    const requestSignal = options?.requestSignal
     try {
-      const res = await this.#request('POST', this.#headers('application/json, text/event-stream', true), JSON.stringify(message))
-      const sid = header(res.headers, 'mcp-session-id')
+      const headers = this.#headers('application/json, text/event-stream', true)
+      const version = envelopeVersion(message)
+      if (version !== undefined) {
+        // 2026-07-28: the headers a server (and any proxy) routes on, derived from the body.
+        const m = message as { method: string, params?: Record<string, unknown> }
+        headers['mcp-protocol-version'] = version
+        headers['mcp-method'] = m.method
+        const field = NAME_FIELD[m.method]
+        const name = field === undefined ? undefined : m.params?.[field]
+        if (typeof name === 'string') headers['mcp-name'] = encodeHeaderValue(name)
+        // Never a session on a modern request (there is none: no initialize hands one out).
+        delete headers['mcp-session-id']
+      }
+      if (options?.headers !== undefined) {
+        for (const [k, v] of Object.entries(options.headers)) {
+          const lower = k.toLowerCase()
+          if (!RESERVED_HEADERS.has(lower)) headers[lower] = v
+        }
+      }
+      const res = await this.#request('POST', headers, JSON.stringify(message), false, requestSignal)
+      const sid = version === undefined ? header(res.headers, 'mcp-session-id') : undefined
       if (sid !== undefined && sid !== '') this.#sessionId = sid
       const status = res.statusCode
       if (status < 200 || status >= 300) {
         const text = await readErrorText(res.body)
-        throw new StreamableHTTPError(status, `Error POSTing to endpoint: ${status === 404 && this.#sessionId !== undefined ? `session expired (HTTP 404) ${text}` : text}`)
+        // A 2026-07-28 refusal with a JSON-RPC error for this request (-32020 header mismatch,
+        // -32022 unsupported version...) is that request's answer, not a transport failure.
+        if (version !== undefined && status === 400 && this.#deliverErrorBody(text, message)) return
+        const expired = status === 404 && this.#sessionId !== undefined
+        throw new SdkHttpError(SdkErrorCode.ClientHttpNotImplemented, `Error POSTing to endpoint: ${expired ? `session expired (HTTP 404) ${text}` : text}`, {
+          status,
+          text
+        })
       }
       if (status === 202) {
         res.body.dump().catch(() => {})
@@ -386,26 +372,53 @@ export class LeanHttpTransport implements Transport {
           charge?.release()
         }
       } else if (essence === 'text/event-stream') {
-        this.#consumeSse(res.body, ids)
+        this.#consumeSse(res.body, {
+          pending: ids,
+          modern: version !== undefined,
+          attempt: 0,
+          retryMs: undefined,
+          requestSignal,
+          onStreamEnd: options?.onRequestStreamEnd
+        })
       } else {
-        res.body.destroy()
-        throw new StreamableHTTPError(-1, `Unexpected content type: ${contentType}`)
+        discard(res.body)
+        throw new SdkHttpError(SdkErrorCode.ClientHttpUnexpectedContent, `Unexpected content type: ${contentType}`, { status, contentType })
       }
     } catch (err) {
-      this.onerror?.(err as Error)
+      // A cancelled 2026-07-28 request: the Client already settled it; nothing to report.
+      if (requestSignal?.aborted !== true) this.onerror?.(err as Error)
       throw err
     }
   }
 
+  /** Delivers a 400 body that is a JSON-RPC error answering one of `sent`'s requests; false if it is not one. */
+  #deliverErrorBody (text: string, sent: JSONRPCMessage | JSONRPCMessage[]): boolean {
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch {
+      return false
+    }
+    if (!isJsonRpcMessage(parsed) || !('error' in parsed)) return false
+    const id = (parsed as { id?: unknown }).id
+    const list = Array.isArray(sent) ? sent : [sent]
+    if (!list.some((m) => isRequest(m) && (m as { id: unknown }).id === id)) return false
+    this.onmessage?.(parsed)
+    return true
+  }
+
   /**
-   * Reads an SSE body. A POST's stream (`ids` = the requests it answers) that ends or breaks
-   * before all its answers reports an error (the SDK would not resume it either: no event ids);
-   * the GET stream (`ids` undefined) is reopened on the SDK's schedule.
+   * Reads an SSE body. A POST's stream (`read.pending` = the requests it answers) that ends or
+   * breaks before all its answers is resumed (legacy, with event ids) or fails its requests at
+   * once; the GET stream (`pending` undefined) is reopened on the SDK's schedule.
    */
-  #consumeSse (body: Dispatcher.ResponseData['body'], ids: Set<string | number> | undefined): void {
-    const pending = ids === undefined ? undefined : new Set(ids)
+  #consumeSse (body: Dispatcher.ResponseData['body'], read: StreamRead): void {
+    const pending = read.pending
+    // A GET that resumes a POST's stream is ours to end once every answer arrived.
+    const resuming = read.attempt > 0
     const parser = new SseParser((ev) => {
-      if (ev.event !== 'message') return
+      // Priming events (an id and an empty data line) carry no message.
+      if (ev.event !== 'message' || ev.data === '') return
       let m: unknown
       try {
         m = JSON.parse(ev.data)
@@ -419,7 +432,7 @@ export class LeanHttpTransport implements Transport {
       }
       if (pending !== undefined && 'id' in m && !('method' in m)) pending.delete(m.id as string | number)
       this.onmessage?.(m)
-    }, (ms) => { this.#serverRetryMs = ms }, this.#maxBytes)
+    }, (ms) => { read.retryMs = ms; this.#serverRetryMs = ms }, this.#maxBytes)
     // What this body holds of the budget: its unfinished event, given back as events are parsed.
     const charge = this.#budget?.charge(this.#budgetOwner)
     let done = false
@@ -428,18 +441,20 @@ export class LeanHttpTransport implements Transport {
       done = true
       parser.end()
       charge?.release()
-      if (this.#abort?.signal.aborted === true) return
+      if (this.#abort?.signal.aborted === true || read.requestSignal?.aborted === true) return
       if (pending !== undefined) {
         if (isResponseLimitError(err)) {
           // The answer was there but too large, or there was no room to hold it: fail its
           // requests now rather than at their timeout. The error object rides in `data` (a
           // server cannot forge it: it never went through JSON), so classify.ts knows the cause.
           this.onerror?.(err)
-          for (const id of pending) this.onmessage?.({ jsonrpc: '2.0', id, error: { code: ErrorCode.InternalError, message: err.message, data: err } })
+          failAll(pending, err, (m) => this.onmessage?.(m))
           return
         }
+        if (pending.size === 0) return
         if (err !== undefined) this.onerror?.(new Error(`SSE stream disconnected: ${err.message}`))
-        else if (pending.size > 0) this.onerror?.(new Error('SSE stream ended before the response'))
+        else this.onerror?.(new Error('SSE stream ended before the response'))
+        this.#resumeOrFail(read, parser.lastEventId)
         return
       }
       if (err !== undefined) this.onerror?.(new Error(`SSE stream disconnected: ${err.message}`))
@@ -454,12 +469,68 @@ export class LeanHttpTransport implements Transport {
         parser.push(chunk)
         charge?.hold(parser.heldBytes)
       } catch (err) {
-        body.destroy()
+        discard(body)
         finish(err as Error)
+        return
+      }
+      if (resuming && pending !== undefined && pending.size === 0) {
+        // Every answer the GET was opened for arrived: the stream is not ours to keep.
+        finish(undefined)
+        discard(body)
       }
     })
     body.on('end', () => { finish(undefined) })
     body.on('error', (err) => { finish(err) })
+  }
+
+  /**
+   * A POST's stream (or a GET resuming it) ended with `read.pending` unanswered: a legacy stream
+   * with an event id is resumed by a GET with `Last-Event-ID` after the server's `retry:` delay;
+   * anything else fails the requests at once.
+   */
+  #resumeOrFail (read: StreamRead, lastEventId: string | undefined): void {
+    const pending = read.pending as Set<string | number>
+    const fail = (why: string): void => {
+      failAll(pending, new ResponseStreamEndedError(why), (m) => this.onmessage?.(m))
+      read.onStreamEnd?.()
+    }
+    if (read.modern) { fail('The MCP server closed the response stream before answering'); return }
+    if (lastEventId === undefined) {
+      fail('The MCP server closed the response stream before answering and gave no event id to resume it from')
+      return
+    }
+    if (read.attempt >= this.#maxResume) {
+      fail(`The MCP server closed the response stream before answering, and ${read.attempt} attempts to resume it (Last-Event-ID) did not bring the answer`)
+      return
+    }
+    const r = this.#reconnect
+    const delay = read.retryMs ?? this.#serverRetryMs ?? Math.min(r.initialDelayMs * Math.pow(r.growFactor, read.attempt), r.maxDelayMs)
+    const next: StreamRead = { ...read, attempt: read.attempt + 1 }
+    const timer = setTimeout(() => {
+      this.#resumeTimers.delete(timer)
+      if (this.#abort?.signal.aborted !== false) return
+      this.#resume(next, lastEventId).catch((err: unknown) => {
+        if (this.#abort?.signal.aborted !== false) return
+        const message = err instanceof Error ? err.message : String(err)
+        this.onerror?.(new Error(`Failed to resume the SSE stream: ${message}`))
+        if (err instanceof SdkHttpError) fail(`The MCP server closed the response stream before answering and refused to resume it (${message})`)
+        else this.#resumeOrFail(next, lastEventId)
+      })
+    }, delay)
+    timer.unref()
+    this.#resumeTimers.add(timer)
+  }
+
+  /** GET with Last-Event-ID: the server replays what followed that event on the stream it belonged to. */
+  async #resume (read: StreamRead, lastEventId: string): Promise<void> {
+    const headers = this.#headers('text/event-stream', false)
+    headers['last-event-id'] = lastEventId
+    const res = await this.#request('GET', headers, undefined, true)
+    if (res.statusCode < 200 || res.statusCode >= 300) {
+      res.body.dump().catch(() => {})
+      throw new SdkHttpError(SdkErrorCode.ClientHttpFailedToOpenStream, `HTTP ${res.statusCode}`, { status: res.statusCode })
+    }
+    this.#consumeSse(res.body, read)
   }
 
   async #openGetStream (lastEventId: string | undefined): Promise<void> {
@@ -469,9 +540,9 @@ export class LeanHttpTransport implements Transport {
     if (res.statusCode < 200 || res.statusCode >= 300) {
       res.body.dump().catch(() => {})
       if (res.statusCode === 405) return
-      throw new StreamableHTTPError(res.statusCode, `Failed to open SSE stream: HTTP ${res.statusCode}`)
+      throw new SdkHttpError(SdkErrorCode.ClientHttpFailedToOpenStream, `Failed to open SSE stream: HTTP ${res.statusCode}`, { status: res.statusCode })
     }
-    this.#consumeSse(res.body, undefined)
+    this.#consumeSse(res.body, { pending: undefined, modern: false, attempt: 0, retryMs: undefined, requestSignal: undefined, onStreamEnd: undefined })
   }
 
   #scheduleReconnect (lastEventId: string | undefined, attempt: number): void {
@@ -493,14 +564,14 @@ export class LeanHttpTransport implements Transport {
     this.#reconnectTimer.unref()
   }
 
-  /** Ends the session (DELETE); 405 means the server does not support it. */
+  /** Ends the session (DELETE); 405 means the server does not support it. No session (2026-07-28): nothing to do. */
   async terminateSession (): Promise<void> {
     if (this.#sessionId === undefined) return
     try {
       const res = await this.#request('DELETE', this.#headers(undefined, false))
       res.body.dump().catch(() => {})
       if ((res.statusCode < 200 || res.statusCode >= 300) && res.statusCode !== 405) {
-        throw new StreamableHTTPError(res.statusCode, `Failed to terminate session: HTTP ${res.statusCode}`)
+        throw new SdkHttpError(SdkErrorCode.ClientHttpFailedToTerminateSession, `Failed to terminate session: HTTP ${res.statusCode}`, { status: res.statusCode })
       }
       this.#sessionId = undefined
     } catch (err) {

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto'
-import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
+import type { FetchLike, jsonSchemaValidator } from '@modelcontextprotocol/client'
 import type { CallToolResult, Implementation, Tool } from '@modelcontextprotocol/sdk/types.js'
-import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js'
 import { SharedSchemaValidator } from '../mcp/schema-validator.js'
 import { BreakerAdmission } from './breaker-admission.js'
+import { EraVerdicts } from './era-verdicts.js'
 import type { BreakerStats } from './breaker-admission.js'
 import { UpstreamError } from './errors.js'
 import { silentLogger } from '../logger.js'
@@ -139,6 +139,8 @@ export class McpClientPool {
   readonly #breakers: BreakerAdmission
   /** What every client shares (one object per pool). */
   readonly #context: ClientContext
+  /** Which era each server config speaks, so that a reconnect does not probe again (era-verdicts.ts). */
+  readonly eras = new EraVerdicts()
   #retries = 0
   #closed = false
 
@@ -162,6 +164,7 @@ export class McpClientPool {
       connection: {
         clientInfo: options.clientInfo,
         schemaValidator: options.schemaValidator ?? new SharedSchemaValidator(),
+        eras: this.eras,
         fetch: options.fetch,
         ...(options.httpTransport !== undefined ? { httpTransport: options.httpTransport } : {})
       },

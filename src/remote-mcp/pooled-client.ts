@@ -6,6 +6,7 @@
  * idle and retirement) is pool.ts; whether an operation may start (the breaker) is the pool's too,
  * and this file reports the outcomes to it.
  */
+import type { Tool as ClientTool } from '@modelcontextprotocol/client'
 import type { CallToolResult, Progress, Tool } from '@modelcontextprotocol/sdk/types.js'
 import { trackProgress } from '../mcp/progress.js'
 import type { Logger } from '../logger.js'
@@ -26,7 +27,7 @@ export interface ClientContext {
   breakers: BreakerAdmission
   firstConnects: FirstConnects
   /** The connection options that are the pool's, not the client's. */
-  connection: Pick<ConnectionOptions, 'clientInfo' | 'schemaValidator' | 'fetch' | 'httpTransport'>
+  connection: Pick<ConnectionOptions, 'clientInfo' | 'schemaValidator' | 'fetch' | 'httpTransport' | 'eras'>
   /** The answer bounds of a client key's connections. */
   limits: (key: string) => ResponseLimits | undefined
   /** Deadline of a whole tools/list (all pages). */
@@ -139,7 +140,7 @@ export class PooledClient {
         const conn = await this.waitFor(this.connect(), options.signal)
         const attemptTimeout = attempt === 1 ? timeout : Math.max(1, deadline - Date.now())
         try {
-          const result = await callOnce(conn, name, args, attemptTimeout, perCall.signal, onProgress)
+          const result = await callOnce(conn, name, args, attemptTimeout, perCall.signal, onProgress, this.#toolDefinition(name))
           this.#ctx.breakers.success(this.id)
           return result
         } catch (err) {
@@ -166,6 +167,15 @@ export class PooledClient {
     } finally {
       options.signal?.removeEventListener('abort', onAbort)
     }
+  }
+
+  /**
+   * The listed definition of `name`: the Client computes the 2026-07-28 `Mcp-Param-*` headers
+   * and checks `structuredContent` against its outputSchema from it (the pool keeps the list;
+   * the Client's own response cache is not used).
+   */
+  #toolDefinition (name: string): Tool | undefined {
+    return this.toolList.tools?.find((t) => t.name === name)
   }
 
   /** Waits for a shared promise, giving up (GW_CANCELLED) when this caller's signal aborts. */
@@ -305,14 +315,16 @@ async function callOnce (
   args: Record<string, unknown> | undefined,
   timeout: number,
   signal: AbortSignal,
-  onProgress: ((p: Progress) => void) | undefined
+  onProgress: ((p: Progress) => void) | undefined,
+  toolDefinition: Tool | undefined
 ): Promise<CallToolResult> {
   // Progress never extends the deadline: a server that keeps reporting must still finish
   // within the call's timeout.
   const progress = onProgress !== undefined ? trackProgress(conn.client, onProgress) : undefined
   try {
     const params = { name, arguments: args ?? {}, ...(progress !== undefined ? { _meta: { progressToken: progress.token } } : {}) }
-    return await conn.client.callTool(params, undefined, { timeout, signal }) as CallToolResult
+    const options = { timeout, signal, ...(toolDefinition !== undefined ? { toolDefinition: toolDefinition as ClientTool } : {}) }
+    return await conn.client.callTool(params, options) as CallToolResult
   } finally {
     progress?.end()
   }

@@ -5,12 +5,15 @@
  * tools/list within one deadline. How a list is fetched (connect, retry on a dead connection,
  * the breaker) is the pool's; this file does no I/O of its own.
  */
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
+import { SdkError, SdkErrorCode } from '@modelcontextprotocol/client'
+import type { Client } from '@modelcontextprotocol/client'
 import type { Tool } from '@modelcontextprotocol/sdk/types.js'
 import { UpstreamError } from './errors.js'
 
-/** A server that keeps paginating is cut off here (each page is a round trip within the listing's deadline). */
+/**
+ * A server that keeps paginating is cut off here (each page is a round trip within the listing's
+ * deadline): the Client's `listMaxPages` (connection.ts).
+ */
 export const MAX_LIST_PAGES = 1000
 
 export class ToolListCache {
@@ -59,23 +62,26 @@ export class ToolListCache {
 }
 
 /**
- * Every page of tools/list, each request bounded by what is left of `deadline` (epoch ms). Throws
- * the SDK's McpError RequestTimeout once the deadline passes, UpstreamError for a server that
- * repeats a cursor (it would loop until the deadline) or sends more than MAX_LIST_PAGES pages.
+ * Every page of tools/list within one deadline (epoch ms), walked by the SDK Client (its
+ * no-cursor listTools): it ends a listing whose page repeats its cursor and its tools, drops
+ * tools whose `x-mcp-header` declarations are invalid (2026-07-28), and stops at its
+ * `listMaxPages` (MAX_LIST_PAGES). Not written to the Client's response cache: the pool keeps
+ * its own list (ToolListCache) and passes each tool's definition to callTool. Throws the SDK's
+ * SdkError RequestTimeout once the deadline passes, UpstreamError past MAX_LIST_PAGES pages.
  */
 export async function listAllPages (client: Pick<Client, 'listTools'>, deadline: number): Promise<Tool[]> {
-  const tools: Tool[] = []
-  let cursor: string | undefined
-  const seen = new Set<string>()
-  for (let page = 0; page < MAX_LIST_PAGES; page++) {
-    const timeout = deadline - Date.now()
-    if (timeout <= 0) throw new McpError(ErrorCode.RequestTimeout, 'Request timed out')
-    const result = await client.listTools(cursor === undefined ? {} : { cursor }, { timeout })
-    tools.push(...result.tools)
-    cursor = result.nextCursor
-    if (cursor === undefined) return tools
-    if (seen.has(cursor)) throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP server repeated a tools/list cursor')
-    seen.add(cursor)
+  const timeout = deadline - Date.now()
+  if (timeout <= 0) throw new SdkError(SdkErrorCode.RequestTimeout, 'Request timed out')
+  // Each page request gets what is left of the deadline as its own timeout, and the signal
+  // ends the walk as a whole when the deadline passes.
+  const signal = AbortSignal.timeout(timeout)
+  try {
+    const result = await client.listTools(undefined, { timeout, signal, cacheMode: 'bypass' })
+    return result.tools as Tool[]
+  } catch (err) {
+    if (err instanceof SdkError && err.code === SdkErrorCode.ListPaginationExceeded) {
+      throw new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server returned more than ${MAX_LIST_PAGES} tools/list pages`)
+    }
+    throw err
   }
-  throw new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server returned more than ${MAX_LIST_PAGES} tools/list pages`)
 }

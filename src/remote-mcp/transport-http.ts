@@ -4,9 +4,8 @@
  * SSE transport (the SDK's). Redirects are never followed and answers are bounded either way
  * (docs/ARCHITECTURE.md#egress, response-limits.ts).
  */
-import { SSEClientTransport, SseError } from '@modelcontextprotocol/sdk/client/sse.js'
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js'
+import { SSEClientTransport, SseError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
+import type { FetchLike } from '@modelcontextprotocol/client'
 import { Agent, type Dispatcher } from 'undici'
 import { EgressBlockedError } from '../egress/ssrf.js'
 import { isolateAbortSignals, limitResponses, RedirectRefusedError, refuseRedirects } from './http-fetch.js'
@@ -25,7 +24,9 @@ export const streamableHttpTransport: TransportKind = {
   // When the server crashes or shuts down, a POST's response stream that breaks or ends before
   // its answer is never resumed (no event ids), so the call would wait out its whole timeout; the
   // only signs are transport errors (the broken stream, the failed reconnects of the GET stream).
-  onTransportError: () => 'probe'
+  onTransportError: () => 'probe',
+  // Both eras: server/discover once per config, then the remembered verdict.
+  era: 'auto'
 }
 
 export const sseTransport: TransportKind = {
@@ -33,7 +34,9 @@ export const sseTransport: TransportKind = {
   slowFirstStart: false,
   closedMeansUnanswered: false,
   // The legacy SSE stream cannot resume a session: once it breaks, the session is gone.
-  onTransportError: (err) => err instanceof SseError ? 'drop' : 'log'
+  onTransportError: (err) => err instanceof SseError ? 'drop' : 'log',
+  // The HTTP+SSE transport of 2024-11-05 has no 2026-07-28 counterpart.
+  era: 'legacy'
 }
 
 // Operator (global) servers without the SSRF guard: one keep-alive agent for the process, a

@@ -4,10 +4,18 @@
  * bounded by the SDK's line buffer.
  */
 import type { Readable } from 'node:stream'
-import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/client/stdio'
 import type { Logger } from '../logger.js'
 import { ConnectSpecError } from './transport.js'
 import type { ConnectSpec, TransportHandle, TransportKind } from './transport.js'
+
+/**
+ * stdio servers are spoken to in the legacy era (`initialize`). The SDK's `auto` negotiation
+ * probes a stdio server on a throw-away sibling process (the same command spawned once more,
+ * sent `server/discover`, then killed), so every connect would spawn the server twice (src/remote-mcp/README.md,
+ * "Protocol eras"). A 2026-07-28 stdio server still answers `initialize` (the SDK's servers serve both eras).
+ */
+const STDIO_ERA = 'legacy'
 
 export const stdioTransport: TransportKind = {
   create: (spec, context) => createStdio(spec, context.logger, context.label, context.stderrCapBytes, context.limits.maxMessageBytes),
@@ -15,7 +23,8 @@ export const stdioTransport: TransportKind = {
   slowFirstStart: true,
   // No partial responses: a child that exited before answering never ran the rest of the request.
   closedMeansUnanswered: true,
-  onTransportError: () => 'log'
+  onTransportError: () => 'log',
+  era: STDIO_ERA
 }
 
 function createStdio (spec: ConnectSpec, logger: Logger, label: string, capBytes: number, maxMessageBytes: number): TransportHandle {

@@ -4,7 +4,7 @@
  * comparing type names. One transport is one file (transport-stdio.ts, transport-http.ts) that
  * exports a {@link TransportKind}; transports.ts is the table of them, keyed by type.
  */
-import type { FetchLike, Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
+import type { FetchLike, Transport } from '@modelcontextprotocol/client'
 import type { Logger } from '../logger.js'
 import type { GwCode } from '../errors.js'
 import type { ResponseLimits } from './response-limits.js'
@@ -125,6 +125,11 @@ export interface TransportKind {
    * HTTP a closed connection means a response stream had started and broke.
    */
   closedMeansUnanswered: boolean
-  /** What a transport error on the connection in use means. */
+  /** What a transport error on the connection in use means (legacy era; a 2026-07-28 connection only logs them). */
   onTransportError: (err: unknown) => TransportErrorAction
+  /**
+   * How the era is chosen: `auto` probes with `server/discover` once per config (the verdict is
+   * remembered, era-verdicts.ts) and falls back to `initialize`; `legacy` always initializes.
+   */
+  era: 'auto' | 'legacy'
 }

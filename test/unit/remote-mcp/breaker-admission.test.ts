@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js'
+import { ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode } from '@modelcontextprotocol/client'
 import { BreakerAdmission } from '../../../src/remote-mcp/breaker-admission.js'
 import { UpstreamError } from '../../../src/remote-mcp/errors.js'
 import type { Logger } from '../../../src/logger.js'
@@ -48,11 +48,11 @@ test('one error reaching many callers counts once; answers end the run; cancella
   const shared = new UpstreamError('GW_UPSTREAM_CONNECT', 'refused')
   for (let i = 0; i < 5; i++) admission.countFailure(target, shared, 'connect', describe)
   assert.equal(admission.admit(target.id).ok, true, 'five waiters of one connect are one failure')
-  admission.countFailure(target, new McpError(ErrorCode.InvalidParams, 'bad'), 'call', describe)
+  admission.countFailure(target, new ProtocolError(ProtocolErrorCode.InvalidParams, 'bad'), 'call', describe)
   assert.deepEqual(admission.stats().breakers, [], 'a JSON-RPC error is an answer: the run ended')
   admission.countFailure(target, new UpstreamError('GW_UPSTREAM_CONNECT', 'refused'), 'connect', describe)
   admission.countFailure(target, new UpstreamError('GW_CANCELLED', 'cancelled'), 'call', describe)
-  admission.countFailure(target, new McpError(ErrorCode.RequestTimeout, 'timed out'), 'call', describe)
+  admission.countFailure(target, new SdkError(SdkErrorCode.RequestTimeout, 'timed out'), 'call', describe)
   assert.equal(admission.admit(target.id).ok, true)
   assert.equal(admission.stats().breakers[0]?.consecutiveFailures, 1)
   admission.success(target.id)

@@ -4,10 +4,8 @@ import { createServer } from 'node:http'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Agent } from 'undici'
-import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
-import { ErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
-import { LeanHttpTransport, MessageTooLargeError, SseParser } from '../../../src/remote-mcp/lean-http-transport.js'
+import { Client, ProtocolError, ProtocolErrorCode, SdkError, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client'
+import { LeanHttpTransport, MessageTooLargeError, ResponseStreamEndedError, SseParser } from '../../../src/remote-mcp/lean-http-transport.js'
 import type { SseEvent } from '../../../src/remote-mcp/lean-http-transport.js'
 import { createTransport } from '../../../src/remote-mcp/transports.js'
 import { RedirectRefusedError } from '../../../src/remote-mcp/http-fetch.js'
@@ -86,7 +84,7 @@ test('lean transport against the SDK server: ' +
   const transport = lean(fx.url, { headers: { Authorization: 'Bearer s3cret' } })
   const client = new Client({ name: 't', version: '1' })
   let changed = 0
-  client.setNotificationHandler(ToolListChangedNotificationSchema, () => { changed++ })
+  client.setNotificationHandler('notifications/tools/list_changed', () => { changed++ })
   await client.connect(transport)
   t.after(() => client.close())
   assert.equal(typeof transport.sessionId, 'string')
@@ -109,7 +107,7 @@ test('lean transport against the SDK server: ' +
   assert.equal(fx.stats.activeSessions, 0, 'DELETE ended the session on the server')
 })
 
-test('lean transport: a forgotten session answers 404, surfaced as StreamableHTTPError 404', async (t) => {
+test('lean transport: a forgotten session answers 404, surfaced as SdkHttpError 404', async (t) => {
   const fx = await startStreamableHttpFixture()
   t.after(() => fx.close())
   const transport = lean(fx.url)
@@ -119,8 +117,8 @@ test('lean transport: a forgotten session answers 404, surfaced as StreamableHTT
   transport.onerror = (err) => { errors.push(err) }
   t.after(() => client.close())
   await fx.forgetSessions()
-  await assert.rejects(client.callTool({ name: 'echo', arguments: { text: 'x' } }), (err: unknown) => err instanceof StreamableHTTPError && err.code === 404 && /session expired/.test(err.message))
-  assert.ok(errors.some((e) => e instanceof StreamableHTTPError))
+  await assert.rejects(client.callTool({ name: 'echo', arguments: { text: 'x' } }), (err: unknown) => err instanceof SdkHttpError && err.status === 404 && /session expired/.test(err.message))
+  assert.ok(errors.some((e) => e instanceof SdkHttpError))
 })
 
 test('lean transport: a GET stream the server ends is reopened on the schedule; failed reopens are reported, then given up', async (t) => {
@@ -151,14 +149,14 @@ test('lean transport: cancellation via AbortSignal reaches the server; a timeout
   await client.connect(lean(fx.url))
   t.after(() => client.close())
   const ac = new AbortController()
-  const call = client.callTool({ name: 'slow', arguments: { ms: 10_000 } }, undefined, { signal: ac.signal })
+  const call = client.callTool({ name: 'slow', arguments: { ms: 10_000 } }, { signal: ac.signal })
   setTimeout(() => ac.abort(new Error('caller left')), 100)
   await assert.rejects(call, /caller left/)
   for (let i = 0; i < 100 && fx.stats.cancelled === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20))
   assert.equal(fx.stats.cancelled, 1, 'the server saw notifications/cancelled')
   await assert.rejects(
-    client.callTool({ name: 'slow', arguments: { ms: 10_000 } }, undefined, { timeout: 150 }),
-    (err: unknown) => err instanceof McpError && err.code === ErrorCode.RequestTimeout
+    client.callTool({ name: 'slow', arguments: { ms: 10_000 } }, { timeout: 150 }),
+    (err: unknown) => err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout
   )
   // Still usable afterwards.
   assert.equal(textOf(await client.callTool({ name: 'echo', arguments: { text: 'after' } })), 'fixture:after')
@@ -257,7 +255,8 @@ test('lean transport: a 5 MB event written in 1 KB chunks arrives whole', async 
   console.log(`5 MB SSE event in 1 KB chunks: ${Number(process.hrtime.bigint() - started) / 1e6} ms`)
 })
 
-test('lean transport: a server closing mid-stream reports a transport error; an oversized event is cut off', async (t) => {
+test('lean transport: a server closing mid-stream without event ids fails the call at once and reports a transport error; ' +
+  'an oversized event is cut off', async (t) => {
   let mode = 'cut'
   const srv = await rawServer(t, (_req, res, body) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' })
@@ -276,15 +275,16 @@ test('lean transport: a server closing mid-stream reports a transport error; an 
   t.after(() => client.close())
   const errors: Error[] = []
   client.onerror = (err) => { errors.push(err) }
+  // Nothing to resume from (no event id): the call fails now, not at its 60 s timeout.
   await assert.rejects(
-    client.callTool({ name: 'x', arguments: {} }, undefined, { timeout: 500 }),
-    (err: unknown) => err instanceof McpError && err.code === ErrorCode.RequestTimeout
+    client.callTool({ name: 'x', arguments: {} }, { timeout: 60_000 }),
+    (err: unknown) => err instanceof ProtocolError && err.data instanceof ResponseStreamEndedError && /gave no event id/.test(err.message)
   )
   assert.ok(errors.some((e) => /SSE stream (disconnected|ended)/.test(e.message)), errors.map((e) => e.message).join('; '))
   mode = 'big'
   errors.length = 0
   // Failed at once with the reason, not left to its timeout.
-  await assert.rejects(client.callTool({ name: 'x', arguments: {} }, undefined, { timeout: 60_000 }), (err: unknown) => err instanceof McpError && err.code === ErrorCode.InternalError && /exceeds 2048 bytes/.test(err.message))
+  await assert.rejects(client.callTool({ name: 'x', arguments: {} }, { timeout: 60_000 }), (err: unknown) => err instanceof ProtocolError && err.code === ProtocolErrorCode.InternalError && /exceeds 2048 bytes/.test(err.message))
   assert.ok(errors.some((e) => /exceeds 2048 bytes/.test(e.message)), errors.map((e) => e.message).join('; '))
 })
 
@@ -308,7 +308,7 @@ test('lean transport: redirects are refused and never followed; close() aborts a
   const pending = c2.callTool({ name: 'x', arguments: {} })
   await new Promise((resolve) => setTimeout(resolve, 50))
   await c2.close()
-  await assert.rejects(pending, (err: unknown) => err instanceof McpError && err.code === ErrorCode.ConnectionClosed)
+  await assert.rejects(pending, (err: unknown) => err instanceof SdkError && err.code === SdkErrorCode.ConnectionClosed)
   assert.equal(transport.abortListenerCount(), 0)
 })
 
