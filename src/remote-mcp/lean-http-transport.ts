@@ -452,9 +452,11 @@ export class LeanHttpTransport implements Transport {
           return
         }
         if (pending.size === 0) return
+        // A stream being resumed is not an error (a server may end streams on purpose, 2025-11-25
+        // "polling"); one that cannot be is reported, which makes the pool check the server.
+        if (this.#resumeOrFail(read, parser.lastEventId)) return
         if (err !== undefined) this.onerror?.(new Error(`SSE stream disconnected: ${err.message}`))
         else this.onerror?.(new Error('SSE stream ended before the response'))
-        this.#resumeOrFail(read, parser.lastEventId)
         return
       }
       if (err !== undefined) this.onerror?.(new Error(`SSE stream disconnected: ${err.message}`))
@@ -485,23 +487,20 @@ export class LeanHttpTransport implements Transport {
 
   /**
    * A POST's stream (or a GET resuming it) ended with `read.pending` unanswered: a legacy stream
-   * with an event id is resumed by a GET with `Last-Event-ID` after the server's `retry:` delay;
-   * anything else fails the requests at once.
+   * with an event id is resumed by a GET with `Last-Event-ID` after the server's `retry:` delay
+   * (true); anything else fails the requests at once (false).
    */
-  #resumeOrFail (read: StreamRead, lastEventId: string | undefined): void {
+  #resumeOrFail (read: StreamRead, lastEventId: string | undefined): boolean {
     const pending = read.pending as Set<string | number>
-    const fail = (why: string): void => {
+    const fail = (why: string): false => {
       failAll(pending, new ResponseStreamEndedError(why), (m) => this.onmessage?.(m))
       read.onStreamEnd?.()
+      return false
     }
-    if (read.modern) { fail('The MCP server closed the response stream before answering'); return }
-    if (lastEventId === undefined) {
-      fail('The MCP server closed the response stream before answering and gave no event id to resume it from')
-      return
-    }
+    if (read.modern) return fail('The MCP server closed the response stream before answering')
+    if (lastEventId === undefined) return fail('The MCP server closed the response stream before answering and gave no event id to resume it from')
     if (read.attempt >= this.#maxResume) {
-      fail(`The MCP server closed the response stream before answering, and ${read.attempt} attempts to resume it (Last-Event-ID) did not bring the answer`)
-      return
+      return fail(`The MCP server closed the response stream before answering, and ${read.attempt} attempts to resume it (Last-Event-ID) did not bring the answer`)
     }
     const r = this.#reconnect
     const delay = read.retryMs ?? this.#serverRetryMs ?? Math.min(r.initialDelayMs * Math.pow(r.growFactor, read.attempt), r.maxDelayMs)
@@ -519,6 +518,7 @@ export class LeanHttpTransport implements Transport {
     }, delay)
     timer.unref()
     this.#resumeTimers.add(timer)
+    return true
   }
 
   /** GET with Last-Event-ID: the server replays what followed that event on the stream it belonged to. */
