@@ -19,7 +19,7 @@ import { loadLocalMcpServices } from './local-mcp/loader.js'
 import { RegistryFacade } from './registry/facade.js'
 import { PolicyService } from './policy/service.js'
 import { createRegistryStore } from './registry/create-store.js'
-import type { RegistryStore } from './registry/types.js'
+import type { ListingListener, RegistryStore } from './registry/types.js'
 import { createRemoteMcp, remoteMcpSettings } from './remote-mcp/index.js'
 import type { McpConnector, ServerDirectory } from './remote-mcp/index.js'
 import { countUnavailable, gatewayStatus, readiness } from './status.js'
@@ -55,8 +55,11 @@ export interface Services {
   builtins: Builtins | undefined
   /** GET /status: client pools, retries and breakers, the sandbox, the registry backend, the workspace quota. */
   status: () => GatewayStatus
-  /** Registry change events from every instance (the /mcp endpoint notifies list_changed on them). */
-  subscribe: RegistryStore['subscribe']
+  /**
+   * What can change a listing: registry change events from every instance, and this instance's
+   * upstream servers saying their tool lists changed (the /mcp endpoint notifies list_changed on them).
+   */
+  subscribe: (listener: ListingListener) => () => void
   /** GET /readyz: can this instance serve (registry reachable, sandbox probe)? */
   readiness: () => Promise<Readiness>
   /** Monotonic failure counts for metrics. */
@@ -223,6 +226,12 @@ async function build (
     }),
     counters,
     close,
-    subscribe: (listener) => store.subscribe(listener)
+    subscribe: (listener) => {
+      const unsubscribe = [
+        store.subscribe(listener),
+        remote.onToolsChanged((scope, serverId) => { listener({ op: 'tools', scope, serverId }) })
+      ]
+      return () => { for (const u of unsubscribe) u() }
+    }
   }
 }

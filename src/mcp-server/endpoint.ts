@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { WebStandardStreamableHTTPServerTransport, isLegacyRequest } from '@modelcontextprotocol/server'
 import type { Server } from '@modelcontextprotocol/server'
 import type { Gateway } from '../gateway.js'
-import type { RegistryListener } from '../registry/types.js'
+import type { ListingListener } from '../registry/types.js'
 import { parseServerSelection, splitComma } from '../routing/allow-list.js'
 import { toolRequestTenant } from '../routing/tenancy.js'
 import type { Caller } from '../routing/types.js'
@@ -29,8 +29,8 @@ export interface McpEndpointOptions {
   maxStreams?: number
   /** Open GET notification streams one tenant holds at most on this instance (default: streamShare(maxStreams)). */
   maxStreamsPerTenant?: number
-  /** Registry change events, so a change is notified at once instead of at the next poll. */
-  subscribe?: (listener: RegistryListener) => () => void
+  /** Registry and upstream tool-list changes, so a change is notified at once instead of at the next poll. */
+  subscribe?: (listener: ListingListener) => () => void
   onError?: (err: unknown, what: string) => void
 }
 

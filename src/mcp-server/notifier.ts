@@ -1,5 +1,5 @@
 import type { Gateway } from '../gateway.js'
-import type { RegistryChange, RegistryListener } from '../registry/types.js'
+import type { ListingChange, ListingListener } from '../registry/types.js'
 import type { Caller } from '../routing/types.js'
 import type { McpQueryT } from './json-rpc.js'
 
@@ -12,8 +12,8 @@ export interface ListChangedNotifierOptions {
   gateway: Gateway
   /** How often open streams' listings are compared with what their client last could see. */
   pollMs: number
-  /** Registry change events (every instance's): a change to a watched scope is checked at once. */
-  subscribe?: (listener: RegistryListener) => () => void
+  /** Registry change events (every instance's) and upstream tool-list changes: a change to a watched scope is checked at once. */
+  subscribe?: (listener: ListingListener) => () => void
   onError?: (err: unknown, scope: McpQueryT) => void
 }
 
@@ -27,6 +27,8 @@ interface Group {
   fingerprint: string | undefined
   checking: Promise<void> | undefined
   again: boolean
+  /** An upstream server of the listing announced a change: notify after the next check even if the listing looks the same. */
+  forced: boolean
 }
 
 /**
@@ -66,7 +68,17 @@ export class ListChangedNotifier {
     const key = JSON.stringify([tenant ?? null, scope.functions ?? '', scope.mcp ?? ''])
     let group = this.#groups.get(key)
     if (!group) {
-      group = { scope, tenant, caller, serverIds: new Set(serverIds), targets: new Set(), fingerprint: undefined, checking: undefined, again: false }
+      group = {
+        scope,
+        tenant,
+        caller,
+        serverIds: new Set(serverIds),
+        targets: new Set(),
+        fingerprint: undefined,
+        checking: undefined,
+        again: false,
+        forced: false
+      }
       this.#groups.set(key, group)
     }
     group.targets.add(target)
@@ -85,9 +97,13 @@ export class ListChangedNotifier {
     await Promise.all([...this.#groups.values()].map(async (g) => await this.#check(g, true)))
   }
 
-  #onChange (change: RegistryChange): void {
+  #onChange (change: ListingChange): void {
     for (const group of this.#groups.values()) {
-      if (affects(change, group)) this.#check(group, true).catch(() => {})
+      if (!affects(change, group)) continue
+      // An upstream server's own list_changed is carried as it came: its tools may differ in what
+      // the listing does not show (or it changed and changed back), and its clients re-list.
+      if (change.op === 'tools') group.forced = true
+      this.#check(group, true).catch(() => {})
     }
   }
 
@@ -111,7 +127,9 @@ export class ListChangedNotifier {
         }
         const previous = group.fingerprint
         group.fingerprint = fingerprint
-        if (notify && previous !== undefined && previous !== fingerprint) {
+        const forced = group.forced
+        group.forced = false
+        if (notify && previous !== undefined && (previous !== fingerprint || forced)) {
           for (const target of group.targets) {
             target.sendToolListChanged().catch(() => { /* the stream is closing */ })
           }
@@ -150,8 +168,8 @@ export class ListChangedNotifier {
   }
 }
 
-/** Whether a registry change can change a listing: its tenant's scope or the global one, and a server it names. */
-function affects (change: RegistryChange, group: Group): boolean {
+/** Whether a change can change a listing: its tenant's scope or the global one, and a server it names. */
+function affects (change: ListingChange, group: Group): boolean {
   if (change.op === 'resync') return true
   if (change.scope.kind === 'user' && change.scope.userId !== group.tenant) return false
   return group.serverIds.has(change.serverId)

@@ -26,6 +26,15 @@ export type RegistryChange =
 export type RegistryListener = (change: RegistryChange) => void
 
 /**
+ * What can change a listing of tools: a registry change, or (`tools`) a registered server
+ * telling its client that its own tool list changed (legacy `notifications/tools/list_changed`,
+ * or one delivered on a 2026-07-28 `subscriptions/listen` stream). An upstream change is seen
+ * by the instance that holds the server's client.
+ */
+export type ListingChange = RegistryChange | { op: 'tools', scope: RegistryScope, serverId: string }
+export type ListingListener = (change: ListingChange) => void
+
+/**
  * Small per-scope documents kept beside the servers, with the same versioning and invalidation:
  * `policy` is the tool policy (the global scope holds the default, a user scope the tenant's).
  */

@@ -179,7 +179,40 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
     throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client was closed while connecting')
   }
   o.adopt(conn)
+  if (conn.era === 'modern' && client.getServerCapabilities()?.tools?.listChanged === true) listenForToolChanges(conn, o, 0)
   return conn
+}
+
+/** Re-listen delays after a subscriptions/listen stream ended on the server's side: 1 s doubling up to 30 s. */
+const RELISTEN_MS = 1000
+const RELISTEN_MAX_MS = 30_000
+
+/**
+ * A 2026-07-28 server announces tool list changes only on a `subscriptions/listen` stream (the
+ * legacy GET stream is gone): one per connection that the server says has `tools.listChanged`,
+ * kept for the connection's life. Its notifications reach the handler of tryConnect (the tool
+ * cache is marked stale, the pool told). A stream the server ends is opened again after a
+ * delay, and whatever changed meanwhile counts as a change; closing the client ends it.
+ */
+function listenForToolChanges (conn: Connection, o: ConnectionOptions, failures: number): void {
+  const again = (): void => {
+    const wait = Math.min(RELISTEN_MAX_MS, RELISTEN_MS * 2 ** Math.min(failures, 5))
+    setTimeout(() => {
+      if (conn.closed || !o.inUse(conn)) return
+      // Changes while no stream was open were not announced.
+      o.onToolsChanged()
+      listenForToolChanges(conn, o, failures + 1)
+    }, wait).unref()
+  }
+  if (conn.closed || !o.inUse(conn)) return
+  conn.client.listen({ toolsListChanged: true }).then(async (subscription) => {
+    failures = 0
+    const how = await subscription.closed
+    if (how !== 'local' && !conn.closed) again()
+  }, (err: unknown) => {
+    o.logger.debug({ mcpClient: o.label, err: o.safeMessage(err) }, 'subscriptions/listen failed')
+    if (!conn.closed) again()
+  })
 }
 
 /** Ends the session (streamable HTTP) and closes the client; a stdio child is reaped. */

@@ -61,6 +61,8 @@ export interface RemoteMcp {
   poolStats: () => { global: McpClientPoolStats, tenant: McpClientPoolStats }
   /** Retries and circuit breakers of each pool (GET /status, /metrics). */
   resilience: () => { global: McpResilienceStats, tenant: McpResilienceStats }
+  /** A registered server said its own tool list changed (seen by this instance, which holds its client). */
+  onToolsChanged: (listener: (scope: RegistryScope, serverId: string) => void) => () => void
   /** Closes the directory's subscription, every MCP client and the tenant egress agent. The store stays open. */
   close: () => Promise<void>
 }
@@ -108,6 +110,14 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
       const parsed = parseUserServiceName(key)
       return parsed === undefined ? `key:${key}` : `tenant:${parsed.userId}`
     }
+    const toolsChanged = new Set<(scope: RegistryScope, serverId: string) => void>()
+    const emitToolsChanged = (scope: RegistryScope, serverId: string): void => {
+      // The sources exist by the time a connection can hear anything.
+      const source = scope.kind === 'global' ? sources.global : sources.user
+      source?.toolsChanged(scope)
+      for (const listener of toolsChanged) listener(scope, serverId)
+    }
+    const sources: { user?: RemoteMcpSource, global?: RemoteMcpSource } = {}
     const poolOptions = {
       connectTimeoutMs: config.mcpConnectTimeoutMs,
       stdioFirstConnectTimeoutMs: config.mcpStdioFirstConnectMs,
@@ -124,8 +134,20 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
     const tenantFetch = guardedFetch(egress, { connectTimeoutMs: config.mcpConnectTimeoutMs })
     closers.push(async () => await tenantFetch.close())
     const pools = {
-      tenant: new McpClientPool({ ...poolOptions, fetch: tenantFetch, responseLimits: { maxMessageBytes, budget, owner: tenantOwner } }),
-      global: new McpClientPool({ ...poolOptions, responseLimits: { maxMessageBytes, budget, owner: (key) => `global:${key}` } })
+      tenant: new McpClientPool({
+        ...poolOptions,
+        fetch: tenantFetch,
+        responseLimits: { maxMessageBytes, budget, owner: tenantOwner },
+        onToolsChanged: (key) => {
+          const parsed = parseUserServiceName(key)
+          if (parsed !== undefined) emitToolsChanged({ kind: 'user', userId: parsed.userId }, parsed.serverId)
+        }
+      }),
+      global: new McpClientPool({
+        ...poolOptions,
+        responseLimits: { maxMessageBytes, budget, owner: (key) => `global:${key}` },
+        onToolsChanged: (key) => { emitToolsChanged({ kind: 'global' }, key) }
+      })
     }
     closers.push(async () => { await Promise.all([pools.tenant.close(), pools.global.close()]) })
     let directory = deps.directory
@@ -168,6 +190,8 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
     const remoteOpts = { listDeadlineMs: config.mcpListTimeoutMs, callTimeoutMs: config.mcpCallTimeoutMs }
     const userMcp = new RemoteMcpSource('user_mcp', directory, connector, remoteOpts)
     const globalMcp = new RemoteMcpSource('global_mcp', directory, connector, remoteOpts)
+    sources.user = userMcp
+    sources.global = globalMcp
     // Warm-ups run in the background and end with the pools (closing a pool closes what it is connecting).
     const stopWarming = new AbortController()
     closers.push(async () => { stopWarming.abort() })
@@ -185,6 +209,10 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
       globalMcp,
       poolStats: () => ({ global: pools.global.stats(), tenant: pools.tenant.stats() }),
       resilience: () => ({ global: pools.global.resilience(), tenant: pools.tenant.resilience() }),
+      onToolsChanged: (listener) => {
+        toolsChanged.add(listener)
+        return () => { toolsChanged.delete(listener) }
+      },
       close
     }
   } catch (err) {

@@ -56,6 +56,8 @@ export interface McpClientPoolOptions {
    * transport's bound per message, no budget.
    */
   responseLimits?: { maxMessageBytes: number, budget?: ResponseBudget, owner: (key: string) => string }
+  /** A server told its client that its tool list changed (`key`: the client key); the cache is already stale. */
+  onToolsChanged?: (key: string) => void
 }
 
 /** Retries and circuit breakers of a pool (GET /status, /metrics). */
@@ -171,7 +173,8 @@ export class McpClientPool {
       limits: limits === undefined ? () => undefined : (key) => ({ maxMessageBytes: limits.maxMessageBytes, budget: limits.budget, owner: limits.owner(key) }),
       listTimeoutMs: options.listTimeoutMs,
       callTimeoutMs: options.callTimeoutMs,
-      onRetry: () => { this.#retries++ }
+      onRetry: () => { this.#retries++ },
+      onToolsChanged: options.onToolsChanged ?? (() => {})
     }
   }
 

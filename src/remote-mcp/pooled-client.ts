@@ -36,6 +36,8 @@ export interface ClientContext {
   callTimeoutMs: number
   /** A tools/call is being replayed (counted in the pool's resilience stats). */
   onRetry: () => void
+  /** A client's server said its tool list changed (`key`: the client key). */
+  onToolsChanged: (key: string) => void
 }
 
 /** Per-call options of tools/call (the pool's callTool). */
@@ -287,6 +289,7 @@ export class PooledClient {
         onDead: (conn, why) => { this.#drop(conn, why) },
         onToolsChanged: () => {
           this.toolList.changed()
+          this.#ctx.onToolsChanged(this.key)
           // Refresh in the background so the next listing is served fresh; failures keep the old list.
           if (!this.#closed && this.toolList.tools !== undefined) this.refresh().catch(() => {})
         }

@@ -201,6 +201,16 @@ export class RemoteMcpSource implements ToolSource {
     return this.#entry(scope, server, { name: name.slice(sep + 2), inputSchema: { type: 'object' } })
   }
 
+  /**
+   * A server of `scope` said its tool list changed: the scope's index is listed again on its next
+   * use instead of being reused for up to INDEX_TTL_MS (the pool's list is stale already), so a
+   * client that re-lists on the notification gets the new tools.
+   */
+  toolsChanged (scope: RegistryScope): void {
+    const cached = this.#indexes.get(scope.kind === 'global' ? 'g' : `u:${scope.userId}`)
+    if (cached !== undefined) cached.builtAt = 0
+  }
+
   /** Changes (a new object) whenever the names or tools this source offers the scope change. */
   async catalogToken (scope: SourceScope): Promise<unknown> {
     return await this.#index(scope)

@@ -14,6 +14,10 @@ export interface ModernFixture {
   url: string
   /** Requests received, by JSON-RPC method (`GET`/`DELETE` for bodiless ones). */
   requests: Map<string, number>
+  /** Adds a tool `added_N` and announces it on every open subscriptions/listen stream; its name. */
+  addTool: () => string
+  /** Announces a tool list change without changing anything. */
+  announce: () => void
   close: () => Promise<void>
 }
 
@@ -43,11 +47,14 @@ export async function startModernFixture (options: ModernFixtureOptions = {}): P
   const marker = options.marker ?? 'modern'
   const extra = Array.from({ length: options.extraTools ?? 0 }, (_, i) => `t${String(i).padStart(2, '0')}`)
   const requests = new Map<string, number>()
+  const added: string[] = []
+  // Listings change only through addTool: the server advertises it (listen streams are then honoured).
+  const advertise = { tools: { listChanged: true } }
   const handler = createMcpHandler(() => {
-    const server = new McpServer({ name: `modern-${marker}`, version: '1.0.0' }, { capabilities: { tools: {} } })
+    const server = new McpServer({ name: `modern-${marker}`, version: '1.0.0' }, { capabilities: advertise })
     server.registerTool('echo', { description: 'Echoes text', inputSchema: fromJsonSchema<{ text: string }>(TEXT_SCHEMA) },
       async ({ text }) => ({ content: [{ type: 'text', text: `${marker}:${text}` }] }))
-    for (const name of extra) {
+    for (const name of [...extra, ...added]) {
       server.registerTool(name, { description: `marker tool ${name}`, inputSchema: fromJsonSchema(NO_ARGS) },
         async () => ({ content: [{ type: 'text', text: `${marker}:${name}` }] }))
     }
@@ -93,6 +100,13 @@ export async function startModernFixture (options: ModernFixtureOptions = {}): P
   return {
     url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`,
     requests,
+    addTool: () => {
+      const name = `added_${added.length}`
+      added.push(name)
+      handler.notify.toolsChanged()
+      return name
+    },
+    announce: () => { handler.notify.toolsChanged() },
     close: async () => {
       await handler.close()
       for (const s of sockets) s.destroy()
