@@ -18,7 +18,7 @@ import type { Unresolved } from './routing/allow-list.js'
 import { refusalOutput } from './routing/output.js'
 import type { Diagnostic, InvokeOutcome, InvokeResult, ToolRouter } from './routing/router.js'
 import type { PolicyLimits, ToolPolicy, ToolPolicyProvider } from './routing/policy.js'
-import type { Unavailable } from './routing/source.js'
+import type { SurfaceServer, Unavailable } from './routing/source.js'
 import { actingUserId, toolRequestTenant } from './routing/tenancy.js'
 import { isBuiltinName } from './naming/builtin-names.js'
 import type { Caller, CallContext, WorkspaceRequest } from './routing/types.js'
@@ -227,6 +227,23 @@ export class Gateway {
       }
     }
     return response
+  }
+
+  /**
+   * /mcp's resources, prompts and completion: the MCP servers the allow-list selects (tiers 2, 3
+   * and 5, tier 2 only ever the tenant's), with the tenant's tool policy, under the same tenancy
+   * rule as listTools (mcp-server/surface-handlers.ts decides each item against the policy).
+   */
+  async surface (
+    query: ListToolsRequest,
+    caller: Caller,
+    signal: AbortSignal
+  ): Promise<{ servers: SurfaceServer[], unavailable: Unavailable[], policy: ToolPolicy | undefined }> {
+    const mcp = splitComma(query.mcp)
+    const userId = toolRequestTenant(caller, query.userId, { mcp })
+    const policy = await this.#policy(userId)
+    const { servers, unavailable } = await this.#router.surface({ functions: splitComma(query.functions), mcp }, { userId, signal })
+    return { servers, unavailable, policy }
   }
 
   async catalog (

@@ -46,6 +46,11 @@ export function encodeUserToolName (userId: string, toolName: string): string {
   return `user_${userId}_tool_${toolName}`
 }
 
+/** A tenant server's prompt as /mcp exposes it: `user_{userId}_prompt_{promptName}` (as encodeUserToolName for tools). */
+export function encodeUserPromptName (userId: string, promptName: string): string {
+  return `user_${userId}_prompt_${promptName}`
+}
+
 /** `user_{userId}_service_{serverId}`: AI4J's client key, also accepted in `mcp=`. */
 export function encodeUserServiceName (userId: string, serverId: string): string {
   return `user_${userId}_service_${serverId}`

@@ -72,13 +72,19 @@ function classifyUpstream (err: unknown): UpstreamErrorCode {
  * The UpstreamError a failed tools/list or tools/call becomes. `timeoutMs` is the deadline the
  * request had (named in a timeout's message); `safeMessage` redacts the server's secrets.
  */
-export function toUpstreamError (err: unknown, op: 'list' | 'call', timeoutMs: number | undefined, safeMessage: (err: unknown) => string): UpstreamError {
+export function toUpstreamError (
+  err: unknown,
+  op: 'list' | 'call',
+  timeoutMs: number | undefined,
+  safeMessage: (err: unknown) => string,
+  method = op === 'list' ? 'tools/list' : 'tools/call'
+): UpstreamError {
   if (err instanceof UpstreamError) return err
   if (isAbortError(err)) return new UpstreamError('GW_CANCELLED', 'The request was cancelled by the caller')
   const limit = responseLimitError(err)
   if (limit !== undefined) return new UpstreamError(limit.code, limit.message)
   const ended = streamEnded(err)
-  const what = op === 'list' ? 'tools/list' : 'tools/call'
+  const what = method
   const code: UpstreamErrorCode = classifyUpstream(err)
   if (code === 'GW_UPSTREAM_TIMEOUT') {
     return new UpstreamError(code, `${what} timed out${timeoutMs !== undefined ? ` after ${timeoutMs} ms` : ''}`)
@@ -95,6 +101,15 @@ export function toUpstreamError (err: unknown, op: 'list' | 'call', timeoutMs: n
     return new UpstreamError('GW_UPSTREAM_ERROR', `The connection to the MCP server was lost (${safeMessage(err)}); the tools/call was not replayed, the next call reconnects`)
   }
   return new UpstreamError(code, `${what} failed: ${safeMessage(err)}`)
+}
+
+/**
+ * The server's own JSON-RPC error answer (a resources/read of an unknown URI: -32602 with
+ * data.uri), which /mcp passes to its client with its code and data; not the transport's errors
+ * carried in a ProtocolError's data (limits, a stream that ended).
+ */
+export function isServerAnswer (err: unknown): err is ProtocolError {
+  return err instanceof ProtocolError && responseLimitError(err) === undefined && streamEnded(err) === undefined
 }
 
 /**

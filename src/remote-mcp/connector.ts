@@ -3,6 +3,7 @@ import type { ServerConfig } from '../registry/server-config.js'
 import { UpstreamError } from './errors.js'
 import type { McpClientPool } from './pool.js'
 import type { McpConnector, RemoteServer } from './source.js'
+import type { SurfaceRequest } from '../routing/source.js'
 import type { ConnectSpec } from './transport.js'
 import { transportKind } from './transports.js'
 
@@ -77,5 +78,9 @@ export class PoolConnector implements McpConnector {
     opts: Parameters<McpConnector['callTool']>[4]
   ): Promise<CallToolResult> {
     return await this.#pool(server).callTool(key, toConnectSpec(server.config as ServerConfig), name, args, opts)
+  }
+
+  async surface (key: string, server: RemoteServer, req: SurfaceRequest, opts: { signal: AbortSignal, timeoutMs: number }): Promise<unknown> {
+    return await this.#pool(server).surface(key, toConnectSpec(server.config as ServerConfig), req, opts)
   }
 }

@@ -18,6 +18,7 @@ import type { McpClientPoolStats, McpResilienceStats } from './pool.js'
 import { RemoteMcpSource } from './source.js'
 import { defaultMaxMessageBytes, ResponseBudget } from './response-limits.js'
 import { transportKind } from './transports.js'
+import type { SurfaceRequest } from '../routing/source.js'
 import type { McpConnector, RemoteServer, ServerDirectory } from './source.js'
 
 export type { McpClientPoolStats, McpConnector, McpResilienceStats, ServerDirectory }
@@ -232,9 +233,16 @@ function countConnectFailures (connector: McpConnector, onFailure: () => void): 
     }
   }
   const warm = connector.warm
+  const surface = connector.surface
   return {
     listTools: async (key, server, opts) => await counted(connector.listTools(key, server, opts)),
     callTool: async (key, server, name, args, opts) => await counted(connector.callTool(key, server, name, args, opts)),
-    ...(warm !== undefined ? { warm: async (key: string, server: RemoteServer) => { await warm.call(connector, key, server) } } : {})
+    ...(warm !== undefined ? { warm: async (key: string, server: RemoteServer) => { await warm.call(connector, key, server) } } : {}),
+    ...(surface !== undefined
+      ? {
+          surface: async (key: string, server: RemoteServer, req: SurfaceRequest, opts: { signal: AbortSignal, timeoutMs: number }) =>
+            await counted(surface.call(connector, key, server, req, opts))
+        }
+      : {})
   }
 }

@@ -13,6 +13,7 @@ import type { CallToolOptions, ClientContext } from './pooled-client.js'
 import type { ConnectSpec, ConnectType, HttpTransportKind } from './transport.js'
 import type { ResponseBudget } from './response-limits.js'
 import { FirstConnects } from './warm-start.js'
+import type { SurfaceRequest } from '../routing/source.js'
 import type { StartingState } from './warm-start.js'
 
 export type { CallToolOptions, StartingState }
@@ -173,6 +174,7 @@ export class McpClientPool {
       limits: limits === undefined ? () => undefined : (key) => ({ maxMessageBytes: limits.maxMessageBytes, budget: limits.budget, owner: limits.owner(key) }),
       listTimeoutMs: options.listTimeoutMs,
       callTimeoutMs: options.callTimeoutMs,
+      surfaceTtlMs: options.toolsTtlMs,
       onRetry: () => { this.#retries++ },
       onToolsChanged: options.onToolsChanged ?? (() => {})
     }
@@ -273,6 +275,23 @@ export class McpClientPool {
     const entry = this.#acquire(key, spec)
     try {
       return await entry.call(name, args, options)
+    } finally {
+      this.#breakers.done(id, admission)
+      this.#release(entry)
+    }
+  }
+
+  /**
+   * Resources, templates, prompts and completion of the server (PooledClient.surface), through
+   * the same client, breaker and response bounds as its tools. Throws the server's own JSON-RPC
+   * error as it is, UpstreamError otherwise (GW_UPSTREAM_UNAVAILABLE while its breaker is open).
+   */
+  async surface (key: string, spec: ConnectSpec, req: SurfaceRequest, options: { signal?: AbortSignal, timeoutMs: number }): Promise<unknown> {
+    const id = clientId(key, spec)
+    const admission = this.#admit(id)
+    const entry = this.#acquire(key, spec)
+    try {
+      return await entry.surface(req, options)
     } finally {
       this.#breakers.done(id, admission)
       this.#release(entry)

@@ -11,7 +11,9 @@ import type { CallToolResult, Progress, Tool } from '@modelcontextprotocol/sdk/t
 import { trackProgress } from '../mcp/progress.js'
 import type { Logger } from '../logger.js'
 import type { BreakerAdmission } from './breaker-admission.js'
-import { failedBeforeResponse, isDeadConnection, toUpstreamError } from './classify.js'
+import { failedBeforeResponse, isDeadConnection, isServerAnswer, toUpstreamError } from './classify.js'
+import type { SurfaceRequest } from '../routing/source.js'
+import { isListRequest, SurfaceLists, surfaceOnce } from './surface.js'
 import { closeConnection, openConnection } from './connection.js'
 import type { Connection, ConnectionOptions } from './connection.js'
 import { redactSecrets, UpstreamError } from './errors.js'
@@ -34,6 +36,8 @@ export interface ClientContext {
   listTimeoutMs: number
   /** tools/call deadline when neither the call nor the spec gives one. */
   callTimeoutMs: number
+  /** How long a resources, templates or prompts list is reused (the tool list's TTL). */
+  surfaceTtlMs: number
   /** A tools/call is being replayed (counted in the pool's resilience stats). */
   onRetry: () => void
   /** A client's server said its tool list changed (`key`: the client key). */
@@ -61,6 +65,7 @@ export class PooledClient {
   readonly key: string
   readonly spec: ConnectSpec
   readonly toolList = new ToolListCache()
+  readonly surfaceLists = new SurfaceLists()
   /** Operations running on it; the pool's idle timer and retirement wait for 0. */
   inFlight = 0
   lastUsedAt = Date.now()
@@ -168,6 +173,45 @@ export class PooledClient {
       throw this.toUpstream(err, 'call')
     } finally {
       options.signal?.removeEventListener('abort', onAbort)
+    }
+  }
+
+  /**
+   * A resources, templates or prompts list (from the cache while fresh, unless `fresh`), a
+   * resources/read, prompts/get or completion/complete (surface.ts). A list is retried once on a
+   * dead connection (idempotent); nothing else is replayed. The server's own JSON-RPC error is
+   * thrown as it is (the caller passes its code and data on); anything else as UpstreamError.
+   */
+  async surface (req: SurfaceRequest, options: { signal?: AbortSignal, timeoutMs: number }): Promise<unknown> {
+    const list = isListRequest(req)
+    if (list && req.fresh !== true) {
+      const cached = this.surfaceLists.get(req.method, this.#ctx.surfaceTtlMs)
+      if (cached !== undefined) return cached
+    }
+    const signal = options.signal ?? new AbortController().signal
+    const deadline = Date.now() + options.timeoutMs
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const conn = await this.waitFor(this.connect(), options.signal)
+        try {
+          const result = await surfaceOnce(conn.client, req, Math.max(1, deadline - Date.now()), signal)
+          this.#ctx.breakers.success(this.id)
+          if (list && !this.#closed) this.surfaceLists.set(req.method, result as unknown[])
+          return result
+        } catch (err) {
+          if (signal.aborted) throw new UpstreamError('GW_CANCELLED', `${req.method} was cancelled by the caller`)
+          if (isDeadConnection(err)) {
+            this.#drop(conn, `${req.method} failed on a dead connection`)
+            if (list && attempt === 1 && !this.#closed && deadline > Date.now()) continue
+          }
+          this.#countFailure(err, list ? 'list' : 'call')
+          if (isServerAnswer(err)) throw err
+          throw toUpstreamError(err, list ? 'list' : 'call', options.timeoutMs, (e) => this.safeMessage(e), req.method)
+        }
+      }
+    } catch (err) {
+      if (isServerAnswer(err)) throw err
+      throw toUpstreamError(err, list ? 'list' : 'call', options.timeoutMs, (e) => this.safeMessage(e), req.method)
     }
   }
 

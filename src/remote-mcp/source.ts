@@ -1,6 +1,6 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
-import { encodeUserServiceName, encodeUserToolName, qualifiedName, toWireName } from '../naming/names.js'
-import type { CatalogEntry, SourceScope, Selection, SourceListing, ToolSource, Unavailable } from '../routing/source.js'
+import { encodeUserPromptName, encodeUserServiceName, encodeUserToolName, qualifiedName, toWireName } from '../naming/names.js'
+import type { CatalogEntry, SourceScope, Selection, SourceListing, SurfaceListing, SurfaceRequest, ToolSource, Unavailable } from '../routing/source.js'
 import type { CallContext, ToolOutcome } from '../routing/types.js'
 import { TIER_TRAITS } from '../routing/types.js'
 import { flattenCallToolResult } from '../mcp/flatten.js'
@@ -41,6 +41,12 @@ export interface McpConnector {
   ) => Promise<CallToolResult>
   /** Connects ahead of use where a start is slow (stdio); never rejects. Optional: connectors without it connect on use. */
   warm?: (key: string, server: RemoteServer) => Promise<void>
+  /**
+   * Resources, templates, prompts and completion (/mcp): a list answers its items, the others
+   * the server's result; the server's own JSON-RPC error is thrown as it is. Optional:
+   * a connector without it offers tools only.
+   */
+  surface?: (key: string, server: RemoteServer, req: SurfaceRequest, opts: { signal: AbortSignal, timeoutMs: number }) => Promise<unknown>
 }
 
 export interface RemoteSourceOptions {
@@ -276,6 +282,43 @@ export class RemoteMcpSource implements ToolSource {
     const servers = (await this.#servers(scope))
       .filter((s) => (wanted === undefined || wanted.has(s.serverId)) && s.error === undefined && s.config.enabled !== false)
     await Promise.all(servers.map(async (server) => { await warm.call(this.#connector, this.#clientKey(scope, server.serverId), server) }))
+  }
+
+  /**
+   * The selected servers of the scope (tier 2: only ever the scope's tenant) for /mcp's resources,
+   * prompts and completion, through the same pooled clients as their tools. Lists have the
+   * listing deadline, reads, prompts and completion the call timeout. Disabled and unreadable
+   * servers are unavailable.
+   */
+  async surface (selection: Selection, scope: SourceScope): Promise<SurfaceListing> {
+    const connector = this.#connector
+    const surface = connector.surface
+    const wanted = new Set(selection.serverIds ?? [])
+    const selected = (await this.#servers(scope)).filter((s) => wanted.has(s.serverId))
+    const unavailable: Unavailable[] = []
+    const servers = []
+    for (const server of selected) {
+      if (server.error !== undefined || server.config.enabled === false || surface === undefined) {
+        unavailable.push({ serverId: server.serverId, reason: server.error ?? (surface === undefined ? 'Serves tools only' : 'The server is disabled') })
+        continue
+      }
+      const key = this.#clientKey(scope, server.serverId)
+      const userId = this.#encodedNames ? scope.userId : undefined
+      const listMs = this.#opts.listDeadlineMs
+      const callMs = server.config.timeoutMs ?? this.#opts.callTimeoutMs
+      servers.push({
+        route: this.tier,
+        source: server.serverId,
+        priority: server.config.priority ?? 0,
+        promptName: (name: string) => userId !== undefined ? encodeUserPromptName(userId, name) : name,
+        qualifiedName: (name: string) => qualifiedName(server.serverId, name),
+        request: async (req: SurfaceRequest, signal: AbortSignal) => await surface.call(connector, key, server, req, {
+          signal,
+          timeoutMs: req.method.endsWith('/list') ? listMs : callMs
+        })
+      })
+    }
+    return { servers, matched: selected.map((s) => s.serverId), unavailable }
   }
 
   /** One server's tools as MCP Tool objects (GET /users/{u}/mcp/servers/{s}/tools). */

@@ -5,7 +5,7 @@ import { expandFunctionNames, parseServerSelection } from './allow-list.js'
 import type { AllowList, Unresolved } from './allow-list.js'
 import { capOutput, stringifyToolValue, toolErrorCode, toolErrorOutput } from './output.js'
 import { sameEntry } from './source.js'
-import type { CatalogEntry, SourceScope, ToolSource, Unavailable } from './source.js'
+import type { CatalogEntry, SourceScope, SurfaceServer, ToolSource, Unavailable } from './source.js'
 import type { ToolPolicy } from './policy.js'
 import type { CallContext, Tier, TierTraits, ToolFailureReason, ToolOutcome } from './types.js'
 import { TIER_RANK, TIER_TRAITS, TIERS } from './types.js'
@@ -326,6 +326,39 @@ export class ToolRouter {
       tools.push({ name: wire, entry })
     }
     return { tools, withheld, diagnostics }
+  }
+
+  /**
+   * The MCP servers an allow-list selects, for /mcp's resources, prompts and completion: the local
+   * MCP services whose tools (or own names) `functions=` names, and the servers `mcp=` names with
+   * the same tenancy and tier order as list() (tier 2 only ever the scope's tenant). In tier order,
+   * then priority (higher first), then source.
+   */
+  async surface (allow: AllowList, scope: SourceScope): Promise<{ servers: SurfaceServer[], unavailable: Unavailable[] }> {
+    const servers: SurfaceServer[] = []
+    const unavailable: Unavailable[] = []
+    const names = expandFunctionNames(allow.functions ?? [])
+    for (const { source, traits } of this.#byName) {
+      if (names.length === 0 || source.surface === undefined || (traits.tenantScoped && scope.userId === undefined)) continue
+      const listing = await source.surface({ names }, scope)
+      servers.push(...listing.servers)
+      unavailable.push(...listing.unavailable)
+    }
+    const { serverIds, userOnly } = parseServerSelection(allow.mcp ?? [], scope.userId)
+    let pending = serverIds
+    for (const { source, traits } of this.#byServer) {
+      if (pending.length === 0) break
+      if (traits.tenantScoped && scope.userId === undefined) continue
+      const selected = traits.tenantScoped ? pending : pending.filter((id) => !userOnly.has(id))
+      if (source.surface === undefined) continue
+      const listing = await source.surface({ serverIds: selected }, scope)
+      servers.push(...listing.servers)
+      unavailable.push(...listing.unavailable)
+      const matched = new Set(listing.matched)
+      pending = pending.filter((id) => !matched.has(id))
+    }
+    servers.sort((a, b) => TIER_RANK[a.route] - TIER_RANK[b.route] || b.priority - a.priority || (a.source < b.source ? -1 : a.source > b.source ? 1 : 0))
+    return { servers, unavailable }
   }
 
   /** Tokens that stay identical (===) while nothing any source offers the scope changes. */

@@ -76,8 +76,53 @@ export interface ToolSource {
     serverId: string,
     scope: SourceScope
   ) => Promise<{ ok: true, tools: unknown[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }>
+  /** Sources of MCP servers (tiers 2, 3, 5): the selected servers' resources, prompts and completion for /mcp. */
+  surface?: McpSurfaceSource['surface']
 }
 
 export function sameEntry (a: CatalogEntry, b: CatalogEntry): boolean {
   return a.route === b.route && a.source === b.source && a.spec.name === b.spec.name
+}
+
+/**
+ * What /mcp asks of one MCP server besides its tools (resources, resource templates, prompts,
+ * completion). Lists answer every item the server has (all pages); `fresh` skips a cached list.
+ */
+export type SurfaceRequest =
+  | { method: 'resources/list' | 'resources/templates/list' | 'prompts/list', fresh?: boolean }
+  | { method: 'resources/read', params: { uri: string } & Record<string, unknown> }
+  | { method: 'prompts/get', params: { name: string, arguments?: Record<string, string> } & Record<string, unknown> }
+  | { method: 'completion/complete', params: { ref: Record<string, unknown> } & Record<string, unknown> }
+
+/**
+ * One allow-listed MCP server (tiers 2, 3 and 5) as /mcp serves its resources, templates, prompts
+ * and completion: its own results, as it sent them. Lists answer the items' array (empty when
+ * the server does not offer the capability); the others the result object. Failures: a JSON-RPC
+ * error the server answered is thrown as the SDK's error (its code and data kept), anything else
+ * as the gateway's error (an unreachable server, a timeout).
+ */
+export interface SurfaceServer {
+  route: Tier
+  /** serverId, or the local MCP service's name. */
+  source: string
+  /** Collision rank among servers of one tier: higher wins, ties to the smaller source. */
+  priority: number
+  /** A prompt's natural exposed name in the tier's scheme (as a tool's: own name, user_{u}_prompt_{p}, apiFunctionName). */
+  promptName: (name: string) => string
+  /** `{source}__{name}`: a prompt's name when its natural one is taken; also what the tool policy sees for the server's resources (`{source}__resources`). */
+  qualifiedName: (name: string) => string
+  request: (req: SurfaceRequest, signal: AbortSignal) => Promise<unknown>
+}
+
+export interface SurfaceListing {
+  servers: SurfaceServer[]
+  /** The selected names or serverIds this source owns (so lower tiers are not asked for them). */
+  matched: string[]
+  /** Selected servers this source owns that cannot be used (disabled, unreadable config). */
+  unavailable: Unavailable[]
+}
+
+/** A source of MCP servers (tiers 2, 3, 5): the servers a selection names, for the MCP surface beyond tools. */
+export interface McpSurfaceSource {
+  surface: (selection: Selection, scope: SourceScope) => Promise<SurfaceListing>
 }

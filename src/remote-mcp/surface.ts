@@ -1,0 +1,51 @@
+/**
+ * Resources, resource templates, prompts and completion of one upstream server, over a pooled
+ * connection's v2 Client (pooled-client.ts runs these with its connect, breaker and error
+ * classification). A list walks every page (the Client's no-cursor form, bounded by its
+ * `listMaxPages`), and is empty when the server does not declare the capability; completion
+ * of a server without `completions` is an empty completion.
+ */
+import type { Client } from '@modelcontextprotocol/client'
+import type { SurfaceRequest } from '../routing/source.js'
+
+type ListMethod = 'resources/list' | 'resources/templates/list' | 'prompts/list'
+
+export function isListRequest (req: SurfaceRequest): req is Extract<SurfaceRequest, { method: ListMethod }> {
+  return req.method === 'resources/list' || req.method === 'resources/templates/list' || req.method === 'prompts/list'
+}
+
+/** One request on the client within `timeout` ms (the whole walk, for a list), aborted by `signal`. */
+export async function surfaceOnce (client: Client, req: SurfaceRequest, timeout: number, signal: AbortSignal): Promise<unknown> {
+  const caps = client.getServerCapabilities()
+  const bounded = AbortSignal.any([signal, AbortSignal.timeout(timeout)])
+  const options = { timeout, signal: bounded }
+  switch (req.method) {
+    case 'resources/list':
+      return caps?.resources === undefined ? [] : (await client.listResources(undefined, { ...options, cacheMode: 'bypass' })).resources
+    case 'resources/templates/list':
+      return caps?.resources === undefined ? [] : (await client.listResourceTemplates(undefined, { ...options, cacheMode: 'bypass' })).resourceTemplates
+    case 'prompts/list':
+      return caps?.prompts === undefined ? [] : (await client.listPrompts(undefined, { ...options, cacheMode: 'bypass' })).prompts
+    case 'resources/read':
+      return await client.readResource(req.params as Parameters<Client['readResource']>[0], { ...options, cacheMode: 'bypass' })
+    case 'prompts/get':
+      return await client.getPrompt(req.params as Parameters<Client['getPrompt']>[0], options)
+    case 'completion/complete':
+      if (caps?.completions === undefined) return { completion: { values: [] } }
+      return await client.complete(req.params as Parameters<Client['complete']>[0], options)
+  }
+}
+
+/** The last lists of one client, each reused for `ttlMs` (reads route by them; a miss asks again with `fresh`). */
+export class SurfaceLists {
+  readonly #lists = new Map<ListMethod, { at: number, items: unknown[] }>()
+
+  get (method: ListMethod, ttlMs: number, now = Date.now()): unknown[] | undefined {
+    const hit = this.#lists.get(method)
+    return hit !== undefined && now - hit.at < ttlMs ? hit.items : undefined
+  }
+
+  set (method: ListMethod, items: unknown[]): void {
+    this.#lists.set(method, { at: Date.now(), items })
+  }
+}
