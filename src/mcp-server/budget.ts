@@ -8,15 +8,19 @@ export interface CallLimits {
   concurrency: number
 }
 
+/** The requests that each reach one upstream server, counted like a call: tools/call, resources/read, prompts/get, completion/complete. */
+const COUNTED: ReadonlySet<unknown> = new Set(['tools/call', 'resources/read', 'prompts/get', 'completion/complete'])
+
 /**
- * How many tools/call a POST /mcp body carries (one JSON-RPC message or a batch): what the
- * exchange counts against the tenant's limits, each call as one request.
+ * How many calls a POST /mcp body carries (one JSON-RPC message or a batch): what the exchange
+ * counts against the tenant's limits, each tools/call, resources/read, prompts/get and
+ * completion/complete as one request (listings, like tools/list, are not counted).
  */
 export function countToolCalls (body: unknown): number {
   const messages = Array.isArray(body) ? body : [body]
   let n = 0
   for (const m of messages) {
-    if (m !== null && typeof m === 'object' && (m as { method?: unknown }).method === 'tools/call') n++
+    if (m !== null && typeof m === 'object' && COUNTED.has((m as { method?: unknown }).method)) n++
   }
   return n
 }

@@ -55,10 +55,14 @@ export interface GatewayMcpHandlers {
   callTool: (params: ToolCallParams, signal: AbortSignal, notify: NotifyRelated) => Promise<CallToolResult>
 }
 
-export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra): GatewayMcpHandlers {
+/** The exchange's share of the tenant's limits, shared by every handler of its server (one per exchange). */
+export function exchangeBudget (opts: GatewayMcpServerOptions): CallBudget | undefined {
+  return opts.limits !== undefined ? new CallBudget(opts.limits) : undefined
+}
+
+export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, budget = exchangeBudget(opts)): GatewayMcpHandlers {
   const { gateway, scope, caller } = opts
   const allow = { functions: splitComma(scope.functions), mcp: splitComma(scope.mcp) }
-  const budget = opts.limits !== undefined ? new CallBudget(opts.limits) : undefined
   const report = (err: unknown): JsonRpcError => {
     if (!(err instanceof HttpError) && !(err instanceof JsonRpcError) && !hasRpcCode(err)) opts.onError?.(err)
     return toJsonRpcError(err)
@@ -124,7 +128,7 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra):
  * `data` as they are. Not the SDK's own error class, whose v1 message already reads `MCP error
  * <code>: ...`: the client adds that prefix again, and the user would read it twice.
  */
-class JsonRpcError extends Error {
+export class JsonRpcError extends Error {
   readonly code: number
   readonly data: unknown
   constructor (code: number, message: string, data?: unknown) {
@@ -144,7 +148,7 @@ function hasRpcCode (err: unknown): err is Error & { code: number, data?: unknow
 }
 
 /** The JSON-RPC error for a failed MCP request, as toJsonRpcFailure (src/errors.ts) maps it. */
-function toJsonRpcError (err: unknown): JsonRpcError {
+export function toJsonRpcError (err: unknown): JsonRpcError {
   if (err instanceof JsonRpcError) return err
   if (hasRpcCode(err)) return new JsonRpcError(err.code, err.message.replace(MCP_ERROR_PREFIX, ''), err.data)
   const { rpcCode, message, data } = toJsonRpcFailure(err)
@@ -200,6 +204,6 @@ function mcpTrace (result: InvokeResult): { content: unknown[], structuredConten
   return trace as { content: unknown[], structuredContent?: unknown }
 }
 
-function withSignal (a: AbortSignal, b: AbortSignal | undefined): AbortSignal {
+export function withSignal (a: AbortSignal, b: AbortSignal | undefined): AbortSignal {
   return b === undefined ? a : AbortSignal.any([a, b])
 }

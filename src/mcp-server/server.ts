@@ -1,10 +1,12 @@
 import { Server } from '@modelcontextprotocol/server'
-import { gatewayMcpHandlers } from './handlers.js'
+import { exchangeBudget, gatewayMcpHandlers } from './handlers.js'
+import { surfaceHandlers } from './surface-handlers.js'
 import type { GatewayMcpServerOptions, McpEra } from './handlers.js'
 import { VERSION } from '../version.js'
 
 export const SERVER_INFO = { name: 'tool-gateway', version: VERSION } as const
-const INSTRUCTIONS = 'Tools of tool-gateway for this API key and allow-list (the functions, mcp and userId query parameters of the endpoint URL).'
+const INSTRUCTIONS = 'Tools, resources and prompts of tool-gateway for this API key and allow-list ' +
+  '(the functions, mcp and userId query parameters of the endpoint URL).'
 
 /**
  * Every listing the gateway serves depends on the caller (API key, tenant, allow-list), so no
@@ -21,13 +23,30 @@ const PRIVATE_NOW = { ttlMs: 0, cacheScope: 'private' } as const
  */
 export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpEra): Server {
   const server = new Server(SERVER_INFO, {
-    capabilities: { tools: { listChanged: true } },
+    // No resources.subscribe: the endpoint is stateless (nothing could hold a subscription).
+    capabilities: { tools: { listChanged: true }, resources: {}, prompts: {}, completions: {} },
     instructions: INSTRUCTIONS,
-    cacheHints: { 'tools/list': PRIVATE_NOW, 'server/discover': PRIVATE_NOW }
+    cacheHints: {
+      'tools/list': PRIVATE_NOW,
+      'server/discover': PRIVATE_NOW,
+      'prompts/list': PRIVATE_NOW,
+      'resources/list': PRIVATE_NOW,
+      'resources/templates/list': PRIVATE_NOW,
+      'resources/read': PRIVATE_NOW
+    }
   })
-  const handlers = gatewayMcpHandlers(opts, era)
+  // One budget for the exchange: its tools/call, resources/read, prompts/get and completion/complete all count.
+  const budget = exchangeBudget(opts)
+  const handlers = gatewayMcpHandlers(opts, era, budget)
+  const surface = surfaceHandlers(opts, budget)
   server.setRequestHandler('tools/list', async (_request, ctx) => await handlers.listTools(ctx.mcpReq.signal))
   server.setRequestHandler('tools/call', async (request, ctx) =>
     await handlers.callTool(request.params, ctx.mcpReq.signal, async (n) => { await ctx.mcpReq.notify(n) }))
+  server.setRequestHandler('resources/list', async (_request, ctx) => await surface.listResources(ctx.mcpReq.signal))
+  server.setRequestHandler('resources/templates/list', async (_request, ctx) => await surface.listResourceTemplates(ctx.mcpReq.signal))
+  server.setRequestHandler('resources/read', async (request, ctx) => await surface.readResource(request.params, ctx.mcpReq.signal))
+  server.setRequestHandler('prompts/list', async (_request, ctx) => await surface.listPrompts(ctx.mcpReq.signal))
+  server.setRequestHandler('prompts/get', async (request, ctx) => await surface.getPrompt(request.params, ctx.mcpReq.signal))
+  server.setRequestHandler('completion/complete', async (request, ctx) => await surface.complete(request.params, ctx.mcpReq.signal))
   return server
 }

@@ -306,7 +306,8 @@ test('malformed JSON, invalid JSON-RPC, unknown methods, oversized bodies, wrong
   assert.equal(unknown.status, 200)
   assert.equal(unknown.json.id, 7)
   assert.equal(unknown.json.error.code, ErrorCode.MethodNotFound)
-  await rejectsWith(client.request({ method: 'resources/list', params: {} }, ToolListChangedNotificationSchema.passthrough() as any), ErrorCode.MethodNotFound)
+  // resources/list is served (mcp.resources.test.ts); subscribing is not (the endpoint is stateless).
+  await rejectsWith(client.request({ method: 'resources/subscribe', params: { uri: 'mem://x' } }, ToolListChangedNotificationSchema.passthrough() as any), ErrorCode.MethodNotFound)
 
   const badParams = await gw.http('POST', '/mcp?functions=calculate', {
     body: { jsonrpc: '2.0', id: 8, method: 'tools/call', params: { arguments: {} } },

@@ -6,6 +6,13 @@ test('a POST /mcp body counts its tools/call: one message or each of a batch, no
   const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x' } }
   assert.equal(countToolCalls(call), 1)
   assert.equal(countToolCalls({ jsonrpc: '2.0', id: 1, method: 'tools/list' }), 0)
+  // Each request that reaches one upstream server counts; listings do not.
+  for (const method of ['resources/read', 'prompts/get', 'completion/complete']) {
+    assert.equal(countToolCalls({ jsonrpc: '2.0', id: 1, method }), 1, method)
+  }
+  for (const method of ['resources/list', 'resources/templates/list', 'prompts/list']) {
+    assert.equal(countToolCalls({ jsonrpc: '2.0', id: 1, method }), 0, method)
+  }
   assert.equal(countToolCalls([call, call, { jsonrpc: '2.0', method: 'notifications/initialized' }, call]), 3)
   assert.equal(countToolCalls([null, 'tools/call', 5, { method: 'tools/call' }]), 1)
   assert.equal(countToolCalls(undefined), 0)

@@ -1,0 +1,281 @@
+import { UriTemplate } from '@modelcontextprotocol/server'
+import type {
+  CompleteResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplateType as ResourceTemplate
+} from '@modelcontextprotocol/server'
+import { HttpError } from '../errors.js'
+import type { ToolPolicy } from '../routing/policy.js'
+import type { CatalogEntry, SurfaceRequest, SurfaceServer } from '../routing/source.js'
+import type { CallBudget } from './budget.js'
+import type { GatewayMcpServerOptions } from './handlers.js'
+import { JsonRpcError, toJsonRpcError, withSignal } from './handlers.js'
+
+/** JSON-RPC "Invalid params": an unknown prompt or completion reference, and (SEP-2164) an unknown resource with `data.uri`. */
+const INVALID_PARAMS = -32602
+
+type ReadParams = Extract<SurfaceRequest, { method: 'resources/read' }>['params']
+type GetParams = Extract<SurfaceRequest, { method: 'prompts/get' }>['params']
+type CompleteParams = Extract<SurfaceRequest, { method: 'completion/complete' }>['params']
+
+/**
+ * Resources, resource templates, prompts and completion of the exchange's MCP servers, once for
+ * both eras (server.ts registers them next to the tools handlers):
+ * - which servers: exactly those the allow-list selects (Gateway.surface: tiers 2, 3 and 5,
+ *   tier 2 only ever the exchange's tenant); a server that cannot be listed is left out of
+ *   listings, and a read or get that finds nothing while one is down says so (not "not found").
+ * - names: a prompt is exposed like a tool (a global server's own name, `user_{u}_prompt_{p}` for
+ *   the tenant's, apiFunctionName(service, p) for a local service); a natural name already taken
+ *   (tier order, then priority, then serverId) is exposed as `{serverId}__{p}`. Resource URIs
+ *   are the servers' own, never rewritten: a read goes to the first server (same order) that
+ *   listed the URI, else to the first whose template matches it.
+ * - policy: each prompt is decided like a tool by its names; a server's resources and templates
+ *   as one entry named `{serverId}__resources`. Reads and gets have no side effects, so a
+ *   policy's readOnly and requireApproval do not hold them back.
+ * - results as the server sent them (its cache fields dropped: the gateway's own apply).
+ * - listings are merged across servers without pagination: each server's list is walked
+ *   whole (bounded by the client's page limit and the answer-size bounds, like tools).
+ * - each read, get and completion counts against the exchange's budget, as a tools/call does.
+ */
+export interface SurfaceHandlers {
+  listResources: (signal: AbortSignal) => Promise<{ resources: Resource[] }>
+  listResourceTemplates: (signal: AbortSignal) => Promise<{ resourceTemplates: ResourceTemplate[] }>
+  listPrompts: (signal: AbortSignal) => Promise<{ prompts: Prompt[] }>
+  readResource: (params: ReadParams, signal: AbortSignal) => Promise<ReadResourceResult>
+  getPrompt: (params: GetParams, signal: AbortSignal) => Promise<GetPromptResult>
+  complete: (params: CompleteParams, signal: AbortSignal) => Promise<CompleteResult>
+}
+
+interface Selected {
+  servers: SurfaceServer[]
+  policy: ToolPolicy | undefined
+}
+
+/** A listing of one kind across the selected servers; `failed` names those that could not be listed. */
+interface Lists<T> {
+  perServer: Array<{ server: SurfaceServer, items: T[] }>
+  failed: string[]
+}
+
+interface PromptIndex {
+  prompts: Prompt[]
+  byName: Map<string, { server: SurfaceServer, name: string }>
+  failed: string[]
+}
+
+interface ResourceIndex {
+  resources: Resource[]
+  owners: Map<string, SurfaceServer>
+  templates: Array<{ server: SurfaceServer, template: ResourceTemplate, matcher: UriTemplate | undefined }>
+  failed: string[]
+}
+
+export function surfaceHandlers (opts: GatewayMcpServerOptions, budget: CallBudget | undefined): SurfaceHandlers {
+  const { gateway, scope, caller } = opts
+  let selected: Promise<Selected> | undefined
+  const select = async (signal: AbortSignal): Promise<Selected> => {
+    selected ??= gateway.surface(scope, caller, signal)
+    return await selected
+  }
+
+  type ListMethod = 'resources/list' | 'resources/templates/list' | 'prompts/list'
+  const lists = async <T>(method: ListMethod, fresh: boolean, signal: AbortSignal, servers: SurfaceServer[]): Promise<Lists<T>> => {
+    const settled = await Promise.all(servers.map(async (server) => {
+      try {
+        return { server, items: await server.request({ method, fresh }, signal) as T[] }
+      } catch {
+        return { server, items: undefined }
+      }
+    }))
+    return {
+      perServer: settled.filter((s): s is { server: SurfaceServer, items: T[] } => Array.isArray(s.items)),
+      failed: settled.filter((s) => !Array.isArray(s.items)).map((s) => s.server.source)
+    }
+  }
+
+  const promptIndex = async (fresh: boolean, signal: AbortSignal): Promise<PromptIndex> => {
+    const { servers, policy } = await select(signal)
+    const listed = await lists<Prompt>('prompts/list', fresh, signal, servers)
+    const prompts: Prompt[] = []
+    const byName = new Map<string, { server: SurfaceServer, name: string }>()
+    for (const { server, items } of listed.perServer) {
+      for (const prompt of items) {
+        const natural = server.promptName(prompt.name)
+        const exposed = byName.has(natural) ? server.qualifiedName(prompt.name) : natural
+        if (byName.has(exposed) || !allowed(policy, server, exposed, prompt.name)) continue
+        byName.set(exposed, { server, name: prompt.name })
+        prompts.push(exposed === prompt.name ? prompt : { ...prompt, name: exposed })
+      }
+    }
+    return { prompts, byName, failed: listed.failed }
+  }
+
+  const resourceIndex = async (fresh: boolean, signal: AbortSignal): Promise<ResourceIndex> => {
+    const { servers, policy } = await select(signal)
+    const open = servers.filter((s) => allowed(policy, s, s.qualifiedName('resources'), 'resources'))
+    const [resources, templates] = await Promise.all([
+      lists<Resource>('resources/list', fresh, signal, open),
+      lists<ResourceTemplate>('resources/templates/list', fresh, signal, open)
+    ])
+    const index: ResourceIndex = { resources: [], owners: new Map(), templates: [], failed: [...new Set([...resources.failed, ...templates.failed])] }
+    for (const { server, items } of resources.perServer) {
+      for (const resource of items) {
+        if (index.owners.has(resource.uri)) continue
+        index.owners.set(resource.uri, server)
+        index.resources.push(resource)
+      }
+    }
+    const seen = new Set<string>()
+    for (const { server, items } of templates.perServer) {
+      for (const template of items) {
+        if (seen.has(template.uriTemplate)) continue
+        seen.add(template.uriTemplate)
+        index.templates.push({ server, template, matcher: matcherOf(template.uriTemplate) })
+      }
+    }
+    return index
+  }
+
+  /** Looks up in the cached lists, then once more in fresh ones (a server may have added it since). */
+  const twice = async <I, T>(build: (fresh: boolean) => Promise<I>, find: (index: I) => T | undefined): Promise<{ hit: T | undefined, index: I }> => {
+    const cached = await build(false)
+    const hit = find(cached)
+    if (hit !== undefined) return { hit, index: cached }
+    const index = await build(true)
+    return { hit: find(index), index }
+  }
+
+  /** Runs one upstream request in the exchange's budget, its failures as JSON-RPC errors (the server's own kept). */
+  const run = async <T>(fn: () => Promise<T>): Promise<T> => {
+    const refused = budget?.take()
+    if (refused !== undefined) throw toJsonRpcError(refused)
+    try {
+      return budget !== undefined ? await budget.run(fn) : await fn()
+    } catch (err) {
+      throw failure(err, opts)
+    }
+  }
+
+  return {
+    async listResources (signal) {
+      try {
+        return { resources: (await resourceIndex(false, withSignal(signal, opts.signal))).resources }
+      } catch (err) {
+        throw failure(err, opts)
+      }
+    },
+
+    async listResourceTemplates (signal) {
+      try {
+        return { resourceTemplates: (await resourceIndex(false, withSignal(signal, opts.signal))).templates.map((t) => t.template) }
+      } catch (err) {
+        throw failure(err, opts)
+      }
+    },
+
+    async listPrompts (signal) {
+      try {
+        return { prompts: (await promptIndex(false, withSignal(signal, opts.signal))).prompts }
+      } catch (err) {
+        throw failure(err, opts)
+      }
+    },
+
+    async readResource (params, signal) {
+      const both = withSignal(signal, opts.signal)
+      return await run(async () => {
+        const { hit, index } = await twice((fresh) => resourceIndex(fresh, both), (i) => ownerOf(i, params.uri))
+        if (hit === undefined) throw missing(index.failed, `Resource not found: ${params.uri}`, { uri: params.uri }, 'Resource not found')
+        return withoutCacheFields(await hit.request({ method: 'resources/read', params }, both)) as ReadResourceResult
+      })
+    },
+
+    async getPrompt (params, signal) {
+      const both = withSignal(signal, opts.signal)
+      return await run(async () => {
+        const { hit, index } = await twice((fresh) => promptIndex(fresh, both), (i) => i.byName.get(params.name))
+        if (hit === undefined) throw missing(index.failed, `Prompt not found: ${params.name}`, { name: params.name })
+        return withoutCacheFields(await hit.server.request({ method: 'prompts/get', params: { ...params, name: hit.name } }, both)) as GetPromptResult
+      })
+    },
+
+    async complete (params, signal) {
+      const both = withSignal(signal, opts.signal)
+      const ref = params.ref as { type?: unknown, name?: unknown, uri?: unknown }
+      return await run(async () => {
+        if (ref.type === 'ref/prompt' && typeof ref.name === 'string') {
+          const name = ref.name
+          const { hit, index } = await twice((fresh) => promptIndex(fresh, both), (i) => i.byName.get(name))
+          if (hit === undefined) throw missing(index.failed, `Prompt not found: ${name}`, { name })
+          const upstream = { ...params, ref: { ...params.ref, name: hit.name } }
+          return withoutCacheFields(await hit.server.request({ method: 'completion/complete', params: upstream }, both)) as CompleteResult
+        }
+        if (ref.type === 'ref/resource' && typeof ref.uri === 'string') {
+          const uri = ref.uri
+          const { hit, index } = await twice((fresh) => resourceIndex(fresh, both), (i) =>
+            i.templates.find((t) => t.template.uriTemplate === uri)?.server ?? i.owners.get(uri))
+          if (hit === undefined) throw missing(index.failed, `Resource template not found: ${uri}`, { uri })
+          return withoutCacheFields(await hit.request({ method: 'completion/complete', params }, both)) as CompleteResult
+        }
+        throw new JsonRpcError(INVALID_PARAMS, 'completion/complete needs a ref of type ref/prompt (with a name) or ref/resource (with a uri)')
+      })
+    }
+  }
+}
+
+/** The server a URI reads from: the first that listed it, else the first whose template matches it. */
+function ownerOf (index: ResourceIndex, uri: string): SurfaceServer | undefined {
+  return index.owners.get(uri) ?? index.templates.find((t) => t.matcher?.match(uri) != null)?.server
+}
+
+function matcherOf (template: string): UriTemplate | undefined {
+  try {
+    return new UriTemplate(template)
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether the tenant's policy lets the exposed item through (decided like a tool of its server; a read runs nothing). */
+function allowed (policy: ToolPolicy | undefined, server: SurfaceServer, exposed: string, upstream: string): boolean {
+  if (policy === undefined) return true
+  const entry: CatalogEntry = {
+    route: server.route,
+    source: server.source,
+    name: exposed,
+    qualifiedName: server.qualifiedName(upstream),
+    spec: { name: upstream, description: '', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } }
+  }
+  return policy.decide(entry).kind !== 'deny'
+}
+
+/**
+ * Nothing the reachable servers list has this name or URI: -32602 with `data` (SEP-2164 for a
+ * URI), unless a selected server could not be listed: then it may be its, and that is the answer.
+ */
+function missing (failed: string[], message: string, data: Record<string, unknown>, short = message): Error {
+  if (failed.length > 0) {
+    return new HttpError('GW_UPSTREAM_ERROR', `${message} on the servers that answered; could not be listed: ${failed.join(', ')}`)
+  }
+  return new JsonRpcError(INVALID_PARAMS, short, data)
+}
+
+/** An upstream result without the fields the gateway's own 2026-07-28 codec sets (cache hints, resultType). */
+function withoutCacheFields (result: unknown): unknown {
+  if (result === null || typeof result !== 'object') return result
+  const { ttlMs: _ttl, cacheScope: _scope, resultType: _type, ...rest } = result as Record<string, unknown>
+  return rest
+}
+
+/**
+ * The JSON-RPC error of a failed surface request: the upstream server's own error with its code
+ * and data (a number code: the SDK's error of either version), the gateway's errors mapped as
+ * for tools; anything else is a bug, reported and answered -32603.
+ */
+function failure (err: unknown, opts: GatewayMcpServerOptions): JsonRpcError {
+  if (err instanceof JsonRpcError) return err
+  const code = (err as { code?: unknown } | null)?.code
+  if (err instanceof Error && typeof code === 'number' && Number.isSafeInteger(code)) {
+    return new JsonRpcError(code, err.message.replace(/^MCP error -?\d+: /, ''), (err as { data?: unknown }).data)
+  }
+  if (!(err instanceof HttpError) && typeof code !== 'string') opts.onError?.(err)
+  return toJsonRpcError(err)
+}

@@ -1,0 +1,335 @@
+/**
+ * /mcp serves the resources, resource templates, prompts and completion of the allow-listed MCP
+ * servers (src/mcp-server/surface-handlers.ts), in both eras: a legacy SDK v1 server as a tenant's
+ * and a 2026-07-28-only SDK v2 server as a global one, read by an SDK v1 client (legacy) and a v2
+ * client pinned to 2026-07-28. Prompt names are namespaced like tools, URIs are the servers' own;
+ * tenancy, the allow-list and a dead server are checked on real servers.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { createServer } from 'node:http'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { TestContext } from 'node:test'
+import { z } from 'zod'
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
+import { McpServer as V2McpServer, ResourceTemplate as V2Template, createMcpHandler } from '@modelcontextprotocol/server'
+import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { McpServer as V1McpServer, ResourceTemplate as V1Template } from '@modelcontextprotocol/sdk/server/mcp.js'
+import { StreamableHTTPServerTransport as V1ServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
+import { CompleteRequestSchema } from '@modelcontextprotocol/sdk/types.js'
+import { buildApp } from '../../../src/app.js'
+import { loadConfig } from '../../../src/config.js'
+import { TEST_QUOTA } from '../../helpers/app.js'
+
+const ADMIN = 'admin-key-0123456789'
+const ACME = 'acme-key-0123456789'
+const GLOBEX = 'globex-key-0123456789'
+const MODERN = '2026-07-28'
+const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=='
+
+interface Fixture { url: string, methods: string[] }
+
+/** Reads a node request's JSON body. */
+async function bodyOf (req: IncomingMessage): Promise<{ raw: Buffer, json: any }> {
+  const chunks: Buffer[] = []
+  for await (const c of req) chunks.push(c as Buffer)
+  const raw = Buffer.concat(chunks)
+  return { raw, json: raw.length > 0 ? JSON.parse(raw.toString('utf8')) : undefined }
+}
+
+async function listen (t: TestContext, handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>, path: string): Promise<string> {
+  const http = createServer((req, res) => { handle(req, res).catch(() => { if (!res.headersSent) res.writeHead(500); res.end() }) })
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
+  t.after(async () => { http.closeAllConnections(); await new Promise<void>((resolve) => http.close(() => resolve())) })
+  const address = http.address()
+  assert.ok(address !== null && typeof address === 'object')
+  return `http://127.0.0.1:${address.port}${path}`
+}
+
+/** A legacy-only server on the SDK v1 (stateless streamable HTTP): `mem://{marker}/readme`, a prompt `greet`, completion echoing its ref. */
+async function startLegacy (t: TestContext, marker: string): Promise<Fixture> {
+  const methods: string[] = []
+  const build = (): V1McpServer => {
+    const server = new V1McpServer({ name: `legacy-${marker}`, version: '1.0.0' }, { capabilities: { completions: {} } })
+    server.registerResource('readme', `mem://${marker}/readme`, { mimeType: 'text/plain' },
+      async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: `readme of ${marker}` }] }))
+    server.registerResource('note', new V1Template(`mem://${marker}/notes/{id}`, { list: undefined }), { mimeType: 'text/plain' },
+      async (uri, { id }) => ({ contents: [{ uri: uri.href, text: `note ${String(id)} of ${marker}` }] }))
+    server.registerPrompt('greet', { description: 'greets', argsSchema: { who: z.string() } },
+      async ({ who }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `hello ${who} from ${marker}` } }] }))
+    server.server.setRequestHandler(CompleteRequestSchema, async (request) => ({
+      completion: { values: [`${marker}:${JSON.stringify(request.params.ref)}:${request.params.argument.value}`] }
+    }))
+    return server
+  }
+  const url = await listen(t, async (req, res) => {
+    const { json } = await bodyOf(req)
+    if (req.method !== 'POST') { res.writeHead(405).end(); return }
+    methods.push(json?.method)
+    const server = build()
+    const transport = new V1ServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
+    res.once('close', () => { server.close().catch(() => {}) })
+    await server.connect(transport)
+    await transport.handleRequest(req, res, json)
+  }, '/mcp')
+  return { url, methods }
+}
+
+/** A 2026-07-28-only server on the SDK v2: `kb://logo` (blob), template `kb://articles/{id}`, prompts `greet` and `summarize`. */
+async function startModern (t: TestContext, marker: string): Promise<Fixture> {
+  const methods: string[] = []
+  const handler = createMcpHandler(() => {
+    const server = new V2McpServer({ name: `modern-${marker}`, version: '1.0.0' }, { capabilities: { completions: {} } })
+    server.registerResource('logo', `kb://${marker}/logo`, { mimeType: 'image/png' },
+      async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'image/png', blob: PNG }] }))
+    server.registerResource('article', new V2Template(`kb://${marker}/articles/{id}`, { list: undefined }), { mimeType: 'text/plain' },
+      async (uri, { id }) => ({ contents: [{ uri: uri.href, text: `article ${String(id)}` }], _meta: { from: marker } }))
+    server.registerPrompt('greet', { description: 'greets too' },
+      async () => ({ messages: [{ role: 'user', content: { type: 'text', text: `global greet of ${marker}` } }] }))
+    server.registerPrompt('summarize', { description: 'summarizes', argsSchema: z.object({ topic: z.string() }) },
+      async ({ topic }) => ({
+        messages: [
+          { role: 'user', content: { type: 'image', data: PNG, mimeType: 'image/png' } },
+          { role: 'user', content: { type: 'resource', resource: { uri: `kb://${marker}/logo`, text: `summary of ${topic}` } } }
+        ]
+      }))
+    server.server.setRequestHandler('completion/complete', async (request) => ({
+      completion: { values: [`${marker}:${JSON.stringify(request.params.ref)}:${request.params.argument.value}`] }
+    }))
+    return server
+  }, { legacy: 'reject' })
+  const url = await listen(t, async (req, res) => {
+    const { raw, json } = await bodyOf(req)
+    methods.push(json?.method ?? req.method)
+    const headers = new Headers()
+    for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v)
+    const request = new Request(`http://127.0.0.1${req.url ?? '/'}`, { method: req.method, headers, ...(req.method === 'POST' ? { body: new Uint8Array(raw) } : {}) })
+    const response = await handler.fetch(request, { parsedBody: json })
+    res.writeHead(response.status, Object.fromEntries(response.headers))
+    res.end(Buffer.from(await response.arrayBuffer()))
+  }, '/mcp')
+  return { url, methods }
+}
+
+type SurfaceClient = Pick<Client, 'listResources' | 'listResourceTemplates' | 'readResource' | 'listPrompts' | 'getPrompt' | 'complete'>
+interface RawMessage { id: number, method: string, params: Record<string, unknown> }
+
+interface Gateway {
+  put: (path: string, key: string, body: unknown) => Promise<number>
+  /** A client on /mcp?{query}: the SDK v1 one (legacy), or the v2 one pinned to 2026-07-28. */
+  client: (era: 'legacy' | 'modern', query: string, key: string) => Promise<SurfaceClient>
+  rpc: (query: string, key: string, message: RawMessage, headers: Record<string, string>) => Promise<{ status: number, json: any }>
+}
+
+async function startGateway (t: TestContext): Promise<Gateway> {
+  const workspaces = await mkdtemp(join(tmpdir(), 'tg-mcp-resources-'))
+  const config = loadConfig({
+    SANDBOX: 'none',
+    ...TEST_QUOTA,
+    LOG_LEVEL: 'silent',
+    WORKSPACES_DIR: workspaces,
+    EGRESS_ALLOW: '127.0.0.1/32',
+    MCP_LIST_TIMEOUT_MS: '3000',
+    API_KEYS: `${ADMIN}:*,${ACME}:acme,${GLOBEX}:globex`
+  })
+  const app = await buildApp(config, { logger: false })
+  const closers: Array<() => Promise<void>> = []
+  t.after(async () => {
+    for (const close of closers) await close()
+    await app.close()
+    await rm(workspaces, { recursive: true, force: true })
+  })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const address = app.server.address()
+  assert.ok(address !== null && typeof address === 'object')
+  const base = `http://127.0.0.1:${address.port}`
+  const auth = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
+  return {
+    async put (path, key, body) {
+      const res = await fetch(base + path, { method: 'PUT', headers: { ...auth(key), 'content-type': 'application/json' }, body: JSON.stringify(body) })
+      await res.arrayBuffer()
+      return res.status
+    },
+    async client (era, query, key) {
+      const url = new URL(`${base}/mcp?${query}`)
+      if (era === 'legacy') {
+        const legacy = new LegacyClient({ name: 'test-v1', version: '1.0.0' })
+        await legacy.connect(new LegacyTransport(url, { requestInit: { headers: auth(key) } }))
+        closers.push(async () => await legacy.close())
+        return legacy as unknown as Client
+      }
+      const client = new Client({ name: 'test-v2', version: '1.0.0' }, { versionNegotiation: { mode: { pin: MODERN } } })
+      await client.connect(new StreamableHTTPClientTransport(url, { requestInit: { headers: auth(key) } }))
+      assert.equal(client.getProtocolEra(), 'modern')
+      closers.push(async () => await client.close())
+      return client
+    },
+    async rpc (query, key, message, headers) {
+      const meta = {
+        'io.modelcontextprotocol/protocolVersion': MODERN,
+        'io.modelcontextprotocol/clientCapabilities': {},
+        'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' }
+      }
+      const res = await fetch(`${base}/mcp?${query}`, {
+        method: 'POST',
+        headers: {
+          ...auth(key),
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': MODERN,
+          'mcp-method': message.method,
+          ...headers
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', ...message, params: { ...message.params, _meta: meta } })
+      })
+      return { status: res.status, json: await res.json() }
+    }
+  }
+}
+
+/** The JSON-RPC error a client call fails with (either SDK). */
+async function rpcError (work: Promise<unknown>): Promise<{ code: number, message: string, data: any }> {
+  try {
+    await work
+  } catch (err) {
+    const e = err as { code?: unknown, message: string, data?: unknown }
+    assert.equal(typeof e.code, 'number', e.message)
+    return { code: e.code as number, message: e.message, data: e.data }
+  }
+  assert.fail('the request did not fail')
+}
+
+async function deadUrl (t: TestContext): Promise<string> {
+  const http = createServer()
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
+  const address = http.address()
+  assert.ok(address !== null && typeof address === 'object')
+  await new Promise<void>((resolve) => http.close(() => resolve()))
+  t.diagnostic(`dead server on port ${address.port}`)
+  return `http://127.0.0.1:${address.port}/mcp`
+}
+
+test('resources, templates, prompts and completion of a tenant\'s legacy server and a global 2026-07-28 one, through /mcp in both eras', async (t) => {
+  const acme = await startLegacy(t, 'acme')
+  const kb = await startModern(t, 'kb')
+  const other = await startModern(t, 'other')
+  const gw = await startGateway(t)
+  assert.equal(await gw.put('/users/acme/mcp/servers/docs', ACME, { type: 'streamable_http', url: acme.url }), 201)
+  assert.equal(await gw.put('/mcp/servers/kb', ADMIN, { type: 'streamable_http', url: kb.url }), 201)
+  assert.equal(await gw.put('/mcp/servers/other', ADMIN, { type: 'streamable_http', url: other.url }), 201)
+  const query = 'mcp=docs,kb'
+
+  for (const era of ['legacy', 'modern'] as const) {
+    const client = await gw.client(era, query, ACME)
+    const resources = (await client.listResources()).resources
+    assert.deepEqual(resources.map((r) => r.uri).sort(), ['kb://kb/logo', 'mem://acme/readme'], era)
+    const templates = (await client.listResourceTemplates()).resourceTemplates
+    assert.deepEqual(templates.map((r) => r.uriTemplate).sort(), ['kb://kb/articles/{id}', 'mem://acme/notes/{id}'], era)
+
+    const text = await client.readResource({ uri: 'mem://acme/readme' })
+    assert.deepEqual(text.contents, [{ uri: 'mem://acme/readme', mimeType: 'text/plain', text: 'readme of acme' }], era)
+    const blob = await client.readResource({ uri: 'kb://kb/logo' })
+    assert.deepEqual(blob.contents, [{ uri: 'kb://kb/logo', mimeType: 'image/png', blob: PNG }], era)
+    const templated = await client.readResource({ uri: 'kb://kb/articles/42' })
+    assert.deepEqual(templated.contents, [{ uri: 'kb://kb/articles/42', text: 'article 42' }], era)
+    assert.equal((templated._meta as { from?: unknown } | undefined)?.from, 'kb', `${era}: the server's _meta is carried`)
+    const note = await client.readResource({ uri: 'mem://acme/notes/7' })
+    assert.deepEqual(note.contents, [{ uri: 'mem://acme/notes/7', text: 'note 7 of acme' }], era)
+
+    // Prompt names like tools: the tenant's encoded, the global server's its own.
+    const prompts = (await client.listPrompts()).prompts
+    assert.deepEqual(prompts.map((p) => p.name).sort(), ['greet', 'summarize', 'user_acme_prompt_greet'], era)
+    assert.deepEqual(prompts.find((p) => p.name === 'user_acme_prompt_greet')?.arguments?.map((a) => a.name), ['who'])
+    const greet = await client.getPrompt({ name: 'user_acme_prompt_greet', arguments: { who: 'ada' } })
+    assert.deepEqual(greet.messages, [{ role: 'user', content: { type: 'text', text: 'hello ada from acme' } }], era)
+    assert.deepEqual((await client.getPrompt({ name: 'greet' })).messages, [{ role: 'user', content: { type: 'text', text: 'global greet of kb' } }])
+    const summary = await client.getPrompt({ name: 'summarize', arguments: { topic: 'cats' } })
+    assert.deepEqual(summary.messages, [
+      { role: 'user', content: { type: 'image', data: PNG, mimeType: 'image/png' } },
+      { role: 'user', content: { type: 'resource', resource: { uri: 'kb://kb/logo', text: 'summary of cats' } } }
+    ], era)
+
+    // Completion goes to the owner, with the upstream's own prompt name.
+    const byPrompt = await client.complete({ ref: { type: 'ref/prompt', name: 'user_acme_prompt_greet' }, argument: { name: 'who', value: 'a' } })
+    assert.deepEqual(byPrompt.completion.values, ['acme:{"type":"ref/prompt","name":"greet"}:a'], era)
+    const byTemplate = await client.complete({ ref: { type: 'ref/resource', uri: 'kb://kb/articles/{id}' }, argument: { name: 'id', value: '4' } })
+    assert.deepEqual(byTemplate.completion.values, ['kb:{"type":"ref/resource","uri":"kb://kb/articles/{id}"}:4'], era)
+
+    // Nothing lists it: -32602 with data.uri (SEP-2164); an unknown prompt is -32602 too.
+    const missing = await rpcError(client.readResource({ uri: 'mem://acme/nope' }))
+    assert.equal(missing.code, -32602, era)
+    assert.deepEqual(missing.data, { uri: 'mem://acme/nope' })
+    assert.equal((await rpcError(client.getPrompt({ name: 'user_acme_prompt_nope' }))).code, -32602)
+    // The global server that is not in the allow-list is never listed nor read.
+    assert.equal((await rpcError(client.readResource({ uri: 'kb://other/logo' }))).code, -32602)
+  }
+  const consulted = other.methods.filter((m) => m !== 'server/discover' && m !== 'initialize' && m !== 'notifications/initialized')
+  assert.deepEqual(consulted, [], 'the server outside the allow-list was not consulted')
+  assert.ok(acme.methods.includes('resources/read') && kb.methods.includes('prompts/get'))
+})
+
+test('tenancy: acme\'s URL never lists or reads globex\'s resources and prompts; a globex URI read through it is not found', async (t) => {
+  const acme = await startLegacy(t, 'acme')
+  const globex = await startLegacy(t, 'globex')
+  const gw = await startGateway(t)
+  assert.equal(await gw.put('/users/acme/mcp/servers/docs', ACME, { type: 'streamable_http', url: acme.url }), 201)
+  assert.equal(await gw.put('/users/globex/mcp/servers/docs', GLOBEX, { type: 'streamable_http', url: globex.url }), 201)
+  for (const era of ['legacy', 'modern'] as const) {
+    const asAcme = await gw.client(era, 'mcp=docs', ACME)
+    assert.deepEqual((await asAcme.listResources()).resources.map((r) => r.uri), ['mem://acme/readme'], era)
+    assert.deepEqual((await asAcme.listPrompts()).prompts.map((p) => p.name), ['user_acme_prompt_greet'], era)
+    const read = await rpcError(asAcme.readResource({ uri: 'mem://globex/readme' }))
+    assert.equal(read.code, -32602, era)
+    assert.deepEqual(read.data, { uri: 'mem://globex/readme' })
+    assert.equal((await rpcError(asAcme.getPrompt({ name: 'user_globex_prompt_greet', arguments: { who: 'x' } }))).code, -32602)
+    const asGlobex = await gw.client(era, 'mcp=docs', GLOBEX)
+    assert.deepEqual((await asGlobex.readResource({ uri: 'mem://globex/readme' })).contents.map((c) => c.uri), ['mem://globex/readme'])
+  }
+  assert.equal(globex.methods.filter((m) => m === 'resources/read').length, 2, 'globex\'s server read only for globex')
+  // An admin acting for acme sees acme's, never globex's.
+  const admin = await gw.client('legacy', 'userId=acme&mcp=docs', ADMIN)
+  assert.deepEqual((await admin.listResources()).resources.map((r) => r.uri), ['mem://acme/readme'])
+})
+
+test('a dead server is left out of listings; a read that finds nothing while it is down says it could not be listed', async (t) => {
+  const kb = await startModern(t, 'kb')
+  const gw = await startGateway(t)
+  assert.equal(await gw.put('/mcp/servers/kb', ADMIN, { type: 'streamable_http', url: kb.url }), 201)
+  assert.equal(await gw.put('/mcp/servers/dead', ADMIN, { type: 'streamable_http', url: await deadUrl(t) }), 201)
+  for (const era of ['legacy', 'modern'] as const) {
+    const client = await gw.client(era, 'mcp=kb,dead', ACME)
+    assert.deepEqual((await client.listResources()).resources.map((r) => r.uri), ['kb://kb/logo'], era)
+    assert.deepEqual((await client.listPrompts()).prompts.map((p) => p.name).sort(), ['greet', 'summarize'], era)
+    assert.equal((await client.readResource({ uri: 'kb://kb/logo' })).contents.length, 1)
+    const unknown = await rpcError(client.readResource({ uri: 'dead://thing' }))
+    assert.equal(unknown.code, -32603, era)
+    assert.match(unknown.message, /could not be listed: dead/)
+  }
+})
+
+test('2026-07-28 on the wire: Mcp-Name is checked against the uri and the prompt name; listings and reads are private, ttlMs 0', async (t) => {
+  const kb = await startModern(t, 'kb')
+  const gw = await startGateway(t)
+  assert.equal(await gw.put('/mcp/servers/kb', ADMIN, { type: 'streamable_http', url: kb.url }), 201)
+  const read = { id: 7, method: 'resources/read', params: { uri: 'kb://kb/logo' } }
+  const ok = await gw.rpc('mcp=kb', ACME, read, { 'mcp-name': 'kb://kb/logo' })
+  assert.equal(ok.status, 200)
+  assert.equal(ok.json.result.cacheScope, 'private')
+  assert.equal(ok.json.result.ttlMs, 0)
+  const wrong = await gw.rpc('mcp=kb', ACME, read, { 'mcp-name': 'kb://kb/other' })
+  assert.equal(wrong.status, 400)
+  assert.equal(wrong.json.id, 7)
+  assert.equal(wrong.json.error.code, -32020)
+  const get = { id: 8, method: 'prompts/get', params: { name: 'greet' } }
+  assert.equal((await gw.rpc('mcp=kb', ACME, get, { 'mcp-name': 'greet' })).status, 200)
+  assert.equal((await gw.rpc('mcp=kb', ACME, get, { 'mcp-name': 'summarize' })).json.error.code, -32020)
+  for (const method of ['resources/list', 'resources/templates/list', 'prompts/list']) {
+    const listed = await gw.rpc('mcp=kb', ACME, { id: 9, method, params: {} }, {})
+    assert.equal(listed.json.result.cacheScope, 'private', method)
+    assert.equal(listed.json.result.ttlMs, 0, method)
+  }
+})
