@@ -14,6 +14,15 @@ export { ID_PATTERN, isValidId } from '../naming/names.js'
 export const SERVER_TYPES = ['streamable_http', 'sse', 'stdio'] as const
 export type ServerType = typeof SERVER_TYPES[number]
 
+/**
+ * Which MCP protocol era the gateway speaks to the server: `auto` sends `server/discover` once
+ * per config (the verdict is remembered) and falls back to `initialize`; `legacy` always
+ * initializes (2025-11-25 and earlier); `2026-07-28` speaks that revision without a probe.
+ * Default: `auto` for streamable_http, `legacy` for stdio (its probe spawns the command a second
+ * time) and sse (a legacy-only transport, which accepts nothing else).
+ */
+const SERVER_PROTOCOLS = ['auto', 'legacy', '2026-07-28'] as const
+
 /** Accepted spellings of `type`, all lower-cased before lookup. Anything else is a 400. */
 const SERVER_TYPE_ALIASES: Readonly<Record<string, ServerType>> = {
   streamable_http: 'streamable_http',
@@ -70,7 +79,10 @@ export const ServerConfigInputSchema = Type.Object({
     description: 'Higher wins among global servers; ties go to the smaller serverId'
   })),
   description: Type.Optional(Type.String({ maxLength: L.descriptionLength })),
-  disabledTools: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: L.toolNameLength }), { maxItems: L.disabledToolCount }))
+  disabledTools: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: L.toolNameLength }), { maxItems: L.disabledToolCount })),
+  protocol: Type.Optional(Type.Union(SERVER_PROTOCOLS.map((p) => Type.Literal(p)), {
+    description: 'MCP protocol era: auto (server/discover once per config, else initialize; the default for streamable_http), legacy (initialize; the default for stdio and sse), 2026-07-28 (no probe)'
+  }))
 }, { additionalProperties: false, $id: 'ServerConfigInput' })
 export type ServerConfigInput = Static<typeof ServerConfigInputSchema>
 
@@ -86,7 +98,8 @@ export const ServerConfigSchema = Type.Object({
   timeoutMs: Type.Optional(Type.Integer()),
   priority: Type.Integer(),
   description: Type.Optional(Type.String()),
-  disabledTools: Type.Optional(Type.Array(Type.String()))
+  disabledTools: Type.Optional(Type.Array(Type.String())),
+  protocol: Type.Optional(Type.Union(SERVER_PROTOCOLS.map((p) => Type.Literal(p))))
 }, { additionalProperties: false, $id: 'ServerConfig' })
 export type ServerConfig = Static<typeof ServerConfigSchema>
 
@@ -221,6 +234,10 @@ export function normalizeServerConfig (input: unknown, options: NormalizeOptions
     }
   }
 
+  if (raw.protocol !== undefined) {
+    if (type === 'sse' && raw.protocol !== 'legacy') return bad(`protocol ${raw.protocol} is not possible over the sse transport (HTTP+SSE is legacy only): use streamable_http`)
+    config.protocol = raw.protocol
+  }
   if (raw.timeoutMs !== undefined) config.timeoutMs = raw.timeoutMs
   if (raw.description !== undefined) config.description = raw.description
   if (raw.disabledTools !== undefined) config.disabledTools = [...new Set(raw.disabledTools)]

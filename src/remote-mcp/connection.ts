@@ -111,10 +111,12 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
     throw new UpstreamError('GW_UPSTREAM_CONNECT', o.safeMessage(err))
   }
   const kind = transportKind(o.spec.type)
+  // The server config's own choice (`protocol`), else the transport's default.
+  const era = o.spec.protocol ?? kind.era
   const client = new Client(o.clientInfo, {
     capabilities: {},
     jsonSchemaValidator: o.schemaValidator,
-    versionNegotiation: { mode: kind.era },
+    versionNegotiation: { mode: era === '2026-07-28' ? { pin: era } : era },
     listMaxPages: MAX_LIST_PAGES
   })
   const conn: Connection = { client, handle, closed: false, era: 'legacy' }
@@ -142,7 +144,7 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
     }
     o.logger.debug({ mcpClient: o.label, err: o.safeMessage(err) }, 'MCP transport error')
   }
-  const eraKey = kind.era === 'auto' ? EraVerdicts.key(o.spec) : undefined
+  const eraKey = era === 'auto' ? EraVerdicts.key(o.spec) : undefined
   const prior = eraKey === undefined ? undefined : o.eras.get(eraKey)
   if (eraKey !== undefined && prior === undefined) o.eras.probes++
   // The era probe does not take the signal: closing the transport ends it (and a hung child).

@@ -16,7 +16,8 @@ function toConnectSpec (config: ServerConfig): ConnectSpec {
     ...(config.command !== undefined ? { command: config.command } : {}),
     ...(config.args !== undefined ? { args: config.args } : {}),
     ...(config.env !== undefined ? { env: config.env } : {}),
-    ...(config.timeoutMs !== undefined ? { timeoutMs: config.timeoutMs } : {})
+    ...(config.timeoutMs !== undefined ? { timeoutMs: config.timeoutMs } : {}),
+    ...(config.protocol !== undefined ? { protocol: config.protocol } : {})
   }
 }
 

@@ -31,6 +31,8 @@ export interface ConnectSpec {
   cwd?: string
   /** Default deadline for tools/call on this server (the caller may pass a lower one). */
   timeoutMs?: number
+  /** The protocol era to speak (server-config.ts SERVER_PROTOCOLS); default the transport kind's `era`. */
+  protocol?: 'auto' | 'legacy' | '2026-07-28'
 }
 
 /** Options of createTransport (transports.ts). */
