@@ -1,5 +1,7 @@
 import { Ajv } from 'ajv'
 import type { ValidateFunction } from 'ajv'
+import { Ajv2019 } from 'ajv/dist/2019.js'
+import { Ajv2020 } from 'ajv/dist/2020.js'
 import addFormatsModule from 'ajv-formats'
 import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js'
 
@@ -21,14 +23,17 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
  *   tenant's schema with the same id would resolve to it (or fail as a duplicate): it gets an Ajv
  *   instance of its own, as the SDK's default does, cached with it.
  * - The cache is bounded (least recently used out first), so tenant schemas cannot grow memory.
- * - Options match the SDK's default validator (formats validated, all errors, not strict).
+ * - Options match the SDK's default validator (formats validated, all errors, not strict), and so
+ *   does the dialect: a schema without `$schema` or declaring 2020-12 is read as JSON Schema
+ *   2020-12 (MCP's default dialect since 2025-11-25: `prefixItems`, `$defs`, `dependentRequired`),
+ *   2019-09 as 2019-09, anything else (draft-07 and older) as draft-07. One shared instance per
+ *   dialect.
  */
 export class SharedSchemaValidator implements jsonSchemaValidator {
   readonly #max: number
   readonly #cache = new Map<string, CacheEntry>()
-  #shared: Ajv | undefined
-  /** What the shared instance holds before any tenant schema (its meta-schemas). */
-  #sharedBase = 0
+  /** One shared instance per dialect, and what each holds before any tenant schema (its meta-schemas). */
+  readonly #shared = new Map<Dialect, { ajv: Ajv, base: number }>()
   #compiled = 0
 
   constructor (maxSchemas = 1000) {
@@ -58,23 +63,31 @@ export class SharedSchemaValidator implements jsonSchemaValidator {
    * instance holds (read from Ajv's own cache; -1 if a later Ajv names it differently).
    */
   stats (): { cached: number, compiled: number, sharedAjvSchemas: number } {
-    const held = this.#shared === undefined ? 0 : ajvCacheSize(this.#shared)
-    return { cached: this.#cache.size, compiled: this.#compiled, sharedAjvSchemas: held < 0 ? -1 : held - this.#sharedBase }
+    let held = 0
+    for (const { ajv, base } of this.#shared.values()) {
+      const size = ajvCacheSize(ajv)
+      if (size < 0) return { cached: this.#cache.size, compiled: this.#compiled, sharedAjvSchemas: -1 }
+      held += size - base
+    }
+    return { cached: this.#cache.size, compiled: this.#compiled, sharedAjvSchemas: held }
   }
 
   #compile (text: string): CacheEntry {
     // A private copy: the compiled function and Ajv's cache never hold the caller's object.
     const own = JSON.parse(text) as object
     this.#compiled++
+    const dialect = dialectOf(own)
     if (text.includes('"$id"')) {
-      const ajv = newAjv(true)
+      const ajv = newAjv(dialect, true)
       return { ajv, schema: own, validate: ajv.compile(own), shared: false }
     }
-    if (this.#shared === undefined) {
-      this.#shared = newAjv(false)
-      this.#sharedBase = Math.max(0, ajvCacheSize(this.#shared))
+    let held = this.#shared.get(dialect)
+    if (held === undefined) {
+      const ajv = newAjv(dialect, false)
+      held = { ajv, base: Math.max(0, ajvCacheSize(ajv)) }
+      this.#shared.set(dialect, held)
     }
-    const shared = this.#shared
+    const shared = held.ajv
     try {
       return { ajv: shared, schema: own, validate: shared.compile(own), shared: true }
     } catch (err) {
@@ -106,8 +119,19 @@ function ajvCacheSize (ajv: Ajv): number {
   return (ajv as unknown as { _cache?: Map<unknown, unknown> })._cache?.size ?? -1
 }
 
-function newAjv (addUsedSchema: boolean): Ajv {
-  const ajv = new Ajv({ strict: false, validateFormats: true, validateSchema: false, allErrors: true, addUsedSchema })
+type Dialect = '2020-12' | '2019-09' | 'draft-07'
+
+/** The JSON Schema dialect a schema declares (`$schema`); none means 2020-12, MCP's default. */
+function dialectOf (schema: object): Dialect {
+  const declared = (schema as { $schema?: unknown }).$schema
+  if (typeof declared !== 'string' || declared.includes('/draft/2020-12/')) return '2020-12'
+  if (declared.includes('/draft/2019-09/')) return '2019-09'
+  return 'draft-07'
+}
+
+function newAjv (dialect: Dialect, addUsedSchema: boolean): Ajv {
+  const options = { strict: false, validateFormats: true, validateSchema: false, allErrors: true, addUsedSchema }
+  const ajv = dialect === '2020-12' ? new Ajv2020(options) : dialect === '2019-09' ? new Ajv2019(options) : new Ajv(options)
   addFormats(ajv)
   return ajv
 }

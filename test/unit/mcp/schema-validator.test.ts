@@ -110,3 +110,23 @@ test('evicted schemas leave the shared Ajv instance too', () => {
   for (let i = 0; i < 20; i++) v.getValidator({ type: 'object', properties: { [`k${i}`]: { type: 'string' } } })
   assert.deepEqual(v.stats(), { cached: 3, compiled: 20, sharedAjvSchemas: 3 })
 })
+
+test('the dialect is the schema\'s own: none or 2020-12 as 2020-12 (MCP\'s default), 2019-09 as 2019-09, draft-07 as draft-07', () => {
+  const v = new SharedSchemaValidator()
+  // 2020-12 tuples are prefixItems; without $schema a schema is 2020-12.
+  const tuple = { type: 'array', prefixItems: [{ type: 'string' }, { type: 'number' }] }
+  assert.equal(v.getValidator(tuple)(['a', 1]).valid, true)
+  assert.equal(v.getValidator(tuple)(['a', 'b']).valid, false)
+  const declared = { $schema: 'https://json-schema.org/draft/2020-12/schema', ...tuple, $defs: { n: { type: 'number' } } }
+  assert.equal(v.getValidator(declared)(['a', 2]).valid, true)
+  assert.equal(v.getValidator(declared)([1, 2]).valid, false)
+  // draft-07 tuples are an items array.
+  const draft07 = { $schema: 'http://json-schema.org/draft-07/schema#', type: 'array', items: [{ type: 'string' }, { type: 'number' }] }
+  assert.equal(v.getValidator(draft07)(['a', 1]).valid, true)
+  assert.equal(v.getValidator(draft07)(['a', 'b']).valid, false)
+  // 2019-09 has dependentRequired.
+  const d2019 = { $schema: 'https://json-schema.org/draft/2019-09/schema', type: 'object', dependentRequired: { card: ['cvv'] } }
+  assert.equal(v.getValidator(d2019)({ card: '4111' }).valid, false)
+  assert.equal(v.getValidator(d2019)({ card: '4111', cvv: '123' }).valid, true)
+  assert.equal(v.stats().compiled, 4)
+})
