@@ -6,6 +6,8 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import { SharedSchemaValidator } from '../../../src/mcp/schema-validator.js'
 
+type Schema = Parameters<SharedSchemaValidator['getValidator']>[0]
+
 const numberResult = { type: 'object', properties: { n: { type: 'number' } }, required: ['n'] }
 
 test('the same schema text compiles once, whichever object carries it', () => {
@@ -121,7 +123,8 @@ test('the dialect is the schema\'s own: none or 2020-12 as 2020-12 (MCP\'s defau
   assert.equal(v.getValidator(declared)(['a', 2]).valid, true)
   assert.equal(v.getValidator(declared)([1, 2]).valid, false)
   // draft-07 tuples are an items array.
-  const draft07 = { $schema: 'http://json-schema.org/draft-07/schema#', type: 'array', items: [{ type: 'string' }, { type: 'number' }] }
+  // (The SDK's schema type has no draft-07 tuple form.)
+  const draft07 = { $schema: 'http://json-schema.org/draft-07/schema#', type: 'array', items: [{ type: 'string' }, { type: 'number' }] } as unknown as Schema
   assert.equal(v.getValidator(draft07)(['a', 1]).valid, true)
   assert.equal(v.getValidator(draft07)(['a', 'b']).valid, false)
   // 2019-09 has dependentRequired.
