@@ -125,7 +125,7 @@ interface Gateway {
   rpc: (query: string, key: string, message: RawMessage, headers: Record<string, string>) => Promise<{ status: number, json: any }>
 }
 
-async function startGateway (t: TestContext): Promise<Gateway> {
+async function startGateway (t: TestContext, env: Record<string, string> = {}): Promise<Gateway> {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-mcp-resources-'))
   const config = loadConfig({
     SANDBOX: 'none',
@@ -134,7 +134,8 @@ async function startGateway (t: TestContext): Promise<Gateway> {
     WORKSPACES_DIR: workspaces,
     EGRESS_ALLOW: '127.0.0.1/32',
     MCP_LIST_TIMEOUT_MS: '3000',
-    API_KEYS: `${ADMIN}:*,${ACME}:acme,${GLOBEX}:globex`
+    API_KEYS: `${ADMIN}:*,${ACME}:acme,${GLOBEX}:globex`,
+    ...env
   })
   const app = await buildApp(config, { logger: false })
   const closers: Array<() => Promise<void>> = []
@@ -332,4 +333,102 @@ test('2026-07-28 on the wire: Mcp-Name is checked against the uri and the prompt
     assert.equal(listed.json.result.cacheScope, 'private', method)
     assert.equal(listed.json.result.ttlMs, 0, method)
   }
+})
+
+const LOCAL = { MCP_SERVICES_DIR: 'test/fixtures/mcp-services/surface', LOAD_EXAMPLES: 'false' }
+
+test('tier 3: a local service\'s resources, template, prompts and completion, listed only when functions= names the service or one of its tools', async (t) => {
+  const gw = await startGateway(t, LOCAL)
+  for (const era of ['legacy', 'modern'] as const) {
+    for (const query of ['functions=notes_lookup', 'functions=notes']) {
+      const client = await gw.client(era, query, ACME)
+      const at = `${era} ${query}`
+      assert.deepEqual((await client.listResources()).resources.map((r) => r.uri), ['notes://index'], at)
+      assert.deepEqual((await client.listResourceTemplates()).resourceTemplates.map((r) => r.uriTemplate), ['notes://pages/{slug}'], at)
+      const prompts = (await client.listPrompts()).prompts
+      assert.deepEqual(prompts.map((p) => p.name).sort(), ['notes_brief', 'notes_secret'], at)
+      assert.deepEqual(prompts.find((p) => p.name === 'notes_brief')?.arguments?.map((a) => [a.name, a.required]), [['topic', true], ['tone', false]], at)
+
+      const brief = await client.getPrompt({ name: 'notes_brief', arguments: { topic: 'cats', tone: 'dry' } })
+      assert.deepEqual(brief.messages, [{ role: 'user', content: { type: 'text', text: 'brief on cats (dry)' } }], at)
+      assert.deepEqual((await client.readResource({ uri: 'notes://index' })).contents,
+        [{ uri: 'notes://index', mimeType: 'text/plain', text: 'index of notes' }], at)
+      assert.deepEqual((await client.readResource({ uri: 'notes://pages/dogs' })).contents,
+        [{ uri: 'notes://pages/dogs', mimeType: 'text/markdown', text: '# dogs' }], at)
+
+      const byPrompt = await client.complete({ ref: { type: 'ref/prompt', name: 'notes_brief' }, argument: { name: 'topic', value: 'c' } })
+      assert.deepEqual(byPrompt.completion.values, ['cats', 'cars', 'clouds'], at)
+      const byTemplate = await client.complete({ ref: { type: 'ref/resource', uri: 'notes://pages/{slug}' }, argument: { name: 'slug', value: 'd' } })
+      assert.deepEqual(byTemplate.completion.values, ['dogs'], at)
+
+      const missing = await rpcError(client.readResource({ uri: 'notes://nope' }))
+      assert.equal(missing.code, -32602, at)
+      assert.deepEqual(missing.data, { uri: 'notes://nope' }, at)
+      // The service functions= does not name is neither listed nor read nor asked.
+      const unselected = await rpcError(client.readResource({ uri: 'other://readme' }))
+      assert.equal(unselected.code, -32602, at)
+      assert.deepEqual(unselected.data, { uri: 'other://readme' }, at)
+      assert.equal((await rpcError(client.getPrompt({ name: 'other_hello' }))).code, -32602, at)
+      // A prompt is only ever reached by its exposed name, not the service's own.
+      assert.equal((await rpcError(client.getPrompt({ name: 'brief', arguments: { topic: 'cats' } }))).code, -32602, at)
+    }
+
+    const other = await gw.client(era, 'functions=other_ping,read_file', ACME)
+    assert.deepEqual((await other.listResources()).resources.map((r) => r.uri), ['other://readme'], era)
+    assert.deepEqual((await other.listResourceTemplates()).resourceTemplates, [], era)
+    assert.deepEqual((await other.listPrompts()).prompts.map((p) => p.name), ['other_hello'], era)
+    assert.equal((await rpcError(other.readResource({ uri: 'notes://index' }))).code, -32602, era)
+
+    for (const query of ['functions=read_file', 'functions=lookup', '']) {
+      const none = await gw.client(era, query, ACME)
+      assert.deepEqual((await none.listResources()).resources, [], `${era} ${query}`)
+      assert.deepEqual((await none.listResourceTemplates()).resourceTemplates, [], `${era} ${query}`)
+      assert.deepEqual((await none.listPrompts()).prompts, [], `${era} ${query}`)
+      assert.equal((await rpcError(none.getPrompt({ name: 'notes_brief', arguments: { topic: 'cats' } }))).code, -32602, `${era} ${query}`)
+    }
+  }
+})
+
+/** The names a client lists: its prompts, its resources' URIs and its templates. */
+async function surfaceOf (client: SurfaceClient): Promise<{ prompts: string[], resources: string[], templates: string[] }> {
+  return {
+    prompts: (await client.listPrompts()).prompts.map((p) => p.name).sort(),
+    resources: (await client.listResources()).resources.map((r) => r.uri).sort(),
+    templates: (await client.listResourceTemplates()).resourceTemplates.map((r) => r.uriTemplate).sort()
+  }
+}
+
+test('tenancy: one serverId for two tenants and globally: each tenant gets its own server first, a caller without a tenant the global one', async (t) => {
+  const acme = await startLegacy(t, 'acme')
+  const globex = await startLegacy(t, 'globex')
+  const global = await startModern(t, 'global')
+  const gw = await startGateway(t)
+  assert.equal(await gw.put('/users/acme/mcp/servers/docs', ACME, { type: 'streamable_http', url: acme.url }), 201)
+  assert.equal(await gw.put('/users/globex/mcp/servers/docs', GLOBEX, { type: 'streamable_http', url: globex.url }), 201)
+  assert.equal(await gw.put('/mcp/servers/docs', ADMIN, { type: 'streamable_http', url: global.url }), 201)
+  for (const era of ['legacy', 'modern'] as const) {
+    for (const [key, query, tenant] of [[ACME, 'mcp=docs', 'acme'], [GLOBEX, 'mcp=docs', 'globex'], [ADMIN, 'userId=acme&mcp=docs', 'acme']] as const) {
+      const at = `${era} ${tenant} ${query}`
+      const client = await gw.client(era, query, key)
+      assert.deepEqual(await surfaceOf(client), {
+        prompts: [`user_${tenant}_prompt_greet`],
+        resources: [`mem://${tenant}/readme`],
+        templates: [`mem://${tenant}/notes/{id}`]
+      }, at)
+      assert.equal((await rpcError(client.readResource({ uri: 'kb://global/logo' }))).code, -32602, at)
+      assert.equal((await rpcError(client.getPrompt({ name: 'greet' }))).code, -32602, at)
+      const other = tenant === 'acme' ? 'globex' : 'acme'
+      assert.equal((await rpcError(client.readResource({ uri: `mem://${other}/readme` }))).code, -32602, at)
+    }
+    const admin = await gw.client(era, 'mcp=docs', ADMIN)
+    assert.deepEqual(await surfaceOf(admin), {
+      prompts: ['greet', 'summarize'],
+      resources: ['kb://global/logo'],
+      templates: ['kb://global/articles/{id}']
+    }, `${era} admin without a tenant`)
+    assert.equal((await rpcError(admin.readResource({ uri: 'mem://acme/readme' }))).code, -32602, era)
+  }
+  const consulted = global.methods.filter((m) => m === 'resources/read' || m === 'prompts/get')
+  assert.deepEqual(consulted, [], 'the global docs was never read for a tenant')
+  assert.equal(acme.methods.filter((m) => m === 'resources/read').length, 0)
 })
