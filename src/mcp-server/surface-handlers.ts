@@ -28,8 +28,10 @@ type CompleteParams = Extract<SurfaceRequest, { method: 'completion/complete' }>
  *   are the servers' own, never rewritten: a read goes to the first server (same order) that
  *   listed the URI, else to the first whose template matches it.
  * - policy: each prompt is decided like a tool by its names; a server's resources and templates
- *   as one entry named `{serverId}__resources`. Reads and gets have no side effects, so a
- *   policy's readOnly and requireApproval do not hold them back.
+ *   as one entry named `{serverId}__resources`. What it denies is not listed, and a get, read or
+ *   completion of it is GW_POLICY_DENIED, as a tools/call of a denied tool (a URI is looked up in
+ *   the withheld servers' lists only after the open ones miss). Reads and gets have no side
+ *   effects, so a policy's readOnly and requireApproval do not hold them back.
  * - results as the server sent them (its cache fields dropped: the gateway's own apply).
  * - listings are merged across servers without pagination: each server's list is walked
  *   whole (bounded by the client's page limit and the answer-size bounds, like tools).
@@ -58,6 +60,8 @@ interface Lists<T> {
 interface PromptIndex {
   prompts: Prompt[]
   byName: Map<string, { server: SurfaceServer, name: string }>
+  /** The exposed names the policy withholds, with its reason: a get of one is refused, not "not found". */
+  denied: Map<string, string>
   failed: string[]
 }
 
@@ -65,6 +69,8 @@ interface ResourceIndex {
   resources: Resource[]
   owners: Map<string, SurfaceServer>
   templates: Array<{ server: SurfaceServer, template: ResourceTemplate, matcher: UriTemplate | undefined }>
+  /** The selected servers whose resources the policy withholds, with its reason (not listed unless a lookup misses). */
+  closed: Array<{ server: SurfaceServer, reason: string }>
   failed: string[]
 }
 
@@ -96,26 +102,38 @@ export function surfaceHandlers (opts: GatewayMcpServerOptions, budget: CallBudg
     const listed = await lists<Prompt>('prompts/list', fresh, signal, servers)
     const prompts: Prompt[] = []
     const byName = new Map<string, { server: SurfaceServer, name: string }>()
+    const denied = new Map<string, string>()
     for (const { server, items } of listed.perServer) {
       for (const prompt of items) {
         const natural = server.promptName(prompt.name)
         const exposed = byName.has(natural) ? server.qualifiedName(prompt.name) : natural
-        if (byName.has(exposed) || !allowed(policy, server, exposed, prompt.name)) continue
+        if (byName.has(exposed)) continue
+        const refusal = deniedBy(policy, server, exposed, prompt.name)
+        if (refusal !== undefined) {
+          if (!denied.has(exposed)) denied.set(exposed, refusal)
+          continue
+        }
         byName.set(exposed, { server, name: prompt.name })
         prompts.push(exposed === prompt.name ? prompt : { ...prompt, name: exposed })
       }
     }
-    return { prompts, byName, failed: listed.failed }
+    return { prompts, byName, denied, failed: listed.failed }
   }
 
   const resourceIndex = async (fresh: boolean, signal: AbortSignal): Promise<ResourceIndex> => {
     const { servers, policy } = await select(signal)
-    const open = servers.filter((s) => allowed(policy, s, s.qualifiedName('resources'), 'resources'))
+    const open: SurfaceServer[] = []
+    const closed: ResourceIndex['closed'] = []
+    for (const server of servers) {
+      const reason = deniedBy(policy, server, server.qualifiedName('resources'), 'resources')
+      if (reason === undefined) open.push(server)
+      else closed.push({ server, reason })
+    }
     const [resources, templates] = await Promise.all([
       lists<Resource>('resources/list', fresh, signal, open),
       lists<ResourceTemplate>('resources/templates/list', fresh, signal, open)
     ])
-    const index: ResourceIndex = { resources: [], owners: new Map(), templates: [], failed: [...new Set([...resources.failed, ...templates.failed])] }
+    const index: ResourceIndex = { resources: [], owners: new Map(), templates: [], closed, failed: [...new Set([...resources.failed, ...templates.failed])] }
     for (const { server, items } of resources.perServer) {
       for (const resource of items) {
         if (index.owners.has(resource.uri)) continue
@@ -141,6 +159,24 @@ export function surfaceHandlers (opts: GatewayMcpServerOptions, budget: CallBudg
     if (hit !== undefined) return { hit, index: cached }
     const index = await build(true)
     return { hit: find(index), index }
+  }
+
+  /**
+   * A URI (or template) no open server has: whether one whose resources the policy withholds has
+   * it, listed only now (a refusal says so, as a denied tools/call does; anything else is "not found").
+   */
+  const refusedResource = async (index: ResourceIndex, uri: string, signal: AbortSignal): Promise<HttpError | undefined> => {
+    if (index.closed.length === 0) return undefined
+    const servers = index.closed.map((c) => c.server)
+    const [resources, templates] = await Promise.all([
+      lists<Resource>('resources/list', false, signal, servers),
+      lists<ResourceTemplate>('resources/templates/list', false, signal, servers)
+    ])
+    const owner = resources.perServer.find(({ items }) => items.some((r) => r.uri === uri))?.server ??
+      templates.perServer.find(({ items }) => items.some((t) => t.uriTemplate === uri || matcherOf(t.uriTemplate)?.match(uri) != null))?.server
+    const closed = index.closed.find((c) => c.server === owner)
+    if (closed === undefined) return undefined
+    return new HttpError('GW_POLICY_DENIED', `Resource ${uri} is a resource of '${closed.server.source}': ${closed.reason}`)
   }
 
   /** Runs one upstream request in the exchange's budget, its failures as JSON-RPC errors (the server's own kept). */
@@ -183,7 +219,10 @@ export function surfaceHandlers (opts: GatewayMcpServerOptions, budget: CallBudg
       const both = withSignal(signal, opts.signal)
       return await run(async () => {
         const { hit, index } = await twice((fresh) => resourceIndex(fresh, both), (i) => ownerOf(i, params.uri))
-        if (hit === undefined) throw missing(index.failed, `Resource not found: ${params.uri}`, { uri: params.uri }, 'Resource not found')
+        if (hit === undefined) {
+          throw await refusedResource(index, params.uri, both) ??
+            missing(index.failed, `Resource not found: ${params.uri}`, { uri: params.uri }, 'Resource not found')
+        }
         return withoutCacheFields(await hit.request({ method: 'resources/read', params }, both)) as ReadResourceResult
       })
     },
@@ -192,7 +231,7 @@ export function surfaceHandlers (opts: GatewayMcpServerOptions, budget: CallBudg
       const both = withSignal(signal, opts.signal)
       return await run(async () => {
         const { hit, index } = await twice((fresh) => promptIndex(fresh, both), (i) => i.byName.get(params.name))
-        if (hit === undefined) throw missing(index.failed, `Prompt not found: ${params.name}`, { name: params.name })
+        if (hit === undefined) throw promptMissing(index, params.name)
         return withoutCacheFields(await hit.server.request({ method: 'prompts/get', params: { ...params, name: hit.name } }, both)) as GetPromptResult
       })
     },
@@ -204,7 +243,7 @@ export function surfaceHandlers (opts: GatewayMcpServerOptions, budget: CallBudg
         if (ref.type === 'ref/prompt' && typeof ref.name === 'string') {
           const name = ref.name
           const { hit, index } = await twice((fresh) => promptIndex(fresh, both), (i) => i.byName.get(name))
-          if (hit === undefined) throw missing(index.failed, `Prompt not found: ${name}`, { name })
+          if (hit === undefined) throw promptMissing(index, name)
           const upstream = { ...params, ref: { ...params.ref, name: hit.name } }
           return withoutCacheFields(await hit.server.request({ method: 'completion/complete', params: upstream }, both)) as CompleteResult
         }
@@ -212,7 +251,7 @@ export function surfaceHandlers (opts: GatewayMcpServerOptions, budget: CallBudg
           const uri = ref.uri
           const { hit, index } = await twice((fresh) => resourceIndex(fresh, both), (i) =>
             i.templates.find((t) => t.template.uriTemplate === uri)?.server ?? i.owners.get(uri))
-          if (hit === undefined) throw missing(index.failed, `Resource template not found: ${uri}`, { uri })
+          if (hit === undefined) throw await refusedResource(index, uri, both) ?? missing(index.failed, `Resource template not found: ${uri}`, { uri })
           return withoutCacheFields(await hit.request({ method: 'completion/complete', params }, both)) as CompleteResult
         }
         throw new JsonRpcError(INVALID_PARAMS, 'completion/complete needs a ref of type ref/prompt (with a name) or ref/resource (with a uri)')
@@ -234,9 +273,16 @@ function matcherOf (template: string): UriTemplate | undefined {
   }
 }
 
-/** Whether the tenant's policy lets the exposed item through (decided like a tool of its server; a read runs nothing). */
-function allowed (policy: ToolPolicy | undefined, server: SurfaceServer, exposed: string, upstream: string): boolean {
-  if (policy === undefined) return true
+/** A prompt no server answered with: refused when the policy withholds it (as tools/call), else not found. */
+function promptMissing (index: PromptIndex, name: string): Error {
+  const refusal = index.denied.get(name)
+  if (refusal !== undefined) return new HttpError('GW_POLICY_DENIED', refusal)
+  return missing(index.failed, `Prompt not found: ${name}`, { name })
+}
+
+/** Why the tenant's policy withholds the exposed item, or undefined when it lets it through (decided like a tool of its server; a read runs nothing). */
+function deniedBy (policy: ToolPolicy | undefined, server: SurfaceServer, exposed: string, upstream: string): string | undefined {
+  if (policy === undefined) return undefined
   const entry: CatalogEntry = {
     route: server.route,
     source: server.source,
@@ -244,7 +290,8 @@ function allowed (policy: ToolPolicy | undefined, server: SurfaceServer, exposed
     qualifiedName: server.qualifiedName(upstream),
     spec: { name: upstream, description: '', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } }
   }
-  return policy.decide(entry).kind !== 'deny'
+  const decision = policy.decide(entry)
+  return decision.kind === 'deny' ? decision.message : undefined
 }
 
 /**

@@ -335,6 +335,8 @@ test('2026-07-28 on the wire: Mcp-Name is checked against the uri and the prompt
   }
 })
 
+/** A policy PUT: 201 the first time, 200 after. */
+const OK = new Set([200, 201])
 const LOCAL = { MCP_SERVICES_DIR: 'test/fixtures/mcp-services/surface', LOAD_EXAMPLES: 'false' }
 
 test('tier 3: a local service\'s resources, template, prompts and completion, listed only when functions= names the service or one of its tools', async (t) => {
@@ -397,6 +399,107 @@ async function surfaceOf (client: SurfaceClient): Promise<{ prompts: string[], r
     templates: (await client.listResourceTemplates()).resourceTemplates.map((r) => r.uriTemplate).sort()
   }
 }
+
+/** A refusal by the tool policy: -32602 with the gateway's GW_POLICY_DENIED (403) in data, as tools/call answers. */
+async function assertDenied (work: Promise<unknown>, at: string): Promise<void> {
+  const error = await rpcError(work)
+  assert.equal(error.code, -32602, `${at}: ${error.message}`)
+  assert.equal(error.data?.code, 'GW_POLICY_DENIED', `${at}: ${error.message}`)
+  assert.equal(error.data?.statusCode, 403, at)
+}
+
+test('tool policy: a denied prompt is neither listed, gettable nor completed; allowOnly hides resources unless it names {serverId}__resources', async (t) => {
+  const kb = await startModern(t, 'kb')
+  const gw = await startGateway(t, LOCAL)
+  assert.equal(await gw.put('/mcp/servers/kb', ADMIN, { type: 'streamable_http', url: kb.url }), 201)
+  const query = 'functions=notes&mcp=kb'
+  for (const era of ['legacy', 'modern'] as const) {
+    const open = await surfaceOf(await gw.client(era, query, ACME))
+    assert.deepEqual(open, {
+      prompts: ['greet', 'notes_brief', 'notes_secret', 'summarize'],
+      resources: ['kb://kb/logo', 'notes://index'],
+      templates: ['kb://kb/articles/{id}', 'notes://pages/{slug}']
+    }, era)
+  }
+
+  // deny by the exposed name (local), by the qualified name (remote), by the server's own name (remote).
+  for (const [deny, gone] of [['notes_secret', 'notes_secret'], ['notes__brief', 'notes_brief'], ['kb__greet', 'greet'], ['summarize', 'summarize']] as const) {
+    assert.ok(OK.has(await gw.put('/users/acme/policy', ADMIN, { deny: [deny] })))
+    for (const era of ['legacy', 'modern'] as const) {
+      const at = `${era} deny ${deny}`
+      const client = await gw.client(era, query, ACME)
+      const listed = await surfaceOf(client)
+      assert.ok(!listed.prompts.includes(gone), at)
+      assert.equal(listed.prompts.length, 3, at)
+      assert.deepEqual(listed.resources, ['kb://kb/logo', 'notes://index'], `${at}: resources are not a prompt`)
+      await assertDenied(client.getPrompt({ name: gone, arguments: { topic: 'cats' } }), `${at}: prompts/get`)
+      await assertDenied(client.complete({ ref: { type: 'ref/prompt', name: gone }, argument: { name: 'topic', value: 'c' } }), `${at}: completion`)
+    }
+  }
+  const asked = kb.methods.filter((m) => m === 'prompts/get').length
+
+  // allowOnly without {serverId}__resources: the prompts it names, no resources nor templates of anyone.
+  assert.ok(OK.has(await gw.put('/users/acme/policy', ADMIN, { allowOnly: ['greet', 'notes_brief'] })))
+  for (const era of ['legacy', 'modern'] as const) {
+    const client = await gw.client(era, query, ACME)
+    assert.deepEqual(await surfaceOf(client), { prompts: ['greet', 'notes_brief'], resources: [], templates: [] }, era)
+    await assertDenied(client.readResource({ uri: 'kb://kb/logo' }), `${era}: read of a listed URI`)
+    await assertDenied(client.readResource({ uri: 'notes://pages/cats' }), `${era}: read of a templated URI`)
+    await assertDenied(client.complete({ ref: { type: 'ref/resource', uri: 'kb://kb/articles/{id}' }, argument: { name: 'id', value: '1' } }), `${era}: template completion`)
+    await assertDenied(client.getPrompt({ name: 'summarize', arguments: { topic: 'cats' } }), `${era}: a prompt allowOnly leaves out`)
+    // Not a server's at all: still "not found", not a refusal.
+    const missing = await rpcError(client.readResource({ uri: 'nowhere://x' }))
+    assert.equal(missing.code, -32602, era)
+    assert.deepEqual(missing.data, { uri: 'nowhere://x' }, era)
+  }
+  assert.equal(kb.methods.filter((m) => m === 'prompts/get' || m === 'resources/read' || m === 'completion/complete').length, asked,
+    'nothing the policy refuses reached the server')
+
+  // Naming kb__resources shows kb's resources and templates, and they read; the local service's stay hidden.
+  assert.ok(OK.has(await gw.put('/users/acme/policy', ADMIN, { allowOnly: ['greet', 'notes_brief', 'kb__resources'] })))
+  for (const era of ['legacy', 'modern'] as const) {
+    const client = await gw.client(era, query, ACME)
+    assert.deepEqual(await surfaceOf(client), { prompts: ['greet', 'notes_brief'], resources: ['kb://kb/logo'], templates: ['kb://kb/articles/{id}'] }, era)
+    assert.deepEqual((await client.readResource({ uri: 'kb://kb/articles/9' })).contents, [{ uri: 'kb://kb/articles/9', text: 'article 9' }], era)
+    await assertDenied(client.readResource({ uri: 'notes://index' }), `${era}: the local service's resources`)
+  }
+  assert.ok(OK.has(await gw.put('/users/acme/policy', ADMIN, { allowOnly: ['notes__resources'] })))
+  assert.deepEqual(await surfaceOf(await gw.client('modern', query, ACME)), { prompts: [], resources: ['notes://index'], templates: ['notes://pages/{slug}'] })
+})
+
+test('tool policy: the default policy and a tenant\'s combine for prompts and resources as they do for tools', async (t) => {
+  const kb = await startModern(t, 'kb')
+  const gw = await startGateway(t, LOCAL)
+  assert.equal(await gw.put('/mcp/servers/kb', ADMIN, { type: 'streamable_http', url: kb.url }), 201)
+  assert.ok(OK.has(await gw.put('/policy', ADMIN, { deny: ['greet'], allowOnly: ['greet', 'summarize', 'notes_*', 'kb__resources'] })))
+  const tenant = { deny: ['notes_secret'], allowOnly: ['summarize', 'notes_brief', 'notes_lookup', 'notes__resources'] }
+  assert.ok(OK.has(await gw.put('/users/acme/policy', ADMIN, tenant)))
+  const query = 'functions=notes_lookup&mcp=kb'
+  for (const era of ['legacy', 'modern'] as const) {
+    // globex has no policy of its own: the default alone.
+    const globex = await gw.client(era, query, GLOBEX)
+    assert.deepEqual(await surfaceOf(globex), {
+      prompts: ['notes_brief', 'notes_secret', 'summarize'],
+      resources: ['kb://kb/logo', 'notes://index'],
+      templates: ['kb://kb/articles/{id}', 'notes://pages/{slug}']
+    }, era)
+    await assertDenied(globex.getPrompt({ name: 'greet' }), `${era}: globex, the default's deny`)
+    // acme: both deny lists, and a name must pass both allowOnly lists.
+    const acme = await gw.client(era, query, ACME)
+    assert.deepEqual(await surfaceOf(acme), {
+      prompts: ['notes_brief', 'summarize'],
+      resources: ['notes://index'],
+      templates: ['notes://pages/{slug}']
+    }, era)
+    await assertDenied(acme.getPrompt({ name: 'greet' }), `${era}: acme, the default's deny`)
+    await assertDenied(acme.getPrompt({ name: 'notes_secret' }), `${era}: acme, its own deny`)
+    await assertDenied(acme.readResource({ uri: 'kb://kb/logo' }), `${era}: acme, kb__resources only in the default's allowOnly`)
+    assert.equal((await acme.getPrompt({ name: 'summarize', arguments: { topic: 'owls' } })).messages.length, 2, era)
+    // The same combination decides the tools: notes_lookup passes both.
+    const tools = await (acme as unknown as Client).listTools()
+    assert.deepEqual(tools.tools.map((tool) => tool.name), ['notes_lookup'], era)
+  }
+})
 
 test('tenancy: one serverId for two tenants and globally: each tenant gets its own server first, a caller without a tenant the global one', async (t) => {
   const acme = await startLegacy(t, 'acme')
