@@ -15,10 +15,10 @@
  * baselines of the legs run from the current failures, keeping the comment of each entry that stays.
  * `--keep` keeps the temp dir of a passing run (a failing run always keeps it).
  */
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { createServer, request as httpRequest } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parse } from 'yaml'
@@ -45,7 +45,23 @@ const SERVER_SCENARIO_TIMEOUT_MS = '15000'
 // The same for a client scenario (the client command included): sse-retry through the gateway waits
 // for an answer its upstream client dropped (the lean transport does not resume the stream) until this.
 const CLIENT_SCENARIO_TIMEOUT_MS = '20000'
-const SUITE = 'node_modules/@modelcontextprotocol/conformance/dist/index.js'
+/**
+ * The suite needs Node >= 22 and brings packages that refuse the oldest Node the project supports,
+ * so it is not a dependency of the repository: it is installed, pinned, into a folder outside it
+ * (like .ci/run's Node 24), on first use or by .ci/run. MCP_CONFORMANCE_DIR names another folder.
+ */
+const SUITE_VERSION = '0.2.0-alpha.12'
+const SUITE_DIR = process.env.MCP_CONFORMANCE_DIR ?? `/opt/tool-gateway-ci/conformance-${SUITE_VERSION}`
+const SUITE = join(SUITE_DIR, 'node_modules/@modelcontextprotocol/conformance/dist/index.js')
+
+/** Installs the pinned suite into SUITE_DIR when it is not there (npm, from the registry). */
+function ensureSuite (): void {
+  if (existsSync(SUITE)) return
+  console.log(`installing @modelcontextprotocol/conformance@${SUITE_VERSION} into ${SUITE_DIR}`)
+  mkdirSync(SUITE_DIR, { recursive: true })
+  const npm = spawnSync('npm', ['install', '--prefix', SUITE_DIR, '--no-audit', '--no-fund', `@modelcontextprotocol/conformance@${SUITE_VERSION}`], { stdio: 'inherit' })
+  if (npm.status !== 0 || !existsSync(SUITE)) throw new Error(`could not install the conformance suite into ${SUITE_DIR} (npm exited ${String(npm.status)})`)
+}
 const FIXTURES = 'scripts/lib/mcp-fixtures/conformance'
 const TSX = `${JSON.stringify(process.execPath)} --import tsx`
 const GLOBAL_SERVER_ID = 'conformance'
@@ -261,6 +277,7 @@ async function main (): Promise<number> {
     return 2
   }
   const legs = LEGS.filter((l) => args.includes(l) || args.every((a) => options.includes(a)))
+  ensureSuite()
   const root = mkdtempSync(join(tmpdir(), 'mcp-conformance-'))
   console.log(`conformance checks under ${root}`)
   let bad = false

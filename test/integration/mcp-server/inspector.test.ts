@@ -1,25 +1,31 @@
 /**
- * The MCP Inspector 2 CLI (@modelcontextprotocol/inspector, SDK v2, Node >= 22.19) against the
- * gateway's /mcp, in both protocol eras (`--protocol-era legacy | modern`): what a developer
- * with the Inspector sees. Runs the CLI as a child process under this Node; skipped on an older
- * Node (a failure under CI=true, where .ci/run brings Node 24).
+ * The MCP Inspector 2 CLI (@modelcontextprotocol/inspector 2.12.0, SDK v2, Node >= 22.19) against
+ * the gateway's /mcp, in both protocol eras (`--protocol-era legacy | modern`): what a developer
+ * with the Inspector sees. Runs the CLI as a child process under this Node. It needs a newer Node
+ * than the project's oldest supported one, so it is not a dependency: .ci/run installs it outside
+ * the repository and names its entry in MCP_INSPECTOR_CLI (to run this file by hand:
+ * `npm install --prefix /tmp/insp @modelcontextprotocol/inspector@2.12.0` and point
+ * MCP_INSPECTOR_CLI at its clients/launcher/build/index.js). Skipped without it or on an older
+ * Node, except under CI=true, where that is a failure.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import type { TestContext } from 'node:test'
 import { buildApp } from '../../../src/app.js'
 import { loadConfig } from '../../../src/config.js'
 import { TEST_QUOTA } from '../../helpers/app.js'
 
-const INSPECTOR = fileURLToPath(import.meta.resolve('@modelcontextprotocol/inspector/clients/launcher/build/index.js'))
+const INSPECTOR = process.env.MCP_INSPECTOR_CLI ?? ''
 const [major, minor] = process.versions.node.split('.').map(Number) as [number, number]
-const tooOld = major < 22 || (major === 22 && minor < 19)
-const skip = tooOld && process.env.CI !== 'true' ? `the Inspector needs Node >= 22.19 (this is ${process.version})` : false
+const why = major < 22 || (major === 22 && minor < 19)
+  ? `the Inspector needs Node >= 22.19 (this is ${process.version})`
+  : !existsSync(INSPECTOR) ? `MCP_INSPECTOR_CLI does not name the Inspector's CLI (${INSPECTOR === '' ? 'unset' : INSPECTOR}): .ci/run installs it` : undefined
+const skip = why !== undefined && process.env.CI !== 'true' ? why : false
 const ACME = 'acme-key-0123456789'
 
 interface Run { code: number, stdout: string, stderr: string }
@@ -53,6 +59,7 @@ async function inspector (home: string, args: string[]): Promise<Run> {
 
 for (const era of ['legacy', 'modern'] as const) {
   test(`the MCP Inspector 2 CLI (--protocol-era ${era}) lists and calls the gateway's tools with a tenant key`, { skip }, async (t) => {
+    if (why !== undefined) assert.fail(why)
     const { base, home } = await startGateway(t)
     const url = `${base}/mcp?functions=calculate,current_time`
     const common = [url, '--transport', 'http', '--protocol-era', era, '--header', `Authorization: Bearer ${ACME}`]

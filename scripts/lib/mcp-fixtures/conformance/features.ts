@@ -1,7 +1,7 @@
 /**
  * What the conformance fixture server offers: the tools, resources, prompts, logging and completion
  * that the scenarios of `@modelcontextprotocol/conformance` call by name (the suite's scenario code,
- * node_modules/@modelcontextprotocol/conformance/dist/index.js, is the specification). One
+ * dist/index.js of @modelcontextprotocol/conformance (scripts/conformance.ts installs it), is the specification). One
  * `buildConformanceServer()` serves both eras: a 2025-11-25 session and each 2026-07-28 request get a
  * fresh McpServer from it.
  */
