@@ -1,4 +1,3 @@
-import { UriTemplate } from '@modelcontextprotocol/server'
 import type {
   CompleteResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplateType as ResourceTemplate
 } from '@modelcontextprotocol/server'
@@ -8,6 +7,7 @@ import type { CatalogEntry, SurfaceRequest, SurfaceServer } from '../routing/sou
 import type { CallBudget } from './budget.js'
 import type { GatewayMcpServerOptions } from './handlers.js'
 import { JsonRpcError, toJsonRpcError, withSignal } from './handlers.js'
+import { templateMatches } from './uri-template-match.js'
 
 /** JSON-RPC "Invalid params": an unknown prompt or completion reference, and (SEP-2164) an unknown resource with `data.uri`. */
 const INVALID_PARAMS = -32602
@@ -68,7 +68,7 @@ interface PromptIndex {
 interface ResourceIndex {
   resources: Resource[]
   owners: Map<string, SurfaceServer>
-  templates: Array<{ server: SurfaceServer, template: ResourceTemplate, matcher: UriTemplate | undefined }>
+  templates: Array<{ server: SurfaceServer, template: ResourceTemplate }>
   /** The selected servers whose resources the policy withholds, with its reason (not listed unless a lookup misses). */
   closed: Array<{ server: SurfaceServer, reason: string }>
   failed: string[]
@@ -146,7 +146,7 @@ export function surfaceHandlers (opts: GatewayMcpServerOptions, budget: CallBudg
       for (const template of items) {
         if (seen.has(template.uriTemplate)) continue
         seen.add(template.uriTemplate)
-        index.templates.push({ server, template, matcher: matcherOf(template.uriTemplate) })
+        index.templates.push({ server, template })
       }
     }
     return index
@@ -173,7 +173,7 @@ export function surfaceHandlers (opts: GatewayMcpServerOptions, budget: CallBudg
       lists<ResourceTemplate>('resources/templates/list', false, signal, servers)
     ])
     const owner = resources.perServer.find(({ items }) => items.some((r) => r.uri === uri))?.server ??
-      templates.perServer.find(({ items }) => items.some((t) => t.uriTemplate === uri || matcherOf(t.uriTemplate)?.match(uri) != null))?.server
+      templates.perServer.find(({ items }) => items.some((t) => t.uriTemplate === uri || templateMatches(t.uriTemplate, uri)))?.server
     const closed = index.closed.find((c) => c.server === owner)
     if (closed === undefined) return undefined
     return new HttpError('GW_POLICY_DENIED', `Resource ${uri} is a resource of '${closed.server.source}': ${closed.reason}`)
@@ -262,15 +262,7 @@ export function surfaceHandlers (opts: GatewayMcpServerOptions, budget: CallBudg
 
 /** The server a URI reads from: the first that listed it, else the first whose template matches it. */
 function ownerOf (index: ResourceIndex, uri: string): SurfaceServer | undefined {
-  return index.owners.get(uri) ?? index.templates.find((t) => t.matcher?.match(uri) != null)?.server
-}
-
-function matcherOf (template: string): UriTemplate | undefined {
-  try {
-    return new UriTemplate(template)
-  } catch {
-    return undefined
-  }
+  return index.owners.get(uri) ?? index.templates.find((t) => templateMatches(t.template.uriTemplate, uri))?.server
 }
 
 /** A prompt no server answered with: refused when the policy withholds it (as tools/call), else not found. */
