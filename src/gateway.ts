@@ -21,7 +21,7 @@ import type { PolicyLimits, ToolPolicy, ToolPolicyProvider } from './routing/pol
 import type { SurfaceServer, Unavailable } from './routing/source.js'
 import { actingUserId, toolRequestTenant } from './routing/tenancy.js'
 import { isBuiltinName } from './naming/builtin-names.js'
-import type { Caller, CallContext, WorkspaceRequest } from './routing/types.js'
+import type { Caller, CallContext, InputRound, WorkspaceRequest } from './routing/types.js'
 import { TIER_TRAITS } from './routing/types.js'
 
 export interface ListToolsRequest {
@@ -86,6 +86,8 @@ export interface InvokeOptions {
   onProgress?: CallContext['onProgress'] | undefined
   /** Who asks, for the observer: POST /invoke (the default), a batch entry, or an /mcp tools/call. */
   via?: Exclude<CallVia, 'approval'> | undefined
+  /** The caller can receive an MCP `input_required` answer, or retries one (CallContext.input). */
+  input?: InputRound | undefined
 }
 
 const NO_OPTIONS: InvokeOptions = {}
@@ -106,7 +108,8 @@ class InvokeContext implements CallContext {
     signal: AbortSignal | CallerAbort,
     readonly workspace: CallContext['workspace'],
     readonly timeoutMs: number,
-    readonly onProgress: CallContext['onProgress']
+    readonly onProgress: CallContext['onProgress'],
+    readonly input: InputRound | undefined
   ) {
     this.abortSource = signal instanceof CallerAbort ? signal : undefined
     this.#signal = signal instanceof CallerAbort ? undefined : signal
@@ -273,7 +276,7 @@ export class Gateway {
     const via = opts.via ?? 'invoke'
     // An approver key decides calls, it never makes them (the routes refuse it first; this is the rule itself).
     if (caller.role === 'approver') return this.refused(via, body.name, new HttpError('GW_FORBIDDEN', 'An approver key cannot invoke tools'), body.callId)
-    const call = await this.#run(body, caller, signal, opts.onProgress, via, undefined)
+    const call = await this.#run(body, caller, signal, opts.onProgress, via, undefined, opts.input)
     const held = call.outcome
     if (!held.ok || held.pending === undefined) return held
     // Held: answered (and published) once the inline wait for a decision is over.
@@ -328,14 +331,15 @@ export class Gateway {
     signal: AbortSignal | CallerAbort,
     onProgress: CallContext['onProgress'],
     via: CallVia,
-    approvalId: string | undefined
+    approvalId: string | undefined,
+    input?: InputRound
   ): Promise<Call> {
     // The observer's one hook: /invoke, each call of /invoke/batch, /mcp's tools/call and approved calls all come here.
     const calls = this.calls
     const callId = body.callId ?? newCallId()
     // A listener that keeps the trace (the journal) gets it whether or not the caller asked for it in the result.
     const call = new Call(via, callId, body.name, body.arguments, caller.keyId, performance.now(), approvalId, body.trace === true || calls.wantsTrace)
-    const outcome = await this.#invoke(body.callId === undefined ? { ...body, callId } : body, caller, signal, onProgress, call)
+    const outcome = await this.#invoke(body.callId === undefined ? { ...body, callId } : body, caller, signal, onProgress, call, input)
     call.outcome = outcome
     if (outcome.ok && outcome.pending !== undefined) return call
     if (call.userId === undefined && !caller.isAdmin) call.userId = caller.userId
@@ -349,7 +353,8 @@ export class Gateway {
     caller: Caller,
     signal: AbortSignal | CallerAbort,
     onProgress: CallContext['onProgress'],
-    call: Call
+    call: Call,
+    input: InputRound | undefined
   ): Promise<InvokeOutcome> {
     let userId: string | undefined
     try {
@@ -400,7 +405,8 @@ export class Gateway {
           signal,
           Object.keys(limits).length === 0 ? workspace : { ...workspace, limits: underCeilings(workspace.limits, limits) },
           Math.min(this.#config.invokeTimeoutMs, limits.timeoutMs ?? Infinity),
-          onProgress
+          onProgress,
+          input
         )
       })
     } catch (err) {

@@ -117,6 +117,9 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
     capabilities: {},
     jsonSchemaValidator: o.schemaValidator,
     versionNegotiation: { mode: era === '2026-07-28' ? { pin: era } : era },
+    // A server's `input_required` (2026-07-28) is never fulfilled here: a call hands it back
+    // (`allowInputRequired`, pooled-client.ts) and the gateway passes it to its own caller.
+    inputRequired: { autoFulfill: false },
     listMaxPages: MAX_LIST_PAGES
   })
   const conn: Connection = { client, handle, closed: false, era: 'legacy' }

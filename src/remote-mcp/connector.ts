@@ -1,4 +1,5 @@
-import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
+import type { Tool } from '@modelcontextprotocol/sdk/types.js'
+import type { UpstreamCallResult } from './pooled-client.js'
 import type { ServerConfig } from '../registry/server-config.js'
 import { UpstreamError } from './errors.js'
 import type { McpClientPool } from './pool.js'
@@ -77,7 +78,7 @@ export class PoolConnector implements McpConnector {
     name: string,
     args: Record<string, unknown>,
     opts: Parameters<McpConnector['callTool']>[4]
-  ): Promise<CallToolResult> {
+  ): Promise<UpstreamCallResult> {
     return await this.#pool(server).callTool(key, toConnectSpec(server.config as ServerConfig), name, args, opts)
   }
 

@@ -33,6 +33,22 @@ export class UpstreamError extends Error {
   }
 }
 
+/**
+ * A server asks for input (elicitation, sampling, roots) that the call cannot be given: it
+ * refused with -32021 (MissingRequiredClientCapability, MCP 2026-07-28) because the call did not
+ * declare that kind, or it answered `input_required` to a call whose caller cannot receive one.
+ * An answer, not a failure of the server (the breaker does not count it).
+ */
+export class InputUnavailableError extends UpstreamError {
+  /** The server's `data.requiredCapabilities` of a -32021, when it sent them. */
+  readonly requiredCapabilities: unknown
+  constructor (message: string, requiredCapabilities?: unknown) {
+    super('GW_UPSTREAM_ERROR', message)
+    this.name = 'InputUnavailableError'
+    this.requiredCapabilities = requiredCapabilities
+  }
+}
+
 /** Maps an upstream code to the router's failure reason (ToolOutcome). */
 export function upstreamFailureReason (code: UpstreamErrorCode): ToolFailureReason {
   if (code === 'GW_UPSTREAM_TIMEOUT') return 'timeout'

@@ -9,7 +9,7 @@ import { UpstreamError } from './errors.js'
 import { silentLogger } from '../logger.js'
 import type { Logger } from '../logger.js'
 import { PooledClient } from './pooled-client.js'
-import type { CallToolOptions, ClientContext } from './pooled-client.js'
+import type { CallToolOptions, ClientContext, UpstreamCallResult } from './pooled-client.js'
 import type { ConnectSpec, ConnectType, HttpTransportKind } from './transport.js'
 import type { ResponseBudget } from './response-limits.js'
 import { FirstConnects } from './warm-start.js'
@@ -259,7 +259,8 @@ export class McpClientPool {
 
   /**
    * Calls a tool and returns the raw CallToolResult (a tool-level failure is `isError: true`,
-   * not an exception). Throws UpstreamError for connect, timeout, cancellation and protocol
+   * not an exception), or a 2026-07-28 server's `input_required` as it came (options.input).
+   * Throws UpstreamError for connect, timeout, cancellation and protocol
    * failures, GW_UPSTREAM_UNAVAILABLE while the server's breaker is open. Replayed only when
    * `retrySafe` and the failure certainly got no answer: once, on a fresh connection.
    */
@@ -268,8 +269,18 @@ export class McpClientPool {
     spec: ConnectSpec,
     name: string,
     args: Record<string, unknown> | undefined,
+    options?: CallToolOptions & { input?: undefined }
+  ): Promise<CallToolResult>
+  async callTool (
+    key: string, spec: ConnectSpec, name: string, args: Record<string, unknown> | undefined, options: CallToolOptions
+  ): Promise<UpstreamCallResult>
+  async callTool (
+    key: string,
+    spec: ConnectSpec,
+    name: string,
+    args: Record<string, unknown> | undefined,
     options: CallToolOptions = {}
-  ): Promise<CallToolResult> {
+  ): Promise<UpstreamCallResult> {
     const id = clientId(key, spec)
     const admission = this.#admit(id)
     const entry = this.#acquire(key, spec)

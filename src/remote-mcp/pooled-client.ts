@@ -6,6 +6,7 @@
  * idle and retirement) is pool.ts; whether an operation may start (the breaker) is the pool's too,
  * and this file reports the outcomes to it.
  */
+import { CLIENT_CAPABILITIES_META_KEY, isInputRequiredResult, ProtocolError } from '@modelcontextprotocol/client'
 import type { Tool as ClientTool } from '@modelcontextprotocol/client'
 import type { CallToolResult, Progress, Tool } from '@modelcontextprotocol/sdk/types.js'
 import { trackProgress } from '../mcp/progress.js'
@@ -13,10 +14,11 @@ import type { Logger } from '../logger.js'
 import type { BreakerAdmission } from './breaker-admission.js'
 import { failedBeforeResponse, isDeadConnection, isServerAnswer, toUpstreamError } from './classify.js'
 import type { SurfaceRequest } from '../routing/source.js'
+import type { InputRound } from '../routing/types.js'
 import { isListRequest, SurfaceLists, surfaceOnce } from './surface.js'
 import { closeConnection, openConnection } from './connection.js'
 import type { Connection, ConnectionOptions } from './connection.js'
-import { redactSecrets, UpstreamError } from './errors.js'
+import { InputUnavailableError, redactSecrets, UpstreamError } from './errors.js'
 import type { ResponseLimits } from './response-limits.js'
 import { listAllPages, ToolListCache } from './tool-cache.js'
 import type { ConnectSpec } from './transport.js'
@@ -57,7 +59,26 @@ export interface CallToolOptions {
    * transport before any answer is retried once on a fresh connection. Never set it otherwise.
    */
   retrySafe?: boolean
+  /**
+   * The caller can answer the server's questions (a 2026-07-28 client on /mcp), or retries with
+   * its answers: its capabilities are declared to the server for this call, and the retry's
+   * `inputResponses` and `requestState` (the server's own, byte for byte) sent in the params.
+   */
+  input?: InputRound | undefined
 }
+
+/** A 2026-07-28 server's `input_required` answer to a tools/call, as it sent it. */
+export interface UpstreamInputRequired {
+  resultType: 'input_required'
+  inputRequests?: Record<string, unknown>
+  requestState?: string
+}
+
+/** What a tools/call answers: the tool's result, or the server's request for input (never fulfilled here). */
+export type UpstreamCallResult = CallToolResult | UpstreamInputRequired
+
+/** The client capabilities that let a server ask for input; only these are passed on from a caller. */
+const INPUT_CAPABILITIES = ['elicitation', 'sampling', 'roots'] as const
 
 export class PooledClient {
   /** Caller key + config hash. */
@@ -129,7 +150,9 @@ export class PooledClient {
    * tools/call, replayed once on a fresh connection when `retrySafe` and the failure certainly
    * got no answer. Throws UpstreamError.
    */
-  async call (name: string, args: Record<string, unknown> | undefined, options: CallToolOptions): Promise<CallToolResult> {
+  async call (name: string, args: Record<string, unknown> | undefined, options: CallToolOptions & { input?: undefined }): Promise<CallToolResult>
+  async call (name: string, args: Record<string, unknown> | undefined, options: CallToolOptions): Promise<UpstreamCallResult>
+  async call (name: string, args: Record<string, unknown> | undefined, options: CallToolOptions): Promise<UpstreamCallResult> {
     // The SDK adds an abort listener to the signal it is given and never removes it, so it gets a
     // per-call signal; the caller's long-lived signal then only carries our own removable link.
     const perCall = new AbortController()
@@ -147,11 +170,15 @@ export class PooledClient {
         const conn = await this.waitFor(this.connect(), options.signal)
         const attemptTimeout = attempt === 1 ? timeout : Math.max(1, deadline - Date.now())
         try {
-          const result = await callOnce(conn, name, args, attemptTimeout, perCall.signal, onProgress, this.#toolDefinition(name))
+          const result = await callOnce(conn, name, args, attemptTimeout, perCall.signal, onProgress, this.#toolDefinition(name), options.input)
           this.#ctx.breakers.success(this.id)
           return result
         } catch (err) {
           if (options.signal?.aborted === true) throw new UpstreamError('GW_CANCELLED', `tools/call ${name} was cancelled by the caller`)
+          if (err instanceof ProtocolError && err.code === MISSING_CLIENT_CAPABILITY) {
+            this.#ctx.breakers.success(this.id)
+            throw new InputUnavailableError(`tools/call failed: ${this.safeMessage(err)}`, (err.data as { requiredCapabilities?: unknown } | undefined)?.requiredCapabilities)
+          }
           if (isDeadConnection(err)) this.#drop(conn, 'tools/call failed on a dead connection')
           if (attempt === 1 && options.retrySafe === true && !responded && !this.#closed && deadline - Date.now() > 0 &&
             failedBeforeResponse(err, transportKind(conn.handle.type).closedMeansUnanswered)) {
@@ -356,6 +383,9 @@ export class PooledClient {
   }
 }
 
+/** -32021, MissingRequiredClientCapability (MCP 2026-07-28). */
+const MISSING_CLIENT_CAPABILITY = -32021
+
 async function callOnce (
   conn: Connection,
   name: string,
@@ -363,16 +393,41 @@ async function callOnce (
   timeout: number,
   signal: AbortSignal,
   onProgress: ((p: Progress) => void) | undefined,
-  toolDefinition: Tool | undefined
-): Promise<CallToolResult> {
+  toolDefinition: Tool | undefined,
+  input: InputRound | undefined
+): Promise<UpstreamCallResult> {
   // Progress never extends the deadline: a server that keeps reporting must still finish
   // within the call's timeout.
   const progress = onProgress !== undefined ? trackProgress(conn.client, onProgress) : undefined
   try {
-    const params = { name, arguments: args ?? {}, ...(progress !== undefined ? { _meta: { progressToken: progress.token } } : {}) }
-    const options = { timeout, signal, ...(toolDefinition !== undefined ? { toolDefinition: toolDefinition as ClientTool } : {}) }
-    return await conn.client.callTool(params, options) as CallToolResult
+    const meta: Record<string, unknown> = {}
+    if (progress !== undefined) meta.progressToken = progress.token
+    const params: Record<string, unknown> = { name, arguments: args ?? {} }
+    // The caller's own capabilities for this call (a key of the request's envelope, which the
+    // Client lets a call's _meta set): the server may ask it for input only as it declared.
+    if (input !== undefined && conn.era === 'modern') {
+      meta[CLIENT_CAPABILITIES_META_KEY] = inputCapabilities(input.capabilities)
+      if (input.inputResponses !== undefined) params.inputResponses = input.inputResponses
+      if (input.requestState !== undefined) params.requestState = input.requestState
+    }
+    if (Object.keys(meta).length > 0) params._meta = meta
+    // `allowInputRequired`: an `input_required` answer is handed back as it came (the connection's
+    // Client never fulfils one itself: connection.ts); the caller decides what becomes of it.
+    const options = { timeout, signal, allowInputRequired: true, ...(toolDefinition !== undefined ? { toolDefinition: toolDefinition as ClientTool } : {}) }
+    const result: unknown = await conn.client.callTool(params as { name: string }, options)
+    if (!isInputRequiredResult(result)) return result as CallToolResult
+    // Only a caller that can answer gets it; a server that asks anyway (it was told no capability) is refused here.
+    if (input === undefined) {
+      throw new InputUnavailableError('tools/call failed: the MCP server answered input_required to a call that declared no client capabilities')
+    }
+    return result as UpstreamInputRequired
   } finally {
     progress?.end()
   }
+}
+
+function inputCapabilities (declared: Record<string, unknown>): Record<string, unknown> {
+  const caps: Record<string, unknown> = {}
+  for (const name of INPUT_CAPABILITIES) if (declared[name] !== undefined) caps[name] = declared[name]
+  return caps
 }

@@ -1,11 +1,12 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
+import type { UpstreamCallResult, UpstreamInputRequired } from './pooled-client.js'
 import { encodeUserPromptName, encodeUserServiceName, encodeUserToolName, qualifiedName, toWireName } from '../naming/names.js'
 import type { CatalogEntry, SourceScope, Selection, SourceListing, SurfaceListing, SurfaceRequest, ToolSource, Unavailable } from '../routing/source.js'
 import type { CallContext, ToolOutcome } from '../routing/types.js'
 import { TIER_TRAITS } from '../routing/types.js'
 import { flattenCallToolResult } from '../mcp/flatten.js'
 import type { RegistryScope } from '../registry/types.js'
-import { upstreamFailureReason } from './errors.js'
+import { InputUnavailableError, upstreamFailureReason } from './errors.js'
 
 /** The part of a registered server this source needs (the registry's StoredServer fits). */
 export interface RemoteServer {
@@ -37,8 +38,8 @@ export interface McpConnector {
     server: RemoteServer,
     name: string,
     args: Record<string, unknown>,
-    opts: { signal: AbortSignal, timeoutMs: number, onProgress?: CallContext['onProgress'], retrySafe?: boolean }
-  ) => Promise<CallToolResult>
+    opts: { signal: AbortSignal, timeoutMs: number, onProgress?: CallContext['onProgress'], retrySafe?: boolean, input?: CallContext['input'] }
+  ) => Promise<UpstreamCallResult>
   /** Connects ahead of use where a start is slow (stdio); never rejects. Optional: connectors without it connect on use. */
   warm?: (key: string, server: RemoteServer) => Promise<void>
   /**
@@ -339,16 +340,28 @@ export class RemoteMcpSource implements ToolSource {
     // The annotations of the listed tool: a name routed to a server that could not be listed has none.
     const annotations = entry.spec.annotations
     const retrySafe = annotations?.readOnlyHint === true || annotations?.idempotentHint === true
+    const input = ctx.input
+    // A retry with answers goes to the server that asked, or nowhere.
+    if (input?.server !== undefined && input.server !== key) {
+      return { ok: false, reason: 'tool-error', message: `The MCP server that asked for input no longer serves '${entry.name}' (the registry changed between the rounds); call the tool again without inputResponses` }
+    }
     try {
       const result = await this.#connector.callTool(key, server, entry.spec.name, args, {
         signal: ctx.signal,
         timeoutMs,
         retrySafe,
-        ...(ctx.onProgress !== undefined ? { onProgress: ctx.onProgress } : {})
+        ...(ctx.onProgress !== undefined ? { onProgress: ctx.onProgress } : {}),
+        ...(input !== undefined ? { input } : {})
       })
-      const flat = flattenCallToolResult(result)
+      if ('resultType' in result && result.resultType === 'input_required') {
+        return inputRequiredOutcome(result as UpstreamInputRequired, key, input !== undefined)
+      }
+      const flat = flattenCallToolResult(result as CallToolResult)
       return { ok: true, value: flat.text, isError: flat.isError, trace: flat.trace }
     } catch (err) {
+      if (err instanceof InputUnavailableError) {
+        return { ok: false, reason: 'tool-error', message: input === undefined ? INPUT_UNAVAILABLE : `${err.message} (the MCP server asks for input of a kind this client did not declare in its capabilities)` }
+      }
       const code = (err as { code?: unknown }).code
       const reason = code === 'GW_UPSTREAM_TIMEOUT'
         ? 'timeout'
@@ -357,6 +370,27 @@ export class RemoteMcpSource implements ToolSource {
           : 'upstream'
       return { ok: false, reason, message: `MCP server '${server.serverId}' failed: ${describeError(err)}` }
     }
+  }
+}
+
+/** The tool error of a call whose server asks for input its caller cannot be given (REST, a legacy MCP client). */
+const INPUT_UNAVAILABLE =
+  'The MCP server asks for input (elicitation/sampling/roots), which this client\'s protocol revision cannot receive through the gateway yet'
+
+/**
+ * A server's `input_required`: for a caller that can answer it, the outcome carries it as it
+ * came (never flattened into the output, never an error; the trace names only what is asked,
+ * without the server's requestState); for any other caller, a tool error that says why.
+ */
+function inputRequiredOutcome (result: UpstreamInputRequired, server: string, canAnswer: boolean): ToolOutcome {
+  if (!canAnswer) return { ok: false, reason: 'tool-error', message: INPUT_UNAVAILABLE }
+  const inputRequests = result.inputRequests ?? {}
+  const asked = Object.entries(inputRequests).map(([key, req]) => `${key} (${String((req as { method?: unknown } | null)?.method ?? 'unknown')})`)
+  return {
+    ok: true,
+    value: `The MCP server asks for input before it answers: ${asked.length > 0 ? asked.join(', ') : 'none (it continues with its requestState)'}`,
+    trace: { resultType: 'input_required', inputRequests },
+    inputRequired: { inputRequests, ...(result.requestState !== undefined ? { requestState: result.requestState } : {}), server }
   }
 }
 

@@ -7,7 +7,7 @@ import { capOutput, stringifyToolValue, toolErrorCode, toolErrorOutput } from '.
 import { sameEntry } from './source.js'
 import type { CatalogEntry, SourceScope, SurfaceServer, ToolSource, Unavailable } from './source.js'
 import type { ToolPolicy } from './policy.js'
-import type { CallContext, Tier, TierTraits, ToolFailureReason, ToolOutcome } from './types.js'
+import type { CallContext, InputRequired, Tier, TierTraits, ToolFailureReason, ToolOutcome } from './types.js'
 import { TIER_RANK, TIER_TRAITS, TIERS } from './types.js'
 import { ArgumentValidator } from './validate.js'
 
@@ -81,6 +81,11 @@ export interface InvokeResult {
   toolMs: number
   /** The checkpoint a mutating built-in took before it ran (context.checkpoint). */
   checkpointId?: string
+  /**
+   * The server asks for input before it answers (MCP `input_required`; only for a caller whose
+   * context had `input`): not a result and not an error. `output` only names what it asks.
+   */
+  inputRequired?: InputRequired
 }
 
 /** `pending`: the call was held for an approval and has not run; its result says so (isError, GW_APPROVAL_PENDING). */
@@ -521,6 +526,7 @@ export class ToolRouter {
       }
     }
     if (outcome.checkpointId !== undefined) result.checkpointId = outcome.checkpointId
+    if (outcome.ok && outcome.inputRequired !== undefined) result.inputRequired = outcome.inputRequired
     return result
   }
 }

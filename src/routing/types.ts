@@ -126,6 +126,12 @@ export type ToolOutcome =
     trace?: unknown
     /** A checkpoint taken before the tool ran (context.checkpoint). */
     checkpointId?: string
+    /**
+     * The tool's server asks for input before it answers (MCP 2026-07-28 `input_required`):
+     * set only when the call's context has `input` (a caller that can receive it). Not a
+     * result, not an error: `value` is a short text for logs only.
+     */
+    inputRequired?: InputRequired
   }
   | {
     ok: false
@@ -188,6 +194,33 @@ export interface CallContext {
    * extends the deadline.
    */
   onProgress?: (progress: ToolProgress) => void
+  /**
+   * Set when the caller can receive an MCP `input_required` answer (a 2026-07-28 client on
+   * /mcp), and on its retry. Absent (REST, a legacy MCP client): a server that asks for input
+   * fails the call with a tool error that says so.
+   */
+  input?: InputRound
+}
+
+/** What a caller that can answer a server's questions brings to a call (MCP 2026-07-28 multi round-trip). */
+export interface InputRound {
+  /** The caller's declared client capabilities (elicitation, sampling, roots), passed to the server. */
+  capabilities: Record<string, unknown>
+  /** The retry's answers, keyed as the server's inputRequests were, passed on as sent. */
+  inputResponses?: Record<string, unknown> | undefined
+  /** The retry: the server's own requestState of the previous round, byte for byte. */
+  requestState?: string | undefined
+  /** The retry: the server (its pool key) that asked; another one serving the name now is a tool error. */
+  server?: string | undefined
+}
+
+/** A server's request for input (MCP 2026-07-28 `InputRequiredResult`), as it sent it, and which server asked. */
+export interface InputRequired {
+  inputRequests: Record<string, unknown>
+  /** The server's opaque state; never parsed, never logged or journaled. */
+  requestState?: string
+  /** The server that asked (its pool key): the retry must reach the same one. */
+  server: string
 }
 
 /** One progress notification of a running call (MCP `notifications/progress` without its token). */
