@@ -28,6 +28,7 @@ import { ToolRouter } from './routing/router.js'
 import { CallObserver } from './routing/call-events.js'
 import type { ToolSource } from './routing/source.js'
 import type { Tier } from './routing/types.js'
+import { RequestStateSealer } from './mcp-server/request-state.js'
 
 /** Everything the HTTP layer needs, built once per process from the config. */
 export interface Services {
@@ -64,6 +65,11 @@ export interface Services {
   readiness: () => Promise<Readiness>
   /** Monotonic failure counts for metrics. */
   counters: Readonly<ServiceCounters>
+  /**
+   * The /mcp requestState handles of upstream `input_required` rounds (src/mcp-server/request-state.ts):
+   * keyed from SECRETS_KEY, so every instance continues any call; absent: the endpoint's own per-process key.
+   */
+  mcpRequestState?: RequestStateSealer
   /** Closes every resource (MCP clients, processes, Redis) within a bounded time. */
   close: () => Promise<void>
 }
@@ -76,6 +82,8 @@ export interface ServiceOverrides {
   /** Replaces the registry directory and the client pools (router tests with in-process servers). */
   directory?: ServerDirectory
   connector?: McpConnector
+  /** The /mcp requestState sealer (tests: a short TTL or their own clock). */
+  mcpRequestState?: RequestStateSealer
 }
 
 const EXAMPLES = {
@@ -200,7 +208,14 @@ async function build (
   logger.info({ functions: functions.size, localMcpTools: localMcp.size, localMcpServices: localMcp.serviceNames, registry: store.backend }, 'tools discovered')
 
   const sandbox = builtins?.sandbox
+  // The handles are HMAC'd with a key derived from SECRETS_KEY; without it each instance has a key of its own.
+  const mcpRequestState = overrides.mcpRequestState ?? new RequestStateSealer({ secret: config.secretsKey })
+  if (mcpRequestState.ephemeral) {
+    logger.warn({}, 'SECRETS_KEY is not set: /mcp requestState handles (MCP input_required rounds) are signed with a per-process random key, ' +
+      'so a retry must reach the same instance and a restart ends open rounds')
+  }
   return {
+    mcpRequestState,
     config,
     coordination,
     clusterTokens: cluster.tokens,

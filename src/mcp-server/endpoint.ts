@@ -20,6 +20,7 @@ import { isListenRequest } from './budget.js'
 import type { McpQueryT } from './json-rpc.js'
 import type { CallLimits } from './budget.js'
 import { fanOutAbortController } from '../routing/signals.js'
+import { RequestStateSealer } from './request-state.js'
 
 export interface McpEndpointOptions {
   gateway: Gateway
@@ -32,6 +33,8 @@ export interface McpEndpointOptions {
   /** Registry and upstream tool-list changes, so a change is notified at once instead of at the next poll. */
   subscribe?: (listener: ListingListener) => () => void
   onError?: (err: unknown, what: string) => void
+  /** Seals the requestState handles of upstream `input_required` rounds; default one with a per-process key. */
+  requestState?: RequestStateSealer | undefined
 }
 
 /** One checked request: who acts for which tenant with which allow-list. */
@@ -96,6 +99,7 @@ export class McpEndpoint {
   readonly #tenantStreams = new Map<string, number>()
   readonly #onError: (err: unknown, what: string) => void
   readonly #modern: ModernMcp
+  readonly #requestState: RequestStateSealer
   /** The x-mcp-header parameters of each listed tool, per listing (a cached listing is the same array). */
   readonly #declared = new WeakMap<unknown[], Map<string, ParamHeader[]>>()
 
@@ -104,6 +108,7 @@ export class McpEndpoint {
     this.#maxStreams = opts.maxStreams ?? DEFAULT_MAX_STREAMS
     this.#maxStreamsPerTenant = opts.maxStreamsPerTenant ?? streamShare(this.#maxStreams)
     this.#onError = opts.onError ?? (() => {})
+    this.#requestState = opts.requestState ?? new RequestStateSealer()
     this.#notifier = new ListChangedNotifier({
       gateway: opts.gateway,
       pollMs: opts.pollMs ?? DEFAULT_POLL_MS,
@@ -146,6 +151,7 @@ export class McpEndpoint {
       signal: gone.signal,
       ...(hooks.onCall ? { onCall: hooks.onCall } : {}),
       ...(hooks.limits ? { limits: hooks.limits } : {}),
+      requestState: this.#requestState,
       onError: (err: unknown) => this.#onError(err, 'MCP request failed')
     }
     if (hooks.overheadMs) addOverheadHeader(res, hooks.overheadMs)

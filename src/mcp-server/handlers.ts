@@ -1,13 +1,14 @@
-import type { CallToolResult, Tool } from '@modelcontextprotocol/server'
+import type { CallToolResult, InputRequiredResult, Tool } from '@modelcontextprotocol/server'
 import { HttpError, toJsonRpcFailure } from '../errors.js'
 import type { Gateway } from '../gateway.js'
 import { splitComma } from '../routing/allow-list.js'
 import type { InvokeResult } from '../routing/router.js'
-import type { Caller, ToolProgress } from '../routing/types.js'
+import type { Caller, InputRound, ToolProgress } from '../routing/types.js'
 import { TIER_TRAITS } from '../routing/types.js'
 import { CallBudget } from './budget.js'
 import type { CallLimits } from './budget.js'
 import type { McpQueryT } from './json-rpc.js'
+import type { RequestStateSealer } from './request-state.js'
 
 /** What one tools/call did, for the HTTP layer's log line and overhead accounting. */
 export type McpCallRecord =
@@ -29,6 +30,21 @@ export interface GatewayMcpServerOptions {
   onError?: (err: unknown) => void
   /** The tenant's limits for this exchange (each tools/call of a batch counts); unset = unlimited. */
   limits?: CallLimits
+  /**
+   * Seals and opens the requestState handles of upstream `input_required` rounds (2026-07-28
+   * clients). Without it a server that asks for input fails the call with a tool error.
+   */
+  requestState?: RequestStateSealer
+}
+
+/**
+ * What a 2026-07-28 tools/call brings besides its params (the SDK lifts these out of them): the
+ * client's declared capabilities (its envelope), and on a retry its answers and the handle.
+ */
+export interface ToolCallRound {
+  capabilities: Record<string, unknown>
+  inputResponses?: Record<string, unknown> | undefined
+  requestState?: string | undefined
 }
 
 /** The params of a tools/call as both eras send them (the 2026 `_meta` envelope is the SDK's concern). */
@@ -52,7 +68,8 @@ export type NotifyRelated = (notification: { method: 'notifications/progress', p
  */
 export interface GatewayMcpHandlers {
   listTools: (signal: AbortSignal) => Promise<{ tools: Tool[] }>
-  callTool: (params: ToolCallParams, signal: AbortSignal, notify: NotifyRelated) => Promise<CallToolResult>
+  /** `round`: a 2026-07-28 client's call (it can receive `input_required`); absent for a legacy client. */
+  callTool: (params: ToolCallParams, signal: AbortSignal, notify: NotifyRelated, round?: ToolCallRound) => Promise<CallToolResult | InputRequiredResult>
 }
 
 /** The exchange's share of the tenant's limits, shared by every handler of its server (one per exchange). */
@@ -77,8 +94,28 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
       }
     },
 
-    async callTool (params, signal, notify) {
+    async callTool (params, signal, notify, round) {
       const { name } = params
+      const sealer = opts.requestState
+      // The handle binds a round to who asked, for which tenant, of which tool (the server is in it).
+      const bound = { tenant: scope.userId ?? caller.userId ?? '_', keyId: caller.keyId ?? '', name }
+      let input: InputRound | undefined
+      if (era === 'modern' && round !== undefined && sealer !== undefined) {
+        input = { capabilities: round.capabilities, inputResponses: round.inputResponses }
+        if (round.requestState !== undefined) {
+          const opened = sealer.open(round.requestState, bound)
+          if (!opened.ok) {
+            // The spec's answer to a requestState that fails its integrity check: -32602. Why is
+            // named (tampered, expired, another tenant's, another tool's), never what it held.
+            const refusal = new HttpError('GW_BAD_REQUEST', `Invalid or expired requestState (${STATE_REFUSALS[opened.why]}); call the tool again without inputResponses and requestState`)
+            gateway.refused('mcp', name, refusal)
+            opts.onCall?.({ ok: false, name, error: refusal })
+            throw new JsonRpcError(-32602, refusal.message, { code: refusal.code, statusCode: 400, reason: 'invalid_request_state' })
+          }
+          input.server = opened.server
+          input.requestState = opened.state
+        }
+      }
       const refused = budget?.take()
       if (refused !== undefined) {
         gateway.refused('mcp', name, refused)
@@ -106,7 +143,7 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
         ...(scope.userId !== undefined ? { userId: scope.userId } : {}),
         allow,
         trace: true
-      }, caller, withSignal(signal, opts.signal), { via: 'mcp', onProgress })
+      }, caller, withSignal(signal, opts.signal), { via: 'mcp', onProgress, input })
       let outcome
       try {
         outcome = budget !== undefined ? await budget.run(invoke) : await invoke()
@@ -118,10 +155,28 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
         throw toJsonRpcError(outcome.error)
       }
       opts.onCall?.({ ok: true, result: outcome.result })
+      const asked = outcome.result.inputRequired
+      if (asked !== undefined && sealer !== undefined) {
+        // The server's questions as it sent them; its requestState only inside the gateway's handle.
+        return {
+          resultType: 'input_required',
+          inputRequests: asked.inputRequests as InputRequiredResult['inputRequests'],
+          requestState: sealer.seal({ ...bound, server: asked.server, state: asked.requestState })
+        } as InputRequiredResult
+      }
       return toCallToolResult(outcome.result, era)
     }
   }
 }
+
+const STATE_REFUSALS = {
+  malformed: 'not a handle of this gateway',
+  signature: 'it was altered',
+  expired: 'it expired',
+  tenant: 'it belongs to another tenant',
+  key: 'it belongs to another API key',
+  tool: 'it belongs to another tool'
+} as const
 
 /**
  * What a request handler throws for a JSON-RPC error: both SDKs send `code`, `message` and

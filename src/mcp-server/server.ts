@@ -1,7 +1,8 @@
-import { Server } from '@modelcontextprotocol/server'
+import { CLIENT_CAPABILITIES_META_KEY, Server } from '@modelcontextprotocol/server'
+import type { ServerContext } from '@modelcontextprotocol/server'
 import { exchangeBudget, gatewayMcpHandlers } from './handlers.js'
 import { surfaceHandlers } from './surface-handlers.js'
-import type { GatewayMcpServerOptions, McpEra } from './handlers.js'
+import type { GatewayMcpServerOptions, McpEra, ToolCallRound } from './handlers.js'
 import { VERSION } from '../version.js'
 
 export const SERVER_INFO = { name: 'tool-gateway', version: VERSION } as const
@@ -41,7 +42,7 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpE
   const surface = surfaceHandlers(opts, budget)
   server.setRequestHandler('tools/list', async (_request, ctx) => await handlers.listTools(ctx.mcpReq.signal))
   server.setRequestHandler('tools/call', async (request, ctx) =>
-    await handlers.callTool(request.params, ctx.mcpReq.signal, async (n) => { await ctx.mcpReq.notify(n) }))
+    await handlers.callTool(request.params, ctx.mcpReq.signal, async (n) => { await ctx.mcpReq.notify(n) }, era === 'modern' ? callRound(ctx) : undefined))
   server.setRequestHandler('resources/list', async (_request, ctx) => await surface.listResources(ctx.mcpReq.signal))
   server.setRequestHandler('resources/templates/list', async (_request, ctx) => await surface.listResourceTemplates(ctx.mcpReq.signal))
   server.setRequestHandler('resources/read', async (request, ctx) => await surface.readResource(request.params, ctx.mcpReq.signal))
@@ -49,4 +50,19 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpE
   server.setRequestHandler('prompts/get', async (request, ctx) => await surface.getPrompt(request.params, ctx.mcpReq.signal))
   server.setRequestHandler('completion/complete', async (request, ctx) => await surface.complete(request.params, ctx.mcpReq.signal))
   return server
+}
+
+/**
+ * A 2026-07-28 tools/call's multi round-trip material, which the SDK lifts out of the params:
+ * the client's declared capabilities (its envelope), the retry's answers, and the requestState
+ * as the client sent it (no verify hook is configured, so the accessor gives the raw string).
+ */
+function callRound (ctx: ServerContext): ToolCallRound {
+  const declared = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY]
+  const state = ctx.mcpReq.requestState<unknown>()
+  return {
+    capabilities: declared !== null && typeof declared === 'object' ? declared as Record<string, unknown> : {},
+    inputResponses: ctx.mcpReq.inputResponses,
+    requestState: typeof state === 'string' ? state : undefined
+  }
 }
