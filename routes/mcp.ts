@@ -78,7 +78,8 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
           tool: result.name,
           route: result.route,
           tenant,
-          outcome: result.isError ? result.error?.code : 'ok',
+          // The server asks for input (MCP input_required): its state is in no log line.
+          outcome: result.inputRequired !== undefined ? 'input_required' : result.isError ? result.error?.code : 'ok',
           durationMs: result.durationMs,
           via: 'mcp'
         }, 'invoke')
