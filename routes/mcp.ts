@@ -24,6 +24,7 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
   const endpoint = new McpEndpoint({
     gateway: app.services.gateway,
     subscribe: app.services.subscribe,
+    watchServers: app.services.watchUpstream,
     requestState: app.services.mcpRequestState,
     ...opts,
     onError: (err, what) => app.log.error({ err }, what)

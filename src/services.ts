@@ -61,6 +61,8 @@ export interface Services {
    * upstream servers saying their tool lists changed (the /mcp endpoint notifies list_changed on them).
    */
   subscribe: (listener: ListingListener) => () => void
+  /** While a listing naming these servers is watched (an /mcp notification stream), their 2026-07-28 connections listen for tool list changes. */
+  watchUpstream: (tenant: string | undefined, serverIds: readonly string[]) => () => void
   /** GET /readyz: can this instance serve (registry reachable, sandbox probe)? */
   readiness: () => Promise<Readiness>
   /** Monotonic failure counts for metrics. */
@@ -247,6 +249,12 @@ async function build (
         remote.onToolsChanged((scope, serverId) => { listener({ op: 'tools', scope, serverId }) })
       ]
       return () => { for (const u of unsubscribe) u() }
+    },
+    watchUpstream: (tenant, serverIds) => {
+      // The listing's servers are the tenant's of these ids and the global ones (tiers 2 and 5).
+      const stops = [remote.watchTools({ kind: 'global' }, serverIds)]
+      if (tenant !== undefined) stops.push(remote.watchTools({ kind: 'user', userId: tenant }, serverIds))
+      return () => { for (const stop of stops) stop() }
     }
   }
 }

@@ -32,6 +32,8 @@ export interface McpEndpointOptions {
   maxStreamsPerTenant?: number
   /** Registry and upstream tool-list changes, so a change is notified at once instead of at the next poll. */
   subscribe?: (listener: ListingListener) => () => void
+  /** While a listing is watched, its upstream servers' tool list changes are listened for (ListChangedNotifierOptions). */
+  watchServers?: (tenant: string | undefined, serverIds: readonly string[]) => () => void
   onError?: (err: unknown, what: string) => void
   /** Seals the requestState handles of upstream `input_required` rounds; default one with a per-process key. */
   requestState?: RequestStateSealer | undefined
@@ -113,6 +115,7 @@ export class McpEndpoint {
       gateway: opts.gateway,
       pollMs: opts.pollMs ?? DEFAULT_POLL_MS,
       ...(opts.subscribe ? { subscribe: opts.subscribe } : {}),
+      ...(opts.watchServers ? { watchServers: opts.watchServers } : {}),
       onError: (err) => this.#onError(err, 'list_changed check failed')
     })
     this.#modern = new ModernMcp((err, what) => this.#onError(err, what))

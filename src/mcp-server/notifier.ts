@@ -15,6 +15,11 @@ export interface ListChangedNotifierOptions {
   /** Registry change events (every instance's) and upstream tool-list changes: a change to a watched scope is checked at once. */
   subscribe?: (listener: ListingListener) => () => void
   onError?: (err: unknown, scope: McpQueryT) => void
+  /**
+   * Tells the client pools that a listing naming these servers is watched, until the returned
+   * function is called: a 2026-07-28 upstream connection then listens for its tool list changes.
+   */
+  watchServers?: (tenant: string | undefined, serverIds: readonly string[]) => () => void
 }
 
 interface Group {
@@ -29,6 +34,8 @@ interface Group {
   again: boolean
   /** An upstream server of the listing announced a change: notify after the next check even if the listing looks the same. */
   forced: boolean
+  /** Ends the pools' watch of the listing's servers (watchServers). */
+  unwatchServers: () => void
 }
 
 /**
@@ -77,7 +84,8 @@ export class ListChangedNotifier {
         fingerprint: undefined,
         checking: undefined,
         again: false,
-        forced: false
+        forced: false,
+        unwatchServers: this.#opts.watchServers?.(tenant, serverIds) ?? (() => {})
       }
       this.#groups.set(key, group)
     }
@@ -87,7 +95,10 @@ export class ListChangedNotifier {
     const watched = group
     return () => {
       watched.targets.delete(target)
-      if (watched.targets.size === 0 && this.#groups.get(key) === watched) this.#groups.delete(key)
+      if (watched.targets.size === 0 && this.#groups.get(key) === watched) {
+        this.#groups.delete(key)
+        watched.unwatchServers()
+      }
       if (this.#groups.size === 0) this.#stop()
     }
   }
@@ -164,6 +175,7 @@ export class ListChangedNotifier {
     this.#closed = true
     this.#abort.abort(new Error('closing'))
     this.#stop()
+    for (const group of this.#groups.values()) group.unwatchServers()
     this.#groups.clear()
   }
 }

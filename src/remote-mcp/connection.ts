@@ -29,6 +29,8 @@ export interface Connection {
   probing?: boolean
   /** The protocol era the connection speaks. */
   era: 'modern' | 'legacy'
+  /** Its subscriptions/listen for tool list changes, while one is wanted (2026-07-28 only; see watchToolChanges). */
+  listening?: { stop: () => void }
 }
 
 /** What openConnection needs, and how it tells the pool about the connection's life. */
@@ -66,6 +68,8 @@ export interface ConnectionOptions {
   onDead: (conn: Connection, why: string) => void
   /** notifications/tools/list_changed arrived. */
   onToolsChanged: () => void
+  /** Whether someone waits for this server's tool list changes (an /mcp notification stream): then a 2026-07-28 connection listens. */
+  watched: () => boolean
 }
 
 const MAX_CONNECT_ATTEMPTS = 5
@@ -184,8 +188,34 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
     throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client was closed while connecting')
   }
   o.adopt(conn)
-  if (conn.era === 'modern' && client.getServerCapabilities()?.tools?.listChanged === true) listenForToolChanges(conn, o, 0)
+  if (o.watched()) watchToolChanges(conn, o, true)
   return conn
+}
+
+/**
+ * Starts or stops listening for a connection's tool list changes. A 2026-07-28 server announces
+ * them only on a `subscriptions/listen` stream (the legacy GET stream is gone), which costs the
+ * server a request held open; so one is opened only while someone waits for the changes (an
+ * /mcp notification stream whose listing names the server), when the server says it has
+ * `tools.listChanged`, and closed when nobody does. A legacy connection hears them anyway.
+ */
+export function watchToolChanges (conn: Connection, o: ConnectionOptions, on: boolean): void {
+  if (!on) {
+    conn.listening?.stop()
+    conn.listening = undefined
+    return
+  }
+  if (conn.listening !== undefined || conn.closed || conn.era !== 'modern') return
+  if (conn.client.getServerCapabilities()?.tools?.listChanged !== true) return
+  const state = { stopped: false, subscription: undefined as { close: () => Promise<void> } | undefined, timer: undefined as NodeJS.Timeout | undefined }
+  conn.listening = {
+    stop: () => {
+      state.stopped = true
+      clearTimeout(state.timer)
+      state.subscription?.close().catch(() => {})
+    }
+  }
+  listenForToolChanges(conn, o, state, 0)
 }
 
 /** Re-listen delays after a subscriptions/listen stream ended on the server's side: 1 s doubling up to 30 s. */
@@ -193,30 +223,41 @@ const RELISTEN_MS = 1000
 const RELISTEN_MAX_MS = 30_000
 
 /**
- * A 2026-07-28 server announces tool list changes only on a `subscriptions/listen` stream (the
- * legacy GET stream is gone): one per connection that the server says has `tools.listChanged`,
- * kept for the connection's life. Its notifications reach the handler of tryConnect (the tool
- * cache is marked stale, the pool told). A stream the server ends is opened again after a
- * delay, and whatever changed meanwhile counts as a change; closing the client ends it.
+ * One connection's listen stream (watchToolChanges): its notifications reach the handler of
+ * tryConnect (the tool cache is marked stale, the pool told). A stream the server ends is
+ * opened again after a delay, and whatever changed meanwhile counts as a change; stopping it or
+ * closing the client ends it.
  */
-function listenForToolChanges (conn: Connection, o: ConnectionOptions, failures: number): void {
+function listenForToolChanges (
+  conn: Connection,
+  o: ConnectionOptions,
+  state: { stopped: boolean, subscription: { close: () => Promise<void> } | undefined, timer: NodeJS.Timeout | undefined },
+  failures: number
+): void {
+  const gone = (): boolean => state.stopped || conn.closed || !o.inUse(conn)
   const again = (): void => {
     const wait = Math.min(RELISTEN_MAX_MS, RELISTEN_MS * 2 ** Math.min(failures, 5))
-    setTimeout(() => {
-      if (conn.closed || !o.inUse(conn)) return
+    state.timer = setTimeout(() => {
+      if (gone()) return
       // Changes while no stream was open were not announced.
       o.onToolsChanged()
-      listenForToolChanges(conn, o, failures + 1)
-    }, wait).unref()
+      listenForToolChanges(conn, o, state, failures + 1)
+    }, wait)
+    state.timer.unref()
   }
-  if (conn.closed || !o.inUse(conn)) return
+  if (gone()) return
   conn.client.listen({ toolsListChanged: true }).then(async (subscription) => {
     failures = 0
+    if (gone()) {
+      await subscription.close().catch(() => {})
+      return
+    }
+    state.subscription = subscription
     const how = await subscription.closed
-    if (how !== 'local' && !conn.closed) again()
+    if (how !== 'local' && !gone()) again()
   }, (err: unknown) => {
     o.logger.debug({ mcpClient: o.label, err: o.safeMessage(err) }, 'subscriptions/listen failed')
-    if (!conn.closed) again()
+    if (!gone()) again()
   })
 }
 

@@ -64,6 +64,8 @@ export interface RemoteMcp {
   resilience: () => { global: McpResilienceStats, tenant: McpResilienceStats }
   /** A registered server said its own tool list changed (seen by this instance, which holds its client). */
   onToolsChanged: (listener: (scope: RegistryScope, serverId: string) => void) => () => void
+  /** Someone waits for these servers' tool list changes until the returned function is called (pool.watch). */
+  watchTools: (scope: RegistryScope, serverIds: readonly string[]) => () => void
   /** Closes the directory's subscription, every MCP client and the tenant egress agent. The store stays open. */
   close: () => Promise<void>
 }
@@ -213,6 +215,12 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
       onToolsChanged: (listener) => {
         toolsChanged.add(listener)
         return () => { toolsChanged.delete(listener) }
+      },
+      watchTools: (scope, serverIds) => {
+        const stops = serverIds.map((id) => scope.kind === 'global'
+          ? pools.global.watch(id)
+          : pools.tenant.watch(encodeUserServiceName(scope.userId, id)))
+        return () => { for (const stop of stops) stop() }
       },
       close
     }

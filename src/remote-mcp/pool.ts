@@ -135,6 +135,8 @@ export class McpClientPool {
   readonly #opts: { idleMs: number, maxClients: number, toolsTtlMs: number, closeTimeoutMs: number }
   readonly #log: Logger
   readonly #entries = new Map<string, PooledClient>()
+  /** How many watchers wait for each client key's tool list changes (watch()). */
+  readonly #watched = new Map<string, number>()
   /** The ids in #entries per pool key (one per config of the key; normally one): no scan of the pool per new client. */
   readonly #idsByKey = new Map<string, Set<string>>()
   /** Clients taken out of #entries while calls still ran on them (see #retire). */
@@ -176,7 +178,8 @@ export class McpClientPool {
       callTimeoutMs: options.callTimeoutMs,
       surfaceTtlMs: options.toolsTtlMs,
       onRetry: () => { this.#retries++ },
-      onToolsChanged: options.onToolsChanged ?? (() => {})
+      onToolsChanged: options.onToolsChanged ?? (() => {}),
+      isWatched: (key) => (this.#watched.get(key) ?? 0) > 0
     }
   }
 
@@ -326,6 +329,33 @@ export class McpClientPool {
     this.#breakers.reset(match)
     await this.#bounded(Promise.all(victims.map(async (e) => { await this.#retire(e, 'invalidated') })))
     return victims.length
+  }
+
+  /**
+   * Someone waits for the tool list changes of `key` (an /mcp notification stream whose listing
+   * names the server) until the returned function is called: its 2026-07-28 connections keep a
+   * subscriptions/listen open meanwhile, and only meanwhile.
+   */
+  watch (key: string): () => void {
+    const n = (this.#watched.get(key) ?? 0) + 1
+    this.#watched.set(key, n)
+    if (n === 1) this.#setWatched(key, true)
+    let done = false
+    return () => {
+      if (done) return
+      done = true
+      const left = (this.#watched.get(key) ?? 1) - 1
+      if (left > 0) {
+        this.#watched.set(key, left)
+        return
+      }
+      this.#watched.delete(key)
+      this.#setWatched(key, false)
+    }
+  }
+
+  #setWatched (key: string, on: boolean): void {
+    for (const id of this.#idsByKey.get(key) ?? []) this.#entries.get(id)?.setWatched(on)
   }
 
   /** Snapshot of the pool for GET /status. */

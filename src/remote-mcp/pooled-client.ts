@@ -16,7 +16,7 @@ import { failedBeforeResponse, isDeadConnection, isServerAnswer, toUpstreamError
 import type { SurfaceRequest } from '../routing/source.js'
 import type { InputRound } from '../routing/types.js'
 import { isListRequest, SurfaceLists, surfaceOnce } from './surface.js'
-import { closeConnection, openConnection } from './connection.js'
+import { closeConnection, openConnection, watchToolChanges } from './connection.js'
 import type { Connection, ConnectionOptions } from './connection.js'
 import { InputUnavailableError, redactSecrets, UpstreamError } from './errors.js'
 import type { ResponseLimits } from './response-limits.js'
@@ -44,6 +44,8 @@ export interface ClientContext {
   onRetry: () => void
   /** A client's server said its tool list changed (`key`: the client key). */
   onToolsChanged: (key: string) => void
+  /** Whether someone waits for the tool list changes of a client key (pool.watch). */
+  isWatched: (key: string) => boolean
 }
 
 /** Per-call options of tools/call (the pool's callTool). */
@@ -96,6 +98,8 @@ export class PooledClient {
   readonly #ctx: ClientContext
   readonly #secrets: string[]
   #conn: Connection | undefined
+  /** The options the current connection was opened with (its callbacks are this client's). */
+  #connOptions: ConnectionOptions | undefined
   #connecting: Promise<Connection> | undefined
   /** Why the last connect attempt failed (cleared by a successful one). */
   #connectError: string | undefined
@@ -109,6 +113,15 @@ export class PooledClient {
     this.spec = spec
     this.#ctx = context
     this.#secrets = [...Object.values(spec.headers ?? {}), ...Object.values(spec.env ?? {})]
+  }
+
+  /**
+   * Someone waits for this server's tool list changes (or no longer does): a 2026-07-28
+   * connection opens (or closes) its subscriptions/listen; a later connection asks isWatched.
+   */
+  setWatched (on: boolean): void {
+    const conn = this.#conn
+    if (conn !== undefined && this.#connOptions !== undefined) watchToolChanges(conn, this.#connOptions, on)
   }
 
   get connected (): boolean {
@@ -344,7 +357,7 @@ export class PooledClient {
     const onClosing = (): void => { attempt.abort() }
     this.#closing.signal.addEventListener('abort', onClosing, { once: true })
     try {
-      return await openConnection({
+      const options: ConnectionOptions = {
         ...this.#ctx.connection,
         spec: this.spec,
         label: this.key,
@@ -355,16 +368,21 @@ export class PooledClient {
         abandoned: () => this.#closed,
         signal: attempt.signal,
         inUse: (conn) => this.#conn === conn,
-        adopt: (conn) => { this.#conn = conn },
+        adopt: (conn) => {
+          this.#conn = conn
+          this.#connOptions = options
+        },
         onClosed: (conn) => { if (this.#conn === conn) this.#conn = undefined },
         onDead: (conn, why) => { this.#drop(conn, why) },
+        watched: () => this.#ctx.isWatched(this.key),
         onToolsChanged: () => {
           this.toolList.changed()
           this.#ctx.onToolsChanged(this.key)
           // Refresh in the background so the next listing is served fresh; failures keep the old list.
           if (!this.#closed && this.toolList.tools !== undefined) this.refresh().catch(() => {})
         }
-      })
+      }
+      return await openConnection(options)
     } finally {
       this.#closing.signal.removeEventListener('abort', onClosing)
     }

@@ -4,7 +4,9 @@
  * stream it keeps per connection; a 2026-07-28 client on /mcp hears it on its own listen
  * stream, a legacy client on its GET stream, and both then list the new tool. An announcement
  * that changes nothing the listing shows is carried too (the periodic comparison of listings
- * would never send it): the server said so, its clients re-list.
+ * would never send it): the server said so, its clients re-list. The gateway listens upstream only
+ * while an /mcp stream watches a listing that names the server (a listen costs the server a
+ * request held open): a plain listing opens none.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -49,6 +51,11 @@ test('an upstream 2026-07-28 server\'s list change reaches /mcp clients of both 
   const url = new URL(`http://127.0.0.1:${address.port}/mcp?mcp=up`)
   assert.equal((await app.inject({ method: 'PUT', url: '/mcp/servers/up', payload: { type: 'streamable_http', url: upstream.url } })).statusCode, 201)
 
+  // A listing alone connects to the server but does not listen.
+  assert.equal((await app.inject({ method: 'GET', url: '/tools?mcp=up' })).statusCode, 200)
+  assert.equal(upstream.requests.get('tools/list'), 1)
+  assert.equal(upstream.requests.get('subscriptions/listen'), undefined, 'no listen without a watcher')
+
   const modern = new Client({ name: 'v2', version: '1' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } })
   await modern.connect(new StreamableHTTPClientTransport(url))
   clients.push(modern)
@@ -76,6 +83,11 @@ test('an upstream 2026-07-28 server\'s list change reaches /mcp clients of both 
 
   const before = (await modern.listTools()).tools.map((x) => x.name)
   assert.deepEqual(before, ['echo'])
+  // Two /mcp streams watch the listing: the upstream connection listens once.
+  const listened = async (): Promise<void> => {
+    while (upstream.requests.get('subscriptions/listen') === undefined) await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  await within(listened(), 10_000, 'an upstream subscriptions/listen once the listing is watched')
   assert.equal(upstream.requests.get('subscriptions/listen'), 1, 'the gateway listens upstream once per connection')
 
   const name = upstream.addTool()
