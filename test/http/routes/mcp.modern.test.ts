@@ -18,14 +18,12 @@ import { loadConfig } from '../../../src/config.js'
 import { startStreamableHttpFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
 import { startConformanceServer } from '../../../scripts/lib/mcp-fixtures/conformance/server.js'
 import { TEST_QUOTA } from '../../helpers/app.js'
+import { MODERN, postModernMcp } from '../../helpers/mcp-raw.js'
+import type { RawMcpAnswer, RawMcpMessage, RawMcpOptions } from '../../helpers/mcp-raw.js'
 
 const ADMIN = 'admin-key-0123456789'
 const ACME = 'acme-key-0123456789'
 const GLOBEX = 'globex-key-0123456789'
-const MODERN = '2026-07-28'
-
-interface RawMessage { id?: number | string, method: string, params?: Record<string, unknown> }
-interface RawOptions { headers?: Record<string, string>, envelope?: boolean, version?: string }
 
 interface Gateway {
   base: string
@@ -33,7 +31,7 @@ interface Gateway {
   client: (query: string, key: string, mode?: 'auto' | 'legacy' | { pin: string }) => Promise<Client>
   http: (method: string, path: string, key: string, body?: unknown) => Promise<{ status: number, json: any }>
   /** A raw 2026-07-28 POST /mcp: the envelope added to params unless `envelope: false`, headers as given. */
-  rpc: (query: string, key: string, message: RawMessage, opts?: RawOptions) => Promise<{ status: number, contentType: string, json: any }>
+  rpc: (query: string, key: string, message: RawMcpMessage, opts?: RawMcpOptions) => Promise<RawMcpAnswer>
 }
 
 async function startGateway (t: TestContext, env: Record<string, string> = {}): Promise<Gateway> {
@@ -77,28 +75,7 @@ async function startGateway (t: TestContext, env: Record<string, string> = {}): 
       return { status: res.status, json: text === '' ? undefined : JSON.parse(text) }
     },
     async rpc (query, key, message, opts = {}) {
-      const version = opts.version ?? MODERN
-      const meta = {
-        'io.modelcontextprotocol/protocolVersion': version,
-        'io.modelcontextprotocol/clientCapabilities': {},
-        'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' }
-      }
-      const params = opts.envelope === false
-        ? message.params
-        : { ...message.params, _meta: { ...meta, ...(message.params?._meta as object | undefined) } }
-      const res = await fetch(`${base}/mcp?${query}`, {
-        method: 'POST',
-        headers: {
-          ...auth(key),
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          'mcp-protocol-version': version,
-          'mcp-method': message.method,
-          ...opts.headers
-        },
-        body: JSON.stringify({ jsonrpc: '2.0', id: message.id ?? 1, method: message.method, ...(params !== undefined ? { params } : {}) })
-      })
-      return { status: res.status, contentType: res.headers.get('content-type') ?? '', json: await res.json() }
+      return await postModernMcp(`${base}/mcp?${query}`, key, message, opts)
     }
   }
 }

@@ -22,11 +22,11 @@ import { buildApp } from '../../../src/app.js'
 import { loadConfig } from '../../../src/config.js'
 import { RequestStateSealer } from '../../../src/mcp-server/request-state.js'
 import { TEST_QUOTA } from '../../helpers/app.js'
+import { MODERN, postModernMcp } from '../../helpers/mcp-raw.js'
 
 const ADMIN = 'admin-key-0123456789'
 const ACME = 'acme-key-0123456789'
 const GLOBEX = 'globex-key-0123456789'
-const MODERN = '2026-07-28'
 /** The upstream's own state: characters a careless re-encoding would change. */
 const UPSTREAM_STATE = 'st@te/1+=;{"round":1} é\u2028 ~'
 const NAME_SCHEMA = { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] }
@@ -122,24 +122,8 @@ async function startGateway (t: TestContext, sealer: RequestStateSealer): Promis
       return { status: res.status, json: text === '' ? undefined : JSON.parse(text) }
     },
     async call (query, key, params, capabilities = { elicitation: { form: {} } }) {
-      const meta = {
-        'io.modelcontextprotocol/protocolVersion': MODERN,
-        'io.modelcontextprotocol/clientCapabilities': capabilities,
-        'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' }
-      }
-      const res = await fetch(`${base}/mcp?${query}`, {
-        method: 'POST',
-        headers: {
-          ...auth(key),
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          'mcp-protocol-version': MODERN,
-          'mcp-method': 'tools/call',
-          'mcp-name': String(params.name)
-        },
-        body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method: 'tools/call', params: { ...params, _meta: meta } })
-      })
-      return { status: res.status, json: await res.json() }
+      const message = { id: ++id, method: 'tools/call', params }
+      return await postModernMcp(`${base}/mcp?${query}`, key, message, { capabilities, headers: { 'mcp-name': String(params.name) } })
     }
   }
 }

@@ -24,11 +24,12 @@ import { CompleteRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import { buildApp } from '../../../src/app.js'
 import { loadConfig } from '../../../src/config.js'
 import { TEST_QUOTA } from '../../helpers/app.js'
+import { MODERN, postModernMcp } from '../../helpers/mcp-raw.js'
+import type { RawMcpAnswer, RawMcpMessage } from '../../helpers/mcp-raw.js'
 
 const ADMIN = 'admin-key-0123456789'
 const ACME = 'acme-key-0123456789'
 const GLOBEX = 'globex-key-0123456789'
-const MODERN = '2026-07-28'
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=='
 
 interface Fixture { url: string, methods: string[] }
@@ -116,13 +117,12 @@ async function startModern (t: TestContext, marker: string): Promise<Fixture> {
 }
 
 type SurfaceClient = Pick<Client, 'listResources' | 'listResourceTemplates' | 'readResource' | 'listPrompts' | 'getPrompt' | 'complete'>
-interface RawMessage { id: number, method: string, params: Record<string, unknown> }
 
 interface Gateway {
   put: (path: string, key: string, body: unknown) => Promise<number>
   /** A client on /mcp?{query}: the SDK v1 one (legacy), or the v2 one pinned to 2026-07-28. */
   client: (era: 'legacy' | 'modern', query: string, key: string) => Promise<SurfaceClient>
-  rpc: (query: string, key: string, message: RawMessage, headers: Record<string, string>) => Promise<{ status: number, json: any }>
+  rpc: (query: string, key: string, message: RawMcpMessage, headers: Record<string, string>) => Promise<RawMcpAnswer>
 }
 
 async function startGateway (t: TestContext, env: Record<string, string> = {}): Promise<Gateway> {
@@ -170,24 +170,7 @@ async function startGateway (t: TestContext, env: Record<string, string> = {}): 
       return client
     },
     async rpc (query, key, message, headers) {
-      const meta = {
-        'io.modelcontextprotocol/protocolVersion': MODERN,
-        'io.modelcontextprotocol/clientCapabilities': {},
-        'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' }
-      }
-      const res = await fetch(`${base}/mcp?${query}`, {
-        method: 'POST',
-        headers: {
-          ...auth(key),
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          'mcp-protocol-version': MODERN,
-          'mcp-method': message.method,
-          ...headers
-        },
-        body: JSON.stringify({ jsonrpc: '2.0', ...message, params: { ...message.params, _meta: meta } })
-      })
-      return { status: res.status, json: await res.json() }
+      return await postModernMcp(`${base}/mcp?${query}`, key, message, { headers })
     }
   }
 }
