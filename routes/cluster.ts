@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox'
 import { ClusterResponse } from '../src/api/cluster.js'
 import { errorResponses } from '../src/api/common.js'
 import { FORWARDED_PROCESS_CALL_PATH } from '../src/cluster/index.js'
+import { FORWARDED_MCP_ANSWER_PATH } from '../src/mcp-server/client-requests.js'
 import { HttpError } from '../src/errors.js'
 
 /**
@@ -37,6 +38,15 @@ async function clusterRoutes (app: FastifyInstance): Promise<void> {
     const serve = app.services.builtins?.serveForwarded
     if (serve === undefined) throw new HttpError('GW_NOT_FOUND', 'This instance runs no built-in tools')
     return await serve(request.body)
+  })
+
+  // A legacy /mcp client's answer that reached another instance (src/mcp-server/client-requests.ts).
+  app.post(FORWARDED_MCP_ANSWER_PATH, {
+    config: { cluster: true },
+    schema: { hide: true, body: Type.Object({}, { additionalProperties: true }) }
+  }, async (request) => {
+    if (!app.services.mcpClientRequests.deliverForwarded(request.body)) throw new HttpError('GW_BAD_REQUEST', 'Not a forwarded MCP client answer')
+    return { delivered: true }
   })
 }
 

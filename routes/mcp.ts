@@ -26,6 +26,7 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
     subscribe: app.services.subscribe,
     watchServers: app.services.watchUpstream,
     requestState: app.services.mcpRequestState,
+    clientRequests: app.services.mcpClientRequests,
     ...opts,
     onError: (err, what) => app.log.error({ err }, what)
   })
@@ -49,7 +50,7 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
     schema: {
       operationId: 'mcpPost',
       summary: 'MCP (streamable HTTP, stateless, revisions 2026-07-28 and 2025-11-25 or earlier): JSON-RPC from an MCP client',
-      description: `${SCOPE} Both protocol eras on one URL: a request whose params._meta names io.modelcontextprotocol/protocolVersion 2026-07-28 is served in that revision (server/discover, the Mcp-Method and Mcp-Name headers checked against the body: -32020 on a mismatch, -32022 for an unknown revision, -32602 without the envelope, 404 -32601 for methods the revision removed; results carry resultType, and listings cacheScope private with ttlMs 0, since they depend on the caller); anything else (initialize, batches) in the legacy revisions. Stateless: no Mcp-Session-Id, any instance answers any request. Answers are application/json, except a tools/call that sends _meta.progressToken: that one is answered as a text/event-stream carrying the upstream server's progress notifications under the client's token, then the result. Unknown tools and tools outside the allow-list are JSON-RPC errors (-32602), tool failures are results with isError. A refusal keeps the id of the request it refuses once the body was read. Send Accept: application/json, text/event-stream.`,
+      description: `${SCOPE} Both protocol eras on one URL: a request whose params._meta names io.modelcontextprotocol/protocolVersion 2026-07-28 is served in that revision (server/discover, the Mcp-Method and Mcp-Name headers checked against the body: -32020 on a mismatch, -32022 for an unknown revision, -32602 without the envelope, 404 -32601 for methods the revision removed; results carry resultType, and listings cacheScope private with ttlMs 0, since they depend on the caller); anything else (initialize, batches) in the legacy revisions. Stateless: any instance answers any request; the Mcp-Session-Id the answer to initialize gives only carries what the client declared (its elicitation, sampling and roots capabilities). Answers are application/json, except a tools/call that sends something before its result: the upstream server's progress under the client's progressToken, its log messages (notifications/message), or its requests of the client (elicitation/create, sampling/createMessage, roots/list, only when the client declared the capability, also for a 2026-07-28 server's input_required): that one is answered as a text/event-stream. The client POSTs its answers to those requests back to /mcp (202), to any instance. Unknown tools and tools outside the allow-list are JSON-RPC errors (-32602), tool failures are results with isError. A refusal keeps the id of the request it refuses once the body was read. Send Accept: application/json, text/event-stream.`,
       tags: ['mcp'],
       querystring: McpQuery,
       body: Type.Unknown({ description: 'A JSON-RPC 2.0 message or batch (MCP)' }),

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { fileURLToPath } from 'node:url'
 import { WorkspaceFacade, createBuiltins } from './builtin/index.js'
 import type { Builtins } from './builtin/index.js'
@@ -6,7 +7,7 @@ import { parseDuration } from './config.js'
 import { StartupError } from './errors.js'
 import { ApprovalFacade, createApprovals } from './approvals/index.js'
 import { createCluster } from './cluster/index.js'
-import type { ClusterTokens, Coordination, LimiterStores } from './cluster/index.js'
+import type { ClusterTokens, Coordination, LimiterStores, PeerClient } from './cluster/index.js'
 import { redisTargetOf } from './redis/index.js'
 import { createJournal } from './journal/index.js'
 import type { Journal } from './journal/index.js'
@@ -29,6 +30,8 @@ import { CallObserver } from './routing/call-events.js'
 import type { ToolSource } from './routing/source.js'
 import type { Tier } from './routing/types.js'
 import { RequestStateSealer } from './mcp-server/request-state.js'
+import { ClientRequests, FORWARDED_MCP_ANSWER_PATH } from './mcp-server/client-requests.js'
+import type { ForwardedAnswer } from './mcp-server/client-requests.js'
 
 /** Everything the HTTP layer needs, built once per process from the config. */
 export interface Services {
@@ -72,6 +75,11 @@ export interface Services {
    * keyed from SECRETS_KEY, so every instance continues any call; absent: the endpoint's own per-process key.
    */
   mcpRequestState?: RequestStateSealer
+  /**
+   * The requests sent to legacy /mcp clients during their calls and the answers they POST back
+   * (src/mcp-server/client-requests.ts); an answer that reaches another instance is forwarded here.
+   */
+  mcpClientRequests: ClientRequests
   /** Closes every resource (MCP clients, processes, Redis) within a bounded time. */
   close: () => Promise<void>
 }
@@ -216,8 +224,14 @@ async function build (
     logger.warn({}, 'SECRETS_KEY is not set: /mcp requestState handles (MCP input_required rounds) are signed with a per-process random key, ' +
       'so a retry must reach the same instance and a restart ends open rounds')
   }
+  const mcpClientRequests = new ClientRequests({
+    instanceId: coordination?.instanceId ?? randomUUID(),
+    ...(coordination?.peers !== undefined ? { forward: forwardAnswers(coordination, coordination.peers) } : {}),
+    onError: (err, what) => { logger.warn({ err }, what) }
+  })
   return {
     mcpRequestState,
+    mcpClientRequests,
     config,
     coordination,
     clusterTokens: cluster.tokens,
@@ -256,5 +270,15 @@ async function build (
       if (tenant !== undefined) stops.push(remote.watchTools({ kind: 'user', userId: tenant }, serverIds))
       return () => { for (const stop of stops) stop() }
     }
+  }
+}
+
+/** Forwards a legacy /mcp client's answer to the instance whose call waits for it (the cluster's signed call). */
+function forwardAnswers (coordination: Coordination, peers: PeerClient): (instanceId: string, answer: ForwardedAnswer) => Promise<boolean> {
+  return async (instanceId, answer) => {
+    const owner = await coordination.membership.get(instanceId)
+    if (owner === undefined || owner.url === '') return false
+    await peers.post(owner.url, FORWARDED_MCP_ANSWER_PATH, answer, { timeoutMs: 5000 })
+    return true
   }
 }

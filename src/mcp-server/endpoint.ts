@@ -10,9 +10,13 @@ import { ListChangedNotifier } from './notifier.js'
 import { HttpError } from '../errors.js'
 import { jsonRpcRefusalBody } from './json-rpc.js'
 import { createGatewayMcpServer } from './server.js'
-import type { McpCallRecord } from './handlers.js'
+import type { LegacyClient, McpCallRecord } from './handlers.js'
 import { ModernMcp } from './modern.js'
-import { toWebRequest, writeWebResponse } from './web.js'
+import { toWebRequest, writeAdaptiveResponse, writeWebResponse } from './web.js'
+import { ClientRequests } from './client-requests.js'
+import type { AnswerOwner } from './client-requests.js'
+import { canBeAsked, capabilitiesOf, sessionIdFor } from './legacy-session.js'
+import { randomUUID } from 'node:crypto'
 import { checkParamHeaders, paramHeadersOf } from './param-headers.js'
 import type { ParamHeader } from './param-headers.js'
 import type { ListenOptions } from './modern.js'
@@ -37,6 +41,8 @@ export interface McpEndpointOptions {
   onError?: (err: unknown, what: string) => void
   /** Seals the requestState handles of upstream `input_required` rounds; default one with a per-process key. */
   requestState?: RequestStateSealer | undefined
+  /** The requests sent to legacy clients during their calls, and their answers (any instance's); default one of this endpoint's own. */
+  clientRequests?: ClientRequests | undefined
 }
 
 /** One checked request: who acts for which tenant with which allow-list. */
@@ -102,6 +108,7 @@ export class McpEndpoint {
   readonly #onError: (err: unknown, what: string) => void
   readonly #modern: ModernMcp
   readonly #requestState: RequestStateSealer
+  readonly #clientRequests: ClientRequests
   /** The x-mcp-header parameters of each listed tool, per listing (a cached listing is the same array). */
   readonly #declared = new WeakMap<unknown[], Map<string, ParamHeader[]>>()
 
@@ -111,6 +118,7 @@ export class McpEndpoint {
     this.#maxStreamsPerTenant = opts.maxStreamsPerTenant ?? streamShare(this.#maxStreams)
     this.#onError = opts.onError ?? (() => {})
     this.#requestState = opts.requestState ?? new RequestStateSealer()
+    this.#clientRequests = opts.clientRequests ?? new ClientRequests({ instanceId: randomUUID(), onError: this.#onError })
     this.#notifier = new ListChangedNotifier({
       gateway: opts.gateway,
       pollMs: opts.pollMs ?? DEFAULT_POLL_MS,
@@ -158,6 +166,12 @@ export class McpEndpoint {
       onError: (err: unknown) => this.#onError(err, 'MCP request failed')
     }
     if (hooks.overheadMs) addOverheadHeader(res, hooks.overheadMs)
+    // A legacy client's answers to the requests its calls' servers made (client-requests.ts): never the SDK's.
+    if (ClientRequests.isAnswerBody(body)) {
+      await this.#clientRequests.deliver(answerOwnerOf(ex), body)
+      res.writeHead(202).end()
+      return
+    }
     let server: Server | undefined
     res.once('close', () => {
       if (!res.writableFinished) gone.abort(new Error('client disconnected'))
@@ -171,14 +185,43 @@ export class McpEndpoint {
         else await this.#modern.post(request, res, body, opts)
         return
       }
-      server = createGatewayMcpServer(opts, 'legacy')
-      // JSON answers, except when a tools/call asks for progress: notifications can only reach
-      // the client on the request's own SSE response stream.
-      const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !wantsProgress(body) })
+      // A single tools/call may send things before its result (progress, its servers' log messages
+      // and questions for the client): its answer is a stream, sent as plain JSON when the result
+      // comes first (writeAdaptiveResponse). Anything else is answered JSON, unless it asks for progress.
+      const oneCall = isToolsCall(body)
+      const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !oneCall && !wantsProgress(body) })
+      server = createGatewayMcpServer(oneCall ? { ...opts, legacyClient: this.#legacyClient(request, ex, transport) } : opts, 'legacy')
       await server.connect(transport)
-      await writeWebResponse(await transport.handleRequest(request, { parsedBody: body }), res, gone.signal)
+      const response = await transport.handleRequest(request, { parsedBody: body })
+      if (oneCall) await writeAdaptiveResponse(response, res, gone.signal)
+      else await writeWebResponse(withSession(response, body), res, gone.signal)
     } catch (err) {
       this.#fail(res, err, body)
+    }
+  }
+
+  /**
+   * A legacy client's call's way back to it: what it declared in `initialize` (its session id,
+   * legacy-session.ts) and the call's own response stream, on which the requests its servers
+   * make of the client go out (with ids of client-requests.ts, whose answers come back as POSTs).
+   */
+  #legacyClient (request: Request, ex: McpExchange, transport: WebStandardStreamableHTTPServerTransport): LegacyClient {
+    const capabilities = capabilitiesOf(request.headers.get('mcp-session-id'))
+    const owner = answerOwnerOf(ex)
+    const askable = canBeAsked(capabilities)
+    return {
+      capabilities,
+      relay: (requestId, notify) => ({
+        ask: askable
+          ? async (question, signal) => {
+            const send = async (m: Parameters<typeof transport.send>[0]): Promise<void> => { await transport.send(m, { relatedRequestId: requestId }) }
+            return await this.#clientRequests.ask(owner, send, question, signal)
+          }
+          : undefined,
+        log: (params) => { notify({ method: 'notifications/message', params }).catch(() => {}) },
+        // No level kept between requests (stateless): what a legacy server would send a client that set none.
+        logLevel: 'debug'
+      })
     }
   }
 
@@ -336,6 +379,29 @@ export class McpEndpoint {
 /** The share of the instance's streams an exchange counts against by default: its tenant's, or the admins'. */
 function tenantKeyOf (ex: McpExchange): string {
   return ex.tenant !== undefined ? `t:${ex.tenant}` : 'admin'
+}
+
+/** Whose call a request to a client belongs to: its answer must come from the same tenant and key. */
+function answerOwnerOf (ex: McpExchange): AnswerOwner {
+  return { tenant: ex.tenant ?? '_', keyId: ex.caller.keyId ?? '' }
+}
+
+/** Whether a POST body is one tools/call request. */
+function isToolsCall (body: unknown): boolean {
+  return body !== null && typeof body === 'object' && !Array.isArray(body) && (body as { method?: unknown }).method === 'tools/call' &&
+    (body as { id?: unknown }).id !== undefined
+}
+
+/**
+ * The answer to `initialize` names the session the client declared (legacy-session.ts): its
+ * capabilities, which its later requests bring back in Mcp-Session-Id. Other answers as they are.
+ */
+function withSession (response: Response, body: unknown): Response {
+  const init = body as { method?: unknown, params?: { capabilities?: unknown } } | null
+  if (init === null || typeof init !== 'object' || Array.isArray(init) || init.method !== 'initialize' || response.status !== 200) return response
+  const headers = new Headers(response.headers)
+  headers.set('mcp-session-id', sessionIdFor(init.params?.capabilities))
+  return new Response(response.body, { status: response.status, headers })
 }
 
 /** Whether a POST body (one message or a batch) has a tools/call with `_meta.progressToken`. */

@@ -4,6 +4,7 @@ import type { Gateway } from '../gateway.js'
 import { splitComma } from '../routing/allow-list.js'
 import type { InvokeResult } from '../routing/router.js'
 import type { Caller, InputRound, ToolProgress } from '../routing/types.js'
+import type { ClientRelay } from '../routing/client-relay.js'
 import { TIER_TRAITS } from '../routing/types.js'
 import { CallBudget } from './budget.js'
 import type { CallLimits } from './budget.js'
@@ -35,6 +36,15 @@ export interface GatewayMcpServerOptions {
    * clients). Without it a server that asks for input fails the call with a tool error.
    */
   requestState?: RequestStateSealer
+  /** A legacy client's channel for the requests and log messages of its calls (endpoint.ts); absent for a 2026-07-28 one. */
+  legacyClient?: LegacyClient | undefined
+}
+
+/** What a legacy client declared, and how a call of it reaches it while the call runs. */
+export interface LegacyClient {
+  capabilities: Record<string, unknown>
+  /** The relay of the call with this JSON-RPC id: requests go out on its response stream, logs through `notify`. */
+  relay: (requestId: string | number, notify: (notification: { method: string, params: Record<string, unknown> }) => Promise<void>) => ClientRelay
 }
 
 /**
@@ -43,6 +53,8 @@ export interface GatewayMcpServerOptions {
  */
 export interface ToolCallRound {
   capabilities: Record<string, unknown>
+  /** A client the call's questions and log messages are relayed to while it runs (a legacy one). */
+  relay?: ClientRelay | undefined
   inputResponses?: Record<string, unknown> | undefined
   requestState?: string | undefined
 }
@@ -100,6 +112,7 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
       // The handle binds a round to who asked, for which tenant, of which tool (the server is in it).
       const bound = { tenant: scope.userId ?? caller.userId ?? '_', keyId: caller.keyId ?? '', name }
       let input: InputRound | undefined
+      if (era === 'legacy' && round?.relay !== undefined) input = { capabilities: round.capabilities, relay: round.relay }
       if (era === 'modern' && round !== undefined && sealer !== undefined) {
         input = { capabilities: round.capabilities, inputResponses: round.inputResponses }
         if (round.requestState !== undefined) {

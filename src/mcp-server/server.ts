@@ -2,7 +2,7 @@ import { CLIENT_CAPABILITIES_META_KEY, Server } from '@modelcontextprotocol/serv
 import type { ServerContext } from '@modelcontextprotocol/server'
 import { exchangeBudget, gatewayMcpHandlers } from './handlers.js'
 import { surfaceHandlers } from './surface-handlers.js'
-import type { GatewayMcpServerOptions, McpEra, ToolCallRound } from './handlers.js'
+import type { GatewayMcpServerOptions, LegacyClient, McpEra, ToolCallRound } from './handlers.js'
 import { VERSION } from '../version.js'
 
 export const SERVER_INFO = { name: 'tool-gateway', version: VERSION } as const
@@ -25,7 +25,8 @@ const PRIVATE_NOW = { ttlMs: 0, cacheScope: 'private' } as const
 export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpEra): Server {
   const server = new Server(SERVER_INFO, {
     // No resources.subscribe: the endpoint is stateless (nothing could hold a subscription).
-    capabilities: { tools: { listChanged: true }, resources: {}, prompts: {}, completions: {} },
+    // logging: an upstream server's log messages of a call reach the client that made it (legacy clients).
+    capabilities: { tools: { listChanged: true }, resources: {}, prompts: {}, completions: {}, logging: {} },
     instructions: INSTRUCTIONS,
     cacheHints: {
       'tools/list': PRIVATE_NOW,
@@ -41,8 +42,15 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpE
   const handlers = gatewayMcpHandlers(opts, era, budget)
   const surface = surfaceHandlers(opts, budget)
   server.setRequestHandler('tools/list', async (_request, ctx) => await handlers.listTools(ctx.mcpReq.signal))
-  server.setRequestHandler('tools/call', async (request, ctx) =>
-    await handlers.callTool(request.params, ctx.mcpReq.signal, async (n) => { await ctx.mcpReq.notify(n) }, era === 'modern' ? callRound(ctx) : undefined))
+  server.setRequestHandler('tools/call', async (request, ctx) => {
+    const notify = async (n: { method: string, params: Record<string, unknown> }): Promise<void> => {
+      await ctx.mcpReq.notify(n as Parameters<typeof ctx.mcpReq.notify>[0])
+    }
+    const round = era === 'modern' ? callRound(ctx) : legacyRound(opts, ctx.mcpReq.id, notify)
+    return await handlers.callTool(request.params, ctx.mcpReq.signal, notify, round)
+  })
+  // Stateless: a level cannot be kept between requests; the calls' log messages are passed on as the servers send them.
+  server.setRequestHandler('logging/setLevel', async () => ({}))
   server.setRequestHandler('resources/list', async (_request, ctx) => await surface.listResources(ctx.mcpReq.signal))
   server.setRequestHandler('resources/templates/list', async (_request, ctx) => await surface.listResourceTemplates(ctx.mcpReq.signal))
   server.setRequestHandler('resources/read', async (request, ctx) => await surface.readResource(request.params, ctx.mcpReq.signal))
@@ -50,6 +58,12 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpE
   server.setRequestHandler('prompts/get', async (request, ctx) => await surface.getPrompt(request.params, ctx.mcpReq.signal))
   server.setRequestHandler('completion/complete', async (request, ctx) => await surface.complete(request.params, ctx.mcpReq.signal))
   return server
+}
+
+/** A legacy client's call: what it declared, and its relay (legacy-session.ts, client-requests.ts). */
+function legacyRound (opts: GatewayMcpServerOptions, id: string | number, notify: Parameters<LegacyClient['relay']>[1]): ToolCallRound | undefined {
+  const client = opts.legacyClient
+  return client === undefined ? undefined : { capabilities: client.capabilities, relay: client.relay(id, notify) }
 }
 
 /**

@@ -47,3 +47,76 @@ export async function writeWebResponse (response: Response, res: ServerResponse,
     signal.removeEventListener('abort', cancel)
   }
 }
+
+/**
+ * Writes the answer to one request that may or may not send anything before its result (a legacy
+ * tools/call: an upstream server's log messages, questions for the client): the transport answers
+ * as an event stream, and when its first event is already the response, that response goes out as
+ * plain JSON (what most calls are, and the cheaper answer for the client); otherwise the stream goes
+ * out as it is. A stream that is only comments so far (keep-alives) decides for the stream.
+ */
+export async function writeAdaptiveResponse (response: Response, res: ServerResponse, signal: AbortSignal): Promise<void> {
+  if (response.status !== 200 || response.body === null || response.headers.get('content-type')?.startsWith('text/event-stream') !== true) {
+    await writeWebResponse(response, res, signal)
+    return
+  }
+  const reader = response.body.getReader()
+  const cancel = (): void => { reader.cancel().catch(() => {}) }
+  signal.addEventListener('abort', cancel, { once: true })
+  const chunks: Uint8Array[] = []
+  let text = ''
+  const decoder = new TextDecoder()
+  try {
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      chunks.push(value)
+      text += decoder.decode(value, { stream: true })
+      const end = text.indexOf('\n\n')
+      if (end === -1) continue
+      const data = firstEventData(text.slice(0, end))
+      if (data === undefined) break
+      let first: unknown
+      try {
+        first = JSON.parse(data)
+      } catch {
+        break
+      }
+      const m = first as Record<string, unknown> | null
+      if (m === null || typeof m !== 'object' || 'method' in m || !('id' in m)) break
+      // The response came first: nothing else will (one request per exchange). Drain and answer JSON.
+      reader.cancel().catch(() => {})
+      const headers: Record<string, string> = { 'content-type': 'application/json' }
+      response.headers.forEach((value, name) => { if (name === 'mcp-session-id') headers[name] = value })
+      res.writeHead(200, headers)
+      res.end(data)
+      return
+    }
+  } catch {
+    res.destroy()
+    return
+  } finally {
+    signal.removeEventListener('abort', cancel)
+  }
+  // The stream it is: what was read first, then the rest.
+  const rest = new ReadableStream<Uint8Array>({
+    start (controller) { for (const chunk of chunks) controller.enqueue(chunk) },
+    async pull (controller) {
+      try {
+        const { done, value } = await reader.read()
+        if (done) controller.close()
+        else controller.enqueue(value)
+      } catch (err) {
+        controller.error(err)
+      }
+    },
+    cancel () { reader.cancel().catch(() => {}) }
+  })
+  await writeWebResponse(new Response(rest, { status: response.status, headers: response.headers }), res, signal)
+}
+
+/** The data of an SSE event's text (its `data:` lines joined); undefined for a comment-only or data-less block. */
+function firstEventData (block: string): string | undefined {
+  const lines = block.split('\n').filter((line) => line.startsWith('data:')).map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
+  return lines.length > 0 ? lines.join('\n') : undefined
+}

@@ -20,6 +20,9 @@ import { MAX_LIST_PAGES } from './tool-cache.js'
 import { createTransport, transportKind } from './transports.js'
 import type { ConnectSpec, HttpTransportKind, TransportHandle } from './transport.js'
 import type { ResponseLimits } from './response-limits.js'
+import { LeanHttpTransport } from './lean-http-transport.js'
+import { relayServerMessage } from './relay.js'
+import type { RelayedCalls } from './relay.js'
 
 export interface Connection {
   client: Client
@@ -31,6 +34,8 @@ export interface Connection {
   era: 'modern' | 'legacy'
   /** Its subscriptions/listen for tool list changes, while one is wanted (2026-07-28 only; see watchToolChanges). */
   listening?: { stop: () => void }
+  /** Its running calls whose client answers the server's questions (relay.ts), by the tag of their response stream. */
+  relays?: RelayedCalls
 }
 
 /** What openConnection needs, and how it tells the pool about the connection's life. */
@@ -118,7 +123,8 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
   // The server config's own choice (`protocol`), else the transport's default.
   const era = o.spec.protocol ?? kind.era
   const client = new Client(o.clientInfo, {
-    capabilities: {},
+    // Only a relay connection's Client says it can answer a server's questions (relay.ts).
+    capabilities: o.spec.clientCapabilities ?? {},
     jsonSchemaValidator: o.schemaValidator,
     versionNegotiation: { mode: era === '2026-07-28' ? { pin: era } : era },
     // A server's `input_required` (2026-07-28) is never fulfilled here: a call hands it back
@@ -127,6 +133,11 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
     listMaxPages: MAX_LIST_PAGES
   })
   const conn: Connection = { client, handle, closed: false, era: 'legacy' }
+  const transport = handle.transport
+  if (transport instanceof LeanHttpTransport) {
+    // A legacy server's requests and log messages on a relayed call's stream go to that call's client.
+    transport.onrelated = (message, tag) => conn.relays !== undefined && relayServerMessage(conn.relays, message, tag, async (m) => { await transport.send(m) })
+  }
   client.setNotificationHandler('notifications/tools/list_changed', () => { o.onToolsChanged() })
   client.onclose = () => {
     conn.closed = true

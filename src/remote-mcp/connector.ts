@@ -7,6 +7,7 @@ import type { McpConnector, RemoteServer } from './source.js'
 import type { SurfaceRequest } from '../routing/source.js'
 import type { ConnectSpec } from './transport.js'
 import { transportKind } from './transports.js'
+import { RELAY_CAPABILITIES, RELAY_KEY_SUFFIX } from './relay.js'
 
 /** The transport part of a (decrypted) server config. */
 function toConnectSpec (config: ServerConfig): ConnectSpec {
@@ -79,7 +80,12 @@ export class PoolConnector implements McpConnector {
     args: Record<string, unknown>,
     opts: Parameters<McpConnector['callTool']>[4]
   ): Promise<UpstreamCallResult> {
-    return await this.#pool(server).callTool(key, toConnectSpec(server.config as ServerConfig), name, args, opts)
+    const spec = toConnectSpec(server.config as ServerConfig)
+    // A call whose client can be asked the server's questions: on a connection that declares it can (relay.ts).
+    if (opts.input?.relay?.ask !== undefined) {
+      return await this.#pool(server).callTool(`${key}${RELAY_KEY_SUFFIX}`, { ...spec, clientCapabilities: RELAY_CAPABILITIES }, name, args, opts)
+    }
+    return await this.#pool(server).callTool(key, spec, name, args, opts)
   }
 
   async surface (key: string, server: RemoteServer, req: SurfaceRequest, opts: { signal: AbortSignal, timeoutMs: number }): Promise<unknown> {

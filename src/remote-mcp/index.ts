@@ -20,6 +20,7 @@ import { defaultMaxMessageBytes, ResponseBudget } from './response-limits.js'
 import { transportKind } from './transports.js'
 import type { SurfaceRequest } from '../routing/source.js'
 import type { McpConnector, RemoteServer, ServerDirectory } from './source.js'
+import { callerKeyOf } from './relay.js'
 
 export type { McpClientPoolStats, McpConnector, McpResilienceStats, ServerDirectory }
 
@@ -110,7 +111,7 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
     // has a share of its own (docs/ARCHITECTURE.md#mcp-pool).
     const budget = new ResponseBudget({ totalBytes: config.mcpResponseBudgetBytes, ownerBytes: config.mcpResponseBudgetTenantBytes })
     const tenantOwner = (key: string): string => {
-      const parsed = parseUserServiceName(key)
+      const parsed = parseUserServiceName(callerKeyOf(key))
       return parsed === undefined ? `key:${key}` : `tenant:${parsed.userId}`
     }
     const toolsChanged = new Set<(scope: RegistryScope, serverId: string) => void>()
@@ -148,7 +149,7 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
       }),
       global: new McpClientPool({
         ...poolOptions,
-        responseLimits: { maxMessageBytes, budget, owner: (key) => `global:${key}` },
+        responseLimits: { maxMessageBytes, budget, owner: (key) => `global:${callerKeyOf(key)}` },
         onToolsChanged: (key) => { emitToolsChanged({ kind: 'global' }, key) }
       })
     }

@@ -97,6 +97,8 @@ interface StreamRead {
   /** The request's own abort (2026-07-28 cancellation) and stream-end callback. */
   requestSignal: AbortSignal | undefined
   onStreamEnd: (() => void) | undefined
+  /** The `_meta.progressToken` of the one request the stream answers: what it carries belongs to that call (onrelated). */
+  tag?: string | number | undefined
 }
 
 // The output cap in UTF-8 plus room for the raw items a trace keeps (response-limits.ts): a larger
@@ -197,11 +199,24 @@ async function readErrorText (body: Dispatcher.ResponseData['body']): Promise<st
   return text.slice(0, ERROR_TEXT_CAP)
 }
 
+/** The progressToken of a single request (the tag of the stream that answers it). */
+function progressTokenOf (message: JSONRPCMessage | JSONRPCMessage[]): string | number | undefined {
+  if (Array.isArray(message) || !('method' in message)) return undefined
+  const token = (message as { params?: { _meta?: { progressToken?: unknown } } }).params?._meta?.progressToken
+  return typeof token === 'string' || typeof token === 'number' ? token : undefined
+}
+
 /** The SDK Transport for streamable HTTP over undici's request(). */
 export class LeanHttpTransport implements Transport {
   onclose?: () => void
   onerror?: (error: Error) => void
   onmessage?: (message: JSONRPCMessage) => void
+  /**
+   * Sees each request and notification a server sends on an SSE stream before the SDK does, with
+   * the stream's tag (the progressToken of the request a POST's stream answers; undefined on the
+   * GET stream); true takes the message away from the SDK (remote-mcp/relay.ts).
+   */
+  onrelated?: (message: JSONRPCMessage, tag: string | number | undefined) => boolean
   /** One HTTP request per JSON-RPC request: a 2026-07-28 request is cancelled by aborting it. */
   readonly hasPerRequestStream = true
 
@@ -378,7 +393,8 @@ export class LeanHttpTransport implements Transport {
           attempt: 0,
           retryMs: undefined,
           requestSignal,
-          onStreamEnd: options?.onRequestStreamEnd
+          onStreamEnd: options?.onRequestStreamEnd,
+          tag: progressTokenOf(message)
         })
       } else {
         discard(res.body)
@@ -431,6 +447,7 @@ export class LeanHttpTransport implements Transport {
         return
       }
       if (pending !== undefined && 'id' in m && !('method' in m)) pending.delete(m.id as string | number)
+      else if ('method' in m && this.onrelated?.(m, read.tag) === true) return
       this.onmessage?.(m)
     }, (ms) => { read.retryMs = ms; this.#serverRetryMs = ms }, this.#maxBytes)
     // What this body holds of the budget: its unfinished event, given back as events are parsed.

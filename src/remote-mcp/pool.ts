@@ -8,6 +8,7 @@ import type { BreakerStats } from './breaker-admission.js'
 import { UpstreamError } from './errors.js'
 import { silentLogger } from '../logger.js'
 import type { Logger } from '../logger.js'
+import { RELAY_KEY_SUFFIX } from './relay.js'
 import { PooledClient } from './pooled-client.js'
 import type { CallToolOptions, ClientContext, UpstreamCallResult } from './pooled-client.js'
 import type { ConnectSpec, ConnectType, HttpTransportKind } from './transport.js'
@@ -322,7 +323,8 @@ export class McpClientPool {
     const match = typeof target === 'function'
       ? target
       : typeof target === 'string'
-        ? (k: string) => k === target
+        // A key's relay connections (relay.ts) go with it.
+        ? (k: string) => k === target || k === `${target}${RELAY_KEY_SUFFIX}`
         : (k: string) => k.startsWith(target.prefix)
     const victims = [...this.#entries.values()].filter((e) => match(e.key))
     // A changed (or removed) server starts over: its breaker must not hold the new config back.

@@ -6,7 +6,7 @@
  * idle and retirement) is pool.ts; whether an operation may start (the breaker) is the pool's too,
  * and this file reports the outcomes to it.
  */
-import { CLIENT_CAPABILITIES_META_KEY, isInputRequiredResult, ProtocolError } from '@modelcontextprotocol/client'
+import { CLIENT_CAPABILITIES_META_KEY, isInputRequiredResult, LOG_LEVEL_META_KEY, ProtocolError } from '@modelcontextprotocol/client'
 import type { Tool as ClientTool } from '@modelcontextprotocol/client'
 import type { CallToolResult, Progress, Tool } from '@modelcontextprotocol/sdk/types.js'
 import { trackProgress } from '../mcp/progress.js'
@@ -15,8 +15,11 @@ import type { BreakerAdmission } from './breaker-admission.js'
 import { failedBeforeResponse, isDeadConnection, isServerAnswer, toUpstreamError } from './classify.js'
 import type { SurfaceRequest } from '../routing/source.js'
 import type { InputRound } from '../routing/types.js'
+import { ClientAnswerError } from '../routing/client-relay.js'
 import { isListRequest, SurfaceLists, surfaceOnce } from './surface.js'
 import { closeConnection, openConnection, watchToolChanges } from './connection.js'
+import { answerInputRequests, MAX_ROUNDS } from './relay.js'
+import type { RelayedCall } from './relay.js'
 import type { Connection, ConnectionOptions } from './connection.js'
 import { InputUnavailableError, redactSecrets, UpstreamError } from './errors.js'
 import type { ResponseLimits } from './response-limits.js'
@@ -191,6 +194,11 @@ export class PooledClient {
           if (err instanceof ProtocolError && err.code === MISSING_CLIENT_CAPABILITY) {
             this.#ctx.breakers.success(this.id)
             throw new InputUnavailableError(`tools/call failed: ${this.safeMessage(err)}`, (err.data as { requiredCapabilities?: unknown } | undefined)?.requiredCapabilities)
+          }
+          if (err instanceof ClientAnswerError) {
+            // The client's part of the call failed (it declined to declare, erred or left): no fault of the server.
+            this.#ctx.breakers.success(this.id)
+            throw new InputUnavailableError(`the MCP server asked the client for input, which failed: ${err.message}`)
           }
           if (isDeadConnection(err)) this.#drop(conn, 'tools/call failed on a dead connection')
           if (attempt === 1 && options.retrySafe === true && !responded && !this.#closed && deadline - Date.now() > 0 &&
@@ -414,9 +422,15 @@ async function callOnce (
   toolDefinition: Tool | undefined,
   input: InputRound | undefined
 ): Promise<UpstreamCallResult> {
+  const relayed = input?.relay !== undefined ? input as RelayedCall['input'] : undefined
   // Progress never extends the deadline: a server that keeps reporting must still finish
-  // within the call's timeout.
-  const progress = onProgress !== undefined ? trackProgress(conn.client, onProgress) : undefined
+  // within the call's timeout. A call that relays has a token in any case: it tags the call's
+  // response stream, so what a legacy server sends on it reaches this call's client (relay.ts).
+  const progress = onProgress !== undefined || relayed !== undefined ? trackProgress(conn.client, onProgress ?? ignoreProgress) : undefined
+  if (relayed !== undefined && progress !== undefined) {
+    conn.relays ??= new Map()
+    conn.relays.set(progress.token, { input: relayed, signal })
+  }
   try {
     const meta: Record<string, unknown> = {}
     if (progress !== undefined) meta.progressToken = progress.token
@@ -425,6 +439,8 @@ async function callOnce (
     // Client lets a call's _meta set): the server may ask it for input only as it declared.
     if (input !== undefined && conn.era === 'modern') {
       meta[CLIENT_CAPABILITIES_META_KEY] = inputCapabilities(input.capabilities)
+      // The call's log messages, at the level the client wants, when it can be told them.
+      if (relayed?.relay.log !== undefined && relayed.relay.logLevel !== undefined) meta[LOG_LEVEL_META_KEY] = relayed.relay.logLevel
       if (input.inputResponses !== undefined) params.inputResponses = input.inputResponses
       if (input.requestState !== undefined) params.requestState = input.requestState
     }
@@ -432,7 +448,18 @@ async function callOnce (
     // `allowInputRequired`: an `input_required` answer is handed back as it came (the connection's
     // Client never fulfils one itself: connection.ts); the caller decides what becomes of it.
     const options = { timeout, signal, allowInputRequired: true, ...(toolDefinition !== undefined ? { toolDefinition: toolDefinition as ClientTool } : {}) }
-    const result: unknown = await conn.client.callTool(params as { name: string }, options)
+    let result: unknown = await conn.client.callTool(params as { name: string }, options)
+    // A caller that answers within the call: each round's questions asked of its client, the
+    // call retried with the answers and the server's own requestState (relay.ts).
+    for (let round = 1; isInputRequiredResult(result); round++) {
+      if (relayed === undefined) break
+      if (round > MAX_ROUNDS) throw new InputUnavailableError(`tools/call failed: the MCP server still asked for input after ${MAX_ROUNDS} rounds`)
+      const asked = result as UpstreamInputRequired
+      params.inputResponses = await answerInputRequests(asked.inputRequests, relayed, signal)
+      if (asked.requestState !== undefined) params.requestState = asked.requestState
+      else delete params.requestState
+      result = await conn.client.callTool(params as { name: string }, options)
+    }
     if (!isInputRequiredResult(result)) return result as CallToolResult
     // Only a caller that can answer gets it; a server that asks anyway (it was told no capability) is refused here.
     if (input === undefined) {
@@ -441,8 +468,11 @@ async function callOnce (
     return result as UpstreamInputRequired
   } finally {
     progress?.end()
+    if (progress !== undefined) conn.relays?.delete(progress.token)
   }
 }
+
+function ignoreProgress (): void {}
 
 function inputCapabilities (declared: Record<string, unknown>): Record<string, unknown> {
   const caps: Record<string, unknown> = {}

@@ -360,7 +360,10 @@ export class RemoteMcpSource implements ToolSource {
       return { ok: true, value: flat.text, isError: flat.isError, trace: flat.trace }
     } catch (err) {
       if (err instanceof InputUnavailableError) {
-        return { ok: false, reason: 'tool-error', message: input === undefined ? INPUT_UNAVAILABLE : `${err.message} (the MCP server asks for input of a kind this client did not declare in its capabilities)` }
+        const message = input === undefined
+          ? INPUT_UNAVAILABLE
+          : input.relay !== undefined ? err.message : `${err.message} (the MCP server asks for input of a kind this client did not declare in its capabilities)`
+        return { ok: false, reason: 'tool-error', message }
       }
       const code = (err as { code?: unknown }).code
       const reason = code === 'GW_UPSTREAM_TIMEOUT'

@@ -33,6 +33,8 @@ export interface ConnectSpec {
   timeoutMs?: number
   /** The protocol era to speak (server-config.ts SERVER_PROTOCOLS); default the transport kind's `era`. */
   protocol?: 'auto' | 'legacy' | '2026-07-28'
+  /** What the connection's Client declares in `initialize`; none by default (a relay connection's: relay.ts). */
+  clientCapabilities?: Record<string, unknown>
 }
 
 /** Options of createTransport (transports.ts). */

@@ -3,6 +3,7 @@
  * Nothing here imports Fastify: the HTTP layer adapts these values.
  */
 import type { AbortSource } from './signals.js'
+import type { ClientRelay } from './client-relay.js'
 
 /** The five tiers a tool can come from, in routing priority order (the wire field is `route`). */
 export const TIERS = ['builtin', 'user_mcp', 'local_mcp', 'function', 'global_mcp'] as const
@@ -212,6 +213,12 @@ export interface InputRound {
   requestState?: string | undefined
   /** The retry: the server (its pool key) that asked; another one serving the name now is a tool error. */
   server?: string | undefined
+  /**
+   * The caller answers within the call (client-relay.ts: a legacy /mcp client that declared the
+   * capabilities): a server's questions, of either era, are asked of it while the call runs, and
+   * the call never ends in `input_required`. The call's log messages go to it too.
+   */
+  relay?: ClientRelay | undefined
 }
 
 /** A server's request for input (MCP 2026-07-28 `InputRequiredResult`), as it sent it, and which server asked. */

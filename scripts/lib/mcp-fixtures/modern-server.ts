@@ -25,6 +25,8 @@ export interface ModernFixtureOptions {
   marker?: string
   /** Extra tools `t00`..: each answers `{marker}:{tool}`. */
   extraTools?: number
+  /** Registers tools of a test's own on each request's server (e.g. one that answers input_required). */
+  register?: (server: McpServer) => void
 }
 
 type JsonSchema = Parameters<typeof fromJsonSchema>[0]
@@ -58,6 +60,7 @@ export async function startModernFixture (options: ModernFixtureOptions = {}): P
       server.registerTool(name, { description: `marker tool ${name}`, inputSchema: fromJsonSchema(NO_ARGS) },
         async () => ({ content: [{ type: 'text', text: `${marker}:${name}` }] }))
     }
+    options.register?.(server)
     return server
   }, { legacy: 'reject' })
 

@@ -73,7 +73,7 @@ const FIXED_TOOLS: Record<string, { description: string, result: CallToolResult 
   test_streaming_elicitation: { description: 'A plain result: its stream carries no request of the server', result: text('result frames only') }
 }
 
-/** Elicitation forms of the 2025 tools that send `elicitation/create` on the call's stream. */
+/** Elicitation forms of the 2025 scenarios' tools (asked with input_required, served to 2025 sessions by the SDK's shim). */
 const ELICIT_FORMS: Record<string, { message: string, schema: Record<string, unknown> }> = {
   test_elicitation_sep1034_defaults: {
     message: 'Please review and update the form fields with defaults',
@@ -187,30 +187,33 @@ function registerTools (server: McpServer, hooks: ConformanceHooks): void {
     await sleep(100)
     return text('Reconnection test completed successfully.')
   })
+  // Written once for both eras (the SDK v2 idiom): the first entry answers input_required; a
+  // 2026-07-28 client answers it itself, and on a 2025-11-25 session the SDK's legacy shim sends
+  // the request on the call's stream and runs the handler again with the client's answer.
   server.registerTool('test_sampling', {
     description: 'Asks the client for an LLM completion (sampling/createMessage)',
     inputSchema: z.object({ prompt: z.string() })
   }, async (args, ctx) => {
-    const answer = await ctx.mcpReq.send({
-      method: 'sampling/createMessage',
-      params: { messages: [{ role: 'user', content: { type: 'text', text: args.prompt } }], maxTokens: 100 }
-    }) as { content?: { text?: string } }
+    const answer = ctx.mcpReq.inputResponses?.completion as { content?: { text?: string } } | undefined
+    if (answer === undefined) return inputRequired({ inputRequests: { completion: askLlm(args.prompt, 100) } })
     return text(`LLM response: ${answer.content?.text ?? 'No response'}`)
   })
   server.registerTool('test_elicitation', {
     description: 'Asks the client for input (elicitation/create)',
     inputSchema: z.object({ message: z.string() })
   }, async (args, ctx) => {
-    const answer = await ctx.mcpReq.send({
-      method: 'elicitation/create',
-      params: { message: args.message, requestedSchema: objectSchema({ response: { type: 'string', description: 'Your response' } }, ['response']) }
-    }) as { action?: string, content?: unknown }
+    const answer = ctx.mcpReq.inputResponses?.response as { action?: string, content?: unknown } | undefined
+    if (answer === undefined) {
+      const requestedSchema = objectSchema({ response: { type: 'string', description: 'Your response' } }, ['response'])
+      return inputRequired({ inputRequests: { response: inputRequired.elicit({ message: args.message, requestedSchema }) } })
+    }
     return text(`User response: action=${answer.action}, content=${JSON.stringify(answer.content ?? {})}`)
   })
   for (const [name, form] of Object.entries(ELICIT_FORMS)) {
     server.registerTool(name, { description: `Elicitation form: ${form.message}`, inputSchema: noArgs }, async (_args, ctx) => {
-      const params = { message: form.message, requestedSchema: objectSchema(form.schema) }
-      const answer = await ctx.mcpReq.send({ method: 'elicitation/create', params }) as { action?: string, content?: unknown }
+      const answer = ctx.mcpReq.inputResponses?.form as { action?: string, content?: unknown } | undefined
+      const ask = inputRequired.elicit({ message: form.message, requestedSchema: objectSchema(form.schema) })
+      if (answer === undefined) return inputRequired({ inputRequests: { form: ask } })
       return text(`Elicitation completed: action=${answer.action}, content=${JSON.stringify(answer.content ?? {})}`)
     })
   }

@@ -1,0 +1,41 @@
+/**
+ * A legacy (2025-11-25, v1 SDK, session mode) MCP server whose tools ask their client while they
+ * run, on the call's own stream: `ask_name` logs a line and asks for a name (elicitation/create),
+ * `sample {prompt}` asks the client's model (sampling/createMessage), `roots` lists the client's
+ * roots (roots/list). For the gateway's relay of a server's requests (issue 30).
+ */
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
+import { CreateMessageResultSchema, ElicitResultSchema, ListRootsResultSchema } from '@modelcontextprotocol/sdk/types.js'
+import { z } from 'zod'
+import { startStreamableHttpFixture } from './http-servers.js'
+import type { HttpFixture } from './http-servers.js'
+
+const NAME_SCHEMA = { type: 'object' as const, properties: { name: { type: 'string' as const } }, required: ['name'] }
+
+export async function startAskingFixture (options: { port?: number } = {}): Promise<HttpFixture> {
+  return await startStreamableHttpFixture({
+    ...(options.port !== undefined ? { port: options.port } : {}),
+    factory: () => {
+      const server = new McpServer({ name: 'asker', version: '1.0.0' }, { capabilities: { tools: {}, logging: {} } })
+      server.registerTool('ask_name', { description: 'asks the user for a name' }, async (extra) => {
+        await extra.sendNotification({ method: 'notifications/message', params: { level: 'info', data: 'asking for a name' } })
+        const params = { message: 'Your name?', requestedSchema: NAME_SCHEMA }
+        const answer = await extra.sendRequest({ method: 'elicitation/create', params }, ElicitResultSchema)
+        return { content: [{ type: 'text', text: answer.action === 'accept' ? `hello ${String(answer.content?.name)}` : `no name (${answer.action})` }] }
+      })
+      server.registerTool('sample', { description: 'asks the client\'s model', inputSchema: { prompt: z.string() } }, async ({ prompt }, extra) => {
+        const answer = await extra.sendRequest({
+          method: 'sampling/createMessage',
+          params: { messages: [{ role: 'user', content: { type: 'text', text: prompt } }], maxTokens: 20 }
+        }, CreateMessageResultSchema)
+        const said = answer.content as { type?: string, text?: string }
+        return { content: [{ type: 'text', text: `model said: ${said.type === 'text' ? String(said.text) : '?'}` }] }
+      })
+      server.registerTool('roots', { description: 'lists the client roots' }, async (extra) => {
+        const answer = await extra.sendRequest({ method: 'roots/list' }, ListRootsResultSchema)
+        return { content: [{ type: 'text', text: answer.roots.map((r) => r.uri).join(',') }] }
+      })
+      return server
+    }
+  })
+}

@@ -1,0 +1,50 @@
+/**
+ * What a legacy /mcp client declared in `initialize`, kept without any state: the gateway's
+ * answer to `initialize` carries an `Mcp-Session-Id` that holds the client's capabilities (those
+ * that let a server ask it something: elicitation, sampling, roots), and the client sends it back
+ * on every request, as the streamable HTTP transport requires. Any instance reads it; nothing has
+ * to expire. It says only what the client said of itself, so it is not signed: a client that
+ * forges one claims capabilities for its own calls, which it could have declared anyway. A value
+ * that is not one of these (another server's, garbage) means: nothing declared.
+ */
+const PREFIX = 'gs1.'
+/** Longest session id read; a real one is well under it. */
+const MAX_LENGTH = 2048
+const KEPT = ['elicitation', 'sampling', 'roots'] as const
+
+/** The session id for a client that declared `capabilities`. */
+export function sessionIdFor (capabilities: unknown): string {
+  return `${PREFIX}${Buffer.from(JSON.stringify(keptCapabilities(capabilities))).toString('base64url')}`
+}
+
+/** The capabilities a session id holds; {} for none, or for an id that is not one of the gateway's. */
+export function capabilitiesOf (sessionId: string | null | undefined): Record<string, unknown> {
+  if (typeof sessionId !== 'string' || !sessionId.startsWith(PREFIX) || sessionId.length > MAX_LENGTH) return {}
+  try {
+    return keptCapabilities(JSON.parse(Buffer.from(sessionId.slice(PREFIX.length), 'base64url').toString('utf8')))
+  } catch {
+    return {}
+  }
+}
+
+/** Whether a client with these capabilities can be asked anything by a server. */
+export function canBeAsked (capabilities: Record<string, unknown>): boolean {
+  return KEPT.some((name) => capabilities[name] !== undefined)
+}
+
+/** Only the capabilities that let a server ask, each an object (a sub-capability's flags as declared, bounded above). */
+function keptCapabilities (capabilities: unknown): Record<string, unknown> {
+  const kept: Record<string, unknown> = {}
+  if (capabilities === null || typeof capabilities !== 'object') return kept
+  const declared = capabilities as Record<string, unknown>
+  for (const name of KEPT) {
+    const value = declared[name]
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) continue
+    const flags: Record<string, unknown> = {}
+    for (const [key, sub] of Object.entries(value as Record<string, unknown>).slice(0, 8)) {
+      if (key.length <= 32) flags[key] = sub !== null && typeof sub === 'object' && !Array.isArray(sub) ? {} : sub === true
+    }
+    kept[name] = flags
+  }
+  return kept
+}

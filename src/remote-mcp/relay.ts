@@ -1,0 +1,119 @@
+/**
+ * A call's questions, relayed to the client that caused it (src/routing/client-relay.ts), upstream
+ * side. Two shapes, one per era of the server:
+ *
+ * - a 2026-07-28 server answers `input_required`: each of its inputRequests is asked of the client
+ *   (at once, in parallel), and the call is retried with the answers and the server's own
+ *   requestState, until it answers (at most MAX_ROUNDS rounds);
+ * - a legacy server sends `elicitation/create`, `sampling/createMessage` or `roots/list` while it
+ *   serves the call, on the call's own response stream: the lean transport hands such a message
+ *   to the connection (LeanHttpTransport.onrelated) with the stream's tag, the call's
+ *   progressToken, and the call registered under that tag answers it. Its `notifications/message`
+ *   on that stream are the call's log, passed on the same way.
+ *
+ * A legacy server only asks a client that declared the capability in `initialize`, and a
+ * connection is shared by its key's callers: a call that can answer uses a connection of its own
+ * key (RELAY_KEY_SUFFIX) whose Client declares what a relay can carry; each request is then checked
+ * against what its own client declared, so no client is asked what it cannot answer.
+ */
+import type { JSONRPCMessage } from '@modelcontextprotocol/client'
+import { ClientAnswerError, METHOD_NOT_FOUND, capabilityFor, declares } from '../routing/client-relay.js'
+import type { ClientRelay, ClientRequest } from '../routing/client-relay.js'
+import type { InputRound } from '../routing/types.js'
+
+/** Rounds of a 2026-07-28 server's `input_required` one call answers before it gives up (the SDK's default). */
+export const MAX_ROUNDS = 8
+
+/** The pool key of the connections of calls that can answer (see above): the caller key plus this. */
+export const RELAY_KEY_SUFFIX = '~relay'
+
+/** The caller key a pool key belongs to: a relay connection's is its caller's (it shares the caller's budgets). */
+export function callerKeyOf (key: string): string {
+  return key.endsWith(RELAY_KEY_SUFFIX) ? key.slice(0, -RELAY_KEY_SUFFIX.length) : key
+}
+
+/** What a relay connection's Client declares in `initialize` (legacy servers): everything a relay can carry. */
+export const RELAY_CAPABILITIES = { elicitation: { form: {}, url: {} }, sampling: { tools: {} }, roots: {} } as const
+
+/** A call registered on its connection while it runs: its questions go to its relay. */
+export interface RelayedCall {
+  input: InputRound & { relay: ClientRelay }
+  signal: AbortSignal
+}
+
+/** The calls of one connection that can answer, by their tag (the progressToken of the call). */
+export type RelayedCalls = Map<string | number, RelayedCall>
+
+/** Sends a JSON-RPC message to the server (the connection's transport). */
+type Send = (message: JSONRPCMessage) => Promise<void>
+
+/**
+ * A message the transport read on a response stream tagged `tag` (undefined: the standalone GET
+ * stream): true when it was a relayed call's (a request it answers, or its log), false for the
+ * SDK Client to handle as usual. A request on the GET stream belongs to no call; it is relayed
+ * only while exactly one call that can answer runs on the connection (a server that asks outside
+ * the call's stream, as many legacy servers do), else the Client answers it (Method not found).
+ */
+export function relayServerMessage (calls: RelayedCalls, message: JSONRPCMessage, tag: string | number | undefined, send: Send): boolean {
+  if (calls.size === 0 || !('method' in message)) return false
+  const isRequest = 'id' in message && message.id !== undefined
+  if (!isRequest && message.method !== 'notifications/message') return false
+  let call = tag !== undefined ? calls.get(tag) : undefined
+  if (call === undefined && tag === undefined && calls.size === 1) call = calls.values().next().value
+  if (call === undefined) return false
+  const params = (message as { params?: Record<string, unknown> }).params
+  if (!isRequest) {
+    if (params !== undefined) call.input.relay.log?.(params)
+    return true
+  }
+  const request: ClientRequest = { method: message.method, params }
+  const ask = call.input.relay.ask
+  if (capabilityFor(request) === undefined || ask === undefined) return false
+  const id = (message as { id: string | number }).id
+  const reply = (body: { result: unknown } | { error: { code: number, message: string, data?: unknown } }): void => {
+    send({ jsonrpc: '2.0', id, ...body } as JSONRPCMessage).catch(() => {})
+  }
+  if (!declares(call.input.capabilities, request)) {
+    reply({ error: { code: METHOD_NOT_FOUND, message: `The client of this call did not declare the capability ${request.method} needs` } })
+    return true
+  }
+  ask(request, call.signal).then(
+    (result) => { reply({ result }) },
+    (err: unknown) => { reply({ error: answerError(err) }) }
+  )
+  return true
+}
+
+/**
+ * Answers a 2026-07-28 server's inputRequests through the relay: each asked of the client at once
+ * (they are independent), keyed as the server keyed them. Throws ClientAnswerError when one of
+ * them needs a capability the client did not declare, or the client answered one with an error.
+ */
+export async function answerInputRequests (
+  inputRequests: Record<string, unknown> | undefined,
+  input: InputRound & { relay: ClientRelay },
+  signal: AbortSignal
+): Promise<Record<string, unknown>> {
+  const entries = Object.entries(inputRequests ?? {})
+  const ask = input.relay.ask
+  if (ask === undefined) throw new ClientAnswerError(METHOD_NOT_FOUND, 'The MCP server asks the client for input, which its client cannot be asked')
+  const requests = entries.map(([key, raw]) => {
+    const r = raw as { method?: unknown, params?: unknown } | null
+    const request: ClientRequest = {
+      method: typeof r?.method === 'string' ? r.method : '',
+      params: r?.params !== null && typeof r?.params === 'object' ? r.params as Record<string, unknown> : undefined
+    }
+    if (!declares(input.capabilities, request)) {
+      throw new ClientAnswerError(METHOD_NOT_FOUND, `The MCP server asks the client for ${request.method === '' ? 'an unknown request' : request.method} (input '${key}'), which its client did not declare`)
+    }
+    return [key, request] as const
+  })
+  const answers = await Promise.all(requests.map(async ([key, request]) => [key, await ask(request, signal)] as const))
+  return Object.fromEntries(answers)
+}
+
+function answerError (err: unknown): { code: number, message: string, data?: unknown } {
+  if (err instanceof ClientAnswerError) return { code: err.code, message: err.message, ...(err.data !== undefined ? { data: err.data } : {}) }
+  // The client went away or did not answer in time: the server learns only that.
+  return { code: -32603, message: 'The client did not answer (it went away, or the call ended)' }
+}

@@ -1,0 +1,76 @@
+/**
+ * A call's way back to its client while the call runs: the requests an MCP server makes of the
+ * client that caused the call (elicitation, sampling, roots) and the call's log messages. A
+ * caller that holds one (a legacy /mcp client that declared the capabilities: the gateway sends
+ * each request on the call's own response stream and waits for the client's answer) lets a
+ * server's question be answered within the same call, in either era of the server: a legacy
+ * server's `elicitation/create` on the call's stream, or a 2026-07-28 server's `input_required`
+ * (each of its inputRequests asked in turn, the call retried with the answers).
+ */
+
+/** A request an MCP server makes of its client (`elicitation/create`, `sampling/createMessage`, `roots/list`). */
+export interface ClientRequest {
+  method: string
+  params?: Record<string, unknown> | undefined
+}
+
+export interface ClientRelay {
+  /**
+   * Asks the client; resolves with its result as it answered, rejects with ClientAnswerError (its
+   * JSON-RPC error) or an abort. Absent: the client can be told things (log) but not asked.
+   */
+  ask?: ((request: ClientRequest, signal: AbortSignal) => Promise<unknown>) | undefined
+  /** A log message of the call (`notifications/message` params) for the client; best effort. */
+  log?: ((params: Record<string, unknown>) => void) | undefined
+  /** The least severe log level the client wants (a 2026-07-28 server is told it per request: `logLevel`). */
+  logLevel?: string | undefined
+}
+
+/** The client answered a request with a JSON-RPC error (or the gateway refused to ask it): passed on as it is. */
+export class ClientAnswerError extends Error {
+  readonly code: number
+  readonly data: unknown
+  constructor (code: number, message: string, data?: unknown) {
+    super(message)
+    this.name = 'ClientAnswerError'
+    this.code = code
+    this.data = data
+  }
+}
+
+/** JSON-RPC "Method not found": what a client without the capability would answer itself. */
+export const METHOD_NOT_FOUND = -32601
+
+/** The capability a server's request needs of the client, when the method is one a server may send. */
+export function capabilityFor (request: ClientRequest): 'elicitation' | 'sampling' | 'roots' | undefined {
+  switch (request.method) {
+    case 'elicitation/create': return 'elicitation'
+    case 'sampling/createMessage': return 'sampling'
+    case 'roots/list': return 'roots'
+    default: return undefined
+  }
+}
+
+/**
+ * Whether `capabilities` (a client's, as declared) cover the request: elicitation in its mode
+ * (`form` is the default, and a bare `elicitation: {}` means form, as before modes existed; `url`
+ * must be declared), sampling (with `tools` when the request carries tools), roots. `ping` is
+ * always answerable.
+ */
+export function declares (capabilities: Record<string, unknown>, request: ClientRequest): boolean {
+  if (request.method === 'ping') return true
+  const needed = capabilityFor(request)
+  if (needed === undefined) return false
+  const declared = capabilities[needed]
+  if (declared === null || typeof declared !== 'object') return false
+  const modes = declared as Record<string, unknown>
+  if (needed === 'elicitation') {
+    const mode = request.params?.mode ?? 'form'
+    if (mode === 'url') return modes.url !== undefined
+    return modes.form !== undefined || modes.url === undefined
+  }
+  if (needed === 'sampling' && Array.isArray(request.params?.tools) && (request.params.tools as unknown[]).length > 0) {
+    return modes.tools !== undefined
+  }
+  return true
+}

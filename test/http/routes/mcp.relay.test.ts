@@ -1,0 +1,167 @@
+/**
+ * POST /mcp, a legacy client (2025-11-25) whose call's server asks it something (issue 30): the
+ * gateway sends the request on the call's own response stream and the client's answer, POSTed
+ * back, continues the call. Both eras of the server: a legacy server's elicitation/create,
+ * sampling/createMessage and roots/list pushed during the call (on the gateway's relay
+ * connection, which declares the capabilities upstream), and a 2026-07-28 server's
+ * input_required (each inputRequest asked in turn, the call retried with the answers). The
+ * call's log messages reach the client too. Attacks: another tenant answering with a stolen id
+ * changes nothing; a client that did not declare a capability is never asked.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import type { TestContext } from 'node:test'
+import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { startAskingFixture } from '../../../scripts/lib/mcp-fixtures/asking-server.js'
+import { startModernFixture } from '../../../scripts/lib/mcp-fixtures/modern-server.js'
+import { buildTestApp } from '../../helpers/app.js'
+
+const ADMIN = 'admin-key-0123456789'
+const ACME = 'acme-key-0123456789'
+const GLOBEX = 'globex-key-0123456789'
+const NAME_SCHEMA = { type: 'object' as const, properties: { name: { type: 'string' as const } }, required: ['name'] }
+
+async function startLegacyAsker (t: TestContext): Promise<string> {
+  const fixture = await startAskingFixture()
+  t.after(async () => await fixture.close())
+  return fixture.url
+}
+
+async function startGateway (t: TestContext): Promise<string> {
+  const app = await buildTestApp(t, { env: { EGRESS_ALLOW: '127.0.0.1/32', API_KEYS: `${ADMIN}:*,${ACME}:acme,${GLOBEX}:globex` } })
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const address = app.server.address()
+  assert.ok(address !== null && typeof address === 'object')
+  return `http://127.0.0.1:${address.port}`
+}
+
+async function register (base: string, userId: string, id: string, url: string): Promise<void> {
+  const res = await fetch(`${base}/users/${userId}/mcp/servers/${id}`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ type: 'streamable_http', url })
+  })
+  assert.equal(res.status, 201, await res.text())
+}
+
+async function legacyClient (t: TestContext, url: string, key: string, capabilities: Record<string, unknown>): Promise<LegacyClient> {
+  const client = new LegacyClient({ name: 'legacy', version: '1.0.0' }, { capabilities })
+  await client.connect(new LegacyTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${key}` } } }))
+  t.after(async () => await client.close())
+  return client
+}
+
+function text (result: unknown): string {
+  return ((result as { content: Array<{ text?: string }> }).content[0]?.text) ?? ''
+}
+
+test('a legacy server\'s elicitation, sampling and roots requests reach the legacy client on its call\'s stream; its answers continue the call', async (t) => {
+  const base = await startGateway(t)
+  await register(base, 'acme', 'asker', await startLegacyAsker(t))
+  const client = await legacyClient(t, `${base}/mcp?mcp=user_acme_service_asker`, ACME, { elicitation: {}, sampling: {}, roots: {} })
+  const asked: string[] = []
+  client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    asked.push(`elicit:${req.params.message}`)
+    return { action: 'accept', content: { name: 'Ada' } }
+  })
+  client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+    const first = req.params.messages[0]?.content as { type?: string, text?: string } | undefined
+    asked.push(`sample:${first?.type === 'text' ? String(first.text) : ''}`)
+    return { role: 'assistant', content: { type: 'text', text: 'forty-two' }, model: 'test-model' }
+  })
+  client.setRequestHandler(ListRootsRequestSchema, async () => ({ roots: [{ uri: 'file:///work/a' }, { uri: 'file:///work/b' }] }))
+  const logs: unknown[] = []
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => { logs.push(n.params.data) })
+
+  const tools = await client.listTools()
+  const name = (suffix: string): string => {
+    const found = tools.tools.find((tool) => tool.name.endsWith(suffix))
+    assert.ok(found !== undefined, `${suffix} in ${tools.tools.map((tool) => tool.name).join(', ')}`)
+    return found.name
+  }
+  assert.equal(text(await client.callTool({ name: name('ask_name'), arguments: {} })), 'hello Ada')
+  assert.equal(text(await client.callTool({ name: name('sample'), arguments: { prompt: 'the answer?' } })), 'model said: forty-two')
+  assert.equal(text(await client.callTool({ name: name('roots'), arguments: {} })), 'file:///work/a,file:///work/b')
+  assert.deepEqual(asked, ['elicit:Your name?', 'sample:the answer?'])
+  // The call's log message came on its stream, before its result.
+  assert.deepEqual(logs, ['asking for a name'])
+})
+
+test('a 2026-07-28 server\'s input_required reaches a legacy client as elicitation/create on the call\'s stream; the retry carries its answer', async (t) => {
+  const modern = await startModernFixture({
+    register: (server) => {
+      server.registerTool('greet', { description: 'asks for a name, then greets' }, async (ctx) => {
+        const answer = ctx.mcpReq.inputResponses?.who as { action?: string, content?: { name?: string } } | undefined
+        if (answer?.action === 'accept' && ctx.mcpReq.requestState() === 'round-1') return { content: [{ type: 'text', text: `hello ${answer.content?.name ?? '?'}` }] }
+        return {
+          resultType: 'input_required',
+          inputRequests: { who: { method: 'elicitation/create', params: { mode: 'form', message: 'Your name?', requestedSchema: NAME_SCHEMA } } },
+          requestState: 'round-1'
+        } as never
+      })
+    }
+  })
+  t.after(async () => await modern.close())
+  const base = await startGateway(t)
+  await register(base, 'acme', 'modern', modern.url)
+  const client = await legacyClient(t, `${base}/mcp?mcp=user_acme_service_modern`, ACME, { elicitation: { form: {} } })
+  let asked = 0
+  client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    asked++
+    assert.equal(req.params.message, 'Your name?')
+    return { action: 'accept', content: { name: 'Grace' } }
+  })
+  const tools = await client.listTools()
+  const greet = tools.tools.find((tool) => tool.name.endsWith('greet'))
+  assert.ok(greet !== undefined)
+  assert.equal(text(await client.callTool({ name: greet.name, arguments: {} })), 'hello Grace')
+  assert.equal(asked, 1)
+})
+
+test('attack: another tenant that answers a client request with its id changes nothing; the owner\'s answer still continues the call', async (t) => {
+  const base = await startGateway(t)
+  await register(base, 'acme', 'asker', await startLegacyAsker(t))
+  const client = await legacyClient(t, `${base}/mcp?mcp=user_acme_service_asker`, ACME, { elicitation: {} })
+  client.setRequestHandler(ElicitRequestSchema, async (_req, extra) => {
+    // The id the gateway gave its request, as a thief who saw it would use it.
+    const stolen = { jsonrpc: '2.0', id: extra.requestId, result: { action: 'accept', content: { name: 'Mallory' } } }
+    const thief = await fetch(`${base}/mcp?mcp=user_globex_service_asker`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${GLOBEX}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify(stolen)
+    })
+    // Refused for the URL's tenant already, or taken and dropped: never the call's answer.
+    assert.ok(thief.status === 202 || thief.status === 403, String(thief.status))
+    const ownerUrlThief = await fetch(`${base}/mcp?mcp=user_acme_service_asker`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${GLOBEX}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify(stolen)
+    })
+    assert.ok(ownerUrlThief.status === 202 || ownerUrlThief.status === 403, String(ownerUrlThief.status))
+    return { action: 'accept', content: { name: 'Ada' } }
+  })
+  const tools = await client.listTools()
+  const ask = tools.tools.find((tool) => tool.name.endsWith('ask_name'))
+  assert.ok(ask !== undefined)
+  assert.equal(text(await client.callTool({ name: ask.name, arguments: {} })), 'hello Ada')
+})
+
+test('a legacy client that did not declare elicitation is never asked: the server gets Method not found, the call ends as its tool says', async (t) => {
+  const base = await startGateway(t)
+  await register(base, 'acme', 'asker', await startLegacyAsker(t))
+  const client = await legacyClient(t, `${base}/mcp?mcp=user_acme_service_asker`, ACME, { sampling: {} })
+  let asked = 0
+  client.setRequestHandler(CreateMessageRequestSchema, async () => {
+    asked++
+    return { role: 'assistant', content: { type: 'text', text: 'x' }, model: 'm' }
+  })
+  const tools = await client.listTools()
+  const ask = tools.tools.find((tool) => tool.name.endsWith('ask_name'))
+  assert.ok(ask !== undefined)
+  const result = await client.callTool({ name: ask.name, arguments: {} }) as { isError?: boolean, content: Array<{ text?: string }> }
+  assert.equal(result.isError, true)
+  assert.match(result.content[0]?.text ?? '', /did not declare|Method not found/)
+  assert.equal(asked, 0)
+})
