@@ -1,4 +1,5 @@
-import type { CallToolResult, InputRequiredResult, Tool } from '@modelcontextprotocol/server'
+import { MissingRequiredClientCapabilityError } from '@modelcontextprotocol/server'
+import type { CallToolResult, ClientCapabilities, InputRequiredResult, Tool } from '@modelcontextprotocol/server'
 import { HttpError, toJsonRpcFailure } from '../errors.js'
 import type { Gateway } from '../gateway.js'
 import { splitComma } from '../routing/allow-list.js'
@@ -168,6 +169,11 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
         throw toJsonRpcError(outcome.error)
       }
       opts.onCall?.({ ok: true, result: outcome.result })
+      const required = outcome.result.requiredCapabilities
+      if (era === 'modern' && required !== null && typeof required === 'object') {
+        // The server needs a capability the client did not declare: its -32021, as the revision says (HTTP 400).
+        throw new MissingRequiredClientCapabilityError({ requiredCapabilities: required as ClientCapabilities }, outcome.result.error?.message)
+      }
       const asked = outcome.result.inputRequired
       if (asked !== undefined && sealer !== undefined) {
         // The server's questions as it sent them; its requestState only inside the gateway's handle.

@@ -53,9 +53,11 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpE
   server.setRequestHandler('logging/setLevel', async () => ({}))
   server.setRequestHandler('resources/list', async (_request, ctx) => await surface.listResources(ctx.mcpReq.signal))
   server.setRequestHandler('resources/templates/list', async (_request, ctx) => await surface.listResourceTemplates(ctx.mcpReq.signal))
-  server.setRequestHandler('resources/read', async (request, ctx) => await surface.readResource(request.params, ctx.mcpReq.signal))
+  server.setRequestHandler('resources/read', async (request, ctx) =>
+    await surface.readResource(request.params, ctx.mcpReq.signal, era === 'modern' ? callRound(ctx) : undefined))
   server.setRequestHandler('prompts/list', async (_request, ctx) => await surface.listPrompts(ctx.mcpReq.signal))
-  server.setRequestHandler('prompts/get', async (request, ctx) => await surface.getPrompt(request.params, ctx.mcpReq.signal))
+  server.setRequestHandler('prompts/get', async (request, ctx) =>
+    await surface.getPrompt(request.params, ctx.mcpReq.signal, era === 'modern' ? callRound(ctx) : undefined))
   server.setRequestHandler('completion/complete', async (request, ctx) => await surface.complete(request.params, ctx.mcpReq.signal))
   return server
 }

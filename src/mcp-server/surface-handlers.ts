@@ -1,11 +1,13 @@
+import { CLIENT_CAPABILITIES_META_KEY, isInputRequiredResult } from '@modelcontextprotocol/server'
 import type {
-  CompleteResult, GetPromptResult, Prompt, ReadResourceResult, Resource, ResourceTemplateType as ResourceTemplate
+  CompleteResult, GetPromptResult, InputRequiredResult, Prompt, ReadResourceResult, Resource, ResourceTemplateType as ResourceTemplate
 } from '@modelcontextprotocol/server'
 import { HttpError } from '../errors.js'
 import type { ToolPolicy } from '../routing/policy.js'
 import type { CatalogEntry, SurfaceRequest, SurfaceServer } from '../routing/source.js'
 import type { CallBudget } from './budget.js'
-import type { GatewayMcpServerOptions } from './handlers.js'
+import type { GatewayMcpServerOptions, ToolCallRound } from './handlers.js'
+import type { RoundClaims } from './request-state.js'
 import { JsonRpcError, toJsonRpcError, withSignal } from './handlers.js'
 import { templateMatches } from './uri-template-match.js'
 
@@ -41,8 +43,9 @@ export interface SurfaceHandlers {
   listResources: (signal: AbortSignal) => Promise<{ resources: Resource[] }>
   listResourceTemplates: (signal: AbortSignal) => Promise<{ resourceTemplates: ResourceTemplate[] }>
   listPrompts: (signal: AbortSignal) => Promise<{ prompts: Prompt[] }>
-  readResource: (params: ReadParams, signal: AbortSignal) => Promise<ReadResourceResult>
-  getPrompt: (params: GetParams, signal: AbortSignal) => Promise<GetPromptResult>
+  /** `round`: a 2026-07-28 client's request (multi round-trip: the server may answer input_required); absent for a legacy one. */
+  readResource: (params: ReadParams, signal: AbortSignal, round?: ToolCallRound) => Promise<ReadResourceResult | InputRequiredResult>
+  getPrompt: (params: GetParams, signal: AbortSignal, round?: ToolCallRound) => Promise<GetPromptResult | InputRequiredResult>
   complete: (params: CompleteParams, signal: AbortSignal) => Promise<CompleteResult>
 }
 
@@ -180,6 +183,7 @@ export function surfaceHandlers (opts: GatewayMcpServerOptions, budget: CallBudg
   }
 
   /** Runs one upstream request in the exchange's budget, its failures as JSON-RPC errors (the server's own kept). */
+  const rounds = surfaceRounds(opts)
   const run = async <T>(fn: () => Promise<T>): Promise<T> => {
     const refused = budget?.take()
     if (refused !== undefined) throw toJsonRpcError(refused)
@@ -215,7 +219,7 @@ export function surfaceHandlers (opts: GatewayMcpServerOptions, budget: CallBudg
       }
     },
 
-    async readResource (params, signal) {
+    async readResource (params, signal, round) {
       const both = withSignal(signal, opts.signal)
       return await run(async () => {
         const { hit, index } = await twice((fresh) => resourceIndex(fresh, both), (i) => ownerOf(i, params.uri))
@@ -223,16 +227,20 @@ export function surfaceHandlers (opts: GatewayMcpServerOptions, budget: CallBudg
           throw await refusedResource(index, params.uri, both) ??
             missing(index.failed, `Resource not found: ${params.uri}`, { uri: params.uri }, 'Resource not found')
         }
-        return withoutCacheFields(await hit.request({ method: 'resources/read', params }, both)) as ReadResourceResult
+        const asked = rounds.open(`resources/read:${params.uri}`, hit, round)
+        const result = await hit.request({ method: 'resources/read', params: { ...params, ...asked.params } }, both)
+        return rounds.answer(result, asked) ?? withoutCacheFields(result) as ReadResourceResult
       })
     },
 
-    async getPrompt (params, signal) {
+    async getPrompt (params, signal, round) {
       const both = withSignal(signal, opts.signal)
       return await run(async () => {
         const { hit, index } = await twice((fresh) => promptIndex(fresh, both), (i) => i.byName.get(params.name))
         if (hit === undefined) throw promptMissing(index, params.name)
-        return withoutCacheFields(await hit.server.request({ method: 'prompts/get', params: { ...params, name: hit.name } }, both)) as GetPromptResult
+        const asked = rounds.open(`prompts/get:${params.name}`, hit.server, round)
+        const result = await hit.server.request({ method: 'prompts/get', params: { ...params, name: hit.name, ...asked.params } }, both)
+        return rounds.answer(result, asked) ?? withoutCacheFields(result) as GetPromptResult
       })
     },
 
@@ -309,6 +317,60 @@ function withoutCacheFields (result: unknown): unknown {
  * and data (a number code: the SDK's error of either version), the gateway's errors mapped as
  * for tools; anything else is a bug, reported and answered -32603.
  */
+/** One round of a multi round-trip prompts/get or resources/read, as the server that serves it sees it. */
+interface SurfaceRound {
+  /** What the upstream request carries: the client's capabilities, and on a retry its answers and the server's own requestState. */
+  params: Record<string, unknown>
+  /** What the gateway's handle binds: the request's subject and the server that serves it. */
+  bound?: RoundClaims | undefined
+}
+
+/**
+ * A 2026-07-28 client's prompts/get and resources/read go upstream with its declared capabilities,
+ * and a server's `input_required` comes back as it sent it, its requestState inside the gateway's
+ * handle (request-state.ts; bound to the tenant, the key, the request's subject and the server),
+ * as for tools/call (handlers.ts). A retry's handle is opened before anything is sent: an altered,
+ * expired or foreign one, or one of another server than the one serving the subject now, is -32602.
+ */
+function surfaceRounds (opts: GatewayMcpServerOptions): {
+  open: (subject: string, server: SurfaceServer, round: ToolCallRound | undefined) => SurfaceRound
+  answer: (result: unknown, round: SurfaceRound) => InputRequiredResult | undefined
+} {
+  const sealer = opts.requestState
+  const who = { tenant: opts.scope.userId ?? opts.caller.userId ?? '_', keyId: opts.caller.keyId ?? '' }
+  return {
+    open (subject, server, round) {
+      if (round === undefined || sealer === undefined) return { params: {} }
+      const bound: RoundClaims = { ...who, name: subject, server: `${server.route}:${server.source}` }
+      const params: Record<string, unknown> = { _meta: { [CLIENT_CAPABILITIES_META_KEY]: round.capabilities } }
+      if (round.requestState !== undefined) {
+        const opened = sealer.open(round.requestState, { ...who, name: subject })
+        if (!opened.ok || opened.server !== bound.server) {
+          throw new JsonRpcError(INVALID_PARAMS, 'Invalid or expired requestState; send the request again without inputResponses and requestState', {
+            code: 'GW_BAD_REQUEST', statusCode: 400, reason: 'invalid_request_state'
+          })
+        }
+        if (opened.state !== undefined) params.requestState = opened.state
+      }
+      if (round.inputResponses !== undefined) params.inputResponses = round.inputResponses
+      return { params, bound }
+    },
+    answer (result, round) {
+      if (!isInputRequiredResult(result)) return undefined
+      if (round.bound === undefined || sealer === undefined) {
+        // It was told no capabilities (a legacy client's request): it may not ask, and its answer is no result.
+        throw new JsonRpcError(-32603, 'The MCP server asked for input this client cannot be asked through the gateway')
+      }
+      const asked = result as { inputRequests?: unknown, requestState?: unknown }
+      return {
+        resultType: 'input_required',
+        inputRequests: (asked.inputRequests ?? {}) as InputRequiredResult['inputRequests'],
+        requestState: sealer.seal({ ...round.bound, state: typeof asked.requestState === 'string' ? asked.requestState : undefined })
+      } as InputRequiredResult
+    }
+  }
+}
+
 function failure (err: unknown, opts: GatewayMcpServerOptions): JsonRpcError {
   if (err instanceof JsonRpcError) return err
   const code = (err as { code?: unknown } | null)?.code

@@ -26,10 +26,11 @@ export async function surfaceOnce (client: Client, req: SurfaceRequest, timeout:
       return caps?.resources === undefined ? [] : (await client.listResourceTemplates(undefined, { ...options, cacheMode: 'bypass' })).resourceTemplates
     case 'prompts/list':
       return caps?.prompts === undefined ? [] : (await client.listPrompts(undefined, { ...options, cacheMode: 'bypass' })).prompts
+    // A 2026-07-28 server's input_required is handed back as it came (the caller passes it on, or cannot ask).
     case 'resources/read':
-      return await client.readResource(req.params as Parameters<Client['readResource']>[0], { ...options, cacheMode: 'bypass' })
+      return await client.readResource(req.params as Parameters<Client['readResource']>[0], { ...options, cacheMode: 'bypass', allowInputRequired: true })
     case 'prompts/get':
-      return await client.getPrompt(req.params as Parameters<Client['getPrompt']>[0], options)
+      return await client.getPrompt(req.params as Parameters<Client['getPrompt']>[0], { ...options, allowInputRequired: true })
     case 'completion/complete':
       if (caps?.completions === undefined) return { completion: { values: [] } }
       return await client.complete(req.params as Parameters<Client['complete']>[0], options)

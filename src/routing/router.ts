@@ -86,6 +86,8 @@ export interface InvokeResult {
    * context had `input`): not a result and not an error. `output` only names what it asks.
    */
   inputRequired?: InputRequired
+  /** The tool's server refused the call for these undeclared client capabilities (ToolOutcome.requiredCapabilities). */
+  requiredCapabilities?: unknown
 }
 
 /** `pending`: the call was held for an approval and has not run; its result says so (isError, GW_APPROVAL_PENDING). */
@@ -527,6 +529,7 @@ export class ToolRouter {
     }
     if (outcome.checkpointId !== undefined) result.checkpointId = outcome.checkpointId
     if (outcome.ok && outcome.inputRequired !== undefined) result.inputRequired = outcome.inputRequired
+    else if (!outcome.ok && outcome.requiredCapabilities !== undefined) result.requiredCapabilities = outcome.requiredCapabilities
     return result
   }
 }

@@ -140,6 +140,12 @@ export type ToolOutcome =
     message: string
     trace?: unknown
     checkpointId?: string
+    /**
+     * The server refused the call for a client capability the caller did not declare (MCP
+     * 2026-07-28 -32021, `data.requiredCapabilities`): a caller that declares capabilities
+     * (a 2026-07-28 /mcp client) answers the error itself, others read the tool error.
+     */
+    requiredCapabilities?: unknown
   }
 
 /** Per-request workspace selection as the caller sends it (docs/ARCHITECTURE.md#workspaces). */

@@ -255,8 +255,9 @@ test('a legacy /mcp client that declared nothing and REST /invoke get a clear to
   assert.equal(rest.json.error.code, 'GW_TOOL_ERROR')
   assert.match(rest.json.error.message, /asks for input \(elicitation\/sampling\/roots\)/)
 
-  // A 2026-07-28 client that declared no elicitation: the server may not ask it, so it says so.
+  // A 2026-07-28 client that declared no elicitation: the server's -32021 (MissingRequiredClientCapability), HTTP 400.
   const bare = await gw.call('mcp=conf', ACME, { name: 'greet', arguments: {} }, {})
-  assert.equal(bare.json.result?.isError, true, JSON.stringify(bare.json))
-  assert.match(bare.json.result.content[0].text, /did not declare/)
+  assert.equal(bare.status, 400, JSON.stringify(bare.json))
+  assert.equal(bare.json.error?.code, -32021)
+  assert.deepEqual(bare.json.error?.data?.requiredCapabilities, { elicitation: { form: {} } })
 })
