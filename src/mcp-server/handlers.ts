@@ -115,7 +115,7 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
       let input: InputRound | undefined
       if (era === 'legacy' && round?.relay !== undefined) input = { capabilities: round.capabilities, relay: round.relay }
       if (era === 'modern' && round !== undefined && sealer !== undefined) {
-        input = { capabilities: round.capabilities, inputResponses: round.inputResponses }
+        input = { capabilities: round.capabilities, inputResponses: round.inputResponses, relay: round.relay }
         if (round.requestState !== undefined) {
           const opened = sealer.open(round.requestState, bound)
           if (!opened.ok) {

@@ -1,4 +1,4 @@
-import { CLIENT_CAPABILITIES_META_KEY, Server } from '@modelcontextprotocol/server'
+import { CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, Server } from '@modelcontextprotocol/server'
 import type { ServerContext } from '@modelcontextprotocol/server'
 import { exchangeBudget, gatewayMcpHandlers } from './handlers.js'
 import { surfaceHandlers } from './surface-handlers.js'
@@ -46,7 +46,8 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpE
     const notify = async (n: { method: string, params: Record<string, unknown> }): Promise<void> => {
       await ctx.mcpReq.notify(n as Parameters<typeof ctx.mcpReq.notify>[0])
     }
-    const round = era === 'modern' ? callRound(ctx) : legacyRound(opts, ctx.mcpReq.id, notify)
+    const log = (params: Record<string, unknown>): void => { notify({ method: 'notifications/message', params }).catch(() => {}) }
+    const round = era === 'modern' ? callRound(ctx, log) : legacyRound(opts, ctx.mcpReq.id, notify)
     return await handlers.callTool(request.params, ctx.mcpReq.signal, notify, round)
   })
   // Stateless: a level cannot be kept between requests; the calls' log messages are passed on as the servers send them.
@@ -62,6 +63,15 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpE
   return server
 }
 
+/** RFC 5424 severities as MCP names them, least severe first. */
+const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency']
+
+/** Passes on the log messages at `level` or above (a legacy server sends every level; the client asked for these). */
+function atLeast (level: string, log: (params: Record<string, unknown>) => void): (params: Record<string, unknown>) => void {
+  const floor = Math.max(0, LOG_LEVELS.indexOf(level))
+  return (params) => { if (LOG_LEVELS.indexOf(String(params.level)) >= floor) log(params) }
+}
+
 /** A legacy client's call: what it declared, and its relay (legacy-session.ts, client-requests.ts). */
 function legacyRound (opts: GatewayMcpServerOptions, id: string | number, notify: Parameters<LegacyClient['relay']>[1]): ToolCallRound | undefined {
   const client = opts.legacyClient
@@ -73,12 +83,15 @@ function legacyRound (opts: GatewayMcpServerOptions, id: string | number, notify
  * the client's declared capabilities (its envelope), the retry's answers, and the requestState
  * as the client sent it (no verify hook is configured, so the accessor gives the raw string).
  */
-function callRound (ctx: ServerContext): ToolCallRound {
+function callRound (ctx: ServerContext, notify: (params: Record<string, unknown>) => void = () => {}): ToolCallRound {
   const declared = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[CLIENT_CAPABILITIES_META_KEY]
   const state = ctx.mcpReq.requestState<unknown>()
+  const logLevel = (ctx.mcpReq.envelope as Record<string, unknown> | undefined)?.[LOG_LEVEL_META_KEY]
   return {
     capabilities: declared !== null && typeof declared === 'object' ? declared as Record<string, unknown> : {},
     inputResponses: ctx.mcpReq.inputResponses,
-    requestState: typeof state === 'string' ? state : undefined
+    requestState: typeof state === 'string' ? state : undefined,
+    // The client asked for the call's log messages (per-request logLevel): its servers are asked at that level and their messages passed on.
+    ...(typeof logLevel === 'string' ? { relay: { logLevel, log: atLeast(logLevel, notify) } } : {})
   }
 }

@@ -452,7 +452,8 @@ async function callOnce (
     // A caller that answers within the call: each round's questions asked of its client, the
     // call retried with the answers and the server's own requestState (relay.ts).
     for (let round = 1; isInputRequiredResult(result); round++) {
-      if (relayed === undefined) break
+      // A caller that cannot be asked (it answers input_required itself) gets it as it came.
+      if (relayed?.relay.ask === undefined) break
       if (round > MAX_ROUNDS) throw new InputUnavailableError(`tools/call failed: the MCP server still asked for input after ${MAX_ROUNDS} rounds`)
       const asked = result as UpstreamInputRequired
       params.inputResponses = await answerInputRequests(asked.inputRequests, relayed, signal)

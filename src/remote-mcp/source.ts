@@ -362,9 +362,9 @@ export class RemoteMcpSource implements ToolSource {
       if (err instanceof InputUnavailableError) {
         const message = input === undefined
           ? INPUT_UNAVAILABLE
-          : input.relay !== undefined ? err.message : `${err.message} (the MCP server asks for input of a kind this client did not declare in its capabilities)`
+          : input.relay?.ask !== undefined ? err.message : `${err.message} (the MCP server asks for input of a kind this client did not declare in its capabilities)`
         // A caller that declares its capabilities answers the server's -32021 as the server sent it.
-        const declaring = input !== undefined && input.relay === undefined && err.requiredCapabilities !== undefined
+        const declaring = input !== undefined && input.relay?.ask === undefined && err.requiredCapabilities !== undefined
         return { ok: false, reason: 'tool-error', message, ...(declaring ? { requiredCapabilities: err.requiredCapabilities } : {}) }
       }
       const code = (err as { code?: unknown }).code

@@ -2,7 +2,7 @@
  * A legacy (2025-11-25, v1 SDK, session mode) MCP server whose tools ask their client while they
  * run, on the call's own stream: `ask_name` logs a line and asks for a name (elicitation/create),
  * `sample {prompt}` asks the client's model (sampling/createMessage), `roots` lists the client's
- * roots (roots/list). For the gateway's relay of a server's requests (issue 30).
+ * roots (roots/list); `chatty` logs a debug and an info line. For the gateway's relay of a server's requests (issue 30).
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { CreateMessageResultSchema, ElicitResultSchema, ListRootsResultSchema } from '@modelcontextprotocol/sdk/types.js'
@@ -30,6 +30,12 @@ export async function startAskingFixture (options: { port?: number } = {}): Prom
         }, CreateMessageResultSchema)
         const said = answer.content as { type?: string, text?: string }
         return { content: [{ type: 'text', text: `model said: ${said.type === 'text' ? String(said.text) : '?'}` }] }
+      })
+      server.registerTool('chatty', { description: 'logs at debug and info, then answers' }, async (extra) => {
+        for (const [level, data] of [['debug', 'detail'], ['info', 'progress made']] as const) {
+          await extra.sendNotification({ method: 'notifications/message', params: { level, data } })
+        }
+        return { content: [{ type: 'text', text: 'chatted' }] }
       })
       server.registerTool('roots', { description: 'lists the client roots' }, async (extra) => {
         const answer = await extra.sendRequest({ method: 'roots/list' }, ListRootsResultSchema)

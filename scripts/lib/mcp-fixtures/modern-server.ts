@@ -51,7 +51,7 @@ export async function startModernFixture (options: ModernFixtureOptions = {}): P
   const requests = new Map<string, number>()
   const added: string[] = []
   // Listings change only through addTool: the server advertises it (listen streams are then honoured).
-  const advertise = { tools: { listChanged: true } }
+  const advertise = { tools: { listChanged: true }, logging: {} }
   const handler = createMcpHandler(() => {
     const server = new McpServer({ name: `modern-${marker}`, version: '1.0.0' }, { capabilities: advertise })
     server.registerTool('echo', { description: 'Echoes text', inputSchema: fromJsonSchema<{ text: string }>(TEXT_SCHEMA) },
