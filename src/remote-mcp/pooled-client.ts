@@ -15,7 +15,7 @@ import type { BreakerAdmission } from './breaker-admission.js'
 import { failedBeforeResponse, isDeadConnection, isServerAnswer, toUpstreamError } from './classify.js'
 import type { SurfaceRequest } from '../routing/source.js'
 import type { InputRound } from '../routing/types.js'
-import { ClientAnswerError } from '../routing/client-relay.js'
+import { answersWithinCall, ClientAnswerError } from '../routing/client-relay.js'
 import { isListRequest, SurfaceLists, surfaceOnce } from './surface.js'
 import { closeConnection, openConnection, watchToolChanges } from './connection.js'
 import { answerInputRequests, MAX_ROUNDS } from './relay.js'
@@ -453,7 +453,7 @@ async function callOnce (
     // call retried with the answers and the server's own requestState (relay.ts).
     for (let round = 1; isInputRequiredResult(result); round++) {
       // A caller that cannot be asked (it answers input_required itself) gets it as it came.
-      if (relayed?.relay.ask === undefined) break
+      if (relayed === undefined || !answersWithinCall(relayed.relay)) break
       if (round > MAX_ROUNDS) throw new InputUnavailableError(`tools/call failed: the MCP server still asked for input after ${MAX_ROUNDS} rounds`)
       const asked = result as UpstreamInputRequired
       params.inputResponses = await answerInputRequests(asked.inputRequests, relayed, signal)

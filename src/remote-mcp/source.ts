@@ -2,6 +2,7 @@ import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
 import type { UpstreamCallResult, UpstreamInputRequired } from './pooled-client.js'
 import { encodeUserPromptName, encodeUserServiceName, encodeUserToolName, qualifiedName, toWireName } from '../naming/names.js'
 import type { CatalogEntry, SourceScope, Selection, SourceListing, SurfaceListing, SurfaceRequest, ToolSource, Unavailable } from '../routing/source.js'
+import { answersWithinCall } from '../routing/client-relay.js'
 import type { CallContext, ToolOutcome } from '../routing/types.js'
 import { TIER_TRAITS } from '../routing/types.js'
 import { flattenCallToolResult } from '../mcp/flatten.js'
@@ -362,9 +363,9 @@ export class RemoteMcpSource implements ToolSource {
       if (err instanceof InputUnavailableError) {
         const message = input === undefined
           ? INPUT_UNAVAILABLE
-          : input.relay?.ask !== undefined ? err.message : `${err.message} (the MCP server asks for input of a kind this client did not declare in its capabilities)`
+          : answersWithinCall(input.relay) ? err.message : `${err.message} (the MCP server asks for input of a kind this client did not declare in its capabilities)`
         // A caller that declares its capabilities answers the server's -32021 as the server sent it.
-        const declaring = input !== undefined && input.relay?.ask === undefined && err.requiredCapabilities !== undefined
+        const declaring = input !== undefined && !answersWithinCall(input.relay) && err.requiredCapabilities !== undefined
         return { ok: false, reason: 'tool-error', message, ...(declaring ? { requiredCapabilities: err.requiredCapabilities } : {}) }
       }
       const code = (err as { code?: unknown }).code

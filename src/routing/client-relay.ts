@@ -24,6 +24,17 @@ export interface ClientRelay {
   log?: ((params: Record<string, unknown>) => void) | undefined
   /** The least severe log level the client wants (a 2026-07-28 server is told it per request: `logLevel`). */
   logLevel?: string | undefined
+  /**
+   * The caller answers a 2026-07-28 server's `input_required` itself, in a later request (it
+   * receives it as it came); `ask` then serves only a legacy server's requests pushed during the
+   * call (parked-calls.ts). Unset: `ask` answers both, within the call.
+   */
+  passInputRequired?: boolean | undefined
+}
+
+/** Whether a relay answers a 2026-07-28 server's `input_required` within the call (each question asked through it). */
+export function answersWithinCall (relay: ClientRelay | undefined): boolean {
+  return relay?.ask !== undefined && relay.passInputRequired !== true
 }
 
 /** The client answered a request with a JSON-RPC error (or the gateway refused to ask it): passed on as it is. */
