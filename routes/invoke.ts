@@ -12,7 +12,8 @@ async function invokeRoutes (app: FastifyInstance): Promise<void> {
     schema: {
       operationId: 'invokeTool',
       summary: 'Execute a tool call the model returned',
-      description: '200 once the name resolved and the caller is allowed, whatever the tool did (isError tells). HTTP errors are for calls that never reached a tool. 202 when the tool policy holds the call for a human\'s approval (requireApproval) and no decision came within waitForApprovalMs.',
+      description: '200 once the name resolved and the caller is allowed, whatever the tool did (isError tells). HTTP errors are for calls that never reached a tool. 202 when the tool policy holds the call for a human\'s approval (requireApproval) and no decision came within waitForApprovalMs. ' +
+        'A call that declares clientCapabilities may get 200 with status "input_required": the tool\'s MCP server asks for input (inputRequests, in MCP\'s shape); repeat the call with inputResponses and requestState.',
       tags: ['invoke'],
       body: InvokeBody,
       response: { 200: InvokeResult, 202: InvokePending, ...errorResponses(400, 401, 403, 404, 413, 415, 429, 503) }
@@ -36,7 +37,8 @@ async function invokeRoutes (app: FastifyInstance): Promise<void> {
       tool: result.name,
       route: result.route,
       tenant: request.body.userId ?? request.caller.userId ?? null,
-      outcome: result.isError ? result.error?.code : 'ok',
+      // The server asks for input (MCP input_required): neither ok nor an error, and its state is in no log line.
+      outcome: result.status === 'input_required' ? 'input_required' : result.isError ? result.error?.code : 'ok',
       durationMs: result.durationMs
     }
     // The response schema names the fields sent: toolMs (the gateway's own accounting) is not one of them.
@@ -48,7 +50,7 @@ async function invokeRoutes (app: FastifyInstance): Promise<void> {
     schema: {
       operationId: 'invokeBatch',
       summary: 'Execute several tool calls concurrently; results in order',
-      description: 'Each entry is the /invoke result, or for a call that never reached a tool { callId, name, output, isError: true, statusCode, error }, whose output is the TOOL_ERROR: {...} form of a tool failure and whose callId is generated when the call gave none; a call held for approval is { callId, name, status: "pending", approvalId, output, isError: true, statusCode: 202, error }. Writes to one workspace are serialised.',
+      description: 'Each entry is the /invoke result, or for a call that never reached a tool { callId, name, output, isError: true, statusCode, error }, whose output is the TOOL_ERROR: {...} form of a tool failure and whose callId is generated when the call gave none; a call held for approval is { callId, name, status: "pending", approvalId, output, isError: true, statusCode: 202, error }; an entry may be status "input_required" like /invoke\'s result (each entry carries its own clientCapabilities, inputResponses and requestState). Writes to one workspace are serialised.',
       tags: ['invoke'],
       body: BatchBody,
       response: { 200: BatchResponse, ...errorResponses(400, 401, 403, 413, 415, 429, 503) }

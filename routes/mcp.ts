@@ -81,7 +81,7 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
           route: result.route,
           tenant,
           // The server asks for input (MCP input_required): its state is in no log line.
-          outcome: result.inputRequired !== undefined ? 'input_required' : result.isError ? result.error?.code : 'ok',
+          outcome: result.status === 'input_required' ? 'input_required' : result.isError ? result.error?.code : 'ok',
           durationMs: result.durationMs,
           via: 'mcp'
         }, 'invoke')

@@ -52,6 +52,10 @@ export const ERROR_CODES = {
     400,
     'A journal `cursor` this gateway did not return (`GET /users/{userId}/invocations`): pass the previous page\'s `nextCursor` as is'
   ),
+  GW_INVALID_REQUEST_STATE: http(
+    400,
+    'A retry of a call whose MCP server asked for input (`requestState`) with a handle that was altered, expired (10 min), or is another tenant\'s, API key\'s, tool\'s, arguments\' or callId\'s; on `/mcp` JSON-RPC `-32602` with `data.reason` `invalid_request_state`. Call the tool again without `inputResponses` and `requestState`'
+  ),
   GW_INVALID_RANGE: http(400, 'A journal `since` or `until` that is not an ISO 8601 time or epoch milliseconds, or `since` after `until`'),
   GW_UNAUTHORIZED: http(
     401,
@@ -320,7 +324,7 @@ export function toJsonRpcRefusal (err: unknown): HttpFailure & { rpcCode: number
 export interface JsonRpcFailure {
   rpcCode: number
   message: string
-  data: { code: string, statusCode?: number }
+  data: { code: string, statusCode?: number, reason?: string }
 }
 
 /**
@@ -332,7 +336,9 @@ export interface JsonRpcFailure {
 export function toJsonRpcFailure (err: unknown): JsonRpcFailure {
   if (err instanceof HttpError) {
     const rpcCode = err.statusCode >= 500 ? JSON_RPC_CODES.internalError : err.statusCode === 429 ? JSON_RPC_CODES.refused : JSON_RPC_CODES.invalidParams
-    return { rpcCode, message: err.message, data: { code: err.code, statusCode: err.statusCode } }
+    // MCP names a requestState that fails its integrity check by data.reason (2026-07-28).
+    const data = { code: err.code, statusCode: err.statusCode }
+    return { rpcCode, message: err.message, data: err.code === 'GW_INVALID_REQUEST_STATE' ? { ...data, reason: 'invalid_request_state' } : data }
   }
   const typed = err as { code?: unknown, message?: unknown } | null
   if (isGwCode(typed?.code)) {

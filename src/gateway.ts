@@ -21,6 +21,9 @@ import type { PolicyLimits, ToolPolicy, ToolPolicyProvider } from './routing/pol
 import type { SurfaceServer, Unavailable } from './routing/source.js'
 import { actingUserId, toolRequestTenant } from './routing/tenancy.js'
 import { isBuiltinName } from './naming/builtin-names.js'
+import { NO_ROUND, openRound, RequestStateSealer, sealRound } from './routing/input-rounds.js'
+import type { RoundOpening } from './routing/input-rounds.js'
+import type { ClientRelay } from './routing/client-relay.js'
 import type { Caller, CallContext, InputRound, WorkspaceRequest } from './routing/types.js'
 import { TIER_TRAITS } from './routing/types.js'
 
@@ -79,6 +82,11 @@ export interface GatewayOptions {
   approvals?: CallHold | undefined
   /** The outcome observer (the journal and the metrics subscribe); default a fresh one. */
   calls?: CallObserver | undefined
+  /**
+   * Seals and opens the requestState handles of `input_required` rounds (REST and /mcp alike,
+   * src/routing/input-rounds.ts); default one with a key of this process (no other instance continues a call).
+   */
+  requestState?: RequestStateSealer | undefined
 }
 
 export interface InvokeOptions {
@@ -86,8 +94,11 @@ export interface InvokeOptions {
   onProgress?: CallContext['onProgress'] | undefined
   /** Who asks, for the observer: POST /invoke (the default), a batch entry, or an /mcp tools/call. */
   via?: Exclude<CallVia, 'approval'> | undefined
-  /** The caller can receive an MCP `input_required` answer, or retries one (CallContext.input). */
-  input?: InputRound | undefined
+  /**
+   * The /mcp client the call's questions (a legacy one) and log messages are relayed to while it
+   * runs (InputRound.relay), beside the round its body declares (clientCapabilities, inputResponses, requestState).
+   */
+  relay?: ClientRelay | undefined
 }
 
 const NO_OPTIONS: InvokeOptions = {}
@@ -167,6 +178,7 @@ export class Gateway {
   readonly #validateInvoke: ValidateFunction
   readonly #policies: ToolPolicyProvider | undefined
   readonly #approvals: CallHold | undefined
+  readonly #sealer: RequestStateSealer
   // 1,000 listings or 64 MiB of their JSON, whichever comes first (a listing can be 200 KiB).
   readonly #listings = new VersionedCache<ListToolsResponse>({ maxEntries: 1000, maxBytes: 64 * 1024 * 1024, sizeOf: (r) => listingJson(r).length })
 
@@ -176,6 +188,7 @@ export class Gateway {
     this.calls = opts.calls ?? new CallObserver()
     this.#policies = opts.policies
     this.#approvals = opts.approvals
+    this.#sealer = opts.requestState ?? new RequestStateSealer()
     this.#validateInvoke = new Ajv({ strict: false, allErrors: false }).compile(InvokeBody)
   }
 
@@ -276,7 +289,7 @@ export class Gateway {
     const via = opts.via ?? 'invoke'
     // An approver key decides calls, it never makes them (the routes refuse it first; this is the rule itself).
     if (caller.role === 'approver') return this.refused(via, body.name, new HttpError('GW_FORBIDDEN', 'An approver key cannot invoke tools'), body.callId)
-    const call = await this.#run(body, caller, signal, opts.onProgress, via, undefined, opts.input)
+    const call = await this.#run(body, caller, signal, opts.onProgress, via, undefined, opts.relay)
     const held = call.outcome
     if (!held.ok || held.pending === undefined) return held
     // Held: answered (and published) once the inline wait for a decision is over.
@@ -298,7 +311,11 @@ export class Gateway {
       callId: approved.callId,
       ...(approved.userId !== undefined ? { userId: approved.userId } : {}),
       ...(approved.allow !== undefined ? { allow: approved.allow } : {}),
-      ...(approved.context !== undefined ? { context: approved.context as InvokeBodyT['context'] } : {})
+      ...(approved.context !== undefined ? { context: approved.context as InvokeBodyT['context'] } : {}),
+      // A call that can be asked for input runs so when approved: its round's handle carries the approval.
+      ...(approved.clientCapabilities !== undefined ? { clientCapabilities: approved.clientCapabilities } : {}),
+      ...(approved.inputResponses !== undefined ? { inputResponses: approved.inputResponses } : {}),
+      ...(approved.requestState !== undefined ? { requestState: approved.requestState } : {})
     }
     const maker: Caller = {
       userId: approved.userId,
@@ -332,16 +349,26 @@ export class Gateway {
     onProgress: CallContext['onProgress'],
     via: CallVia,
     approvalId: string | undefined,
-    input?: InputRound
+    relay?: ClientRelay
   ): Promise<Call> {
     // The observer's one hook: /invoke, each call of /invoke/batch, /mcp's tools/call and approved calls all come here.
     const calls = this.calls
-    const callId = body.callId ?? newCallId()
+    // A retry of an input_required round is the same call: its id, and the approval it passed, come from its handle.
+    const opened = this.#openRound(body, caller)
+    const round: RoundOpening = relay === undefined || !opened.ok ? opened : { ...opened, input: { capabilities: {}, ...opened.input, relay } }
+    const callId = (round.ok ? round.callId : undefined) ?? body.callId ?? newCallId()
     // A listener that keeps the trace (the journal) gets it whether or not the caller asked for it in the result.
-    const call = new Call(via, callId, body.name, body.arguments, caller.keyId, performance.now(), approvalId, body.trace === true || calls.wantsTrace)
-    const outcome = await this.#invoke(body.callId === undefined ? { ...body, callId } : body, caller, signal, onProgress, call, input)
+    const call = new Call(via, callId, body.name, body.arguments, caller.keyId, performance.now(), approvalId ?? (round.ok ? round.approvalId : undefined),
+      body.trace === true || calls.wantsTrace)
+    const outcome = round.ok
+      ? await this.#invoke(body.callId === callId ? body : { ...body, callId }, caller, signal, onProgress, call, round.input)
+      : { ok: false as const, error: round.error, toolMs: 0 as const }
     call.outcome = outcome
     if (outcome.ok && outcome.pending !== undefined) return call
+    // Before publishing: no listener (journal, metrics, the approvals' store) sees the server's own state.
+    if (outcome.ok && outcome.result.inputRequired !== undefined) {
+      sealRound(this.#sealer, outcome.result, body, { tenant: call.userId, keyId: caller.keyId }, call)
+    }
     if (call.userId === undefined && !caller.isAdmin) call.userId = caller.userId
     calls.publish(call)
     if (outcome.ok && body.trace !== true) outcome.result.trace = null
@@ -392,7 +419,10 @@ export class Gateway {
             arguments: body.arguments ?? {},
             allow: body.allow,
             context: body.context,
-            caller: { isAdmin: caller.isAdmin, keyId: caller.keyId }
+            caller: { isAdmin: caller.isAdmin, keyId: caller.keyId },
+            clientCapabilities: body.clientCapabilities,
+            inputResponses: body.inputResponses,
+            requestState: body.requestState
           }),
         allow: body.allow,
         includeTrace: call.trace,
@@ -413,6 +443,21 @@ export class Gateway {
       if (err instanceof HttpError) return { ok: false, error: err, toolMs: 0 }
       throw err
     }
+  }
+
+  /**
+   * The call's input round from its body (openRound), its handle opened for the tenant the call
+   * acts for: the rule #invoke applies, where a request that breaks it is refused, handle or not.
+   */
+  #openRound (body: InvokeBodyT, caller: Caller): RoundOpening {
+    if (body.clientCapabilities === undefined && body.inputResponses === undefined && body.requestState === undefined) return NO_ROUND
+    let tenant: string | undefined
+    try {
+      tenant = toolRequestTenant(caller, body.userId, { toolName: body.name, mcp: body.allow?.mcp })
+    } catch {
+      return NO_ROUND
+    }
+    return openRound(this.#sealer, body, { tenant, keyId: caller.keyId })
   }
 
   /** The tenant's effective tool policy; a store that cannot be read is a 503, never a call without its policy. */
@@ -466,7 +511,8 @@ export class Gateway {
         }
         // The id is fixed here, so that an entry refused before reaching a tool carries it too.
         const body = call as InvokeBodyT
-        if (body.callId === undefined) call = { ...body, callId: newCallId() }
+        // A retry of an input_required round takes its callId from its handle.
+        if (body.callId === undefined && body.requestState === undefined) call = { ...body, callId: newCallId() }
         const lane = workspaceLane(body, caller)
         const before = lane === undefined ? undefined : lanes.get(lane)
         const invoked = (before === undefined ? Promise.resolve() : before).then(async () => await this.invoke(call as InvokeBodyT, caller, signal, IN_BATCH))

@@ -48,7 +48,7 @@ export interface GatewayMetrics {
 // Label values come from fixed sets only: an unexpected value becomes `other`, so no caller
 // input (tool names, userIds, arbitrary paths) can grow the series count.
 const KNOWN_TIERS = new Set<string>(TIERS)
-const KNOWN_OUTCOMES = new Set<string>(['ok', ...Object.keys(HTTP_ERROR_CODES), ...Object.values(TOOL_ERROR_CODES)])
+const KNOWN_OUTCOMES = new Set<string>(['ok', 'input_required', ...Object.keys(HTTP_ERROR_CODES), ...Object.values(TOOL_ERROR_CODES)])
 const KNOWN_ENDPOINTS = new Set(['/invoke', '/invoke/batch', '/mcp'])
 const ENDPOINT_OF = { invoke: '/invoke', batch: '/invoke/batch', mcp: '/mcp' } as const
 
@@ -183,7 +183,7 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
 
   const invocations = new RequestMetric({
     name: 'gateway_invocations_total',
-    help: 'Tool calls by endpoint, serving tier (route; none = refused before a tool) and outcome (ok, the tool error code, or the GW_ code of a refused call)',
+    help: 'Tool calls by endpoint, serving tier (route; none = refused before a tool) and outcome (ok, input_required, the tool error code, or the GW_ code of a refused call)',
     labelNames: ['endpoint', 'route', 'outcome'] as const
   })
   const invokeDuration = new RequestMetric({
@@ -329,7 +329,8 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
         count(endpoint, undefined, 'GW_APPROVAL_PENDING', undefined)
       } else {
         const r = o.result
-        count(endpoint, r.route, r.isError ? (r.error?.code ?? 'other') : 'ok', r.durationMs)
+        // A round whose MCP server asked for input is neither ok nor an error.
+        count(endpoint, r.route, r.status === 'input_required' ? 'input_required' : r.isError ? (r.error?.code ?? 'other') : 'ok', r.durationMs)
       }
     },
     recordOverhead (endpoint, overheadMs) {

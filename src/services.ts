@@ -29,7 +29,7 @@ import { ToolRouter } from './routing/router.js'
 import { CallObserver } from './routing/call-events.js'
 import type { ToolSource } from './routing/source.js'
 import type { Tier } from './routing/types.js'
-import { RequestStateSealer } from './mcp-server/request-state.js'
+import { RequestStateSealer } from './routing/input-rounds.js'
 import { ClientRequests, FORWARDED_MCP_ANSWER_PATH } from './mcp-server/client-requests.js'
 import type { ForwardedAnswer } from './mcp-server/client-requests.js'
 
@@ -71,8 +71,8 @@ export interface Services {
   /** Monotonic failure counts for metrics. */
   counters: Readonly<ServiceCounters>
   /**
-   * The /mcp requestState handles of upstream `input_required` rounds (src/mcp-server/request-state.ts):
-   * keyed from SECRETS_KEY, so every instance continues any call; absent: the endpoint's own per-process key.
+   * The requestState handles of upstream `input_required` rounds, REST and /mcp alike (src/routing/input-rounds.ts):
+   * keyed from SECRETS_KEY, so every instance continues any call; the gateway's, passed to /mcp's endpoint too.
    */
   mcpRequestState?: RequestStateSealer
   /**
@@ -92,7 +92,7 @@ export interface ServiceOverrides {
   /** Replaces the registry directory and the client pools (router tests with in-process servers). */
   directory?: ServerDirectory
   connector?: McpConnector
-  /** The /mcp requestState sealer (tests: a short TTL or their own clock). */
+  /** The requestState sealer of input_required rounds, REST and /mcp (tests: a short TTL or their own clock). */
   mcpRequestState?: RequestStateSealer
 }
 
@@ -206,6 +206,12 @@ async function build (
   // here, the metrics plugin per app.
   const calls = new CallObserver()
   if (journal.enabled) calls.subscribe((call) => { journal.recordCall(call) }, { trace: journal.wantsTrace })
+  // The handles are HMAC'd with a key derived from SECRETS_KEY; without it each instance has a key of its own.
+  const mcpRequestState = overrides.mcpRequestState ?? new RequestStateSealer({ secret: config.secretsKey })
+  if (mcpRequestState.ephemeral) {
+    logger.warn({}, 'SECRETS_KEY is not set: requestState handles (MCP input_required rounds) are signed with a per-process random key, ' +
+      'so a retry must reach the same instance and a restart ends open rounds')
+  }
   const approvalFacade: ApprovalFacade = new ApprovalFacade({
     approvals,
     calls,
@@ -213,17 +219,11 @@ async function build (
     run: async (call) => await gateway.runApproved(call),
     invokeTimeoutMs: config.invokeTimeoutMs
   })
-  const gateway: Gateway = new Gateway(config, router, { calls, policies, approvals: approvalFacade })
+  const gateway: Gateway = new Gateway(config, router, { calls, policies, approvals: approvalFacade, requestState: mcpRequestState })
   const registry = new RegistryFacade(remote.registry, router)
   logger.info({ functions: functions.size, localMcpTools: localMcp.size, localMcpServices: localMcp.serviceNames, registry: store.backend }, 'tools discovered')
 
   const sandbox = builtins?.sandbox
-  // The handles are HMAC'd with a key derived from SECRETS_KEY; without it each instance has a key of its own.
-  const mcpRequestState = overrides.mcpRequestState ?? new RequestStateSealer({ secret: config.secretsKey })
-  if (mcpRequestState.ephemeral) {
-    logger.warn({}, 'SECRETS_KEY is not set: /mcp requestState handles (MCP input_required rounds) are signed with a per-process random key, ' +
-      'so a retry must reach the same instance and a restart ends open rounds')
-  }
   const mcpClientRequests = new ClientRequests({
     instanceId: coordination?.instanceId ?? randomUUID(),
     ...(coordination?.peers !== undefined ? { forward: forwardAnswers(coordination, coordination.peers) } : {}),

@@ -51,7 +51,10 @@ export const InvocationEntry = Type.Object({
   keyId: Type.Union([Type.String(), Type.Null()], { description: 'Short hash of the API key (16 hex of its SHA-256), never the key; null in open mode' }),
   instance: Type.String({ description: 'The gateway process that ran the call (host:pid)' }),
   checkpointId: Type.Union([Type.String(), Type.Null()]),
-  approvalId: Type.Union([Type.String(), Type.Null()])
+  approvalId: Type.Union([Type.String(), Type.Null()]),
+  status: Type.Optional(Type.Union([Type.Literal('input_required'), Type.Null()], {
+    description: 'input_required: a round of a call whose MCP server asked for input (neither a result nor an error; the retry is another entry under the same callId); null otherwise'
+  }))
 }, { description: 'One journal entry. A field over its budget is replaced by { $capped: true, bytes, limit, head }' })
 
 export const InvocationPage = Type.Object({

@@ -29,6 +29,16 @@ const AllowList = Type.Object({
   mcp: Type.Optional(Type.Array(Type.String({ maxLength: 512 }), { maxItems: 1000 }))
 }, { additionalProperties: false, description: 'When given, only tools GET /tools would list for it can be invoked' })
 
+const ClientCapabilities = Type.Object({
+  elicitation: Type.Optional(Type.Object({}, { additionalProperties: true })),
+  sampling: Type.Optional(Type.Object({}, { additionalProperties: true })),
+  roots: Type.Optional(Type.Object({}, { additionalProperties: true }))
+}, {
+  additionalProperties: true,
+  description: 'MCP client capabilities (its shape: elicitation, sampling, roots; other keys are ignored): what the caller can answer when the tool\'s MCP server asks for input (2026-07-28 input_required). ' +
+    'Without it (and without inputResponses and requestState) the server is told none, and a server that asks anyway is a tool error'
+})
+
 export const InvokeBody = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 512, description: 'The tool name the model called' }),
   arguments: Type.Optional(Type.Union([Type.Object({}, { additionalProperties: true }), Type.String()], {
@@ -44,6 +54,16 @@ export const InvokeBody = Type.Object({
     maximum: 300_000,
     default: 0,
     description: 'A call the tool policy holds for approval (requireApproval): wait this long (at most 5 minutes, and never past INVOKE_TIMEOUT_MS) for the decision and answer 200 with the result; otherwise, or when still undecided, 202 {callId, status: "pending", approvalId}'
+  })),
+  clientCapabilities: Type.Optional(ClientCapabilities),
+  inputResponses: Type.Optional(Type.Object({}, {
+    additionalProperties: true,
+    description: 'The retry of an input_required answer: the answers, keyed like its inputRequests, in MCP\'s shape (an elicitation\'s { action, content }, a sampling result, a roots list); passed to the server as sent'
+  })),
+  requestState: Type.Optional(Type.String({
+    minLength: 1,
+    maxLength: 1_048_576,
+    description: 'The retry of an input_required answer: its requestState as is (the gateway\'s handle; with the same name and arguments). A handle that was altered, expired, or is another tenant\'s, key\'s, tool\'s, arguments\' or callId\'s is 400 GW_INVALID_REQUEST_STATE'
   }))
 }, { additionalProperties: false, $id: 'InvokeBody' })
 export type InvokeBodyT = Static<typeof InvokeBody>
@@ -58,7 +78,17 @@ export const InvokeResult = Type.Object({
   truncated: Type.Boolean(),
   trace: Type.Unknown({ description: 'Structured side channel, null unless trace: true was asked for' }),
   durationMs: Type.Number(),
-  checkpointId: Type.Optional(Type.String({ description: 'With context.checkpoint on a mutating built-in: the checkpoint taken before the tool ran' }))
+  checkpointId: Type.Optional(Type.String({ description: 'With context.checkpoint on a mutating built-in: the checkpoint taken before the tool ran' })),
+  status: Type.Optional(Type.Literal('input_required', {
+    description: 'Only when the tool\'s MCP server asks for input before it answers (the call declared clientCapabilities): answer inputRequests and repeat the call (same name, arguments and callId) with inputResponses and requestState. A result has no status'
+  })),
+  inputRequests: Type.Optional(Type.Object({}, {
+    additionalProperties: true,
+    description: 'With status input_required: what the server asks, exactly as it sent it (MCP\'s shape: { key: { method: "elicitation/create" | "sampling/createMessage" | "roots/list", params } })'
+  })),
+  requestState: Type.Optional(Type.String({
+    description: 'With status input_required: the gateway\'s handle for the retry (opaque; good for 10 minutes, on any instance sharing SECRETS_KEY)'
+  }))
 })
 
 export const BatchBody = Type.Object({

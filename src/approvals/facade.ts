@@ -25,6 +25,9 @@ export interface HeldCall {
   allow: HeldRequest['allow']
   context: HeldRequest['context']
   caller: HeldRequest['caller']
+  clientCapabilities?: HeldRequest['clientCapabilities']
+  inputResponses?: HeldRequest['inputResponses']
+  requestState?: HeldRequest['requestState']
 }
 
 /** An approved call, to run as its maker made it. */
@@ -37,6 +40,9 @@ export interface ApprovedCall {
   allow: HeldRequest['allow']
   context: HeldRequest['context']
   caller: HeldRequest['caller']
+  clientCapabilities?: HeldRequest['clientCapabilities']
+  inputResponses?: HeldRequest['inputResponses']
+  requestState?: HeldRequest['requestState']
 }
 
 export interface DecisionBody {
@@ -75,7 +81,16 @@ export class ApprovalFacade {
 
   /** Holds a call; the message is the held call's result output, for the model. */
   async hold (call: HeldCall): Promise<{ approvalId: string, message: string }> {
-    const request: HeldRequest = { arguments: call.arguments, allow: call.allow, context: call.context, route: call.route, caller: call.caller }
+    const request: HeldRequest = {
+      arguments: call.arguments,
+      allow: call.allow,
+      context: call.context,
+      route: call.route,
+      caller: call.caller,
+      ...(call.clientCapabilities !== undefined ? { clientCapabilities: call.clientCapabilities } : {}),
+      ...(call.inputResponses !== undefined ? { inputResponses: call.inputResponses } : {}),
+      ...(call.requestState !== undefined ? { requestState: call.requestState } : {})
+    }
     const record = await this.#approvals.hold({ userId: call.userId, name: call.name, callId: call.callId, rule: call.rule, request })
     return {
       approvalId: record.approvalId,
@@ -151,7 +166,10 @@ export class ApprovalFacade {
         arguments: request.arguments,
         allow: request.allow,
         context: request.context,
-        caller: request.caller
+        caller: request.caller,
+        clientCapabilities: request.clientCapabilities,
+        inputResponses: request.inputResponses,
+        requestState: request.requestState
       })
       if (outcome.ok) {
         const { toolMs: _toolMs, ...rest } = outcome.result

@@ -16,6 +16,13 @@ export interface HeldRequest {
   /** The route the name resolved to when the call was held. */
   route: string
   caller: { isAdmin: boolean, keyId?: string | undefined }
+  /**
+   * The call's MCP input round (src/routing/input-rounds.ts), as its body gave it: what it can
+   * answer when the server asks for input, and on a retry its answers and the gateway's handle.
+   */
+  clientCapabilities?: Record<string, unknown> | undefined
+  inputResponses?: Record<string, unknown> | undefined
+  requestState?: string | undefined
 }
 
 export type ApprovalStatus = 'pending' | 'approved' | 'denied' | 'expired'

@@ -37,6 +37,8 @@ export interface CallRecord extends ResultFields {
   keyId: string | null
   checkpointId: string | null
   approvalId: string | null
+  /** `input_required`: a round whose MCP server asked for input (neither a result nor an error); absent or null otherwise. */
+  status?: 'input_required' | null
 }
 
 /** A journal entry as it is stored and read back. Absent values are null, never missing. */
@@ -58,6 +60,8 @@ export interface JournalEntry extends ResultFields {
   instance: string
   checkpointId: string | null
   approvalId: string | null
+  /** `input_required` for a round whose MCP server asked for input; null otherwise (absent in entries written before it existed). */
+  status: 'input_required' | null
 }
 
 /** Arguments a model emitted as a JSON string are stored as the object they encode, when they do. */
@@ -95,6 +99,7 @@ export function buildEntry (record: CallRecord, mode: Exclude<JournalMode, 'off'
     keyId: record.keyId,
     instance,
     checkpointId: record.checkpointId,
-    approvalId: record.approvalId
+    approvalId: record.approvalId,
+    status: record.status ?? null
   }
 }

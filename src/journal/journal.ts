@@ -153,7 +153,9 @@ export class Journal {
         toolMs: r.toolMs,
         keyId: facts.keyId ?? null,
         checkpointId: r.checkpointId ?? null,
-        approvalId: facts.approvalId ?? null
+        approvalId: facts.approvalId ?? null,
+        // One call of several rounds: each round is an entry under the call's id, and a round that asked says so.
+        status: r.status ?? null
       })
       return
     }
@@ -174,7 +176,8 @@ export class Journal {
       toolMs: 0,
       keyId: facts.keyId ?? null,
       checkpointId: null,
-      approvalId: facts.approvalId ?? null
+      approvalId: facts.approvalId ?? null,
+      status: null
     })
   }
 

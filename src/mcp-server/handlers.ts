@@ -1,10 +1,11 @@
 import { MissingRequiredClientCapabilityError } from '@modelcontextprotocol/server'
 import type { CallToolResult, ClientCapabilities, InputRequiredResult, Tool } from '@modelcontextprotocol/server'
+import type { InvokeBodyT } from '../api/invoke.js'
 import { HttpError, toJsonRpcFailure } from '../errors.js'
 import type { Gateway } from '../gateway.js'
 import { splitComma } from '../routing/allow-list.js'
 import type { InvokeResult } from '../routing/router.js'
-import type { Caller, InputRound, ToolProgress } from '../routing/types.js'
+import type { Caller, ToolProgress } from '../routing/types.js'
 import type { ClientRelay } from '../routing/client-relay.js'
 import { TIER_TRAITS } from '../routing/types.js'
 import { CallBudget } from './budget.js'
@@ -33,8 +34,8 @@ export interface GatewayMcpServerOptions {
   /** The tenant's limits for this exchange (each tools/call of a batch counts); unset = unlimited. */
   limits?: CallLimits
   /**
-   * Seals and opens the requestState handles of upstream `input_required` rounds (2026-07-28
-   * clients). Without it a server that asks for input fails the call with a tool error.
+   * Seals and opens the requestState handles of the `input_required` rounds of prompts/get and
+   * resources/read (surface-handlers.ts). A tools/call's rounds are the Gateway's (it has the same sealer).
    */
   requestState?: RequestStateSealer
   /** A legacy client's channel for the requests and log messages of its calls (endpoint.ts); absent for a 2026-07-28 one. */
@@ -109,27 +110,6 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
 
     async callTool (params, signal, notify, round) {
       const { name } = params
-      const sealer = opts.requestState
-      // The handle binds a round to who asked, for which tenant, of which tool (the server is in it).
-      const bound = { tenant: scope.userId ?? caller.userId ?? '_', keyId: caller.keyId ?? '', name }
-      let input: InputRound | undefined
-      if (era === 'legacy' && round?.relay !== undefined) input = { capabilities: round.capabilities, relay: round.relay }
-      if (era === 'modern' && round !== undefined && sealer !== undefined) {
-        input = { capabilities: round.capabilities, inputResponses: round.inputResponses, relay: round.relay }
-        if (round.requestState !== undefined) {
-          const opened = sealer.open(round.requestState, bound)
-          if (!opened.ok) {
-            // The spec's answer to a requestState that fails its integrity check: -32602. Why is
-            // named (tampered, expired, another tenant's, another tool's), never what it held.
-            const refusal = new HttpError('GW_BAD_REQUEST', `Invalid or expired requestState (${STATE_REFUSALS[opened.why]}); call the tool again without inputResponses and requestState`)
-            gateway.refused('mcp', name, refusal)
-            opts.onCall?.({ ok: false, name, error: refusal })
-            throw new JsonRpcError(-32602, refusal.message, { code: refusal.code, statusCode: 400, reason: 'invalid_request_state' })
-          }
-          input.server = opened.server
-          input.requestState = opened.state
-        }
-      }
       const refused = budget?.take()
       if (refused !== undefined) {
         gateway.refused('mcp', name, refused)
@@ -156,8 +136,23 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
         arguments: params.arguments ?? {},
         ...(scope.userId !== undefined ? { userId: scope.userId } : {}),
         allow,
-        trace: true
-      }, caller, withSignal(signal, opts.signal), { via: 'mcp', onProgress, input })
+        trace: true,
+        // A 2026-07-28 client's round, opened and sealed by the gateway as for REST (src/routing/input-rounds.ts):
+        // a handle that does not open is GW_INVALID_REQUEST_STATE, -32602 invalid_request_state here.
+        ...(era === 'modern' && round !== undefined
+          ? {
+              clientCapabilities: round.capabilities as InvokeBodyT['clientCapabilities'],
+              ...(round.inputResponses !== undefined ? { inputResponses: round.inputResponses } : {}),
+              ...(round.requestState !== undefined ? { requestState: round.requestState } : {})
+            }
+          : {}),
+        // A legacy client that declared capabilities is asked within the call (client-relay.ts).
+        ...(era === 'legacy' && round?.relay !== undefined ? { clientCapabilities: round.capabilities as InvokeBodyT['clientCapabilities'] } : {})
+      }, caller, withSignal(signal, opts.signal), {
+        via: 'mcp',
+        onProgress,
+        relay: round !== undefined && (era === 'modern' || round.relay !== undefined) ? round.relay : undefined
+      })
       let outcome
       try {
         outcome = budget !== undefined ? await budget.run(invoke) : await invoke()
@@ -174,28 +169,19 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
         // The server needs a capability the client did not declare: its -32021, as the revision says (HTTP 400).
         throw new MissingRequiredClientCapabilityError({ requiredCapabilities: required as ClientCapabilities }, outcome.result.error?.message)
       }
-      const asked = outcome.result.inputRequired
-      if (asked !== undefined && sealer !== undefined) {
+      const result = outcome.result
+      if (result.status === 'input_required') {
         // The server's questions as it sent them; its requestState only inside the gateway's handle.
         return {
           resultType: 'input_required',
-          inputRequests: asked.inputRequests as InputRequiredResult['inputRequests'],
-          requestState: sealer.seal({ ...bound, server: asked.server, state: asked.requestState })
+          inputRequests: result.inputRequests as InputRequiredResult['inputRequests'],
+          requestState: result.requestState as string
         } as InputRequiredResult
       }
       return toCallToolResult(outcome.result, era)
     }
   }
 }
-
-const STATE_REFUSALS = {
-  malformed: 'not a handle of this gateway',
-  signature: 'it was altered',
-  expired: 'it expired',
-  tenant: 'it belongs to another tenant',
-  key: 'it belongs to another API key',
-  tool: 'it belongs to another tool'
-} as const
 
 /**
  * What a request handler throws for a JSON-RPC error: both SDKs send `code`, `message` and

@@ -379,9 +379,10 @@ export class RemoteMcpSource implements ToolSource {
   }
 }
 
-/** The tool error of a call whose server asks for input its caller cannot be given (REST, a legacy MCP client). */
+/** The tool error of a call whose server asks for input its caller cannot be given (REST without clientCapabilities, a legacy MCP client). */
 const INPUT_UNAVAILABLE =
-  'The MCP server asks for input (elicitation/sampling/roots), which this client\'s protocol revision cannot receive through the gateway yet'
+  'The MCP server asks for input (elicitation/sampling/roots), which this client\'s protocol revision cannot receive through the gateway yet ' +
+  '(over POST /invoke: declare clientCapabilities to receive it as status input_required)'
 
 /**
  * A server's `input_required`: for a caller that can answer it, the outcome carries it as it

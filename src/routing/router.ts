@@ -84,10 +84,18 @@ export interface InvokeResult {
   /**
    * The server asks for input before it answers (MCP `input_required`; only for a caller whose
    * context had `input`): not a result and not an error. `output` only names what it asks.
+   * The router's, with the server's own state: the gateway replaces it with the three fields
+   * below before anyone else sees the result.
    */
   inputRequired?: InputRequired
   /** The tool's server refused the call for these undeclared client capabilities (ToolOutcome.requiredCapabilities). */
   requiredCapabilities?: unknown
+  /** Set with inputRequests and requestState when the server asks for input (the wire form of REST and /mcp). */
+  status?: 'input_required'
+  /** What the server asks, exactly as it sent it. */
+  inputRequests?: Record<string, unknown>
+  /** The gateway's sealed handle for the retry (src/routing/input-rounds.ts), never the server's own state. */
+  requestState?: string
 }
 
 /** `pending`: the call was held for an approval and has not run; its result says so (isError, GW_APPROVAL_PENDING). */
