@@ -8,7 +8,12 @@
 import { randomUUID } from 'node:crypto'
 
 interface McpTool { name: string, inputSchema?: unknown }
-interface Gateway { tools: () => Promise<McpTool[]>, invoke: (tool: string, args: Record<string, unknown>) => Promise<void> }
+interface Gateway {
+  tools: () => Promise<McpTool[]>
+  invoke: (tool: string, args: Record<string, unknown>, round?: Record<string, unknown>) => Promise<InvokeAnswer>
+}
+/** What POST /invoke answers, as far as these scenarios read it. */
+interface InvokeAnswer { callId?: string, status?: string, inputRequests?: Record<string, { method?: string }>, requestState?: string }
 
 const gatewayUrl = process.env.GATEWAY_URL ?? ''
 const scenario = process.env.MCP_CONFORMANCE_SCENARIO ?? ''
@@ -41,9 +46,10 @@ async function register (url: string): Promise<{ gateway: Gateway, remove: () =>
       if ((listing.unavailable ?? []).length > 0) console.error('unavailable:', JSON.stringify(listing.unavailable))
       return listing.tools.map((t) => ({ ...t, name: t.name.startsWith(prefix) ? t.name.slice(prefix.length) : t.name }))
     },
-    invoke: async (tool, args) => {
-      const result = await call('POST', '/invoke', { name: `${prefix}${tool}`, userId, arguments: args })
+    invoke: async (tool, args, round = {}) => {
+      const result = await call('POST', '/invoke', { name: `${prefix}${tool}`, userId, arguments: args, ...round }) as InvokeAnswer
       console.error(`${tool}:`, JSON.stringify(result).slice(0, 500))
+      return result
     }
   }
   return { gateway, remove: async () => { await call('DELETE', `/users/${userId}/mcp/servers/${serverId}`) } }
@@ -51,6 +57,23 @@ async function register (url: string): Promise<{ gateway: Gateway, remove: () =>
 
 const invokeEach = async (gateway: Gateway, calls: Array<{ name: string, arguments: Record<string, unknown> }>): Promise<void> => {
   for (const { name, arguments: args } of calls) await gateway.invoke(name, args)
+}
+
+/** What a REST caller that can answer forms declares (POST /invoke clientCapabilities). */
+const FORMS = { clientCapabilities: { elicitation: { form: {} } } }
+
+/**
+ * A REST caller answering the server's questions (MCP input_required through POST /invoke): each
+ * elicitation accepted, then the same call again with the answers and the gateway's requestState,
+ * until the call completes (at most 4 rounds).
+ */
+async function invokeAnswering (gateway: Gateway, tool: string, args: Record<string, unknown>): Promise<void> {
+  let answer = await gateway.invoke(tool, args, FORMS)
+  for (let round = 0; round < 4 && answer.status === 'input_required'; round++) {
+    const inputResponses = Object.fromEntries(Object.entries(answer.inputRequests ?? {}).map(([key, req]) =>
+      [key, req.method === 'elicitation/create' ? { action: 'accept', content: { confirmed: true } } : { action: 'decline' }]))
+    answer = await gateway.invoke(tool, args, { ...FORMS, inputResponses, requestState: answer.requestState })
+  }
 }
 
 const scenarios: Record<string, (gateway: Gateway) => Promise<void>> = {
@@ -75,8 +98,10 @@ const scenarios: Record<string, (gateway: Gateway) => Promise<void>> = {
   },
   async 'sep-2322-client-request-state' (gateway) {
     await gateway.tools()
+    // Through POST /invoke's input rounds: what the suite observes is the gateway's upstream client
+    // echoing the server's requestState (or none) on the retry, with a new JSON-RPC id.
     const names = ['test_mrtr_echo_state', 'test_mrtr_no_state', 'test_mrtr_unrelated', 'test_mrtr_no_result_type']
-    await invokeEach(gateway, names.map((name) => ({ name, arguments: {} })))
+    for (const name of names) await invokeAnswering(gateway, name, {})
   },
   async 'elicitation-sep1034-client-defaults' (gateway) {
     await gateway.tools()
