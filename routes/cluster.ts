@@ -5,6 +5,8 @@ import { ClusterResponse } from '../src/api/cluster.js'
 import { errorResponses } from '../src/api/common.js'
 import { FORWARDED_PROCESS_CALL_PATH } from '../src/cluster/index.js'
 import { FORWARDED_MCP_ANSWER_PATH } from '../src/mcp-server/client-requests.js'
+import { FORWARDED_RESUME_PATH } from '../src/routing/parked-calls.js'
+import type { InvokeOutcome } from '../src/routing/router.js'
 import { HttpError } from '../src/errors.js'
 
 /**
@@ -38,6 +40,24 @@ async function clusterRoutes (app: FastifyInstance): Promise<void> {
     const serve = app.services.builtins?.serveForwarded
     if (serve === undefined) throw new HttpError('GW_NOT_FOUND', 'This instance runs no built-in tools')
     return await serve(request.body)
+  })
+
+  // A retry of a call parked on this instance that reached another one (src/routing/parked-calls.ts).
+  app.post<{ Body: { owner?: { tenant?: unknown, keyId?: unknown }, id?: unknown, inputResponses?: unknown } }>(FORWARDED_RESUME_PATH, {
+    config: { cluster: true },
+    schema: { hide: true, body: Type.Object({}, { additionalProperties: true }) }
+  }, async (request) => {
+    const { owner, id, inputResponses } = request.body
+    if (typeof owner?.tenant !== 'string' || typeof owner.keyId !== 'string' || typeof id !== 'string') {
+      throw new HttpError('GW_BAD_REQUEST', 'Not a forwarded resume of a parked call')
+    }
+    const responses = inputResponses !== null && typeof inputResponses === 'object' ? inputResponses as Record<string, unknown> : undefined
+    const step = await app.services.parkedCalls.resume<InvokeOutcome>({ tenant: owner.tenant, keyId: owner.keyId }, id, responses, new AbortController().signal)
+    if (step?.kind === 'done' && !step.value.ok) {
+      // An HttpError does not travel as JSON: its code and message do.
+      return { kind: 'done', value: { ok: false, error: { code: step.value.error.code, message: step.value.error.message } } }
+    }
+    return step ?? null
   })
 
   // A legacy /mcp client's answer that reached another instance (src/mcp-server/client-requests.ts).

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { Ajv } from 'ajv'
 import type { ValidateFunction } from 'ajv'
@@ -15,8 +14,9 @@ import { CallObserver } from './routing/call-events.js'
 import type { CallEnd, CallEvent, CallVia } from './routing/call-events.js'
 import { CallerAbort } from './routing/signals.js'
 import type { Unresolved } from './routing/allow-list.js'
-import { refusalOutput } from './routing/output.js'
-import type { Diagnostic, InvokeOutcome, InvokeResult, ToolRouter } from './routing/router.js'
+import { entryError, newCallId, pendingEntry } from './routing/batch-entries.js'
+import type { BatchEntry } from './routing/batch-entries.js'
+import type { Diagnostic, InvokeOutcome, ToolRouter } from './routing/router.js'
 import type { PolicyLimits, ToolPolicy, ToolPolicyProvider } from './routing/policy.js'
 import type { SurfaceServer, Unavailable } from './routing/source.js'
 import { actingUserId, toolRequestTenant } from './routing/tenancy.js'
@@ -24,7 +24,9 @@ import { isBuiltinName } from './naming/builtin-names.js'
 import { NO_ROUND, openRound, RequestStateSealer, sealRound } from './routing/input-rounds.js'
 import type { RoundOpening } from './routing/input-rounds.js'
 import type { ClientRelay } from './routing/client-relay.js'
-import type { Caller, CallContext, InputRound, WorkspaceRequest } from './routing/types.js'
+import type { ParkedCalls } from './routing/parked-calls.js'
+import { parkableRound } from './routing/parked-rounds.js'
+import type { Caller, CallContext, InputRound, Tier, WorkspaceRequest } from './routing/types.js'
 import { TIER_TRAITS } from './routing/types.js'
 
 export interface ListToolsRequest {
@@ -55,23 +57,6 @@ export interface ListToolsResponse {
   diagnostics: Diagnostic[]
 }
 
-export type BatchEntry =
-  | (Extract<InvokeOutcome, { ok: true }>['result'])
-  | { callId: string, name: string | null, output: string, isError: true, statusCode: number, error: { code: string, message: string } }
-  | PendingBatchEntry
-
-/** A batch entry held for an approval: the 202 body of /invoke plus what a model can be handed. */
-export interface PendingBatchEntry {
-  callId: string
-  name: string
-  status: 'pending'
-  approvalId: string
-  output: string
-  isError: true
-  statusCode: 202
-  error: { code: string, message: string }
-}
-
 /** What the gateway needs of approvals (ApprovalFacade, src/approvals/): holding a call, and waiting inline for its decision. */
 export type CallHold = Pick<ApprovalFacade, 'hold' | 'awaitDecision'>
 
@@ -87,6 +72,11 @@ export interface GatewayOptions {
    * src/routing/input-rounds.ts); default one with a key of this process (no other instance continues a call).
    */
   requestState?: RequestStateSealer | undefined
+  /**
+   * Where calls wait while their caller answers a legacy server's questions in a later request
+   * (src/routing/parked-calls.ts); absent: such a question is refused to the server, the call ends as its tool says.
+   */
+  parked?: ParkedCalls | undefined
 }
 
 export interface InvokeOptions {
@@ -141,6 +131,8 @@ class Call implements CallEvent {
   outcome: InvokeOutcome = UNANSWERED
   userId: string | undefined = undefined
   serverId: string | undefined = undefined
+  /** The tier the name resolved to, once it did. */
+  route: Tier | undefined = undefined
   readonly arguments: unknown
 
   constructor (
@@ -160,9 +152,11 @@ class Call implements CallEvent {
 
 const UNANSWERED: InvokeOutcome = { ok: false, error: new HttpError('GW_INTERNAL', 'The call has not been answered'), toolMs: 0 }
 
-/** A call id for a call whose caller gave none (the same form for every entry of a batch). */
-function newCallId (): string {
-  return `call_${randomUUID().replace(/-/g, '')}`
+const REFUSED = Symbol('refused')
+
+/** A party's tenant as a parked call's owner names it (`_`: none; a refused one parks nothing, #invoke refuses it first). */
+function tenantKey (tenant: string | undefined | typeof REFUSED): string {
+  return typeof tenant === 'string' ? tenant : '_'
 }
 
 /**
@@ -179,6 +173,7 @@ export class Gateway {
   readonly #policies: ToolPolicyProvider | undefined
   readonly #approvals: CallHold | undefined
   readonly #sealer: RequestStateSealer
+  readonly #parked: ParkedCalls | undefined
   // 1,000 listings or 64 MiB of their JSON, whichever comes first (a listing can be 200 KiB).
   readonly #listings = new VersionedCache<ListToolsResponse>({ maxEntries: 1000, maxBytes: 64 * 1024 * 1024, sizeOf: (r) => listingJson(r).length })
 
@@ -189,6 +184,7 @@ export class Gateway {
     this.#policies = opts.policies
     this.#approvals = opts.approvals
     this.#sealer = opts.requestState ?? new RequestStateSealer()
+    this.#parked = opts.parked
     this.#validateInvoke = new Ajv({ strict: false, allErrors: false }).compile(InvokeBody)
   }
 
@@ -361,7 +357,7 @@ export class Gateway {
     const call = new Call(via, callId, body.name, body.arguments, caller.keyId, performance.now(), approvalId ?? (round.ok ? round.approvalId : undefined),
       body.trace === true || calls.wantsTrace)
     const outcome = round.ok
-      ? await this.#invoke(body.callId === callId ? body : { ...body, callId }, caller, signal, onProgress, call, round.input)
+      ? await this.#runRound(body.callId === callId ? body : { ...body, callId }, caller, signal, onProgress, call, round.input)
       : { ok: false as const, error: round.error, toolMs: 0 as const }
     call.outcome = outcome
     if (outcome.ok && outcome.pending !== undefined) return call
@@ -373,6 +369,36 @@ export class Gateway {
     calls.publish(call)
     if (outcome.ok && body.trace !== true) outcome.result.trace = null
     return call
+  }
+
+  /** A round of a call (#invoke), or of a parked one (parked-rounds.ts). */
+  async #runRound (
+    body: InvokeBodyT,
+    caller: Caller,
+    signal: AbortSignal | CallerAbort,
+    onProgress: CallContext['onProgress'],
+    call: Call,
+    input: InputRound | undefined
+  ): Promise<InvokeOutcome> {
+    const invoke = async (round: InputRound | undefined, own?: AbortSignal): Promise<InvokeOutcome> =>
+      await this.#invoke(body, caller, own ?? signal, onProgress, call, round)
+    if (this.#parked === undefined || input === undefined) return await invoke(input)
+    return await parkableRound(this.#parked, {
+      owner: { tenant: tenantKey(this.#tenantOf(body, caller)), keyId: caller.keyId ?? '' },
+      input,
+      callerSignal: signal instanceof CallerAbort ? signal.signal : signal,
+      invoke,
+      call: { callId: body.callId ?? call.callId, name: body.name, startedAt: call.startedAt, route: () => call.route }
+    })
+  }
+
+  /** The tenant a call acts for (toolRequestTenant; undefined: none), REFUSED when the rule refuses it (#invoke refuses the call then). */
+  #tenantOf (body: InvokeBodyT, caller: Caller): string | undefined | typeof REFUSED {
+    try {
+      return toolRequestTenant(caller, body.userId, { toolName: body.name, mcp: body.allow?.mcp })
+    } catch {
+      return REFUSED
+    }
   }
 
   async #invoke (
@@ -426,7 +452,10 @@ export class Gateway {
           }),
         allow: body.allow,
         includeTrace: call.trace,
-        onResolved: (entry) => { if (TIER_TRAITS[entry.route].selectedBy === 'mcp') call.serverId = entry.source },
+        onResolved: (entry) => {
+          call.route = entry.route
+          if (TIER_TRAITS[entry.route].selectedBy === 'mcp') call.serverId = entry.source
+        },
         policy,
         outputMaxChars: limits.outputMaxChars,
         // Tools see the tenant the call acts for (an admin acting for a userId is that tenant).
@@ -451,12 +480,9 @@ export class Gateway {
    */
   #openRound (body: InvokeBodyT, caller: Caller): RoundOpening {
     if (body.clientCapabilities === undefined && body.inputResponses === undefined && body.requestState === undefined) return NO_ROUND
-    let tenant: string | undefined
-    try {
-      tenant = toolRequestTenant(caller, body.userId, { toolName: body.name, mcp: body.allow?.mcp })
-    } catch {
-      return NO_ROUND
-    }
+    const tenant = this.#tenantOf(body, caller)
+    // A call whose tenant the rule refuses gets no round: #invoke refuses the call itself.
+    if (tenant === REFUSED) return NO_ROUND
     return openRound(this.#sealer, body, { tenant, keyId: caller.keyId })
   }
 
@@ -552,38 +578,4 @@ function underCeilings (requested: WorkspaceRequest['limits'], ceilings: PolicyL
     if (ceiling !== undefined) out[key] = Math.min(out[key] ?? Infinity, ceiling)
   }
   return out
-}
-
-function pendingEntry (result: InvokeResult, approvalId: string): PendingBatchEntry {
-  return {
-    callId: result.callId,
-    name: result.name,
-    status: 'pending',
-    approvalId,
-    output: result.output,
-    isError: true,
-    statusCode: 202,
-    error: result.error ?? { code: 'GW_APPROVAL_PENDING', message: result.output }
-  }
-}
-
-/**
- * The entry of a call that never reached a tool: its HTTP status and error as /invoke would
- * answer them, plus the `TOOL_ERROR:` output a tool failure has, so that the orchestrator can
- * hand every entry's output to the model as the tool message.
- */
-function entryError (call: unknown, error: HttpError): BatchEntry {
-  const c = (call !== null && typeof call === 'object' ? call : {}) as Record<string, unknown>
-  const callId = typeof c.callId === 'string' ? c.callId : newCallId()
-  const name = typeof c.name === 'string' ? c.name : null
-  // A bad entry's name can be anything the body limit allows; the output stays a short message.
-  const tool = name === null ? '' : name.length > 200 ? name.slice(0, 200) + '...' : name
-  return {
-    callId,
-    name,
-    output: refusalOutput(error.code, error.message, tool, callId),
-    isError: true,
-    statusCode: error.statusCode,
-    error: { code: error.code, message: error.message }
-  }
 }

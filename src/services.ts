@@ -4,7 +4,7 @@ import { WorkspaceFacade, createBuiltins } from './builtin/index.js'
 import type { Builtins } from './builtin/index.js'
 import type { Config } from './config.js'
 import { parseDuration } from './config.js'
-import { StartupError } from './errors.js'
+import { HttpError, StartupError } from './errors.js'
 import { ApprovalFacade, createApprovals } from './approvals/index.js'
 import { createCluster } from './cluster/index.js'
 import type { ClusterTokens, Coordination, LimiterStores, PeerClient } from './cluster/index.js'
@@ -31,6 +31,8 @@ import type { ToolSource } from './routing/source.js'
 import type { Tier } from './routing/types.js'
 import { RequestStateSealer } from './routing/input-rounds.js'
 import { ClientRequests, FORWARDED_MCP_ANSWER_PATH } from './mcp-server/client-requests.js'
+import { FORWARDED_RESUME_PATH, ParkedCalls } from './routing/parked-calls.js'
+import type { ForwardedResume } from './routing/parked-calls.js'
 import type { ForwardedAnswer } from './mcp-server/client-requests.js'
 
 /** Everything the HTTP layer needs, built once per process from the config. */
@@ -80,6 +82,8 @@ export interface Services {
    * (src/mcp-server/client-requests.ts); an answer that reaches another instance is forwarded here.
    */
   mcpClientRequests: ClientRequests
+  /** Calls waiting for their callers' answers on this instance; a resume another instance forwards comes here. */
+  parkedCalls: ParkedCalls
   /** Closes every resource (MCP clients, processes, Redis) within a bounded time. */
   close: () => Promise<void>
 }
@@ -219,7 +223,13 @@ async function build (
     run: async (call) => await gateway.runApproved(call),
     invokeTimeoutMs: config.invokeTimeoutMs
   })
-  const gateway: Gateway = new Gateway(config, router, { calls, policies, approvals: approvalFacade, requestState: mcpRequestState })
+  // Calls that wait while their callers answer a legacy server's questions (src/routing/parked-calls.ts).
+  const parkedCalls = new ParkedCalls({
+    instanceId: coordination?.instanceId ?? randomUUID(),
+    ...(coordination?.peers !== undefined ? { forward: forwardResumes(coordination, coordination.peers, config.invokeTimeoutMs) } : {})
+  })
+  closers.push(async () => { parkedCalls.close() })
+  const gateway: Gateway = new Gateway(config, router, { calls, policies, approvals: approvalFacade, requestState: mcpRequestState, parked: parkedCalls })
   const registry = new RegistryFacade(remote.registry, router)
   logger.info({ functions: functions.size, localMcpTools: localMcp.size, localMcpServices: localMcp.serviceNames, registry: store.backend }, 'tools discovered')
 
@@ -232,6 +242,7 @@ async function build (
   return {
     mcpRequestState,
     mcpClientRequests,
+    parkedCalls,
     config,
     coordination,
     clusterTokens: cluster.tokens,
@@ -280,5 +291,22 @@ function forwardAnswers (coordination: Coordination, peers: PeerClient): (instan
     if (owner === undefined || owner.url === '') return false
     await peers.post(owner.url, FORWARDED_MCP_ANSWER_PATH, answer, { timeoutMs: 5000 })
     return true
+  }
+}
+
+/**
+ * Forwards a retry of a parked call to the instance it waits on (the cluster's signed call) and
+ * reads back its step, a failed outcome's error rebuilt (an HttpError does not travel as JSON).
+ */
+function forwardResumes (coordination: Coordination, peers: PeerClient, timeoutMs: number): (instanceId: string, resume: ForwardedResume) => Promise<unknown> {
+  return async (instanceId, resume) => {
+    const owner = await coordination.membership.get(instanceId)
+    if (owner === undefined || owner.url === '') return undefined
+    const step = await peers.post<{ kind?: string, value?: { ok?: boolean, error?: { code: string, message: string } } } | null>(
+      owner.url, FORWARDED_RESUME_PATH, resume, { timeoutMs: timeoutMs + 5000 })
+    if (step?.kind === 'done' && step.value?.ok === false && step.value.error !== undefined) {
+      return { kind: 'done', value: { ok: false, toolMs: 0, error: new HttpError(step.value.error.code as never, step.value.error.message) } }
+    }
+    return step
   }
 }

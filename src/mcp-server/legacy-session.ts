@@ -7,6 +7,8 @@
  * forges one claims capabilities for its own calls, which it could have declared anyway. A value
  * that is not one of these (another server's, garbage) means: nothing declared.
  */
+export { canBeAsked } from '../routing/client-relay.js'
+
 const PREFIX = 'gs1.'
 /** Longest session id read; a real one is well under it. */
 const MAX_LENGTH = 2048
@@ -27,9 +29,11 @@ export function capabilitiesOf (sessionId: string | null | undefined): Record<st
   }
 }
 
-/** Whether a client with these capabilities can be asked anything by a server. */
-export function canBeAsked (capabilities: Record<string, unknown>): boolean {
-  return KEPT.some((name) => capabilities[name] !== undefined)
+/** A sub-capability's own boolean flags (e.g. elicitation.form.applyDefaults), nothing deeper. */
+function subFlags (sub: Record<string, unknown>): Record<string, boolean> {
+  const flags: Record<string, boolean> = {}
+  for (const [key, value] of Object.entries(sub).slice(0, 8)) if (key.length <= 32 && value === true) flags[key] = true
+  return flags
 }
 
 /** Only the capabilities that let a server ask, each an object (a sub-capability's flags as declared, bounded above). */
@@ -42,7 +46,8 @@ function keptCapabilities (capabilities: unknown): Record<string, unknown> {
     if (value === null || typeof value !== 'object' || Array.isArray(value)) continue
     const flags: Record<string, unknown> = {}
     for (const [key, sub] of Object.entries(value as Record<string, unknown>).slice(0, 8)) {
-      if (key.length <= 32) flags[key] = sub !== null && typeof sub === 'object' && !Array.isArray(sub) ? {} : sub === true
+      if (key.length > 32) continue
+      flags[key] = sub !== null && typeof sub === 'object' && !Array.isArray(sub) ? subFlags(sub as Record<string, unknown>) : sub === true
     }
     kept[name] = flags
   }

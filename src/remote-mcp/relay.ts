@@ -78,7 +78,7 @@ export function relayServerMessage (calls: RelayedCalls, message: JSONRPCMessage
     return true
   }
   ask(request, call.signal).then(
-    (result) => { reply({ result }) },
+    (result) => { reply({ result: withDefaults(call.input.capabilities, request, result) }) },
     (err: unknown) => { reply({ error: answerError(err) }) }
   )
   return true
@@ -110,6 +110,25 @@ export async function answerInputRequests (
   })
   const answers = await Promise.all(requests.map(async ([key, request]) => [key, await ask(request, signal)] as const))
   return Object.fromEntries(answers)
+}
+
+/**
+ * A form the client accepted, with the schema's defaults filled in for the fields it left out,
+ * when the client declared `elicitation.form.applyDefaults` (what the SDK client does for its own
+ * answers; here the client may be a REST caller that answered in a later request).
+ */
+function withDefaults (capabilities: Record<string, unknown>, request: ClientRequest, result: unknown): unknown {
+  if (request.method !== 'elicitation/create' || (request.params?.mode ?? 'form') !== 'form') return result
+  const form = (capabilities.elicitation as { form?: { applyDefaults?: unknown } } | undefined)?.form
+  if (form?.applyDefaults !== true || result === null || typeof result !== 'object') return result
+  const answer = result as { action?: unknown, content?: unknown }
+  const properties = (request.params?.requestedSchema as { properties?: Record<string, { default?: unknown }> } | undefined)?.properties
+  if (answer.action !== 'accept' || properties === null || typeof properties !== 'object') return result
+  const content = answer.content !== null && typeof answer.content === 'object' ? { ...answer.content as Record<string, unknown> } : {}
+  for (const [name, schema] of Object.entries(properties)) {
+    if (content[name] === undefined && schema !== null && typeof schema === 'object' && schema.default !== undefined) content[name] = schema.default
+  }
+  return { ...answer, content }
 }
 
 function answerError (err: unknown): { code: number, message: string, data?: unknown } {

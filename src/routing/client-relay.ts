@@ -32,6 +32,11 @@ export interface ClientRelay {
   passInputRequired?: boolean | undefined
 }
 
+/** Whether a client with these capabilities can be asked anything by a server (elicitation, sampling or roots). */
+export function canBeAsked (capabilities: Record<string, unknown>): boolean {
+  return capabilities.elicitation !== undefined || capabilities.sampling !== undefined || capabilities.roots !== undefined
+}
+
 /** Whether a relay answers a 2026-07-28 server's `input_required` within the call (each question asked through it). */
 export function answersWithinCall (relay: ClientRelay | undefined): boolean {
   return relay?.ask !== undefined && relay.passInputRequired !== true

@@ -133,8 +133,10 @@ const STATE_REFUSALS: Readonly<Record<RoundRefusal, string>> = {
  * /mcp the spec's answer to a requestState that fails its integrity check, -32602 with
  * `data.reason` `invalid_request_state` (toJsonRpcFailure). It says why, never what the handle held.
  */
-export function requestStateRefusal (why: RoundRefusal | 'call'): HttpError {
-  const reason = why === 'call' ? 'it belongs to another callId' : STATE_REFUSALS[why]
+export function requestStateRefusal (why: RoundRefusal | 'call' | 'gone'): HttpError {
+  const reason = why === 'call'
+    ? 'it belongs to another callId'
+    : why === 'gone' ? 'the call it continues no longer waits: it ended, or waited too long' : STATE_REFUSALS[why]
   return new HttpError('GW_INVALID_REQUEST_STATE', `Invalid or expired requestState (${reason}); call the tool again without inputResponses and requestState`)
 }
 

@@ -2,7 +2,9 @@
  * Two gateway processes on one Redis: a legacy /mcp client's call runs on instance A, whose
  * server asks the client for a name; the client's answer is POSTed to instance B (a load balancer
  * without affinity would do that), which forwards it to A (the cluster's signed call), and the
- * call on A continues with it. Without the forward the call would wait until its deadline.
+ * call on A continues with it. Without the forward the call would wait until its deadline. The
+ * same for a REST caller: a legacy server's question parks the call on A, the retry on B is
+ * forwarded to A.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -21,7 +23,7 @@ const SECRET = 'relay-cluster-secret-0123456789'
 const ADMIN = 'admin-key-relay-0123456789'
 const ACME = 'acme-key-relay-0123456789'
 
-test('a legacy client\'s answer that reaches the other instance is forwarded to the one whose call waits for it', async (t) => {
+test('a legacy client\'s answer, and a REST retry of a parked call, that reach the other instance are forwarded to the one whose call waits', async (t) => {
   const redis = await redisForTest(t)
   if (redis === undefined) return
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-relay-cluster-'))
@@ -39,6 +41,8 @@ test('a legacy client\'s answer that reaches the other instance is forwarded to 
     SANDBOX: 'none',
     LOAD_EXAMPLES: 'false',
     EGRESS_ALLOW: '127.0.0.1/32',
+    // The same key on both: a handle sealed on one opens on the other.
+    SECRETS_KEY: 'YSdqi4D+lk82wD8geYaX6FXtLlow49URdGkDN/icEME=',
     LOG_LEVEL: 'info'
   }
   const [a, b] = await Promise.all([startGateway(t, common), startGateway(t, common)])
@@ -79,4 +83,21 @@ test('a legacy client\'s answer that reaches the other instance is forwarded to 
   const result = await client.callTool({ name: ask.name, arguments: {} }, undefined, { timeout: 20_000 }) as { content: Array<{ text?: string }> }
   assert.equal(result.content[0]?.text, 'hello Ada', `A:\n${a.logs()}\nB:\n${b.logs()}`)
   assert.equal(answersViaB, 1)
+
+  // REST, the legacy server's question parked on A: the retry on B is forwarded to A and gets the result.
+  const body = { name: 'user_acme_tool_ask_name', userId: 'acme', arguments: {}, allow: { mcp: ['asker'] }, clientCapabilities: { elicitation: {} } }
+  const post = async (base: string, extra: Record<string, unknown>): Promise<any> => {
+    const res = await fetch(`${base}/invoke`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ACME}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ ...body, ...extra })
+    })
+    return await res.json()
+  }
+  const first = await post(a.url, {})
+  assert.equal(first.status, 'input_required', JSON.stringify(first))
+  const key = Object.keys(first.inputRequests)[0] as string
+  const done = await post(b.url, { inputResponses: { [key]: { action: 'accept', content: { name: 'Lin' } } }, requestState: first.requestState })
+  assert.equal(done.output, 'hello Lin', `${JSON.stringify(done)}\nA:\n${a.logs()}\nB:\n${b.logs()}`)
+  assert.equal(done.callId, first.callId)
 })

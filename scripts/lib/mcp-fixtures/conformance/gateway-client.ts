@@ -67,12 +67,19 @@ const FORMS = { clientCapabilities: { elicitation: { form: {} } } }
  * elicitation accepted, then the same call again with the answers and the gateway's requestState,
  * until the call completes (at most 4 rounds).
  */
-async function invokeAnswering (gateway: Gateway, tool: string, args: Record<string, unknown>): Promise<void> {
-  let answer = await gateway.invoke(tool, args, FORMS)
+async function invokeAnswering (
+  gateway: Gateway,
+  tool: string,
+  args: Record<string, unknown>,
+  capabilities: Record<string, unknown> = FORMS.clientCapabilities,
+  content: Record<string, unknown> = { confirmed: true }
+): Promise<void> {
+  const declared = { clientCapabilities: capabilities }
+  let answer = await gateway.invoke(tool, args, declared)
   for (let round = 0; round < 4 && answer.status === 'input_required'; round++) {
     const inputResponses = Object.fromEntries(Object.entries(answer.inputRequests ?? {}).map(([key, req]) =>
-      [key, req.method === 'elicitation/create' ? { action: 'accept', content: { confirmed: true } } : { action: 'decline' }]))
-    answer = await gateway.invoke(tool, args, { ...FORMS, inputResponses, requestState: answer.requestState })
+      [key, req.method === 'elicitation/create' ? { action: 'accept', content } : { action: 'decline' }]))
+    answer = await gateway.invoke(tool, args, { ...declared, inputResponses, requestState: answer.requestState })
   }
 }
 
@@ -105,7 +112,8 @@ const scenarios: Record<string, (gateway: Gateway) => Promise<void>> = {
   },
   async 'elicitation-sep1034-client-defaults' (gateway) {
     await gateway.tools()
-    await gateway.invoke('test_client_elicitation_defaults', {})
+    // As the control client: defaults applied (declared), each form accepted with nothing filled in by the caller.
+    await invokeAnswering(gateway, 'test_client_elicitation_defaults', {}, { elicitation: { form: { applyDefaults: true } } }, {})
   },
   async 'sse-retry' (gateway) {
     await gateway.tools()
