@@ -6,8 +6,9 @@
 import { pathToFileURL } from 'node:url'
 import Anthropic from '@anthropic-ai/sdk'
 import type { MessageParam, Tool, ToolResultBlockParam } from '@anthropic-ai/sdk/resources/messages'
+import { createInterface } from 'node:readline/promises'
 import { gatewayFromEnv, invokeAll, listTools } from './gateway.js'
-import type { GatewayOptions, LoopResult, ToolCall } from './gateway.js'
+import type { GatewayOptions, InputAnswers, LoopResult, ToolCall } from './gateway.js'
 
 export interface AnthropicLoopOptions {
   gateway: GatewayOptions
@@ -16,6 +17,11 @@ export interface AnthropicLoopOptions {
   maxTokens?: number
   maxSteps?: number
   log?: (line: string) => void
+  /**
+   * Asks the user a tool's server's question (an MCP elicitation form: its message and the fields
+   * it wants); the fields, or undefined to decline. Absent: nothing is asked of the user.
+   */
+  askUser?: (message: string, requestedSchema: any) => Promise<Record<string, unknown> | undefined>
 }
 
 export async function runAnthropicLoop (prompt: string, opts: AnthropicLoopOptions): Promise<LoopResult<MessageParam>> {
@@ -25,6 +31,28 @@ export async function runAnthropicLoop (prompt: string, opts: AnthropicLoopOptio
   // Messages API tools ({ name, description, input_schema }), as the gateway renders them.
   const tools = await listTools(opts.gateway, 'anthropic') as Tool[]
   const messages: MessageParam[] = [{ role: 'user', content: prompt }]
+  // What a tool's server may ask while it runs: the user fills its forms, this loop's model samples for it.
+  const askUser = opts.askUser
+  const answers: InputAnswers = {
+    ...(askUser !== undefined
+      ? {
+          elicit: async (params: any) => {
+            const content = await askUser(String(params.message), params.requestedSchema)
+            return content === undefined ? { action: 'decline' } : { action: 'accept', content }
+          }
+        }
+      : {}),
+    sample: async (params: any) => {
+      const reply = await client.messages.create({
+        model,
+        max_tokens: params.maxTokens ?? 1024,
+        ...(typeof params.systemPrompt === 'string' ? { system: params.systemPrompt } : {}),
+        messages: (params.messages as any[]).map((m) => ({ role: m.role, content: m.content?.type === 'text' ? m.content.text : JSON.stringify(m.content) }))
+      })
+      const text = reply.content.flatMap((b) => (b.type === 'text' ? [b.text] : [])).join('')
+      return { role: 'assistant', content: { type: 'text', text }, model: reply.model, stopReason: 'endTurn' }
+    }
+  }
 
   for (let step = 1; step <= (opts.maxSteps ?? 10); step++) {
     const response = await client.messages.create({
@@ -46,7 +74,7 @@ export async function runAnthropicLoop (prompt: string, opts: AnthropicLoopOptio
     }
 
     for (const c of calls) log(`-> ${c.name} ${JSON.stringify(c.arguments)}`)
-    const results = await invokeAll(opts.gateway, calls)
+    const results = await invokeAll(opts.gateway, calls, answers)
     // All results of one turn go in one user message, one tool_result block per tool_use id; the
     // content is the gateway's output string, and is_error lets the model know the call failed.
     const content: ToolResultBlockParam[] = results.map((r) => {
@@ -68,7 +96,26 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     gateway: gatewayFromEnv(),
     model: process.env.ANTHROPIC_MODEL,
     maxSteps: Number(process.env.MAX_STEPS ?? 10),
-    log: (line) => console.error(line)
+    log: (line) => console.error(line),
+    // A tool's server that asks the user something: each field asked on the terminal (when there is one).
+    ...(process.stdin.isTTY ? { askUser: askOnTerminal } : {})
   })
   console.log(result.text)
+}
+
+/** Asks the form's fields one by one on the terminal; an empty first answer declines. */
+async function askOnTerminal (message: string, requestedSchema: any): Promise<Record<string, unknown> | undefined> {
+  const rl = createInterface({ input: process.stdin, output: process.stderr })
+  try {
+    console.error(`[a tool asks] ${message}`)
+    const content: Record<string, unknown> = {}
+    for (const [name, field] of Object.entries<any>(requestedSchema?.properties ?? {})) {
+      const answer = await rl.question(`  ${field.title ?? name}${field.description ? ` (${field.description})` : ''}: `)
+      if (answer === '' && Object.keys(content).length === 0) return undefined
+      content[name] = field.type === 'number' || field.type === 'integer' ? Number(answer) : field.type === 'boolean' ? /^(y|yes|true)$/i.test(answer) : answer
+    }
+    return content
+  } finally {
+    rl.close()
+  }
 }

@@ -68,18 +68,50 @@ export async function listTools (gw: GatewayOptions, format: 'openai' | 'respons
   return listing.tools
 }
 
-/** Runs all calls of one model turn in one POST /invoke/batch; results come back in call order. */
-export async function invokeAll (gw: GatewayOptions, calls: ToolCall[]): Promise<ToolResult[]> {
-  const { results } = await request(gw, '/invoke/batch', {
-    calls: calls.map((c) => ({
-      name: c.name,
-      arguments: c.arguments,
-      callId: c.id,
-      userId: gw.userId,
-      allow: { functions: gw.functions, mcp: gw.mcp },
-      ...(gw.workspaceId ? { context: { workspaceId: gw.workspaceId } } : {})
-    }))
+/**
+ * How the orchestrator answers what a tool's MCP server asks while a call runs (MCP elicitation
+ * and sampling): `elicit` asks the user (its answer is MCP's ElicitResult: `{action, content?}`),
+ * `sample` asks the orchestrator's own model (MCP's CreateMessageResult). What it can answer is
+ * declared with every call (`clientCapabilities`); a server never asks for anything else.
+ */
+export interface InputAnswers {
+  elicit?: (params: any) => Promise<unknown>
+  sample?: (params: any) => Promise<unknown>
+}
+
+/**
+ * Runs all calls of one model turn in one POST /invoke/batch; results come back in call order.
+ * A call whose server asks for input answers `status: "input_required"`: its questions are
+ * answered (`answers`) and the call is sent again with `inputResponses` and the gateway's
+ * `requestState`, until it ends (at most 8 rounds).
+ */
+export async function invokeAll (gw: GatewayOptions, calls: ToolCall[], answers?: InputAnswers): Promise<ToolResult[]> {
+  const capabilities = {
+    ...(answers?.elicit !== undefined ? { elicitation: { form: {} } } : {}),
+    ...(answers?.sample !== undefined ? { sampling: {} } : {})
+  }
+  const entry = (c: ToolCall, round: Record<string, unknown> = {}): Record<string, unknown> => ({
+    name: c.name,
+    arguments: c.arguments,
+    callId: c.id,
+    userId: gw.userId,
+    allow: { functions: gw.functions, mcp: gw.mcp },
+    ...(gw.workspaceId ? { context: { workspaceId: gw.workspaceId } } : {}),
+    ...(Object.keys(capabilities).length > 0 ? { clientCapabilities: capabilities } : {}),
+    ...round
   })
+  const { results } = await request(gw, '/invoke/batch', { calls: calls.map((c) => entry(c)) })
+  for (let round = 0; round < 8; round++) {
+    if (answers === undefined) break
+    const asking = calls.flatMap((_c, i) => (results[i]?.status === 'input_required' ? [i] : []))
+    if (asking.length === 0) break
+    const retries = await Promise.all(asking.map(async (i) => entry(calls[i]!, {
+      inputResponses: await answerAll(results[i].inputRequests, answers),
+      requestState: results[i].requestState
+    })))
+    const again = (await request(gw, '/invoke/batch', { calls: retries })).results
+    asking.forEach((i, j) => { results[i] = again[j] })
+  }
   return calls.map((call, i) => {
     const r = results[i]
     // A call that never reached a tool (not allowed, unknown name) has no `output`: tell the model
@@ -89,4 +121,15 @@ export async function invokeAll (gw: GatewayOptions, calls: ToolCall[]): Promise
       : `TOOL_ERROR: ${JSON.stringify({ errorType: r.error?.code, error: r.error?.message, tool: call.name, callId: call.id })}`
     return { callId: call.id, output, isError: r.isError === true }
   })
+}
+
+/** The answers to one round's questions, keyed as the server keyed them. */
+async function answerAll (requests: Record<string, { method: string, params?: any }>, answers: InputAnswers): Promise<Record<string, unknown>> {
+  const entries = await Promise.all(Object.entries(requests ?? {}).map(async ([key, q]) => {
+    if (q.method === 'elicitation/create') return [key, answers.elicit !== undefined ? await answers.elicit(q.params) : { action: 'decline' }]
+    if (q.method === 'sampling/createMessage' && answers.sample !== undefined) return [key, await answers.sample(q.params)]
+    // Roots: this orchestrator exposes none.
+    return [key, q.method === 'roots/list' ? { roots: [] } : { action: 'decline' }]
+  }))
+  return Object.fromEntries(entries)
 }

@@ -7,7 +7,7 @@ import { pathToFileURL } from 'node:url'
 import OpenAI from 'openai'
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions'
 import { gatewayFromEnv, invokeAll, listTools } from './gateway.js'
-import type { GatewayOptions, LoopResult, ToolCall } from './gateway.js'
+import type { GatewayOptions, InputAnswers, LoopResult, ToolCall } from './gateway.js'
 
 export interface OpenAILoopOptions {
   gateway: GatewayOptions
@@ -15,6 +15,8 @@ export interface OpenAILoopOptions {
   model?: string
   maxSteps?: number
   log?: (line: string) => void
+  /** Asks the user a tool's server's question (an MCP elicitation form); the fields, or undefined to decline. */
+  askUser?: (message: string, requestedSchema: any) => Promise<Record<string, unknown> | undefined>
 }
 
 export async function runOpenAILoop (prompt: string, opts: OpenAILoopOptions): Promise<LoopResult<ChatCompletionMessageParam>> {
@@ -24,6 +26,29 @@ export async function runOpenAILoop (prompt: string, opts: OpenAILoopOptions): P
   // Chat Completions tools, exactly as the gateway renders them for this allow-list.
   const tools = await listTools(opts.gateway, 'openai') as ChatCompletionTool[]
   const messages: ChatCompletionMessageParam[] = [{ role: 'user', content: prompt }]
+  // What a tool's server may ask while it runs: the user fills its forms, this loop's model samples for it.
+  const askUser = opts.askUser
+  const answers: InputAnswers = {
+    ...(askUser !== undefined
+      ? {
+          elicit: async (params: any) => {
+            const content = await askUser(String(params.message), params.requestedSchema)
+            return content === undefined ? { action: 'decline' } : { action: 'accept', content }
+          }
+        }
+      : {}),
+    sample: async (params: any) => {
+      const reply = await client.chat.completions.create({
+        model,
+        max_completion_tokens: params.maxTokens ?? 1024,
+        messages: [
+          ...(typeof params.systemPrompt === 'string' ? [{ role: 'system' as const, content: params.systemPrompt }] : []),
+          ...(params.messages as any[]).map((m) => ({ role: m.role, content: m.content?.type === 'text' ? m.content.text : JSON.stringify(m.content) }))
+        ]
+      })
+      return { role: 'assistant', content: { type: 'text', text: reply.choices[0]?.message.content ?? '' }, model: reply.model, stopReason: 'endTurn' }
+    }
+  }
 
   for (let step = 1; step <= (opts.maxSteps ?? 10); step++) {
     const completion = await client.chat.completions.create({
@@ -46,7 +71,7 @@ export async function runOpenAILoop (prompt: string, opts: OpenAILoopOptions): P
       // Custom (free-text) tools are never in a gateway listing; such a call still gets an answer.
       : { id: tc.id, name: tc.custom.name, arguments: { input: tc.custom.input } })
     for (const c of calls) log(`-> ${c.name} ${typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments)}`)
-    const results = await invokeAll(opts.gateway, calls)
+    const results = await invokeAll(opts.gateway, calls, answers)
     for (const r of results) {
       log(`<- ${r.isError ? 'error ' : ''}${r.output.slice(0, 200)}`)
       // One `tool` message per call, matched by id; the content is the gateway's output string.

@@ -20,7 +20,7 @@ import type { CleanupScope } from '../../scripts/lib/gateway-process.js'
 export interface SeenToolResult { id: string, name: string, content: string, isError: boolean }
 export interface ScriptedTurn { text?: string, toolCalls?: Array<{ name: string, input: Record<string, unknown> }> }
 /** Turn `turn` (0 for the first answer) given every tool result in the request's conversation. */
-export type Script = (turn: number, results: SeenToolResult[]) => ScriptedTurn
+export type Script = (turn: number, results: SeenToolResult[], body: any) => ScriptedTurn
 
 export interface RecordedRequest {
   provider: 'openai' | 'anthropic'
@@ -109,7 +109,7 @@ export async function startFakeModel (t: CleanupScope, script: Script): Promise<
     }
     if (pending.length > 0) throw new Refusal(400, `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${pending.join(', ')}`)
 
-    const next = script(turn, record.results)
+    const next = script(turn, record.results, body)
     const toolCalls = (next.toolCalls ?? []).map((c) => {
       const id = `call_${randomId(24)}`
       issued.set(id, c)
@@ -186,7 +186,7 @@ export async function startFakeModel (t: CleanupScope, script: Script): Promise<
     }
     if (pending.length > 0) throw new Refusal(400, `messages: \`tool_use\` ids were found without \`tool_result\` blocks immediately after: ${pending.join(', ')}.`)
 
-    const next = script(turn, record.results)
+    const next = script(turn, record.results, body)
     const content: unknown[] = next.text ? [{ type: 'text', text: next.text, citations: null }] : []
     for (const c of next.toolCalls ?? []) {
       const id = `toolu_01${randomId(22)}`

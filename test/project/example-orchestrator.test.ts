@@ -10,7 +10,10 @@ import { startGateway } from '../../scripts/lib/gateway-process.js'
 import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
 import { startFakeModel } from '../helpers/fake-model.js'
 import type { FakeModel, Script } from '../helpers/fake-model.js'
+import OpenAI from 'openai'
 import { runAnthropicLoop } from '../../examples/orchestrator/anthropic.js'
+import { runOpenAILoop } from '../../examples/orchestrator/openai.js'
+import { startAskingFixture } from '../../scripts/lib/mcp-fixtures/asking-server.js'
 
 // The example orchestrators (examples/orchestrator/) run end to end, as the README shows them,
 // against the real gateway process and a scripted model that speaks the providers' wire formats
@@ -173,4 +176,40 @@ test('a loop stops at its step bound when the model never stops calling tools', 
   await assert.rejects(runAnthropicLoop('loop forever', { gateway, client, maxSteps: 2 }), /no final answer after 2 steps/)
   assert.equal(model.requests.length, 2)
   assert.deepEqual(model.requests[1]!.results.map((r) => JSON.parse(r.content).result), [2])
+})
+
+test('a tool\'s MCP server asks mid-call: each loop\'s "user" fills the form, its own model answers the sampling request', async (t) => {
+  const workspaces = await mkdtemp(join(tmpdir(), 'tg-orchestrator-'))
+  t.after(async () => await rm(workspaces, { recursive: true, force: true }))
+  const upstream = await startAskingFixture()
+  t.after(async () => await upstream.close())
+  const gw = await startGateway(t, { WORKSPACES_DIR: workspaces, API_KEYS: `admin-key-orchestrator-01:*,${KEY}:alice`, EGRESS_ALLOW: '127.0.0.1/32' })
+  t.after(async () => await gw.stop(5000))
+  const put = await fetch(`${gw.url}/users/alice/mcp/servers/asker`, {
+    method: 'PUT',
+    headers: { authorization: 'Bearer admin-key-orchestrator-01', 'content-type': 'application/json' },
+    body: JSON.stringify({ type: 'streamable_http', url: upstream.url })
+  })
+  assert.equal(put.status, 201, await put.text())
+  const model = await startFakeModel(t, (turn, results, body) => {
+    // The sampling request the loop makes for the server: no tools, the server's own prompt.
+    if (body.tools === undefined) return { text: `sampled: ${String(body.messages?.at(-1)?.content)}` }
+    const sample = { name: 'user_alice_tool_sample', input: { prompt: 'the answer?' } }
+    if (turn === 0) return { toolCalls: [{ name: 'user_alice_tool_ask_name', input: {} }, sample] }
+    return { text: results.map((r) => r.content).join(' | ') }
+  })
+  const gateway = { url: gw.url, apiKey: KEY, functions: [], mcp: ['asker'], userId: 'alice' }
+  for (const provider of ['anthropic', 'openai'] as const) {
+    const asked: string[] = []
+    const askUser = async (message: string): Promise<Record<string, unknown>> => {
+      asked.push(message)
+      return { name: 'Ada' }
+    }
+    const result = provider === 'anthropic'
+      ? await runAnthropicLoop('greet me', { gateway, client: new Anthropic({ baseURL: model.url, apiKey: 'sk-ant-t', maxRetries: 0 }), maxSteps: 3, askUser })
+      : await runOpenAILoop('greet me', { gateway, client: new OpenAI({ baseURL: `${model.url}/v1`, apiKey: 'sk-t', maxRetries: 0 }), maxSteps: 3, askUser })
+    assert.equal(result.text, 'hello Ada | model said: sampled: the answer?', provider)
+    assert.deepEqual(asked, ['Your name?'])
+  }
+  assert.deepEqual(model.requests.map((r) => r.refused), Array(6).fill(undefined))
 })
