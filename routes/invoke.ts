@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { errorResponses } from '../src/api/common.js'
 import { BatchBody, BatchResponse, InvokeBody, InvokePending, InvokeResult } from '../src/api/invoke.js'
 import type { InvokeBodyT } from '../src/api/invoke.js'
+import { withRestTask } from '../src/mcp-server/tasks.js'
 import { abortOnClientGone, callerAbortOnClientGone } from '../plugins/client-gone.js'
 
 /** POST /invoke and POST /invoke/batch (docs/ARCHITECTURE.md#result-and-trace). */
@@ -42,7 +43,7 @@ async function invokeRoutes (app: FastifyInstance): Promise<void> {
       durationMs: result.durationMs
     }
     // The response schema names the fields sent: toolMs (the gateway's own accounting) is not one of them.
-    return result
+    return withRestTask(app.services.mcpRequestState, request.caller, result)
   })
 
   app.post<{ Body: { calls: unknown[] } }>('/invoke/batch', {
@@ -59,7 +60,7 @@ async function invokeRoutes (app: FastifyInstance): Promise<void> {
     const { results, toolMs } = await app.services.gateway.invokeBatch(request.body.calls, request.caller, abortOnClientGone(reply))
     request.toolMs = toolMs
     request.logFields = { calls: results.length, errors: results.filter((r) => r.isError).length }
-    return { results: results.map((r) => ('toolMs' in r ? stripToolMs(r) : r)) }
+    return { results: results.map((r) => ('toolMs' in r ? withRestTask(app.services.mcpRequestState, request.caller, stripToolMs(r)) : r)) }
   })
 }
 

@@ -8,6 +8,9 @@
  * - control-client: the suite's scenario servers against our fixture client (SDK v2 `Client`)
  * - gateway-client: the same scenarios with the gateway as the client (register, `GET /tools`, `POST /invoke`)
  *
+ * The server legs at 2026-07-28 also run the suite's extension scenarios (EXTENSION_SCENARIOS: the
+ * Tasks extension), named one by one since `--suite all` leaves them out.
+ *
  * Checks go to a temp dir (one checks.json per scenario). Each leg and revision has a baseline of
  * expected failures, test/conformance/expected-failures.<leg>.<revision>.yaml, read with the suite's
  * own rules (`<scenario>` or `<scenario>:<check-id>`; FAILURE and WARNING fail). Exit 1 on a failure
@@ -39,6 +42,20 @@ const CLIENT_SCENARIOS: Record<Version, string[]> = {
   ]
 }
 const CLIENT_PARALLEL = 6
+/**
+ * Extension scenarios per revision: the suite leaves them out of `--suite all --spec-version` (they are
+ * "not on the spec timeline") and runs one only when named (`--scenario`), at 2026-07-28 unless told
+ * otherwise. The Tasks extension (SEP-2663) is defined on the 2026-07-28 wire only (its `tasks/*`
+ * names are the ones 2026-07-28 removed from core), so 2025-11-25 has none.
+ */
+const EXTENSION_SCENARIOS: Record<Version, string[]> = {
+  '2025-11-25': [],
+  '2026-07-28': [
+    'tasks-lifecycle', 'tasks-capability-negotiation', 'tasks-wire-fields', 'tasks-request-state-removal', 'tasks-mrtr-input',
+    'tasks-request-headers', 'tasks-dispatch-and-envelope', 'tasks-status-notifications', 'tasks-required-task-error', 'tasks-mrtr-composition'
+  ]
+}
+const EXTENSION_PARALLEL = 5
 // Per scenario: the fixture's slowest takes well under a second; a scenario that waits for an answer
 // that never comes (server-sse-polling through the stateless /mcp) fails after this instead of 30 s.
 const SERVER_SCENARIO_TIMEOUT_MS = '15000'
@@ -150,6 +167,12 @@ async function serverRun (url: string, version: Version, out: string): Promise<R
   await runSuite(['server', '--url', url, '--suite', 'all', '--spec-version', version, '--timeout', SERVER_SCENARIO_TIMEOUT_MS, '-o', out], {}, `${out}.log`)
   readResults(out, 'server', results)
   if (results.size === 0) throw new Error(`the suite wrote no checks for ${url} at ${version}; see ${out}.log`)
+  await pool(EXTENSION_SCENARIOS[version], EXTENSION_PARALLEL, async (scenario) => {
+    const dir = join(`${out}-extensions`, scenario)
+    await runSuite(['server', '--url', url, '--scenario', scenario, '--spec-version', version, '--force', '--timeout', SERVER_SCENARIO_TIMEOUT_MS, '-o', dir], {}, `${dir}.log`)
+    readResults(dir, 'server', results, scenario)
+    if (!results.has(scenario)) results.set(scenario, [{ id: scenario, status: 'FAILURE', errorMessage: `no checks written; see ${dir}.log` }])
+  })
   return results
 }
 

@@ -27,6 +27,7 @@ import clusterAuthPlugin from '../plugins/cluster-auth.js'
 import healthRoutes from '../routes/health.js'
 import whoamiRoutes from '../routes/whoami.js'
 import invocationRoutes from '../routes/invocations.js'
+import taskRoutes from '../routes/tasks.js'
 import invokeRoutes from '../routes/invoke.js'
 import mcpRoutes from '../routes/mcp.js'
 import policyRoutes from '../routes/policy.js'
@@ -63,6 +64,9 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     // plugins/request-log.ts writes one line per request instead.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: config.bodyLimitBytes,
+    // A path parameter may be an MCP task handle (GET /users/{u}/tasks/{taskId}: a few hundred
+    // characters, src/mcp-server/tasks.ts); each route's schema still bounds its own parameters.
+    routerOptions: { maxParamLength: 2048 },
     // TRUST_PROXY: a hop count or the proxies' addresses; never `true` (any client could name its own address).
     trustProxy: trustProxyOf(config.trustProxy),
     // Slow or stalled uploads (slowloris) are cut off instead of holding a socket forever.
@@ -127,6 +131,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(policyRoutes)
   await app.register(workspaceRoutes)
   await app.register(invocationRoutes)
+  await app.register(taskRoutes)
   await app.register(approvalRoutes)
   await app.register(mcpRoutes)
   await app.register(clusterRoutes)

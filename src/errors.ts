@@ -86,6 +86,10 @@ export const ERROR_CODES = {
     retryable: false
   },
   GW_WORKSPACE_NOT_FOUND: http(404, 'No workspace of that id for this tenant (never used, deleted, or expired past `WORKSPACE_IDLE_TTL`)'),
+  GW_TASK_NOT_FOUND: http(
+    404,
+    'No MCP task of that id for this tenant and API key (an altered, expired or another tenant\'s task handle, or the server that ran it no longer knows it)'
+  ),
   GW_APPROVAL_NOT_FOUND: http(404, 'No approval of that id (never made, or its record was dropped a day after it expired or was decided)'),
   GW_APPROVAL_DECIDED: http(409, 'The approval was already decided (approved or denied, by this or another approver)'),
   APPROVAL_EXPIRED: {

@@ -110,7 +110,8 @@ class InvokeContext implements CallContext {
     readonly workspace: CallContext['workspace'],
     readonly timeoutMs: number,
     readonly onProgress: CallContext['onProgress'],
-    readonly input: InputRound | undefined
+    readonly input: InputRound | undefined,
+    readonly tasks: boolean | undefined
   ) {
     this.abortSource = signal instanceof CallerAbort ? signal : undefined
     this.#signal = signal instanceof CallerAbort ? undefined : signal
@@ -427,7 +428,7 @@ export class Gateway {
       const callId = body.callId ?? newCallId()
       const approvals = this.#approvals
       const actingFor = userId
-      return await this.#router.invoke({
+      const outcome = await this.#router.invoke({
         name: body.name,
         arguments: body.arguments ?? {},
         callId,
@@ -465,9 +466,13 @@ export class Gateway {
           Object.keys(limits).length === 0 ? workspace : { ...workspace, limits: underCeilings(workspace.limits, limits) },
           Math.min(this.#config.invokeTimeoutMs, limits.timeoutMs ?? Infinity),
           onProgress,
-          input
+          input,
+          body.task
         )
       })
+      // A task's handle is bound to the tenant the call acted for (tasks.ts).
+      if (outcome.ok && outcome.result.task !== undefined) outcome.result.task.tenant = userId
+      return outcome
     } catch (err) {
       if (err instanceof HttpError) return { ok: false, error: err, toolMs: 0 }
       throw err

@@ -49,6 +49,10 @@ export const InvokeBody = Type.Object({
   allow: Type.Optional(AllowList),
   context: Type.Optional(InvokeContext),
   trace: Type.Optional(Type.Boolean({ default: false, description: 'Include the structured trace in the result' })),
+  task: Type.Optional(Type.Boolean({
+    default: false,
+    description: 'Take an MCP task (the Tasks extension, SEP-2663): the tool\'s MCP server is told the caller takes one, and a server that runs the call as a task answers at once: 200 with `task` (its taskId is the handle to poll with GET /users/{userId}/tasks/{taskId}, on any instance). Without it, or for a server that runs the call at once, the result as always'
+  })),
   waitForApprovalMs: Type.Optional(Type.Integer({
     minimum: 0,
     maximum: 300_000,
@@ -88,6 +92,17 @@ export const InvokeResult = Type.Object({
   })),
   requestState: Type.Optional(Type.String({
     description: 'With status input_required: the gateway\'s handle for the retry (opaque; good for 10 minutes, on any instance sharing SECRETS_KEY)'
+  })),
+  task: Type.Optional(Type.Object({
+    taskId: Type.String({ description: 'The handle: GET /users/{userId}/tasks/{taskId} polls it, DELETE cancels it' }),
+    status: Type.String({ description: 'working (or input_required, or already terminal)' }),
+    createdAt: Type.Optional(Type.String()),
+    lastUpdatedAt: Type.Optional(Type.String()),
+    ttlMs: Type.Optional(Type.Union([Type.Integer(), Type.Null()])),
+    pollIntervalMs: Type.Optional(Type.Integer())
+  }, {
+    additionalProperties: true,
+    description: 'With `task: true`, when the tool\'s MCP server runs the call as a task: the task (output then only says so); its result comes with GET /users/{userId}/tasks/{taskId}'
   }))
 })
 

@@ -12,6 +12,7 @@ import { CallBudget } from './budget.js'
 import type { CallLimits } from './budget.js'
 import type { McpQueryT } from './json-rpc.js'
 import type { RequestStateSealer } from './request-state.js'
+import { sealedTaskResult } from './tasks.js'
 
 /** What one tools/call did, for the HTTP layer's log line and overhead accounting. */
 export type McpCallRecord =
@@ -177,6 +178,12 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
           inputRequests: result.inputRequests as InputRequiredResult['inputRequests'],
           requestState: result.requestState as string
         } as InputRequiredResult
+      }
+      // The server runs the call as a task (the client declared the Tasks extension): its handle (tasks.ts).
+      const created = outcome.result.task
+      if (created !== undefined && opts.requestState !== undefined) {
+        const owner = { tenant: scope.userId ?? caller.userId ?? '_', keyId: caller.keyId ?? '' }
+        return sealedTaskResult(opts.requestState, owner, created) as unknown as CallToolResult
       }
       return toCallToolResult(outcome.result, era)
     }

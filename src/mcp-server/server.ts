@@ -1,6 +1,8 @@
 import { CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, Server } from '@modelcontextprotocol/server'
 import type { ServerContext } from '@modelcontextprotocol/server'
-import { exchangeBudget, gatewayMcpHandlers } from './handlers.js'
+import { exchangeBudget, gatewayMcpHandlers, toJsonRpcError } from './handlers.js'
+import { registerTaskMethods } from './tasks.js'
+import { TASKS_EXTENSION } from '../routing/tasks-extension.js'
 import { surfaceHandlers } from './surface-handlers.js'
 import type { GatewayMcpServerOptions, LegacyClient, McpEra, ToolCallRound } from './handlers.js'
 import { VERSION } from '../version.js'
@@ -26,7 +28,15 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpE
   const server = new Server(SERVER_INFO, {
     // No resources.subscribe: the endpoint is stateless (nothing could hold a subscription).
     // logging: an upstream server's log messages of a call reach the client that made it (legacy clients).
-    capabilities: { tools: { listChanged: true }, resources: {}, prompts: {}, completions: {}, logging: {} },
+    capabilities: {
+      tools: { listChanged: true },
+      resources: {},
+      prompts: {},
+      completions: {},
+      logging: {},
+      // The Tasks extension (SEP-2663) is defined on the 2026-07-28 wire only (tasks.ts).
+      ...(era === 'modern' ? { extensions: { [TASKS_EXTENSION]: {} } } : {})
+    },
     instructions: INSTRUCTIONS,
     cacheHints: {
       'tools/list': PRIVATE_NOW,
@@ -60,6 +70,10 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpE
   server.setRequestHandler('prompts/get', async (request, ctx) =>
     await surface.getPrompt(request.params, ctx.mcpReq.signal, era === 'modern' ? callRound(ctx) : undefined))
   server.setRequestHandler('completion/complete', async (request, ctx) => await surface.complete(request.params, ctx.mcpReq.signal))
+  if (era === 'modern') {
+    const tenant = opts.scope.userId ?? opts.caller.userId
+    registerTaskMethods(server, { gateway: opts.gateway, caller: opts.caller, tenant, sealer: opts.requestState, toRpcError: toJsonRpcError })
+  }
   return server
 }
 

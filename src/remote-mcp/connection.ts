@@ -21,6 +21,7 @@ import { createTransport, transportKind } from './transports.js'
 import type { ConnectSpec, HttpTransportKind, TransportHandle } from './transport.js'
 import type { ResponseLimits } from './response-limits.js'
 import { LeanHttpTransport } from './lean-http-transport.js'
+import { shellTaskResults } from './task-results.js'
 import { relayServerMessage } from './relay.js'
 import type { RelayedCalls } from './relay.js'
 
@@ -36,6 +37,13 @@ export interface Connection {
   listening?: { stop: () => void }
   /** Its running calls whose client answers the server's questions (relay.ts), by the tag of their response stream. */
   relays?: RelayedCalls
+  /**
+   * Whether the Tasks extension may be declared to the server on it (2026-07-28): its task requests
+   * must carry `Mcp-Name: <taskId>` (SEP-2663), which the lean transport does not send yet, so a
+   * task created over it could not be polled. False on the lean transport (the server then runs
+   * the call at once, as for a caller that declares nothing).
+   */
+  tasks?: boolean
 }
 
 /** What openConnection needs, and how it tells the pool about the connection's life. */
@@ -191,6 +199,11 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
   }
   const discover = client.getDiscoverResult()
   conn.era = client.getProtocolEra() === 'modern' ? 'modern' : 'legacy'
+  // A task result (Tasks extension) reaches the Client as a shell it accepts (task-results.ts).
+  if (conn.era === 'modern' && !(handle.transport instanceof LeanHttpTransport)) {
+    conn.tasks = true
+    shellTaskResults(handle.transport)
+  }
   if (eraKey !== undefined && prior === undefined) {
     o.eras.set(eraKey, conn.era === 'modern' && discover !== undefined ? { kind: 'modern', discover } : { kind: 'legacy' })
   }

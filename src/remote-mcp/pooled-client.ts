@@ -23,6 +23,9 @@ import type { RelayedCall } from './relay.js'
 import type { Connection, ConnectionOptions } from './connection.js'
 import { InputUnavailableError, redactSecrets, UpstreamError } from './errors.js'
 import type { ResponseLimits } from './response-limits.js'
+import { declaredTasks, TASKS_EXTENSION } from '../routing/tasks-extension.js'
+import { unshellTask } from './task-results.js'
+import type { UpstreamTask } from './task-results.js'
 import { listAllPages, ToolListCache } from './tool-cache.js'
 import type { ConnectSpec } from './transport.js'
 import { transportKind } from './transports.js'
@@ -70,6 +73,8 @@ export interface CallToolOptions {
    * `inputResponses` and `requestState` (the server's own, byte for byte) sent in the params.
    */
   input?: InputRound | undefined
+  /** The caller takes a task (REST's opt-in): the Tasks extension is declared, and nothing else. */
+  tasks?: boolean | undefined
 }
 
 /** A 2026-07-28 server's `input_required` answer to a tools/call, as it sent it. */
@@ -79,8 +84,11 @@ export interface UpstreamInputRequired {
   requestState?: string
 }
 
-/** What a tools/call answers: the tool's result, or the server's request for input (never fulfilled here). */
-export type UpstreamCallResult = CallToolResult | UpstreamInputRequired
+/**
+ * What a tools/call answers: the tool's result, the server's request for input (never fulfilled
+ * here), or the task that runs it (Tasks extension, only for a caller that declared it).
+ */
+export type UpstreamCallResult = CallToolResult | UpstreamInputRequired | UpstreamTask
 
 /** The client capabilities that let a server ask for input; only these are passed on from a caller. */
 const INPUT_CAPABILITIES = ['elicitation', 'sampling', 'roots'] as const
@@ -186,7 +194,8 @@ export class PooledClient {
         const conn = await this.waitFor(this.connect(), options.signal)
         const attemptTimeout = attempt === 1 ? timeout : Math.max(1, deadline - Date.now())
         try {
-          const result = await callOnce(conn, name, args, attemptTimeout, perCall.signal, onProgress, this.#toolDefinition(name), options.input)
+          const tool = this.#toolDefinition(name)
+          const result = await callOnce(conn, name, args, attemptTimeout, perCall.signal, onProgress, tool, options.input, options.tasks === true)
           this.#ctx.breakers.success(this.id)
           return result
         } catch (err) {
@@ -420,7 +429,8 @@ async function callOnce (
   signal: AbortSignal,
   onProgress: ((p: Progress) => void) | undefined,
   toolDefinition: Tool | undefined,
-  input: InputRound | undefined
+  input: InputRound | undefined,
+  tasks = false
 ): Promise<UpstreamCallResult> {
   const relayed = input?.relay !== undefined ? input as RelayedCall['input'] : undefined
   // Progress never extends the deadline: a server that keeps reporting must still finish
@@ -438,17 +448,23 @@ async function callOnce (
     // The caller's own capabilities for this call (a key of the request's envelope, which the
     // Client lets a call's _meta set): the server may ask it for input only as it declared.
     if (input !== undefined && conn.era === 'modern') {
-      meta[CLIENT_CAPABILITIES_META_KEY] = inputCapabilities(input.capabilities)
+      meta[CLIENT_CAPABILITIES_META_KEY] = inputCapabilities(input.capabilities, conn.tasks === true)
       // The call's log messages, at the level the client wants, when it can be told them.
       if (relayed?.relay.log !== undefined && relayed.relay.logLevel !== undefined) meta[LOG_LEVEL_META_KEY] = relayed.relay.logLevel
       if (input.inputResponses !== undefined) params.inputResponses = input.inputResponses
       if (input.requestState !== undefined) params.requestState = input.requestState
+    } else if (tasks && conn.tasks === true) {
+      meta[CLIENT_CAPABILITIES_META_KEY] = { extensions: { [TASKS_EXTENSION]: {} } }
     }
     if (Object.keys(meta).length > 0) params._meta = meta
     // `allowInputRequired`: an `input_required` answer is handed back as it came (the connection's
     // Client never fulfils one itself: connection.ts); the caller decides what becomes of it.
     const options = { timeout, signal, allowInputRequired: true, ...(toolDefinition !== undefined ? { toolDefinition: toolDefinition as ClientTool } : {}) }
+    // A server that runs the call as a task: the task as it came, when the caller declared the Tasks extension.
+    const takesTask = conn.tasks === true && (tasks || declaredTasks(input?.capabilities) !== undefined)
     let result: unknown = await conn.client.callTool(params as { name: string }, options)
+    const task = taskOf(result, conn, takesTask)
+    if (task !== undefined) return task
     // A caller that answers within the call: each round's questions asked of its client, the
     // call retried with the answers and the server's own requestState (relay.ts).
     for (let round = 1; isInputRequiredResult(result); round++) {
@@ -460,6 +476,8 @@ async function callOnce (
       if (asked.requestState !== undefined) params.requestState = asked.requestState
       else delete params.requestState
       result = await conn.client.callTool(params as { name: string }, options)
+      const later = taskOf(result, conn, takesTask)
+      if (later !== undefined) return later
     }
     if (!isInputRequiredResult(result)) return result as CallToolResult
     // Only a caller that can answer gets it; a server that asks anyway (it was told no capability) is refused here.
@@ -475,8 +493,22 @@ async function callOnce (
 
 function ignoreProgress (): void {}
 
-function inputCapabilities (declared: Record<string, unknown>): Record<string, unknown> {
+/**
+ * The task a server answered, or undefined; a task for a call that did not declare the extension is
+ * the server's fault. Only a connection whose transport shells task results (Connection.tasks) has any.
+ */
+function taskOf (result: unknown, conn: Connection, takesTask: boolean): UpstreamTask | undefined {
+  if (conn.tasks !== true) return undefined
+  const task = unshellTask(result)
+  if (task === undefined || takesTask) return task
+  throw new UpstreamError('GW_UPSTREAM_ERROR', 'tools/call failed: the MCP server answered a task to a call that did not declare the Tasks extension')
+}
+
+function inputCapabilities (declared: Record<string, unknown>, tasksOk: boolean): Record<string, unknown> {
   const caps: Record<string, unknown> = {}
   for (const name of INPUT_CAPABILITIES) if (declared[name] !== undefined) caps[name] = declared[name]
+  // The Tasks extension, when the caller takes a task and the connection can poll one (Connection.tasks); no other extension.
+  const tasks = tasksOk ? declaredTasks(declared) : undefined
+  if (tasks !== undefined) caps.extensions = { [TASKS_EXTENSION]: tasks }
   return caps
 }

@@ -1,5 +1,6 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
 import type { UpstreamCallResult, UpstreamInputRequired } from './pooled-client.js'
+import type { UpstreamTask } from './task-results.js'
 import { encodeUserPromptName, encodeUserServiceName, encodeUserToolName, qualifiedName, toWireName } from '../naming/names.js'
 import type { CatalogEntry, SourceScope, Selection, SourceListing, SurfaceListing, SurfaceRequest, ToolSource, Unavailable } from '../routing/source.js'
 import { answersWithinCall } from '../routing/client-relay.js'
@@ -39,7 +40,7 @@ export interface McpConnector {
     server: RemoteServer,
     name: string,
     args: Record<string, unknown>,
-    opts: { signal: AbortSignal, timeoutMs: number, onProgress?: CallContext['onProgress'], retrySafe?: boolean, input?: CallContext['input'] }
+    opts: { signal: AbortSignal, timeoutMs: number, onProgress?: CallContext['onProgress'], retrySafe?: boolean, input?: CallContext['input'], tasks?: boolean }
   ) => Promise<UpstreamCallResult>
   /** Connects ahead of use where a start is slow (stdio); never rejects. Optional: connectors without it connect on use. */
   warm?: (key: string, server: RemoteServer) => Promise<void>
@@ -352,11 +353,13 @@ export class RemoteMcpSource implements ToolSource {
         timeoutMs,
         retrySafe,
         ...(ctx.onProgress !== undefined ? { onProgress: ctx.onProgress } : {}),
-        ...(input !== undefined ? { input } : {})
+        ...(input !== undefined ? { input } : {}),
+        ...(ctx.tasks === true ? { tasks: true } : {})
       })
       if ('resultType' in result && result.resultType === 'input_required') {
         return inputRequiredOutcome(result as UpstreamInputRequired, key, input !== undefined)
       }
+      if ('resultType' in result && result.resultType === 'task') return taskOutcome(result as UpstreamTask, this.tier, server.serverId)
       const flat = flattenCallToolResult(result as CallToolResult)
       return { ok: true, value: flat.text, isError: flat.isError, trace: flat.trace }
     } catch (err) {
@@ -398,6 +401,21 @@ function inputRequiredOutcome (result: UpstreamInputRequired, server: string, ca
     value: `The MCP server asks for input before it answers: ${asked.length > 0 ? asked.join(', ') : 'none (it continues with its requestState)'}`,
     trace: { resultType: 'input_required', inputRequests },
     inputRequired: { inputRequests, ...(result.requestState !== undefined ? { requestState: result.requestState } : {}), server }
+  }
+}
+
+/**
+ * A server that runs the call as a task (Tasks extension; its caller declared the extension, so
+ * it can take one): not a result and not an error. The outcome carries the task as it came and
+ * which server runs it (the caller's polls go there); `value` only names the task, for logs.
+ */
+function taskOutcome (task: UpstreamTask, route: 'user_mcp' | 'global_mcp', serverId: string): ToolOutcome {
+  const { resultType: _resultType, ...fields } = task
+  return {
+    ok: true,
+    value: `The MCP server runs the call as a task (${String(task.status ?? 'working')})`,
+    trace: { resultType: 'task', status: task.status },
+    task: { route, serverId, task: fields }
   }
 }
 

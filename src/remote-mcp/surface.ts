@@ -5,7 +5,11 @@
  * `listMaxPages`), and is empty when the server does not declare the capability; completion
  * of a server without `completions` is an empty completion.
  */
+import { CLIENT_CAPABILITIES_META_KEY } from '@modelcontextprotocol/client'
 import type { Client } from '@modelcontextprotocol/client'
+import * as z from 'zod'
+import { encodeHeaderValue } from './mcp-headers.js'
+import { TASKS_EXTENSION } from '../routing/tasks-extension.js'
 import type { SurfaceRequest } from '../routing/source.js'
 
 type ListMethod = 'resources/list' | 'resources/templates/list' | 'prompts/list'
@@ -34,8 +38,19 @@ export async function surfaceOnce (client: Client, req: SurfaceRequest, timeout:
     case 'completion/complete':
       if (caps?.completions === undefined) return { completion: { values: [] } }
       return await client.complete(req.params as Parameters<Client['complete']>[0], options)
+    case 'tasks/get':
+    case 'tasks/update':
+    case 'tasks/cancel': {
+      // Each request declares the extension (SEP-2663 gates the task methods on it, per request),
+      // and its Mcp-Name is the taskId (SEP-2663's HTTP binding; set here, whichever transport).
+      const params = { ...req.params, _meta: { [CLIENT_CAPABILITIES_META_KEY]: { extensions: { [TASKS_EXTENSION]: {} } } } }
+      return await client.request({ method: req.method, params }, ANY_RESULT, { ...options, headers: { 'mcp-name': encodeHeaderValue(req.params.taskId) } })
+    }
   }
 }
+
+/** The task methods' results are passed on as the server sent them (the SDK has no schema of them). */
+const ANY_RESULT = z.looseObject({})
 
 /** The last lists of one client, each reused for `ttlMs` (reads route by them; a miss asks again with `fresh`). */
 export class SurfaceLists {

@@ -105,10 +105,14 @@ function render ({ name, entry }: ListedTool, format: ToolFormat): RenderedTools
         ...(entry.spec.title ? { title: entry.spec.title } : {}),
         description,
         inputSchema: schema,
-        // MCP clients check structuredContent against it; /mcp passes both through. No
-        // `execution`: the gateway serves no MCP tasks, and without it a client assumes none.
+        // MCP clients check structuredContent against it; /mcp passes both through.
         ...(entry.spec.outputSchema ? { outputSchema: entry.spec.outputSchema as ObjectSchema } : {}),
-        ...(entry.spec.annotations ? { annotations: entry.spec.annotations } : {})
+        ...(entry.spec.annotations ? { annotations: entry.spec.annotations } : {}),
+        // As the server listed it (SPEC 15: carried whole). A legacy client may use 2025-11-25 task
+        // augmentation only when the server declares `capabilities.tasks`, which /mcp does not; the
+        // 2026-07-28 codec drops `taskSupport` (SEP-2663 tasks are server-directed). A "required" tool
+        // is not offered at all (router.ts).
+        ...(entry.spec.execution ? { execution: entry.spec.execution } : {})
       }
     default:
       throw new Error(`unknown format ${String(format)}`)

@@ -76,9 +76,9 @@ export class RequestStateSealer {
     this.#now = opts.now ?? Date.now
   }
 
-  /** The handle for one round. */
-  seal (claims: RoundClaims): string {
-    const payload: Payload = { t: claims.tenant, k: claims.keyId, n: claims.name, s: claims.server, e: this.#now() + this.ttlMs }
+  /** The handle for one round; `ttlMs` (an MCP task handle's, src/mcp-server/tasks.ts) overrides the sealer's. */
+  seal (claims: RoundClaims, ttlMs = this.ttlMs): string {
+    const payload: Payload = { t: claims.tenant, k: claims.keyId, n: claims.name, s: claims.server, e: this.#now() + ttlMs }
     if (claims.args !== undefined) payload.h = claims.args
     if (claims.callId !== undefined) payload.c = claims.callId
     if (claims.approvalId !== undefined) payload.a = claims.approvalId

@@ -7,7 +7,7 @@ import { capOutput, stringifyToolValue, toolErrorCode, toolErrorOutput } from '.
 import { sameEntry } from './source.js'
 import type { CatalogEntry, SourceScope, SurfaceServer, ToolSource, Unavailable } from './source.js'
 import type { ToolPolicy } from './policy.js'
-import type { CallContext, InputRequired, Tier, TierTraits, ToolFailureReason, ToolOutcome } from './types.js'
+import type { CallContext, CreatedTask, InputRequired, Tier, TierTraits, ToolFailureReason, ToolOutcome } from './types.js'
 import { TIER_RANK, TIER_TRAITS, TIERS } from './types.js'
 import { ArgumentValidator } from './validate.js'
 
@@ -96,6 +96,8 @@ export interface InvokeResult {
   inputRequests?: Record<string, unknown>
   /** The gateway's sealed handle for the retry (src/routing/input-rounds.ts), never the server's own state. */
   requestState?: string
+  /** The server runs the call as a task (MCP Tasks extension; only for a caller that declared it): not a result and not an error. */
+  task?: CreatedTask
 }
 
 /** `pending`: the call was held for an approval and has not run; its result says so (isError, GW_APPROVAL_PENDING). */
@@ -538,6 +540,7 @@ export class ToolRouter {
     if (outcome.checkpointId !== undefined) result.checkpointId = outcome.checkpointId
     if (outcome.ok && outcome.inputRequired !== undefined) result.inputRequired = outcome.inputRequired
     else if (!outcome.ok && outcome.requiredCapabilities !== undefined) result.requiredCapabilities = outcome.requiredCapabilities
+    if (outcome.ok && outcome.task !== undefined) result.task = outcome.task
     return result
   }
 }

@@ -93,6 +93,11 @@ export type SurfaceRequest =
   | { method: 'resources/read', params: { uri: string } & Record<string, unknown> }
   | { method: 'prompts/get', params: { name: string, arguments?: Record<string, string> } & Record<string, unknown> }
   | { method: 'completion/complete', params: { ref: Record<string, unknown> } & Record<string, unknown> }
+  /** The Tasks extension (SEP-2663): a task the server created for a call, by the server's own taskId. */
+  | { method: TaskMethod, params: { taskId: string } & Record<string, unknown> }
+
+/** The requests of the Tasks extension a caller makes of the server that runs its task. */
+export type TaskMethod = 'tasks/get' | 'tasks/update' | 'tasks/cancel'
 
 /**
  * One allow-listed MCP server (tiers 2, 3 and 5) as /mcp serves its resources, templates, prompts

@@ -133,6 +133,11 @@ export type ToolOutcome =
      * result, not an error: `value` is a short text for logs only.
      */
     inputRequired?: InputRequired
+    /**
+     * The tool's server runs the call as a task (MCP Tasks extension): set only when the caller
+     * declared the extension. Not a result, not an error: `value` is a short text for logs only.
+     */
+    task?: CreatedTask
   }
   | {
     ok: false
@@ -207,6 +212,12 @@ export interface CallContext {
    * fails the call with a tool error that says so.
    */
   input?: InputRound
+  /**
+   * The caller takes an MCP task (POST /invoke's `task: true`): the Tasks extension is declared to
+   * the tool's server, which may run the call as a task (the outcome's `task`). An /mcp client
+   * declares the extension in its own capabilities instead (`input.capabilities`).
+   */
+  tasks?: boolean | undefined
 }
 
 /** What a caller that can answer a server's questions brings to a call (MCP 2026-07-28 multi round-trip). */
@@ -234,6 +245,18 @@ export interface InputRequired {
   requestState?: string
   /** The server that asked (its pool key): the retry must reach the same one. */
   server: string
+}
+
+/** A task a server created for a call (MCP Tasks extension, SEP-2663), as it sent it, and which server runs it. */
+export interface CreatedTask {
+  /** The tier of the server (its registry scope). */
+  route: 'user_mcp' | 'global_mcp'
+  /** The registered server that runs the task: its polls go there. */
+  serverId: string
+  /** The server's CreateTaskResult without its `resultType` (taskId, status, createdAt, ttlMs, ...). */
+  task: Record<string, unknown> & { taskId: string }
+  /** The tenant the call acted for (set by the Gateway): a REST handle is bound to it. */
+  tenant?: string | undefined
 }
 
 /** One progress notification of a running call (MCP `notifications/progress` without its token). */

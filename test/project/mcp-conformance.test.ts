@@ -34,9 +34,10 @@ test('the four legs pass against their baselines: no new failure, no stale entry
   for (const leg of ['control-server', 'gateway-server', 'control-client', 'gateway-client']) {
     for (const version of ['2025-11-25', '2026-07-28']) assert.match(output, new RegExp(`^ok {3}${leg} ${version}: \\d+ passed, \\d+ failed`, 'm'), output)
   }
-  // The control fixtures pass everything (the SDK's own fixtures' figures, tasks excluded).
+  // The control fixtures pass everything the SDK lets a server pass (the SDK's own fixtures' figures): at
+  // 2026-07-28 with the Tasks extension scenarios, but one (a tool cannot answer -32021, the control baseline).
   assert.match(output, /ok {3}control-server 2025-11-25: 84 passed, 0 failed/, output)
-  assert.match(output, /ok {3}control-server 2026-07-28: 152 passed, 0 failed/, output)
+  assert.match(output, /ok {3}control-server 2026-07-28: 194 passed, 1 failed/, output)
 })
 
 test('a baseline entry that passes now fails the run (stale); --update-baseline rewrites the baseline', { skip, timeout: 120_000 }, async (t) => {

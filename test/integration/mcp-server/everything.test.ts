@@ -91,8 +91,8 @@ test('tools/list through /mcp: annotations, titles and outputSchema as the serve
     assert.equal(mine.title, theirs.title, name)
     assert.deepEqual(mine.annotations, theirs.annotations, name)
     assert.deepEqual(mine.outputSchema, theirs.outputSchema, name)
-    // The gateway serves no MCP tasks: no tool claims task support.
-    assert.equal(mine.execution, undefined, name)
+    // `execution` as the server listed it (the legacy era carries it whole; /mcp declares no 2025-11-25 `tasks` capability).
+    assert.deepEqual(mine.execution, theirs.execution, name)
   }
   assert.ok(byName(viaGateway, 'get-structured-content').outputSchema !== undefined)
 
@@ -223,7 +223,11 @@ test('a 2026-07-28 client (SDK v2) in front of the legacy server: the same listi
   const legacyListed = (await gateway.listTools()).tools
   assert.deepEqual(listed.map((x) => x.name), legacyListed.map((x) => x.name))
   for (const name of ['get-tiny-image', 'get-structured-content', 'trigger-long-running-operation']) {
-    assert.deepEqual(byName(listed as Tool[], name), byName(legacyListed, name), name)
+    // The same but `execution.taskSupport`, which the 2026-07-28 wire does not have (SEP-2663 tasks are
+    // server-directed; the SDK's codec drops it, and an `execution` left empty with it).
+    const { execution, ...legacyTool } = byName(legacyListed, name)
+    assert.ok(execution?.taskSupport !== undefined, `${name}: the legacy listing carries execution as the server listed it`)
+    assert.deepEqual(byName(listed as Tool[], name), legacyTool, name)
   }
 
   const image = await modern.callTool({ name: 'get-tiny-image', arguments: {} })

@@ -19,6 +19,7 @@ import {
 } from '@modelcontextprotocol/server'
 import type { CallToolResult, ClientCapabilities, GetPromptResult, InputRequests, InputRequiredResult, ServerContext } from '@modelcontextprotocol/server'
 import * as z from 'zod'
+import { TASKS_EXTENSION, registerTaskMethods, registerTaskTools } from './tasks.js'
 
 /** What the HTTP layer lends the tools that act on the connection or on the 2026 listen streams. */
 export interface ConformanceHooks {
@@ -362,11 +363,14 @@ export function buildConformanceServer (hooks: ConformanceHooks): McpServer {
       resources: { subscribe: true, listChanged: true },
       prompts: { listChanged: true },
       logging: {},
-      completions: {}
+      completions: {},
+      extensions: { [TASKS_EXTENSION]: {} }
     },
     requestState: { verify: stateCodec.verify }
   })
   registerTools(server, hooks)
+  registerTaskTools(server)
+  registerTaskMethods(server)
   registerResources(server)
   registerPrompts(server)
   server.server.setRequestHandler('logging/setLevel', async (request) => {
