@@ -38,10 +38,9 @@ export interface Connection {
   /** Its running calls whose client answers the server's questions (relay.ts), by the tag of their response stream. */
   relays?: RelayedCalls
   /**
-   * Whether the Tasks extension may be declared to the server on it (2026-07-28): its task requests
-   * must carry `Mcp-Name: <taskId>` (SEP-2663), which the lean transport does not send yet, so a
-   * task created over it could not be polled. False on the lean transport (the server then runs
-   * the call at once, as for a caller that declares nothing).
+   * Whether the Tasks extension may be declared to the server on it: a 2026-07-28 connection,
+   * whose transport hands task results to the call (task-results.ts) and names the task of a task
+   * request in `Mcp-Name` (SEP-2663).
    */
   tasks?: boolean
 }
@@ -200,7 +199,7 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
   const discover = client.getDiscoverResult()
   conn.era = client.getProtocolEra() === 'modern' ? 'modern' : 'legacy'
   // A task result (Tasks extension) reaches the Client as a shell it accepts (task-results.ts).
-  if (conn.era === 'modern' && !(handle.transport instanceof LeanHttpTransport)) {
+  if (conn.era === 'modern') {
     conn.tasks = true
     shellTaskResults(handle.transport)
   }

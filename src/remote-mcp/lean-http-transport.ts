@@ -24,14 +24,17 @@
  */
 import { getEventListeners, setMaxListeners } from 'node:events'
 import type { Dispatcher } from 'undici'
-import { PROTOCOL_VERSION_META_KEY, ProtocolErrorCode, SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client'
+import { SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client'
 import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client'
-import { EgressBlockedError } from '../egress/ssrf.js'
 import { encodeHeaderValue } from './mcp-headers.js'
+import {
+  discard, envelopeVersion, failAll, header, isJsonRpcMessage, isRequest, NAME_FIELD, progressTokenOf,
+  readCapped, readErrorText, requestFailed, RESERVED_HEADERS
+} from './lean-wire.js'
 import { SseParser } from './sse-parser.js'
 import type { SseEvent } from './sse-parser.js'
 import { DEFAULT_MAX_MESSAGE_BYTES, isResponseLimitError, MessageTooLargeError } from './response-limits.js'
-import type { ResponseBudget, ResponseCharge } from './response-limits.js'
+import type { ResponseBudget } from './response-limits.js'
 
 export { MessageTooLargeError, SseParser }
 export type { SseEvent }
@@ -106,106 +109,6 @@ interface StreamRead {
 const DEFAULT_MAX_MESSAGE = DEFAULT_MAX_MESSAGE_BYTES
 const DEFAULT_RECONNECT = { initialDelayMs: 1000, maxDelayMs: 30_000, growFactor: 1.5, maxRetries: 2 }
 const DEFAULT_RESUME_ATTEMPTS = 3
-/** Header names the transport derives itself; per-request headers never override them (as in the SDK). */
-const RESERVED_HEADERS = new Set([
-  'authorization', 'content-type', 'accept', 'mcp-protocol-version', 'mcp-method', 'mcp-name', 'mcp-session-id', 'last-event-id'
-])
-/** The params field `Mcp-Name` mirrors, per method (2026-07-28 transports). */
-const NAME_FIELD: Readonly<Record<string, string>> = { 'tools/call': 'name', 'prompts/get': 'name', 'resources/read': 'uri' }
-const ERROR_TEXT_CAP = 4096
-
-/** A cheap structural check instead of the SDK's zod schema: the Client checks results itself. */
-function isJsonRpcMessage (value: unknown): value is JSONRPCMessage {
-  if (typeof value !== 'object' || value === null) return false
-  const m = value as Record<string, unknown>
-  if (m.jsonrpc !== '2.0') return false
-  if (typeof m.method === 'string') return true
-  return ('result' in m || 'error' in m) && (typeof m.id === 'string' || typeof m.id === 'number')
-}
-
-function isRequest (m: JSONRPCMessage): boolean {
-  return 'method' in m && 'id' in m && m.id !== undefined
-}
-
-/** The 2026-07-28 envelope's protocol version of a single request, else undefined (legacy). */
-function envelopeVersion (message: JSONRPCMessage | JSONRPCMessage[]): string | undefined {
-  if (Array.isArray(message) || !('method' in message) || !('id' in message)) return undefined
-  const meta = (message.params as { _meta?: Record<string, unknown> } | undefined)?._meta
-  const v = meta?.[PROTOCOL_VERSION_META_KEY]
-  return typeof v === 'string' ? v : undefined
-}
-
-/** A JSON-RPC error answer for each of `ids`, carrying `err` in its data (see ResponseStreamEndedError). */
-function failAll (ids: Iterable<string | number>, err: Error, deliver: (m: JSONRPCMessage) => void): void {
-  for (const id of ids) deliver({ jsonrpc: '2.0', id, error: { code: ProtocolErrorCode.InternalError, message: err.message, data: err } } as JSONRPCMessage)
-}
-
-function header (headers: Record<string, string | string[] | undefined>, name: string): string | undefined {
-  const v = headers[name]
-  return Array.isArray(v) ? v[0] : v
-}
-
-/** As fetch reports a failed request, so classify.ts (stale sockets) treats both transports alike. */
-function requestFailed (err: unknown): Error {
-  if (err instanceof EgressBlockedError) return err
-  const cause = (err as { cause?: unknown }).cause
-  if (cause instanceof EgressBlockedError) return cause
-  const name = (err as { name?: unknown }).name
-  if (name === 'AbortError') return err as Error
-  return new TypeError('fetch failed', { cause: err })
-}
-
-/**
- * Reads a whole body of at most `cap` bytes, charging what it holds to `charge` as it grows (the
- * caller releases it once the body is parsed). Past either bound the body is destroyed: the
- * rest is never read.
- */
-async function readCapped (body: Dispatcher.ResponseData['body'], cap: number, charge: ResponseCharge | undefined): Promise<Buffer> {
-  const chunks: Buffer[] = []
-  let size = 0
-  for await (const chunk of body) {
-    size += (chunk as Buffer).length
-    try {
-      if (size > cap) throw new MessageTooLargeError(cap)
-      charge?.hold(size)
-    } catch (err) {
-      discard(body)
-      throw err
-    }
-    chunks.push(chunk as Buffer)
-  }
-  return chunks.length === 1 ? chunks[0] as Buffer : Buffer.concat(chunks, size)
-}
-
-/**
- * Stops reading a body for good. undici's destroy() of an unfinished body emits an 'error'
- * (RequestAbortedError) that nobody listens to any more: a no-op listener keeps it from
- * becoming an uncaught exception.
- */
-function discard (body: Dispatcher.ResponseData['body']): void {
-  body.on('error', () => {})
-  body.destroy()
-}
-
-async function readErrorText (body: Dispatcher.ResponseData['body']): Promise<string> {
-  let text = ''
-  try {
-    for await (const chunk of body) {
-      text += (chunk as Buffer).toString('utf8')
-      // Leaving the loop destroys the body: an error page is never read past the cap.
-      if (text.length >= ERROR_TEXT_CAP) break
-    }
-  } catch {}
-  return text.slice(0, ERROR_TEXT_CAP)
-}
-
-/** The progressToken of a single request (the tag of the stream that answers it). */
-function progressTokenOf (message: JSONRPCMessage | JSONRPCMessage[]): string | number | undefined {
-  if (Array.isArray(message) || !('method' in message)) return undefined
-  const token = (message as { params?: { _meta?: { progressToken?: unknown } } }).params?._meta?.progressToken
-  return typeof token === 'string' || typeof token === 'number' ? token : undefined
-}
-
 /** The SDK Transport for streamable HTTP over undici's request(). */
 export class LeanHttpTransport implements Transport {
   onclose?: () => void
@@ -235,6 +138,12 @@ export class LeanHttpTransport implements Transport {
   #serverRetryMs: number | undefined
   #reconnectTimer: NodeJS.Timeout | undefined
   readonly #resumeTimers = new Set<NodeJS.Timeout>()
+  /**
+   * The open response streams, by the ids of the legacy requests each still waits for: a request
+   * the client cancels (notifications/cancelled) is never answered, and a stream left with nothing
+   * to wait for is closed instead of held open until the server ends it.
+   */
+  readonly #waitingFor = new Map<string | number, () => void>()
 
   constructor (url: URL, options: LeanHttpTransportOptions) {
     this.#url = url
@@ -359,6 +268,11 @@ export class LeanHttpTransport implements Transport {
       }
       if (status === 202) {
         res.body.dump().catch(() => {})
+        // A legacy cancellation: the cancelled request will get no answer; its stream is not waited on.
+        if (!Array.isArray(message) && 'method' in message && message.method === 'notifications/cancelled') {
+          const cancelled = (message.params as { requestId?: unknown } | undefined)?.requestId
+          if (typeof cancelled === 'string' || typeof cancelled === 'number') this.#waitingFor.get(cancelled)?.()
+        }
         if (!Array.isArray(message) && 'method' in message && message.method === 'notifications/initialized') {
           this.#openGetStream(undefined).catch((err: unknown) => this.onerror?.(err as Error))
         }
@@ -446,16 +360,25 @@ export class LeanHttpTransport implements Transport {
         this.onerror?.(new Error('The MCP server sent an event that is not a JSON-RPC message'))
         return
       }
-      if (pending !== undefined && 'id' in m && !('method' in m)) pending.delete(m.id as string | number)
-      else if ('method' in m && this.onrelated?.(m, read.tag) === true) return
+      if (pending !== undefined && 'id' in m && !('method' in m)) {
+        pending.delete(m.id as string | number)
+        this.#waitingFor.delete(m.id as string | number)
+      } else if ('method' in m && this.onrelated?.(m, read.tag) === true) return
       this.onmessage?.(m)
     }, (ms) => { read.retryMs = ms; this.#serverRetryMs = ms }, this.#maxBytes)
     // What this body holds of the budget: its unfinished event, given back as events are parsed.
     const charge = this.#budget?.charge(this.#budgetOwner)
     let done = false
+    const forget = (id: string | number): void => {
+      if (pending === undefined || !pending.delete(id) || pending.size > 0 || done) return
+      finish(undefined)
+      discard(body)
+    }
+    for (const id of pending ?? []) this.#waitingFor.set(id, () => { forget(id) })
     const finish = (err: Error | undefined): void => {
       if (done) return
       done = true
+      for (const id of pending ?? []) this.#waitingFor.delete(id)
       parser.end()
       charge?.release()
       if (this.#abort?.signal.aborted === true || read.requestSignal?.aborted === true) return

@@ -2,7 +2,7 @@
  * A legacy (2025-11-25, v1 SDK, session mode) MCP server whose tools ask their client while they
  * run, on the call's own stream: `ask_name` logs a line and asks for a name (elicitation/create),
  * `sample {prompt}` asks the client's model (sampling/createMessage), `roots` lists the client's
- * roots (roots/list); `chatty` logs a debug and an info line. For the gateway's relay of a server's requests (issue 30).
+ * roots (roots/list); `chatty` logs a debug and an info line; `wait` waits until it is cancelled. For the gateway's relay of a server's requests (issue 30).
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { CreateMessageResultSchema, ElicitResultSchema, ListRootsResultSchema } from '@modelcontextprotocol/sdk/types.js'
@@ -12,8 +12,14 @@ import type { HttpFixture } from './http-servers.js'
 
 const NAME_SCHEMA = { type: 'object' as const, properties: { name: { type: 'string' as const } }, required: ['name'] }
 
-export async function startAskingFixture (options: { port?: number } = {}): Promise<HttpFixture> {
-  return await startStreamableHttpFixture({
+/** The fixture, and how many `wait` calls it has seen cancelled (and begun). */
+export interface AskingFixture extends HttpFixture {
+  waits: { started: number, cancelled: number }
+}
+
+export async function startAskingFixture (options: { port?: number } = {}): Promise<AskingFixture> {
+  const waits = { started: 0, cancelled: 0 }
+  const fixture = await startStreamableHttpFixture({
     ...(options.port !== undefined ? { port: options.port } : {}),
     factory: () => {
       const server = new McpServer({ name: 'asker', version: '1.0.0' }, { capabilities: { tools: {}, logging: {} } })
@@ -37,6 +43,14 @@ export async function startAskingFixture (options: { port?: number } = {}): Prom
         }
         return { content: [{ type: 'text', text: 'chatted' }] }
       })
+      server.registerTool('wait', { description: 'waits until cancelled (at most 30 s)' }, async (extra) => {
+        waits.started++
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 30_000)
+          extra.signal.addEventListener('abort', () => { waits.cancelled++; clearTimeout(timer); resolve() }, { once: true })
+        })
+        return { content: [{ type: 'text', text: 'waited' }] }
+      })
       server.registerTool('roots', { description: 'lists the client roots' }, async (extra) => {
         const answer = await extra.sendRequest({ method: 'roots/list' }, ListRootsResultSchema)
         return { content: [{ type: 'text', text: answer.roots.map((r) => r.uri).join(',') }] }
@@ -44,4 +58,5 @@ export async function startAskingFixture (options: { port?: number } = {}): Prom
       return server
     }
   })
+  return Object.assign(fixture, { waits })
 }

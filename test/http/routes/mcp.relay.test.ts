@@ -165,3 +165,36 @@ test('a legacy client that did not declare elicitation is never asked: the serve
   assert.match(result.content[0]?.text ?? '', /did not declare|Method not found/)
   assert.equal(asked, 0)
 })
+
+for (const era of ['legacy', '2026-07-28'] as const) {
+  test(`a ${era} client that leaves cancels its call upstream (the legacy server sees notifications/cancelled)`, async (t) => {
+    const upstream = await startAskingFixture()
+    t.after(async () => await upstream.close())
+    const base = await startGateway(t)
+    await register(base, 'acme', 'asker', upstream.url)
+    const headers: Record<string, string> = era === 'legacy'
+      ? { 'mcp-protocol-version': '2025-11-25' }
+      : { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'user_acme_tool_wait' }
+    const meta = era === 'legacy'
+      ? undefined
+      : {
+          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientCapabilities': {},
+          'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' }
+        }
+    const params = { name: 'user_acme_tool_wait', arguments: {}, ...(meta !== undefined ? { _meta: meta } : {}) }
+    const leave = new AbortController()
+    const pending = fetch(`${base}/mcp?mcp=user_acme_service_asker`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ACME}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params }),
+      signal: leave.signal
+    }).catch((err: unknown) => err)
+    for (let i = 0; i < 400 && upstream.waits.started === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10))
+    assert.equal(upstream.waits.started, 1, 'the call reached the server')
+    leave.abort()
+    await pending
+    for (let i = 0; i < 400 && upstream.waits.cancelled === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10))
+    assert.equal(upstream.waits.cancelled, 1, 'the server saw the call cancelled')
+  })
+}

@@ -8,10 +8,8 @@
  * unknown task (-32602); a task request that does not declare the extension is -32021. A caller
  * that did not declare it (or a legacy client) gets the result as before.
  *
- * The gateways use the SDK's HTTP transport upstream: the lean one (MCP_HTTP_TRANSPORT=lean, the
- * default) sends no Mcp-Name on tasks/* yet, which a 2026-07-28 SDK server requires, so over it the
- * gateway does not declare the extension upstream and the call runs at once (the last test; see
- * the conformance baseline of the gateway-server leg).
+ * The gateways use the default lean HTTP transport upstream (its tasks/* requests carry
+ * `Mcp-Name: <taskId>`, which a 2026-07-28 SDK server requires); the last test, the SDK's own.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -49,7 +47,7 @@ async function startUpstream (t: TestContext): Promise<string> {
   return fixture.url
 }
 
-async function startGateway (t: TestContext, secret: string, upstream: string, transport: 'sdk' | 'lean' = 'sdk'): Promise<Gateway> {
+async function startGateway (t: TestContext, secret: string, upstream: string, transport: 'sdk' | 'lean' = 'lean'): Promise<Gateway> {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-mcp-tasks-'))
   const config = loadConfig({
     SANDBOX: 'none',
@@ -313,13 +311,11 @@ test('a server cannot pass a result off as a task, nor hand a task to a caller t
   assert.equal(restUnasked.json.task, undefined)
 })
 
-test('over the lean transport (the default), which cannot poll a task yet, a client that declares the extension gets the result at once', async (t) => {
-  const gw = await startGateway(t, 'shared', await startUpstream(t), 'lean')
-  const called = await gw.rpc(ACME, 'tools/call', { name: 'slow_compute', arguments: { seconds: 0.1, label: 'lean' } })
-  assert.equal(called.json.result?.resultType, 'complete', JSON.stringify(called.json))
-  assert.deepEqual(called.json.result.content, [{ type: 'text', text: 'computed lean after 0.1s' }])
-  const call = { name: 'slow_compute', arguments: { seconds: 0.1, label: 'lean' }, allow: { mcp: ['conf'] }, task: true }
-  const rest = await gw.http('POST', '/invoke', ACME, call)
-  assert.equal(rest.json.output, 'computed lean after 0.1s')
-  assert.equal(rest.json.task, undefined)
+test('over the SDK\'s own HTTP transport (MCP_HTTP_TRANSPORT=sdk) too, a task is created and polled to completion', async (t) => {
+  const gw = await startGateway(t, 'shared', await startUpstream(t), 'sdk')
+  const created = await gw.rpc(ACME, 'tools/call', { name: 'slow_compute', arguments: { seconds: 0.1, label: 'sdk' } })
+  assert.equal(created.json.result?.resultType, 'task', JSON.stringify(created.json))
+  const done = await poll(gw, ACME, created.json.result.taskId)
+  assert.equal(done.status, 'completed')
+  assert.deepEqual(done.result.content, [{ type: 'text', text: 'computed sdk after 0.1s' }])
 })
