@@ -219,6 +219,10 @@ export class McpEndpoint {
           }
           : undefined,
         log: (params) => { notify({ method: 'notifications/message', params }).catch(() => {}) },
+        // Straight onto the call's stream: the SDK's Server, never initialized here, would check it against no capabilities.
+        notify: (method, params) => {
+          transport.send({ jsonrpc: '2.0', method, ...(params !== undefined ? { params } : {}) }, { relatedRequestId: requestId }).catch(() => {})
+        },
         // No level kept between requests (stateless): what a legacy server would send a client that set none.
         logLevel: 'debug'
       })

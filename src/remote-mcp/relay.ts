@@ -21,6 +21,9 @@ import { ClientAnswerError, METHOD_NOT_FOUND, capabilityFor, declares } from '..
 import type { ClientRelay, ClientRequest } from '../routing/client-relay.js'
 import type { InputRound } from '../routing/types.js'
 
+/** A URL-mode elicitation's completion (2025-11-25): a notification for the client that answered it. */
+const ELICITATION_COMPLETE = 'notifications/elicitation/complete'
+
 /** Rounds of a 2026-07-28 server's `input_required` one call answers before it gives up (the SDK's default). */
 export const MAX_ROUNDS = 8
 
@@ -57,13 +60,19 @@ type Send = (message: JSONRPCMessage) => Promise<void>
 export function relayServerMessage (calls: RelayedCalls, message: JSONRPCMessage, tag: string | number | undefined, send: Send): boolean {
   if (calls.size === 0 || !('method' in message)) return false
   const isRequest = 'id' in message && message.id !== undefined
-  if (!isRequest && message.method !== 'notifications/message') return false
+  if (!isRequest && message.method !== 'notifications/message' && message.method !== ELICITATION_COMPLETE) return false
   let call = tag !== undefined ? calls.get(tag) : undefined
   if (call === undefined && tag === undefined && calls.size === 1) call = calls.values().next().value
   if (call === undefined) return false
   const params = (message as { params?: Record<string, unknown> }).params
   if (!isRequest) {
-    if (params !== undefined) call.input.relay.log?.(params)
+    if (message.method === ELICITATION_COMPLETE) {
+      // Only a client that can be told it (a legacy one); nobody else hears of it.
+      if (call.input.relay.notify === undefined) return false
+      call.input.relay.notify(message.method, params)
+    } else if (params !== undefined) {
+      call.input.relay.log?.(params)
+    }
     return true
   }
   const request: ClientRequest = { method: message.method, params }

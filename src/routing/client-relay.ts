@@ -22,6 +22,11 @@ export interface ClientRelay {
   ask?: ((request: ClientRequest, signal: AbortSignal) => Promise<unknown>) | undefined
   /** A log message of the call (`notifications/message` params) for the client; best effort. */
   log?: ((params: Record<string, unknown>) => void) | undefined
+  /**
+   * Another notification of the call's server for its client, passed on as it is: the completion
+   * of a URL-mode elicitation (`notifications/elicitation/complete`, legacy revisions only); best effort.
+   */
+  notify?: ((method: string, params: Record<string, unknown> | undefined) => void) | undefined
   /** The least severe log level the client wants (a 2026-07-28 server is told it per request: `logLevel`). */
   logLevel?: string | undefined
   /**

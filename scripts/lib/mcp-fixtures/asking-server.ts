@@ -37,6 +37,12 @@ export async function startAskingFixture (options: { port?: number } = {}): Prom
         const said = answer.content as { type?: string, text?: string }
         return { content: [{ type: 'text', text: `model said: ${said.type === 'text' ? String(said.text) : '?'}` }] }
       })
+      server.registerTool('ask_url', { description: 'sends the user to a URL, then says the elicitation completed' }, async (extra) => {
+        const params = { mode: 'url', elicitationId: 'el-1', url: 'https://example.invalid/consent', message: 'Please consent' }
+        const answer = await extra.sendRequest({ method: 'elicitation/create', params } as never, ElicitResultSchema)
+        await extra.sendNotification({ method: 'notifications/elicitation/complete', params: { elicitationId: 'el-1' } } as never)
+        return { content: [{ type: 'text', text: `url ${answer.action}` }] }
+      })
       server.registerTool('chatty', { description: 'logs at debug and info, then answers' }, async (extra) => {
         for (const [level, data] of [['debug', 'detail'], ['info', 'progress made']] as const) {
           await extra.sendNotification({ method: 'notifications/message', params: { level, data } })

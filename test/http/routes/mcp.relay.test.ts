@@ -11,7 +11,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { TestContext } from 'node:test'
-import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
+import { CreateMessageRequestSchema, ElicitationCompleteNotificationSchema, ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { startAskingFixture } from '../../../scripts/lib/mcp-fixtures/asking-server.js'
@@ -198,3 +198,22 @@ for (const era of ['legacy', '2026-07-28'] as const) {
     assert.equal(upstream.waits.cancelled, 1, 'the server saw the call cancelled')
   })
 }
+
+test('URL-mode elicitation: a legacy client is sent to the URL and told when the server says it completed', async (t) => {
+  const base = await startGateway(t)
+  await register(base, 'acme', 'asker', await startLegacyAsker(t))
+  const client = await legacyClient(t, `${base}/mcp?mcp=user_acme_service_asker`, ACME, { elicitation: { url: {} } })
+  const urls: unknown[] = []
+  client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    urls.push((req.params as { url?: unknown }).url)
+    return { action: 'accept' }
+  })
+  const completed: unknown[] = []
+  client.setNotificationHandler(ElicitationCompleteNotificationSchema, (n) => { completed.push(n.params.elicitationId) })
+  const tools = await client.listTools()
+  const ask = tools.tools.find((tool) => tool.name.endsWith('ask_url'))
+  assert.ok(ask !== undefined)
+  assert.equal(text(await client.callTool({ name: ask.name, arguments: {} })), 'url accept')
+  assert.deepEqual(urls, ['https://example.invalid/consent'])
+  assert.deepEqual(completed, ['el-1'])
+})
