@@ -22,7 +22,7 @@ import type { ConnectSpec, HttpTransportKind, TransportHandle } from './transpor
 import type { ResponseLimits } from './response-limits.js'
 import { LeanHttpTransport } from './lean-http-transport.js'
 import { shellTaskResults } from './task-results.js'
-import { relayServerMessage } from './relay.js'
+import { relayServerMessage, relayUntagged } from './relay.js'
 import type { RelayedCalls } from './relay.js'
 
 export interface Connection {
@@ -203,6 +203,8 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
     conn.tasks = true
     shellTaskResults(handle.transport)
   }
+  // Other transports than the lean one tag no stream: a relayed call gets what its server asks while it is the only one.
+  if (!(handle.transport instanceof LeanHttpTransport)) relayUntagged(handle.transport, () => conn.relays)
   if (eraKey !== undefined && prior === undefined) {
     o.eras.set(eraKey, conn.era === 'modern' && discover !== undefined ? { kind: 'modern', discover } : { kind: 'legacy' })
   }

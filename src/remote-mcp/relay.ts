@@ -16,7 +16,7 @@
  * key (RELAY_KEY_SUFFIX) whose Client declares what a relay can carry; each request is then checked
  * against what its own client declared, so no client is asked what it cannot answer.
  */
-import type { JSONRPCMessage } from '@modelcontextprotocol/client'
+import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client'
 import { ClientAnswerError, METHOD_NOT_FOUND, capabilityFor, declares } from '../routing/client-relay.js'
 import type { ClientRelay, ClientRequest } from '../routing/client-relay.js'
 import type { InputRound } from '../routing/types.js'
@@ -91,6 +91,22 @@ export function relayServerMessage (calls: RelayedCalls, message: JSONRPCMessage
     (err: unknown) => { reply({ error: answerError(err) }) }
   )
   return true
+}
+
+/**
+ * The same for a transport that cannot tell which call a message belongs to (stdio, SSE, the SDK's
+ * HTTP transport): its server's requests and log messages go to the relayed call only while it is
+ * the connection's only one (relayServerMessage's rule for an untagged message); otherwise the
+ * Client answers as before.
+ */
+export function relayUntagged (transport: Transport, calls: () => RelayedCalls | undefined): void {
+  const inner = transport.onmessage
+  if (inner === undefined) return
+  transport.onmessage = ((message: JSONRPCMessage, extra?: unknown) => {
+    const relayed = calls()
+    if (relayed !== undefined && relayServerMessage(relayed, message, undefined, async (m) => { await transport.send(m) })) return
+    (inner as (m: JSONRPCMessage, e?: unknown) => void).call(transport, message, extra)
+  }) as Transport['onmessage']
 }
 
 /**

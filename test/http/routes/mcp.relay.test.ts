@@ -31,8 +31,8 @@ async function startLegacyAsker (t: TestContext): Promise<string> {
   return fixture.url
 }
 
-async function startGateway (t: TestContext): Promise<string> {
-  const app = await buildTestApp(t, { env: { EGRESS_ALLOW: '127.0.0.1/32', API_KEYS: `${ADMIN}:*,${ACME}:acme,${GLOBEX}:globex` } })
+async function startGateway (t: TestContext, env: Record<string, string> = {}): Promise<string> {
+  const app = await buildTestApp(t, { env: { EGRESS_ALLOW: '127.0.0.1/32', API_KEYS: `${ADMIN}:*,${ACME}:acme,${GLOBEX}:globex`, ...env } })
   await app.listen({ port: 0, host: '127.0.0.1' })
   const address = app.server.address()
   assert.ok(address !== null && typeof address === 'object')
@@ -218,4 +218,15 @@ test('URL-mode elicitation: a legacy client is sent to the URL and told when the
   assert.equal(text(await client.callTool({ name: ask.name, arguments: {} })), 'url accept')
   assert.deepEqual(urls, ['https://example.invalid/consent'])
   assert.deepEqual(completed, ['el-1'])
+})
+
+test('over a transport that tags no call stream (the SDK\'s HTTP transport, stdio, SSE), a lone relayed call gets its server\'s questions', async (t) => {
+  const base = await startGateway(t, { MCP_HTTP_TRANSPORT: 'sdk' })
+  await register(base, 'acme', 'asker', await startLegacyAsker(t))
+  const client = await legacyClient(t, `${base}/mcp?mcp=user_acme_service_asker`, ACME, { elicitation: {} })
+  client.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'accept', content: { name: 'Ada' } }))
+  const tools = await client.listTools()
+  const ask = tools.tools.find((tool) => tool.name.endsWith('ask_name'))
+  assert.ok(ask !== undefined)
+  assert.equal(text(await client.callTool({ name: ask.name, arguments: {} })), 'hello Ada')
 })
