@@ -338,7 +338,10 @@ export class RemoteMcpSource implements ToolSource {
 
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
     const { server, key } = entry.ref as EntryRef
-    const timeoutMs = Math.min(server.config.timeoutMs ?? this.#opts.callTimeoutMs, ctx.timeoutMs)
+    // A call whose client can be asked waits for a person's answer as long as the call may last
+    // (INVOKE_TIMEOUT_MS), not only the server's default deadline; a server's own timeoutMs still holds.
+    const askable = ctx.input?.relay?.ask !== undefined
+    const timeoutMs = Math.min(server.config.timeoutMs ?? (askable ? ctx.timeoutMs : this.#opts.callTimeoutMs), ctx.timeoutMs)
     // The annotations of the listed tool: a name routed to a server that could not be listed has none.
     const annotations = entry.spec.annotations
     const retrySafe = annotations?.readOnlyHint === true || annotations?.idempotentHint === true

@@ -230,3 +230,17 @@ test('over a transport that tags no call stream (the SDK\'s HTTP transport, stdi
   assert.ok(ask !== undefined)
   assert.equal(text(await client.callTool({ name: ask.name, arguments: {} })), 'hello Ada')
 })
+
+test('a person may take longer to answer than MCP_CALL_TIMEOUT_MS: a call that can be asked waits up to INVOKE_TIMEOUT_MS', async (t) => {
+  const base = await startGateway(t, { MCP_CALL_TIMEOUT_MS: '300' })
+  await register(base, 'acme', 'asker', await startLegacyAsker(t))
+  const client = await legacyClient(t, `${base}/mcp?mcp=user_acme_service_asker`, ACME, { elicitation: {} })
+  client.setRequestHandler(ElicitRequestSchema, async () => {
+    await new Promise((resolve) => setTimeout(resolve, 800))
+    return { action: 'accept', content: { name: 'Slow' } }
+  })
+  const tools = await client.listTools()
+  const ask = tools.tools.find((tool) => tool.name.endsWith('ask_name'))
+  assert.ok(ask !== undefined)
+  assert.equal(text(await client.callTool({ name: ask.name, arguments: {} })), 'hello Slow')
+})
