@@ -7,8 +7,8 @@ import { pathToFileURL } from 'node:url'
 import Anthropic from '@anthropic-ai/sdk'
 import type { MessageParam, Tool, ToolResultBlockParam } from '@anthropic-ai/sdk/resources/messages'
 import { createInterface } from 'node:readline/promises'
-import { gatewayFromEnv, invokeAll, listTools } from './gateway.js'
-import type { GatewayOptions, InputAnswers, LoopResult, ToolCall } from './gateway.js'
+import { formsFor, gatewayFromEnv, invokeAll, listTools } from './gateway.js'
+import type { AskUser, GatewayOptions, InputAnswers, LoopResult, ToolCall } from './gateway.js'
 
 export interface AnthropicLoopOptions {
   gateway: GatewayOptions
@@ -21,7 +21,7 @@ export interface AnthropicLoopOptions {
    * Asks the user a tool's server's question (an MCP elicitation form: its message and the fields
    * it wants); the fields, or undefined to decline. Absent: nothing is asked of the user.
    */
-  askUser?: (message: string, requestedSchema: any) => Promise<Record<string, unknown> | undefined>
+  askUser?: AskUser | undefined
 }
 
 export async function runAnthropicLoop (prompt: string, opts: AnthropicLoopOptions): Promise<LoopResult<MessageParam>> {
@@ -32,16 +32,8 @@ export async function runAnthropicLoop (prompt: string, opts: AnthropicLoopOptio
   const tools = await listTools(opts.gateway, 'anthropic') as Tool[]
   const messages: MessageParam[] = [{ role: 'user', content: prompt }]
   // What a tool's server may ask while it runs: the user fills its forms, this loop's model samples for it.
-  const askUser = opts.askUser
   const answers: InputAnswers = {
-    ...(askUser !== undefined
-      ? {
-          elicit: async (params: any) => {
-            const content = await askUser(String(params.message), params.requestedSchema)
-            return content === undefined ? { action: 'decline' } : { action: 'accept', content }
-          }
-        }
-      : {}),
+    ...formsFor(opts.askUser),
     sample: async (params: any) => {
       const reply = await client.messages.create({
         model,

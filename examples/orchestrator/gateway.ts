@@ -79,6 +79,20 @@ export interface InputAnswers {
   sample?: (params: any) => Promise<unknown>
 }
 
+/** Asks the user an elicitation form's question: the fields it wants, or undefined to decline. */
+export type AskUser = (message: string, requestedSchema: any) => Promise<Record<string, unknown> | undefined>
+
+/** The elicitation answer of an orchestrator whose user fills forms (`askUser`); none without one. */
+export function formsFor (askUser: AskUser | undefined): Pick<InputAnswers, 'elicit'> {
+  if (askUser === undefined) return {}
+  return {
+    elicit: async (params: any) => {
+      const content = await askUser(String(params.message), params.requestedSchema)
+      return content === undefined ? { action: 'decline' } : { action: 'accept', content }
+    }
+  }
+}
+
 /**
  * Runs all calls of one model turn in one POST /invoke/batch; results come back in call order.
  * A call whose server asks for input answers `status: "input_required"`: its questions are

@@ -6,8 +6,8 @@
 import { pathToFileURL } from 'node:url'
 import OpenAI from 'openai'
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions'
-import { gatewayFromEnv, invokeAll, listTools } from './gateway.js'
-import type { GatewayOptions, InputAnswers, LoopResult, ToolCall } from './gateway.js'
+import { formsFor, gatewayFromEnv, invokeAll, listTools } from './gateway.js'
+import type { AskUser, GatewayOptions, InputAnswers, LoopResult, ToolCall } from './gateway.js'
 
 export interface OpenAILoopOptions {
   gateway: GatewayOptions
@@ -16,7 +16,7 @@ export interface OpenAILoopOptions {
   maxSteps?: number
   log?: (line: string) => void
   /** Asks the user a tool's server's question (an MCP elicitation form); the fields, or undefined to decline. */
-  askUser?: (message: string, requestedSchema: any) => Promise<Record<string, unknown> | undefined>
+  askUser?: AskUser | undefined
 }
 
 export async function runOpenAILoop (prompt: string, opts: OpenAILoopOptions): Promise<LoopResult<ChatCompletionMessageParam>> {
@@ -27,16 +27,8 @@ export async function runOpenAILoop (prompt: string, opts: OpenAILoopOptions): P
   const tools = await listTools(opts.gateway, 'openai') as ChatCompletionTool[]
   const messages: ChatCompletionMessageParam[] = [{ role: 'user', content: prompt }]
   // What a tool's server may ask while it runs: the user fills its forms, this loop's model samples for it.
-  const askUser = opts.askUser
   const answers: InputAnswers = {
-    ...(askUser !== undefined
-      ? {
-          elicit: async (params: any) => {
-            const content = await askUser(String(params.message), params.requestedSchema)
-            return content === undefined ? { action: 'decline' } : { action: 'accept', content }
-          }
-        }
-      : {}),
+    ...formsFor(opts.askUser),
     sample: async (params: any) => {
       const reply = await client.chat.completions.create({
         model,

@@ -9,13 +9,11 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdtemp, rm } from 'node:fs/promises'
-import { createServer } from 'node:http'
-import type { IncomingMessage, ServerResponse } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
-import { createMcpHandler, fromJsonSchema, inputRequired, McpServer } from '@modelcontextprotocol/server'
+import { fromJsonSchema, inputRequired } from '@modelcontextprotocol/server'
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { buildApp } from '../../../src/app.js'
@@ -23,6 +21,7 @@ import { loadConfig } from '../../../src/config.js'
 import { RequestStateSealer } from '../../../src/mcp-server/request-state.js'
 import { TEST_QUOTA } from '../../helpers/app.js'
 import { MODERN, postModernMcp } from '../../helpers/mcp-raw.js'
+import { startModernUpstream } from '../../helpers/mrtr-upstream.js'
 
 const ADMIN = 'admin-key-0123456789'
 const ACME = 'acme-key-0123456789'
@@ -37,15 +36,13 @@ interface Upstream {
   calls: Array<{ requestState: unknown, inputResponses: unknown }>
 }
 
-/** A 2026-07-28-only v2 server: `greet` asks for a name (elicitation) with a requestState, then greets. */
+/** A 2026-07-28-only v2 server (test/helpers/mrtr-upstream.ts): `greet` asks for a name (elicitation) with a requestState, then greets. */
 async function startUpstream (t: TestContext): Promise<Upstream> {
-  const calls: Upstream['calls'] = []
-  const handler = createMcpHandler(() => {
-    const server = new McpServer({ name: 'mrtr-fixture', version: '1.0.0' }, { capabilities: { tools: {} } })
+  const upstream = await startModernUpstream(t, (server, record) => {
     const noArgs = fromJsonSchema({ type: 'object' } as never)
     server.registerTool('greet', { description: 'asks for a name, then greets', inputSchema: noArgs }, async (_args, ctx) => {
+      record('greet', ctx)
       const state = ctx.mcpReq.requestState()
-      calls.push({ requestState: state, inputResponses: ctx.mcpReq.inputResponses })
       const answer = ctx.mcpReq.inputResponses?.who as { action?: string, content?: { name?: string } } | undefined
       if (state === UPSTREAM_STATE && answer?.action === 'accept') {
         return { content: [{ type: 'text', text: `hello ${answer.content?.name ?? '?'}` }] }
@@ -55,31 +52,13 @@ async function startUpstream (t: TestContext): Promise<Upstream> {
         requestState: UPSTREAM_STATE
       })
     })
-    server.registerTool('plain', { description: 'answers at once', inputSchema: fromJsonSchema({ type: 'object' } as never) },
-      async () => ({ content: [{ type: 'text', text: 'plain' }] }))
-    return server
-  }, { legacy: 'reject' })
-  const http = createServer((req, res) => { serve(req, res).catch(() => { if (!res.headersSent) res.writeHead(500); res.end() }) })
-  async function serve (req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = []
-    for await (const c of req) chunks.push(c as Buffer)
-    const raw = Buffer.concat(chunks)
-    const body = raw.length > 0 ? JSON.parse(raw.toString('utf8')) : undefined
-    const headers = new Headers()
-    for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(', ') : v)
-    const request = new Request(`http://127.0.0.1${req.url ?? '/'}`, { method: req.method, headers, ...(req.method === 'POST' ? { body: new Uint8Array(raw) } : {}) })
-    const response = await handler.fetch(request, { parsedBody: body })
-    res.writeHead(response.status, Object.fromEntries(response.headers))
-    res.end(Buffer.from(await response.arrayBuffer()))
-  }
-  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
-  t.after(async () => {
-    await handler.close()
-    await new Promise<void>((resolve) => http.close(() => resolve()))
+    server.registerTool('plain', { description: 'answers at once', inputSchema: noArgs }, async () => ({ content: [{ type: 'text', text: 'plain' }] }))
   })
-  const address = http.address()
-  assert.ok(address !== null && typeof address === 'object')
-  return { url: `http://127.0.0.1:${address.port}/mcp`, calls }
+  return {
+    url: upstream.url,
+    // What this file asserts of each call: the state and answers the server received.
+    get calls () { return upstream.calls.map(({ requestState, inputResponses }) => ({ requestState, inputResponses })) }
+  }
 }
 
 interface Gateway {
