@@ -11,7 +11,7 @@
  * or cut short, another's questions. How many wait at once is bounded.
  */
 import { randomUUID } from 'node:crypto'
-import { ClientAnswerError } from '../routing/client-relay.js'
+import { JsonRpcError } from '../routing/client-relay.js'
 import type { ClientRequest } from '../routing/client-relay.js'
 
 /** The instance-to-instance route an answer is forwarded on (routes/cluster.ts). */
@@ -74,13 +74,13 @@ export class ClientRequests {
 
   /**
    * Sends `request` to the client with an id of its own (through `send`: the call's response
-   * stream) and waits for its answer: the result as the client sent it, or ClientAnswerError
+   * stream) and waits for its answer: the result as the client sent it, or JsonRpcError
    * with the client's error. An abort of `signal` (the call ended, the client left) stops the wait.
    */
   async ask (owner: AnswerOwner, send: (message: JsonRpcOut) => Promise<void>, request: ClientRequest, signal: AbortSignal): Promise<unknown> {
     signal.throwIfAborted()
     if (this.#waiting.size >= this.#maxWaiting) {
-      throw new ClientAnswerError(-32603, `The gateway has ${this.#maxWaiting} questions waiting for their clients' answers; the server's request was not sent`)
+      throw new JsonRpcError(-32603, `The gateway has ${this.#maxWaiting} questions waiting for their clients' answers; the server's request was not sent`)
     }
     const id = `${PREFIX}:${this.#instanceId}:${randomUUID()}`
     return await new Promise<unknown>((resolve, reject) => {
@@ -97,7 +97,7 @@ export class ClientRequests {
         owner,
         settle: (message) => {
           done()
-          if ('error' in message) reject(new ClientAnswerError(message.error.code, message.error.message, message.error.data))
+          if ('error' in message) reject(new JsonRpcError(message.error.code, message.error.message, message.error.data))
           else resolve(message.result)
         }
       })

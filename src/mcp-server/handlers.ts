@@ -6,6 +6,7 @@ import type { Gateway } from '../gateway.js'
 import { splitComma } from '../routing/allow-list.js'
 import type { InvokeResult } from '../routing/router.js'
 import type { Caller, ToolProgress } from '../routing/types.js'
+import { JsonRpcError } from '../routing/client-relay.js'
 import type { ClientRelay } from '../routing/client-relay.js'
 import { TIER_TRAITS } from '../routing/types.js'
 import { CallBudget } from './budget.js'
@@ -187,22 +188,6 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
       }
       return toCallToolResult(outcome.result, era)
     }
-  }
-}
-
-/**
- * What a request handler throws for a JSON-RPC error: both SDKs send `code`, `message` and
- * `data` as they are. Not the SDK's own error class, whose v1 message already reads `MCP error
- * <code>: ...`: the client adds that prefix again, and the user would read it twice.
- */
-export class JsonRpcError extends Error {
-  readonly code: number
-  readonly data: unknown
-  constructor (code: number, message: string, data?: unknown) {
-    super(message)
-    this.name = 'JsonRpcError'
-    this.code = code
-    this.data = data
   }
 }
 

@@ -7,12 +7,13 @@
  * forges one claims capabilities for its own calls, which it could have declared anyway. A value
  * that is not one of these (another server's, garbage) means: nothing declared.
  */
+import { INPUT_CAPABILITIES } from '../routing/client-relay.js'
+
 export { canBeAsked } from '../routing/client-relay.js'
 
 const PREFIX = 'gs1.'
 /** Longest session id read; a real one is well under it. */
 const MAX_LENGTH = 2048
-const KEPT = ['elicitation', 'sampling', 'roots'] as const
 
 /** The session id for a client that declared `capabilities`. */
 export function sessionIdFor (capabilities: unknown): string {
@@ -41,7 +42,7 @@ function keptCapabilities (capabilities: unknown): Record<string, unknown> {
   const kept: Record<string, unknown> = {}
   if (capabilities === null || typeof capabilities !== 'object') return kept
   const declared = capabilities as Record<string, unknown>
-  for (const name of KEPT) {
+  for (const name of INPUT_CAPABILITIES) {
     const value = declared[name]
     if (value === null || typeof value !== 'object' || Array.isArray(value)) continue
     const flags: Record<string, unknown> = {}

@@ -8,7 +8,8 @@ import type { CatalogEntry, SurfaceRequest, SurfaceServer } from '../routing/sou
 import type { CallBudget } from './budget.js'
 import type { GatewayMcpServerOptions, ToolCallRound } from './handlers.js'
 import type { RoundClaims } from './request-state.js'
-import { JsonRpcError, toJsonRpcError, withSignal } from './handlers.js'
+import { toJsonRpcError, withSignal } from './handlers.js'
+import { JsonRpcError } from '../routing/client-relay.js'
 import { templateMatches } from './uri-template-match.js'
 
 /** JSON-RPC "Invalid params": an unknown prompt or completion reference, and (SEP-2164) an unknown resource with `data.uri`. */

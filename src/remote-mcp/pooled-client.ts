@@ -15,7 +15,7 @@ import type { BreakerAdmission } from './breaker-admission.js'
 import { failedBeforeResponse, isDeadConnection, isServerAnswer, toUpstreamError } from './classify.js'
 import type { SurfaceRequest } from '../routing/source.js'
 import type { InputRound } from '../routing/types.js'
-import { answersWithinCall, ClientAnswerError } from '../routing/client-relay.js'
+import { answersWithinCall, INPUT_CAPABILITIES, JsonRpcError } from '../routing/client-relay.js'
 import { isListRequest, SurfaceLists, surfaceOnce } from './surface.js'
 import { closeConnection, openConnection, watchToolChanges } from './connection.js'
 import { answerInputRequests, MAX_ROUNDS } from './relay.js'
@@ -89,9 +89,6 @@ export interface UpstreamInputRequired {
  * here), or the task that runs it (Tasks extension, only for a caller that declared it).
  */
 export type UpstreamCallResult = CallToolResult | UpstreamInputRequired | UpstreamTask
-
-/** The client capabilities that let a server ask for input; only these are passed on from a caller. */
-const INPUT_CAPABILITIES = ['elicitation', 'sampling', 'roots'] as const
 
 export class PooledClient {
   /** Caller key + config hash. */
@@ -204,7 +201,7 @@ export class PooledClient {
             this.#ctx.breakers.success(this.id)
             throw new InputUnavailableError(`tools/call failed: ${this.safeMessage(err)}`, (err.data as { requiredCapabilities?: unknown } | undefined)?.requiredCapabilities)
           }
-          if (err instanceof ClientAnswerError) {
+          if (err instanceof JsonRpcError) {
             // The client's part of the call failed (it declined to declare, erred or left): no fault of the server.
             this.#ctx.breakers.success(this.id)
             throw new InputUnavailableError(`the MCP server asked the client for input, which failed: ${err.message}`)

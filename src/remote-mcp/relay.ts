@@ -17,7 +17,7 @@
  * against what its own client declared, so no client is asked what it cannot answer.
  */
 import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client'
-import { ClientAnswerError, METHOD_NOT_FOUND, capabilityFor, declares } from '../routing/client-relay.js'
+import { JsonRpcError, METHOD_NOT_FOUND, capabilityFor, declares } from '../routing/client-relay.js'
 import type { ClientRelay, ClientRequest } from '../routing/client-relay.js'
 import type { InputRound } from '../routing/types.js'
 
@@ -111,7 +111,7 @@ export function relayUntagged (transport: Transport, calls: () => RelayedCalls |
 
 /**
  * Answers a 2026-07-28 server's inputRequests through the relay: each asked of the client at once
- * (they are independent), keyed as the server keyed them. Throws ClientAnswerError when one of
+ * (they are independent), keyed as the server keyed them. Throws JsonRpcError when one of
  * them needs a capability the client did not declare, or the client answered one with an error.
  */
 export async function answerInputRequests (
@@ -121,7 +121,7 @@ export async function answerInputRequests (
 ): Promise<Record<string, unknown>> {
   const entries = Object.entries(inputRequests ?? {})
   const ask = input.relay.ask
-  if (ask === undefined) throw new ClientAnswerError(METHOD_NOT_FOUND, 'The MCP server asks the client for input, which its client cannot be asked')
+  if (ask === undefined) throw new JsonRpcError(METHOD_NOT_FOUND, 'The MCP server asks the client for input, which its client cannot be asked')
   const requests = entries.map(([key, raw]) => {
     const r = raw as { method?: unknown, params?: unknown } | null
     const request: ClientRequest = {
@@ -129,7 +129,7 @@ export async function answerInputRequests (
       params: r?.params !== null && typeof r?.params === 'object' ? r.params as Record<string, unknown> : undefined
     }
     if (!declares(input.capabilities, request)) {
-      throw new ClientAnswerError(METHOD_NOT_FOUND, `The MCP server asks the client for ${request.method === '' ? 'an unknown request' : request.method} (input '${key}'), which its client did not declare`)
+      throw new JsonRpcError(METHOD_NOT_FOUND, `The MCP server asks the client for ${request.method === '' ? 'an unknown request' : request.method} (input '${key}'), which its client did not declare`)
     }
     return [key, request] as const
   })
@@ -157,7 +157,7 @@ function withDefaults (capabilities: Record<string, unknown>, request: ClientReq
 }
 
 function answerError (err: unknown): { code: number, message: string, data?: unknown } {
-  if (err instanceof ClientAnswerError) return { code: err.code, message: err.message, ...(err.data !== undefined ? { data: err.data } : {}) }
+  if (err instanceof JsonRpcError) return { code: err.code, message: err.message, ...(err.data !== undefined ? { data: err.data } : {}) }
   // The client went away or did not answer in time: the server learns only that.
   return { code: -32603, message: 'The client did not answer (it went away, or the call ended)' }
 }

@@ -16,7 +16,7 @@ export interface ClientRequest {
 
 export interface ClientRelay {
   /**
-   * Asks the client; resolves with its result as it answered, rejects with ClientAnswerError (its
+   * Asks the client; resolves with its result as it answered, rejects with JsonRpcError (its
    * JSON-RPC error) or an abort. Absent: the client can be told things (log) but not asked.
    */
   ask?: ((request: ClientRequest, signal: AbortSignal) => Promise<unknown>) | undefined
@@ -39,7 +39,7 @@ export interface ClientRelay {
 
 /** Whether a client with these capabilities can be asked anything by a server (elicitation, sampling or roots). */
 export function canBeAsked (capabilities: Record<string, unknown>): boolean {
-  return capabilities.elicitation !== undefined || capabilities.sampling !== undefined || capabilities.roots !== undefined
+  return INPUT_CAPABILITIES.some((name) => capabilities[name] !== undefined)
 }
 
 /** Whether a relay answers a 2026-07-28 server's `input_required` within the call (each question asked through it). */
@@ -47,17 +47,25 @@ export function answersWithinCall (relay: ClientRelay | undefined): boolean {
   return relay?.ask !== undefined && relay.passInputRequired !== true
 }
 
-/** The client answered a request with a JSON-RPC error (or the gateway refused to ask it): passed on as it is. */
-export class ClientAnswerError extends Error {
+/**
+ * A JSON-RPC error as it goes over the wire: the client's answer to a request (or the gateway's
+ * refusal to ask it), and what /mcp's request handlers throw (both SDKs send `code`, `message` and
+ * `data` as they are). Not the SDK's own error class, whose v1 message already reads `MCP error
+ * <code>: ...`: the client adds that prefix again, and the user would read it twice.
+ */
+export class JsonRpcError extends Error {
   readonly code: number
   readonly data: unknown
   constructor (code: number, message: string, data?: unknown) {
     super(message)
-    this.name = 'ClientAnswerError'
+    this.name = 'JsonRpcError'
     this.code = code
     this.data = data
   }
 }
+
+/** The client capabilities that let a server ask it something (elicitation, sampling, roots). */
+export const INPUT_CAPABILITIES = ['elicitation', 'sampling', 'roots'] as const
 
 /** JSON-RPC "Method not found": what a client without the capability would answer itself. */
 export const METHOD_NOT_FOUND = -32601

@@ -14,7 +14,7 @@
  */
 import { randomUUID } from 'node:crypto'
 import type { ClientRelay, ClientRequest } from './client-relay.js'
-import { ClientAnswerError } from './client-relay.js'
+import { JsonRpcError } from './client-relay.js'
 
 /** Whose call it is: only the same tenant and key may continue it. */
 export interface ParkOwner {
@@ -136,7 +136,7 @@ export class ParkedCalls {
         // Parking needs room: a full instance, or a tenant with too many, refuses the question (the call ends as its tool says).
         const mine = [...this.#parked.values()].filter((p) => p.owner.tenant === owner.tenant).length
         if (this.#parked.size >= this.#maxParked || mine >= this.#maxPerOwner) {
-          throw new ClientAnswerError(-32603, 'Too many calls are waiting for their callers\' answers; the server\'s request was not passed on')
+          throw new JsonRpcError(-32603, 'Too many calls are waiting for their callers\' answers; the server\'s request was not passed on')
         }
         this.#parked.set(id, entry as Parked<unknown>)
       }
@@ -226,7 +226,7 @@ export class ParkedCalls {
     if (entry === undefined) return
     this.#forget(id, entry)
     entry.abort.abort(new Error('the caller did not answer the server\'s questions in time'))
-    for (const question of entry.open.values()) question.reject(new ClientAnswerError(-32603, 'The caller did not answer in time'))
+    for (const question of entry.open.values()) question.reject(new JsonRpcError(-32603, 'The caller did not answer in time'))
     entry.open.clear()
   }
 

@@ -8,7 +8,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { ParkedCalls } from '../../../src/routing/parked-calls.js'
-import { ClientAnswerError } from '../../../src/routing/client-relay.js'
+import { JsonRpcError } from '../../../src/routing/client-relay.js'
 
 const ACME = { tenant: 'acme', keyId: 'k1' }
 const never = new AbortController().signal
@@ -66,7 +66,7 @@ test('an unanswered park expires: its run is aborted and its question fails; the
     try {
       return await ask({ method: 'elicitation/create' }, signal)
     } catch (err) {
-      return err instanceof ClientAnswerError ? 'timed out' : 'other'
+      return err instanceof JsonRpcError ? 'timed out' : 'other'
     }
   })
   assert.equal(step.kind, 'asks')
