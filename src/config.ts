@@ -318,6 +318,47 @@ export const ConfigSchema = Type.Object({
     minLength: 16,
     env: 'APPROVAL_WEBHOOK_SECRET',
     description: 'HMAC-SHA256 key of the approval webhook\'s x-gateway-signature (sha256=<hex of the raw body>)'
+  })),
+  publicUrl: Type.Optional(Type.String({
+    pattern: '^https?://[^/?#]+(/[^?#]*)?$',
+    env: 'PUBLIC_URL',
+    description: 'The gateway\'s external base URL (behind a TLS proxy: its https address). Required for OAuth: the redirect URI {PUBLIC_URL}/oauth/callback, the client ID metadata document, the protected resource metadata'
+  })),
+  oauthReturnAllow: Type.Array(Type.String({ pattern: '^https?://[^/?#]+$' }), {
+    env: 'OAUTH_RETURN_ALLOW',
+    default: [],
+    description: 'Origins (scheme://host[:port], comma list, compared exactly) the OAuth callback may redirect to as a returnTo; none = the callback answers a small page'
+  }),
+  oauthClientMetadataUrl: Type.Optional(Type.String({
+    pattern: '^https://[^/?#]+/[^?#]+$',
+    env: 'OAUTH_CLIENT_METADATA_URL',
+    description: 'The https URL of the gateway\'s OAuth client ID metadata document when it is hosted elsewhere than {PUBLIC_URL}/oauth/client-metadata.json (which the gateway serves); used as client_id with authorization servers that accept such documents'
+  })),
+  oauthIssuer: Type.Optional(Type.String({
+    pattern: '^https?://',
+    env: 'OAUTH_ISSUER',
+    description: 'Incoming OAuth: /mcp and the REST API also accept JWT access tokens of this issuer (its JWKS from its metadata), beside the API keys'
+  })),
+  oauthAudience: Type.Optional(Type.String({
+    minLength: 1,
+    env: 'OAUTH_AUDIENCE',
+    description: 'Incoming OAuth: the audience an access token must carry; default {PUBLIC_URL}/mcp'
+  })),
+  oauthTenantClaim: Type.String({
+    pattern: '^[A-Za-z0-9_.:/-]{1,128}$',
+    env: 'OAUTH_TENANT_CLAIM',
+    default: 'sub',
+    description: 'Incoming OAuth: the token claim that names the tenant (its userId)'
+  }),
+  oauthAdminScope: Type.Optional(Type.String({
+    pattern: '^[!#-\\[\\]-~]+$',
+    env: 'OAUTH_ADMIN_SCOPE',
+    description: 'Incoming OAuth: a token with this scope acts as an admin key (all tenants); unset = no token is admin'
+  })),
+  oauthApproverScope: Type.Optional(Type.String({
+    pattern: '^[!#-\\[\\]-~]+$',
+    env: 'OAUTH_APPROVER_SCOPE',
+    description: 'Incoming OAuth: a token with this scope may decide held calls of its tenant (approve, deny)'
   }))
 })
 

@@ -151,6 +151,23 @@ export const ERROR_CODES = {
     'Too many remote MCP answers in flight: holding this one would pass the tenant\'s `MCP_RESPONSE_BUDGET_TENANT_BYTES` or the gateway\'s `MCP_RESPONSE_BUDGET_BYTES`; the answer was not read further (the tool may have run)',
     true
   ),
+  GW_OAUTH_REQUIRED: {
+    kind: ['http', 'tool'] as Array<'http' | 'tool'>,
+    status: 409,
+    meaning: 'The MCP server needs the tenant\'s OAuth authorization, which is missing, failed to refresh, or lacks a scope the server now asks for: ' +
+      'the user must connect the service (`POST /users/{userId}/mcp/servers/{serverId}/oauth/authorize`); listings show the server in `unavailable` ' +
+      'with this code and the `authorize` route, a call is a tool error',
+    retryable: false
+  },
+  GW_OAUTH_STATE_INVALID: http(
+    400,
+    '`GET /oauth/callback` with a `state` that is unknown, already used, expired (10 min) or altered, or an authorization server\'s error or `iss` that does not match; nothing was stored'
+  ),
+  GW_OAUTH_NOT_CONFIGURED: http(
+    400,
+    'An OAuth route for a server whose config has no `auth: {type: "oauth"}`, or the gateway has no `PUBLIC_URL` (the redirect URI)'
+  ),
+  GW_RETURN_NOT_ALLOWED: http(400, 'A `returnTo` whose origin is not in `OAUTH_RETURN_ALLOW` (compared exactly: scheme, host and port)'),
   GW_TOOL_TIMEOUT: tool('The tool ran past its deadline (`INVOKE_TIMEOUT_MS`, a server\'s `timeoutMs`); it may have had effects', true),
   GW_TOOL_ERROR: tool('The tool itself failed; the message says why'),
   GW_SANDBOX_ERROR: tool('The sandbox could not run the command (the tenant is over its process limit, a start failure)', true),
@@ -237,6 +254,7 @@ export const TOOL_ERROR_CODES = {
   'upstream-unavailable': 'GW_UPSTREAM_UNAVAILABLE',
   'upstream-too-large': 'GW_UPSTREAM_TOO_LARGE',
   'upstream-budget': 'GW_UPSTREAM_BUDGET_EXHAUSTED',
+  'oauth-required': 'GW_OAUTH_REQUIRED',
   'approval-pending': 'GW_APPROVAL_PENDING',
   'approval-denied': 'APPROVAL_DENIED',
   'approval-expired': 'APPROVAL_EXPIRED'

@@ -39,6 +39,7 @@ const ERROR_TYPES: Record<ToolFailureReason, string> = {
   'upstream-unavailable': 'UpstreamUnavailable',
   'upstream-too-large': 'UpstreamTooLarge',
   'upstream-budget': 'UpstreamBudgetExhausted',
+  'oauth-required': 'OAuthRequired',
   'tool-error': 'ToolError',
   sandbox: 'SandboxError',
   forbidden: 'Forbidden',

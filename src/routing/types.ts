@@ -92,6 +92,8 @@ export type ToolFailureReason =
   | 'upstream'
   /** A remote MCP server's circuit breaker is open: the call was not attempted. */
   | 'upstream-unavailable'
+  /** A remote MCP server needs the tenant's OAuth authorization (missing, refresh failed, scope step-up): the user must connect it. */
+  | 'oauth-required'
   /** A remote MCP server's answer passed MCP_MAX_MESSAGE_BYTES: it was not read further. */
   | 'upstream-too-large'
   /** No room in the budget of remote MCP answers in flight (per tenant or instance): the answer was not read further. */
