@@ -253,6 +253,28 @@ test('after the access token expires the SDK refreshes it; the refresh token rot
   })
   assert.equal(replay.status, 400)
   assert.equal(((await replay.json()) as { error: string }).error, 'invalid_grant')
+  // Reuse detection: the replay revoked the grant, so the token it rotated to is dead too.
+  const rotated = await fetch(`${as.issuer}/token`, {
+    method: 'POST',
+    body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: second.refresh_token, client_id: provider.info?.client_id ?? '' })
+  })
+  assert.equal(rotated.status, 400)
+})
+
+test('forgetGrants: the next refresh is refused, as when the user revoked the app at the server', async () => {
+  const provider = new MemoryProvider()
+  await (await authorize(provider, 'grace')).close()
+  const refresh = async (): Promise<Response> => await fetch(`${as.issuer}/token`, {
+    method: 'POST',
+    body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: provider.saved?.refresh_token ?? '', client_id: provider.info?.client_id ?? '' })
+  })
+  const ok = await refresh()
+  assert.equal(ok.status, 200)
+  provider.saved = (await ok.json()) as StoredOAuthTokens
+  as.forgetGrants()
+  const refused = await refresh()
+  assert.equal(refused.status, 400)
+  assert.equal(((await refused.json()) as { error: string }).error, 'invalid_grant')
 })
 
 test('revocation of a refresh token is counted and the token no longer refreshes', async () => {
@@ -329,4 +351,8 @@ test('the protected server: metadata, the 401 challenge, and a token of another 
   assert.equal(mcp.seen.foreignTokens, foreign + 1)
   assert.equal(mcp.seen.requests.at(-1)?.sub, undefined)
   assert.ok(!JSON.stringify(mcp.seen).includes(forged), 'seen never holds a token')
+})
+
+test('nothing failed inside the authorization server', () => {
+  assert.equal(as.stats().serverErrors, 0)
 })

@@ -60,6 +60,8 @@ export interface AuthorizationServerStats {
   revocations: number
   /** Logins completed through the interaction endpoint, by account. */
   logins: Record<string, number>
+  /** Unexpected errors inside oidc-provider (500 answers): a fixture or client bug. */
+  serverErrors: number
 }
 
 /** A running authorization server. */
@@ -75,6 +77,12 @@ export interface AuthorizationServer {
   stats: () => AuthorizationServerStats
   /** Lifetime (seconds) of the access tokens issued from now on. */
   setAccessTokenTtl: (seconds: number) => void
+  /**
+   * Forgets every grant and the codes and tokens issued under them, as a server that lost its
+   * state or whose user revoked the app: the next refresh is refused with invalid_grant. Access
+   * tokens already issued are JWTs and still verify at the resource server until they expire.
+   */
+  forgetGrants: () => void
   /** The oidc-provider instance, for what a test needs beyond this (e.g. provider.Grant). */
   provider: Provider
   close: () => Promise<void>
@@ -84,7 +92,7 @@ const DEFAULT_SCOPES = ['openid', 'offline_access', 'mcp:read', 'mcp:admin']
 const OIDC_ONLY = new Set(['openid', 'offline_access'])
 
 function newStats (): AuthorizationServerStats {
-  return { grants: { authorization_code: 0, refresh_token: 0, client_credentials: 0 }, registrations: 0, revocations: 0, logins: {} }
+  return { grants: { authorization_code: 0, refresh_token: 0, client_credentials: 0 }, registrations: 0, revocations: 0, logins: {}, serverErrors: 0 }
 }
 
 async function readForm (req: IncomingMessage): Promise<URLSearchParams> {
@@ -112,9 +120,10 @@ export async function startAuthorizationServer (opts: AuthorizationServerOptions
   const { privateKey } = await generateKeyPair('RS256', { extractable: true })
   const jwk = { ...(await exportJWK(privateKey)), kid: 'fixture-rs256', alg: 'RS256', use: 'sig' }
 
+  const adapter = memoryAdapter({ keepClientScope: opts.restrictClientScope === true })
   const provider = new Provider(issuer, {
     clients: opts.clients ?? [],
-    adapter: memoryAdapter({ keepClientScope: opts.restrictClientScope === true }),
+    adapter,
     jwks: { keys: [jwk] },
     cookies: { keys: [randomBytes(32).toString('hex')] },
     scopes,
@@ -170,8 +179,8 @@ export async function startAuthorizationServer (opts: AuthorizationServerOptions
     await next()
     if (ctx.oidc?.route === 'revocation' && ctx.status === 200) stats.revocations++
   })
-  // No logging of errors: their context may carry tokens. A test reads stats and HTTP answers.
-  provider.on('server_error', () => {})
+  // Counted, not logged: an error's context may carry tokens. A test asserts serverErrors is 0.
+  provider.on('server_error', () => { stats.serverErrors++ })
 
   const callback = provider.callback()
   const interaction = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
@@ -223,6 +232,7 @@ export async function startAuthorizationServer (opts: AuthorizationServerOptions
     jwksUrl: `${issuer}/jwks`,
     stats: () => structuredClone(stats),
     setAccessTokenTtl: (seconds) => { accessTokenTtl = seconds },
+    forgetGrants: () => { adapter.forget(['Grant', 'AuthorizationCode', 'AccessToken', 'RefreshToken', 'ClientCredentials']) },
     provider,
     close: async () => {
       closing ??= new Promise<void>((resolve) => {

@@ -19,12 +19,15 @@ interface Adapter {
   revokeByGrantId: (grantId: string) => Promise<void>
 }
 
+/** The adapter factory, plus `forget(models)`: drops every stored entry of those models. */
+type MemoryAdapterFactory = ((model: string) => Adapter) & { forget: (models: string[]) => void }
+
 /**
  * The `adapter` option of a Provider: a factory of per-model adapters over a store of its own.
  * Without `keepClientScope`, a stored client loses its `scope`: oidc-provider then lets it ask for
  * any scope the server supports (authorization-server.ts says why).
  */
-export function memoryAdapter ({ keepClientScope }: { keepClientScope: boolean }): (model: string) => Adapter {
+export function memoryAdapter ({ keepClientScope }: { keepClientScope: boolean }): MemoryAdapterFactory {
   const entries = new Map<string, Entry>()
   const live = (key: string): Entry | undefined => {
     const entry = entries.get(key)
@@ -34,7 +37,7 @@ export function memoryAdapter ({ keepClientScope }: { keepClientScope: boolean }
     }
     return entry
   }
-  return (model) => {
+  const factory = (model: string): Adapter => {
     const key = (id: string): string => `${model}:${id}`
     const findBy = (field: 'uid' | 'userCode', value: string): Payload | undefined => {
       for (const [k, e] of entries) {
@@ -61,4 +64,9 @@ export function memoryAdapter ({ keepClientScope }: { keepClientScope: boolean }
       }
     }
   }
+  return Object.assign(factory, {
+    forget: (models: string[]) => {
+      for (const k of [...entries.keys()]) if (models.includes(k.slice(0, k.indexOf(':')))) entries.delete(k)
+    }
+  })
 }
