@@ -76,21 +76,21 @@ class MemoryProvider implements OAuthClientProvider {
   discoveryState (): OAuthDiscoveryState | undefined { return this.discovery }
 }
 
-async function connect (provider: MemoryProvider): Promise<Client> {
+async function connect (provider: MemoryProvider, server = mcp): Promise<Client> {
   const client = new Client({ name: 'oauth-fixtures-test', version: '1.0.0' })
-  await client.connect(new StreamableHTTPClientTransport(new URL(mcp.url), { authProvider: provider }))
+  await client.connect(new StreamableHTTPClientTransport(new URL(server.url), { authProvider: provider }))
   return client
 }
 
 /** Connects, and when the server asks for authorization, signs `account` in and connects again. */
-async function authorize (provider: MemoryProvider, account: string): Promise<Client> {
-  const transport = new StreamableHTTPClientTransport(new URL(mcp.url), { authProvider: provider })
+async function authorize (provider: MemoryProvider, account: string, server = mcp): Promise<Client> {
+  const transport = new StreamableHTTPClientTransport(new URL(server.url), { authProvider: provider })
   const client = new Client({ name: 'oauth-fixtures-test', version: '1.0.0' })
   await assert.rejects(client.connect(transport), UnauthorizedError)
   assert.ok(provider.authorizationUrl !== undefined)
   const callback = new URL(await browser(provider.authorizationUrl, { account }))
   await transport.finishAuth(callback.searchParams)
-  return await connect(provider)
+  return await connect(provider, server)
 }
 
 async function call (client: Client, name: string): Promise<string> {
@@ -351,6 +351,21 @@ test('the protected server: metadata, the 401 challenge, and a token of another 
   assert.equal(mcp.seen.foreignTokens, foreign + 1)
   assert.equal(mcp.seen.requests.at(-1)?.sub, undefined)
   assert.ok(!JSON.stringify(mcp.seen).includes(forged), 'seen never holds a token')
+})
+
+test('without resource_metadata in the challenge, the SDK finds the metadata at the well-known path', async (t) => {
+  const quiet = await startProtectedMcpServer({ issuer: as.issuer, resourceMetadataInHeader: false, marker: 'quiet' })
+  t.after(async () => { await quiet.close() })
+  const anonymous = await fetch(quiet.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })
+  assert.equal(anonymous.headers.get('www-authenticate'), 'Bearer scope="mcp:read"')
+
+  const provider = new MemoryProvider()
+  const client = await authorize(provider, 'heidi', quiet)
+  assert.equal(provider.authorizationUrl?.searchParams.get('resource'), quiet.url)
+  assert.ok(quiet.seen.metadataRequests > 0)
+  assert.equal(JSON.parse(await call(client, 'whoami')).sub, 'heidi')
+  assert.equal(quiet.seen.requests.at(-1)?.sub, 'heidi')
+  await client.close()
 })
 
 test('nothing failed inside the authorization server', () => {

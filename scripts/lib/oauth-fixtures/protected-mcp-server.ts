@@ -21,7 +21,8 @@
  * `resourceMetadataInHeader` (default true; false leaves the client to the well-known fallback), `port`.
  *
  * `seen` records what reached it, never a token: per request the token's `sub`/`aud`/scopes and the
- * status given, and counters of 401s, 403s and tokens this issuer did not issue.
+ * status given, and counters of 401s, 403s, expired tokens, tokens this issuer did not issue and
+ * metadata requests.
  */
 import { createServer } from 'node:http'
 import type { IncomingMessage, ServerResponse } from 'node:http'
@@ -69,6 +70,8 @@ export interface ProtectedMcpSeen {
   foreignTokens: number
   /** Requests whose token was this issuer's but expired. */
   expiredTokens: number
+  /** GETs of the protected resource metadata. */
+  metadataRequests: number
 }
 
 /** A running protected MCP server. */
@@ -123,7 +126,7 @@ export async function startProtectedMcpServer (opts: ProtectedMcpServerOptions):
   const scopesSupported = opts.scopesSupported ?? [requiredScope, adminScope].filter((s) => s !== '')
   const marker = opts.marker ?? 'protected'
   const jwks = createRemoteJWKSet(new URL(opts.jwksUrl ?? `${opts.issuer}/jwks`))
-  const seen: ProtectedMcpSeen = { requests: [], unauthorized: 0, forbidden: 0, foreignTokens: 0, expiredTokens: 0 }
+  const seen: ProtectedMcpSeen = { requests: [], unauthorized: 0, forbidden: 0, foreignTokens: 0, expiredTokens: 0, metadataRequests: 0 }
 
   const http = createServer()
   await new Promise<void>((resolve, reject) => {
@@ -160,6 +163,7 @@ export async function startProtectedMcpServer (opts: ProtectedMcpServerOptions):
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? '/', resource)
     if (req.method === 'GET' && url.pathname === '/.well-known/oauth-protected-resource/mcp') {
+      seen.metadataRequests++
       res.writeHead(200, { 'content-type': 'application/json' })
       res.end(JSON.stringify({ resource, authorization_servers: [opts.issuer], scopes_supported: scopesSupported, bearer_methods_supported: ['header'] }))
       return
