@@ -28,7 +28,8 @@
  *   strict server would.
  *
  * oidc-provider 9 also implements client ID metadata documents (`features.clientIdMetadataDocument`,
- * an experimental feature acknowledged by draft version); this fixture leaves it off.
+ * experimental, draft-02, enabled with an `ack`), but only for `https://` client IDs: the gateway's
+ * document on plain loopback http cannot be one, so this fixture leaves it off.
  */
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:http'
