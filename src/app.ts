@@ -32,6 +32,7 @@ import invokeRoutes from '../routes/invoke.js'
 import mcpRoutes from '../routes/mcp.js'
 import policyRoutes from '../routes/policy.js'
 import registryRoutes from '../routes/registry.js'
+import oauthRoutes from '../routes/oauth.js'
 import toolsRoutes from '../routes/tools.js'
 import workspaceRoutes from '../routes/workspaces.js'
 
@@ -128,6 +129,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(toolsRoutes)
   await app.register(invokeRoutes)
   await app.register(registryRoutes)
+  await app.register(oauthRoutes)
   await app.register(policyRoutes)
   await app.register(workspaceRoutes)
   await app.register(invocationRoutes)

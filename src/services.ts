@@ -34,6 +34,8 @@ import { ClientRequests, FORWARDED_MCP_ANSWER_PATH } from './mcp-server/client-r
 import { FORWARDED_RESUME_PATH, ParkedCalls } from './routing/parked-calls.js'
 import type { ForwardedResume } from './routing/parked-calls.js'
 import type { ForwardedAnswer } from './mcp-server/client-requests.js'
+import { OAuthFacade, createUpstreamOAuth } from './oauth/index.js'
+import type { UpstreamOAuth } from './oauth/index.js'
 
 /** Everything the HTTP layer needs, built once per process from the config. */
 export interface Services {
@@ -49,6 +51,8 @@ export interface Services {
   gateway: Gateway
   /** The registry use cases (the /mcp/servers and /users/{userId}/mcp/servers routes), tenancy included. */
   registry: RegistryFacade
+  /** The gateway's OAuth client of MCP servers (the .../oauth routes and the public callback, SPEC 16), tenancy included. */
+  oauth: OAuthFacade
   /** The workspace use cases (the /users/{userId}/workspaces routes), tenancy included. */
   workspaces: WorkspaceFacade
   /** Tool policies (GET|PUT /policy, GET|PUT|DELETE /users/{userId}/policy), tenancy included. */
@@ -157,14 +161,24 @@ async function build (
     builtin = builtins.source
   }
 
+  // Bound below, once the pools it drops clients from exist (the pools ask it for each server's tokens).
+  const late: { oauth?: UpstreamOAuth } = {}
   const remote = await createRemoteMcp(config, logger, {
     settings: remoteSettings,
     store,
     directory: overrides.directory,
     connector: overrides.connector,
-    onConnectFailure: () => { counters.mcpConnectFailures++ }
+    onConnectFailure: () => { counters.mcpConnectFailures++ },
+    authorizationFor: (scope, serverId, serverConfig) => late.oauth?.authorization(scope, serverId, serverConfig)
   })
   closers.push(remote.close)
+  const oauth = createUpstreamOAuth(config, logger, { remote, box: remoteSettings.box, coordination, redisTarget })
+  closers.push(oauth.close)
+  late.oauth = oauth.service
+  // A removed server's tokens are forgotten (on whichever instance hears it first; deleting twice is harmless).
+  closers.push(toClose(store.subscribe((change) => {
+    if (change.op === 'delete') oauth.forget(change.scope, change.serverId)
+  })))
 
   // Every tier named: a tier added to TIERS and not wired here does not compile (docs/ARCHITECTURE.md#add-a-tier).
   const sources: Record<Tier, ToolSource | null> = {
@@ -240,6 +254,7 @@ async function build (
     onError: (err, what) => { logger.warn({ err }, what) }
   })
   return {
+    oauth: new OAuthFacade(oauth.service, remote.registry),
     mcpRequestState,
     mcpClientRequests,
     parkedCalls,
@@ -309,4 +324,8 @@ function forwardResumes (coordination: Coordination, peers: PeerClient, timeoutM
     }
     return step
   }
+}
+
+function toClose (unsubscribe: () => void): () => Promise<void> {
+  return async () => { unsubscribe() }
 }

@@ -37,7 +37,11 @@ const UnavailableServer = Type.Object({
   retryAt: Type.Optional(Type.String({
     format: 'date-time',
     description: 'The server\'s circuit breaker is open: from this time one call or listing probes it again'
-  }))
+  })),
+  code: Type.Optional(Type.Literal('GW_OAUTH_REQUIRED', {
+    description: 'The server needs the tenant\'s OAuth authorization (missing, refresh failed, more scope): the user must connect it'
+  })),
+  authorize: Type.Optional(Type.String({ description: 'With code: the route (POST) that starts the authorization and answers the URL to show the user' }))
 })
 
 const Diagnostic = Type.Object({

@@ -58,8 +58,8 @@ export class RegistryFacade {
   }
 }
 
-/** The scope `caller` may act on when it asks for `requested`, or the refusal. */
-function authorize (caller: Caller, requested: RegistryScope): RegistryScope {
+/** The scope `caller` may act on when it asks for `requested`, or the refusal (GW_FORBIDDEN, GW_TENANT_MISMATCH). */
+export function authorize (caller: Caller, requested: RegistryScope): RegistryScope {
   if (requested.kind === 'global') {
     if (!caller.isAdmin) throw new HttpError('GW_FORBIDDEN', 'Global servers are managed with an admin key')
     return requested

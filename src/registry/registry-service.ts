@@ -103,6 +103,15 @@ export class ServerRegistry {
     return s && { serverId, config: this.#box.maskConfig(s.config, secretContext(scope, serverId)), updatedAt: s.updatedAt }
   }
 
+  /** The stored config with its secrets opened (for the gateway's own use, never shown), or undefined when there is none or it does not open. */
+  async opened (scope: RegistryScope, serverId: string): Promise<ServerConfig | undefined> {
+    if (!isValidId(serverId)) return undefined
+    const s = await this.#store.get(scope, serverId)
+    if (s === undefined) return undefined
+    const opened = this.#box.openConfig(s.config, secretContext(scope, serverId))
+    return opened.ok ? opened.config : undefined
+  }
+
   /**
    * Upserts the global servers of MCP_SERVERS_FILE (`{"mcpServers": {...}}`) at start-up.
    * Every problem is collected and named; unchanged entries are not rewritten.

@@ -161,7 +161,7 @@ export class SecretBox {
   }
 }
 
-type SecretKind = 'header' | 'env'
+type SecretKind = 'header' | 'env' | 'oauth'
 
 function aadBytes (keyId: string, aad: string): Buffer {
   return Buffer.from(`${SEALED_PREFIX}${keyId}\n${aad}`)
@@ -180,6 +180,7 @@ function mapSecrets (config: ServerConfig, fn: (kind: SecretKind, name: string, 
   if (copy.env !== undefined) {
     for (const [name, value] of Object.entries(copy.env)) copy.env[name] = fn('env', name, value)
   }
+  if (copy.auth?.clientSecret !== undefined) copy.auth.clientSecret = fn('oauth', 'clientSecret', copy.auth.clientSecret)
   return copy
 }
 
@@ -201,10 +202,17 @@ function maskValue (kind: SecretKind, plain: string | undefined): string {
 export function restoreMaskedSecrets (incoming: ServerConfig, previous: ServerConfig): ServerConfig {
   const prevHeaders = new Map(Object.entries(previous.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v]))
   return mapSecrets(incoming, (kind, name, value) => {
-    const prior = kind === 'header' ? prevHeaders.get(name.toLowerCase()) : previous.env?.[name]
+    const prior = priorSecret(previous, prevHeaders, kind, name)
     if (prior === undefined || prior === '') return value
     return value === maskValue(kind, prior) ? prior : value
   })
+}
+
+/** The value of the same secret field in `previous` (header names case-folded in `prevHeaders`). */
+function priorSecret (previous: ServerConfig, prevHeaders: Map<string, string>, kind: SecretKind, name: string): string | undefined {
+  if (kind === 'header') return prevHeaders.get(name.toLowerCase())
+  if (kind === 'env') return previous.env?.[name]
+  return previous.auth?.clientSecret
 }
 
 /** `scheme://host:port` of a URL (default ports folded), or undefined without a valid URL. */
@@ -229,7 +237,7 @@ export function maskedSecretsChangingOrigin (incoming: ServerConfig, previous: S
   const prevHeaders = new Map(Object.entries(previous.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v]))
   const fields: string[] = []
   mapSecrets(incoming, (kind, name, value) => {
-    const prior = kind === 'header' ? prevHeaders.get(name.toLowerCase()) : previous.env?.[name]
+    const prior = priorSecret(previous, prevHeaders, kind, name)
     if (prior !== undefined && prior !== '' && value === maskValue(kind, prior)) fields.push(`${kind} ${name}`)
     return value
   })
@@ -243,7 +251,7 @@ export function secretContext (scope: RegistryScope, serverId: string): string {
 
 /** Every non-empty secret value of an opened config, for redacting log and error text. */
 export function secretValues (config: ServerConfig): string[] {
-  return [...Object.values(config.headers ?? {}), ...Object.values(config.env ?? {})].filter((v) => v !== '')
+  return [...Object.values(config.headers ?? {}), ...Object.values(config.env ?? {}), config.auth?.clientSecret ?? ''].filter((v) => v !== '')
 }
 
 /** Builds the box from key specs. A malformed key is a start-up error (the message names the variable, never the key). */

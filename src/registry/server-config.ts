@@ -23,6 +23,11 @@ export type ServerType = typeof SERVER_TYPES[number]
  */
 const SERVER_PROTOCOLS = ['auto', 'legacy', '2026-07-28'] as const
 
+/** How the gateway gets a server's OAuth tokens (SPEC 16). */
+const OAUTH_GRANTS = ['authorization_code', 'client_credentials'] as const
+// RFC 6749 section 3.3 scope-token: printable ASCII without space, `"` and `\`.
+const SCOPE_TOKEN = '^[!#-\\[\\]-~]+$'
+
 /** Accepted spellings of `type`, all lower-cased before lookup. Anything else is a 400. */
 const SERVER_TYPE_ALIASES: Readonly<Record<string, ServerType>> = {
   streamable_http: 'streamable_http',
@@ -51,7 +56,10 @@ export const SERVER_CONFIG_LIMITS = {
   timeoutMsMin: 100,
   timeoutMsMax: 600_000,
   priorityMin: -1_000_000,
-  priorityMax: 1_000_000
+  priorityMax: 1_000_000,
+  oauthFieldLength: 4096,
+  scopeLength: 256,
+  scopeCount: 64
 } as const
 
 const L = SERVER_CONFIG_LIMITS
@@ -82,7 +90,24 @@ export const ServerConfigInputSchema = Type.Object({
   disabledTools: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: L.toolNameLength }), { maxItems: L.disabledToolCount })),
   protocol: Type.Optional(Type.Union(SERVER_PROTOCOLS.map((p) => Type.Literal(p)), {
     description: 'MCP protocol era: auto (server/discover once per config, else initialize; the default for streamable_http), legacy (initialize; the default for stdio and sse), 2026-07-28 (no probe)'
-  }))
+  })),
+  auth: Type.Optional(Type.Object({
+    type: Type.Literal('oauth'),
+    grant: Type.Optional(Type.Union(OAUTH_GRANTS.map((g) => Type.Literal(g)), {
+      description: 'authorization_code (default: each tenant connects its own account) or client_credentials (global servers only: one identity of the gateway)'
+    })),
+    clientId: Type.Optional(Type.String({ minLength: 1, maxLength: L.oauthFieldLength, description: 'A client pre-registered with the authorization server' })),
+    clientSecret: Type.Optional(Type.String({ minLength: 1, maxLength: L.oauthFieldLength, description: 'Its secret; encrypted at rest and masked on read' })),
+    scopes: Type.Optional(Type.Array(Type.String({ pattern: SCOPE_TOKEN, maxLength: L.scopeLength }), {
+      maxItems: L.scopeCount,
+      description: 'Scopes to ask for; default: what the server\'s 401 or its metadata names'
+    })),
+    authorizationServer: Type.Optional(Type.String({
+      minLength: 1,
+      maxLength: L.urlLength,
+      description: 'The authorization server\'s issuer URL, when the server\'s protected resource metadata does not name it'
+    }))
+  }, { additionalProperties: false, description: 'OAuth 2.1 to the server (SPEC 16): connected per tenant through /oauth/authorize' }))
 }, { additionalProperties: false, $id: 'ServerConfigInput' })
 export type ServerConfigInput = Static<typeof ServerConfigInputSchema>
 
@@ -99,8 +124,17 @@ export const ServerConfigSchema = Type.Object({
   priority: Type.Integer(),
   description: Type.Optional(Type.String()),
   disabledTools: Type.Optional(Type.Array(Type.String())),
-  protocol: Type.Optional(Type.Union(SERVER_PROTOCOLS.map((p) => Type.Literal(p))))
+  protocol: Type.Optional(Type.Union(SERVER_PROTOCOLS.map((p) => Type.Literal(p)))),
+  auth: Type.Optional(Type.Object({
+    type: Type.Literal('oauth'),
+    grant: Type.Union(OAUTH_GRANTS.map((g) => Type.Literal(g))),
+    clientId: Type.Optional(Type.String()),
+    clientSecret: Type.Optional(Type.String()),
+    scopes: Type.Optional(Type.Array(Type.String())),
+    authorizationServer: Type.Optional(Type.String())
+  }, { additionalProperties: false }))
 }, { additionalProperties: false, $id: 'ServerConfig' })
+export type ServerAuth = NonNullable<ServerConfig['auth']>
 export type ServerConfig = Static<typeof ServerConfigSchema>
 
 export interface NormalizeOptions {
@@ -238,8 +272,47 @@ export function normalizeServerConfig (input: unknown, options: NormalizeOptions
     if (type === 'sse' && raw.protocol !== 'legacy') return bad(`protocol ${raw.protocol} is not possible over the sse transport (HTTP+SSE is legacy only): use streamable_http`)
     config.protocol = raw.protocol
   }
+  if (raw.auth !== undefined) {
+    const auth = normalizeAuth(raw.auth, type, options)
+    if (!('type' in auth)) return auth
+    config.auth = auth
+  }
   if (raw.timeoutMs !== undefined) config.timeoutMs = raw.timeoutMs
   if (raw.description !== undefined) config.description = raw.description
   if (raw.disabledTools !== undefined) config.disabledTools = [...new Set(raw.disabledTools)]
   return { ok: true, config }
+}
+
+/** The `auth` of an http server: the grant resolved, client credentials only for global servers and with both parts. */
+function normalizeAuth (raw: NonNullable<ServerConfigInput['auth']>, type: ServerType, options: NormalizeOptions): ServerAuth | NormalizeResult {
+  if (type === 'stdio') return bad('auth is for http servers: a stdio server gets its credentials in env')
+  const grant = raw.grant ?? 'authorization_code'
+  if (grant === 'client_credentials') {
+    // One identity of the gateway for every caller: the operator's choice, never a tenant's.
+    if (!options.allowStdio) {
+      return { ok: false, code: 'GW_FORBIDDEN', message: 'auth.grant client_credentials is for global servers: each tenant connects its own account' }
+    }
+    if (raw.clientId === undefined || raw.clientSecret === undefined) return bad('auth.grant client_credentials needs clientId and clientSecret')
+  }
+  if (raw.clientSecret !== undefined && raw.clientId === undefined) return bad('auth.clientSecret needs auth.clientId')
+  if (raw.authorizationServer !== undefined) {
+    let issuer: URL
+    try {
+      issuer = new URL(raw.authorizationServer)
+    } catch {
+      return bad('auth.authorizationServer is not a valid absolute URL')
+    }
+    if (issuer.protocol !== 'https:' && issuer.protocol !== 'http:') return bad('auth.authorizationServer must be http or https')
+    if (issuer.username !== '' || issuer.password !== '' || issuer.search !== '' || issuer.hash !== '') {
+      return bad('auth.authorizationServer must be an issuer URL: no credentials, query or fragment')
+    }
+  }
+  return {
+    type: 'oauth',
+    grant,
+    ...(raw.clientId !== undefined ? { clientId: raw.clientId } : {}),
+    ...(raw.clientSecret !== undefined ? { clientSecret: raw.clientSecret } : {}),
+    ...(raw.scopes !== undefined ? { scopes: [...new Set(raw.scopes)] } : {}),
+    ...(raw.authorizationServer !== undefined ? { authorizationServer: raw.authorizationServer } : {})
+  }
 }

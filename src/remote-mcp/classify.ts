@@ -6,6 +6,7 @@
 import { ProtocolError, SdkError, SdkErrorCode, SdkHttpError, SseError } from '@modelcontextprotocol/client'
 import { UpstreamError } from './errors.js'
 import type { UpstreamErrorCode } from './errors.js'
+import { oauthRequiredIn } from './upstream-auth.js'
 import { isResponseLimitError } from './response-limits.js'
 import type { ResponseLimitError } from './response-limits.js'
 import { ResponseStreamEndedError } from './lean-http-transport.js'
@@ -80,6 +81,8 @@ export function toUpstreamError (
   method = op === 'list' ? 'tools/list' : 'tools/call'
 ): UpstreamError {
   if (err instanceof UpstreamError) return err
+  const oauth = oauthRequiredIn(err)
+  if (oauth !== undefined) return oauth
   if (isAbortError(err)) return new UpstreamError('GW_CANCELLED', 'The request was cancelled by the caller')
   const limit = responseLimitError(err)
   if (limit !== undefined) return new UpstreamError(limit.code, limit.message)
@@ -132,6 +135,8 @@ export function failedBeforeResponse (err: unknown, closedMeansUnanswered: boole
  * alive), `neutral` (the caller cancelled, or a tool ran past its own deadline).
  */
 export function breakerVerdict (err: unknown, op: 'list' | 'call'): 'failure' | 'answered' | 'neutral' {
+  // The user must authorize: the server answered (it is alive), nothing to count against it.
+  if (oauthRequiredIn(err) !== undefined) return 'answered'
   if (err instanceof UpstreamError) {
     if (err.code === 'GW_UPSTREAM_TOO_LARGE') return 'answered'
     return err.code === 'GW_CANCELLED' || err.code === 'GW_UPSTREAM_UNAVAILABLE' || err.code === 'GW_UPSTREAM_BUDGET_EXHAUSTED' ? 'neutral' : 'failure'

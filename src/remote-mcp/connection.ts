@@ -16,6 +16,7 @@ import type { Logger } from '../logger.js'
 import { isStaleSocket } from './classify.js'
 import { EraVerdicts } from './era-verdicts.js'
 import { UpstreamError } from './errors.js'
+import { oauthRequiredIn } from './upstream-auth.js'
 import { MAX_LIST_PAGES } from './tool-cache.js'
 import { createTransport, transportKind } from './transports.js'
 import type { ConnectSpec, HttpTransportKind, TransportHandle } from './transport.js'
@@ -187,6 +188,9 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
     if (eraKey !== undefined) o.eras.forget(eraKey)
     await client.close().catch(() => {})
     if (o.signal?.aborted === true) throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client was closed while connecting')
+    // The server wants the user's OAuth authorization: that answer, not a connect failure.
+    const oauth = oauthRequiredIn(err)
+    if (oauth !== undefined) throw oauth
     const timedOut = err instanceof SdkError && err.code === SdkErrorCode.RequestTimeout
     const message = timedOut
       ? `Connecting to the MCP server timed out after ${o.connectTimeoutMs} ms`

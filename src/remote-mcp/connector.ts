@@ -8,10 +8,16 @@ import type { SurfaceRequest } from '../routing/source.js'
 import type { ConnectSpec } from './transport.js'
 import { transportKind } from './transports.js'
 import { RELAY_CAPABILITIES, RELAY_KEY_SUFFIX } from './relay.js'
+import type { RegistryScope } from '../registry/types.js'
+import type { UpstreamAuthorization } from './upstream-auth.js'
+
+/** A server's OAuth hook for its transports (src/oauth), or undefined for a server without `auth`. */
+export type AuthorizationFor = (scope: RegistryScope, serverId: string, config: ServerConfig) => UpstreamAuthorization | undefined
 
 /** The transport part of a (decrypted) server config. */
-function toConnectSpec (config: ServerConfig): ConnectSpec {
+function toConnectSpec (config: ServerConfig, authorization?: UpstreamAuthorization): ConnectSpec {
   return {
+    ...(authorization !== undefined ? { authorization } : {}),
     type: config.type,
     ...(config.url !== undefined ? { url: config.url } : {}),
     ...(config.headers !== undefined ? { headers: config.headers } : {}),
@@ -32,9 +38,18 @@ export class PoolConnector implements McpConnector {
   readonly #tenantPool: McpClientPool
   readonly #globalPool: McpClientPool
 
-  constructor (pools: { tenant: McpClientPool, global: McpClientPool }) {
+  readonly #authorizationFor: AuthorizationFor | undefined
+
+  constructor (pools: { tenant: McpClientPool, global: McpClientPool }, authorizationFor?: AuthorizationFor) {
     this.#tenantPool = pools.tenant
     this.#globalPool = pools.global
+    this.#authorizationFor = authorizationFor
+  }
+
+  #spec (server: RemoteServer): ConnectSpec {
+    const config = server.config as ServerConfig
+    const authorization = config.auth !== undefined && server.scope !== undefined ? this.#authorizationFor?.(server.scope, server.serverId, config) : undefined
+    return toConnectSpec(config, authorization)
   }
 
   #pool (server: RemoteServer): McpClientPool {
@@ -45,7 +60,7 @@ export class PoolConnector implements McpConnector {
     const deadline = AbortSignal.timeout(opts.timeoutMs)
     const signal = AbortSignal.any([opts.signal, deadline])
     const pool = this.#pool(server)
-    const spec = toConnectSpec(server.config as ServerConfig)
+    const spec = this.#spec(server)
     try {
       return await pool.listTools(key, spec, { signal })
     } catch (err) {
@@ -68,7 +83,7 @@ export class PoolConnector implements McpConnector {
 
   /** Starts a slow-starting (stdio) server's first connection and listing in the background; other transports connect on use. */
   async warm (key: string, server: RemoteServer): Promise<void> {
-    const spec = toConnectSpec(server.config as ServerConfig)
+    const spec = this.#spec(server)
     if (!transportKind(spec.type).slowFirstStart) return
     await this.#pool(server).warm(key, spec)
   }
@@ -80,7 +95,7 @@ export class PoolConnector implements McpConnector {
     args: Record<string, unknown>,
     opts: Parameters<McpConnector['callTool']>[4]
   ): Promise<UpstreamCallResult> {
-    const spec = toConnectSpec(server.config as ServerConfig)
+    const spec = this.#spec(server)
     // A call whose client can be asked the server's questions: on a connection that declares it can (relay.ts).
     if (opts.input?.relay?.ask !== undefined) {
       return await this.#pool(server).callTool(`${key}${RELAY_KEY_SUFFIX}`, { ...spec, clientCapabilities: RELAY_CAPABILITIES }, name, args, opts)
@@ -89,6 +104,6 @@ export class PoolConnector implements McpConnector {
   }
 
   async surface (key: string, server: RemoteServer, req: SurfaceRequest, opts: { signal: AbortSignal, timeoutMs: number }): Promise<unknown> {
-    return await this.#pool(server).surface(key, toConnectSpec(server.config as ServerConfig), req, opts)
+    return await this.#pool(server).surface(key, this.#spec(server), req, opts)
   }
 }

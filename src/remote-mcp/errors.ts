@@ -15,6 +15,7 @@ export type UpstreamErrorCode = GwCodes<
   | 'GW_CANCELLED'
   | 'GW_UPSTREAM_TOO_LARGE'
   | 'GW_UPSTREAM_BUDGET_EXHAUSTED'
+  | 'GW_OAUTH_REQUIRED'
 >
 
 /**
@@ -56,6 +57,7 @@ export function upstreamFailureReason (code: UpstreamErrorCode): ToolFailureReas
   if (code === 'GW_UPSTREAM_UNAVAILABLE') return 'upstream-unavailable'
   if (code === 'GW_UPSTREAM_TOO_LARGE') return 'upstream-too-large'
   if (code === 'GW_UPSTREAM_BUDGET_EXHAUSTED') return 'upstream-budget'
+  if (code === 'GW_OAUTH_REQUIRED') return 'oauth-required'
   return 'upstream'
 }
 

@@ -12,6 +12,8 @@ import type { SecretBox } from '../registry/secrets.js'
 import type { RegistryScope, RegistryStore } from '../registry/types.js'
 import { VERSION } from '../version.js'
 import { PoolConnector } from './connector.js'
+import type { AuthorizationFor } from './connector.js'
+import type { FetchLike } from '@modelcontextprotocol/client'
 import { RegistryDirectory } from './directory.js'
 import { McpClientPool } from './pool.js'
 import type { McpClientPoolStats, McpResilienceStats } from './pool.js'
@@ -23,6 +25,11 @@ import type { McpConnector, RemoteServer, ServerDirectory } from './source.js'
 import { callerKeyOf } from './relay.js'
 
 export type { McpClientPoolStats, McpConnector, McpResilienceStats, ServerDirectory }
+// For the OAuth client (src/oauth): the transports' hook, its refusal, and the bounded fetch of its flow.
+export { UpstreamError } from './errors.js'
+export { limitResponses } from './http-fetch.js'
+export { OAuthRequiredError } from './upstream-auth.js'
+export type { UpstreamAuthorization } from './upstream-auth.js'
 
 /** The settings tiers 2 and 5 cannot start without, checked before anything is opened. */
 export interface RemoteMcpSettings {
@@ -50,6 +57,8 @@ export interface RemoteMcpDeps {
   connector?: McpConnector | undefined
   /** Called for each list/call that could not connect (GW_UPSTREAM_CONNECT), for metrics. */
   onConnectFailure?: () => void
+  /** The OAuth hook of a server with `auth` (src/oauth, SPEC 16). */
+  authorizationFor?: AuthorizationFor
 }
 
 /** Tiers 2 and 5 assembled: the registry, the two tool sources over one directory and connector, the client pools. */
@@ -67,6 +76,10 @@ export interface RemoteMcp {
   onToolsChanged: (listener: (scope: RegistryScope, serverId: string) => void) => () => void
   /** Someone waits for these servers' tool list changes until the returned function is called (pool.watch). */
   watchTools: (scope: RegistryScope, serverIds: readonly string[]) => () => void
+  /** Drops the clients of one server (its OAuth tokens changed: the next request connects with the new ones). */
+  dropClients: (scope: RegistryScope, serverId: string) => Promise<void>
+  /** The fetch requests to servers of `scope` go through: the egress guard's for tenants, the global fetch for the operator's. */
+  fetchFor: (scope: RegistryScope) => FetchLike
   /** Closes the directory's subscription, every MCP client and the tenant egress agent. The store stays open. */
   close: () => Promise<void>
 }
@@ -177,7 +190,7 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
       closers.push(async () => dir.close())
       directory = dir
     }
-    const connector = countConnectFailures(deps.connector ?? new PoolConnector(pools), deps.onConnectFailure ?? (() => {}))
+    const connector = countConnectFailures(deps.connector ?? new PoolConnector(pools, deps.authorizationFor), deps.onConnectFailure ?? (() => {}))
 
     if (config.mcpServersFile) {
       let document: unknown
@@ -223,6 +236,14 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
           : pools.tenant.watch(encodeUserServiceName(scope.userId, id)))
         return () => { for (const stop of stops) stop() }
       },
+      dropClients: async (scope, serverId) => {
+        // Its `~relay` twin too (relay.ts): every key of the server starts with the plain one.
+        const key = scope.kind === 'global' ? serverId : encodeUserServiceName(scope.userId, serverId)
+        await (scope.kind === 'global' ? pools.global : pools.tenant).invalidate((k) => k === key || k.startsWith(`${key}~`))
+        // What the tenant can call changed (a server that could not be listed now can): names resolve afresh, /mcp streams hear it.
+        emitToolsChanged(scope, serverId)
+      },
+      fetchFor: (scope) => scope.kind === 'global' ? globalThis.fetch : tenantFetch,
       close
     }
   } catch (err) {

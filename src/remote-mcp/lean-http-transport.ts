@@ -27,6 +27,7 @@ import type { Dispatcher } from 'undici'
 import { SdkErrorCode, SdkHttpError } from '@modelcontextprotocol/client'
 import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcontextprotocol/client'
 import { encodeHeaderValue } from './mcp-headers.js'
+import type { UpstreamAuthorization } from './upstream-auth.js'
 import {
   discard, envelopeVersion, failAll, header, isJsonRpcMessage, isRequest, NAME_FIELD, progressTokenOf,
   readCapped, readErrorText, requestFailed, RESERVED_HEADERS
@@ -43,6 +44,8 @@ export type { SseEvent }
 export interface LeanHttpTransportOptions {
   /** Extra request headers (e.g. Authorization) sent with every request; they win over ours, as in the SDK. */
   headers?: Record<string, string>
+  /** The server's OAuth (SPEC 16): the Authorization header of each request, and what a 401 or 403 insufficient_scope means. */
+  authorization?: UpstreamAuthorization
   /**
    * The dispatcher (an undici Agent or Pool) for `url`. The SSRF guard's throws for a blocked
    * literal address and resolves names at connect time; called for every request.
@@ -202,6 +205,38 @@ export class LeanHttpTransport implements Transport {
     body?: string,
     streaming = false,
     requestSignal?: AbortSignal
+  ): Promise<Dispatcher.ResponseData> {
+    const auth = this.#o.authorization
+    if (auth === undefined) return await this.#dispatch(method, headers, body, streaming, requestSignal)
+    const send = async (): Promise<{ res: Dispatcher.ResponseData, sent: string | undefined }> => {
+      const sent = await auth.header(this.#url)
+      if (sent !== undefined) headers.authorization = sent
+      else delete headers.authorization
+      return { res: await this.#dispatch(method, headers, body, streaming, requestSignal), sent }
+    }
+    let { res, sent } = await send()
+    for (const again of [false, true]) {
+      if (res.statusCode !== 401 && res.statusCode !== 403) break
+      let verdict: 'retry' | 'pass'
+      try {
+        verdict = await auth.refused(res.statusCode, header(res.headers, 'www-authenticate'), sent, again)
+      } catch (err) {
+        discard(res.body)
+        throw err
+      }
+      if (verdict === 'pass') break
+      discard(res.body)
+      ;({ res, sent } = await send())
+    }
+    return res
+  }
+
+  async #dispatch (
+    method: 'POST' | 'GET' | 'DELETE',
+    headers: Record<string, string>,
+    body: string | undefined,
+    streaming: boolean,
+    requestSignal: AbortSignal | undefined
   ): Promise<Dispatcher.ResponseData> {
     const own = this.#abort?.signal
     // A 2026-07-28 request has a signal of its own (its cancellation); the transport's closes all.

@@ -103,7 +103,9 @@ function clientId (key: string, spec: ConnectSpec): string {
 
 /** Stable hash of a spec: the same config always gives the same hash, any change a new one. */
 function hashConnectSpec (spec: ConnectSpec): string {
-  return createHash('sha256').update(canonicalJson(spec)).digest('hex').slice(0, 16)
+  // The OAuth hook is behaviour, not config: the same server config (auth included) is one client.
+  const { authorization: _hook, ...config } = spec
+  return createHash('sha256').update(canonicalJson(config)).digest('hex').slice(0, 16)
 }
 
 function canonicalJson (value: unknown): string {

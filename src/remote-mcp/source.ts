@@ -9,6 +9,7 @@ import { TIER_TRAITS } from '../routing/types.js'
 import { flattenCallToolResult } from '../mcp/flatten.js'
 import type { RegistryScope } from '../registry/types.js'
 import { InputUnavailableError, upstreamFailureReason } from './errors.js'
+import { oauthRequiredIn } from './upstream-auth.js'
 
 /** The part of a registered server this source needs (the registry's StoredServer fits). */
 export interface RemoteServer {
@@ -148,7 +149,7 @@ export class RemoteMcpSource implements ToolSource {
         const disabled = new Set(server.config.disabledTools ?? [])
         return { server, tools: tools.filter((t) => !disabled.has(t.name)) }
       } catch (err) {
-        return { server, error: describeError(err), retryAt: (err as { retryAt?: unknown }).retryAt }
+        return { server, error: describeError(err), retryAt: (err as { retryAt?: unknown }).retryAt, oauth: oauthRequiredIn(err) }
       }
     }))
     const listed: ServerTools[] = []
@@ -157,7 +158,14 @@ export class RemoteMcpSource implements ToolSource {
       if ('tools' in s && s.tools) listed.push({ server: s.server, tools: s.tools })
       else {
         const retryAt = 'retryAt' in s && typeof s.retryAt === 'number' ? new Date(s.retryAt).toISOString() : undefined
-        unavailable.push({ serverId: s.server.serverId, reason: s.error ?? 'unknown error', ...(retryAt !== undefined ? { retryAt } : {}) })
+        const oauth = 'oauth' in s ? s.oauth : undefined
+        unavailable.push({
+          serverId: s.server.serverId,
+          reason: s.error ?? 'unknown error',
+          ...(retryAt !== undefined ? { retryAt } : {}),
+          // The user must connect it (SPEC 16): the code and the route that starts the authorization.
+          ...(oauth !== undefined ? { code: 'GW_OAUTH_REQUIRED' as const, authorize: oauth.authorize } : {})
+        })
       }
     }
     return { listed, unavailable }
@@ -374,6 +382,8 @@ export class RemoteMcpSource implements ToolSource {
         const declaring = input !== undefined && !answersWithinCall(input.relay) && err.requiredCapabilities !== undefined
         return { ok: false, reason: 'tool-error', message, ...(declaring ? { requiredCapabilities: err.requiredCapabilities } : {}) }
       }
+      const oauth = oauthRequiredIn(err)
+      if (oauth !== undefined) return { ok: false, reason: 'oauth-required', message: oauth.message }
       const code = (err as { code?: unknown }).code
       const reason = code === 'GW_UPSTREAM_TIMEOUT'
         ? 'timeout'

@@ -11,6 +11,7 @@ import { EgressBlockedError } from '../egress/ssrf.js'
 import { isolateAbortSignals, limitResponses, RedirectRefusedError, refuseRedirects } from './http-fetch.js'
 import { LeanHttpTransport } from './lean-http-transport.js'
 import { ConnectSpecError } from './transport.js'
+import { authorizedFetch } from './upstream-auth.js'
 import type { ConnectSpec, TransportContext, TransportHandle, TransportKind } from './transport.js'
 
 export const streamableHttpTransport: TransportKind = {
@@ -62,6 +63,7 @@ function createLean (spec: ConnectSpec, url: URL, dispatcher: (url: URL) => Disp
     maxMessageBytes: limits.maxMessageBytes,
     budget: limits.budget,
     budgetOwner: limits.owner,
+    ...(spec.authorization !== undefined ? { authorization: spec.authorization } : {}),
     // The same refusal as the SDK path's: the SSRF guard's own error for tenant servers.
     redirectError: context.fetch !== undefined
       ? (status) => new EgressBlockedError('redirect', `refused to follow a redirect (HTTP ${status}) from ${url.host}`)
@@ -77,7 +79,8 @@ function createLean (spec: ConnectSpec, url: URL, dispatcher: (url: URL) => Disp
 }
 
 function createSdkHttp (spec: ConnectSpec, url: URL, context: TransportContext, type: 'streamable_http' | 'sse'): TransportHandle {
-  const isolated = isolateAbortSignals(refuseRedirects(context.fetch ?? globalThis.fetch))
+  const base = refuseRedirects(context.fetch ?? globalThis.fetch)
+  const isolated = isolateAbortSignals(spec.authorization !== undefined ? authorizedFetch(base, spec.authorization) : base)
   const bounded = limitResponses(isolated.fetch, context.limits)
   // redirect 'manual' makes the SDK hand the POSTs to our fetch unchanged (it would otherwise
   // follow same-origin redirects itself); refuseRedirects then fails any 3xx, including on the

@@ -8,6 +8,7 @@ import type { FetchLike, Transport } from '@modelcontextprotocol/client'
 import type { Logger } from '../logger.js'
 import type { GwCode } from '../errors.js'
 import type { ResponseLimits } from './response-limits.js'
+import type { UpstreamAuthorization } from './upstream-auth.js'
 
 /** Remote MCP transports the gateway speaks (docs/ARCHITECTURE.md#registry; aliases are normalised by the registry). */
 export const CONNECT_TYPES = ['streamable_http', 'sse', 'stdio'] as const
@@ -35,6 +36,11 @@ export interface ConnectSpec {
   protocol?: 'auto' | 'legacy' | '2026-07-28'
   /** What the connection's Client declares in `initialize`; none by default (a relay connection's: relay.ts). */
   clientCapabilities?: Record<string, unknown>
+  /**
+   * HTTP only: the server's OAuth (SPEC 16), asked for the Authorization header of every request
+   * and told of refusals. Not part of the config's identity: the pool's hash leaves it out.
+   */
+  authorization?: UpstreamAuthorization
 }
 
 /** Options of createTransport (transports.ts). */

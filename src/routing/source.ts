@@ -40,6 +40,10 @@ export interface Unavailable {
   reason: string
   /** ISO time from which the server is tried again (its circuit breaker is open). */
   retryAt?: string
+  /** `GW_OAUTH_REQUIRED`: the server needs the tenant's OAuth authorization (SPEC 16). */
+  code?: 'GW_OAUTH_REQUIRED'
+  /** With `code`: the route that starts the authorization (POST, relative to the gateway). */
+  authorize?: string
 }
 
 export interface SourceListing {

@@ -9,9 +9,12 @@ import { randomUUID } from 'node:crypto'
 
 interface McpTool { name: string, inputSchema?: unknown }
 interface Gateway {
+  userId: string
   tools: () => Promise<McpTool[]>
+  listing: () => Promise<Listing>
   invoke: (tool: string, args: Record<string, unknown>, round?: Record<string, unknown>) => Promise<InvokeAnswer>
 }
+interface Listing { tools: McpTool[], unavailable?: Array<{ serverId: string, reason: string, code?: string, authorize?: string }> }
 /** What POST /invoke answers, as far as these scenarios read it. */
 interface InvokeAnswer { callId?: string, status?: string, inputRequests?: Record<string, { method?: string }>, requestState?: string }
 
@@ -34,18 +37,45 @@ async function call (method: string, path: string, body?: unknown): Promise<unkn
   return text === '' ? undefined : JSON.parse(text)
 }
 
+/**
+ * The user's browser for an OAuth scenario: opens the authorization URL (the suite's authorization
+ * server answers with a redirect at once), then follows that redirect to the gateway's callback.
+ * The gateway's PUBLIC_URL is an https name (its TLS proxy in production); the browser reaches it
+ * at GATEWAY_URL, as through that proxy.
+ */
+async function connectAsUser (authorize: string): Promise<void> {
+  const { authorizationUrl } = await call('POST', authorize, {}) as { authorizationUrl: string }
+  const res = await fetch(authorizationUrl, { redirect: 'manual', signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) })
+  await res.body?.cancel()
+  const location = res.headers.get('location')
+  if (location === null) throw new Error(`the authorization server did not redirect (HTTP ${res.status})`)
+  const back = new URL(location)
+  const callback = await fetch(`${gatewayUrl}${back.pathname}${back.search}`, { redirect: 'manual', signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) })
+  const text = await callback.text()
+  if (callback.status >= 400) throw new Error(`the gateway's callback answered ${callback.status} ${text}`)
+}
+
+/** Scenario context of the suite (pre-registered client credentials). */
+const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT ?? '{}') as { client_id?: string, client_secret?: string }
+
 /** Registers the scenario server for a tenant of its own and returns how to list and call through it. */
 async function register (url: string): Promise<{ gateway: Gateway, remove: () => Promise<void> }> {
   const userId = `conformance-${randomUUID().slice(0, 8)}`
   const serverId = 'scenario'
-  await call('PUT', `/users/${userId}/mcp/servers/${serverId}`, { type: 'streamable_http', url })
+  const oauth = scenario.startsWith('auth/')
+    ? { auth: { type: 'oauth', ...(context.client_id !== undefined ? { clientId: context.client_id, clientSecret: context.client_secret } : {}) } }
+    : {}
+  await call('PUT', `/users/${userId}/mcp/servers/${serverId}`, { type: 'streamable_http', url, ...oauth })
   const prefix = `user_${userId}_tool_`
+  const listing = async (): Promise<Listing> => {
+    const answer = await call('GET', `/tools?mcp=${serverId}&userId=${userId}&format=mcp`) as Listing
+    if ((answer.unavailable ?? []).length > 0) console.error('unavailable:', JSON.stringify(answer.unavailable))
+    return { ...answer, tools: answer.tools.map((t) => ({ ...t, name: t.name.startsWith(prefix) ? t.name.slice(prefix.length) : t.name })) }
+  }
   const gateway: Gateway = {
-    tools: async () => {
-      const listing = await call('GET', `/tools?mcp=${serverId}&userId=${userId}&format=mcp`) as { tools: McpTool[], unavailable?: unknown[] }
-      if ((listing.unavailable ?? []).length > 0) console.error('unavailable:', JSON.stringify(listing.unavailable))
-      return listing.tools.map((t) => ({ ...t, name: t.name.startsWith(prefix) ? t.name.slice(prefix.length) : t.name }))
-    },
+    userId,
+    listing,
+    tools: async () => (await listing()).tools,
     invoke: async (tool, args, round = {}) => {
       const result = await call('POST', '/invoke', { name: `${prefix}${tool}`, userId, arguments: args, ...round }) as InvokeAnswer
       console.error(`${tool}:`, JSON.stringify(result).slice(0, 500))
@@ -80,6 +110,35 @@ async function invokeAnswering (
     const inputResponses = Object.fromEntries(Object.entries(answer.inputRequests ?? {}).map(([key, req]) =>
       [key, req.method === 'elicitation/create' ? { action: 'accept', content } : { action: 'decline' }]))
     answer = await gateway.invoke(tool, args, { ...declared, inputResponses, requestState: answer.requestState })
+  }
+}
+
+/** How many times a user is asked to connect the server before the scenario gives up (the gateway bounds step-ups itself). */
+const MAX_CONNECTS = 4
+
+/**
+ * The OAuth scenarios: list the tools and call the scenario's tool as an orchestrator would,
+ * connecting the server as the user whenever the gateway says GW_OAUTH_REQUIRED.
+ */
+async function oauthScenario (gateway: Gateway): Promise<void> {
+  let connects = 0
+  const connect = async (authorize: string | undefined, why: string): Promise<void> => {
+    if (authorize === undefined || ++connects > MAX_CONNECTS) throw new Error(`${why}; not connecting again`)
+    await connectAsUser(authorize)
+  }
+  let tools: McpTool[] = []
+  for (;;) {
+    const listing = await gateway.listing()
+    const needed = listing.unavailable?.find((u) => u.code === 'GW_OAUTH_REQUIRED')
+    if (needed === undefined) { tools = listing.tools; break }
+    await connect(needed.authorize, `listing: ${needed.reason}`)
+  }
+  const tool = tools[0]
+  if (tool === undefined) throw new Error('no tool listed through the gateway')
+  for (;;) {
+    const answer = await gateway.invoke(tool.name, {}) as InvokeAnswer & { error?: { code?: string, message?: string } }
+    if (answer.error?.code !== 'GW_OAUTH_REQUIRED') return
+    await connect(`/users/${gateway.userId}/mcp/servers/scenario/oauth/authorize`, `call: ${answer.error.message ?? ''}`)
   }
 }
 
@@ -126,7 +185,7 @@ const scenarios: Record<string, (gateway: Gateway) => Promise<void>> = {
   }
 }
 
-const run = scenarios[scenario]
+const run = scenario.startsWith('auth/') ? oauthScenario : scenarios[scenario]
 if (run === undefined || serverUrl === undefined || gatewayUrl === '') {
   console.error(`usage: GATEWAY_URL=<gateway> MCP_CONFORMANCE_SCENARIO=<${Object.keys(scenarios).join('|')}> gateway-client.ts <server url>`)
   process.exit(2)
