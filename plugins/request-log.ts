@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { LOG_CENSOR } from '../src/logger.js'
 import { maskText } from '../src/secrets/detector.js'
-import { isPublicRoute } from './route-config.js'
+import { isPublicRoute, rulesOf } from './route-config.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -35,7 +35,7 @@ export default fp(async function requestLogPlugin (app: FastifyInstance) {
     const line: Record<string, unknown> = {
       // Through Fastify's `req` serializer, which writes `remoteAddress` from an `ip` field (a
       // `remoteAddress` field of its own would be dropped).
-      req: { method: request.method, url: redactUrl(request.url), ip: request.ip },
+      req: { method: request.method, url: rulesOf(request).secretQuery === true ? request.url.split('?')[0] : redactUrl(request.url), ip: request.ip },
       res: { statusCode: reply.statusCode },
       responseTime: reply.elapsedTime,
       ...request.logFields

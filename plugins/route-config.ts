@@ -43,6 +43,8 @@ declare module 'fastify' {
      * the authentication, and no browser holds one).
      */
     anyHost?: boolean
+    /** Its query carries a flow's credentials (the OAuth callback's code and state): the request log keeps the path only. */
+    secretQuery?: boolean
   }
   interface FastifyRequest {
     /** The matched route's rules, read once per request (rulesOf). */

@@ -63,7 +63,7 @@ async function oauthRoutes (app: FastifyInstance): Promise<void> {
   }
 
   app.get<{ Querystring: Static<typeof CallbackQuery> }>('/oauth/callback', {
-    config: { public: true },
+    config: { public: true, secretQuery: true },
     schema: {
       operationId: 'oauthCallback',
       summary: 'Where the authorization server sends the user back (public; the single-use state names the tenant and server)',

@@ -160,9 +160,10 @@ export class UpstreamOAuth {
     record.discovery = serverAuth.authorizationServer !== undefined ? { authorizationServerUrl: serverAuth.authorizationServer } : undefined
     const probed = await this.#probe(serverUrl, fetchFn)
     const challenge = { ...record.challenge, ...probed }
+    // What was granted, what a refused call asked for (step-up), what the server asks of anyone now (SEP-2350: the union).
     const requested = serverAuth.scopes !== undefined
       ? unionScopes(serverAuth.scopes.join(' '), record.challenge?.scope)
-      : unionScopes(record.tokens?.scope, challenge.scope)
+      : unionScopes(record.tokens?.scope, record.challenge?.scope, probed.scope)
     const state = randomBytes(32).toString('base64url')
     const provider = new FlowProvider(record, { ...this.#flowBase(serverAuth), state, hideTokens: true })
     try {

@@ -183,6 +183,7 @@ export class TokenKeeper {
       clientId: serverAuth.clientId as string,
       clientSecret: serverAuth.clientSecret as string,
       clientName: 'tool-gateway',
+      ...(serverAuth.authorizationServer !== undefined ? { expectedIssuer: serverAuth.authorizationServer } : {}),
       ...(serverAuth.scopes !== undefined ? { scope: serverAuth.scopes.join(' ') } : {})
     })
     try {

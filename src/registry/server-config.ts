@@ -293,6 +293,10 @@ function normalizeAuth (raw: NonNullable<ServerConfigInput['auth']>, type: Serve
       return { ok: false, code: 'GW_FORBIDDEN', message: 'auth.grant client_credentials is for global servers: each tenant connects its own account' }
     }
     if (raw.clientId === undefined || raw.clientSecret === undefined) return bad('auth.grant client_credentials needs clientId and clientSecret')
+    // The secret goes to the token endpoint of this issuer only, never to one the MCP server names.
+    if (raw.authorizationServer === undefined) {
+      return bad('auth.grant client_credentials needs auth.authorizationServer: the issuer its client secret may be sent to')
+    }
   }
   if (raw.clientSecret !== undefined && raw.clientId === undefined) return bad('auth.clientSecret needs auth.clientId')
   if (raw.authorizationServer !== undefined) {

@@ -1,7 +1,7 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js'
 import type { UpstreamCallResult, UpstreamInputRequired } from './pooled-client.js'
 import type { UpstreamTask } from './task-results.js'
-import { encodeUserPromptName, encodeUserServiceName, encodeUserToolName, qualifiedName, toWireName } from '../naming/names.js'
+import { encodeUserPromptName, encodeUserServiceName, encodeUserToolName, parseUserToolName, qualifiedName, toWireName } from '../naming/names.js'
 import type { CatalogEntry, SourceScope, Selection, SourceListing, SurfaceListing, SurfaceRequest, ToolSource, Unavailable } from '../routing/source.js'
 import { answersWithinCall } from '../routing/client-relay.js'
 import type { CallContext, ToolOutcome } from '../routing/types.js'
@@ -75,6 +75,8 @@ interface ScopeIndex {
   byName: Map<string, CatalogEntry>
   /** Enabled servers that could not be listed: their qualified names still route to them. */
   unlisted: Map<string, RemoteServer>
+  /** Of those, the ones waiting for the user's OAuth authorization (SPEC 16). */
+  awaitingUser: string[]
 }
 
 interface ServerTools {
@@ -212,10 +214,17 @@ export class RemoteMcpSource implements ToolSource {
     // `{serverId}__{tool}` on a registered server that could not be listed: the name is
     // explicit, so route it there and let the call report the server's failure (a tool-level
     // upstream error the model can act on) instead of claiming the tool does not exist.
-    const sep = name.indexOf('__')
-    const server = sep > 0 ? index.unlisted.get(name.slice(0, sep)) : undefined
-    if (!server || name.length === sep + 2) return undefined
-    return this.#entry(scope, server, { name: name.slice(sep + 2), inputSchema: { type: 'object' } })
+    // A tenant's tool is asked for by its encoded name (`user_{u}_tool_{serverId}__{tool}`).
+    const bare = this.#encodedNames ? parseUserToolName(name)?.toolName ?? name : name
+    const sep = bare.indexOf('__')
+    const server = sep > 0 ? index.unlisted.get(bare.slice(0, sep)) : undefined
+    if (server && bare.length > sep + 2) return this.#entry(scope, server, { name: bare.slice(sep + 2), inputSchema: { type: 'object' } })
+    // A name the model was given while the server was connected, now that the user must connect it
+    // again (disconnected, refresh failed): when one server alone waits for that, the call goes there
+    // and answers GW_OAUTH_REQUIRED, which tells the model what to do, rather than "no such tool".
+    const [only, ...others] = index.awaitingUser
+    const waiting = only !== undefined && others.length === 0 ? index.unlisted.get(only) : undefined
+    return waiting === undefined ? undefined : this.#entry(scope, waiting, { name: bare, inputSchema: { type: 'object' } })
   }
 
   /**
@@ -247,11 +256,12 @@ export class RemoteMcpSource implements ToolSource {
     const snapshot = await this.#directory.list(dirScope)
     const cached = this.#indexes.get(key)
     if (cached && cached.snapshot === snapshot && Date.now() - cached.builtAt < INDEX_TTL_MS) return cached
-    const { listed } = await this.#listServers(sortByPriority(snapshot), scope)
+    const { listed, unavailable } = await this.#listServers(sortByPriority(snapshot), scope)
     const toolLists = listed.map((l) => l.tools)
+    const awaitingUser = unavailable.filter((u) => u.code === 'GW_OAUTH_REQUIRED').map((u) => u.serverId)
     // Same registry snapshot and the very same tool lists (the pool returns its cached arrays):
     // keep the index object, so listings cached against it stay valid.
-    if (cached && cached.snapshot === snapshot && sameItems(cached.toolLists, toolLists)) {
+    if (cached && cached.snapshot === snapshot && sameItems(cached.toolLists, toolLists) && sameItems(cached.awaitingUser, awaitingUser)) {
       cached.builtAt = Date.now()
       return cached
     }
@@ -274,7 +284,7 @@ export class RemoteMcpSource implements ToolSource {
     const unlisted = new Map(snapshot
       .filter((s) => !listedIds.has(s.serverId) && s.config.enabled !== false && s.error === undefined)
       .map((s) => [s.serverId, s]))
-    const index: ScopeIndex = { snapshot, toolLists, builtAt: Date.now(), byName, unlisted }
+    const index: ScopeIndex = { snapshot, toolLists, builtAt: Date.now(), byName, unlisted, awaitingUser }
     this.#indexes.delete(key)
     this.#indexes.set(key, index)
     // A bounded cache: the least recently built scope goes first.
