@@ -97,6 +97,7 @@ export default fp(async function docsPlugin (app: FastifyInstance) {
         { name: 'invoke', description: 'Executing the tool calls a model returned' },
         { name: 'mcp', description: 'The gateway as an MCP server (streamable HTTP, stateless): the same allow-list and calls for MCP clients' },
         { name: 'registry', description: 'Registering remote MCP servers, global (admin) and per tenant' },
+        { name: 'oauth', description: 'Connecting OAuth-protected MCP servers: each tenant\'s user authorizes the gateway once (SPEC 16)' },
         { name: 'workspaces', description: 'Uploading, downloading, checkpointing and deleting tenant workspaces' },
         { name: 'governance', description: 'The invocation journal of each tenant, and calls held for a human\'s approval' },
         { name: 'policy', description: 'Tool policies: the default and each tenant\'s (deny, allowOnly, readOnly, bash.denyCommands, limits)' },

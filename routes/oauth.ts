@@ -32,7 +32,7 @@ async function oauthRoutes (app: FastifyInstance): Promise<void> {
         tags,
         params,
         body: AuthorizeBody,
-        response: { 200: AuthorizeResponse, ...errorResponses(400, 401, 403, 404, 429, 502, 503) }
+        response: { 200: AuthorizeResponse, ...errorResponses(400, 401, 403, 404, 413, 415, 429, 502, 503) }
       }
     }, async (request) => await oauth.authorize(request.caller, scopeOf(request.params), request.params.serverId, request.body?.returnTo))
 
@@ -84,7 +84,7 @@ async function oauthRoutes (app: FastifyInstance): Promise<void> {
       operationId: 'oauthClientMetadata',
       summary: 'The gateway\'s OAuth client ID metadata document (public): its client_id at authorization servers that accept such documents',
       tags,
-      response: { 200: ClientMetadataDocument }
+      response: { 200: ClientMetadataDocument, ...errorResponses(404) }
     }
   }, async () => oauth.clientMetadata())
 }

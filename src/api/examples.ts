@@ -100,6 +100,17 @@ export const OPERATION_EXAMPLES: Readonly<Record<string, OperationExamples>> = {
     }
   },
   deleteUserServer: { parameters: { serverId: 'github' } },
+  authorizeGlobalServerOAuth: {
+    parameters: { serverId: 'github' },
+    body: { page: { summary: 'An admin connects a global server once for every tenant', value: {} } }
+  },
+  authorizeUserServerOAuth: {
+    parameters: { serverId: 'github' },
+    body: {
+      back: { summary: 'Send the user back to the SaaS afterwards (its origin in OAUTH_RETURN_ALLOW)', value: { returnTo: 'https://app.example.com/settings/integrations' } },
+      page: { summary: 'No returnTo: the callback answers a page saying connected', value: {} }
+    }
+  },
   listUserServerTools: { parameters: { serverId: 'github' } },
   putDefaultPolicy: {
     body: {

@@ -43,7 +43,9 @@ export class OAuthFacade {
 
   /** The client ID metadata document (`/oauth/client-metadata.json`). */
   clientMetadata (): Record<string, unknown> {
-    return this.#oauth.clientMetadata()
+    const metadata = this.#oauth.clientMetadata()
+    if (metadata.redirect_uris.length === 0) throw new HttpError('GW_NOT_FOUND', 'PUBLIC_URL is not set: the gateway is no OAuth client')
+    return metadata
   }
 
   async #server (caller: Caller, requested: RegistryScope, serverId: string): Promise<{ scope: RegistryScope, config: ServerConfig }> {

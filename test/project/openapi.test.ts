@@ -65,7 +65,9 @@ const VALID_BODIES: Record<string, Record<string, unknown> | Buffer> = {
   'POST /mcp': { jsonrpc: '2.0', id: 1, method: 'tools/list' },
   'PUT /policy': { deny: ['nomatch_*'] },
   'PUT /users/{userId}/policy': { deny: ['nomatch_*'] },
-  'POST /approvals/{approvalId}': { decision: 'approve' }
+  'POST /approvals/{approvalId}': { decision: 'approve' },
+  'POST /users/{userId}/mcp/servers/{serverId}/oauth/authorize': {},
+  'POST /mcp/servers/{serverId}/oauth/authorize': {}
 }
 
 function bodyOf (op: Operation): Record<string, unknown> | Buffer | undefined {
@@ -234,7 +236,7 @@ test('every status a route answers under auth, tenancy, size, media type, not-fo
   // Two wrong-key requests per operation: more operations than the failed-authentication throttle allows.
   const app = await keyedApp(t, { AUTH_FAILURES_PER_MINUTE: '0' })
   const ops = operations(app.swagger())
-  const isPublic = (op: Operation): boolean => ['/healthz', '/readyz', '/metrics'].includes(op.path)
+  const isPublic = (op: Operation): boolean => ['/healthz', '/readyz', '/metrics', '/oauth/callback', '/oauth/client-metadata.json'].includes(op.path)
 
   for (const op of ops) {
     const streaming = STREAMING.has(keyOf(op))
