@@ -174,3 +174,21 @@ test('key validation: length, alphabet, ids and clashes', () => {
   const empty = secretBoxFromEnv({})
   assert.ok(empty.ok && !empty.box.encrypted)
 })
+
+test('an OAuth client secret is sealed, masked on read, kept when sent back masked, and redacted from messages', () => {
+  const b = box(KEY_A)
+  const withAuth: ServerConfig = { ...plain, headers: {}, auth: { type: 'oauth', grant: 'authorization_code', clientId: 'client-1', clientSecret: 'oauth-secret-123456' } }
+  const sealed = b.sealConfig(withAuth, CTX)
+  assert.match(sealed.auth?.clientSecret ?? '', /^enc:v1:/)
+  assert.equal(sealed.auth?.clientId, 'client-1', 'the client id is no secret')
+  const opened = b.openConfig(sealed, CTX)
+  assert.ok(opened.ok)
+  assert.equal(opened.config.auth?.clientSecret, 'oauth-secret-123456')
+  // Bound to its server: the same ciphertext under another tenant's context does not open.
+  assert.equal(b.openConfig(sealed, secretContext({ kind: 'user', userId: '43' }, 'github')).ok, false)
+  const masked = b.maskConfig(sealed, CTX)
+  assert.equal(masked.auth?.clientSecret, MASK)
+  const restored = restoreMaskedSecrets({ ...withAuth, auth: { ...withAuth.auth, type: 'oauth', grant: 'authorization_code', clientSecret: MASK } }, withAuth)
+  assert.equal(restored.auth?.clientSecret, 'oauth-secret-123456')
+  assert.ok(secretValues(withAuth).includes('oauth-secret-123456'))
+})

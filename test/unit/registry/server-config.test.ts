@@ -138,3 +138,25 @@ test('ids: no underscore, 1 to 64 chars, starting alphanumeric', () => {
   for (const id of ['1', '1-2', 'a', 'A-b-9', 'x'.repeat(64)]) assert.ok(isValidId(id) && ID_PATTERN.test(id), id)
   for (const id of ['', '-a', 'a_b', 'x'.repeat(65), 'a.b', 'a b', 'ü', 'a/b']) assert.equal(isValidId(id), false, id)
 })
+
+test('auth: OAuth for http servers; client credentials only for global servers, with both parts and its issuer', () => {
+  const plain = normalizeServerConfig({ url: 'https://mcp.example/x', auth: { type: 'oauth' } }, TENANT)
+  assert.ok(plain.ok)
+  assert.deepEqual(plain.config.auth, { type: 'oauth', grant: 'authorization_code' })
+  const full = normalizeServerConfig({
+    url: 'https://mcp.example/x',
+    auth: { type: 'oauth', clientId: 'c1', clientSecret: 's1', scopes: ['a', 'b', 'a'], authorizationServer: 'https://auth.example' }
+  }, TENANT)
+  assert.ok(full.ok)
+  assert.deepEqual(full.config.auth, { type: 'oauth', grant: 'authorization_code', clientId: 'c1', clientSecret: 's1', scopes: ['a', 'b'], authorizationServer: 'https://auth.example' })
+  expectBad(normalizeServerConfig({ type: 'stdio', command: 'node', auth: { type: 'oauth' } }, ADMIN), /auth is for http servers/)
+  expectBad(normalizeServerConfig({ url: 'https://mcp.example/x', auth: { type: 'basic' } }, TENANT), /auth/)
+  expectBad(normalizeServerConfig({ url: 'https://mcp.example/x', auth: { type: 'oauth', clientSecret: 's' } }, TENANT), /clientSecret needs auth.clientId/)
+  expectBad(normalizeServerConfig({ url: 'https://mcp.example/x', auth: { type: 'oauth', scopes: ['has space'] } }, TENANT), /scopes/)
+  expectBad(normalizeServerConfig({ url: 'https://mcp.example/x', auth: { type: 'oauth', authorizationServer: 'https://u:p@auth.example' } }, TENANT), /no credentials/)
+  const cc = { url: 'https://mcp.example/x', auth: { type: 'oauth', grant: 'client_credentials', clientId: 'c', clientSecret: 's', authorizationServer: 'https://auth.example' } }
+  expectBad(normalizeServerConfig(cc, TENANT), /global servers/, 'GW_FORBIDDEN')
+  assert.ok(normalizeServerConfig(cc, ADMIN).ok)
+  expectBad(normalizeServerConfig({ ...cc, auth: { ...cc.auth, authorizationServer: undefined } }, ADMIN), /issuer its client secret may be sent to/)
+  expectBad(normalizeServerConfig({ ...cc, auth: { type: 'oauth', grant: 'client_credentials', clientId: 'c' } }, ADMIN), /needs clientId and clientSecret/)
+})
