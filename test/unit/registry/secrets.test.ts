@@ -177,7 +177,8 @@ test('key validation: length, alphabet, ids and clashes', () => {
 
 test('an OAuth client secret is sealed, masked on read, kept when sent back masked, and redacted from messages', () => {
   const b = box(KEY_A)
-  const withAuth: ServerConfig = { ...plain, headers: {}, auth: { type: 'oauth', grant: 'authorization_code', clientId: 'client-1', clientSecret: 'oauth-secret-123456' } }
+  const auth = { type: 'oauth', grant: 'authorization_code', clientId: 'client-1', clientSecret: 'oauth-secret-123456' } as const
+  const withAuth: ServerConfig = { ...plain, headers: {}, auth }
   const sealed = b.sealConfig(withAuth, CTX)
   assert.match(sealed.auth?.clientSecret ?? '', /^enc:v1:/)
   assert.equal(sealed.auth?.clientId, 'client-1', 'the client id is no secret')
