@@ -70,7 +70,7 @@ async function registryRoutes (app: FastifyInstance): Promise<void> {
       description: 'A stdio server whose first start is still under way (npx downloading its package) answers 502 with a message saying `starting`.',
       tags,
       params: ServerParams,
-      response: { 200: LiveToolsResponse, ...errorResponses(400, 401, 403, 404, 429, 502, 503) }
+      response: { 200: LiveToolsResponse, ...errorResponses(400, 401, 403, 404, 409, 429, 502, 503) }
     }
   }, async (request, reply) => {
     const tools = await registry.liveGlobalTools(request.caller, request.params.serverId, abortOnClientGone(reply))
@@ -122,7 +122,7 @@ async function registryRoutes (app: FastifyInstance): Promise<void> {
       summary: "Live tools/list of one of a tenant's servers (for debugging with curl)",
       tags,
       params: UserServerParams,
-      response: { 200: LiveToolsResponse, ...errorResponses(400, 401, 403, 404, 429, 502, 503) }
+      response: { 200: LiveToolsResponse, ...errorResponses(400, 401, 403, 404, 409, 429, 502, 503) }
     }
   }, async (request, reply) => {
     const tools = await registry.liveTools(request.caller, request.params.userId, request.params.serverId, abortOnClientGone(reply))

@@ -156,7 +156,7 @@ export const ERROR_CODES = {
     status: 409,
     meaning: 'The MCP server needs the tenant\'s OAuth authorization, which is missing, failed to refresh, or lacks a scope the server now asks for: ' +
       'the user must connect the service (`POST /users/{userId}/mcp/servers/{serverId}/oauth/authorize`); listings show the server in `unavailable` ' +
-      'with this code and the `authorize` route, a call is a tool error',
+      'with this code and the `authorize` route, a call is a tool error, the live listing of the server (`GET .../mcp/servers/{serverId}/tools`) a 409',
     retryable: false
   },
   GW_OAUTH_STATE_INVALID: http(

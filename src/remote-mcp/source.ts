@@ -346,11 +346,12 @@ export class RemoteMcpSource implements ToolSource {
   async serverTools (
     serverId: string,
     scope: SourceScope
-  ): Promise<{ ok: true, tools: Tool[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }> {
+  ): Promise<{ ok: true, tools: Tool[] } | { ok: false, reason: 'not-found' | 'unavailable' | 'oauth-required', message: string }> {
     const server = (await this.#servers(scope)).find((s) => s.serverId === serverId)
     if (!server) return { ok: false, reason: 'not-found', message: `No server '${serverId}' is registered ${this.#tenantScoped ? 'for this tenant' : 'globally'}` }
     const { listed, unavailable } = await this.#listServers([server], scope)
     if (listed[0]) return { ok: true, tools: listed[0].tools }
+    if (unavailable[0]?.code === 'GW_OAUTH_REQUIRED') return { ok: false, reason: 'oauth-required', message: unavailable[0].reason }
     return { ok: false, reason: 'unavailable', message: `Server '${serverId}' could not be listed: ${unavailable[0]?.reason ?? 'unknown error'}` }
   }
 

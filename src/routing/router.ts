@@ -396,7 +396,8 @@ export class ToolRouter {
     if (!source?.serverTools) return { ok: false, error: new HttpError('GW_SERVER_NOT_FOUND', 'No remote MCP servers are configured') }
     const result = await source.serverTools(serverId, scope)
     if (result.ok) return { ok: true, tools: result.tools }
-    return { ok: false, error: new HttpError(result.reason === 'not-found' ? 'GW_SERVER_NOT_FOUND' : 'GW_UPSTREAM_ERROR', result.message) }
+    const code = result.reason === 'not-found' ? 'GW_SERVER_NOT_FOUND' : result.reason === 'oauth-required' ? 'GW_OAUTH_REQUIRED' : 'GW_UPSTREAM_ERROR'
+    return { ok: false, error: new HttpError(code, result.message) }
   }
 
   /** Every name each tier could offer the tenant, with shadowing (GET /catalog). */

@@ -79,7 +79,7 @@ export interface ToolSource {
   serverTools?: (
     serverId: string,
     scope: SourceScope
-  ) => Promise<{ ok: true, tools: unknown[] } | { ok: false, reason: 'not-found' | 'unavailable', message: string }>
+  ) => Promise<{ ok: true, tools: unknown[] } | { ok: false, reason: 'not-found' | 'unavailable' | 'oauth-required', message: string }>
   /** Sources of MCP servers (tiers 2, 3, 5): the selected servers' resources, prompts and completion for /mcp. */
   surface?: McpSurfaceSource['surface']
 }

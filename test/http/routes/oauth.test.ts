@@ -118,6 +118,9 @@ test('two tenants connect the same server and each calls it as its own user; bef
   assert.equal(before.error?.code, 'GW_OAUTH_REQUIRED')
   assert.match(before.error?.message ?? '', /connect/)
   assert.equal((await inject({ method: 'GET', url: '/users/alice/mcp/servers/docs/oauth', headers: auth(ALICE) })).json().status, 'authorization_required')
+  const live = await inject({ method: 'GET', url: '/users/alice/mcp/servers/docs/tools', headers: auth(ALICE) })
+  assert.equal(live.statusCode, 409)
+  assert.equal(live.json().code, 'GW_OAUTH_REQUIRED')
 
   const done = await connect(inject, 'alice', ALICE, 'alice-account')
   assert.equal(done.statusCode, 200, done.body)
