@@ -1,12 +1,14 @@
 /**
  * `npm run conformance [-- leg...] [--update-baseline]`: the official MCP conformance suite
- * (@modelcontextprotocol/conformance, Node >= 22) in four legs, each at 2025-11-25 and 2026-07-28:
+ * (@modelcontextprotocol/conformance, Node >= 22) in four legs, each at 2025-11-25 and 2026-07-28,
+ * the client legs also at 2025-03-26 (its two OAuth back-compat scenarios):
  *
  * - control-server: the suite against our fixture server (scripts/lib/mcp-fixtures/conformance/server.ts)
  * - gateway-server: the same, through the gateway's `/mcp?mcp=conformance`, the fixture being a global server
  *   (behind queryProxy: some of the suite's raw requests drop the URL's query string)
- * - control-client: the suite's scenario servers against our fixture client (SDK v2 `Client`)
- * - gateway-client: the same scenarios with the gateway as the client (register, `GET /tools`, `POST /invoke`)
+ * - control-client: the suite's scenario servers against our fixture client (SDK v2 `Client`, OAuth by the SDK's `auth()`)
+ * - gateway-client: the same scenarios with the gateway as the client (register, `GET /tools`, `POST /invoke`;
+ *   for auth/*, the user connecting the server through the gateway's authorize route and callback)
  *
  * The server legs at 2026-07-28 also run the suite's extension scenarios (EXTENSION_SCENARIOS: the
  * Tasks extension), named one by one since `--suite all` leaves them out.
@@ -23,24 +25,63 @@ import { createServer, request as httpRequest } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { parse } from 'yaml'
 import { startGateway } from './lib/gateway-process.js'
 import { startConformanceServer } from './lib/mcp-fixtures/conformance/server.js'
 
 const LEGS = ['control-server', 'gateway-server', 'control-client', 'gateway-client'] as const
 type Leg = typeof LEGS[number]
-const VERSIONS = ['2025-11-25', '2026-07-28'] as const
-type Version = typeof VERSIONS[number]
+type Version = '2025-03-26' | '2025-11-25' | '2026-07-28'
+/**
+ * The revisions each role runs. 2025-03-26 is a client-only run: the suite has client scenarios there
+ * only for OAuth back-compat (an authorization server without RFC 9728 metadata), and no server suite.
+ */
+const ROLE_VERSIONS: Record<'server' | 'client', Version[]> = {
+  server: ['2025-11-25', '2026-07-28'],
+  client: ['2025-03-26', '2025-11-25', '2026-07-28']
+}
 
-/** Non-auth client scenarios per revision (`conformance list --client --spec-version <v>` minus auth/*). */
-const CLIENT_SCENARIOS: Record<Version, string[]> = {
-  '2025-11-25': ['initialize', 'tools_call', 'elicitation-sep1034-client-defaults', 'sse-retry', 'json-schema-2020-12-preservation'],
+/**
+ * OAuth client scenarios per revision, as `conformance list --client --spec-version <v>` lists them.
+ * Left out: the suite's extension ones (`[extension]` in the list: auth/client-credentials-jwt,
+ * auth/client-credentials-basic, auth/enterprise-managed-authorization, auth/dpop, auth/dpop-nonce,
+ * auth/wif-jwt-bearer); they are not part of any revision, and none is a flow a tenant's user
+ * connects through the gateway (SPEC 16: authorization code for users, client credentials only for
+ * global servers with a secret, no private_key_jwt, DPoP or workload identity).
+ */
+const AUTH_BOTH = [
+  'auth/metadata-default', 'auth/metadata-var1', 'auth/metadata-var2', 'auth/metadata-var3', 'auth/basic-cimd',
+  'auth/scope-from-www-authenticate', 'auth/scope-from-scopes-supported', 'auth/scope-omitted-when-undefined',
+  'auth/scope-step-up', 'auth/scope-retry-limit', 'auth/token-endpoint-auth-basic', 'auth/token-endpoint-auth-post',
+  'auth/token-endpoint-auth-none', 'auth/pre-registration'
+]
+const AUTH_SCENARIOS: Record<Version, string[]> = {
+  '2025-03-26': ['auth/2025-03-26-oauth-metadata-backcompat', 'auth/2025-03-26-oauth-endpoint-fallback'],
+  '2025-11-25': AUTH_BOTH,
   '2026-07-28': [
-    'tools_call', 'request-metadata', 'sep-2322-client-request-state', 'http-standard-headers', 'http-custom-headers',
-    'http-invalid-tool-headers', 'json-schema-ref-no-deref', 'json-schema-2020-12-preservation'
+    ...AUTH_BOTH, 'auth/resource-mismatch', 'auth/offline-access-scope', 'auth/offline-access-not-supported',
+    'auth/authorization-server-migration', 'auth/iss-supported', 'auth/iss-not-advertised', 'auth/iss-supported-missing',
+    'auth/iss-wrong-issuer', 'auth/iss-unexpected', 'auth/iss-normalized', 'auth/metadata-issuer-mismatch'
   ]
 }
+/** Client scenarios per revision (`conformance list --client --spec-version <v>`, extensions left out as above). */
+const CLIENT_SCENARIOS: Record<Version, string[]> = {
+  '2025-03-26': AUTH_SCENARIOS['2025-03-26'],
+  '2025-11-25': [
+    'initialize', 'tools_call', 'elicitation-sep1034-client-defaults', 'sse-retry', 'json-schema-2020-12-preservation',
+    ...AUTH_SCENARIOS['2025-11-25']
+  ],
+  '2026-07-28': [
+    'tools_call', 'request-metadata', 'sep-2322-client-request-state', 'http-standard-headers', 'http-custom-headers',
+    'http-invalid-tool-headers', 'json-schema-ref-no-deref', 'json-schema-2020-12-preservation', ...AUTH_SCENARIOS['2026-07-28']
+  ]
+}
+/**
+ * Client scenarios run at once per leg, across its revisions: each is two Node processes (the suite
+ * and the client, under tsx), mostly waiting on each other, so a few per core keep 2 cores busy
+ * without starving the gateway the gateway-client scenarios go through.
+ */
 const CLIENT_PARALLEL = 6
 /**
  * Extension scenarios per revision: the suite leaves them out of `--suite all --spec-version` (they are
@@ -49,6 +90,7 @@ const CLIENT_PARALLEL = 6
  * names are the ones 2026-07-28 removed from core), so 2025-11-25 has none.
  */
 const EXTENSION_SCENARIOS: Record<Version, string[]> = {
+  '2025-03-26': [],
   '2025-11-25': [],
   '2026-07-28': [
     'tasks-lifecycle', 'tasks-capability-negotiation', 'tasks-wire-fields', 'tasks-request-state-removal', 'tasks-mrtr-input',
@@ -142,13 +184,21 @@ function runSuite (args: string[], env: Record<string, string>, log: string): Pr
 
 const TIMESTAMP = /-\d{4}-\d{2}-\d{2}T[\d-]+Z$/
 
-/** checks.json of each scenario under `dir` (`server-` prefix dropped for server runs). */
-function readResults (dir: string, role: 'server' | 'client', into: Results, only?: string): void {
+/**
+ * checks.json of each scenario under `dir` (`server-` prefix dropped for server runs). The suite
+ * writes a scenario `auth/x` to `auth/x-<timestamp>/`: a folder without checks.json is read as
+ * such a prefix.
+ */
+function readResults (dir: string, role: 'server' | 'client', into: Results, only?: string, prefix = ''): void {
   if (!existsSync(dir)) return
-  for (const entry of readdirSync(dir)) {
-    const file = join(dir, entry, 'checks.json')
-    if (!existsSync(file)) continue
-    let name = entry.replace(TIMESTAMP, '')
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (!entry.isDirectory()) continue
+    const file = join(dir, entry.name, 'checks.json')
+    if (!existsSync(file)) {
+      if (prefix === '') readResults(join(dir, entry.name), role, into, only, `${entry.name}/`)
+      continue
+    }
+    let name = `${prefix}${entry.name.replace(TIMESTAMP, '')}`
     if (role === 'server') name = name.replace(/^server-/, '')
     if (only !== undefined && name !== only) continue
     into.set(name, JSON.parse(readFileSync(file, 'utf8')) as Check[])
@@ -160,6 +210,23 @@ async function pool<T> (items: T[], size: number, work: (item: T) => Promise<voi
   await Promise.all(Array.from({ length: Math.min(size, queue.length) }, async () => {
     for (let item = queue.shift(); item !== undefined; item = queue.shift()) await work(item)
   }))
+}
+
+/** At most `size` of the functions given run at once (one budget for the revisions a leg runs side by side). */
+function limiter (size: number): <T>(work: () => Promise<T>) => Promise<T> {
+  let running = 0
+  const waiting: Array<() => void> = []
+  return async (work) => {
+    if (running >= size) await new Promise<void>((resolve) => { waiting.push(resolve) })
+    else running++
+    try {
+      return await work()
+    } finally {
+      const next = waiting.shift()
+      if (next !== undefined) next()
+      else running--
+    }
+  }
 }
 
 async function serverRun (url: string, version: Version, out: string): Promise<Results> {
@@ -176,14 +243,16 @@ async function serverRun (url: string, version: Version, out: string): Promise<R
   return results
 }
 
-async function clientRun (command: string, version: Version, out: string, env: Record<string, string>): Promise<Results> {
+async function clientRun (command: string, version: Version, out: string, env: Record<string, string>, slot: ReturnType<typeof limiter>): Promise<Results> {
   const results: Results = new Map()
-  await pool(CLIENT_SCENARIOS[version], CLIENT_PARALLEL, async (scenario) => {
+  await Promise.all(CLIENT_SCENARIOS[version].map(async (scenario) => await slot(async () => {
+    // One folder per scenario: auth/x is a folder x under auth/ (its log beside it).
     const dir = join(out, scenario)
+    mkdirSync(dirname(dir), { recursive: true })
     await runSuite(['client', '--command', command, '--scenario', scenario, '--spec-version', version, '--timeout', CLIENT_SCENARIO_TIMEOUT_MS, '-o', dir], env, `${dir}.log`)
     readResults(dir, 'client', results, scenario)
     if (!results.has(scenario)) results.set(scenario, [{ id: scenario, status: 'FAILURE', errorMessage: `no checks written; see ${dir}.log` }])
-  })
+  })))
   return results
 }
 
@@ -272,16 +341,18 @@ function cleanupScope (): Cleanup {
   return { after: (fn) => { fns.push(fn) }, run: async () => { for (const fn of fns.reverse()) await fn() } }
 }
 
-async function runLeg (leg: Leg, version: Version, out: string, shared: { fixtureUrl?: string, gatewayUrl?: string }): Promise<Results> {
+interface Shared { fixtureUrl?: string, gatewayUrl?: string, slot: ReturnType<typeof limiter> }
+
+async function runLeg (leg: Leg, version: Version, out: string, shared: Shared): Promise<Results> {
   switch (leg) {
     case 'control-server':
       return await serverRun(shared.fixtureUrl ?? '', version, out)
     case 'gateway-server':
       return await serverRun(`${shared.gatewayUrl ?? ''}/mcp?mcp=${GLOBAL_SERVER_ID}`, version, out)
     case 'control-client':
-      return await clientRun(`${TSX} ${FIXTURES}/client.ts`, version, out, {})
+      return await clientRun(`${TSX} ${FIXTURES}/client.ts`, version, out, {}, shared.slot)
     case 'gateway-client':
-      return await clientRun(`${TSX} ${FIXTURES}/gateway-client.ts`, version, out, { GATEWAY_URL: shared.gatewayUrl ?? '' })
+      return await clientRun(`${TSX} ${FIXTURES}/gateway-client.ts`, version, out, { GATEWAY_URL: shared.gatewayUrl ?? '' }, shared.slot)
   }
 }
 
@@ -308,7 +379,7 @@ async function main (): Promise<number> {
     const scope = cleanupScope()
     const started = performance.now()
     try {
-      const shared: { fixtureUrl?: string, gatewayUrl?: string } = {}
+      const shared: Shared = { slot: limiter(CLIENT_PARALLEL) }
       if (leg.endsWith('-server')) {
         const fixture = await startConformanceServer()
         scope.after(async () => { await fixture.close() })
@@ -322,6 +393,14 @@ async function main (): Promise<number> {
           env.MCP_SERVERS_FILE = file
         } else {
           env.EGRESS_ALLOW = '127.0.0.1,localhost,::1'
+          // The auth/* scenarios: the gateway's OAuth needs its public URL (the redirect URI is
+          // ${PUBLIC_URL}/oauth/callback). An https name, as behind the TLS proxy of a deployment:
+          // the adapter plays the user's browser and takes the authorization server's redirect to the
+          // gateway's loopback address, as that proxy would. The client ID metadata document URL is
+          // the one the suite's authorization servers expect (auth/basic-cimd); the gateway serves
+          // its own at ${PUBLIC_URL}/oauth/client-metadata.json, which nothing here can fetch.
+          env.PUBLIC_URL = 'https://gateway.conformance.test'
+          env.OAUTH_CLIENT_METADATA_URL = 'https://conformance-test.local/client-metadata.json'
         }
         const gateway = await startGateway(scope, env)
         scope.after(async () => { await gateway.stop() })
@@ -332,7 +411,7 @@ async function main (): Promise<number> {
           shared.gatewayUrl = proxy.url
         }
       }
-      const runs = await Promise.all(VERSIONS.map(async (version) => {
+      const runs = await Promise.all(ROLE_VERSIONS[roleOf(leg)].map(async (version) => {
         const t0 = performance.now()
         const results = await runLeg(leg, version, join(root, leg, version), shared)
         return { version, results, seconds: (performance.now() - t0) / 1000 }

@@ -6,8 +6,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 // The official MCP conformance suite in its four legs (scripts/conformance.ts): our fixture server and
-// client directly, and the gateway as server (/mcp) and as client (/tools, /invoke), each against its
-// baseline of expected failures in test/conformance/. The suite needs Node >= 22: skipped on an older
+// client directly, and the gateway as server (/mcp) and as client (/tools, /invoke, and OAuth to the
+// scenario servers for auth/*), each against its baseline of expected failures in test/conformance/. The suite needs Node >= 22: skipped on an older
 // Node, except under CI=true (.ci/run uses Node 24), where that is a failure.
 const major = Number(process.versions.node.split('.')[0])
 const skip = major < 22 && process.env.CI !== 'true' ? `the conformance suite needs Node >= 22 (this is ${process.version})` : false
@@ -26,14 +26,26 @@ function conformance (args: string[], env: Record<string, string> = {}): Promise
   })
 }
 
-test('the four legs pass against their baselines: no new failure, no stale entry', { skip, timeout: 300_000 }, async () => {
+// The whole run takes about 3 minutes on 2 cores beside another test file (the client legs run 54
+// scenarios each, two Node processes per scenario); the limit leaves room for a slower machine.
+test('the four legs pass against their baselines: no new failure, no stale entry', { skip, timeout: 480_000 }, async () => {
   assert.ok(major >= 22, `the conformance suite needs Node >= 22; CI runs this file on ${process.version}`)
   const { code, output } = await conformance([])
   assert.equal(code, 0, output)
-  // One summary line per leg and revision, with its figures.
+  // One summary line per leg and revision, with its figures; the client legs also run 2025-03-26.
   for (const leg of ['control-server', 'gateway-server', 'control-client', 'gateway-client']) {
     for (const version of ['2025-11-25', '2026-07-28']) assert.match(output, new RegExp(`^ok {3}${leg} ${version}: \\d+ passed, \\d+ failed`, 'm'), output)
   }
+  // Every client scenario the suite lists for the revision but its extensions, auth/* included: a
+  // scenario dropped from the run changes the count (one that writes no checks fails the run).
+  const clientScenarios = { '2025-03-26': 2, '2025-11-25': 19, '2026-07-28': 33 }
+  for (const leg of ['control-client', 'gateway-client']) {
+    for (const [version, n] of Object.entries(clientScenarios)) {
+      assert.match(output, new RegExp(`^ok {3}${leg} ${version}: \\d+ passed, \\d+ failed \\(\\d+ baseline entries hit\\), ${n} scenarios`, 'm'), output)
+    }
+  }
+  // The control client (SDK v2, its OAuth by the SDK's auth()) passes every check at every revision, auth/* included.
+  for (const version of Object.keys(clientScenarios)) assert.match(output, new RegExp(`^ok {3}control-client ${version}: \\d+ passed, 0 failed`, 'm'), output)
   // The control fixtures pass everything the SDK lets a server pass (the SDK's own fixtures' figures): at
   // 2026-07-28 with the Tasks extension scenarios, but one (a tool cannot answer -32021, the control baseline).
   assert.match(output, /ok {3}control-server 2025-11-25: 84 passed, 0 failed/, output)

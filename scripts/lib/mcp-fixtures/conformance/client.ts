@@ -3,10 +3,12 @@
  * `conformance client --command 'node --import tsx scripts/lib/mcp-fixtures/conformance/client.ts'`:
  * the suite appends its scenario server's URL and names the scenario in MCP_CONFORMANCE_SCENARIO
  * (MCP_CONFORMANCE_PROTOCOL_VERSION: the revision of the run, MCP_CONFORMANCE_CONTEXT: scenario data).
- * Non-auth scenarios only. Exits non-zero when the scenario's flow fails on our side.
+ * The `auth/*` scenarios connect with OAuth (oauth.ts). Exits non-zero when the scenario's flow fails
+ * on our side (which is what the suite expects of a client refusing a bad authorization server).
  */
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
-import type { ClientCapabilities, DiscoverResult } from '@modelcontextprotocol/client'
+import type { ClientCapabilities, DiscoverResult, FetchLike } from '@modelcontextprotocol/client'
+import { oauthFetch } from './oauth.js'
 
 const INFO = { name: 'tool-gateway-conformance-client', version: '1.0.0' }
 const modernRun = process.env.MCP_CONFORMANCE_PROTOCOL_VERSION === '2026-07-28'
@@ -18,9 +20,9 @@ interface Connected { client: Client, close: () => Promise<void> }
  * probe (`auto`), or, with `assumeModern`, a known 2026 server without a probe (the header scenarios'
  * servers record every request, and a probe is not what they test).
  */
-async function connect (url: string, capabilities: ClientCapabilities = {}, assumeModern = false): Promise<Connected> {
+async function connect (url: string, capabilities: ClientCapabilities = {}, assumeModern = false, fetch?: FetchLike): Promise<Connected> {
   const client = new Client(INFO, { capabilities, versionNegotiation: { mode: modernRun ? 'auto' : 'legacy' } })
-  const transport = new StreamableHTTPClientTransport(new URL(url))
+  const transport = new StreamableHTTPClientTransport(new URL(url), fetch !== undefined ? { fetch } : {})
   if (modernRun && assumeModern) {
     const discover = { supportedVersions: ['2026-07-28'], capabilities: { tools: {}, resources: {}, prompts: {} } } as unknown as DiscoverResult
     await client.connect(transport, { prior: { kind: 'modern', discover } })
@@ -102,9 +104,25 @@ const scenarios: Record<string, (url: string) => Promise<void>> = {
   }
 }
 
+/**
+ * Every auth/* scenario: connect, list, call the first tool, as the gateway's adapter does, with
+ * OAuth answering the server's challenges (pre-registered from the scenario's context when it gives
+ * a client, else the client ID metadata document or dynamic registration, as the server offers).
+ */
+async function oauthScenario (url: string): Promise<void> {
+  const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT ?? '{}') as { client_id?: string, client_secret?: string }
+  const preRegistered = context.client_id !== undefined
+    ? { client_id: context.client_id, ...(context.client_secret !== undefined ? { client_secret: context.client_secret } : {}) }
+    : undefined
+  const { client, close } = await connect(url, {}, false, oauthFetch(url, preRegistered))
+  const [tool] = (await client.listTools()).tools
+  if (tool !== undefined) await client.callTool({ name: tool.name, arguments: {} })
+  await close()
+}
+
 const scenario = process.env.MCP_CONFORMANCE_SCENARIO ?? ''
 const url = process.argv[2]
-const run = scenarios[scenario]
+const run = scenario.startsWith('auth/') ? oauthScenario : scenarios[scenario]
 if (run === undefined || url === undefined) {
   console.error(`usage: MCP_CONFORMANCE_SCENARIO=<${Object.keys(scenarios).join('|')}> client.ts <server url>`)
   process.exit(2)
