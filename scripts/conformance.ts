@@ -46,9 +46,10 @@ const ROLE_VERSIONS: Record<'server' | 'client', Version[]> = {
  * OAuth client scenarios per revision, as `conformance list --client --spec-version <v>` lists them.
  * Left out: the suite's extension ones (`[extension]` in the list: auth/client-credentials-jwt,
  * auth/client-credentials-basic, auth/enterprise-managed-authorization, auth/dpop, auth/dpop-nonce,
- * auth/wif-jwt-bearer); they are not part of any revision, and none is a flow a tenant's user
- * connects through the gateway (SPEC 16: authorization code for users, client credentials only for
- * global servers with a secret, no private_key_jwt, DPoP or workload identity).
+ * auth/wif-jwt-bearer). They belong to no revision, and the adapter registers the scenario server for
+ * a tenant, whose one flow is the user's authorization code (SPEC 16: client credentials only for a
+ * global server from the configuration; no private_key_jwt, enterprise-managed authorization, DPoP or
+ * workload identity).
  */
 const AUTH_BOTH = [
   'auth/metadata-default', 'auth/metadata-var1', 'auth/metadata-var2', 'auth/metadata-var3', 'auth/basic-cimd',
@@ -78,9 +79,9 @@ const CLIENT_SCENARIOS: Record<Version, string[]> = {
   ]
 }
 /**
- * Client scenarios run at once per leg, across its revisions: each is two Node processes (the suite
- * and the client, under tsx), mostly waiting on each other, so a few per core keep 2 cores busy
- * without starving the gateway the gateway-client scenarios go through.
+ * Client scenarios run at once per leg, across its revisions (one budget: three revisions side by side
+ * with one each would be 18 at once). A scenario is two Node processes (the suite, the client under
+ * tsx) that spend most of their time starting: 6 keep 2 cores busy; more only makes each slower.
  */
 const CLIENT_PARALLEL = 6
 /**
