@@ -242,13 +242,8 @@ export function normalizeServerConfig (input: unknown, options: NormalizeOptions
     if (raw.command !== undefined || raw.args !== undefined || raw.env !== undefined) {
       return bad(`command, args and env are only for stdio servers, not ${type}`)
     }
-    let url: URL
-    try {
-      url = new URL(raw.url)
-    } catch {
-      return bad('url is not a valid absolute URL')
-    }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') return bad('url must be http or https')
+    const url = httpUrl(raw.url, 'url')
+    if (typeof url === 'string') return bad(url)
     // Credentials in a URL would be stored in clear and echoed back: they belong in headers.
     if (url.username !== '' || url.password !== '') return bad('url must not contain credentials: send them in headers')
     config.url = url.href
@@ -300,13 +295,8 @@ function normalizeAuth (raw: NonNullable<ServerConfigInput['auth']>, type: Serve
   }
   if (raw.clientSecret !== undefined && raw.clientId === undefined) return bad('auth.clientSecret needs auth.clientId')
   if (raw.authorizationServer !== undefined) {
-    let issuer: URL
-    try {
-      issuer = new URL(raw.authorizationServer)
-    } catch {
-      return bad('auth.authorizationServer is not a valid absolute URL')
-    }
-    if (issuer.protocol !== 'https:' && issuer.protocol !== 'http:') return bad('auth.authorizationServer must be http or https')
+    const issuer = httpUrl(raw.authorizationServer, 'auth.authorizationServer')
+    if (typeof issuer === 'string') return bad(issuer)
     if (issuer.username !== '' || issuer.password !== '' || issuer.search !== '' || issuer.hash !== '') {
       return bad('auth.authorizationServer must be an issuer URL: no credentials, query or fragment')
     }
@@ -319,4 +309,15 @@ function normalizeAuth (raw: NonNullable<ServerConfigInput['auth']>, type: Serve
     ...(raw.scopes !== undefined ? { scopes: [...new Set(raw.scopes)] } : {}),
     ...(raw.authorizationServer !== undefined ? { authorizationServer: raw.authorizationServer } : {})
   }
+}
+
+/** An absolute http(s) URL, or what is wrong with it (naming `field`). */
+function httpUrl (raw: string, field: string): URL | string {
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    return `${field} is not a valid absolute URL`
+  }
+  return url.protocol === 'http:' || url.protocol === 'https:' ? url : `${field} must be http or https`
 }

@@ -32,6 +32,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { createRemoteJWKSet, errors as joseErrors, jwtVerify } from 'jose'
 import type { JWTPayload } from 'jose'
 import * as z from 'zod'
+import { readJson } from '../mcp-fixtures/http-servers.js'
 
 /** Options of startProtectedMcpServer (see the header comment). */
 export interface ProtectedMcpServerOptions {
@@ -99,13 +100,6 @@ function buildServer (marker: string, token: Verified): McpServer {
   server.registerTool('admin_action', { description: 'needs the admin scope', inputSchema: {} },
     async () => text(`admin done by ${token.sub}`))
   return server
-}
-
-async function readJson (req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = []
-  for await (const c of req) chunks.push(c as Buffer)
-  const body = Buffer.concat(chunks).toString('utf8')
-  return body === '' ? undefined : JSON.parse(body)
 }
 
 interface RpcSummary { method: string, tools: string[] }
