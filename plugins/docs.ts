@@ -88,7 +88,7 @@ export default fp(async function docsPlugin (app: FastifyInstance) {
           [SECURITY_SCHEME]: {
             type: 'http',
             scheme: 'bearer',
-            description: 'An API key from API_KEYS or API_KEYS_FILE, sent as `Authorization: Bearer <key>`. An admin key acts for any tenant and manages global servers; a tenant key acts only as its own userId. A gateway started without keys (open mode) needs none.'
+            description: 'An API key from API_KEYS or API_KEYS_FILE, sent as `Authorization: Bearer <key>`. An admin key acts for any tenant and manages global servers; a tenant key acts only as its own userId. With OAUTH_ISSUER, also a JWT access token of that issuer (README "Incoming OAuth"). A gateway started without keys or issuer (open mode) needs none.'
           }
         }
       },

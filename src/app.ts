@@ -7,6 +7,8 @@ import type { Config } from './config.js'
 import { formatValidationErrors } from './api/error-format.js'
 import { redactLogLine } from './logger.js'
 import { createServices } from './services.js'
+import { oauthResourceOf } from './auth/oauth-bearer.js'
+import type { OAuthBearerOptions } from './auth/oauth-bearer.js'
 import type { ServiceOverrides, Services } from './services.js'
 import authPlugin from '../plugins/auth.js'
 import hostCheckPlugin from '../plugins/host-check.js'
@@ -30,6 +32,7 @@ import invocationRoutes from '../routes/invocations.js'
 import taskRoutes from '../routes/tasks.js'
 import invokeRoutes from '../routes/invoke.js'
 import mcpRoutes from '../routes/mcp.js'
+import oauthMetadataRoutes from '../routes/oauth-metadata.js'
 import policyRoutes from '../routes/policy.js'
 import registryRoutes from '../routes/registry.js'
 import oauthRoutes from '../routes/oauth.js'
@@ -44,6 +47,8 @@ export interface BuildOptions {
   /** Prebuilt services (tests), or overrides for the ones built from the config. */
   services?: Services
   overrides?: ServiceOverrides
+  /** Incoming OAuth's timings (tests: a JWKS cooldown of 0 to see a key rotation at once). */
+  oauth?: Pick<OAuthBearerOptions, 'jwksCooldownMs' | 'discoveryRetryMs'>
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -54,6 +59,8 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
  * `dependencies`), and a wrong order fails here, at boot.
  */
 export async function buildApp (config: Config, opts: BuildOptions = {}): Promise<FastifyInstance> {
+  // First: a contradictory OAuth setting stops start-up before anything is opened.
+  const oauth = oauthResourceOf(config, opts.oauth)
   const app = Fastify({
     logger: opts.logger ?? {
       level: config.logLevel,
@@ -107,7 +114,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(authPlugin, {
     apiKeys: config.apiKeys,
     apiKeysFile: config.apiKeysFile,
-    failuresPerMinute: config.authFailuresPerMinute
+    failuresPerMinute: config.authFailuresPerMinute,
+    oauth
   })
   // DNS rebinding protection: after auth (which decides the mode), before anything that spends a budget.
   await app.register(hostCheckPlugin, {
@@ -126,6 +134,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   // Routes last: the plugins above hook routes as they are added (each route module declares them).
   await app.register(healthRoutes)
   await app.register(whoamiRoutes)
+  await app.register(oauthMetadataRoutes, { oauth })
   await app.register(toolsRoutes)
   await app.register(invokeRoutes)
   await app.register(registryRoutes)

@@ -59,7 +59,9 @@ export const ERROR_CODES = {
   GW_INVALID_RANGE: http(400, 'A journal `since` or `until` that is not an ISO 8601 time or epoch milliseconds, or `since` after `until`'),
   GW_UNAUTHORIZED: http(
     401,
-    'Keys are configured and the `Authorization: Bearer <key>` header is missing, of another scheme, empty or unknown (with `WWW-Authenticate: Bearer`)'
+    'Keys (or `OAUTH_ISSUER`) are configured and the `Authorization: Bearer <key>` header is missing, of another scheme, empty or unknown, ' +
+      'or an access token is invalid: expired, not yet valid, another audience or issuer, a refused algorithm, a bad signature, no tenant claim ' +
+      '(with `WWW-Authenticate: Bearer`; with `OAUTH_ISSUER` also `resource_metadata` and `error_description`)'
   ),
   GW_FORBIDDEN: http(403, 'A tenant key on an admin-only route or action (global servers, stdio servers)'),
   GW_HOST_NOT_ALLOWED: http(
@@ -133,6 +135,12 @@ export const ERROR_CODES = {
     true
   ),
   GW_JOURNAL_UNAVAILABLE: http(503, 'The journal store (Redis) does not answer a journal read; calls are unaffected', true),
+  GW_ISSUER_UNAVAILABLE: http(
+    503,
+    'Incoming OAuth: the authorization server\'s metadata or keys (JWKS) could not be fetched, so an access token could not be checked ' +
+      '(it may be valid: keep it and retry after `Retry-After`); API keys are unaffected',
+    true
+  ),
   GW_NOT_READY: http(
     503,
     '`GET /console` when the console was not built (`npm run build:console`; `npm ci` builds it); `GET /readyz` answers 503 with its own body',

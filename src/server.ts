@@ -50,6 +50,10 @@ async function main (): Promise<void> {
   } else {
     app.log.info(`API keys required (Authorization: Bearer <key>): ${app.apiKeyCounts.admin} admin, ${app.apiKeyCounts.tenant} tenant, ${app.apiKeyCounts.approver} approver key(s)`)
   }
+  // The issuer is not contacted now (discovery is lazy): say which one will be, so a typo shows at start-up.
+  if (config.oauthIssuer !== undefined) {
+    app.log.info({ issuer: config.oauthIssuer }, 'incoming OAuth: access tokens of %s accepted beside the keys', config.oauthIssuer)
+  }
   const membership = app.services.coordination?.membership
   if (membership !== undefined) {
     // Where the other instances reach this one: INSTANCE_URL, else this host and the bound port

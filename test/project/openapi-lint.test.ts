@@ -148,7 +148,11 @@ test("each operation's security is what the auth plugin enforces for its route: 
       if (secured) assert.equal(res.statusCode, 401, `${keyOf(op)} is documented as secured but answered ${res.statusCode} without a key`)
       else assert.notEqual(res.statusCode, 401, `${keyOf(op)} is documented as public but answered 401 without a key`)
     }
-    const oauth = ['GET /oauth/callback', 'GET /oauth/client-metadata.json']
+    // Public: the OAuth callback and client metadata (the gateway as a client), and the protected resource
+    // metadata, which a client reads before it has a token (404 here, no OAUTH_ISSUER).
+    const oauth = [
+      'GET /oauth/callback', 'GET /oauth/client-metadata.json', 'GET /.well-known/oauth-protected-resource', 'GET /.well-known/oauth-protected-resource/mcp'
+    ]
     const expected = env.METRICS_REQUIRE_KEY === 'true' ? ['GET /healthz', 'GET /readyz', ...oauth] : ['GET /metrics', 'GET /healthz', 'GET /readyz', ...oauth]
     assert.deepEqual(publicOps.sort(), expected.sort())
   }

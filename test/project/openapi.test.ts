@@ -236,7 +236,8 @@ test('every status a route answers under auth, tenancy, size, media type, not-fo
   // Two wrong-key requests per operation: more operations than the failed-authentication throttle allows.
   const app = await keyedApp(t, { AUTH_FAILURES_PER_MINUTE: '0' })
   const ops = operations(app.swagger())
-  const isPublic = (op: Operation): boolean => ['/healthz', '/readyz', '/metrics', '/oauth/callback', '/oauth/client-metadata.json'].includes(op.path)
+  const isPublic = (op: Operation): boolean =>
+    ['/healthz', '/readyz', '/metrics', '/oauth/callback', '/oauth/client-metadata.json'].includes(op.path) || op.path.startsWith('/.well-known/')
 
   for (const op of ops) {
     const streaming = STREAMING.has(keyOf(op))
