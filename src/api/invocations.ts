@@ -48,7 +48,9 @@ export const InvocationEntry = Type.Object({
   }),
   durationMs: Type.Number(),
   toolMs: Type.Number({ description: 'Time inside the tool; the rest is gateway overhead' }),
-  keyId: Type.Union([Type.String(), Type.Null()], { description: 'Short hash of the API key (16 hex of its SHA-256), never the key; null in open mode' }),
+  keyId: Type.Union([Type.String(), Type.Null()], {
+    description: 'Short hash of the API key (16 hex of its SHA-256), never the key; for an OAuth access token `oauth:` + 16 hex of SHA-256(issuer|sub); null in open mode'
+  }),
   instance: Type.String({ description: 'The gateway process that ran the call (host:pid)' }),
   checkpointId: Type.Union([Type.String(), Type.Null()]),
   approvalId: Type.Union([Type.String(), Type.Null()]),
