@@ -16,6 +16,7 @@ import type {
 import type { InvocationPage, InvocationEntry } from '../../src/api/invocations.js'
 import type { ApprovalsResponse, Approval, DecisionBodyT } from '../../src/api/approvals.js'
 import type { WorkspaceList, WorkspaceSummary, UploadResponse, CheckpointList, CheckpointInfo, RestoreResponse } from '../../src/api/workspaces.js'
+import type { AuthorizeResponse, OAuthStatusResponse } from '../../src/api/oauth.js'
 import type { ClusterResponse } from '../../src/api/cluster.js'
 import type { WhoAmIResponse } from '../../src/api/whoami.js'
 import type { ErrorResponse } from '../../src/api/common.js'
@@ -34,6 +35,8 @@ export type ServerInput = Static<typeof PutServerBody>
 export type PutServer = Static<typeof PutServerResponse>
 export type DeleteServer = Static<typeof DeleteServerResponse>
 export type LiveTools = Static<typeof LiveToolsResponse>
+export type OAuthStatus = Static<typeof OAuthStatusResponse>
+export type OAuthAuthorization = Static<typeof AuthorizeResponse>
 export type Status = Static<typeof StatusResponse>
 export type Invocations = Static<typeof InvocationPage>
 export type Invocation = Static<typeof InvocationEntry>
@@ -179,6 +182,29 @@ export class Api {
     return userId === undefined
       ? this.get('listGlobalServerTools', { params: { serverId } })
       : this.get('listUserServerTools', { params: { userId, serverId } })
+  }
+
+  /** A server's OAuth connection (SPEC 16): its status, never a token. */
+  oauthStatus (userId: string | undefined, serverId: string): Promise<OAuthStatus> {
+    return userId === undefined
+      ? this.get('getGlobalServerOAuth', { params: { serverId } })
+      : this.get('getUserServerOAuth', { params: { userId, serverId } })
+  }
+
+  /**
+   * Starts an authorization: the URL to open for the user. No returnTo: the console cannot know
+   * OAUTH_RETURN_ALLOW, so the callback ends on the gateway's own "connected" page.
+   */
+  authorizeOAuth (userId: string | undefined, serverId: string): Promise<OAuthAuthorization> {
+    return userId === undefined
+      ? this.get('authorizeGlobalServerOAuth', { params: { serverId }, json: {} })
+      : this.get('authorizeUserServerOAuth', { params: { userId, serverId }, json: {} })
+  }
+
+  disconnectOAuth (userId: string | undefined, serverId: string): Promise<null> {
+    return userId === undefined
+      ? this.get('deleteGlobalServerOAuth', { params: { serverId } })
+      : this.get('deleteUserServerOAuth', { params: { userId, serverId } })
   }
 
   invocations (userId: string, query: Query): Promise<Invocations> { return this.get('listInvocations', { params: { userId }, query }) }

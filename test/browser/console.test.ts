@@ -2,26 +2,22 @@ import { test } from 'node:test'
 import type { TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chromium } from 'playwright-core'
-import type { Browser, ConsoleMessage, Locator, Page } from 'playwright-core'
+import type { Browser, Locator, Page } from 'playwright-core'
 import { startGateway } from '../../scripts/lib/gateway-process.js'
 import type { GatewayProcess } from '../../scripts/lib/gateway-process.js'
 import { startStreamableHttpFixture } from '../../scripts/lib/mcp-fixtures/index.js'
+import { CHROMIUM, api, logIn, missingChromium as missing, view, watchErrors } from '../helpers/console-browser.js'
 
 // The console in a real browser (Debian's chromium driven by playwright-core; nothing downloads a
 // browser) against the real gateway process, as an operator would use it.
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const ADMIN = 'console-admin-key-0123456789'
 const ACME = 'console-acme-key-0123456789'
 const APPROVER = 'console-approver-key-0123456789'
 const KEYS = `${ADMIN}:*,${ACME}:acme,${APPROVER}:approver:acme`
-
-const missing = existsSync(CHROMIUM) ? undefined : `no Chromium at ${CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)`
-if (missing !== undefined && process.env.CI === 'true') throw new Error(`${missing}: the console browser tests cannot be skipped under CI=true`)
 
 interface Setup { gateway: GatewayProcess, browser: Browser, shots: string, dir: string }
 
@@ -38,25 +34,6 @@ async function setUp (t: TestContext, env: Record<string, string> = {}): Promise
   return { gateway, browser, shots, dir }
 }
 
-/** Every console error and uncaught page error, by the phase of the test it happened in. */
-function watchErrors (page: Page): { phase: (name: string) => void, errors: Array<{ phase: string, text: string }> } {
-  let current = 'load'
-  const errors: Array<{ phase: string, text: string }> = []
-  page.on('console', (msg: ConsoleMessage) => { if (msg.type() === 'error') errors.push({ phase: current, text: msg.text() }) })
-  page.on('pageerror', (err) => errors.push({ phase: current, text: `pageerror: ${err.message}` }))
-  return { phase: (name) => { current = name }, errors }
-}
-
-async function api (gateway: GatewayProcess, key: string, method: string, path: string, body?: unknown): Promise<{ status: number, json: any }> {
-  const res = await fetch(`${gateway.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {})
-  })
-  const text = await res.text()
-  return { status: res.status, json: text === '' ? null : JSON.parse(text) }
-}
-
 /** A new page watched for console errors (listeners `before` adds see the first load too), on the console's login form. */
 async function openConsole (
   setup: Pick<Setup, 'gateway' | 'browser'>,
@@ -67,17 +44,6 @@ async function openConsole (
   before?.(page)
   await page.goto(`${setup.gateway.url}/console`)
   return { page, watch }
-}
-
-/** Fills the login form and submits it: the gateway says whose key it is (GET /whoami). */
-async function logIn (page: Page, key: string): Promise<void> {
-  await page.fill('input[name=key]', key)
-  await page.click('button[type=submit]')
-}
-
-async function view (page: Page, name: string): Promise<void> {
-  await page.locator('nav a', { hasText: new RegExp(`^${name}$`) }).click()
-  await page.locator('main h1', { hasText: name }).waitFor()
 }
 
 /** Opens the playground and loads the tools of an allow-list; the tool picker, once it is shown. */

@@ -3,6 +3,9 @@ import { useState } from 'preact/hooks'
 import type { Api, LiveTools, Server, ServerInput } from '../api.js'
 import { ConfirmButton, ErrorBox, Loading, Section, formatTime, useAction, useLoad } from '../ui.js'
 import type { ViewProps } from '../view.js'
+import { OAuthConnection } from './server-oauth.js'
+
+type Grant = 'authorization_code' | 'client_credentials'
 
 interface Draft {
   serverId: string
@@ -14,9 +17,45 @@ interface Draft {
   description: string
   enabled: boolean
   timeoutMs: string
+  /** auth: {type: 'oauth'} (SPEC 16); the fields below only count with it. */
+  oauth: boolean
+  grant: Grant
+  clientId: string
+  /** As the API shows it (masked): sent back unchanged, the stored secret is kept. */
+  clientSecret: string
+  scopes: string
+  authorizationServer: string
 }
 
-const EMPTY: Draft = { serverId: '', type: 'streamable_http', url: '', command: '', args: '', headers: '', description: '', enabled: true, timeoutMs: '' }
+const EMPTY: Draft = {
+  serverId: '',
+  type: 'streamable_http',
+  url: '',
+  command: '',
+  args: '',
+  headers: '',
+  description: '',
+  enabled: true,
+  timeoutMs: '',
+  oauth: false,
+  grant: 'authorization_code',
+  clientId: '',
+  clientSecret: '',
+  scopes: '',
+  authorizationServer: ''
+}
+
+function authOf (d: Draft): ServerInput['auth'] {
+  const scopes = d.scopes.split(/[\s,]+/).filter((x) => x !== '')
+  return {
+    type: 'oauth',
+    grant: d.grant,
+    ...(d.clientId.trim() !== '' ? { clientId: d.clientId.trim() } : {}),
+    ...(d.clientSecret !== '' ? { clientSecret: d.clientSecret } : {}),
+    ...(scopes.length > 0 ? { scopes } : {}),
+    ...(d.authorizationServer.trim() !== '' ? { authorizationServer: d.authorizationServer.trim() } : {})
+  }
+}
 
 /** Header lines "Name: value"; a masked value sent back as is keeps the stored secret. */
 function headersOf (text: string): Record<string, string> | undefined {
@@ -40,6 +79,7 @@ function inputOf (d: Draft): ServerInput {
     config.url = d.url
     const headers = headersOf(d.headers)
     if (headers !== undefined) config.headers = headers
+    if (d.oauth) config.auth = authOf(d)
   }
   if (d.description !== '') config.description = d.description
   if (d.timeoutMs !== '') config.timeoutMs = Number(d.timeoutMs)
@@ -57,14 +97,65 @@ function draftOf (s: Server): Draft {
     headers: Object.entries(c.headers ?? {}).map(([k, v]) => `${k}: ${v}`).join('\n'),
     description: c.description ?? '',
     enabled: c.enabled,
-    timeoutMs: c.timeoutMs === undefined ? '' : String(c.timeoutMs)
+    timeoutMs: c.timeoutMs === undefined ? '' : String(c.timeoutMs),
+    oauth: c.auth !== undefined,
+    grant: c.auth?.grant ?? 'authorization_code',
+    clientId: c.auth?.clientId ?? '',
+    clientSecret: c.auth?.clientSecret ?? '',
+    scopes: (c.auth?.scopes ?? []).join(' '),
+    authorizationServer: c.auth?.authorizationServer ?? ''
   }
 }
 
-function ServerForm ({ initial, editing, allowStdio, onSave, onCancel }: {
+/** The OAuth part of the form: a client pre-registered with the authorization server is optional (else the gateway registers itself). */
+function OAuthFields ({ d, set, allowClientCredentials }: { d: Draft, set: (patch: Partial<Draft>) => void, allowClientCredentials: boolean }): JSX.Element {
+  return (
+    <fieldset class='oauth-fields'>
+      <legend>
+        <label class='check'>
+          <input type='checkbox' name='oauth' checked={d.oauth} onChange={(e) => set({ oauth: e.currentTarget.checked })} /> OAuth
+          <span class='muted'>(the server asks each user to sign in; connect it from the list once saved)</span>
+        </label>
+      </legend>
+      {d.oauth && (
+        <div class='row'>
+          {allowClientCredentials && (
+            <label>Grant
+              <select name='grant' value={d.grant} onChange={(e) => set({ grant: e.currentTarget.value as Grant })}>
+                <option value='authorization_code'>authorization_code (users connect)</option>
+                <option value='client_credentials'>client_credentials (the gateway itself)</option>
+              </select>
+            </label>
+          )}
+          <label class='grow'>Client id <span class='muted'>(optional: pre-registered)</span>
+            <input name='clientId' autoComplete='off' value={d.clientId} onInput={(e) => set({ clientId: e.currentTarget.value })} />
+          </label>
+          <label class='grow'>Client secret <span class='muted'>(stored encrypted, shown masked)</span>
+            <input
+              name='clientSecret'
+              type='password'
+              autoComplete='new-password'
+              value={d.clientSecret}
+              onInput={(e) => set({ clientSecret: e.currentTarget.value })}
+            />
+          </label>
+          <label class='grow'>Scopes <span class='muted'>(space-separated; default: what the server asks)</span>
+            <input name='scopes' autoComplete='off' value={d.scopes} onInput={(e) => set({ scopes: e.currentTarget.value })} placeholder='read write' />
+          </label>
+          <label class='grow'>Authorization server <span class='muted'>(optional issuer URL)</span>
+            <input name='authorizationServer' type='url' value={d.authorizationServer} onInput={(e) => set({ authorizationServer: e.currentTarget.value })} />
+          </label>
+        </div>
+      )}
+    </fieldset>
+  )
+}
+
+function ServerForm ({ initial, editing, global, onSave, onCancel }: {
   initial: Draft
   editing: boolean
-  allowStdio: boolean
+  /** A global server (admin): stdio and the client_credentials grant are for these only. */
+  global: boolean
   onSave: (d: Draft) => Promise<void>
   onCancel: () => void
 }): JSX.Element {
@@ -80,7 +171,7 @@ function ServerForm ({ initial, editing, allowStdio, onSave, onCancel }: {
           <select name='type' value={d.type} onChange={(e) => set({ type: e.currentTarget.value })}>
             <option value='streamable_http'>streamable_http</option>
             <option value='sse'>sse</option>
-            {allowStdio && <option value='stdio'>stdio</option>}
+            {global && <option value='stdio'>stdio</option>}
           </select>
         </label>
         <label class='check'>
@@ -113,6 +204,7 @@ function ServerForm ({ initial, editing, allowStdio, onSave, onCancel }: {
             </label>
           </div>
           )}
+      {d.type !== 'stdio' && <OAuthFields d={d} set={set} allowClientCredentials={global} />}
       <label>Description<input name='description' value={d.description} onInput={(e) => set({ description: e.currentTarget.value })} /></label>
       <div class='row'>
         <button type='submit' class='primary'>{editing ? 'Save' : 'Add server'}</button>
@@ -137,10 +229,12 @@ function LiveToolsPanel ({ tools }: { tools: LiveTools }): JSX.Element {
 }
 
 /** One scope's servers: the global ones (userId undefined) or a tenant's. */
-function ServerScope ({ api, userId, title, allowStdio }: { api: Api, userId: string | undefined, title: string, allowStdio: boolean }): JSX.Element {
+function ServerScope ({ api, userId, title }: { api: Api, userId: string | undefined, title: string }): JSX.Element {
   const servers = useLoad(() => api.servers(userId), [api, userId])
   const [form, setForm] = useState<{ draft: Draft, editing: boolean } | undefined>(undefined)
   const [live, setLive] = useState<LiveTools | undefined>(undefined)
+  // Refresh asks the OAuth connections again too: they change without the server's config changing.
+  const [refreshed, setRefreshed] = useState(0)
   const action = useAction()
   const scope = userId === undefined ? 'global' : `tenant-${userId}`
 
@@ -170,7 +264,7 @@ function ServerScope ({ api, userId, title, allowStdio }: { api: Api, userId: st
       actions={
         <>
           <Loading when={servers.loading} />
-          <button type='button' onClick={() => servers.reload()}>Refresh</button>
+          <button type='button' onClick={() => { servers.reload(); setRefreshed((n) => n + 1) }}>Refresh</button>
           <button type='button' class='primary' onClick={() => setForm({ draft: EMPTY, editing: false })}>Add</button>
         </>
       }
@@ -181,7 +275,7 @@ function ServerScope ({ api, userId, title, allowStdio }: { api: Api, userId: st
             key={form.draft.serverId}
             initial={form.draft}
             editing={form.editing}
-            allowStdio={allowStdio}
+            global={userId === undefined}
             onSave={save}
             onCancel={() => setForm(undefined)}
           />
@@ -191,7 +285,7 @@ function ServerScope ({ api, userId, title, allowStdio }: { api: Api, userId: st
         {servers.data !== undefined && servers.data.servers.length > 0 && (
           <div class='scroll'>
             <table class='servers'>
-              <thead><tr><th>Server</th><th>Type</th><th>Where</th><th>Headers / env</th><th>Enabled</th><th>Updated</th><th /></tr></thead>
+              <thead><tr><th>Server</th><th>Type</th><th>Where</th><th>Headers / env</th><th>OAuth</th><th>Enabled</th><th>Updated</th><th /></tr></thead>
               <tbody>
                 {servers.data.servers.map((s) => (
                   <tr key={s.serverId} data-server={s.serverId}>
@@ -202,6 +296,11 @@ function ServerScope ({ api, userId, title, allowStdio }: { api: Api, userId: st
                       {Object.entries({ ...s.config.headers, ...s.config.env }).map(([k, v]) => (
                         <div key={k}><code>{k}</code>: <span class='masked'>{v}</span></div>
                       ))}
+                    </td>
+                    <td class='oauth-cell'>
+                      {s.config.auth !== undefined
+                        ? <OAuthConnection api={api} userId={userId} server={s} refreshed={refreshed} />
+                        : <span class='muted'>—</span>}
                     </td>
                     <td>{s.config.enabled ? 'yes' : 'no'}</td>
                     <td>{formatTime(s.updatedAt)}</td>
@@ -225,8 +324,8 @@ function ServerScope ({ api, userId, title, allowStdio }: { api: Api, userId: st
 export function ServersView ({ api, role, tenant }: ViewProps): JSX.Element {
   return (
     <div class='stack'>
-      {tenant !== '' && <ServerScope api={api} userId={tenant} title={`Servers of ${tenant}`} allowStdio={false} />}
-      {role === 'admin' && <ServerScope api={api} userId={undefined} title='Global servers' allowStdio />}
+      {tenant !== '' && <ServerScope api={api} userId={tenant} title={`Servers of ${tenant}`} />}
+      {role === 'admin' && <ServerScope api={api} userId={undefined} title='Global servers' />}
       {role === 'admin' && tenant === '' && <p class='muted'>Pick a tenant above to see its own servers.</p>}
     </div>
   )

@@ -49,7 +49,7 @@ function toolNameOf (tool: Record<string, unknown>): string {
   return typeof name === 'string' ? name : '(unnamed)'
 }
 
-export function ToolsView ({ api, tenant, allow, setAllow }: ViewProps): JSX.Element {
+export function ToolsView ({ api, tenant, allow, setAllow, go }: ViewProps): JSX.Element {
   const [format, setFormat] = useState<typeof FORMATS[number]>('openai')
   const [strict, setStrict] = useState(false)
   const [listing, setListing] = useState<Tools | undefined>(undefined)
@@ -88,7 +88,19 @@ export function ToolsView ({ api, tenant, allow, setAllow }: ViewProps): JSX.Ele
             )}
             {listing.unavailable.length > 0 && (
               <table><caption>Unavailable servers</caption><thead><tr><th>Server</th><th>Reason</th><th>Retry at</th></tr></thead>
-                <tbody>{listing.unavailable.map((u) => <tr key={u.serverId}><td>{u.serverId}</td><td>{u.reason}</td><td>{u.retryAt ?? '—'}</td></tr>)}</tbody>
+                <tbody>
+                  {listing.unavailable.map((u) => (
+                    <tr key={u.serverId} data-unavailable={u.serverId}>
+                      <td>{u.serverId}</td>
+                      <td>
+                        {u.reason}
+                        {/* The user must connect it (SPEC 16): Connect is in the server's row. */}
+                        {u.code === 'GW_OAUTH_REQUIRED' && <> <button type='button' onClick={() => go('servers')}>Connect in Servers</button></>}
+                      </td>
+                      <td>{u.retryAt ?? '—'}</td>
+                    </tr>
+                  ))}
+                </tbody>
               </table>
             )}
             {listing.diagnostics.length > 0 && (
