@@ -217,7 +217,7 @@ test('console: a pre-registered client\'s secret stays masked and survives an ed
   watch.phase('global')
   assert.equal((await api(gateway, ADMIN, 'PUT', '/mcp/servers/service', {
     url: mcp.url,
-    auth: { type: 'oauth', grant: 'client_credentials', clientId: 'service-id', clientSecret: 'service-secret' }
+    auth: { type: 'oauth', grant: 'client_credentials', clientId: 'service-id', clientSecret: 'service-secret', authorizationServer: as.issuer }
   })).status, 201)
   const global = page.locator('section', { has: page.locator('h2', { hasText: 'Global servers' }) })
   await global.locator('button:has-text("Refresh")').click()

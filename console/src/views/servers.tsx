@@ -142,7 +142,7 @@ function OAuthFields ({ d, set, allowClientCredentials }: { d: Draft, set: (patc
           <label class='grow'>Scopes <span class='muted'>(space-separated; default: what the server asks)</span>
             <input name='scopes' autoComplete='off' value={d.scopes} onInput={(e) => set({ scopes: e.currentTarget.value })} placeholder='read write' />
           </label>
-          <label class='grow'>Authorization server <span class='muted'>(optional issuer URL)</span>
+          <label class='grow'>Authorization server <span class='muted'>(issuer URL; optional, except for client_credentials)</span>
             <input name='authorizationServer' type='url' value={d.authorizationServer} onInput={(e) => set({ authorizationServer: e.currentTarget.value })} />
           </label>
         </div>
