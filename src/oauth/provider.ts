@@ -65,7 +65,8 @@ export class FlowProvider implements OAuthClientProvider {
   get clientMetadata (): OAuthClientMetadata { return this.#o.clientMetadata }
 
   state (): string {
-    if (this.#o.state === undefined) throw new Error('no state for an authorization here')
+    // Only a new authorization needs a state; `auth()` asks for one during a refresh when the refresh token was refused.
+    if (this.#o.state === undefined) throw new Error('the authorization server refused the refresh token: the user must authorize again')
     return this.#o.state
   }
 

@@ -125,7 +125,9 @@ export class TokenKeeper {
         await this.#note(scope, serverId, serverUrl, (record) => {
           record.challenge = { ...optional('scope', params.scope), ...optional('resourceMetadataUrl', params.resourceMetadataUrl?.href) }
           if (sent !== undefined) delete record.tokens
-          record.status = sent !== undefined ? 'refresh_failed' : 'authorization_required'
+          // A failed refresh stays reported as such until the user authorizes again.
+          if (sent !== undefined) record.status = 'refresh_failed'
+          else if (record.status !== 'refresh_failed') record.status = 'authorization_required'
         })
         throw required(sent === undefined ? 'not connected' : 'the server no longer accepts its token')
       }

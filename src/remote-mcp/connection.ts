@@ -154,7 +154,8 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
   const onTransportError = kind.onTransportError
   client.onerror = (err) => {
     // 2026-07-28 has no session to lose and no ping: a broken stream fails its own request only.
-    const action = o.inUse(conn) && conn.era === 'legacy' ? onTransportError(err) : 'log'
+    // A request refused for want of the user's OAuth authorization is an answer, not a broken connection.
+    const action = o.inUse(conn) && conn.era === 'legacy' && oauthRequiredIn(err) === undefined ? onTransportError(err) : 'log'
     if (action === 'drop') o.onDead(conn, `${conn.handle.type} stream error (the session cannot resume)`)
     // A transport that may have lost only one response stream (streamable HTTP): a ping tells a
     // dead server from one bad stream; dropping the connection fails the pending calls now
@@ -163,7 +164,7 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
       conn.probing = true
       conn.client.ping({ timeout: o.connectTimeoutMs }).then(() => { conn.probing = false }, (pingErr: unknown) => {
         // A JSON-RPC error answer (a server without ping) still proves the server is there.
-        const answered = pingErr instanceof ProtocolError
+        const answered = pingErr instanceof ProtocolError || oauthRequiredIn(pingErr) !== undefined
         if (answered) conn.probing = false
         else o.onDead(conn, 'a transport error, and the server does not answer ping')
       })

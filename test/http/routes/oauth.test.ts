@@ -206,8 +206,13 @@ test('an expired token is refreshed before the call; a refresh the server refuse
   await sleep(2200)
   const refused = await invoke(app.inject.bind(app), 'alice', ALICE, 'whoami')
   assert.equal(refused.error?.code, 'GW_OAUTH_REQUIRED', refused.output)
+  // Later requests go without a token and get the server's 401: the status still says why.
+  await app.inject({ method: 'GET', url: '/tools?mcp=docs&userId=alice', headers: auth(ALICE) })
+  const later = await invoke(app.inject.bind(app), 'alice', ALICE, 'whoami')
+  assert.equal(later.error?.code, 'GW_OAUTH_REQUIRED', later.output)
   const status = (await app.inject({ method: 'GET', url: '/users/alice/mcp/servers/docs/oauth', headers: auth(ALICE) })).json()
   assert.equal(status.status, 'refresh_failed')
+  assert.match(status.error, /refused the refresh token|invalid_grant/)
 })
 
 test('scope step-up: a 403 insufficient_scope asks the user for the union of scopes, and the call passes after', async (t) => {
