@@ -136,6 +136,13 @@ test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP
   const live = tenantScope.locator('.live-tools[data-server=fixture]')
   await live.waitFor()
   for (const name of ['echo', 'add']) assert.match(await live.innerText(), new RegExp(`\\b${name}\\b`))
+  // Settings the form does not show, set through the API: an edit through the form keeps them.
+  const extra = { priority: 5, disabledTools: ['nothing'], protocol: 'legacy' }
+  const put = await api(gateway, ADMIN, 'PUT', '/users/acme/mcp/servers/fixture', {
+    type: 'streamable_http', url: fixture.url, headers: { Authorization: 'Bearer fixture-secret-123' }, ...extra
+  })
+  assert.equal(put.status, 200)
+  await tenantScope.locator('button:has-text("Refresh")').first().click()
   // Edit: the masked header goes back as shown, and the stored secret is kept.
   await row.locator('button:has-text("Edit")').click()
   await tenantScope.locator('input[name=description]').fill('the loopback fixture')
@@ -144,6 +151,7 @@ test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP
   const listed = await api(gateway, ADMIN, 'GET', '/users/acme/mcp/servers')
   assert.equal(listed.json.servers[0].config.url, fixture.url)
   assert.equal(listed.json.servers[0].config.description, 'the loopback fixture')
+  for (const [field, value] of Object.entries(extra)) assert.deepEqual(listed.json.servers[0].config[field], value, field)
   assert.equal(fixture.stats.sessions > 0, true)
   await shot('servers')
 

@@ -25,6 +25,8 @@ interface Draft {
   clientSecret: string
   scopes: string
   authorizationServer: string
+  /** What the form does not show (priority, disabledTools, protocol, a stdio server's env): sent back as it was, so an edit keeps it. */
+  kept: Pick<ServerInput, 'priority' | 'disabledTools' | 'protocol' | 'env'>
 }
 
 const EMPTY: Draft = {
@@ -42,7 +44,8 @@ const EMPTY: Draft = {
   clientId: '',
   clientSecret: '',
   scopes: '',
-  authorizationServer: ''
+  authorizationServer: '',
+  kept: {}
 }
 
 function authOf (d: Draft): ServerInput['auth'] {
@@ -70,7 +73,9 @@ function headersOf (text: string): Record<string, string> | undefined {
 }
 
 function inputOf (d: Draft): ServerInput {
-  const config: ServerInput = { type: d.type, enabled: d.enabled }
+  const config: ServerInput = { ...d.kept, type: d.type, enabled: d.enabled }
+  // env is a stdio server's; a type changed in the form drops it.
+  if (d.type !== 'stdio') delete config.env
   if (d.type === 'stdio') {
     config.command = d.command
     const args = d.args.split('\n').map((a) => a.trim()).filter((a) => a !== '')
@@ -103,7 +108,14 @@ function draftOf (s: Server): Draft {
     clientId: c.auth?.clientId ?? '',
     clientSecret: c.auth?.clientSecret ?? '',
     scopes: (c.auth?.scopes ?? []).join(' '),
-    authorizationServer: c.auth?.authorizationServer ?? ''
+    authorizationServer: c.auth?.authorizationServer ?? '',
+    // Env values come masked: sent back unchanged, the stored ones are kept.
+    kept: {
+      priority: c.priority,
+      ...(c.disabledTools !== undefined ? { disabledTools: c.disabledTools } : {}),
+      ...(c.protocol !== undefined ? { protocol: c.protocol } : {}),
+      ...(c.env !== undefined ? { env: c.env } : {})
+    }
   }
 }
 
