@@ -270,10 +270,29 @@ test('a server without auth, or a gateway without PUBLIC_URL, has no OAuth to st
 })
 
 test('the flow passes the egress guard: a server whose metadata names a loopback authorization server is not followed there', async (t) => {
-  // A tenant's server on an allowed address whose protected resource metadata points the gateway at 127.0.0.2.
+  // An authorization server that answers on 127.0.0.2 (outside EGRESS_ALLOW): without the guard the
+  // gateway would fetch its metadata and register there; with it, nothing reaches it.
+  let reached = 0
+  const inner = createServer((req, res) => {
+    reached++
+    const base = `http://127.0.0.2:${(inner.address() as AddressInfo).port}`
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({
+      issuer: base,
+      authorization_endpoint: `${base}/authorize`,
+      token_endpoint: `${base}/token`,
+      registration_endpoint: `${base}/register`,
+      response_types_supported: ['code'],
+      code_challenge_methods_supported: ['S256'],
+      ...(req.url === '/register' ? { client_id: 'c' } : {})
+    }))
+  })
+  await new Promise<void>((resolve) => inner.listen(0, '127.0.0.2', resolve))
+  t.after(() => { inner.close() })
+  const innerUrl = `http://127.0.0.2:${(inner.address() as AddressInfo).port}`
+  // A tenant's server on an allowed address whose protected resource metadata points the gateway there.
   const evil = createServer((req, res) => {
     if (req.url?.startsWith('/.well-known/oauth-protected-resource') === true) {
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ resource: `http://127.0.0.1:${port}/mcp`, authorization_servers: ['http://127.0.0.2:9/'] }))
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ resource: `http://127.0.0.1:${port}/mcp`, authorization_servers: [innerUrl] }))
       return
     }
     res.writeHead(401, { 'www-authenticate': `Bearer resource_metadata="http://127.0.0.1:${port}/.well-known/oauth-protected-resource/mcp"` }).end()
@@ -286,7 +305,12 @@ test('the flow passes the egress guard: a server whose metadata names a loopback
   assert.equal(put.statusCode, 201, put.body)
   const res = await app.inject({ method: 'POST', url: '/users/alice/mcp/servers/evil/oauth/authorize', headers: auth(ALICE), payload: {} })
   assert.equal(res.statusCode, 502, res.body)
-  assert.match(res.json().message, /127\.0\.0\.2|not allowed|blocked|egress/i)
+  assert.equal(reached, 0, 'no request of the flow reached the authorization server outside EGRESS_ALLOW')
+  // The same server allowed: the flow does reach it (the test can tell the two apart).
+  const open = await buildTestApp(t, { env: { ...env, EGRESS_ALLOW: '127.0.0.1/32,127.0.0.2/32' } })
+  await open.inject({ method: 'PUT', url: '/users/alice/mcp/servers/evil', headers: auth(ALICE), payload: { url: `http://127.0.0.1:${port}/mcp`, auth: { type: 'oauth' } } })
+  await open.inject({ method: 'POST', url: '/users/alice/mcp/servers/evil/oauth/authorize', headers: auth(ALICE), payload: {} })
+  assert.ok(reached > 0, 'allowed, the flow reaches it')
 })
 
 test('client credentials: a global server gets the gateway\'s own token, and the client secret is never shown', async (t) => {
