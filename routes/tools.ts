@@ -2,11 +2,13 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import type { Static } from '@sinclair/typebox'
 import { errorResponses } from '../src/api/common.js'
-import { CatalogQuery, CatalogResponse, ToolsQuery, ToolsResponse } from '../src/api/tools.js'
-import { listingJson } from '../src/gateway.js'
+import { CatalogQuery, CatalogResponse, ToolSearchQuery, ToolSearchResponse, ToolsQuery, ToolsResponse } from '../src/api/tools.js'
+import { listingJson } from '../src/listing/listings.js'
+import { round } from '../src/listing/tool-search.js'
+import { renderTools } from '../src/routing/formats.js'
 import { abortOnClientGone } from '../plugins/client-gone.js'
 
-/** GET /tools (docs/ARCHITECTURE.md#allow-list) and GET /catalog. */
+/** GET /tools (docs/ARCHITECTURE.md#allow-list), GET /tools/search (README "Tool search") and GET /catalog. */
 async function toolsRoutes (app: FastifyInstance): Promise<void> {
   app.get<{ Querystring: Static<typeof ToolsQuery> }>('/tools', {
     schema: {
@@ -20,6 +22,26 @@ async function toolsRoutes (app: FastifyInstance): Promise<void> {
     const listing = await app.services.gateway.listTools(request.query, request.caller, abortOnClientGone(reply))
     // Cached listings keep their serialised bytes: no re-serialisation of a large catalog per request.
     return await reply.type('application/json; charset=utf-8').send(listingJson(listing))
+  })
+
+  app.get<{ Querystring: Static<typeof ToolSearchQuery> }>('/tools/search', {
+    schema: {
+      operationId: 'searchTools',
+      summary: 'The allow-list\'s tools ranked by relevance to a query (full text), in a provider format',
+      tags: ['tools'],
+      querystring: ToolSearchQuery,
+      response: { 200: ToolSearchResponse, ...errorResponses(400, 401, 403, 429, 503) }
+    }
+  }, async (request, reply) => {
+    const { q, limit, format, ...allow } = request.query
+    const { matches, listing } = await app.services.gateway.searchTools(q, limit ?? 10, allow, request.caller, abortOnClientGone(reply))
+    return {
+      tools: renderTools(matches.map((m) => m.tool), format ?? 'openai'),
+      scores: matches.map((m) => round(m.score)),
+      total: listing.tools.length,
+      unresolved: listing.unresolved,
+      unavailable: listing.unavailable
+    }
   })
 
   app.get<{ Querystring: Static<typeof CatalogQuery> }>('/catalog', {

@@ -6,14 +6,11 @@ import { HttpError } from './errors.js'
 import type { ApprovalFacade, ApprovedCall } from './approvals/index.js'
 import { InvokeBody } from './api/invoke.js'
 import type { InvokeBodyT } from './api/invoke.js'
-import { renderTools } from './routing/formats.js'
-import type { ToolFormat } from './routing/formats.js'
-import { VersionedCache } from './routing/versioned-cache.js'
 import { splitComma } from './routing/allow-list.js'
+import type { AllowList } from './routing/allow-list.js'
 import { CallObserver } from './routing/call-events.js'
 import type { CallEnd, CallEvent, CallVia } from './routing/call-events.js'
 import { CallerAbort } from './routing/signals.js'
-import type { Unresolved } from './routing/allow-list.js'
 import { entryError, newCallId, pendingEntry } from './routing/batch-entries.js'
 import type { BatchEntry } from './routing/batch-entries.js'
 import type { Diagnostic, InvokeOutcome, ToolRouter } from './routing/router.js'
@@ -28,34 +25,8 @@ import type { ParkedCalls } from './routing/parked-calls.js'
 import { parkableRound } from './routing/parked-rounds.js'
 import type { Caller, CallContext, InputRound, Tier, WorkspaceRequest } from './routing/types.js'
 import { TIER_TRAITS } from './routing/types.js'
-
-export interface ListToolsRequest {
-  functions?: string
-  mcp?: string
-  userId?: string
-  format?: ToolFormat
-  strict?: boolean
-}
-
-/** Serialised listings, cached with the listing: a warm GET /tools writes bytes it already has. */
-const serialised = new WeakMap<ListToolsResponse, Buffer>()
-
-/** The JSON bytes of a listing, computed once per cached listing object. */
-export function listingJson (response: ListToolsResponse): Buffer {
-  let bytes = serialised.get(response)
-  if (!bytes) {
-    bytes = Buffer.from(JSON.stringify(response))
-    serialised.set(response, bytes)
-  }
-  return bytes
-}
-
-export interface ListToolsResponse {
-  tools: unknown[]
-  unresolved: Unresolved[]
-  unavailable: Unavailable[]
-  diagnostics: Diagnostic[]
-}
+import { Listings } from './listing/listings.js'
+import type { ListToolsRequest, ListToolsResponse } from './listing/listings.js'
 
 /** What the gateway needs of approvals (ApprovalFacade, src/approvals/): holding a call, and waiting inline for its decision. */
 export type CallHold = Pick<ApprovalFacade, 'hold' | 'awaitDecision'>
@@ -77,6 +48,8 @@ export interface GatewayOptions {
    * (src/routing/parked-calls.ts); absent: such a question is refused to the server, the call ends as its tool says.
    */
   parked?: ParkedCalls | undefined
+  /** The listings (with their search indexes); default: over the router, without embeddings. */
+  listings?: Listings | undefined
 }
 
 export interface InvokeOptions {
@@ -175,8 +148,8 @@ export class Gateway {
   readonly #approvals: CallHold | undefined
   readonly #sealer: RequestStateSealer
   readonly #parked: ParkedCalls | undefined
-  // 1,000 listings or 64 MiB of their JSON, whichever comes first (a listing can be 200 KiB).
-  readonly #listings = new VersionedCache<ListToolsResponse>({ maxEntries: 1000, maxBytes: 64 * 1024 * 1024, sizeOf: (r) => listingJson(r).length })
+  /** Listings, their renderings and search indexes (listing/listings.ts). */
+  readonly listings: Listings
 
   constructor (config: Config, router: ToolRouter, opts: GatewayOptions = {}) {
     this.#config = config
@@ -186,60 +159,31 @@ export class Gateway {
     this.#approvals = opts.approvals
     this.#sealer = opts.requestState ?? new RequestStateSealer()
     this.#parked = opts.parked
+    this.listings = opts.listings ?? new Listings(router)
     this.#validateInvoke = new Ajv({ strict: false, allErrors: false }).compile(InvokeBody)
   }
 
   /**
-   * GET /tools. Listings are cached per (tenant, allow-list, format) against the catalog
-   * version of every source, so a registry change (on any instance) or a tool-list change
-   * is seen at once, and a warm listing costs a few lookups. Listings with an unavailable
-   * server are not cached: the next request tries it again.
+   * GET /tools (and /mcp's tools/list): the allow-list's listing for the tenant the caller acts
+   * for, under its policy (listing/listings.ts: cached against every source's catalog version
+   * and the policy, so a change on any instance is seen at once).
    */
   async listTools (query: ListToolsRequest, caller: Caller, signal: AbortSignal): Promise<ListToolsResponse> {
-    const mcp = splitComma(query.mcp)
-    const userId = toolRequestTenant(caller, query.userId, { mcp })
-    const scope = { userId, signal }
-    const format = query.format ?? 'openai'
-    const key = JSON.stringify([userId ?? null, query.functions ?? '', query.mcp ?? '', format])
-    const policy = await this.#policy(userId)
-    // The policy object is part of the version: a policy change (on any instance) is seen at once.
-    const version = [...await this.#router.catalogVersion(scope), policy]
-    let response = this.#listings.get(key, version)
-    if (!response) {
-      const listing = await this.#router.list({ functions: splitComma(query.functions), mcp }, scope)
-      // The same decision /invoke makes: a denied tool is never listed, and it is reported instead of its other
-      // diagnostics (a `denied` one), so a name the request asked for never vanishes silently.
-      const denials: Diagnostic[] = []
-      if (policy !== undefined) {
-        for (const t of listing.tools) {
-          const decision = policy.decide(t.entry)
-          if (decision.kind === 'deny') {
-            denials.push({ type: 'denied', name: t.name, route: t.entry.route, source: t.entry.source, exposedAs: null, message: decision.message })
-          }
-        }
-      }
-      const denied = new Set(denials.map((d) => d.name))
-      response = {
-        tools: renderTools(denied.size === 0 ? listing.tools : listing.tools.filter((t) => !denied.has(t.name)), format),
-        unresolved: listing.unresolved,
-        unavailable: listing.unavailable,
-        diagnostics: denied.size === 0
-          ? listing.diagnostics
-          : [...listing.diagnostics.filter((d) => d.exposedAs === null || !denied.has(d.exposedAs)), ...denials]
-      }
-      if (listing.unavailable.length === 0) this.#listings.set(key, version, response)
-    }
-    if (query.strict === true) {
-      const hidden = response.diagnostics.filter((d) => d.type === 'denied')
-      if (response.unresolved.length > 0 || hidden.length > 0) {
-        const names = [
-          ...response.unresolved.map((u) => `${u.kind} '${u.name}' (${u.reason})`),
-          ...hidden.map((d) => `tool '${d.name}' (${d.message})`)
-        ].join('; ')
-        throw new HttpError('GW_UNRESOLVED', `Names that cannot be listed: ${names}`)
-      }
-    }
-    return response
+    const userId = toolRequestTenant(caller, query.userId, { mcp: splitComma(query.mcp) })
+    return await this.listings.render(query, { userId, policy: await this.#policy(userId), signal })
+  }
+
+  /** GET /tools/search: the allow-list's tools ranked against `query` (SPEC 17), under the same tenancy and policy as listTools. */
+  async searchTools (
+    query: string,
+    limit: number,
+    request: { functions?: string | undefined, mcp?: string | undefined, userId?: string | undefined },
+    caller: Caller,
+    signal: AbortSignal
+  ): ReturnType<Listings['search']> {
+    const allow: AllowList = { functions: splitComma(request.functions), mcp: splitComma(request.mcp) }
+    const userId = toolRequestTenant(caller, request.userId, { mcp: allow.mcp })
+    return await this.listings.search(query, limit, allow, { userId, policy: await this.#policy(userId), signal })
   }
 
   /**

@@ -26,6 +26,9 @@ import type { McpConnector, ServerDirectory } from './remote-mcp/index.js'
 import { countUnavailable, gatewayStatus, readiness } from './status.js'
 import type { GatewayStatus, Readiness, ServiceCounters } from './status.js'
 import { ToolRouter } from './routing/router.js'
+import { Listings } from './listing/listings.js'
+import { ToolSearchTool } from './listing/tool-search.js'
+import type { Embedder } from './search/index.js'
 import { CallObserver } from './routing/call-events.js'
 import type { ToolSource } from './routing/source.js'
 import type { Tier } from './routing/types.js'
@@ -102,6 +105,11 @@ export interface ServiceOverrides {
   connector?: McpConnector
   /** The requestState sealer of input_required rounds, REST and /mcp (tests: a short TTL or their own clock). */
   mcpRequestState?: RequestStateSealer
+  /**
+   * The embeddings hook of tool search (search/tool-index.ts `Embedder`): an operator's semantic
+   * ranker, fused with the full-text rank. None by default (nothing is downloaded at run time).
+   */
+  searchEmbedder?: Embedder
 }
 
 const EXAMPLES = {
@@ -188,7 +196,10 @@ async function build (
     function: functions,
     global_mcp: remote.globalMcp
   }
-  const router = new ToolRouter({ sources, outputMaxChars: config.outputMaxChars })
+  // tool_search (SPEC 17) searches the listings, which list through this router: it reads them at call time.
+  const toolSearch = new ToolSearchTool(() => listings)
+  const router = new ToolRouter({ sources, outputMaxChars: config.outputMaxChars, meta: toolSearch })
+  const listings: Listings = new Listings(router, { embedder: overrides.searchEmbedder })
   // Its own Redis connection: journal writes never queue behind (or delay) registry commands.
   const journal = createJournal({
     mode: config.journal,
@@ -243,7 +254,9 @@ async function build (
     ...(coordination?.peers !== undefined ? { forward: forwardResumes(coordination, coordination.peers, config.invokeTimeoutMs) } : {})
   })
   closers.push(async () => { parkedCalls.close() })
-  const gateway: Gateway = new Gateway(config, router, { calls, policies, approvals: approvalFacade, requestState: mcpRequestState, parked: parkedCalls })
+  const gateway: Gateway = new Gateway(config, router, {
+    calls, policies, approvals: approvalFacade, requestState: mcpRequestState, parked: parkedCalls, listings
+  })
   const registry = new RegistryFacade(remote.registry, router)
   logger.info({ functions: functions.size, localMcpTools: localMcp.size, localMcpServices: localMcp.serviceNames, registry: store.backend }, 'tools discovered')
 

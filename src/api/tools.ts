@@ -14,7 +14,25 @@ export const ToolsQuery = Type.Object({
   )),
   userId: Type.Optional(IdString),
   format: Type.Optional(Type.Union(FORMATS.map((f) => Type.Literal(f)), { default: 'openai', description: 'Provider format of the tool schemas' })),
-  strict: Type.Optional(Type.Boolean({ default: false, description: 'Any unresolved name is a 400 instead of an entry in `unresolved`' }))
+  strict: Type.Optional(Type.Boolean({ default: false, description: 'Any unresolved name is a 400 instead of an entry in `unresolved`' })),
+  mode: Type.Optional(Type.Union([Type.Literal('all'), Type.Literal('search')], {
+    default: 'all',
+    description: '`search`: list only the `tool_search` meta tool (it searches this allow-list) and the `pinned` tools; a found tool is then called by its name under the same allow-list'
+  })),
+  pinned: Type.Optional(CommaList('Comma list of listed tool names always shown: beside `tool_search` (mode=search), or not deferred (defer=true)')),
+  defer: Type.Optional(Type.Boolean({
+    default: false,
+    description: 'Provider-native tool search (format=responses or anthropic): every tool but the pinned ones is marked `defer_loading: true` and the provider\'s own tool search tool is added first'
+  }))
+}, { additionalProperties: false })
+
+export const ToolSearchQuery = Type.Object({
+  q: Type.String({ minLength: 1, maxLength: 1000, description: 'What the tool should do, in words (names, titles, descriptions and parameters are searched)' }),
+  functions: ToolsQuery.properties.functions,
+  mcp: ToolsQuery.properties.mcp,
+  userId: Type.Optional(IdString),
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 50, default: 10, description: 'How many tools to answer, best first' })),
+  format: ToolsQuery.properties.format
 }, { additionalProperties: false })
 
 const Tier = Type.Union(TIERS.map((r) => Type.Literal(r)))
@@ -26,7 +44,7 @@ const Tier = Type.Union(TIERS.map((r) => Type.Literal(r)))
 export type SelectedByRoute = { readonly [T in keyof typeof TIER_TRAITS]: typeof TIER_TRAITS[T]['selectedBy'] }
 
 const Unresolved = Type.Object({
-  kind: Type.Union([Type.Literal('function'), Type.Literal('mcp')]),
+  kind: Type.Union([Type.Literal('function'), Type.Literal('mcp'), Type.Literal('pinned')]),
   name: Type.String(),
   reason: Type.String()
 })
@@ -59,6 +77,16 @@ export const ToolsResponse = Type.Object({
   unresolved: Type.Array(Unresolved),
   unavailable: Type.Array(UnavailableServer),
   diagnostics: Type.Array(Diagnostic)
+})
+
+export const ToolSearchResponse = Type.Object({
+  tools: Type.Array(Type.Object({}, { additionalProperties: true }), { description: 'The best matches, best first, in the requested format' }),
+  scores: Type.Array(Type.Number(), {
+    description: 'Each tool\'s relevance score (BM25, higher is better; fused ranks with an embedder), in the order of `tools`'
+  }),
+  total: Type.Integer({ description: 'How many tools the allow-list\'s listing has (what was searched)' }),
+  unresolved: Type.Array(Unresolved),
+  unavailable: Type.Array(UnavailableServer)
 })
 
 export const CatalogQuery = Type.Object({

@@ -1,5 +1,5 @@
 import { Ajv } from 'ajv'
-import { isBuiltinName } from '../naming/builtin-names.js'
+import { isReservedToolName } from '../naming/builtin-names.js'
 import { DiscoveryError, importModule, listModuleFiles } from '../discovery/modules.js'
 import { isWireName, parseUserToolName } from '../naming/names.js'
 import type { FunctionTool } from './define.js'
@@ -55,7 +55,7 @@ export async function loadFunctions (dirs: readonly string[]): Promise<LoadedFun
 
 function checkDefinition (tool: FunctionTool, ajv: Ajv): string | undefined {
   if (!isWireName(tool.name)) return 'has an invalid name (must match ^[a-zA-Z][a-zA-Z0-9_-]{0,63}$)'
-  if (isBuiltinName(tool.name)) return 'uses a reserved built-in name'
+  if (isReservedToolName(tool.name)) return 'uses a reserved name (a built-in tool or tool_search)'
   if (parseUserToolName(tool.name)) return 'uses the reserved user_{userId}_tool_ form'
   if (typeof tool.description !== 'string' || tool.description.trim() === '') return 'needs a description'
   const p = tool.parameters

@@ -1,7 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js'
 import type { Tool } from '@modelcontextprotocol/sdk/types.js'
-import { isBuiltinName } from '../naming/builtin-names.js'
+import { isReservedToolName } from '../naming/builtin-names.js'
 import { DiscoveryError, importModule, listModuleFiles } from '../discovery/modules.js'
 import { apiFunctionName, parseUserToolName } from '../naming/names.js'
 import { VERSION } from '../version.js'
@@ -81,7 +81,7 @@ export async function loadLocalMcpServices (
           problems.push(`local MCP tool name '${name}' produced by both ${clash} and ${file} (${service.name}/${tool.name})`)
           continue
         }
-        if (isBuiltinName(name) || parseUserToolName(name)) {
+        if (isReservedToolName(name) || parseUserToolName(name)) {
           problems.push(`${file}: tool '${tool.name}' of service '${service.name}' maps to the reserved name '${name}'`)
           continue
         }

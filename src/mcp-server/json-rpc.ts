@@ -7,7 +7,9 @@ import { ToolsQuery } from '../api/tools.js'
 export const McpQuery = Type.Object({
   functions: ToolsQuery.properties.functions,
   mcp: ToolsQuery.properties.mcp,
-  userId: ToolsQuery.properties.userId
+  userId: ToolsQuery.properties.userId,
+  mode: ToolsQuery.properties.mode,
+  pinned: ToolsQuery.properties.pinned
 }, { additionalProperties: false })
 export type McpQueryT = Static<typeof McpQuery>
 

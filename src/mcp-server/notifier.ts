@@ -72,7 +72,7 @@ export class ListChangedNotifier {
    */
   async watch (scope: McpQueryT, tenant: string | undefined, caller: Caller, target: ListChangedTarget, serverIds: readonly string[]): Promise<() => void> {
     if (this.#closed) throw new Error('notifier closed')
-    const key = JSON.stringify([tenant ?? null, scope.functions ?? '', scope.mcp ?? ''])
+    const key = JSON.stringify([tenant ?? null, scope.functions ?? '', scope.mcp ?? '', scope.mode ?? 'all', scope.pinned ?? ''])
     let group = this.#groups.get(key)
     if (!group) {
       group = {

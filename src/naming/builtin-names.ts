@@ -13,3 +13,14 @@ export const BUILTIN_READONLY: readonly BuiltinName[] = ['read_file', 'glob', 'g
 export function isBuiltinName (name: string): name is BuiltinName {
   return (BUILTIN_NAMES as readonly string[]).includes(name)
 }
+
+/**
+ * The names of the gateway's own meta tools (routing/meta.ts): `tool_search` searches the
+ * request's allow-list (SPEC 17). Reserved like the built-ins, never part of `@builtin`.
+ */
+export const META_TOOL_NAMES = ['tool_search'] as const
+
+/** A name no function or local MCP tool may take: a built-in's or a meta tool's. */
+export function isReservedToolName (name: string): boolean {
+  return isBuiltinName(name) || (META_TOOL_NAMES as readonly string[]).includes(name)
+}

@@ -15,7 +15,8 @@ export interface AllowList {
 
 /** A name of the allow-list that matched nothing. */
 export interface Unresolved {
-  kind: 'function' | 'mcp'
+  /** `pinned`: a name of `pinned=` (search mode) that is not in the listing. */
+  kind: 'function' | 'mcp' | 'pinned'
   name: string
   reason: string
 }

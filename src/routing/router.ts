@@ -7,6 +7,7 @@ import { capOutput, stringifyToolValue, toolErrorCode, toolErrorOutput } from '.
 import { sameEntry } from './source.js'
 import type { CatalogEntry, SourceScope, SurfaceServer, ToolSource, Unavailable } from './source.js'
 import type { ToolPolicy } from './policy.js'
+import type { MetaTools } from './meta.js'
 import type { CallContext, CreatedTask, InputRequired, Tier, TierTraits, ToolFailureReason, ToolOutcome } from './types.js'
 import { TIER_RANK, TIER_TRAITS, TIERS } from './types.js'
 import { ArgumentValidator } from './validate.js'
@@ -131,6 +132,8 @@ export interface RouterOptions {
   sources: Readonly<Record<Tier, ToolSource | null>>
   outputMaxChars: number
   validator?: ArgumentValidator
+  /** Tools the gateway answers itself (tool_search), asked before every tier. */
+  meta?: MetaTools | undefined
 }
 
 /** A wired tier: its source and the traits the router reads on every call, looked up once. */
@@ -166,6 +169,7 @@ export class ToolRouter {
   readonly #tenantTiers: readonly Wired[]
   readonly #outputMaxChars: number
   readonly #validator: ArgumentValidator
+  readonly #meta: MetaTools | undefined
 
   constructor (opts: RouterOptions) {
     this.#byTier = opts.sources
@@ -184,6 +188,7 @@ export class ToolRouter {
     this.#tenantTiers = this.#wired.filter((w) => w.traits.tenantScoped)
     this.#outputMaxChars = opts.outputMaxChars
     this.#validator = opts.validator ?? new ArgumentValidator()
+    this.#meta = opts.meta
   }
 
   /**
@@ -200,6 +205,8 @@ export class ToolRouter {
    * built-ins, local MCP, functions); from the first source that answers a promise, it waits.
    */
   #resolveNow (name: string, scope: SourceScope): Resolution | Promise<Resolution> {
+    const meta = this.#meta?.resolve(name)
+    if (meta !== undefined) return { ok: true, entry: meta }
     const reserved = this.#reserved?.resolve(name, scope)
     if (reserved instanceof Promise) return reserved.then((entry) => entry ? { ok: true, entry } : this.#resolvePastReserved(name, scope))
     if (reserved) return { ok: true, entry: reserved }
@@ -423,7 +430,11 @@ export class ToolRouter {
     // Read on demand: the call's signal may be made only when something needs it (CallerAbort).
     const scope: SourceScope = new CallScope(req.userId, req.ctx)
     let entry: CatalogEntry
-    if (req.allow) {
+    // A meta tool works over the request's own allow-list: it is in every allow-list.
+    const meta = this.#meta?.resolve(req.name)
+    if (meta !== undefined) {
+      entry = meta
+    } else if (req.allow) {
       const listing = await this.list(req.allow, scope)
       const hit = listing.tools.find((t) => t.name === req.name) ??
         listing.tools.find((t) => t.entry.name === req.name || t.entry.qualifiedName === req.name)
@@ -473,7 +484,9 @@ export class ToolRouter {
         const toolStart = performance.now()
         // A source that throws has a bug, but the caller still gets a tool-level error, never a 500.
         try {
-          outcome = await this.#sourceFor(entry).call(entry, args.value, ctx)
+          outcome = meta !== undefined
+            ? await (this.#meta as MetaTools).call(meta, args.value, { allow: req.allow, userId: req.userId, policy: req.policy, signal: ctx.signal })
+            : await this.#sourceFor(entry).call(entry, args.value, ctx)
         } catch (err) {
           outcome = { ok: false, reason: 'tool-error', message: `The tool failed: ${(err as Error)?.message ?? String(err)}` }
         }

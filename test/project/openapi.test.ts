@@ -40,9 +40,22 @@ const STREAMING = new Set(['GET /mcp'])
 /** Statuses that carry no body, so no response schema either. */
 const BODYLESS = new Set(['202', '204'])
 
-/** Path parameters filled with valid values (`alice`, `srv1`) unless overridden. */
+/** A valid value of every required query parameter; the test fails for a new one missing here. */
+const REQUIRED_QUERY: Record<string, string> = { q: 'calculate' }
+
+/**
+ * Path parameters filled with valid values (`alice`, `srv1`) unless overridden; `query` as given,
+ * then each required query parameter it does not name, with a valid value.
+ */
 function url (op: Operation, params: Record<string, string> = {}, query = ''): string {
-  return op.path.replace(/\{(\w+)\}/g, (_m, name: string) => params[name] ?? (name === 'userId' ? 'alice' : 'srv1')) + query
+  const given = new URLSearchParams(query)
+  const required = (op.parameters ?? []).filter((p) => p.in === 'query' && p.required === true && !given.has(p.name)).map((p) => {
+    const value = REQUIRED_QUERY[p.name]
+    assert.ok(value !== undefined, `${keyOf(op)}: add a valid value of the required query parameter '${p.name}' to REQUIRED_QUERY`)
+    return `${p.name}=${encodeURIComponent(value)}`
+  })
+  const tail = [query.replace(/^\?/, ''), ...required].filter((s) => s !== '').join('&')
+  return op.path.replace(/\{(\w+)\}/g, (_m, name: string) => params[name] ?? (name === 'userId' ? 'alice' : 'srv1')) + (tail === '' ? '' : `?${tail}`)
 }
 
 /** A one-file tar (node-tar's Header), the body of a workspace upload. */

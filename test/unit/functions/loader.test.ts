@@ -40,7 +40,7 @@ test('invalid definitions are refused, each named', async () => {
     assert.ok(err instanceof DiscoveryError)
     assert.equal(err.problems.length, 5)
     assert.match(err.message, /'has spaces' has an invalid name/)
-    assert.match(err.message, /'read_file' uses a reserved built-in name/)
+    assert.match(err.message, /'read_file' uses a reserved name/)
     assert.match(err.message, /'user_1_tool_x' uses the reserved user_\{userId\}_tool_ form/)
     assert.match(err.message, /'no_schema' needs parameters/)
     assert.match(err.message, /'bad_schema' has an invalid parameters schema/)

@@ -1,0 +1,220 @@
+import { HttpError } from '../errors.js'
+import { renderTools } from '../routing/formats.js'
+import type { ToolFormat } from '../routing/formats.js'
+import { VersionedCache } from '../routing/versioned-cache.js'
+import { splitComma } from '../routing/allow-list.js'
+import type { AllowList, Unresolved } from '../routing/allow-list.js'
+import type { Diagnostic, ListedTool, ToolRouter } from '../routing/router.js'
+import type { ToolPolicy } from '../routing/policy.js'
+import type { Unavailable } from '../routing/source.js'
+import { ToolIndex, toolDocument } from '../search/index.js'
+import type { Embedder } from '../search/index.js'
+import { deferTools } from './deferral.js'
+import { describeToolSearch, findListed } from './search-mode.js'
+
+export interface ListToolsRequest {
+  functions?: string
+  mcp?: string
+  userId?: string
+  format?: ToolFormat
+  strict?: boolean
+  /** `search`: only `tool_search` and the pinned tools (SPEC 17). */
+  mode?: 'all' | 'search'
+  /** Comma list of listed names shown beside `tool_search` (search mode), or never deferred (defer). */
+  pinned?: string
+  /** Provider-native deferral: every tool but the pinned ones `defer_loading`, plus the provider's search tool. */
+  defer?: boolean
+}
+
+export interface ListToolsResponse {
+  tools: unknown[]
+  unresolved: Unresolved[]
+  unavailable: Unavailable[]
+  diagnostics: Diagnostic[]
+}
+
+/** A listing after the tenant's policy: what a model may be shown of an allow-list (denied tools removed and reported). */
+export interface PolicedListing {
+  tools: ListedTool[]
+  unresolved: Unresolved[]
+  unavailable: Unavailable[]
+  diagnostics: Diagnostic[]
+}
+
+/** One ranked tool of a search. */
+export interface SearchMatch {
+  tool: ListedTool
+  score: number
+}
+
+/** Who lists what: the acting tenant (already checked against the caller) and its effective policy. */
+export interface ListingScope {
+  userId: string | undefined
+  policy: ToolPolicy | undefined
+  signal: AbortSignal
+}
+
+export interface ListingsOptions {
+  /** The embeddings hook of tool search (search/tool-index.ts); none: full text alone. */
+  embedder?: Embedder | undefined
+}
+
+/** Serialised listings, cached with the listing: a warm GET /tools writes bytes it already has. */
+const serialised = new WeakMap<ListToolsResponse, Buffer>()
+
+/** The JSON bytes of a listing, computed once per cached listing object. */
+export function listingJson (response: ListToolsResponse): Buffer {
+  let bytes = serialised.get(response)
+  if (!bytes) {
+    bytes = Buffer.from(JSON.stringify(response))
+    serialised.set(response, bytes)
+  }
+  return bytes
+}
+
+/** What an index weighs for the cache, per indexed character (measured: bench row 7.3). */
+const INDEX_BYTES_PER_CHAR = 12
+
+/**
+ * Listings of an allow-list (GET /tools, /mcp's tools/list, GET /tools/search, `tool_search`):
+ * the router's listing with the tenant's policy applied, rendered per format and mode, and its
+ * search index. All three are cached per (tenant, allow-list) against the catalog version of
+ * every source plus the policy object, so a registry change on any instance, a server's
+ * tool-list change or a policy change is seen at once. A listing with an unavailable server is
+ * never cached: the next request tries the server again.
+ */
+export class Listings {
+  readonly #router: ToolRouter
+  readonly #embedder: Embedder | undefined
+  readonly #policed = new VersionedCache<PolicedListing>({ maxEntries: 1000 })
+  // 1,000 listings or 64 MiB of their JSON, whichever comes first (a listing can be 200 KiB).
+  readonly #rendered = new VersionedCache<ListToolsResponse>({ maxEntries: 1000, maxBytes: 64 * 1024 * 1024, sizeOf: (r) => listingJson(r).length })
+  // An index of 1,000 tools weighs a few MiB: 128 MiB of them, at most 500.
+  readonly #indexes = new VersionedCache<ToolIndex>({ maxEntries: 500, maxBytes: 128 * 1024 * 1024, sizeOf: (i) => i.textChars * INDEX_BYTES_PER_CHAR })
+  /** Index builds under way, per listing: concurrent cold searches share one. */
+  readonly #building = new WeakMap<PolicedListing, Promise<ToolIndex>>()
+
+  constructor (router: ToolRouter, opts: ListingsOptions = {}) {
+    this.#router = router
+    this.#embedder = opts.embedder
+  }
+
+  /** GET /tools: the listing in the requested format and mode. */
+  async render (query: ListToolsRequest, scope: ListingScope): Promise<ListToolsResponse> {
+    const format = query.format ?? 'openai'
+    const mode = query.mode ?? 'all'
+    const pinned = splitComma(query.pinned)
+    if (query.defer === true && format !== 'responses' && format !== 'anthropic') {
+      throw new HttpError('GW_BAD_REQUEST', 'defer=true needs format=responses or format=anthropic (the providers with native tool search)')
+    }
+    if (query.defer === true && mode === 'search') {
+      throw new HttpError('GW_BAD_REQUEST', 'defer=true and mode=search are two ways of searching: choose one')
+    }
+    if (pinned.length > 0 && mode !== 'search' && query.defer !== true) {
+      throw new HttpError('GW_BAD_REQUEST', 'pinned= takes effect with mode=search or defer=true')
+    }
+    const allow = { functions: splitComma(query.functions), mcp: splitComma(query.mcp) }
+    const { listing, key, version } = await this.#listing(allow, scope)
+    const renderKey = JSON.stringify([key, format, mode, query.defer === true, pinned])
+    let response = this.#rendered.get(renderKey, version)
+    if (!response) {
+      const { found, missing } = findListed(listing.tools, pinned)
+      const reason = 'Not a tool of this listing (the allow-list, after the tool policy)'
+      const unresolved = [...listing.unresolved, ...missing.map((name): Unresolved => ({ kind: 'pinned', name, reason }))]
+      let tools: unknown[]
+      if (mode === 'search') {
+        const searchTool = describeToolSearch(listing.tools)
+        // The policy decides tool_search like any tool: denied, search mode lists the pinned tools alone.
+        const shown = scope.policy?.decide(searchTool.entry).kind === 'deny' ? [] : [searchTool]
+        tools = renderTools([...shown, ...found], format)
+      } else if (query.defer === true) {
+        tools = deferTools(renderTools(listing.tools, format), listing.tools, new Set(found.map((t) => t.name)), format as 'responses' | 'anthropic')
+      } else {
+        tools = renderTools(listing.tools, format)
+      }
+      response = { tools, unresolved, unavailable: listing.unavailable, diagnostics: listing.diagnostics }
+      if (listing.unavailable.length === 0) this.#rendered.set(renderKey, version, response)
+    }
+    if (query.strict === true) {
+      const hidden = response.diagnostics.filter((d) => d.type === 'denied')
+      if (response.unresolved.length > 0 || hidden.length > 0) {
+        const names = [
+          ...response.unresolved.map((u) => `${u.kind} '${u.name}' (${u.reason})`),
+          ...hidden.map((d) => `tool '${d.name}' (${d.message})`)
+        ].join('; ')
+        throw new HttpError('GW_UNRESOLVED', `Names that cannot be listed: ${names}`)
+      }
+    }
+    return response
+  }
+
+  /**
+   * The allow-list's tools ranked against `query`, best first, at most `limit` (GET /tools/search
+   * and `tool_search`): exactly the tools its listing shows, never another.
+   */
+  async search (query: string, limit: number, allow: AllowList, scope: ListingScope): Promise<{ matches: SearchMatch[], listing: PolicedListing }> {
+    const { listing, key, version } = await this.#listing({ functions: [...allow.functions ?? []], mcp: [...allow.mcp ?? []] }, scope)
+    if (listing.tools.length === 0) return { matches: [], listing }
+    const index = await this.#index(listing, key, version)
+    const hits = await index.search(query, limit, scope.signal)
+    return { matches: hits.map((h) => ({ tool: listing.tools[h.index] as ListedTool, score: h.score })), listing }
+  }
+
+  /** The policed listing of an allow-list, cached. */
+  async #listing (allow: { functions: string[], mcp: string[] }, scope: ListingScope): Promise<{ listing: PolicedListing, key: string, version: unknown[] }> {
+    const key = JSON.stringify([scope.userId ?? null, allow.functions.join(','), allow.mcp.join(',')])
+    // The policy object is part of the version: a policy change (on any instance) is seen at once.
+    const version = [...await this.#router.catalogVersion({ userId: scope.userId, signal: scope.signal }), scope.policy]
+    let listing = this.#policed.get(key, version)
+    if (!listing) {
+      listing = police(await this.#router.list(allow, { userId: scope.userId, signal: scope.signal }), scope.policy)
+      if (listing.unavailable.length === 0) this.#policed.set(key, version, listing)
+    }
+    return { listing, key, version }
+  }
+
+  async #index (listing: PolicedListing, key: string, version: unknown[]): Promise<ToolIndex> {
+    const hit = this.#indexes.get(key, version)
+    if (hit) return hit
+    let building = this.#building.get(listing)
+    if (!building) {
+      const docs = listing.tools.map((t) => toolDocument(t.entry.spec, t.entry.source))
+      // Not the first searcher's signal: the build is shared, and it is bounded by the embedder's own deadline.
+      building = ToolIndex.build(docs, this.#embedder, AbortSignal.timeout(60_000))
+      this.#building.set(listing, building)
+    }
+    const index = await building
+    if (listing.unavailable.length === 0) this.#indexes.set(key, version, index)
+    return index
+  }
+
+  /** Index cache figures (entries and estimated bytes), for /status. */
+  indexStats (): { entries: number, bytes: number } {
+    return this.#indexes.stats()
+  }
+}
+
+/**
+ * The router's listing after the tenant's policy, the decision /invoke makes: a denied tool is
+ * never listed, and it is reported instead of its other diagnostics (a `denied` one), so a name
+ * the request asked for never vanishes silently.
+ */
+function police (listing: Awaited<ReturnType<ToolRouter['list']>>, policy: ToolPolicy | undefined): PolicedListing {
+  const denials: Diagnostic[] = []
+  if (policy !== undefined) {
+    for (const t of listing.tools) {
+      const decision = policy.decide(t.entry)
+      if (decision.kind === 'deny') {
+        denials.push({ type: 'denied', name: t.name, route: t.entry.route, source: t.entry.source, exposedAs: null, message: decision.message })
+      }
+    }
+  }
+  if (denials.length === 0) return { tools: listing.tools, unresolved: listing.unresolved, unavailable: listing.unavailable, diagnostics: listing.diagnostics }
+  const denied = new Set(denials.map((d) => d.name))
+  return {
+    tools: listing.tools.filter((t) => !denied.has(t.name)),
+    unresolved: listing.unresolved,
+    unavailable: listing.unavailable,
+    diagnostics: [...listing.diagnostics.filter((d) => d.exposedAs === null || !denied.has(d.exposedAs)), ...denials]
+  }
+}

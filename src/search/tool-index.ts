@@ -1,0 +1,196 @@
+import MiniSearch from 'minisearch'
+import { processTerm, synonymsOf, tokenize } from './text.js'
+
+/** A tool as the search sees it: the text a model's query is matched against. */
+export interface ToolDocument {
+  /** The tool's own name (not the wire name: an encoded `user_{u}_tool_{t}` would add the tenant's id to every tool). */
+  name: string
+  title: string
+  description: string
+  /** Parameter names, their descriptions and enum values. */
+  parameters: string
+  /** The server, service or function the tool comes from ("github", "builtin"). */
+  source: string
+}
+
+/** One ranked tool: its position in the documents the index was built from, and its score. */
+export interface SearchHit {
+  index: number
+  score: number
+}
+
+/**
+ * The embeddings hook (README "Tool search"): a semantic ranker fused with the full-text rank.
+ * The gateway ships none and downloads nothing; an operator who has a model wires one in
+ * services (createServices' `searchEmbedder`). Vectors of one embedder must share a length.
+ */
+export interface Embedder {
+  embed: (texts: readonly string[], signal: AbortSignal) => Promise<ReadonlyArray<ArrayLike<number>>>
+}
+
+/** Field weights: a word in the name says more than one in a parameter's description. */
+const BOOST = { name: 3, title: 2, source: 1.5, description: 1.2, parameters: 0.6 }
+/** A query word's synonym counts this much of the word itself. */
+const SYNONYM_WEIGHT = 0.35
+/** Reciprocal rank fusion constant (Cormack et al.): ranks past the first few weigh little. */
+const RRF_K = 60
+/** Longest query read, in characters (a longer one is cut, never refused: it comes from a model). */
+export const MAX_QUERY_CHARS = 1000
+/** At most this many query words are searched (each is a lookup in the index). */
+const MAX_QUERY_WORDS = 32
+/** Characters of a tool's parameter text kept: a huge schema must not dominate, nor cost the build. */
+const MAX_PARAMETER_TEXT = 4000
+const FIELDS = ['name', 'title', 'source', 'description', 'parameters'] as const
+
+/**
+ * A full-text index over one listing's tools (MiniSearch: BM25+ per field, prefix and fuzzy
+ * matching), built once per listing version and read-only after: searches never change it.
+ * With an embedder, its vectors are computed at build and each search fuses both ranks.
+ */
+export class ToolIndex {
+  readonly #docs: readonly ToolDocument[]
+  readonly #search: MiniSearch<ToolDocument & { id: number }>
+  readonly #vectors: ReadonlyArray<ArrayLike<number>> | undefined
+  readonly #embedder: Embedder | undefined
+  /** The characters indexed: the cache weighs an index by them. */
+  readonly textChars: number
+
+  private constructor (docs: readonly ToolDocument[], vectors: ReadonlyArray<ArrayLike<number>> | undefined, embedder: Embedder | undefined) {
+    this.#docs = docs
+    this.#vectors = vectors
+    this.#embedder = embedder
+    this.#search = new MiniSearch({
+      fields: [...FIELDS],
+      idField: 'id',
+      tokenize,
+      processTerm,
+      searchOptions: { boost: BOOST, prefix: (term) => term.length >= 3, fuzzy: (term) => term.length >= 5 ? 0.2 : false, combineWith: 'OR' }
+    })
+    let chars = 0
+    this.#search.addAll(docs.map((d, id) => {
+      chars += d.name.length + d.title.length + d.description.length + d.parameters.length + d.source.length
+      return { ...d, id }
+    }))
+    this.textChars = chars
+  }
+
+  /** The index of these documents; with an embedder, after their vectors are computed. */
+  static async build (docs: readonly ToolDocument[], embedder?: Embedder, signal: AbortSignal = new AbortController().signal): Promise<ToolIndex> {
+    if (embedder === undefined) return new ToolIndex(docs, undefined, undefined)
+    const vectors = await embedder.embed(docs.map(documentText), signal)
+    if (vectors.length !== docs.length) throw new Error(`the embedder answered ${vectors.length} vectors for ${docs.length} tools`)
+    return new ToolIndex(docs, vectors, embedder)
+  }
+
+  /** The index without embeddings, built at once. */
+  static buildNow (docs: readonly ToolDocument[]): ToolIndex {
+    return new ToolIndex(docs, undefined, undefined)
+  }
+
+  get size (): number {
+    return this.#docs.length
+  }
+
+  /** The best `limit` tools for `query`, best first; none for a query without a searchable word. */
+  async search (query: string, limit: number, signal: AbortSignal = new AbortController().signal): Promise<SearchHit[]> {
+    const text = this.searchText(query, this.#vectors === undefined ? limit : Math.max(limit, 50))
+    if (this.#vectors === undefined || this.#embedder === undefined) return text
+    const [vector] = await this.#embedder.embed([query.slice(0, MAX_QUERY_CHARS)], signal)
+    if (vector === undefined) return text.slice(0, limit)
+    return fuse(text, cosineRanking(vector, this.#vectors), limit)
+  }
+
+  /** The full-text ranking alone, synchronously. */
+  searchText (query: string, limit: number): SearchHit[] {
+    const words = tokenize(query.slice(0, MAX_QUERY_CHARS)).slice(0, MAX_QUERY_WORDS)
+    const own = new Set<string>()
+    for (const w of words) {
+      const stem = processTerm(w)
+      if (stem) own.add(stem)
+    }
+    if (own.size === 0) return []
+    const added = new Set<string>()
+    for (const stem of own) for (const s of synonymsOf(stem)) if (!own.has(s)) added.add(s)
+    // Terms are already processed: the query's own tokenizer and processTerm must keep them as they are.
+    const terms = [...own, ...added]
+    const results = this.#search.search(terms.join(' '), {
+      tokenize: (q) => q.split(' '),
+      processTerm: (t) => t,
+      boostTerm: (term) => own.has(term) ? 1 : SYNONYM_WEIGHT
+    })
+    const hits: SearchHit[] = []
+    for (const r of results) {
+      if (hits.length >= limit) break
+      hits.push({ index: r.id as number, score: r.score })
+    }
+    return hits
+  }
+}
+
+/** What a tool's text is for an embedder: one line per field that has any. */
+function documentText (d: ToolDocument): string {
+  return [d.name, d.title, d.description, d.parameters].filter((s) => s.length > 0).join('\n')
+}
+
+/** The document of a tool, from its own name, title, description and input schema. */
+export function toolDocument (
+  tool: { name: string, title?: string | undefined, description?: string | undefined, inputSchema?: unknown },
+  source: string
+): ToolDocument {
+  return {
+    name: tool.name,
+    title: tool.title ?? '',
+    description: tool.description ?? '',
+    parameters: parameterText(tool.inputSchema),
+    source
+  }
+}
+
+/** Parameter names, descriptions and enum values of an input schema, two levels deep, bounded. */
+function parameterText (schema: unknown): string {
+  const parts: string[] = []
+  let chars = 0
+  const visit = (node: unknown, depth: number): void => {
+    if (depth > 2 || chars > MAX_PARAMETER_TEXT || node === null || typeof node !== 'object') return
+    const properties = (node as { properties?: unknown }).properties
+    if (properties === null || typeof properties !== 'object') return
+    for (const [name, prop] of Object.entries(properties as Record<string, unknown>)) {
+      if (chars > MAX_PARAMETER_TEXT) return
+      const p = (prop ?? {}) as { description?: unknown, enum?: unknown, items?: unknown }
+      const values = Array.isArray(p.enum) ? p.enum.filter((e) => typeof e === 'string').join(' ') : ''
+      const text = [name, typeof p.description === 'string' ? p.description : '', values].filter((s) => s.length > 0).join(' ')
+      parts.push(text)
+      chars += text.length
+      visit(prop, depth + 1)
+      visit(p.items, depth + 1)
+    }
+  }
+  visit(schema, 0)
+  return parts.join('\n').slice(0, MAX_PARAMETER_TEXT)
+}
+
+/** Every document by cosine similarity to the query's vector, best first. */
+function cosineRanking (query: ArrayLike<number>, vectors: ReadonlyArray<ArrayLike<number>>): SearchHit[] {
+  const norm = (v: ArrayLike<number>): number => {
+    let s = 0
+    for (let i = 0; i < v.length; i++) s += (v[i] as number) ** 2
+    return Math.sqrt(s)
+  }
+  const qn = norm(query)
+  const hits = vectors.map((v, index) => {
+    let dot = 0
+    for (let i = 0; i < Math.min(v.length, query.length); i++) dot += (v[i] as number) * (query[i] as number)
+    const denominator = qn * norm(v)
+    return { index, score: denominator === 0 ? 0 : dot / denominator }
+  })
+  return hits.filter((h) => h.score > 0).sort((a, b) => b.score - a.score)
+}
+
+/** Reciprocal rank fusion of two rankings; the score is the fused one. */
+function fuse (a: readonly SearchHit[], b: readonly SearchHit[], limit: number): SearchHit[] {
+  const scores = new Map<number, number>()
+  for (const ranking of [a, b]) {
+    ranking.forEach((hit, rank) => scores.set(hit.index, (scores.get(hit.index) ?? 0) + 1 / (RRF_K + rank + 1)))
+  }
+  return [...scores].map(([index, score]) => ({ index, score })).sort((x, y) => y.score - x.score || x.index - y.index).slice(0, limit)
+}
