@@ -170,7 +170,16 @@ export class Gateway {
    */
   async listTools (query: ListToolsRequest, caller: Caller, signal: AbortSignal): Promise<ListToolsResponse> {
     const userId = toolRequestTenant(caller, query.userId, { mcp: splitComma(query.mcp) })
-    return await this.listings.render(query, { userId, policy: await this.#policy(userId), signal })
+    return await this.listings.render(query, { userId, keyId: caller.keyId, policy: await this.#policy(userId), signal })
+  }
+
+  /**
+   * Search mode at /mcp: the tools a `tool_search` call found join the caller's search-mode
+   * listing of this allow-list (Listings.remember); true when the listing changed.
+   */
+  async rememberFound (query: ListToolsRequest, caller: Caller, names: readonly string[]): Promise<boolean> {
+    const userId = toolRequestTenant(caller, query.userId, { mcp: splitComma(query.mcp) })
+    return await this.listings.remember(query, { userId, keyId: caller.keyId, policy: undefined, signal: AbortSignal.timeout(5000) }, names)
   }
 
   /** GET /tools/search: the allow-list's tools ranked against `query` (SPEC 17), under the same tenancy and policy as listTools. */

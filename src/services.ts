@@ -6,7 +6,7 @@ import type { Config } from './config.js'
 import { parseDuration } from './config.js'
 import { HttpError, StartupError } from './errors.js'
 import { ApprovalFacade, createApprovals } from './approvals/index.js'
-import { createCluster } from './cluster/index.js'
+import { createCluster, RedisWorkingSets } from './cluster/index.js'
 import type { ClusterTokens, Coordination, LimiterStores, PeerClient } from './cluster/index.js'
 import { redisTargetOf } from './redis/index.js'
 import { createJournal } from './journal/index.js'
@@ -199,7 +199,11 @@ async function build (
   // tool_search (SPEC 17) searches the listings, which list through this router: it reads them at call time.
   const toolSearch = new ToolSearchTool(() => listings)
   const router = new ToolRouter({ sources, outputMaxChars: config.outputMaxChars, meta: toolSearch })
-  const listings: Listings = new Listings(router, { embedder: overrides.searchEmbedder })
+  // Search mode's working sets are shared through Redis when there is one: an /mcp client's next request may reach another instance.
+  const listings: Listings = new Listings(router, {
+    embedder: overrides.searchEmbedder,
+    ...(coordination !== undefined ? { workingSets: new RedisWorkingSets(coordination) } : {})
+  })
   // Its own Redis connection: journal writes never queue behind (or delay) registry commands.
   const journal = createJournal({
     mode: config.journal,

@@ -11,6 +11,8 @@ import { ToolIndex, toolDocument } from '../search/index.js'
 import type { Embedder } from '../search/index.js'
 import { deferTools } from './deferral.js'
 import { describeToolSearch, findListed } from './search-mode.js'
+import { MemoryWorkingSets, WORKING_SET_MAX, WORKING_SET_TTL_MS, workingSetKey } from './working-sets.js'
+import type { WorkingSetStore } from './working-sets.js'
 
 export interface ListToolsRequest {
   functions?: string
@@ -24,6 +26,12 @@ export interface ListToolsRequest {
   pinned?: string
   /** Provider-native deferral: every tool but the pinned ones `defer_loading`, plus the provider's search tool. */
   defer?: boolean
+  /**
+   * Search mode: also list what `tool_search` found for this caller and allow-list (its working
+   * set, listing/working-sets.ts). /mcp sets it (an MCP host lets its model call listed tools
+   * only); never a query parameter: a REST orchestrator adds the found tools itself.
+   */
+  withFound?: boolean
 }
 
 export interface ListToolsResponse {
@@ -50,6 +58,8 @@ export interface SearchMatch {
 /** Who lists what: the acting tenant (already checked against the caller) and its effective policy. */
 export interface ListingScope {
   userId: string | undefined
+  /** The caller's API key id: whose working set a search-mode listing with `withFound` shows. */
+  keyId?: string | undefined
   policy: ToolPolicy | undefined
   signal: AbortSignal
 }
@@ -57,6 +67,8 @@ export interface ListingScope {
 export interface ListingsOptions {
   /** The embeddings hook of tool search (search/tool-index.ts); none: full text alone. */
   embedder?: Embedder | undefined
+  /** Where search mode's found tools are kept (Redis in a cluster); default: this process's memory. */
+  workingSets?: WorkingSetStore | undefined
 }
 
 /** Serialised listings, cached with the listing: a warm GET /tools writes bytes it already has. */
@@ -86,6 +98,7 @@ const INDEX_BYTES_PER_CHAR = 12
 export class Listings {
   readonly #router: ToolRouter
   readonly #embedder: Embedder | undefined
+  readonly #workingSets: WorkingSetStore
   readonly #policed = new VersionedCache<PolicedListing>({ maxEntries: 1000 })
   // 1,000 listings or 64 MiB of their JSON, whichever comes first (a listing can be 200 KiB).
   readonly #rendered = new VersionedCache<ListToolsResponse>({ maxEntries: 1000, maxBytes: 64 * 1024 * 1024, sizeOf: (r) => listingJson(r).length })
@@ -97,6 +110,7 @@ export class Listings {
   constructor (router: ToolRouter, opts: ListingsOptions = {}) {
     this.#router = router
     this.#embedder = opts.embedder
+    this.#workingSets = opts.workingSets ?? new MemoryWorkingSets()
   }
 
   /** GET /tools: the listing in the requested format and mode. */
@@ -115,7 +129,10 @@ export class Listings {
     }
     const allow = { functions: splitComma(query.functions), mcp: splitComma(query.mcp) }
     const { listing, key, version } = await this.#listing(allow, scope)
-    const renderKey = JSON.stringify([key, format, mode, query.defer === true, pinned])
+    const remembered = mode === 'search' && query.withFound === true
+      ? await this.#workingSets.get(workingSetKey({ tenant: scope.userId, keyId: scope.keyId, ...allow, pinned }))
+      : []
+    const renderKey = JSON.stringify([key, format, mode, query.defer === true, pinned, remembered])
     let response = this.#rendered.get(renderKey, version)
     if (!response) {
       const { found, missing } = findListed(listing.tools, pinned)
@@ -126,7 +143,10 @@ export class Listings {
         const searchTool = describeToolSearch(listing.tools)
         // The policy decides tool_search like any tool: denied, search mode lists the pinned tools alone.
         const shown = scope.policy?.decide(searchTool.entry).kind === 'deny' ? [] : [searchTool]
-        tools = renderTools([...shown, ...found], format)
+        // The working set in listing order (a name found later does not reorder the listing), after the pinned tools.
+        const known = new Set(remembered)
+        const extra = listing.tools.filter((t) => known.has(t.name) && !found.includes(t))
+        tools = renderTools([...shown, ...found, ...extra], format)
       } else if (query.defer === true) {
         tools = deferTools(renderTools(listing.tools, format), listing.tools, new Set(found.map((t) => t.name)), format as 'responses' | 'anthropic')
       } else {
@@ -158,6 +178,16 @@ export class Listings {
     const index = await this.#index(listing, key, version)
     const hits = await index.search(query, limit, scope.signal)
     return { matches: hits.map((h) => ({ tool: listing.tools[h.index] as ListedTool, score: h.score })), listing }
+  }
+
+  /**
+   * Adds tools `tool_search` found to the working set of this caller, allow-list and pinned
+   * (search mode with `withFound`); true when one was new (the listing changed).
+   */
+  async remember (query: ListToolsRequest, scope: ListingScope, names: readonly string[]): Promise<boolean> {
+    const allow = { functions: splitComma(query.functions), mcp: splitComma(query.mcp), pinned: splitComma(query.pinned) }
+    const key = workingSetKey({ tenant: scope.userId, keyId: scope.keyId, ...allow })
+    return await this.#workingSets.add(key, names, WORKING_SET_MAX, WORKING_SET_TTL_MS)
   }
 
   /** The policed listing of an allow-list, cached. */

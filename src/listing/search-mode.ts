@@ -51,12 +51,18 @@ export function describeToolSearch (tools: readonly ListedTool[]): ListedTool {
   return { name: TOOL_SEARCH, entry: { ...TOOL_SEARCH_ENTRY, spec: { ...TOOL_SEARCH_ENTRY.spec, description } } }
 }
 
-/** The listed tools `names` name (a wire name, natural name or qualified name, as /invoke resolves it), and the names that name none. */
+/**
+ * The listed tools `names` name (a wire name, natural name or qualified name, as /invoke resolves
+ * it, or the tool's own name when it is unique in the listing), and the names that name none.
+ */
 export function findListed (tools: readonly ListedTool[], names: readonly string[]): { found: ListedTool[], missing: string[] } {
   const found: ListedTool[] = []
   const missing: string[] = []
   for (const name of names) {
-    const hit = tools.find((t) => t.name === name) ?? tools.find((t) => t.entry.name === name || t.entry.qualifiedName === name)
+    const own = tools.filter((t) => t.entry.spec.name === name)
+    // A tool's own name (`search_issues` for `user_acme_tool_search_issues`) when one listed tool alone has it.
+    const hit = tools.find((t) => t.name === name) ?? tools.find((t) => t.entry.name === name || t.entry.qualifiedName === name) ??
+      (own.length === 1 ? own[0] : undefined)
     if (hit === undefined) missing.push(name)
     else if (!found.includes(hit)) found.push(hit)
   }

@@ -4,6 +4,8 @@ import type { ToolOutcome } from '../routing/types.js'
 import type { Listings, SearchMatch } from './listings.js'
 import { DEFAULT_LIMIT, TOOL_SEARCH, TOOL_SEARCH_ENTRY } from './search-mode.js'
 
+export { TOOL_SEARCH } from './search-mode.js'
+
 /** A found tool's schema is cut past this (its name and description still say what it is). */
 const MAX_SCHEMA_CHARS = 6000
 
@@ -46,6 +48,13 @@ function matchesText (query: string, matches: readonly SearchMatch[], total: num
     return `## ${tool.name}${title}\n${tool.entry.spec.description}\nParameters: ${parameters}`
   })
   return `${matches.length} of ${total} tools match "${query}", best first. Call one by its name.\n\n${blocks.join('\n\n')}`
+}
+
+/** The names a `tool_search` result's trace lists (ToolSearchTool.call), best first. */
+export function foundByToolSearch (trace: unknown): string[] {
+  const matches = (trace as { matches?: unknown } | null)?.matches
+  if (!Array.isArray(matches)) return []
+  return matches.map((m: { name?: unknown }) => m?.name).filter((n): n is string => typeof n === 'string')
 }
 
 /** Scores as the API shows them: 4 significant digits. */

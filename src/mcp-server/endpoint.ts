@@ -8,7 +8,7 @@ import { toolRequestTenant } from '../routing/tenancy.js'
 import type { Caller } from '../routing/types.js'
 import { ListChangedNotifier } from './notifier.js'
 import { HttpError } from '../errors.js'
-import { jsonRpcRefusalBody } from './json-rpc.js'
+import { jsonRpcRefusalBody, mcpListingQuery } from './json-rpc.js'
 import { createGatewayMcpServer } from './server.js'
 import type { LegacyClient, McpCallRecord } from './handlers.js'
 import { ModernMcp } from './modern.js'
@@ -163,7 +163,10 @@ export class McpEndpoint {
       ...(hooks.onCall ? { onCall: hooks.onCall } : {}),
       ...(hooks.limits ? { limits: hooks.limits } : {}),
       requestState: this.#requestState,
-      onError: (err: unknown) => this.#onError(err, 'MCP request failed')
+      onError: (err: unknown) => this.#onError(err, 'MCP request failed'),
+      onListingChanged: () => {
+        this.#notifier.recheck(ex.scope, ex.tenant, ex.caller).catch((err: unknown) => this.#onError(err, 'list_changed check failed'))
+      }
     }
     if (hooks.overheadMs) addOverheadHeader(res, hooks.overheadMs)
     // A legacy client's answers to the requests its calls' servers made (client-requests.ts): never the SDK's.
@@ -256,7 +259,7 @@ export class McpEndpoint {
   async #paramHeaders (ex: McpExchange, name: string, signal: AbortSignal): Promise<ParamHeader[]> {
     let tools: unknown[]
     try {
-      tools = (await this.#gateway.listTools({ ...ex.scope, format: 'mcp' }, ex.caller, signal)).tools
+      tools = (await this.#gateway.listTools(mcpListingQuery(ex.scope), ex.caller, signal)).tools
     } catch {
       return []
     }

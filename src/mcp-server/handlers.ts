@@ -11,6 +11,8 @@ import type { ClientRelay } from '../routing/client-relay.js'
 import { TIER_TRAITS } from '../routing/types.js'
 import { CallBudget } from './budget.js'
 import type { CallLimits } from './budget.js'
+import { mcpListingQuery } from './json-rpc.js'
+import { foundByToolSearch, TOOL_SEARCH } from '../listing/tool-search.js'
 import type { McpQueryT } from './json-rpc.js'
 import type { RequestStateSealer } from './request-state.js'
 import { sealedTaskResult } from './tasks.js'
@@ -42,6 +44,8 @@ export interface GatewayMcpServerOptions {
   requestState?: RequestStateSealer
   /** A legacy client's channel for the requests and log messages of its calls (endpoint.ts); absent for a 2026-07-28 one. */
   legacyClient?: LegacyClient | undefined
+  /** Search mode: a `tool_search` call added tools to this client's listing (its list_changed streams are told). */
+  onListingChanged?: () => void
 }
 
 /** What a legacy client declared, and how a call of it reaches it while the call runs. */
@@ -103,7 +107,7 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
   return {
     async listTools (signal) {
       try {
-        const listing = await gateway.listTools({ ...scope, format: 'mcp' }, caller, withSignal(signal, opts.signal))
+        const listing = await gateway.listTools(mcpListingQuery(scope), caller, withSignal(signal, opts.signal))
         return { tools: listing.tools as Tool[] }
       } catch (err) {
         throw report(err)
@@ -166,6 +170,12 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
         throw toJsonRpcError(outcome.error)
       }
       opts.onCall?.({ ok: true, result: outcome.result })
+      // Search mode: what the model found joins this client's listing, announced with list_changed.
+      if (name === TOOL_SEARCH && scope.mode === 'search' && !outcome.result.isError) {
+        const found = foundByToolSearch(outcome.result.trace)
+        const changed = found.length > 0 && await gateway.rememberFound(scope, caller, found).catch((err: unknown) => { report(err); return false })
+        if (changed) opts.onListingChanged?.()
+      }
       const required = outcome.result.requiredCapabilities
       if (era === 'modern' && required !== null && typeof required === 'object') {
         // The server needs a capability the client did not declare: its -32021, as the revision says (HTTP 400).

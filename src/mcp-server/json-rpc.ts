@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox'
 import type { Static } from '@sinclair/typebox'
 import { toJsonRpcRefusal } from '../errors.js'
 import { ToolsQuery } from '../api/tools.js'
+import type { ListToolsRequest } from '../listing/listings.js'
 
 /** The /mcp endpoint URL's query: GET /tools' allow-list and tenant (the format is always mcp). */
 export const McpQuery = Type.Object({
@@ -12,6 +13,14 @@ export const McpQuery = Type.Object({
   pinned: ToolsQuery.properties.pinned
 }, { additionalProperties: false })
 export type McpQueryT = Static<typeof McpQuery>
+
+/**
+ * The listing /mcp serves for its URL: GET /tools in the mcp format, and in search mode with the
+ * tools this client's searches found (an MCP host lets its model call listed tools only).
+ */
+export function mcpListingQuery (scope: McpQueryT): ListToolsRequest {
+  return { ...scope, format: 'mcp', withFound: true }
+}
 
 /** A JSON-RPC error response: how /mcp refuses a request, at any stage. */
 export const JsonRpcErrorResponse = Type.Object({

@@ -1,6 +1,7 @@
 import type { Gateway } from '../gateway.js'
 import type { ListingChange, ListingListener } from '../registry/types.js'
 import type { Caller } from '../routing/types.js'
+import { mcpListingQuery } from './json-rpc.js'
 import type { McpQueryT } from './json-rpc.js'
 
 /** Whatever can tell a connected client that its tool list changed (an SDK Server on a GET stream). */
@@ -72,7 +73,7 @@ export class ListChangedNotifier {
    */
   async watch (scope: McpQueryT, tenant: string | undefined, caller: Caller, target: ListChangedTarget, serverIds: readonly string[]): Promise<() => void> {
     if (this.#closed) throw new Error('notifier closed')
-    const key = JSON.stringify([tenant ?? null, scope.functions ?? '', scope.mcp ?? '', scope.mode ?? 'all', scope.pinned ?? ''])
+    const key = groupKey(scope, tenant, caller)
     let group = this.#groups.get(key)
     if (!group) {
       group = {
@@ -103,6 +104,15 @@ export class ListChangedNotifier {
     }
   }
 
+  /**
+   * Checks the listing of this scope and caller now (a search at /mcp changed its working set):
+   * its streams on this instance hear at once, other instances' at their next poll.
+   */
+  async recheck (scope: McpQueryT, tenant: string | undefined, caller: Caller): Promise<void> {
+    const group = this.#groups.get(groupKey(scope, tenant, caller))
+    if (group !== undefined) await this.#check(group, true)
+  }
+
   /** Checks every watched listing now (also what the timer does). */
   async checkAll (): Promise<void> {
     await Promise.all([...this.#groups.values()].map(async (g) => await this.#check(g, true)))
@@ -129,7 +139,7 @@ export class ListChangedNotifier {
         group.again = false
         let fingerprint: string
         try {
-          const listing = await this.#opts.gateway.listTools({ ...group.scope, format: 'mcp' }, group.caller, this.#abort.signal)
+          const listing = await this.#opts.gateway.listTools(mcpListingQuery(group.scope), group.caller, this.#abort.signal)
           fingerprint = JSON.stringify(listing.tools)
         } catch (err) {
           // Keep the last known listing: the next check tries again.
@@ -185,4 +195,12 @@ function affects (change: ListingChange, group: Group): boolean {
   if (change.op === 'resync') return true
   if (change.scope.kind === 'user' && change.scope.userId !== group.tenant) return false
   return group.serverIds.has(change.serverId)
+}
+
+/**
+ * Streams that see the same listing share one check: same tenant, allow-list, mode and pinned, and
+ * the same API key (search mode's working set is the key's own, listing/working-sets.ts).
+ */
+function groupKey (scope: McpQueryT, tenant: string | undefined, caller: Caller): string {
+  return JSON.stringify([tenant ?? null, caller.keyId ?? null, scope.functions ?? '', scope.mcp ?? '', scope.mode ?? 'all', scope.pinned ?? ''])
 }

@@ -11,47 +11,15 @@ import type { TestContext } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import type { Responses } from 'openai/resources/responses/responses'
 import type { Tool as AnthropicTool, ToolSearchToolBm25_20251119 as AnthropicSearchTool } from '@anthropic-ai/sdk/resources/messages/messages'
-import { Server } from '@modelcontextprotocol/sdk/server/index.js'
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import type { Tool } from '@modelcontextprotocol/sdk/types.js'
 import { buildTestApp } from '../../helpers/app.js'
+import { FILES, GLOBEX_TOOLS, str, tool, toolServer, TRACKER } from '../../helpers/search-tools.js'
 import { startStreamableHttpFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
 
 const ADMIN = 'k-admin-search-0123'
 const ACME = 'k-acme-search-0123'
 const GLOBEX = 'k-globex-search-0123'
 const KEYS = `${ADMIN}:*,${ACME}:acme,${GLOBEX}:globex`
-
-const tool = (name: string, description: string, properties: Record<string, object>, required: string[] = []): Tool =>
-  ({ name, description, inputSchema: { type: 'object', properties, required } })
-const str = { type: 'string' }
-const num = { type: 'number' }
-
-/** Tool definitions after public servers' (GitHub's and the filesystem reference server's), shortened. */
-const TRACKER: Tool[] = [
-  tool('create_issue', 'Create a new issue in a GitHub repository', { owner: str, repo: str, title: str, body: str }, ['owner', 'repo', 'title']),
-  tool('search_issues', 'Search for issues and pull requests across GitHub repositories', { q: { type: 'string', description: 'Search query' } }, ['q']),
-  tool('add_issue_comment', 'Add a comment to an existing issue', { issue_number: num, body: str }, ['issue_number', 'body']),
-  tool('merge_pull_request', 'Merge a pull request', { pull_number: num, merge_method: { type: 'string', enum: ['merge', 'squash'] } }, ['pull_number'])
-]
-const FILES: Tool[] = [
-  tool('read_text_file', 'Read the complete contents of a file from the file system as text', { path: str }, ['path']),
-  tool('list_directory', 'Get a detailed listing of all files and directories in a specified path', { path: str }, ['path']),
-  tool('move_file', 'Move or rename files and directories', { source: str, destination: str }, ['source', 'destination'])
-]
-/** Globex's own server: a tool that would match acme's queries best, were it ever searched for acme. */
-const GLOBEX_TOOLS: Tool[] = [tool('create_issue_report', 'Create a new issue bug report ticket in the repository issue tracker', { title: str }, ['title'])]
-
-function toolServer (tools: Tool[]): () => Server {
-  return () => {
-    const server = new Server({ name: 'search-fixture', version: '1.0.0' }, { capabilities: { tools: {} } })
-    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }))
-    server.setRequestHandler(CallToolRequestSchema, async (r) => ({
-      content: [{ type: 'text' as const, text: `ran ${r.params.name} ${JSON.stringify(r.params.arguments)}` }]
-    }))
-    return server
-  }
-}
 
 type Method = 'GET' | 'PUT' | 'POST' | 'DELETE'
 
