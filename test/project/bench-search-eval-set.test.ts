@@ -53,6 +53,24 @@ test('every expected tool exists, and no query is listed twice', () => {
   assert.deepEqual(texts.filter((t, i) => texts.indexOf(t) !== i), [])
 })
 
+test('the held-out queries: 100+, every expected tool exists, none listed twice, no query text shared with queries.json', () => {
+  const { servers, queries, holdout } = loadEvalSet()
+  assert.ok(holdout.length >= 100)
+  const keys = new Set(servers.flatMap((s) => s.tools.map((t) => toolKey(s.id, t.name))))
+  for (const q of holdout) {
+    for (const e of q.expected) assert.ok(keys.has(e), `held-out "${q.query}" expects ${e}, which servers.json lacks`)
+    assert.equal(new Set(q.expected).size, q.expected.length, q.query)
+  }
+  const norm = (t: string): string => t.toLowerCase().replace(/\s+/g, ' ').trim()
+  const texts = holdout.map((q) => norm(q.query))
+  assert.deepEqual(texts.filter((t, i) => texts.indexOf(t) !== i), [])
+  const tuned = new Set(queries.map((q) => norm(q.query)))
+  assert.deepEqual(texts.filter((t) => tuned.has(t)), [])
+  // Spread over the whole set: every server answers at least one held-out query.
+  const answered = new Set(holdout.flatMap((q) => q.expected.map((e) => e.slice(0, e.indexOf('/')))))
+  assert.deepEqual(servers.map((s) => s.id).filter((id) => !answered.has(id)), [])
+})
+
 test('paddedServers(1000) gives exactly 1,000 tools, the set first, the same every time', () => {
   const a = paddedServers(1000)
   const b = paddedServers(1000)
