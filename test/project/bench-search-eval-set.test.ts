@@ -5,7 +5,7 @@ import { once } from 'node:events'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { loadEvalSet, paddedServers, toolKey } from '../../bench/fixtures/search/eval-set.js'
-import type { EvalServer } from '../../bench/fixtures/search/eval-set.js'
+import type { EvalQuery, EvalServer } from '../../bench/fixtures/search/eval-set.js'
 import { ID_PATTERN, WIRE_NAME_PATTERN } from '../../src/naming/names.js'
 
 // The tool-search evaluation set of bench row 7 (bench/fixtures/search/) and the process that serves it.
@@ -53,22 +53,37 @@ test('every expected tool exists, and no query is listed twice', () => {
   assert.deepEqual(texts.filter((t, i) => texts.indexOf(t) !== i), [])
 })
 
-test('the held-out queries: 100+, every expected tool exists, none listed twice, no query text shared with queries.json', () => {
-  const { servers, queries, holdout } = loadEvalSet()
-  assert.ok(holdout.length >= 100)
+const norm = (t: string): string => t.toLowerCase().replace(/\s+/g, ' ').trim()
+
+/**
+ * A set of queries kept apart from queries.json: `min`+ queries, every expected tool exists, none
+ * listed twice, no query text shared with `others`, and every server answers at least one query.
+ */
+function checkSeparateSet (label: string, set: readonly EvalQuery[], min: number, others: readonly EvalQuery[]): void {
+  const { servers } = loadEvalSet()
+  assert.ok(set.length >= min, `${label}: ${set.length} queries, want ${min}+`)
   const keys = new Set(servers.flatMap((s) => s.tools.map((t) => toolKey(s.id, t.name))))
-  for (const q of holdout) {
-    for (const e of q.expected) assert.ok(keys.has(e), `held-out "${q.query}" expects ${e}, which servers.json lacks`)
+  for (const q of set) {
+    for (const e of q.expected) assert.ok(keys.has(e), `${label} "${q.query}" expects ${e}, which servers.json lacks`)
     assert.equal(new Set(q.expected).size, q.expected.length, q.query)
   }
-  const norm = (t: string): string => t.toLowerCase().replace(/\s+/g, ' ').trim()
-  const texts = holdout.map((q) => norm(q.query))
+  const texts = set.map((q) => norm(q.query))
   assert.deepEqual(texts.filter((t, i) => texts.indexOf(t) !== i), [])
-  const tuned = new Set(queries.map((q) => norm(q.query)))
-  assert.deepEqual(texts.filter((t) => tuned.has(t)), [])
-  // Spread over the whole set: every server answers at least one held-out query.
-  const answered = new Set(holdout.flatMap((q) => q.expected.map((e) => e.slice(0, e.indexOf('/')))))
+  const seen = new Set(others.map((q) => norm(q.query)))
+  assert.deepEqual(texts.filter((t) => seen.has(t)), [], `${label}: query text shared with another set`)
+  // Spread over the whole set: every server answers at least one of these queries.
+  const answered = new Set(set.flatMap((q) => q.expected.map((e) => e.slice(0, e.indexOf('/')))))
   assert.deepEqual(servers.map((s) => s.id).filter((id) => !answered.has(id)), [])
+}
+
+test('the held-out queries: 100+, every expected tool exists, none listed twice, no query text shared with queries.json', () => {
+  const { queries, holdout } = loadEvalSet()
+  checkSeparateSet('held-out', holdout, 100, queries)
+})
+
+test('the test queries: 150+, every expected tool exists, none listed twice, no query text shared with queries.json or the held-out set', () => {
+  const { queries, holdout, test: testSet } = loadEvalSet()
+  checkSeparateSet('test', testSet, 150, [...queries, ...holdout])
 })
 
 test('paddedServers(1000) gives exactly 1,000 tools, the set first, the same every time', () => {
