@@ -14,7 +14,8 @@ const STOP_WORDS = new Set([
   'i', 'me', 'my', 'we', 'our', 'you', 'your', 'he', 'she', 'they', 'what', 'which', 'who', 'whom',
   'can', 'could', 'would', 'should', 'will', 'shall', 'may', 'might', 'must', 'do', 'does', 'did',
   'please', 'want', 'need', 'like', 'some', 'any', 'all', 'just', 'so', 'if', 'then', 'than', 'also', 'not', 'no',
-  'tool', 'tools', 'using', 'use', 'via', 'given', 'specified', 'provided', 'optional', 'default'
+  'tool', 'tools', 'using', 'use', 'via', 'given', 'specified', 'provided', 'optional', 'default',
+  'how', 'when', 'why', 'called', 'named', 'anyone', 'someone', 'something', 'anything', 'everything', 'already', 'earlier'
 ])
 
 /** Longest word kept (a base64 blob or a hash in a description is not a word anyone searches for). */
@@ -30,11 +31,19 @@ export function tokenize (text: string): string[] {
   return words.filter((w) => w.length > 0 && w.length <= MAX_WORD)
 }
 
+/** Stems of words seen, so an index build stems each distinct word once; emptied when full (tool text is tenant input). */
+const STEMS = new Map<string, string | null>()
+const MAX_STEMS = 50_000
+
 /** One raw word as the index keeps it: lowercased and stemmed; null for a stop word. */
 export function processTerm (word: string): string | null {
+  let stem = STEMS.get(word)
+  if (stem !== undefined) return stem
   const lower = word.toLowerCase()
-  if (STOP_WORDS.has(lower)) return null
-  return lower.length <= 2 ? lower : stemmer(lower)
+  stem = STOP_WORDS.has(lower) ? null : lower.length <= 2 ? lower : stemmer(lower)
+  if (STEMS.size >= MAX_STEMS) STEMS.clear()
+  STEMS.set(word, stem)
+  return stem
 }
 
 /**
@@ -66,7 +75,18 @@ const SYNONYM_GROUPS: ReadonlyArray<readonly string[]> = [
   ['time', 'clock', 'timezone', 'date'],
   ['sql', 'database', 'db', 'table'],
   ['location', 'place', 'address', 'map', 'geocode'],
-  ['direction', 'route', 'distance']
+  ['direction', 'route', 'distance'],
+  ['geocode', 'coordinates', 'latitude', 'longitude'],
+  ['calendar', 'agenda', 'schedule', 'event', 'meeting', 'appointment'],
+  ['dialog', 'popup', 'alert', 'modal'],
+  ['memory', 'knowledge', 'graph', 'entity', 'remember', 'recall'],
+  ['mark', 'read', 'unread'],
+  ['bucket', 'storage', 'object'],
+  ['console', 'log', 'error'],
+  ['create', 'leave', 'file', 'open'],
+  ['approve', 'review'],
+  ['script', 'javascript', 'js', 'code', 'evaluate'],
+  ['readme', 'file', 'contents']
 ]
 
 const SYNONYMS: ReadonlyMap<string, readonly string[]> = (() => {

@@ -7,8 +7,10 @@ export interface ToolDocument {
   name: string
   title: string
   description: string
-  /** Parameter names, their descriptions and enum values. */
+  /** Parameter names and their descriptions. */
   parameters: string
+  /** The parameters' enum values: a word here says little (LOW|MEDIUM|HIGH is no elevation). */
+  values: string
   /** The server, service or function the tool comes from ("github", "builtin"). */
   source: string
 }
@@ -28,10 +30,15 @@ export interface Embedder {
   embed: (texts: readonly string[], signal: AbortSignal) => Promise<ReadonlyArray<ArrayLike<number>>>
 }
 
-/** Field weights: a word in the name says more than one in a parameter's description. */
-const BOOST = { name: 3, title: 2, source: 1.5, description: 1.2, parameters: 0.6 }
+/**
+ * Field weights (chosen on the evaluation sets, README "Tool search"): a tool's name, its source
+ * and its description weigh alike; its parameters' words far less; their enum values least.
+ */
+const BOOST = { name: 2, title: 1.5, source: 2, description: 2, parameters: 0.3, values: 0.1 }
 /** A query word's synonym counts this much of the word itself. */
-const SYNONYM_WEIGHT = 0.35
+const SYNONYM_WEIGHT = 0.15
+/** A tool's score is multiplied by this plus the share of the query's words it answers. */
+const COORDINATION_FLOOR = 1
 /** Reciprocal rank fusion constant (Cormack et al.): ranks past the first few weigh little. */
 const RRF_K = 60
 /** Longest query read, in characters (a longer one is cut, never refused: it comes from a model). */
@@ -40,7 +47,7 @@ export const MAX_QUERY_CHARS = 1000
 const MAX_QUERY_WORDS = 32
 /** Characters of a tool's parameter text kept: a huge schema must not dominate, nor cost the build. */
 const MAX_PARAMETER_TEXT = 4000
-const FIELDS = ['name', 'title', 'source', 'description', 'parameters'] as const
+const FIELDS = ['name', 'title', 'source', 'description', 'parameters', 'values'] as const
 
 /**
  * A full-text index over one listing's tools (MiniSearch: BM25+ per field, prefix and fuzzy
@@ -54,6 +61,8 @@ export class ToolIndex {
   readonly #embedder: Embedder | undefined
   /** The characters indexed: the cache weighs an index by them. */
   readonly textChars: number
+  /** Every term of the indexed text: only a query word none of the tools uses is looked up as a typo. */
+  readonly #vocabulary = new Set<string>()
 
   private constructor (docs: readonly ToolDocument[], vectors: ReadonlyArray<ArrayLike<number>> | undefined, embedder: Embedder | undefined) {
     this.#docs = docs
@@ -63,12 +72,16 @@ export class ToolIndex {
       fields: [...FIELDS],
       idField: 'id',
       tokenize,
-      processTerm,
-      searchOptions: { boost: BOOST, prefix: (term) => term.length >= 3, fuzzy: (term) => term.length >= 5 ? 0.2 : false, combineWith: 'OR' }
+      processTerm: (word) => {
+        const term = processTerm(word)
+        if (term !== null) this.#vocabulary.add(term)
+        return term
+      },
+      searchOptions: { boost: BOOST, combineWith: 'OR', bm25: { k: 1.2, b: 0.7, d: 0 } }
     })
     let chars = 0
     this.#search.addAll(docs.map((d, id) => {
-      chars += d.name.length + d.title.length + d.description.length + d.parameters.length + d.source.length
+      chars += d.name.length + d.title.length + d.description.length + d.parameters.length + d.values.length + d.source.length
       return { ...d, id }
     }))
     this.textChars = chars
@@ -109,20 +122,34 @@ export class ToolIndex {
       if (stem) own.add(stem)
     }
     if (own.size === 0) return []
-    const added = new Set<string>()
-    for (const stem of own) for (const s of synonymsOf(stem)) if (!own.has(s)) added.add(s)
+    // Each term stands for the query words it came from: a word itself, or a synonym of one or more.
+    const concepts = new Map<string, string[]>()
+    for (const stem of own) concepts.set(stem, [stem])
+    for (const stem of own) {
+      for (const s of synonymsOf(stem)) {
+        if (own.has(s)) continue
+        const of = concepts.get(s)
+        if (of === undefined) concepts.set(s, [stem])
+        else of.push(stem)
+      }
+    }
     // Terms are already processed: the query's own tokenizer and processTerm must keep them as they are.
-    const terms = [...own, ...added]
-    const results = this.#search.search(terms.join(' '), {
+    const results = this.#search.search([...concepts.keys()].join(' '), {
       tokenize: (q) => q.split(' '),
       processTerm: (t) => t,
-      boostTerm: (term) => own.has(term) ? 1 : SYNONYM_WEIGHT
+      boostTerm: (term) => own.has(term) ? 1 : SYNONYM_WEIGHT,
+      // A synonym is matched as written: prefixes of the query's own words only, typos of its words no tool uses (fewer lookups).
+      prefix: (term) => term.length >= 3 && own.has(term),
+      fuzzy: (term) => term.length >= 5 && own.has(term) && !this.#vocabulary.has(term) ? 0.2 : false
     })
-    const hits: SearchHit[] = []
-    for (const r of results) {
-      if (hits.length >= limit) break
-      hits.push({ index: r.id as number, score: r.score })
-    }
+    // Coordination: a tool that answers more of the query's words (itself or by a synonym) ranks above one
+    // that answers a single word many times (BM25 alone sums per term).
+    const ranked = results.map((r) => {
+      const covered = new Set<string>()
+      for (const term of r.queryTerms) for (const word of concepts.get(term) ?? []) covered.add(word)
+      return { index: r.id as number, score: r.score * (COORDINATION_FLOOR + covered.size / own.size) }
+    }).sort((a, b) => b.score - a.score || a.index - b.index)
+    const hits = ranked.slice(0, limit)
     return hits
   }
 }
@@ -141,14 +168,15 @@ export function toolDocument (
     name: tool.name,
     title: tool.title ?? '',
     description: tool.description ?? '',
-    parameters: parameterText(tool.inputSchema),
+    ...parameterText(tool.inputSchema),
     source
   }
 }
 
-/** Parameter names, descriptions and enum values of an input schema, two levels deep, bounded. */
-function parameterText (schema: unknown): string {
+/** Parameter names and descriptions, and apart their enum values, of an input schema, two levels deep, bounded. */
+function parameterText (schema: unknown): { parameters: string, values: string } {
   const parts: string[] = []
+  const values: string[] = []
   let chars = 0
   const visit = (node: unknown, depth: number): void => {
     if (depth > 2 || chars > MAX_PARAMETER_TEXT || node === null || typeof node !== 'object') return
@@ -157,16 +185,20 @@ function parameterText (schema: unknown): string {
     for (const [name, prop] of Object.entries(properties as Record<string, unknown>)) {
       if (chars > MAX_PARAMETER_TEXT) return
       const p = (prop ?? {}) as { description?: unknown, enum?: unknown, items?: unknown }
-      const values = Array.isArray(p.enum) ? p.enum.filter((e) => typeof e === 'string').join(' ') : ''
-      const text = [name, typeof p.description === 'string' ? p.description : '', values].filter((s) => s.length > 0).join(' ')
+      const text = typeof p.description === 'string' ? `${name} ${p.description}` : name
       parts.push(text)
       chars += text.length
+      if (Array.isArray(p.enum)) {
+        const words = p.enum.filter((e) => typeof e === 'string').join(' ')
+        values.push(words)
+        chars += words.length
+      }
       visit(prop, depth + 1)
       visit(p.items, depth + 1)
     }
   }
   visit(schema, 0)
-  return parts.join('\n').slice(0, MAX_PARAMETER_TEXT)
+  return { parameters: parts.join('\n').slice(0, MAX_PARAMETER_TEXT), values: values.join(' ').slice(0, MAX_PARAMETER_TEXT) }
 }
 
 /** Every document by cosine similarity to the query's vector, best first. */

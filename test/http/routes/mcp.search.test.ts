@@ -128,7 +128,7 @@ test('legacy /mcp in search mode: tool_search, then the found tool joins the lis
   // The GET stream is open once the SDK client has listed (it opens it after initialize).
   await new Promise((resolve) => setTimeout(resolve, 200))
 
-  const result = await client.callTool({ name: 'tool_search', arguments: { query: 'show the contents of a folder', limit: 1 } })
+  const result = await client.callTool({ name: 'tool_search', arguments: { query: 'list the entries of a directory', limit: 1 } })
   const found = foundName(textOf(result))
   assert.equal(found, 'user_acme_tool_list_directory')
   await change.wait()
