@@ -12,7 +12,8 @@
  * - 7.4 recall@5 and 7.5 MRR over the top 10 of queries.json on the real set, the misses logged;
  * - 7.6 the same two on the padded set (informational);
  * - 7.7 recall@5 and 7.8 MRR over the top 10 of queries-holdout.json on the real set, the misses
- *   logged: queries the engine is not tuned on, so that 7.4 cannot rise by fitting queries.json alone;
+ *   logged: written blind to the engine, then used as the validation set its settings were chosen on
+ *   (a change was kept only when it lowered neither 7.4 nor 7.7), so it no longer measures generalisation;
  * - 7.9 recall@5 and 7.10 MRR over the top 10 of queries-test.json on the real set: a third set,
  *   written blind to the engine once the held-out one came into use for tuning. Only the number of
  *   its misses is logged, never the queries, so that the set stays out of tuning.
@@ -287,7 +288,7 @@ function rows (local: ReturnType<typeof inProcess>, m: Measured | undefined, why
     }),
     makeRow({
       id: '7.7',
-      name: 'recall@5 on the held-out queries (queries-holdout.json, not used to tune the engine), eval set (350 tools)',
+      name: 'recall@5 on the held-out queries (queries-holdout.json, the validation set the engine was tuned on), eval set (350 tools)',
       metric: 'fraction',
       value: m ? m.holdQ.recall5 : null,
       baseline: null,

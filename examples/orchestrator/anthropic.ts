@@ -2,12 +2,12 @@
 //   npx tsx examples/orchestrator/anthropic.ts "Write a haiku to haiku.txt, then read it back"
 // Env: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_MODEL, MAX_STEPS, and the gateway's (see
 // gateway.ts): GATEWAY_URL, GATEWAY_API_KEY, GATEWAY_FUNCTIONS, GATEWAY_MCP, GATEWAY_USER_ID,
-// GATEWAY_WORKSPACE.
+// GATEWAY_WORKSPACE, GATEWAY_MODE (search: tool_search first), GATEWAY_PINNED.
 import { pathToFileURL } from 'node:url'
 import Anthropic from '@anthropic-ai/sdk'
 import type { MessageParam, Tool, ToolResultBlockParam } from '@anthropic-ai/sdk/resources/messages'
 import { createInterface } from 'node:readline/promises'
-import { formsFor, gatewayFromEnv, invokeAll, listTools } from './gateway.js'
+import { formsFor, foundTools, gatewayFromEnv, invokeAll, listTools } from './gateway.js'
 import type { AskUser, GatewayOptions, InputAnswers, LoopResult, ToolCall } from './gateway.js'
 
 export interface AnthropicLoopOptions {
@@ -74,6 +74,10 @@ export async function runAnthropicLoop (prompt: string, opts: AnthropicLoopOptio
       return { type: 'tool_result', tool_use_id: r.callId, content: r.output, ...(r.isError ? { is_error: true } : {}) }
     })
     messages.push({ role: 'user', content })
+    // Search mode: what tool_search found is shown from the next turn on (the model calls it by name).
+    for (const tool of await foundTools(opts.gateway, 'anthropic', calls) as Tool[]) {
+      if (!tools.some((t) => t.name === tool.name)) tools.push(tool)
+    }
   }
   throw new Error(`no final answer after ${opts.maxSteps ?? 10} steps`)
 }

@@ -10,6 +10,12 @@ export interface GatewayOptions {
   mcp: string[]
   userId?: string | undefined
   workspaceId?: string | undefined
+  /**
+   * `search`: the model is shown only `tool_search` (and `pinned`); each tool it finds is added to
+   * the tools it sees from the next turn on (README "Tool search"). The allow-list stays the whole one.
+   */
+  mode?: 'all' | 'search'
+  pinned?: string[]
 }
 
 export interface ToolCall {
@@ -28,7 +34,7 @@ export interface LoopResult<M> { text: string, steps: number, messages: M[] }
 const list = (value: string | undefined, fallback: string): string[] =>
   (value ?? fallback).split(',').map((s) => s.trim()).filter(Boolean)
 
-/** GATEWAY_URL, GATEWAY_API_KEY, GATEWAY_FUNCTIONS, GATEWAY_MCP, GATEWAY_USER_ID, GATEWAY_WORKSPACE. */
+/** GATEWAY_URL, GATEWAY_API_KEY, GATEWAY_FUNCTIONS, GATEWAY_MCP, GATEWAY_USER_ID, GATEWAY_WORKSPACE, GATEWAY_MODE, GATEWAY_PINNED. */
 export function gatewayFromEnv (env: NodeJS.ProcessEnv = process.env): GatewayOptions {
   return {
     url: env.GATEWAY_URL ?? 'http://127.0.0.1:8080',
@@ -36,7 +42,9 @@ export function gatewayFromEnv (env: NodeJS.ProcessEnv = process.env): GatewayOp
     functions: list(env.GATEWAY_FUNCTIONS, 'read_file,write_file,glob,grep,calculate,current_time'),
     mcp: list(env.GATEWAY_MCP, ''),
     userId: env.GATEWAY_USER_ID || undefined,
-    workspaceId: env.GATEWAY_WORKSPACE || undefined
+    workspaceId: env.GATEWAY_WORKSPACE || undefined,
+    mode: env.GATEWAY_MODE === 'search' ? 'search' : 'all',
+    pinned: list(env.GATEWAY_PINNED, '')
   }
 }
 
@@ -62,10 +70,35 @@ async function request (gw: GatewayOptions, path: string, body?: unknown): Promi
 export async function listTools (gw: GatewayOptions, format: 'openai' | 'responses' | 'anthropic'): Promise<unknown[]> {
   const query = new URLSearchParams({ format, functions: gw.functions.join(','), mcp: gw.mcp.join(',') })
   if (gw.userId) query.set('userId', gw.userId)
+  if (gw.mode === 'search') query.set('mode', 'search')
+  if (gw.mode === 'search' && (gw.pinned ?? []).length > 0) query.set('pinned', (gw.pinned ?? []).join(','))
   const listing = await request(gw, `/tools?${query}`)
   for (const u of listing.unresolved ?? []) console.error(`[gateway] unresolved ${u.kind} ${u.name}: ${u.reason}`)
   for (const u of listing.unavailable ?? []) console.error(`[gateway] unavailable server ${u.serverId}: ${u.reason}`)
   return listing.tools
+}
+
+/**
+ * Search mode: the tools the model's `tool_search` calls of this turn found, in the provider's
+ * format, to add to what it is shown. GET /tools/search ranks the same allow-list the same way
+ * as the call did, so these are the tools its result named.
+ */
+export async function foundTools (gw: GatewayOptions, format: 'openai' | 'responses' | 'anthropic', calls: ToolCall[]): Promise<unknown[]> {
+  const found: unknown[] = []
+  for (const call of calls) {
+    if (call.name !== 'tool_search') continue
+    let args: { query?: unknown, limit?: unknown }
+    try {
+      args = typeof call.arguments === 'string' ? JSON.parse(call.arguments) : call.arguments as typeof args
+    } catch {
+      continue // the call itself answered the model a tool error
+    }
+    if (typeof args?.query !== 'string' || args.query === '') continue
+    const query = new URLSearchParams({ q: args.query, limit: String(args.limit ?? 5), format, functions: gw.functions.join(','), mcp: gw.mcp.join(',') })
+    if (gw.userId) query.set('userId', gw.userId)
+    found.push(...(await request(gw, `/tools/search?${query}`)).tools)
+  }
+  return found
 }
 
 /**

@@ -2,11 +2,11 @@
 //   npx tsx examples/orchestrator/openai.ts "Write a haiku to haiku.txt, then read it back"
 // Env: OPENAI_API_KEY, OPENAI_BASE_URL (any Chat Completions server), OPENAI_MODEL, MAX_STEPS, and
 // the gateway's (see gateway.ts): GATEWAY_URL, GATEWAY_API_KEY, GATEWAY_FUNCTIONS, GATEWAY_MCP,
-// GATEWAY_USER_ID, GATEWAY_WORKSPACE.
+// GATEWAY_USER_ID, GATEWAY_WORKSPACE, GATEWAY_MODE (search: tool_search first), GATEWAY_PINNED.
 import { pathToFileURL } from 'node:url'
 import OpenAI from 'openai'
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions'
-import { formsFor, gatewayFromEnv, invokeAll, listTools } from './gateway.js'
+import { formsFor, foundTools, gatewayFromEnv, invokeAll, listTools } from './gateway.js'
 import type { AskUser, GatewayOptions, InputAnswers, LoopResult, ToolCall } from './gateway.js'
 
 export interface OpenAILoopOptions {
@@ -68,6 +68,10 @@ export async function runOpenAILoop (prompt: string, opts: OpenAILoopOptions): P
       log(`<- ${r.isError ? 'error ' : ''}${r.output.slice(0, 200)}`)
       // One `tool` message per call, matched by id; the content is the gateway's output string.
       messages.push({ role: 'tool', tool_call_id: r.callId, content: r.output })
+    }
+    // Search mode: what tool_search found is shown from the next turn on (the model calls it by name).
+    for (const tool of await foundTools(opts.gateway, 'openai', calls) as ChatCompletionTool[]) {
+      if (tool.type === 'function' && !tools.some((t) => t.type === 'function' && t.function.name === tool.function.name)) tools.push(tool)
     }
   }
   throw new Error(`no final answer after ${opts.maxSteps ?? 10} steps`)

@@ -213,3 +213,32 @@ test('a tool\'s MCP server asks mid-call: each loop\'s "user" fills the form, it
   }
   assert.deepEqual(model.requests.map((r) => r.refused), Array(6).fill(undefined))
 })
+
+test('search mode: each loop shows the model tool_search and the pinned tool, then adds what its search found, which it then calls', async (t) => {
+  const workspaces = await mkdtemp(join(tmpdir(), 'tg-orchestrator-'))
+  t.after(async () => await rm(workspaces, { recursive: true, force: true }))
+  const gw = await startGateway(t, { WORKSPACES_DIR: workspaces, API_KEYS: `${KEY}:alice` })
+  t.after(async () => await gw.stop(5000))
+  const names = (body: any): string[] => (body.tools ?? []).map((x: any) => x.function?.name ?? x.name)
+  const model = await startFakeModel(t, (turn, results, body) => {
+    if (turn === 0) return { toolCalls: [{ name: 'tool_search', input: { query: 'evaluate an arithmetic expression', limit: 1 } }] }
+    if (turn === 1) {
+      if (!names(body).includes('calculate')) throw new Error(`calculate was not added: ${names(body).join(',')}`)
+      return { toolCalls: [{ name: 'calculate', input: { expression: '6 * 7' } }] }
+    }
+    return { text: `found by search, ${JSON.parse(results.at(-1)?.content ?? '{}').result}` }
+  })
+  const functions = ['@builtin', 'calculate', 'current_time']
+  const gateway = { url: gw.url, apiKey: KEY, functions, mcp: [], userId: 'alice', mode: 'search' as const, pinned: ['read_file'] }
+  for (const provider of ['openai', 'anthropic'] as const) {
+    const before = model.requests.length
+    const result = provider === 'anthropic'
+      ? await runAnthropicLoop('what is 6 * 7?', { gateway, client: new Anthropic({ baseURL: model.url, apiKey: 'sk-ant-t', maxRetries: 0 }), maxSteps: 4 })
+      : await runOpenAILoop('what is 6 * 7?', { gateway, client: new OpenAI({ baseURL: `${model.url}/v1`, apiKey: 'sk-t', maxRetries: 0 }), maxSteps: 4 })
+    assert.equal(result.text, 'found by search, 42', provider)
+    const seen = model.requests.slice(before).map((r) => names(r.body))
+    assert.deepEqual(seen, [['tool_search', 'read_file'], ['tool_search', 'read_file', 'calculate'], ['tool_search', 'read_file', 'calculate']], provider)
+    assert.match(model.requests[before + 1]!.results[0]!.content, /^1 of 10 tools match "evaluate an arithmetic expression"[^]*## calculate/, provider)
+  }
+  assert.deepEqual(model.requests.map((r) => r.refused), Array(6).fill(undefined))
+})
