@@ -45,6 +45,10 @@ const RRF_K = 60
 export const MAX_QUERY_CHARS = 1000
 /** At most this many query words are searched (each is a lookup in the index). */
 const MAX_QUERY_WORDS = 32
+/** Characters of a tool's name, title or source kept. */
+const MAX_NAME_TEXT = 256
+/** Characters of a tool's description kept. */
+const MAX_DESCRIPTION_TEXT = 4000
 /** Characters of a tool's parameter text kept: a huge schema must not dominate, nor cost the build. */
 const MAX_PARAMETER_TEXT = 4000
 const FIELDS = ['name', 'title', 'source', 'description', 'parameters', 'values'] as const
@@ -164,12 +168,13 @@ export function toolDocument (
   tool: { name: string, title?: string | undefined, description?: string | undefined, inputSchema?: unknown },
   source: string
 ): ToolDocument {
+  // Bounded: tool text is the tool server's to write, and a search needs its first words, not a megabyte of them.
   return {
-    name: tool.name,
-    title: tool.title ?? '',
-    description: tool.description ?? '',
+    name: tool.name.slice(0, MAX_NAME_TEXT),
+    title: (tool.title ?? '').slice(0, MAX_NAME_TEXT),
+    description: (tool.description ?? '').slice(0, MAX_DESCRIPTION_TEXT),
     ...parameterText(tool.inputSchema),
-    source
+    source: source.slice(0, MAX_NAME_TEXT)
   }
 }
 

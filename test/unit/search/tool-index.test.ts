@@ -54,6 +54,9 @@ test('bounds: a long query is cut, a huge schema is indexed in part, limit is ke
   const huge = { properties: Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`p${i}`, { description: 'lorem ipsum dolor sit amet' }])) }
   const big = ToolIndex.buildNow([toolDocument({ name: 'wide', description: 'many parameters', inputSchema: huge }, 's')])
   assert.ok(big.textChars < 6000, String(big.textChars))
+  // A server's megabyte of description and title is indexed in part too.
+  const wordy = ToolIndex.buildNow([toolDocument({ name: 'n'.repeat(10_000), title: 't '.repeat(100_000), description: 'lorem '.repeat(200_000) }, 's')])
+  assert.ok(wordy.textChars < 10_000, String(wordy.textChars))
   const long = 'file '.repeat(10_000)
   assert.equal((await index.search(long, 5))[0]?.index, 1)
   assert.equal((await index.search('a issue file weather commits', 2)).length, 2)
