@@ -7,18 +7,13 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
-import { buildApp } from '../../../src/app.js'
-import { loadConfig } from '../../../src/config.js'
 import { startStreamableHttpFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
-import { TEST_QUOTA } from '../../helpers/app.js'
+import { buildTestApp } from '../../helpers/app.js'
 import { MODERN } from '../../helpers/mcp-raw.js'
 import { FILES, TRACKER, toolServer } from '../../helpers/search-tools.js'
 
@@ -35,22 +30,10 @@ interface Started {
 }
 
 async function start (t: TestContext): Promise<Started> {
-  const workspaces = await mkdtemp(join(tmpdir(), 'tg-mcp-search-'))
-  const config = loadConfig({
-    SANDBOX: 'none',
-    ...TEST_QUOTA,
-    LOG_LEVEL: 'silent',
-    WORKSPACES_DIR: workspaces,
-    EGRESS_ALLOW: '127.0.0.1/32',
-    API_KEYS: `${ACME}:acme,${ACME_OTHER}:acme,${GLOBEX}:globex`
-  })
-  const app = await buildApp(config, { logger: false })
+  const app = await buildTestApp(t, { env: { EGRESS_ALLOW: '127.0.0.1/32', API_KEYS: `${ACME}:acme,${ACME_OTHER}:acme,${GLOBEX}:globex` } })
+  // The app closes first (buildTestApp's hook came first) and ends the clients' streams; the clients close after.
   const closers: Array<() => Promise<void>> = []
-  t.after(async () => {
-    for (const close of closers.reverse()) await close()
-    await app.close()
-    await rm(workspaces, { recursive: true, force: true })
-  })
+  t.after(async () => { for (const close of closers.reverse()) await close() })
   await app.listen({ port: 0, host: '127.0.0.1' })
   const address = app.server.address()
   assert.ok(address !== null && typeof address === 'object')
