@@ -32,3 +32,11 @@ export async function buildTestApp (t: TestContext, opts: { env?: Record<string,
   t.after(async () => await app.close())
   return app
 }
+
+/** Makes a test app listen on a free loopback port; its base URL (for clients that need a real socket: MCP SDK clients). */
+export async function listenOnLoopback (app: FastifyInstance): Promise<string> {
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const address = app.server.address()
+  if (address === null || typeof address !== 'object') throw new Error('the app listens on no TCP port')
+  return `http://127.0.0.1:${address.port}`
+}

@@ -8,20 +8,13 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client'
 import type { FastifyInstance } from 'fastify'
-import { buildTestApp } from '../helpers/app.js'
+import { buildTestApp, listenOnLoopback } from '../helpers/app.js'
 import { REDIS_URL, redisForTest } from '../helpers/redis.js'
 import { MODERN } from '../helpers/mcp-raw.js'
 import { FILES, TRACKER, toolServer } from '../helpers/search-tools.js'
 import { startStreamableHttpFixture } from '../../scripts/lib/mcp-fixtures/index.js'
 
 const ALICE = 'k-alice-search-cluster-01'
-
-async function listening (app: FastifyInstance): Promise<string> {
-  await app.listen({ port: 0, host: '127.0.0.1' })
-  const address = app.server.address()
-  assert.ok(address !== null && typeof address === 'object')
-  return `http://127.0.0.1:${address.port}`
-}
 
 test('two instances: a server registered through A is searched through B; a /mcp search through A is listed through B', async (t) => {
   const redis = await redisForTest(t)
@@ -58,7 +51,7 @@ test('two instances: a server registered through A is searched through B; a /mcp
   assert.equal(found.total, 7)
   assert.equal(found.tools[0].function.name, 'user_alice_tool_move_file')
 
-  const [urlA, urlB] = [await listening(a), await listening(b)]
+  const [urlA, urlB] = [await listenOnLoopback(a), await listenOnLoopback(b)]
   const connect = async (base: string): Promise<Client> => {
     const client = new Client({ name: 'search-cluster', version: '1.0.0' }, { versionNegotiation: { mode: { pin: MODERN } } })
     await client.connect(new StreamableHTTPClientTransport(new URL(`${base}/mcp?mcp=tracker,files&userId=alice&mode=search`), { requestInit: { headers: auth } }))

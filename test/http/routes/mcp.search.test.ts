@@ -13,7 +13,7 @@ import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.j
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js'
 import { startStreamableHttpFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
-import { buildTestApp } from '../../helpers/app.js'
+import { buildTestApp, listenOnLoopback } from '../../helpers/app.js'
 import { MODERN } from '../../helpers/mcp-raw.js'
 import { FILES, TRACKER, toolServer } from '../../helpers/search-tools.js'
 
@@ -34,10 +34,7 @@ async function start (t: TestContext): Promise<Started> {
   // The app closes first (buildTestApp's hook came first) and ends the clients' streams; the clients close after.
   const closers: Array<() => Promise<void>> = []
   t.after(async () => { for (const close of closers.reverse()) await close() })
-  await app.listen({ port: 0, host: '127.0.0.1' })
-  const address = app.server.address()
-  assert.ok(address !== null && typeof address === 'object')
-  const base = `http://127.0.0.1:${address.port}`
+  const base = await listenOnLoopback(app)
   const auth = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` })
   return {
     base,
