@@ -257,6 +257,13 @@ function ServerScope ({ api, userId, title }: { api: Api, userId: string | undef
       servers.reload()
     }
   }
+  // The form starts from the server as stored now, not as this list last loaded it: a change made
+  // since (another tab, the API) is kept by the Save, and a Refresh still under way cannot race it.
+  const edit = async (serverId: string): Promise<void> => {
+    const fresh = await action.run(async () => await api.servers(userId))
+    const stored = fresh?.servers.find((x) => x.serverId === serverId)
+    if (stored !== undefined) setForm({ draft: draftOf(stored), editing: true })
+  }
   const test = async (serverId: string): Promise<void> => {
     setLive(undefined)
     const tools = await action.run(() => api.liveTools(userId, serverId))
@@ -318,7 +325,7 @@ function ServerScope ({ api, userId, title }: { api: Api, userId: string | undef
                     <td>{formatTime(s.updatedAt)}</td>
                     <td class='actions'>
                       <button type='button' onClick={() => { test(s.serverId) }} disabled={action.busy}>Test</button>
-                      <button type='button' onClick={() => setForm({ draft: draftOf(s), editing: true })}>Edit</button>
+                      <button type='button' onClick={() => { edit(s.serverId) }} disabled={action.busy}>Edit</button>
                       <ConfirmButton label='Remove' confirm={`Remove ${s.serverId}?`} onConfirm={() => { remove(s.serverId) }} />
                     </td>
                   </tr>
