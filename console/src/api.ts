@@ -2,7 +2,7 @@
 // the same TypeBox schemas (src/api) that validate the routes and generate openapi.yaml, as types
 // only: nothing of the server is bundled.
 import type { Static } from '@sinclair/typebox'
-import type { ToolsResponse, CatalogResponse, SelectedByRoute } from '../../src/api/tools.js'
+import type { ToolsResponse, ToolSearchResponse, CatalogResponse, SelectedByRoute } from '../../src/api/tools.js'
 import type { InvokeBodyT, InvokeResult, InvokePending } from '../../src/api/invoke.js'
 import type {
   ServerList,
@@ -24,6 +24,7 @@ import { ROUTES, fillPath } from './routes.js'
 import type { PathParams, RouteName } from './routes.js'
 
 export type Tools = Static<typeof ToolsResponse>
+export type ToolSearch = Static<typeof ToolSearchResponse>
 export type Catalog = Static<typeof CatalogResponse>
 export type { SelectedByRoute }
 export type InvokeBody = InvokeBodyT
@@ -159,6 +160,7 @@ export class Api {
 
   whoami (): Promise<WhoAmI> { return this.get('getWhoAmI') }
   tools (query: Query): Promise<Tools> { return this.get('listTools', { query }) }
+  searchTools (query: Query): Promise<ToolSearch> { return this.get('searchTools', { query }) }
   catalog (userId: string | undefined): Promise<Catalog> { return this.get('getCatalog', { query: { userId } }) }
   invoke (body: InvokeBody): Promise<Answer<InvokeOutcome | InvokeHeld>> { return this.call('invokeTool', { json: body }) }
 

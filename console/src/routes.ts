@@ -6,6 +6,7 @@
  */
 export const ROUTES = {
   listTools: ['GET', '/tools'],
+  searchTools: ['GET', '/tools/search'],
   getCatalog: ['GET', '/catalog'],
   invokeTool: ['POST', '/invoke'],
   listGlobalServers: ['GET', '/mcp/servers'],

@@ -117,6 +117,12 @@ test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP
   await page.click('button:has-text("List tools")')
   await page.locator('#tools-listing .tool-names', { hasText: 'json_query' }).waitFor()
   assert.match(await page.locator('#tools-listing .tool-names').innerText(), /^calculate, current_time, json_query$/)
+  // Search over the same allow-list: the best match first, with its score; never a tool outside it.
+  await page.fill('input[name=q]', 'what time is it in Tokyo')
+  await page.click('button:has-text("Search")')
+  await page.locator('#tools-search tbody tr').first().waitFor()
+  assert.equal(await page.locator('#tools-search tbody tr').first().getAttribute('data-found'), 'current_time')
+  assert.match(await page.locator('#tools-search p').first().innerText(), /of 3 tools match/)
   await shot('tools')
 
   watch.phase('servers')

@@ -1,6 +1,6 @@
 import type { JSX } from 'preact'
 import { useState } from 'preact/hooks'
-import type { Catalog, SelectedByRoute, Tools } from '../api.js'
+import type { Catalog, SelectedByRoute, ToolSearch, Tools } from '../api.js'
 import { listOf } from '../session.js'
 import type { AllowList } from '../session.js'
 import { ErrorBox, Json, Loading, Section, useAction, useLoad } from '../ui.js'
@@ -49,17 +49,34 @@ function toolNameOf (tool: Record<string, unknown>): string {
   return typeof name === 'string' ? name : '(unnamed)'
 }
 
+function descriptionOf (tool: Record<string, unknown>): string {
+  const fn = tool.function as { description?: unknown } | undefined
+  const description = tool.description ?? fn?.description
+  return typeof description === 'string' ? description : ''
+}
+
 export function ToolsView ({ api, tenant, allow, setAllow, go }: ViewProps): JSX.Element {
   const [format, setFormat] = useState<typeof FORMATS[number]>('openai')
   const [strict, setStrict] = useState(false)
   const [listing, setListing] = useState<Tools | undefined>(undefined)
   const action = useAction()
+  const [query, setQuery] = useState('')
+  const [found, setFound] = useState<ToolSearch | undefined>(undefined)
+  const searching = useAction()
   const catalog = useLoad(() => api.catalog(tenant === '' ? undefined : tenant), [api, tenant])
 
   const list = async (e: Event): Promise<void> => {
     e.preventDefault()
     const result = await action.run(() => api.tools({ functions: allow.functions, mcp: allow.mcp, format, strict, userId: tenant === '' ? undefined : tenant }))
     if (result !== undefined) setListing(result)
+  }
+
+  // GET /tools/search over the same allow-list and format: what tool_search would answer a model (README "Tool search").
+  const search = async (e: Event): Promise<void> => {
+    e.preventDefault()
+    const userId = tenant === '' ? undefined : tenant
+    const result = await searching.run(() => api.searchTools({ q: query, functions: allow.functions, mcp: allow.mcp, format, limit: 10, userId }))
+    if (result !== undefined) setFound(result)
   }
 
   return (
@@ -109,6 +126,31 @@ export function ToolsView ({ api, tenant, allow, setAllow, go }: ViewProps): JSX
               </table>
             )}
             <details open><summary>Schemas ({format})</summary><Json value={listing.tools} label='tool schemas' /></details>
+          </div>
+        )}
+      </Section>
+      <Section title='Search the allow-list'>
+        <p class='muted'>The allow-list's tools ranked against what a model would ask for: the answer of <code>tool_search</code> in search mode.</p>
+        <form class='row' onSubmit={(e) => { search(e) }}>
+          <label class='grow'>Query <input name='q' value={query} onInput={(e) => setQuery(e.currentTarget.value)} placeholder='open a bug report' /></label>
+          <button type='submit' class='primary' disabled={searching.busy || query.trim() === ''}>Search</button>
+        </form>
+        <ErrorBox error={searching.error} />
+        {found !== undefined && (
+          <div class='stack' id='tools-search'>
+            <p><strong>{found.tools.length}</strong> of {found.total} tools match</p>
+            {found.tools.length > 0 && (
+              <table><thead><tr><th>Tool</th><th>Score</th><th>Description</th></tr></thead>
+                <tbody>
+                  {found.tools.map((t, i) => (
+                    <tr key={toolNameOf(t)} data-found={toolNameOf(t)}>
+                      <td><code>{toolNameOf(t)}</code></td><td>{found.scores[i]}</td><td>{descriptionOf(t)}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            )}
+            {found.unresolved.map((u) => <p key={u.name} class='warn'>Unresolved {u.kind} {u.name}: {u.reason}</p>)}
           </div>
         )}
       </Section>
