@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { createRemoteJWKSet, errors as joseErrors, jwtVerify } from 'jose'
+import { createRemoteJWKSet, customFetch, errors as joseErrors, jwtVerify } from 'jose'
 import type { JWTPayload, JWTVerifyGetKey } from 'jose'
 import type { Config } from '../config.js'
 import { StartupError } from '../errors.js'
@@ -103,6 +103,16 @@ async function readBounded (res: Response, limit: number): Promise<string> {
   return Buffer.concat(chunks).toString('utf8')
 }
 
+/** A JWKS document larger than this is not read further (a real one is a few KiB, even with a rotation's keys). */
+const MAX_JWKS_BYTES = 256 * 1024
+
+/** The JWKS fetch, its body read only up to MAX_JWKS_BYTES: a hostile or broken issuer cannot make the gateway hold megabytes. */
+async function boundedFetch (url: string, options: RequestInit): Promise<Response> {
+  const res = await fetch(url, options)
+  const body = await readBounded(res, MAX_JWKS_BYTES)
+  return new Response(body, { status: res.status, headers: res.headers })
+}
+
 /** The issuer's `jwks_uri`, from the first metadata document that answers and names this issuer. */
 async function discoverJwksUri (issuer: string): Promise<URL> {
   const problems: string[] = []
@@ -201,7 +211,8 @@ export class OAuthBearerVerifier {
     if (failed !== undefined && Date.now() - failed.at < (this.#opts.discoveryRetryMs ?? 2000)) throw new Unavailable(failed.detail)
     const keys = discoverJwksUri(this.#opts.issuer).then((uri) => createRemoteJWKSet(uri, {
       timeoutDuration: FETCH_TIMEOUT_MS,
-      cooldownDuration: this.#opts.jwksCooldownMs ?? 30_000
+      cooldownDuration: this.#opts.jwksCooldownMs ?? 30_000,
+      [customFetch]: boundedFetch
     }))
     this.#keys = keys
     try {

@@ -22,6 +22,8 @@ export interface TestIssuer {
   rotate: () => Promise<void>
   /** While down, every request (metadata, JWKS) answers 503. */
   setDown: (down: boolean) => void
+  /** Pads the JWKS document with this many bytes of an unknown member (a hostile or broken issuer's huge answer). */
+  setJwksPadding: (bytes: number) => void
   /** Requests served, by path. */
   hits: Map<string, number>
   close: () => Promise<void>
@@ -47,6 +49,7 @@ async function makeKey (kid = `k${++kidCounter}`): Promise<SigningKey> {
 export async function startTestIssuer (opts: TestIssuerOptions = {}): Promise<TestIssuer> {
   let key = await makeKey()
   let down = false
+  let padding = 0
   const hits = new Map<string, number>()
   const path = opts.path ?? ''
   let issuer = ''
@@ -66,7 +69,7 @@ export async function startTestIssuer (opts: TestIssuerOptions = {}): Promise<Te
     if (url.pathname === metadataPath) {
       json({ issuer, jwks_uri: `${issuer}/jwks`, token_endpoint: `${issuer}/token`, response_types_supported: ['code'] })
     } else if (url.pathname === `${path}/jwks`) {
-      json({ keys: [key.publicJwk] })
+      json({ keys: [key.publicJwk], ...(padding > 0 ? { padding: 'x'.repeat(padding) } : {}) })
     } else {
       res.writeHead(404).end()
     }
@@ -77,6 +80,7 @@ export async function startTestIssuer (opts: TestIssuerOptions = {}): Promise<Te
     issuer,
     hits,
     current: () => key,
+    setJwksPadding: (bytes) => { padding = bytes },
     newKey: makeKey,
     rotate: async () => { key = await makeKey() },
     setDown: (value) => { down = value },

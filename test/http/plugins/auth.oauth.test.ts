@@ -260,6 +260,19 @@ test('the issuer is not needed at start-up; while it is down a token gets 503 GW
   assert.equal(up.json().userId, 'acme')
 })
 
+test('a JWKS document larger than 256 KiB is not read: 503 GW_ISSUER_UNAVAILABLE, and a normal one works again', async (t) => {
+  const issuer = await issuerFor(t)
+  issuer.setJwksPadding(4 * 1024 * 1024)
+  const app = await gateway(t, issuer, { API_KEYS: `${ADMIN_KEY}:*` }, { oauth: { discoveryRetryMs: 0, jwksCooldownMs: 0 } })
+  const token = await issuer.sign({ sub: 'acme', aud: `${PUBLIC_URL}/mcp` })
+  const big = await app.inject({ method: 'GET', url: '/whoami', headers: bearer(token) })
+  assert.equal(big.statusCode, 503, big.body)
+  assert.equal(big.json().code, 'GW_ISSUER_UNAVAILABLE')
+  issuer.setJwksPadding(0)
+  const ok = await app.inject({ method: 'GET', url: '/whoami', headers: bearer(token) })
+  assert.equal(ok.statusCode, 200, ok.body)
+})
+
 test('API keys keep working beside tokens; with OAUTH_ISSUER and no API keys the gateway is not open', async (t) => {
   const issuer = await issuerFor(t)
   const keyed = await gateway(t, issuer, { API_KEYS: `${ADMIN_KEY}:*,acme-key-0123456789abcdef:acme` })
