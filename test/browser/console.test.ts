@@ -123,6 +123,13 @@ test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP
   await page.locator('#tools-search tbody tr').first().waitFor()
   assert.equal(await page.locator('#tools-search tbody tr').first().getAttribute('data-found'), 'current_time')
   assert.match(await page.locator('#tools-search p').first().innerText(), /of 3 tools match/)
+  // Search mode: the listing is tool_search and the pinned tool.
+  await page.selectOption('select[name=mode]', 'search')
+  await page.fill('input[name=pinned]', 'calculate')
+  await page.click('button:has-text("List tools")')
+  await page.locator('#tools-listing .tool-names', { hasText: 'tool_search' }).waitFor()
+  assert.equal(await page.locator('#tools-listing .tool-names').innerText(), 'tool_search, calculate')
+  await page.selectOption('select[name=mode]', 'all')
   await shot('tools')
 
   watch.phase('servers')

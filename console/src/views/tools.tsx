@@ -58,6 +58,9 @@ function descriptionOf (tool: Record<string, unknown>): string {
 export function ToolsView ({ api, tenant, allow, setAllow, go }: ViewProps): JSX.Element {
   const [format, setFormat] = useState<typeof FORMATS[number]>('openai')
   const [strict, setStrict] = useState(false)
+  // What the model is shown (README "Tool search"): every tool, tool_search and the pinned ones, or the provider's own deferral.
+  const [mode, setMode] = useState<'all' | 'search' | 'defer'>('all')
+  const [pinned, setPinned] = useState('')
   const [listing, setListing] = useState<Tools | undefined>(undefined)
   const action = useAction()
   const [query, setQuery] = useState('')
@@ -67,7 +70,9 @@ export function ToolsView ({ api, tenant, allow, setAllow, go }: ViewProps): JSX
 
   const list = async (e: Event): Promise<void> => {
     e.preventDefault()
-    const result = await action.run(() => api.tools({ functions: allow.functions, mcp: allow.mcp, format, strict, userId: tenant === '' ? undefined : tenant }))
+    const shape = mode === 'all' ? {} : { ...(mode === 'search' ? { mode: 'search' } : { defer: true }), ...(pinned.trim() !== '' ? { pinned } : {}) }
+    const userId = tenant === '' ? undefined : tenant
+    const result = await action.run(() => api.tools({ functions: allow.functions, mcp: allow.mcp, format, strict, userId, ...shape }))
     if (result !== undefined) setListing(result)
   }
 
@@ -90,6 +95,16 @@ export function ToolsView ({ api, tenant, allow, setAllow, go }: ViewProps): JSX
                 {FORMATS.map((f) => <option key={f} value={f}>{f}</option>)}
               </select>
             </label>
+            <label title='every tool; tool_search and the pinned tools (mode=search); the provider tool search (defer=true)'>Shown
+              <select name='mode' value={mode} onChange={(e) => setMode(e.currentTarget.value as typeof mode)}>
+                <option value='all'>every tool</option>
+                <option value='search'>search mode</option>
+                <option value='defer'>deferred</option>
+              </select>
+            </label>
+            {mode !== 'all' && (
+              <label>Pinned <input name='pinned' value={pinned} onInput={(e) => setPinned(e.currentTarget.value)} placeholder='read_file' /></label>
+            )}
             <label class='check'><input type='checkbox' checked={strict} onChange={(e) => setStrict(e.currentTarget.checked)} /> strict</label>
             <button type='submit' class='primary' disabled={action.busy}>List tools</button>
           </div>
