@@ -4,24 +4,13 @@ import type { TestContext } from 'node:test'
 import type { JournalStore } from '../../src/journal/index.js'
 import type { JournalQuery, PendingEntry } from '../../src/journal/store.js'
 import { delay } from './redis-utils.js'
+import { prng as rng } from '../../scripts/lib/prng.js'
 
 export interface StoreOptions { maxEntriesPerTenant: number, retentionMs: number }
 /** Makes a fresh, empty store (undefined: skip, e.g. no Redis outside CI); closed by the suite. */
 export type MakeStore = (t: TestContext, opts: StoreOptions) => Promise<JournalStore | undefined>
 
 const TOOLS = ['read_file', 'bash', 'calculate']
-
-/** A small deterministic PRNG (mulberry32): the same cases on every run, many shapes per case. */
-function rng (seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6D2B79F5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 function entry (tenant: string, i: number, name: string, isError: boolean): PendingEntry {
   const callId = `${tenant}-${i}`
