@@ -4,8 +4,6 @@ import type { Static } from '@sinclair/typebox'
 import { errorResponses } from '../src/api/common.js'
 import { CatalogQuery, CatalogResponse, ToolSearchQuery, ToolSearchResponse, ToolsQuery, ToolsResponse } from '../src/api/tools.js'
 import { listingJson } from '../src/listing/listings.js'
-import { round } from '../src/listing/tool-search.js'
-import { renderTools } from '../src/routing/formats.js'
 import { abortOnClientGone } from '../plugins/client-gone.js'
 
 /** GET /tools (docs/ARCHITECTURE.md#allow-list), GET /tools/search (README "Tool search") and GET /catalog. */
@@ -33,15 +31,7 @@ async function toolsRoutes (app: FastifyInstance): Promise<void> {
       response: { 200: ToolSearchResponse, ...errorResponses(400, 401, 403, 429, 503) }
     }
   }, async (request, reply) => {
-    const { q, limit, format, ...allow } = request.query
-    const { matches, listing } = await app.services.gateway.searchTools(q, limit ?? 10, allow, request.caller, abortOnClientGone(reply))
-    return {
-      tools: renderTools(matches.map((m) => m.tool), format ?? 'openai'),
-      scores: matches.map((m) => round(m.score)),
-      total: listing.tools.length,
-      unresolved: listing.unresolved,
-      unavailable: listing.unavailable
-    }
+    return await app.services.gateway.searchTools(request.query, request.caller, abortOnClientGone(reply))
   })
 
   app.get<{ Querystring: Static<typeof CatalogQuery> }>('/catalog', {

@@ -26,7 +26,9 @@ import { parkableRound } from './routing/parked-rounds.js'
 import type { Caller, CallContext, InputRound, Tier, WorkspaceRequest } from './routing/types.js'
 import { TIER_TRAITS } from './routing/types.js'
 import { Listings } from './listing/listings.js'
-import type { ListToolsRequest, ListToolsResponse } from './listing/listings.js'
+import type { ListToolsRequest, ListToolsResponse, ToolSearchRequest, ToolSearchResponse } from './listing/listings.js'
+import { roundScore } from './listing/tool-search.js'
+import { renderTools } from './routing/formats.js'
 
 /** What the gateway needs of approvals (ApprovalFacade, src/approvals/): holding a call, and waiting inline for its decision. */
 export type CallHold = Pick<ApprovalFacade, 'hold' | 'awaitDecision'>
@@ -179,20 +181,21 @@ export class Gateway {
    */
   async rememberFound (query: ListToolsRequest, caller: Caller, names: readonly string[]): Promise<boolean> {
     const userId = toolRequestTenant(caller, query.userId, { mcp: splitComma(query.mcp) })
-    return await this.listings.remember(query, { userId, keyId: caller.keyId, policy: undefined, signal: AbortSignal.timeout(5000) }, names)
+    return await this.listings.remember(query, { userId, keyId: caller.keyId }, names)
   }
 
-  /** GET /tools/search: the allow-list's tools ranked against `query` (SPEC 17), under the same tenancy and policy as listTools. */
-  async searchTools (
-    query: string,
-    limit: number,
-    request: { functions?: string | undefined, mcp?: string | undefined, userId?: string | undefined },
-    caller: Caller,
-    signal: AbortSignal
-  ): ReturnType<Listings['search']> {
-    const allow: AllowList = { functions: splitComma(request.functions), mcp: splitComma(request.mcp) }
-    const userId = toolRequestTenant(caller, request.userId, { mcp: allow.mcp })
-    return await this.listings.search(query, limit, allow, { userId, policy: await this.#policy(userId), signal })
+  /** GET /tools/search: the allow-list's tools ranked against `q` (SPEC 17), in `format`, under the same tenancy and policy as listTools. */
+  async searchTools (query: ToolSearchRequest, caller: Caller, signal: AbortSignal): Promise<ToolSearchResponse> {
+    const allow: AllowList = { functions: splitComma(query.functions), mcp: splitComma(query.mcp) }
+    const userId = toolRequestTenant(caller, query.userId, { mcp: allow.mcp })
+    const { matches, listing } = await this.listings.search(query.q, query.limit ?? 10, allow, { userId, policy: await this.#policy(userId), signal })
+    return {
+      tools: renderTools(matches.map((m) => m.tool), query.format ?? 'openai'),
+      scores: matches.map((m) => roundScore(m.score)),
+      total: listing.tools.length,
+      unresolved: listing.unresolved,
+      unavailable: listing.unavailable
+    }
   }
 
   /**

@@ -34,6 +34,25 @@ export interface ListToolsRequest {
   withFound?: boolean
 }
 
+/** GET /tools/search's query (api/tools.ts ToolSearchQuery). */
+export interface ToolSearchRequest {
+  q: string
+  functions?: string | undefined
+  mcp?: string | undefined
+  userId?: string | undefined
+  limit?: number | undefined
+  format?: ToolFormat | undefined
+}
+
+/** GET /tools/search's answer: the matches rendered, best first, with their scores; what was searched. */
+export interface ToolSearchResponse {
+  tools: unknown[]
+  scores: number[]
+  total: number
+  unresolved: Unresolved[]
+  unavailable: Unavailable[]
+}
+
 export interface ListToolsResponse {
   tools: unknown[]
   unresolved: Unresolved[]
@@ -129,9 +148,7 @@ export class Listings {
     }
     const allow = { functions: splitComma(query.functions), mcp: splitComma(query.mcp) }
     const { listing, key, version } = await this.#listing(allow, scope)
-    const remembered = mode === 'search' && query.withFound === true
-      ? await this.#workingSets.get(workingSetKey({ tenant: scope.userId, keyId: scope.keyId, ...allow, pinned }))
-      : []
+    const remembered = mode === 'search' && query.withFound === true ? await this.#workingSets.get(foundKey(query, scope)) : []
     const renderKey = JSON.stringify([key, format, mode, query.defer === true, pinned, remembered])
     let response = this.#rendered.get(renderKey, version)
     if (!response) {
@@ -184,10 +201,8 @@ export class Listings {
    * Adds tools `tool_search` found to the working set of this caller, allow-list and pinned
    * (search mode with `withFound`); true when one was new (the listing changed).
    */
-  async remember (query: ListToolsRequest, scope: ListingScope, names: readonly string[]): Promise<boolean> {
-    const allow = { functions: splitComma(query.functions), mcp: splitComma(query.mcp), pinned: splitComma(query.pinned) }
-    const key = workingSetKey({ tenant: scope.userId, keyId: scope.keyId, ...allow })
-    return await this.#workingSets.add(key, names, WORKING_SET_MAX, WORKING_SET_TTL_MS)
+  async remember (query: ListToolsRequest, who: Pick<ListingScope, 'userId' | 'keyId'>, names: readonly string[]): Promise<boolean> {
+    return await this.#workingSets.add(foundKey(query, who), names, WORKING_SET_MAX, WORKING_SET_TTL_MS)
   }
 
   /** The policed listing of an allow-list, cached. */
@@ -217,6 +232,17 @@ export class Listings {
     if (listing.unavailable.length === 0) this.#indexes.set(key, version, index)
     return index
   }
+}
+
+/** The working set of a search-mode listing: its tenant, API key, allow-list and pinned tools, as the query names them. */
+function foundKey (query: ListToolsRequest, who: Pick<ListingScope, 'userId' | 'keyId'>): string {
+  return workingSetKey({
+    tenant: who.userId,
+    keyId: who.keyId,
+    functions: splitComma(query.functions),
+    mcp: splitComma(query.mcp),
+    pinned: splitComma(query.pinned)
+  })
 }
 
 /**

@@ -33,7 +33,7 @@ export class ToolSearchTool implements MetaTools {
     const query = String(args.query)
     const limit = typeof args.limit === 'number' ? args.limit : DEFAULT_LIMIT
     const { matches, listing } = await this.#listings().search(query, limit, req.allow, { userId: req.userId, policy: req.policy, signal: req.signal })
-    const trace = { query, matches: matches.map((m) => ({ name: m.tool.name, score: round(m.score) })) }
+    const trace = { query, matches: matches.map((m) => ({ name: m.tool.name, score: roundScore(m.score) })) }
     return { ok: true, value: matchesText(query, matches, listing.tools.length), trace }
   }
 }
@@ -58,6 +58,6 @@ export function foundByToolSearch (trace: unknown): string[] {
 }
 
 /** Scores as the API shows them: 4 significant digits. */
-export function round (score: number): number {
+export function roundScore (score: number): number {
   return Number(score.toPrecision(4))
 }
