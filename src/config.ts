@@ -131,6 +131,13 @@ export const ConfigSchema = Type.Object({
     default: 512,
     description: 'Processes of all sandboxed commands of one tenant (cgroups only)'
   }),
+  sandboxTenantCpus: Type.Optional(Type.Number({
+    minimum: 0,
+    maximum: 4096,
+    env: 'SANDBOX_TENANT_CPUS',
+    description: 'CPUs all sandboxed commands of one tenant may use together (cgroups only; fractions allowed, 0 = no cap): ' +
+      'a tenant\'s fork bomb or burners never take the whole host. Default: half the host\'s CPUs, at least 1'
+  })),
   functionsDirs: Type.Array(Type.String({ minLength: 1 }), {
     env: 'FUNCTIONS_DIR',
     default: [],
@@ -417,6 +424,10 @@ function parseValue (schema: Record<string, unknown>, value: string): { ok: true
   switch (schema.type) {
     case 'integer': {
       if (!/^-?\d+$/.test(value)) return { ok: false, message: `expected an integer, got ${JSON.stringify(value)}` }
+      return { ok: true, value: Number(value) }
+    }
+    case 'number': {
+      if (!/^\d+(\.\d+)?$/.test(value)) return { ok: false, message: `expected a number, got ${JSON.stringify(value)}` }
       return { ok: true, value: Number(value) }
     }
     case 'boolean': {

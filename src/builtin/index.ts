@@ -7,7 +7,7 @@ import type { Logger } from '../logger.js'
 import { KeyedMutex, LeaseLock } from '../cluster/index.js'
 import type { Coordination, WriteLock } from '../cluster/index.js'
 import { ProcessManager, ProcessService } from './processes/index.js'
-import { createSandbox, DEFAULT_UID_RANGE, parseUidRange, PROCESS_UID_POOL, processDeployment, tenantOwners } from './sandbox/index.js'
+import { createSandbox, DEFAULT_UID_RANGE, defaultTenantCpus, parseUidRange, PROCESS_UID_POOL, processDeployment, tenantOwners } from './sandbox/index.js'
 import type { Sandbox, UidStore } from './sandbox/index.js'
 import { BuiltinSource } from './source.js'
 import { applyPatchTool } from './tools/apply-patch.js'
@@ -101,7 +101,7 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
     // A uid per tenant needs the store that allocates them; without it all tenants share one.
     ...(host !== undefined ? { uidRange, host } : {}),
     ...(config.sandboxCgroupRoot !== undefined ? { cgroupRoot: config.sandboxCgroupRoot } : {}),
-    tenantLimits: { memoryBytes: config.sandboxTenantMemoryBytes, pids: config.sandboxTenantPids }
+    tenantLimits: { memoryBytes: config.sandboxTenantMemoryBytes, pids: config.sandboxTenantPids, cpus: config.sandboxTenantCpus ?? defaultTenantCpus() }
   })
   const workspaces = new WorkspaceManager({
     workspacesDir: config.workspacesDir,

@@ -4,6 +4,9 @@
  * a fork bomb, a memory bomb, CPU burners on every core, an output flood and a disk filler at once,
  * tenant B's `bash exec true` keeps succeeding with p50 under 3x its quiet p50 and B's file tools
  * keep working; when A's calls end, nothing of A's is left running. Real gateway, SANDBOX=bwrap.
+ * The fork bomb is what this bound catches: with equal CPU shares and no cap, its churn on both cores
+ * made B's spawns wait 200-900 ms on the kernel's process-table lock (CI failed on it); the
+ * default SANDBOX_TENANT_CPUS (half the host) is what holds it.
  */
 import assert from 'node:assert/strict'
 import { readdirSync, statSync } from 'node:fs'

@@ -26,6 +26,15 @@ test('lists and pairs are parsed', () => {
   assert.equal(c.port, 0)
 })
 
+test('numbers with fractions: SANDBOX_TENANT_CPUS (unset: the sandbox default); not a number or negative is an error', () => {
+  assert.equal(loadConfig({}).sandboxTenantCpus, undefined)
+  assert.equal(loadConfig({ SANDBOX_TENANT_CPUS: '1.5' }).sandboxTenantCpus, 1.5)
+  assert.equal(loadConfig({ SANDBOX_TENANT_CPUS: '0' }).sandboxTenantCpus, 0)
+  for (const bad of ['half', '-1', '1e3', '5000']) {
+    assert.throws(() => loadConfig({ SANDBOX_TENANT_CPUS: bad }), /SANDBOX_TENANT_CPUS:/, bad)
+  }
+})
+
 test('every bad value is named in one error', () => {
   assert.throws(() => loadConfig({ PORT: 'eighty', SANDBOX: 'docker', LOG_LEVEL: 'loud', REDIS_URL: 'http://x', READ_ROOTS: 'nopath', COMMAND_TIMEOUT_MS: '9999999' }), (err: unknown) => {
     assert.ok(err instanceof ConfigError)

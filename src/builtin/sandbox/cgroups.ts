@@ -9,6 +9,7 @@
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs'
 import { readFile, rmdir } from 'node:fs/promises'
+import { availableParallelism } from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { signalQuietly } from './kill.js'
@@ -20,7 +21,24 @@ export interface CgroupLimits {
   memoryBytes: number
   /** Processes (and threads) of all the tenant's commands. */
   pids: number
+  /**
+   * CPUs all the tenant's commands may use together (a CFS quota; 0 = none). The equal share alone
+   * does not protect the others: a fork bomb's churn on every core holds the kernel's process-table
+   * lock, and another tenant's spawn (fork, clone, exec) waits on it (measured on 2 cores: another
+   * tenant's 25-30 ms `bash exec true` took 200-900 ms with shares only, 45-85 ms with a one-core quota
+   * over the kernel's 100 ms period, 30-50 ms over a 10 ms period).
+   */
+  cpus: number
 }
+
+/** SANDBOX_TENANT_CPUS' default: half the host's CPUs, at least one. */
+export function defaultTenantCpus (): number {
+  return Math.max(1, Math.floor(availableParallelism() / 2))
+}
+
+/** CFS period of the quota: short, so a capped tenant's bursts on every core last a few ms (the kernel's default is 100 ms). */
+const CFS_PERIOD_US = 10_000
+const cfsQuota = (cpus: number): number => Math.max(1000, Math.round(cpus * CFS_PERIOD_US))
 
 /** One command's group: the files its launcher writes its pid to, and the clean-up. */
 export interface CommandGroup {
@@ -262,7 +280,10 @@ function v1 (bases: ReadonlyMap<string, string>, limits: CgroupLimits, made: str
       const tenant = tenantDirs(groupName)
       const configure = (): void => {
         for (const d of tenant.values()) mkdirp(d)
-        write(path.join(tenant.get('cpu') as string, 'cpu.shares'), String(V1_CPU_SHARES))
+        const cpu = tenant.get('cpu') as string
+        write(path.join(cpu, 'cpu.shares'), String(V1_CPU_SHARES))
+        write(path.join(cpu, 'cpu.cfs_period_us'), String(CFS_PERIOD_US))
+        write(path.join(cpu, 'cpu.cfs_quota_us'), limits.cpus > 0 ? String(cfsQuota(limits.cpus)) : '-1')
         write(path.join(tenant.get('memory') as string, 'memory.limit_in_bytes'), String(limits.memoryBytes))
         write(path.join(tenant.get('pids') as string, 'pids.max'), String(limits.pids))
         configured.add(groupName)
@@ -304,6 +325,7 @@ function v2 (base: string, limits: CgroupLimits, made: string[]): Cgroups {
       const configure = (): void => {
         mkdirp(tenant)
         write(path.join(tenant, 'cpu.weight'), String(V2_CPU_WEIGHT))
+        write(path.join(tenant, 'cpu.max'), `${limits.cpus > 0 ? String(cfsQuota(limits.cpus)) : 'max'} ${CFS_PERIOD_US}`)
         write(path.join(tenant, 'memory.max'), String(limits.memoryBytes))
         try { write(path.join(tenant, 'memory.swap.max'), '0') } catch {}
         write(path.join(tenant, 'pids.max'), String(limits.pids))

@@ -3,7 +3,7 @@ import { access, chmod, chown, stat } from 'node:fs/promises'
 import type { Logger } from '../../logger.js'
 import type { GwCode } from '../../errors.js'
 import { ToolError, type Workspace } from '../types.js'
-import { setUpCgroups, type Cgroups } from './cgroups.js'
+import { defaultTenantCpus, setUpCgroups, type Cgroups } from './cgroups.js'
 import { claimHost, type HostClaim } from './host-claim.js'
 import { runProbe } from './probe.js'
 import { buildSeccompFilter, SECCOMP_UNSUPPORTED_WARNING } from './seccomp.js'
@@ -28,7 +28,7 @@ const DEFAULT_SANDBOX_LIMITS: Readonly<SandboxLimits> = {
 const DEFAULT_SANDBOX_UID = 65534
 
 export const DEFAULT_UID_RANGE = { first: 200000, last: 299999 } as const
-const DEFAULT_TENANT_LIMITS = { memoryBytes: 2 * 1024 * 1024 * 1024, pids: 512 } as const
+const DEFAULT_TENANT_LIMITS = { memoryBytes: 2 * 1024 * 1024 * 1024, pids: 512, cpus: defaultTenantCpus() } as const
 
 /** How long start-up may spend removing the command cgroups gone gateways left (each group's kill is bounded too). */
 const STARTUP_SWEEP_BUDGET_MS = 10_000

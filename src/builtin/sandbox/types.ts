@@ -1,6 +1,7 @@
 import type { Readable, Writable } from 'node:stream'
 import type { Logger } from '../../logger.js'
 import type { Workspace } from '../types.js'
+import type { CgroupLimits } from './cgroups.js'
 
 /** `SANDBOX` as configured. */
 export const SANDBOX_MODES = ['auto', 'bwrap', 'none'] as const
@@ -66,8 +67,8 @@ export interface SandboxOptions {
    * sandbox) and the default cgroup parent is `tool-gateway`.
    */
   host?: { deployment: string, uidsPersisted: boolean, claimsDir?: string }
-  /** Per-tenant cgroup limits (memory incl. tmpfs, processes). */
-  tenantLimits?: { memoryBytes: number, pids: number }
+  /** Per-tenant cgroup limits (memory incl. tmpfs, processes, CPUs). */
+  tenantLimits?: CgroupLimits
   /** Host uid/gid the sandbox runs as. Default: 65534 when the gateway is root, else the gateway's own ids. */
   uid?: number
   gid?: number

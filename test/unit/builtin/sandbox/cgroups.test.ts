@@ -18,7 +18,7 @@ async function setup (
   t: { after: (fn: () => Promise<void>) => void },
   tenant: string
 ): Promise<{ sb: Sandbox, ws: ReturnType<typeof testWorkspace>, pidsDir: string }> {
-  const sb = await createSandbox({ mode: 'bwrap', tenantLimits: { memoryBytes: 128 * 1024 * 1024, pids: 64 } })
+  const sb = await createSandbox({ mode: 'bwrap', tenantLimits: { memoryBytes: 128 * 1024 * 1024, pids: 64, cpus: 0.5 } })
   t.after(async () => { await sb.close() })
   const root = await realpath(await mkdtemp(join(tmpdir(), 'tg-cg-')))
   t.after(async () => { await rm(root, { recursive: true, force: true }) })
@@ -38,8 +38,10 @@ test('cgroups v1: isolation is reported, the command runs in its own child group
   assert.equal(r.exitCode, 0, r.stderr)
   assert.equal((await stat(ws.root)).uid, ws.owner?.uid, 'the workspace root is handed to its owner')
   assert.equal(readFileSync(join(pidsDir, 'pids.max'), 'utf8').trim(), '64')
-  const memDir = pidsDir.replace(/\/pids\/.*$/, '')
-  assert.ok(memDir.length > 0)
+  // Half a CPU for all the tenant's commands together: its CFS quota (the share alone lets a fork bomb stall others).
+  const cpuDir = pidsDir.replace('/pids/', '/cpu/')
+  assert.equal(readFileSync(join(cpuDir, 'cpu.cfs_quota_us'), 'utf8').trim(), '5000')
+  assert.equal(readFileSync(join(cpuDir, 'cpu.cfs_period_us'), 'utf8').trim(), '10000')
   // While a command runs, its processes (all of them, as the owner's uid) are in one child group.
   const run = sb.exec({ workspace: ws, command: 'sleep 30 & sleep 30 & wait', cwd: ws.root, timeoutMs: 1500, maxOutputBytes: 1024 })
   await new Promise((resolve) => setTimeout(resolve, 700))
@@ -108,7 +110,7 @@ test('cgroups: two gateways on one host share a tenant\'s group; ' +
   'one closing (it removes the group) does not break the other\'s next command', { skip, timeout: 60_000 }, async (t) => {
   // Instances of a cluster on one machine (and test files run side by side) get the same cgroup base.
   const first = await setup(t, 'cg-shared')
-  const second = await createSandbox({ mode: 'bwrap', tenantLimits: { memoryBytes: 128 * 1024 * 1024, pids: 64 } })
+  const second = await createSandbox({ mode: 'bwrap', tenantLimits: { memoryBytes: 128 * 1024 * 1024, pids: 64, cpus: 0.5 } })
   t.after(async () => { await second.close() })
   const run = async (sb: Sandbox): Promise<number | null> =>
     (await sb.exec({ workspace: first.ws, command: 'echo ok', cwd: first.ws.root, timeoutMs: 20_000, maxOutputBytes: 1024 })).exitCode
@@ -129,7 +131,7 @@ function basesOf (sb: Sandbox): string[] {
 
 test('cgroups v1: at start-up the command groups of a gateway that is gone (SIGKILLed) are swept, their processes killed; ' +
   'a live gateway\'s groups stay', { skip, timeout: 60_000 }, async (t) => {
-  const limits = { memoryBytes: 128 * 1024 * 1024, pids: 64 }
+  const limits = { memoryBytes: 128 * 1024 * 1024, pids: 64, cpus: 1 }
   const first = await createSandbox({ mode: 'bwrap', tenantLimits: limits })
   const bases = basesOf(first)
   await first.close()
