@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { HttpError } from '../src/errors.js'
 import { isValidId } from '../src/naming/names.js'
-import { memoryLimiterStores } from '../src/cluster/index.js'
+import { limitBucket, memoryLimiterStores } from '../src/cluster/index.js'
 import type { LimiterStores, RedisSemaphore, SemaphoreHold, WindowCount } from '../src/cluster/index.js'
 import { countToolCalls, isListenRequest } from '../src/mcp-server/budget.js'
 import type { CallLimits } from '../src/mcp-server/budget.js'
@@ -59,11 +59,7 @@ function requestedUserId (request: FastifyRequest): string | undefined {
  * tenant; else the admin key (by its non-reversible id) or, in open mode, the client IP.
  */
 function bucketOf (request: FastifyRequest): string {
-  if (request.caller?.userId !== undefined) return `t:${request.caller.userId}`
-  const named = requestedUserId(request)
-  if (named !== undefined) return `t:${named}`
-  if (request.apiKeyId !== undefined) return `k:${request.apiKeyId}`
-  return `ip:${request.ip}`
+  return limitBucket(request.caller?.userId ?? requestedUserId(request), request.apiKeyId) ?? `ip:${request.ip}`
 }
 
 /**

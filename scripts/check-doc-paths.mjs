@@ -10,7 +10,7 @@
 //  - or it has no top-level prefix but ends in such an extension (`workspace/fd-tree.ts`, `breaker.ts`):
 //    some tracked file must end with it, at a folder boundary (the text around it says which folder).
 // Skipped: URLs, globs (`*`), placeholders (`{userId}`, `<name>`), anything with a space, paths inside a
-// workspace (`src/main.py`: no file of the repo is Python), and names from outside the repo
+// workspace (written without backticks in the README, since the repo has .py files too), and names from outside the repo
 // (`@fastify/*`, `.git/hooks`, `WORKSPACES_DIR/...`).
 // Usage: node scripts/check-doc-paths.mjs [root] (root defaults to the working directory).
 import { execFileSync } from 'node:child_process'

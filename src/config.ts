@@ -274,6 +274,13 @@ export const ConfigSchema = Type.Object({
     default: 30_000,
     description: 'How long an open breaker fails calls fast before one half-open probe (a call or a listing) decides: success closes it, failure reopens it'
   }),
+  codeModeMaxCalls: Type.Integer({
+    minimum: 1,
+    maximum: 10_000,
+    env: 'CODE_MODE_MAX_CALLS',
+    default: 50,
+    description: 'Tool calls one code-mode script (run_tools_script) may make; past it each call fails inside the script'
+  }),
   batchConcurrency: Type.Integer({ minimum: 1, maximum: 64, env: 'BATCH_CONCURRENCY', default: 8, description: 'Calls of one batch run at once' }),
   batchMaxCalls: Type.Integer({ minimum: 1, maximum: 1000, env: 'BATCH_MAX_CALLS', default: 100, description: 'Most calls in one batch' }),
   readMaxChars: Type.Integer({ minimum: 1, env: 'READ_MAX_CHARS', default: 12_000, description: 'read_file maximum chars' }),

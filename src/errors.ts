@@ -181,6 +181,9 @@ export const ERROR_CODES = {
   GW_SANDBOX_ERROR: tool('The sandbox could not run the command (the tenant is over its process limit, a start failure)', true),
   GW_PATH_FORBIDDEN: tool('A path outside the workspace and its read roots'),
   GW_CANCELLED: tool('The caller cancelled the call (it went away, or MCP `notifications/cancelled`)', true),
+  GW_SCRIPT_LIMIT: tool(
+    'A code-mode script passed a limit of its socket: more than `CODE_MODE_MAX_CALLS` tool calls (that call was not run), a frame too large or malformed, a flood, answers left unread; the script gets it as an exception (SPEC 19)'
+  ),
   GW_APPROVAL_PENDING: tool(
     'The tool policy holds the call for a human\'s approval (`requireApproval`): it has not run; the message names the approvalId (`/mcp`; `POST /invoke` answers 202)'
   ),

@@ -15,6 +15,7 @@ import { entryError, newCallId, pendingEntry } from './routing/batch-entries.js'
 import type { BatchEntry } from './routing/batch-entries.js'
 import type { Diagnostic, InvokeOutcome, ToolRouter } from './routing/router.js'
 import type { PolicyLimits, ToolPolicy, ToolPolicyProvider } from './routing/policy.js'
+import type { MetaCall } from './routing/meta.js'
 import type { SurfaceServer, Unavailable } from './routing/source.js'
 import { actingUserId, toolRequestTenant } from './routing/tenancy.js'
 import { isBuiltinName } from './naming/builtin-names.js'
@@ -29,6 +30,14 @@ import { Listings } from './listing/listings.js'
 import type { ListToolsRequest, ListToolsResponse, ToolSearchRequest, ToolSearchResponse } from './listing/listings.js'
 import { roundScore } from './listing/tool-search.js'
 import { renderTools } from './routing/formats.js'
+
+/** An inner call's answer as a script gets it (code-mode/call-socket.ts InnerAnswer). */
+export interface InnerCallAnswer {
+  callId: string
+  isError: boolean
+  output: string
+  error: { code: string, message: string } | null
+}
 
 /** What the gateway needs of approvals (ApprovalFacade, src/approvals/): holding a call, and waiting inline for its decision. */
 export type CallHold = Pick<ApprovalFacade, 'hold' | 'awaitDecision'>
@@ -64,6 +73,8 @@ export interface InvokeOptions {
    * runs (InputRound.relay), beside the round its body declares (clientCapabilities, inputResponses, requestState).
    */
   relay?: ClientRelay | undefined
+  /** A code-mode script's inner call (`via: 'script'`): the `run_tools_script` call it belongs to (the journal's tree). */
+  parentCallId?: string | undefined
 }
 
 const NO_OPTIONS: InvokeOptions = {}
@@ -120,7 +131,8 @@ class Call implements CallEvent {
     readonly startedAt: number,
     readonly approvalId: string | undefined,
     /** Ask the source for the trace. */
-    readonly trace: boolean
+    readonly trace: boolean,
+    readonly parentCallId: string | undefined = undefined
   ) {
     this.arguments = args
   }
@@ -242,7 +254,7 @@ export class Gateway {
     const via = opts.via ?? 'invoke'
     // An approver key decides calls, it never makes them (the routes refuse it first; this is the rule itself).
     if (caller.role === 'approver') return this.refused(via, body.name, new HttpError('GW_FORBIDDEN', 'An approver key cannot invoke tools'), body.callId)
-    const call = await this.#run(body, caller, signal, opts.onProgress, via, undefined, opts.relay)
+    const call = await this.#run(body, caller, signal, opts.onProgress, via, undefined, opts.relay, opts.parentCallId)
     const held = call.outcome
     if (!held.ok || held.pending === undefined) return held
     // Held: answered (and published) once the inline wait for a decision is over.
@@ -251,6 +263,28 @@ export class Gateway {
     call.outcome = answer
     this.calls.publish(call)
     return answer
+  }
+
+  /**
+   * A code-mode script's inner call (SPEC 19): made as the `run_tools_script` call that runs the
+   * script (its tenant, API key, allow-list and workspace; never a checkpoint of its own), through
+   * the same path as POST /invoke (tenancy, policy, approvals, journal), journaled under the
+   * script's callId. A held call is not waited for: the script gets GW_APPROVAL_PENDING.
+   */
+  async invokeInner (call: { name: string, arguments: Record<string, unknown> }, parent: MetaCall, signal: AbortSignal): Promise<InnerCallAnswer> {
+    const { checkpoint: _checkpoint, ...workspace } = parent.ctx.workspace
+    const body: InvokeBodyT = {
+      name: call.name,
+      arguments: call.arguments,
+      callId: newCallId(),
+      ...(parent.userId !== undefined ? { userId: parent.userId } : {}),
+      ...(parent.allow !== undefined ? { allow: { functions: [...parent.allow.functions ?? []], mcp: [...parent.allow.mcp ?? []] } } : {}),
+      context: workspace as InvokeBodyT['context']
+    }
+    const outcome = await this.invoke(body, parent.ctx.caller, signal, { via: 'script', parentCallId: parent.ctx.callId })
+    if (!outcome.ok) return { callId: body.callId as string, isError: true, output: '', error: { code: outcome.error.code, message: outcome.error.message } }
+    const r = outcome.result
+    return { callId: r.callId, isError: r.isError, output: r.output, error: r.error }
   }
 
   /**
@@ -302,7 +336,8 @@ export class Gateway {
     onProgress: CallContext['onProgress'],
     via: CallVia,
     approvalId: string | undefined,
-    relay?: ClientRelay
+    relay?: ClientRelay,
+    parentCallId?: string
   ): Promise<Call> {
     // The observer's one hook: /invoke, each call of /invoke/batch, /mcp's tools/call and approved calls all come here.
     const calls = this.calls
@@ -312,7 +347,7 @@ export class Gateway {
     const callId = (round.ok ? round.callId : undefined) ?? body.callId ?? newCallId()
     // A listener that keeps the trace (the journal) gets it whether or not the caller asked for it in the result.
     const call = new Call(via, callId, body.name, body.arguments, caller.keyId, performance.now(), approvalId ?? (round.ok ? round.approvalId : undefined),
-      body.trace === true || calls.wantsTrace)
+      body.trace === true || calls.wantsTrace, parentCallId)
     const outcome = round.ok
       ? await this.#runRound(body.callId === callId ? body : { ...body, callId }, caller, signal, onProgress, call, round.input)
       : { ok: false as const, error: round.error, toolMs: 0 as const }
@@ -417,7 +452,7 @@ export class Gateway {
         outputMaxChars: limits.outputMaxChars,
         // Tools see the tenant the call acts for (an admin acting for a userId is that tenant).
         ctx: new InvokeContext(
-          { userId, isAdmin: caller.isAdmin },
+          { userId, isAdmin: caller.isAdmin, keyId: caller.keyId },
           signal,
           Object.keys(limits).length === 0 ? workspace : { ...workspace, limits: underCeilings(workspace.limits, limits) },
           Math.min(this.#config.invokeTimeoutMs, limits.timeoutMs ?? Infinity),

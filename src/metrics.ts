@@ -49,8 +49,9 @@ export interface GatewayMetrics {
 // input (tool names, userIds, arbitrary paths) can grow the series count.
 const KNOWN_TIERS = new Set<string>(TIERS)
 const KNOWN_OUTCOMES = new Set<string>(['ok', 'input_required', ...Object.keys(HTTP_ERROR_CODES), ...Object.values(TOOL_ERROR_CODES)])
-const KNOWN_ENDPOINTS = new Set(['/invoke', '/invoke/batch', '/mcp'])
-const ENDPOINT_OF = { invoke: '/invoke', batch: '/invoke/batch', mcp: '/mcp' } as const
+const KNOWN_ENDPOINTS = new Set(['/invoke', '/invoke/batch', '/mcp', 'script'])
+/** The metrics' endpoint label of a call: the route it came through, or `script` for a code-mode script's inner call. */
+const ENDPOINT_OF = { invoke: '/invoke', batch: '/invoke/batch', mcp: '/mcp', script: 'script' } as const
 
 /** Tool calls run from milliseconds (built-ins) up to INVOKE_TIMEOUT_MS (11 minutes). */
 const INVOKE_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 660]

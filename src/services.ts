@@ -6,7 +6,7 @@ import type { Config } from './config.js'
 import { parseDuration } from './config.js'
 import { HttpError, StartupError } from './errors.js'
 import { ApprovalFacade, createApprovals } from './approvals/index.js'
-import { createCluster, RedisWorkingSets } from './cluster/index.js'
+import { admitInnerCall, createCluster, RedisWorkingSets } from './cluster/index.js'
 import type { ClusterTokens, Coordination, LimiterStores, PeerClient } from './cluster/index.js'
 import { redisTargetOf } from './redis/index.js'
 import { createJournal } from './journal/index.js'
@@ -28,6 +28,8 @@ import type { GatewayStatus, Readiness, ServiceCounters } from './status.js'
 import { ToolRouter } from './routing/router.js'
 import { Listings } from './listing/listings.js'
 import { ToolSearchTool } from './listing/tool-search.js'
+import { ScriptTool } from './code-mode/index.js'
+import { metaToolSet } from './routing/meta.js'
 import type { Embedder } from './search/index.js'
 import { CallObserver } from './routing/call-events.js'
 import type { ToolSource } from './routing/source.js'
@@ -198,7 +200,16 @@ async function build (
   }
   // tool_search (SPEC 17) searches the listings, which list through this router: it reads them at call time.
   const toolSearch = new ToolSearchTool(() => listings)
-  const router = new ToolRouter({ sources, outputMaxChars: config.outputMaxChars, meta: toolSearch })
+  // Code mode (SPEC 19): scripts in the built-ins' sandbox whose inner calls go through the gateway below, as their script's call.
+  const scripts = new ScriptTool({
+    host: builtins?.scripts,
+    listing: async (parent) => (await listings.policed(parent.allow ?? {}, { userId: parent.userId, policy: parent.policy, signal: parent.signal })).tools,
+    invoke: async (call, parent, signal) => await gateway.invokeInner(call, parent, signal),
+    admit: async (parent) => await admitInnerCall(cluster.limiterStores.windows, config.rateLimitPerMinute, parent.userId, parent.ctx.caller.keyId),
+    maxCalls: config.codeModeMaxCalls
+  })
+  closers.push(async () => await scripts.close())
+  const router = new ToolRouter({ sources, outputMaxChars: config.outputMaxChars, meta: metaToolSet([toolSearch, scripts]) })
   // Search mode's working sets are shared through Redis when there is one: an /mcp client's next request may reach another instance.
   const listings: Listings = new Listings(router, {
     embedder: overrides.searchEmbedder,

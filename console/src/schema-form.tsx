@@ -9,7 +9,11 @@ export interface JsonSchema {
   enum?: unknown[]
   default?: unknown
   items?: JsonSchema
+  maxLength?: number
 }
+
+/** A string a schema allows to be this long is text to write (a script's code): a text area from the start. */
+const TEXT_AREA_CHARS = 1000
 
 function typeOf (schema: JsonSchema): string {
   const t = Array.isArray(schema.type) ? schema.type.find((x) => x !== 'null') : schema.type
@@ -71,11 +75,15 @@ function Field ({ name, schema, required, value, onChange }: {
     )
   }
   if (type === 'string') {
-    const long = typeof value === 'string' && (value.includes('\n') || value.length > 80)
+    const written = typeof value === 'string' && (value.includes('\n') || value.length > 80)
+    const long = written || (schema.maxLength ?? 0) > TEXT_AREA_CHARS
     return (
       <label data-arg={name}>{label}
         {long
-          ? <textarea name={name} rows={4} value={value} onInput={(e) => onChange(e.currentTarget.value === '' ? undefined : e.currentTarget.value)} />
+          ? <textarea
+              name={name} rows={written || (schema.maxLength ?? 0) <= TEXT_AREA_CHARS ? 4 : 10} value={typeof value === 'string' ? value : ''}
+              onInput={(e) => onChange(e.currentTarget.value === '' ? undefined : e.currentTarget.value)}
+            />
           : <input
               name={name}
               value={typeof value === 'string' ? value : ''}

@@ -54,6 +54,9 @@ export const InvocationEntry = Type.Object({
   instance: Type.String({ description: 'The gateway process that ran the call (host:pid)' }),
   checkpointId: Type.Union([Type.String(), Type.Null()]),
   approvalId: Type.Union([Type.String(), Type.Null()]),
+  parentCallId: Type.Optional(Type.Union([Type.String(), Type.Null()], {
+    description: 'The `run_tools_script` call whose script made this call (code mode): a script and its inner calls form one tree; null otherwise'
+  })),
   status: Type.Optional(Type.Union([Type.Literal('input_required'), Type.Null()], {
     description: 'input_required: a round of a call whose MCP server asked for input (neither a result nor an error; the retry is another entry under the same callId); null otherwise'
   }))

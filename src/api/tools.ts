@@ -15,11 +15,15 @@ export const ToolsQuery = Type.Object({
   userId: Type.Optional(IdString),
   format: Type.Optional(Type.Union(FORMATS.map((f) => Type.Literal(f)), { default: 'openai', description: 'Provider format of the tool schemas' })),
   strict: Type.Optional(Type.Boolean({ default: false, description: 'Any unresolved name is a 400 instead of an entry in `unresolved`' })),
-  mode: Type.Optional(Type.Union([Type.Literal('all'), Type.Literal('search')], {
+  mode: Type.Optional(Type.Union([Type.Literal('all'), Type.Literal('search'), Type.Literal('code')], {
     default: 'all',
-    description: '`search`: list only the `tool_search` meta tool (it searches this allow-list) and the `pinned` tools; a found tool is then called by its name under the same allow-list'
+    description: '`search`: list only the `tool_search` meta tool (it searches this allow-list) and the `pinned` tools; a found tool is then called by its name ' +
+      'under the same allow-list. `code`: list only `run_tools_script` (its description is the typed API of this allow-list\'s tools, which its ' +
+      'script calls) and the `pinned` tools'
   })),
-  pinned: Type.Optional(CommaList('Comma list of listed tool names always shown: beside `tool_search` (mode=search), or not deferred (defer=true)')),
+  pinned: Type.Optional(CommaList(
+    'Comma list of listed tool names always shown: beside `tool_search` (mode=search) or `run_tools_script` (mode=code), or not deferred (defer=true)'
+  )),
   defer: Type.Optional(Type.Boolean({
     default: false,
     description: 'Provider-native tool search (format=responses or anthropic): every tool but the pinned ones is marked `defer_loading: true` and the provider\'s own tool search tool is added first'

@@ -154,7 +154,8 @@ export class ApprovalFacade {
         serverId: undefined,
         keyId: request.caller.keyId,
         startedAt: performance.now(),
-        approvalId
+        approvalId,
+        parentCallId: undefined
       })
     } else {
       // The call acts as its maker did, not as the approver; its own deadline bounds it, not the approver's connection.

@@ -1,3 +1,4 @@
+import type { CallContext } from '../routing/types.js'
 import { createHash, randomUUID } from 'node:crypto'
 import os from 'node:os'
 import path from 'node:path'
@@ -23,6 +24,8 @@ import { WorkspaceManager } from './workspace/workspaces.js'
 import { CheckpointStore } from './workspace/checkpoint-store.js'
 import { WorkspaceLifecycle } from './workspace/lifecycle.js'
 import { WorkspaceUsage } from './workspace/usage.js'
+import { scriptHost } from './scripts.js'
+import type { ScriptWorkspaceHost } from './scripts.js'
 import { probeLoopVolumes, WorkspaceVolumes } from './workspace/volumes.js'
 import type { QuotaMode } from './workspace/volumes.js'
 
@@ -40,6 +43,8 @@ export interface Builtins {
   lifecycle: WorkspaceLifecycle
   /** How the workspace quota is enforced (WORKSPACE_QUOTA_MODE as resolved), and why not by images when it is not. */
   quota: { mode: QuotaMode, reason: string | null }
+  /** Where code mode's scripts run: the call's workspace in the tenant's sandbox (scripts.ts). */
+  scripts: (ctx: CallContext) => Promise<ScriptWorkspaceHost>
   /** Kills every sandboxed and background process. */
   close: () => Promise<void>
   /**
@@ -218,6 +223,7 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
     usage,
     lifecycle,
     quota,
+    scripts: scriptHost(workspaces, sandbox, usage),
     close: async () => {
       await lifecycle.close()
       await processes.killAll()

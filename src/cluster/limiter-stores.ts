@@ -84,3 +84,31 @@ export async function createLimiterStores (opts: LimiterStoresOptions): Promise<
   if (!ready) opts.logger.warn({}, 'rate-limit Redis not reachable at start-up; requests are not rate limited until it is')
   return stores
 }
+
+/**
+ * The bucket a call counts against (RATE_LIMIT_PER_MINUTE, MAX_CONCURRENT_PER_TENANT): the tenant
+ * it acts for, else the admin key that makes it; undefined for neither (open mode, counted by IP).
+ */
+export function limitBucket (userId: string | undefined, keyId: string | undefined): string | undefined {
+  if (userId !== undefined) return `t:${userId}`
+  if (keyId !== undefined) return `k:${keyId}`
+  return undefined
+}
+
+/**
+ * Counts a code-mode script's inner call against its tenant's minute (each counts as a request
+ * would); the refusal's message when the minute is spent. A store that does not answer lets it
+ * through, as the HTTP limiter does.
+ */
+export async function admitInnerCall (
+  windows: WindowCounter,
+  perMinute: number,
+  userId: string | undefined,
+  keyId: string | undefined
+): Promise<string | undefined> {
+  const bucket = limitBucket(userId, keyId)
+  if (bucket === undefined) return undefined
+  const window = await windows.add(bucket, 1, 60_000)
+  if (window === undefined || window.current <= perMinute) return undefined
+  return `Rate limit of ${perMinute} requests per minute exceeded (each tool call of a script counts); retry in ${Math.max(1, Math.ceil(window.ttl / 1000))} s`
+}

@@ -37,6 +37,8 @@ export interface CallRecord extends ResultFields {
   keyId: string | null
   checkpointId: string | null
   approvalId: string | null
+  /** The `run_tools_script` call whose script made this call (code mode); null otherwise. */
+  parentCallId?: string | null
   /** `input_required`: a round whose MCP server asked for input (neither a result nor an error); absent or null otherwise. */
   status?: 'input_required' | null
 }
@@ -60,6 +62,8 @@ export interface JournalEntry extends ResultFields {
   instance: string
   checkpointId: string | null
   approvalId: string | null
+  /** The `run_tools_script` call whose script made this call (code mode); null otherwise (absent in entries written before it existed). */
+  parentCallId: string | null
   /** `input_required` for a round whose MCP server asked for input; null otherwise (absent in entries written before it existed). */
   status: 'input_required' | null
 }
@@ -100,6 +104,7 @@ export function buildEntry (record: CallRecord, mode: Exclude<JournalMode, 'off'
     instance,
     checkpointId: record.checkpointId,
     approvalId: record.approvalId,
+    parentCallId: record.parentCallId ?? null,
     status: record.status ?? null
   }
 }

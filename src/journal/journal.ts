@@ -38,6 +38,8 @@ export interface CallFacts {
   startedAt: number
   /** The approval a held call ran (or was refused) under. */
   approvalId?: string | undefined
+  /** The `run_tools_script` call whose script made this call. */
+  parentCallId?: string | undefined
 }
 
 /** What GET /users/{userId}/invocations accepts, as the query string gives it. */
@@ -154,6 +156,7 @@ export class Journal {
         keyId: facts.keyId ?? null,
         checkpointId: r.checkpointId ?? null,
         approvalId: facts.approvalId ?? null,
+        parentCallId: facts.parentCallId ?? null,
         // One call of several rounds: each round is an entry under the call's id, and a round that asked says so.
         status: r.status ?? null
       })
@@ -177,6 +180,7 @@ export class Journal {
       keyId: facts.keyId ?? null,
       checkpointId: null,
       approvalId: facts.approvalId ?? null,
+      parentCallId: facts.parentCallId ?? null,
       status: null
     })
   }

@@ -9,6 +9,7 @@ import type { ToolPolicy } from '../routing/policy.js'
 import type { Unavailable } from '../routing/source.js'
 import { ToolIndex, toolDocument } from '../search/index.js'
 import type { Embedder } from '../search/index.js'
+import { describeRunToolsScript, RUN_TOOLS_SCRIPT } from '../code-mode/index.js'
 import { deferTools } from './deferral.js'
 import { describeToolSearch, findListed } from './search-mode.js'
 import { MemoryWorkingSets, WORKING_SET_MAX, WORKING_SET_TTL_MS, workingSetKey } from './working-sets.js'
@@ -20,8 +21,8 @@ export interface ListToolsRequest {
   userId?: string
   format?: ToolFormat
   strict?: boolean
-  /** `search`: only `tool_search` and the pinned tools (SPEC 17). */
-  mode?: 'all' | 'search'
+  /** `search`: only `tool_search` and the pinned tools (SPEC 17); `code`: only `run_tools_script` and the pinned tools (SPEC 19). */
+  mode?: 'all' | 'search' | 'code'
   /** Comma list of listed names shown beside `tool_search` (search mode), or never deferred (defer). */
   pinned?: string
   /** Provider-native deferral: every tool but the pinned ones `defer_loading`, plus the provider's search tool. */
@@ -143,8 +144,11 @@ export class Listings {
     if (query.defer === true && mode === 'search') {
       throw new HttpError('GW_BAD_REQUEST', 'defer=true and mode=search are two ways of searching: choose one')
     }
-    if (pinned.length > 0 && mode !== 'search' && query.defer !== true) {
-      throw new HttpError('GW_BAD_REQUEST', 'pinned= takes effect with mode=search or defer=true')
+    if (query.defer === true && mode === 'code') {
+      throw new HttpError('GW_BAD_REQUEST', 'defer=true and mode=code: in code mode the tools are reached from the script; choose one')
+    }
+    if (pinned.length > 0 && mode === 'all' && query.defer !== true) {
+      throw new HttpError('GW_BAD_REQUEST', 'pinned= takes effect with mode=search, mode=code or defer=true')
     }
     const allow = { functions: splitComma(query.functions), mcp: splitComma(query.mcp) }
     const { listing, key, version } = await this.#listing(allow, scope)
@@ -164,10 +168,16 @@ export class Listings {
         const known = new Set(remembered)
         const extra = listing.tools.filter((t) => known.has(t.name) && !found.includes(t))
         tools = renderTools([...shown, ...found, ...extra], format)
+      } else if (mode === 'code') {
+        // The policy decides run_tools_script like any tool: denied, code mode lists the pinned tools alone.
+        const script = describeRunToolsScript(listing.tools)
+        tools = renderTools([...(scope.policy?.decide(script.entry).kind === 'deny' ? [] : [script]), ...found.filter((t) => t.name !== script.name)], format)
       } else if (query.defer === true) {
         tools = deferTools(renderTools(listing.tools, format), listing.tools, new Set(found.map((t) => t.name)), format as 'responses' | 'anthropic')
       } else {
-        tools = renderTools(listing.tools, format)
+        // `functions=@code`: run_tools_script beside the tools, its description the typed API of the others.
+        const shown = listing.tools.map((t) => t.name === RUN_TOOLS_SCRIPT && t.entry.source === 'gateway' ? describeRunToolsScript(listing.tools) : t)
+        tools = renderTools(shown, format)
       }
       response = { tools, unresolved, unavailable: listing.unavailable, diagnostics: listing.diagnostics }
       if (listing.unavailable.length === 0) this.#rendered.set(renderKey, version, response)
@@ -203,6 +213,11 @@ export class Listings {
    */
   async remember (query: ListToolsRequest, who: Pick<ListingScope, 'userId' | 'keyId'>, names: readonly string[]): Promise<boolean> {
     return await this.#workingSets.add(foundKey(query, who), names, WORKING_SET_MAX, WORKING_SET_TTL_MS)
+  }
+
+  /** The allow-list's listing under the tenant's policy (what `run_tools_script` may call): GET /tools' tools. */
+  async policed (allow: AllowList, scope: ListingScope): Promise<PolicedListing> {
+    return (await this.#listing({ functions: [...allow.functions ?? []], mcp: [...allow.mcp ?? []] }, scope)).listing
   }
 
   /** The policed listing of an allow-list, cached. */

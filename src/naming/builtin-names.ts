@@ -16,9 +16,10 @@ export function isBuiltinName (name: string): name is BuiltinName {
 
 /**
  * The names of the gateway's own meta tools (routing/meta.ts): `tool_search` searches the
- * request's allow-list (SPEC 17). Reserved like the built-ins, never part of `@builtin`.
+ * request's allow-list (SPEC 17), `run_tools_script` runs a program that calls its tools (code
+ * mode, SPEC 19; `functions=@code`). Reserved like the built-ins, never part of `@builtin`.
  */
-export const META_TOOL_NAMES = ['tool_search'] as const
+export const META_TOOL_NAMES = ['tool_search', 'run_tools_script'] as const
 
 /** A name no function or local MCP tool may take: a built-in's or a meta tool's. */
 export function isReservedToolName (name: string): boolean {

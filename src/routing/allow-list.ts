@@ -5,7 +5,7 @@
  * names exist is the router's question (router.ts).
  */
 import { HttpError } from '../errors.js'
-import { BUILTIN_NAMES, BUILTIN_READONLY } from '../naming/builtin-names.js'
+import { BUILTIN_NAMES, BUILTIN_READONLY, META_TOOL_NAMES } from '../naming/builtin-names.js'
 import { isValidId, parseUserServiceName } from '../naming/names.js'
 
 export interface AllowList {
@@ -22,9 +22,11 @@ export interface Unresolved {
 }
 
 /** Group tokens of `functions=`. */
-const GROUPS: ReadonlyMap<string, readonly string[]> = new Map([
+const GROUPS: ReadonlyMap<string, readonly string[]> = new Map<string, readonly string[]>([
   ['@builtin', BUILTIN_NAMES],
-  ['@builtin-readonly', BUILTIN_READONLY]
+  ['@builtin-readonly', BUILTIN_READONLY],
+  // Code mode (SPEC 19): the script tool beside the tools it calls.
+  ['@code', [META_TOOL_NAMES[1]]]
 ])
 
 /** A query parameter's comma list: items trimmed, empty ones dropped; absent is empty. */

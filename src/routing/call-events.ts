@@ -1,10 +1,11 @@
 import type { InvokeOutcome } from './router.js'
 
 /**
- * Where a call came from: POST /invoke, one entry of POST /invoke/batch, an /mcp tools/call, or
- * the decision on a held call (POST /approvals/{approvalId}: the approved run, or the denial).
+ * Where a call came from: POST /invoke, one entry of POST /invoke/batch, an /mcp tools/call, the
+ * decision on a held call (POST /approvals/{approvalId}: the approved run, or the denial), or a
+ * code-mode script's inner call (its parent is the `run_tools_script` call).
  */
-export type CallVia = 'invoke' | 'batch' | 'mcp' | 'approval'
+export type CallVia = 'invoke' | 'batch' | 'mcp' | 'approval' | 'script'
 
 /**
  * How a call's answer came about:
@@ -36,6 +37,8 @@ export interface CallEvent {
   readonly startedAt: number
   /** The approval a held call ran (or was refused) under. */
   readonly approvalId: string | undefined
+  /** The `run_tools_script` call whose script made this call (via `script`). */
+  readonly parentCallId: string | undefined
 }
 
 export type CallListener = (call: CallEvent) => void

@@ -248,8 +248,9 @@ export class ToolRouter {
 
     const names = expandFunctionNames(allow.functions ?? [])
     for (const name of names) {
-      let found: CatalogEntry | undefined
-      for (const { source, traits } of this.#byName) {
+      // A meta tool named in `functions=` (`@code`) is listed like a built-in; its description is the listing's (listing/).
+      let found: CatalogEntry | undefined = this.#meta?.resolve(name)
+      for (const { source, traits } of found === undefined ? this.#byName : NO_TIERS) {
         if (traits.tenantScoped && scope.userId === undefined) continue
         found = await source.resolve(name, scope)
         if (found) break
@@ -485,7 +486,9 @@ export class ToolRouter {
         // A source that throws has a bug, but the caller still gets a tool-level error, never a 500.
         try {
           outcome = meta !== undefined
-            ? await (this.#meta as MetaTools).call(meta, args.value, { allow: req.allow, userId: req.userId, policy: req.policy, signal: ctx.signal })
+            ? await (this.#meta as MetaTools).call(meta, args.value, {
+              allow: req.allow, userId: req.userId, policy: req.policy, signal: ctx.signal, ctx, includeTrace: req.includeTrace
+            })
             : await this.#sourceFor(entry).call(entry, args.value, ctx)
         } catch (err) {
           outcome = { ok: false, reason: 'tool-error', message: `The tool failed: ${(err as Error)?.message ?? String(err)}` }

@@ -107,14 +107,14 @@ test('the README workspace walk-through works as written: upload a tar czf archi
   }
   const ending = (suffix: string): string => out[lines.find((l) => l.endsWith(suffix)) ?? ''] ?? ''
   const having = (needle: string): string => out[lines.find((l) => l.includes(needle)) ?? ''] ?? ''
-  // src and src/main.py
+  // app and app/main.py
   assert.deepEqual(JSON.parse(having('-X PUT')), { workspaceId: 'proj', bytes: 12, files: 2, skipped: [], skippedEntries: 0 })
-  assert.equal(ending('files/src/main.py'), 'print("hi")\n')
+  assert.equal(ending('files/app/main.py'), 'print("hi")\n')
   const { stdout: listing } = await run('tar', ['tzf', join(dir, 'proj-back.tar.gz')])
-  assert.deepEqual(listing.split('\n').filter((l) => l !== '').sort(), ['src/', 'src/main.py'])
-  // ?path=src keeps the workspace's names.
+  assert.deepEqual(listing.split('\n').filter((l) => l !== '').sort(), ['app/', 'app/main.py'])
+  // ?path=app keeps the workspace's names.
   const { stdout: sub } = await run('tar', ['tzf', join(dir, 'proj-src.tar.gz')])
-  assert.deepEqual(sub.split('\n').filter((l) => l !== '').sort(), ['src/', 'src/main.py'])
+  assert.deepEqual(sub.split('\n').filter((l) => l !== '').sort(), ['app/', 'app/main.py'])
   assert.deepEqual(JSON.parse(ending('/users/alice/workspaces')).workspaces.map((w: any) => w.workspaceId), ['proj'])
   assert.match(checkpointId, /^[A-Za-z0-9]/)
   const invoked = JSON.parse(having('"checkpoint":true'))

@@ -72,7 +72,8 @@ test('recordCall: a call event counts under its endpoint; a held call is route n
     toolMs: 5
   })
   const event = (via: CallEvent['via'], end: CallEvent['end'], outcome: CallEvent['outcome']): CallEvent => ({
-    via, end, outcome, callId: 'c', name: 't', arguments: {}, userId: undefined, serverId: undefined, keyId: undefined, startedAt: 0, approvalId: undefined
+    ...{ via, end, outcome, callId: 'c', name: 't', arguments: {}, userId: undefined, serverId: undefined, keyId: undefined, startedAt: 0 },
+    ...{ approvalId: undefined, parentCallId: undefined }
   })
   m.recordCall(event('invoke', 'finished', { ok: true, result: result('function') }))
   m.recordCall(event('batch', 'refused', { ok: false, error: new HttpError('GW_BAD_REQUEST', 'bad'), toolMs: 0 }))

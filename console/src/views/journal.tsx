@@ -22,6 +22,27 @@ function curlOf (entry: Invocation, origin: string): string {
   ].join(' \\\n')
 }
 
+/**
+ * A page of entries as a tree: a code-mode script's inner calls (their parentCallId) right under the
+ * script's entry, oldest first; an inner call whose script is on another page stays where it is.
+ */
+function journalTree (entries: readonly Invocation[]): Array<{ entry: Invocation, depth: number }> {
+  const onPage = new Set(entries.map((e) => e.callId))
+  const children = new Map<string, Invocation[]>()
+  for (const e of entries) {
+    const parent = e.parentCallId ?? null
+    if (parent !== null && onPage.has(parent)) children.set(parent, [...children.get(parent) ?? [], e])
+  }
+  const rows: Array<{ entry: Invocation, depth: number }> = []
+  for (const e of entries) {
+    const parent = e.parentCallId ?? null
+    if (parent !== null && onPage.has(parent)) continue
+    rows.push({ entry: e, depth: parent === null ? 0 : 1 })
+    for (const child of [...children.get(e.callId) ?? []].reverse()) rows.push({ entry: child, depth: 1 })
+  }
+  return rows
+}
+
 function Entry ({ entry }: { entry: Invocation }): JSX.Element {
   const [copied, setCopied] = useState<boolean | undefined>(undefined)
   const curl = curlOf(entry, location.origin)
@@ -38,6 +59,7 @@ function Entry ({ entry }: { entry: Invocation }): JSX.Element {
         <div><dt>instance</dt><dd>{entry.instance}</dd></div>
         {entry.approvalId !== null && <div><dt>approval</dt><dd><code>{entry.approvalId}</code></dd></div>}
         {entry.checkpointId !== null && <div><dt>checkpoint</dt><dd><code>{entry.checkpointId}</code></dd></div>}
+        {(entry.parentCallId ?? null) !== null && <div><dt>script</dt><dd><code>{entry.parentCallId}</code></dd></div>}
       </dl>
       {entry.error !== null && <div class='error'><span class='error-code'>{entry.error.code}</span> {entry.error.message}</div>}
       <h3>Arguments</h3><Json value={entry.arguments} label='arguments' />
@@ -111,9 +133,12 @@ export function JournalView ({ api, role, tenant }: ViewProps): JSX.Element {
               <table id='journal'>
                 <thead><tr><th>Ended</th><th>Tool</th><th>Route</th><th>Outcome</th><th>ms</th><th>callId</th></tr></thead>
                 <tbody>
-                  {page.data.invocations.map((e) => (
-                    <tr key={`${e.callId}:${e.ts}`} class='clickable' tabIndex={0} onClick={() => { openEntry(e.callId) }} onKeyDown={(k) => { if (k.key === 'Enter') openEntry(e.callId) }}>
-                      <td>{formatTime(e.ts)}</td><td><code>{e.name}</code></td><td>{e.route ?? '—'}</td>
+                  {journalTree(page.data.invocations).map(({ entry: e, depth }) => (
+                    <tr
+                      key={`${e.callId}:${e.ts}`} class={depth > 0 ? 'clickable inner-call' : 'clickable'} tabIndex={0}
+                      onClick={() => { openEntry(e.callId) }} onKeyDown={(k) => { if (k.key === 'Enter') openEntry(e.callId) }}
+                    >
+                      <td>{formatTime(e.ts)}</td><td>{depth > 0 ? '↳ ' : ''}<code>{e.name}</code></td><td>{e.route ?? '—'}</td>
                       <td class={e.isError ? 'bad' : 'good'}>{e.isError ? (e.error?.code ?? 'error') : 'ok'}</td>
                       <td>{Math.round(e.durationMs)}</td><td><code>{e.callId}</code></td>
                     </tr>

@@ -34,6 +34,8 @@ const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin'
 export interface BwrapCommand {
   workspaceRoot: string
   readRoots: readonly string[]
+  /** More read-only binds, at the same path (SpawnRequest.binds). */
+  binds?: readonly string[]
   cwd: string
   command: string
   /** Directory holding SYNTHETIC_ETC_FILES. */
@@ -87,6 +89,7 @@ export function buildBwrapArgs (c: BwrapCommand): string[] {
     '--bind', c.workspaceRoot, c.workspaceRoot
   )
   for (const r of c.readRoots) a.push('--ro-bind', r, r)
+  for (const b of c.binds ?? []) a.push('--ro-bind', b, b)
   // The root and /dev are unbounded tmpfs owned by the sandbox user: read-only, or they are a memory hog.
   a.push('--remount-ro', '/dev', '--remount-ro', '/')
   a.push('--chdir', c.cwd, '--clearenv')

@@ -108,6 +108,7 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
       const bwrap = ['--info-fd', '3', ...(seccomp !== undefined ? seccompArgs(SECCOMP_FD) : []), ...buildBwrapArgs({
         workspaceRoot: req.workspace.root,
         readRoots: req.workspace.readRoots.map((r) => r.path),
+        ...(req.binds !== undefined ? { binds: req.binds } : {}),
         cwd: req.cwd,
         command: req.command,
         etcDir: cfg.etcDir,

@@ -90,6 +90,11 @@ export interface SpawnRequest {
    * workspace's remaining quota, so no single file can take it past it.
    */
   fileSizeBytes?: number
+  /**
+   * Host paths bound read-only into this command's sandbox alone, at the same path (code mode's
+   * client library and its call's socket directory). Without bwrap (mode none) they are simply there.
+   */
+  binds?: readonly string[]
 }
 
 export interface ExitInfo {

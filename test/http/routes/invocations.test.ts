@@ -94,7 +94,7 @@ test('/invoke, each call of /invoke/batch and /mcp tools/call are journaled unde
   const invoked = rest.find((e: any) => e.callId === 'c-invoke')
   assert.deepEqual(Object.keys(invoked), [
     'callId', 'ts', 'userId', 'name', 'route', 'serverId', 'arguments', 'argumentsSha256', 'output', 'isError',
-    'error', 'truncated', 'trace', 'durationMs', 'toolMs', 'keyId', 'instance', 'checkpointId', 'approvalId', 'status'
+    'error', 'truncated', 'trace', 'durationMs', 'toolMs', 'keyId', 'instance', 'checkpointId', 'approvalId', 'parentCallId', 'status'
   ])
   assert.equal(invoked.status, null, 'a plain call is no input_required round')
   assert.equal(invoked.userId, 'acme')
