@@ -191,6 +191,15 @@ test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP
   assert.match(await page.locator('#result-overhead').innerText(), /^\d+(\.\d+)?$/)
   assert.match(await page.locator('#result-duration').innerText(), /^\d+(\.\d+)?$/)
   await page.click('details:has(summary:has-text("Trace")) summary')
+  // Code mode: run_tools_script from the form (its code in a text area); its inner call is journaled under it.
+  const scripted = await loadPlayground(page, '@code,calculate', '')
+  await scripted.selectOption('run_tools_script')
+  await page.click('button[role=tab]:has-text("Form")')
+  await page.selectOption('label[data-arg=language] select', '"javascript"')
+  await page.fill('label[data-arg=code] textarea', 'const r = await tools.calculate({ expression: "6 * 7" })\nreturn r.result')
+  await page.click('#invoke')
+  await page.locator('#result-output', { hasText: /^42$/ }).waitFor()
+  assert.equal(await page.locator('#result-is-error').innerText(), 'false')
   await shot('playground')
   // The README's picture (docs/console-playground.png): CONSOLE_SCREENSHOT_OUT=docs/console-playground.png npm test -- test/browser/console
   if (process.env.CONSOLE_SCREENSHOT_OUT !== undefined) {
@@ -259,12 +268,17 @@ test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP
   await wsRow.locator('button:has-text("Delete")').click()
   await wsRow.locator('button:has-text("Yes, delete")').click()
   await wsRow.waitFor({ state: 'detached' })
-  assert.equal((await api(gateway, ACME, 'GET', '/users/acme/workspaces')).json.workspaces.length, 0)
+  // (The playground's script ran in acme's default workspace: only proj is deleted.)
+  assert.deepEqual((await api(gateway, ACME, 'GET', '/users/acme/workspaces')).json.workspaces.map((w: any) => w.workspaceId), ['default'])
 
   watch.phase('journal')
   await view(page, 'Journal')
   const entryRow = page.locator('#journal tr.clickable', { hasText: 'calculate' }).first()
   await entryRow.waitFor()
+  // The script's inner call is the row right under the script's.
+  const names = await page.locator('#journal tbody tr td:nth-child(2)').allInnerTexts()
+  const script = names.indexOf('run_tools_script')
+  assert.ok(script >= 0 && names[script + 1] === '↳ calculate', names.join(', '))
   await page.fill('.filters input[name=tool]', 'calculate')
   await page.click('.filters button[type=submit]')
   // The filtered page replaces the unfiltered one (other tools' rows go away).
@@ -277,6 +291,8 @@ test('console: log in (a wrong key shows the API\'s error), tools, a fixture MCP
   await page.fill('.filters input[name=limit]', '1')
   await page.click('.filters button[type=submit]')
   await page.locator('.pager', { hasText: 'page 1' }).waitFor()
+  // The page of one entry replaces the filtered one (which may hold more).
+  await page.locator('#journal tbody tr').nth(1).waitFor({ state: 'detached' })
   const first = await page.locator('#journal tbody tr td:last-child').allInnerTexts()
   await page.click('.pager button:has-text("Older")')
   await page.locator('.pager', { hasText: 'page 2' }).waitFor()

@@ -37,7 +37,7 @@ function journalTree (entries: readonly Invocation[]): Array<{ entry: Invocation
   for (const e of entries) {
     const parent = e.parentCallId ?? null
     if (parent !== null && onPage.has(parent)) continue
-    rows.push({ entry: e, depth: parent === null ? 0 : 1 })
+    rows.push({ entry: e, depth: 0 })
     for (const child of [...children.get(e.callId) ?? []].reverse()) rows.push({ entry: child, depth: 1 })
   }
   return rows
