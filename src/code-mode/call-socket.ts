@@ -55,6 +55,8 @@ const RPC = { parse: -32700, invalidRequest: -32600, methodNotFound: -32601, inv
 
 /** Messages past maxCalls by this many more: a flood, the connection is closed. */
 const FLOOD_SLACK = 16
+/** Problems kept for the answer (a script may open and break connections in a loop until its deadline). */
+const MAX_PROBLEMS = 20
 
 /**
  * The gateway's end of one script's socket (SPEC 19): a small framed JSON-RPC (frames.ts) over a
@@ -203,16 +205,21 @@ export class CallSocket {
   #answer (socket: Socket, message: unknown): void {
     socket.write(encodeFrame(message))
     if (socket.writableLength > this.#opts.maxUnreadBytes) {
-      this.problems.push(`the script left more than ${this.#opts.maxUnreadBytes} bytes of answers unread; its connection was closed`)
+      this.#problem(`the script left more than ${this.#opts.maxUnreadBytes} bytes of answers unread; its connection was closed`)
       socket.destroy()
     }
+  }
+
+  #problem (reason: string): void {
+    if (this.problems.length < MAX_PROBLEMS) this.problems.push(reason)
+    else if (this.problems.length === MAX_PROBLEMS) this.problems.push('more problems were not kept')
   }
 
   /** A protocol violation: answered once, recorded, and the connection closed. */
   #refuse (socket: Socket, id: number | string | null, code: number, reason: string): void {
     if (this.#refused.has(socket)) return
     this.#refused.add(socket)
-    this.problems.push(reason)
+    this.#problem(reason)
     if (!socket.destroyed) socket.end(encodeFrame({ jsonrpc: '2.0', id, error: { code, message: reason, data: { code: 'GW_SCRIPT_LIMIT' } } }))
     socket.destroySoon()
   }

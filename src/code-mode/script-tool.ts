@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url'
 import type { MetaCall, MetaTools } from '../routing/meta.js'
 import type { ListedTool } from '../routing/router.js'
 import type { CatalogEntry } from '../routing/source.js'
-import type { CallContext, ToolOutcome } from '../routing/types.js'
+import type { CallContext, ToolFailureReason, ToolOutcome } from '../routing/types.js'
 import { CallSocket } from './call-socket.js'
 import type { InnerAnswer, InnerCall } from './call-socket.js'
 import { apiTool, DEFAULT_SCRIPT_TIMEOUT_MS, RUN_TOOLS_SCRIPT, RUN_TOOLS_SCRIPT_ENTRY, scriptableTools } from './script-entry.js'
@@ -88,7 +88,12 @@ export class ScriptTool implements MetaTools {
       return { ok: false, reason: 'tool-error', message: 'run_tools_script needs the built-in tools\' sandbox, which this gateway does not run' }
     }
     const language = args.language as keyof typeof LANGUAGES
-    const workspace = await this.#opts.host(req.ctx)
+    let workspace: ScriptWorkspace
+    try {
+      workspace = await this.#opts.host(req.ctx)
+    } catch (err) {
+      return toolFailure(err)
+    }
     const requested = typeof args.timeoutMs === 'number' ? args.timeoutMs : DEFAULT_SCRIPT_TIMEOUT_MS
     const timeoutMs = Math.max(100, Math.min(requested, workspace.timeoutCeilingMs, req.ctx.timeoutMs - ANSWER_MARGIN_MS))
     const listed = scriptableTools(await this.#opts.listing(req))
@@ -112,7 +117,12 @@ export class ScriptTool implements MetaTools {
         call: async (inner, innerSignal) =>
           await this.#innerCall({ ...inner, name: names.get(inner.name) ?? inner.name }, req, AbortSignal.any([signal, innerSignal]))
       })
-      const run = await workspace.exec({ command: LANGUAGES[language].command(dir), binds: [RUNTIME_DIR, dir], timeoutMs, signal })
+      let run: ScriptRun
+      try {
+        run = await workspace.exec({ command: LANGUAGES[language].command(dir), binds: [RUNTIME_DIR, dir], timeoutMs, signal })
+      } catch (err) {
+        return toolFailure(err)
+      }
       abort.abort()
       return scriptOutcome({ run, socket, timeoutMs, durationMs: performance.now() - started, language })
     } finally {
@@ -182,6 +192,13 @@ function scriptNames (tools: readonly ListedTool[]): Map<string, string> {
   }
   for (const [spec, wire] of own) if (wire !== null && !names.has(spec)) names.set(spec, wire)
   return names
+}
+
+/** A built-in's failure (a ToolError: the workspace cannot be opened, the sandbox cannot start) as the tool error it is; anything else is a bug. */
+function toolFailure (err: unknown): ToolOutcome {
+  const reason = (err as { reason?: unknown } | null)?.reason
+  if (err instanceof Error && typeof reason === 'string') return { ok: false, reason: reason as ToolFailureReason, message: err.message }
+  throw err
 }
 
 /** A path as one sh word. */

@@ -156,4 +156,12 @@ test('code mode\'s listing: functions=@code lists run_tools_script beside the to
   r = await call(app, ACME, 'POST', '/invoke', { name: 'run_tools_script', userId: 'acme', arguments: { language: 'javascript', code: 'return 1' } })
   assert.equal(r.json.isError, true)
   assert.match(r.json.error.message, /allow-list: call it with `allow`/)
+
+  // A workspace the caller may not use is the built-ins' refusal, as for bash (nothing runs).
+  r = await call(app, ACME, 'POST', '/invoke', {
+    name: 'run_tools_script', userId: 'acme', arguments: { language: 'javascript', code: 'return 1' }, allow: ALLOW, context: { workspaceRoot: '/tmp' }
+  })
+  assert.equal(r.json.isError, true)
+  assert.equal(r.json.error.code, 'GW_PATH_FORBIDDEN', JSON.stringify(r.json))
+  assert.match(r.json.error.message, /workspaceRoot is accepted only for admin callers/)
 })
