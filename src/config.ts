@@ -333,6 +333,11 @@ export const ConfigSchema = Type.Object({
     env: 'APPROVAL_WEBHOOK_SECRET',
     description: 'HMAC-SHA256 key of the approval webhook\'s x-gateway-signature (sha256=<hex of the raw body>)'
   })),
+  guardrailWebhookSecret: Type.Optional(Type.String({
+    minLength: 16,
+    env: 'GUARDRAIL_WEBHOOK_SECRET',
+    description: 'HMAC-SHA256 key of a policy guardrail webhook\'s x-gateway-signature (sha256=<hex of the raw body>); without it a webhook check fails (its failOpen decides)'
+  })),
   publicUrl: Type.Optional(Type.String({
     pattern: '^https?://[^/?#]+(/[^?#]*)?$',
     env: 'PUBLIC_URL',

@@ -181,8 +181,11 @@ export const ERROR_CODES = {
   GW_SANDBOX_ERROR: tool('The sandbox could not run the command (the tenant is over its process limit, a start failure)', true),
   GW_PATH_FORBIDDEN: tool('A path outside the workspace and its read roots'),
   GW_CANCELLED: tool('The caller cancelled the call (it went away, or MCP `notifications/cancelled`)', true),
+  GW_GUARDRAIL_BLOCKED: tool(
+    'A guardrail of the tenant\'s policy blocked the call\'s arguments (nothing ran) or its result (the tool ran; its result is withheld); the message names the check and the rule, never the text it found (SPEC 18)'
+  ),
   GW_SCRIPT_LIMIT: tool(
-    'A code-mode script passed a limit of its socket: more than `CODE_MODE_MAX_CALLS` tool calls (that call was not run), a frame too large or malformed, a flood, answers left unread; the script gets it as an exception (SPEC 19)'
+    'A code-mode script passed a limit of its socket: more than `CODE_MODE_MAX_CALLS` tool calls (that call was not run), a frame too large or malformed, a flood, answers left unread; the script gets it as an exception, and a script the gateway cut off for it ends with it (SPEC 19)'
   ),
   GW_APPROVAL_PENDING: tool(
     'The tool policy holds the call for a human\'s approval (`requireApproval`): it has not run; the message names the approvalId (`/mcp`; `POST /invoke` answers 202)'
@@ -262,6 +265,8 @@ export const TOOL_ERROR_CODES = {
   quota: 'WORKSPACE_QUOTA_EXCEEDED',
   'tenant-quota': 'GW_TENANT_QUOTA_EXCEEDED',
   policy: 'GW_POLICY_DENIED',
+  guardrail: 'GW_GUARDRAIL_BLOCKED',
+  'script-limit': 'GW_SCRIPT_LIMIT',
   'upstream-unavailable': 'GW_UPSTREAM_UNAVAILABLE',
   'upstream-too-large': 'GW_UPSTREAM_TOO_LARGE',
   'upstream-budget': 'GW_UPSTREAM_BUDGET_EXHAUSTED',

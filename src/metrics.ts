@@ -199,7 +199,12 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
     labelNames: ['endpoint'] as const,
     buckets: OVERHEAD_BUCKETS
   })
-  for (const metric of [invocations, invokeDuration, overhead]) registry.registerMetric(metric as unknown as Metric)
+  const guardrails = new RequestMetric({
+    name: 'gateway_guardrail_checks_total',
+    help: 'Guardrail checks of the tenants\' policies (SPEC 18), by check, side (arguments, result) and outcome (passed, redacted, blocked, flagged)',
+    labelNames: ['check', 'on', 'outcome'] as const
+  })
+  for (const metric of [invocations, invokeDuration, overhead, guardrails]) registry.registerMetric(metric as unknown as Metric)
 
   const gauge = (name: string, help: string, read: () => Array<[Record<string, string>, number]>, labelNames: string[] = []): Gauge =>
     new Gauge({
@@ -332,6 +337,9 @@ export function createMetrics (sources: MetricSources): GatewayMetrics {
         const r = o.result
         // A round whose MCP server asked for input is neither ok nor an error.
         count(endpoint, r.route, r.status === 'input_required' ? 'input_required' : r.isError ? (r.error?.code ?? 'other') : 'ok', r.durationMs)
+        for (const g of r.guardrails ?? []) {
+          guardrails.observe(guardrails.series(`${g.check}|${g.on}|${g.outcome}`, { check: g.check, on: g.on, outcome: g.outcome }), 1)
+        }
       }
     },
     recordOverhead (endpoint, overheadMs) {

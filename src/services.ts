@@ -29,6 +29,7 @@ import { ToolRouter } from './routing/router.js'
 import { Listings } from './listing/listings.js'
 import { ToolSearchTool } from './listing/tool-search.js'
 import { ScriptTool } from './code-mode/index.js'
+import { GuardrailEngine } from './guardrails/engine.js'
 import { metaToolSet } from './routing/meta.js'
 import type { Embedder } from './search/index.js'
 import { CallObserver } from './routing/call-events.js'
@@ -209,7 +210,13 @@ async function build (
     maxCalls: config.codeModeMaxCalls
   })
   closers.push(async () => await scripts.close())
-  const router = new ToolRouter({ sources, outputMaxChars: config.outputMaxChars, meta: metaToolSet([toolSearch, scripts]) })
+  const router = new ToolRouter({
+    sources,
+    outputMaxChars: config.outputMaxChars,
+    meta: metaToolSet([toolSearch, scripts]),
+    // The tenants' policies name the guardrails (SPEC 18); a policy without them costs nothing.
+    guardrails: new GuardrailEngine({ webhookSecret: config.guardrailWebhookSecret })
+  })
   // Search mode's working sets are shared through Redis when there is one: an /mcp client's next request may reach another instance.
   const listings: Listings = new Listings(router, {
     embedder: overrides.searchEmbedder,

@@ -22,9 +22,29 @@ export const Policy = Type.Object({
   readOnly: Type.Optional(Type.Boolean({
     description: 'Only read_file, glob and grep among built-ins, and other tools only when annotated readOnlyHint: true'
   })),
-  requireApproval: Type.Optional(Patterns(
-    'Calls held for a human\'s approval: POST /invoke answers 202 with an approvalId, decided with POST /approvals/{approvalId}'
-  )),
+  requireApproval: Type.Optional(Type.Array(Type.Union([
+    Pattern,
+    Type.Object({
+      annotation: Type.Union([Type.Literal('destructiveHint'), Type.Literal('openWorldHint')], {
+        description: 'Every tool with this MCP hint, read as MCP defines it (absent counts as true; destructiveHint not for a readOnlyHint tool)'
+      })
+    }, { additionalProperties: false })
+  ]), {
+    maxItems: 256,
+    description: 'Calls held for a human\'s approval: POST /invoke answers 202 with an approvalId, decided with POST /approvals/{approvalId}. ' +
+      'Name patterns, or {annotation} for every tool with that hint'
+  })),
+  guardrails: Type.Optional(Type.Array(Type.Object({
+    on: Type.Union([Type.Literal('arguments'), Type.Literal('result')], { description: 'The call\'s arguments before it runs, or its result' }),
+    check: Type.Union([Type.Literal('secrets'), Type.Literal('pii'), Type.Literal('injection'), Type.Literal('webhook')]),
+    action: Type.Union([Type.Literal('redact'), Type.Literal('block'), Type.Literal('flag')], {
+      description: 'redact: replace what was found; block: a tool error GW_GUARDRAIL_BLOCKED naming the check, never the text; flag: report it in trace, journal and metrics'
+    }),
+    tools: Type.Optional(Patterns('The tools it applies to (all when absent)')),
+    url: Type.Optional(Type.String({ description: 'check webhook: where the payload is POSTed, signed with GUARDRAIL_WEBHOOK_SECRET' })),
+    timeoutMs: Type.Optional(Type.Integer({ minimum: 1, maximum: 30_000, description: 'check webhook: the answer\'s deadline (default 2000)' })),
+    failOpen: Type.Optional(Type.Boolean({ description: 'check webhook: a timeout or an error lets the call through (default false)' }))
+  }, { additionalProperties: false }), { maxItems: 32, description: 'Checks on arguments and results, in order (SPEC 18)' })),
   bash: Type.Optional(Type.Object({
     denyCommands: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 512 }), {
       maxItems: 64,

@@ -10,6 +10,7 @@ import { summarizeResult } from './trace.js'
 import type { BuiltinTrace } from './trace.js'
 import type { BuiltinName } from '../naming/builtin-names.js'
 import type { Workspace } from './types.js'
+import { BUILTIN_ANNOTATIONS } from './tool.js'
 import type { BuiltinTool } from './tool.js'
 import type { WorkspaceUsage } from './workspace/usage.js'
 import { workspaceWriteKey } from './workspace/workspaces.js'
@@ -50,7 +51,7 @@ export class BuiltinSource extends StaticSource {
       route: 'builtin',
       source: 'builtin',
       name: tool.name,
-      spec: { name: tool.name, description: tool.description, inputSchema: tool.inputSchema },
+      spec: { name: tool.name, description: tool.description, inputSchema: tool.inputSchema, annotations: { ...BUILTIN_ANNOTATIONS[tool.name] } },
       ref: tool
     })))
     this.#workspaces = workspaces

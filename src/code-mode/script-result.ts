@@ -54,12 +54,13 @@ export function scriptOutcome (r: { run: ScriptRun, socket: CallSocket, timeoutM
     const value = valueText(end.value)
     return { ok: true, value: out === '' ? value : `${out}\nResult: ${value}`, trace }
   }
+  if (end === undefined && socket.problems.length > 0) {
+    return { ok: false, reason: 'script-limit', message: withOutput(`The script failed (${made}): the gateway closed its socket: ${socket.problems.join('; ')}`), trace }
+  }
   const why = end?.ok === false
     ? end.message.trimEnd()
-    : socket.problems.length > 0
-      ? `the gateway closed its socket: ${socket.problems.join('; ')}`
-      : run.exitCode === 127
-        ? `its interpreter was not found in the sandbox (${run.stderr.trim().slice(0, 200)})`
-        : `it exited with status ${run.exitCode} before it answered`
+    : run.exitCode === 127
+      ? `its interpreter was not found in the sandbox (${run.stderr.trim().slice(0, 200)})`
+      : `it exited with status ${run.exitCode} before it answered`
   return { ok: false, reason: 'tool-error', message: withOutput(`The script failed (${made}): ${why}`), trace }
 }

@@ -12,14 +12,42 @@ export interface PolicyDocument {
   allowOnly?: string[]
   /** Only tools that cannot change anything: read_file, glob, grep, and tools annotated readOnlyHint. */
   readOnly?: boolean
-  /** Tools whose calls are held until a human approves them. */
-  requireApproval?: string[]
+  /**
+   * Tools whose calls are held until a human approves them: name patterns, or `{annotation}` for
+   * every tool whose MCP annotations give it that hint (SPEC 18).
+   */
+  requireApproval?: Array<string | AnnotationRule>
+  /** Checks on a call's arguments and result (SPEC 18), in order. */
+  guardrails?: GuardrailRule[]
   bash?: {
     /** JavaScript regular expressions tested against the whole command of bash exec and start. */
     denyCommands?: string[]
   }
   /** Ceilings on a call: a request's context.limits (and the deadline) can only go below them. */
   limits?: PolicyLimitsDocument
+}
+
+/** `requireApproval` by annotation: the hints that mark a tool as risky (MCP's defaults apply: absent is true unless readOnlyHint). */
+export const APPROVAL_ANNOTATIONS = ['destructiveHint', 'openWorldHint'] as const
+export interface AnnotationRule { annotation: typeof APPROVAL_ANNOTATIONS[number] }
+
+export const GUARDRAIL_CHECKS = ['secrets', 'pii', 'injection', 'webhook'] as const
+export const GUARDRAIL_ACTIONS = ['redact', 'block', 'flag'] as const
+
+/** One guardrail: what it checks, on which side of the call, what it does on a finding, for which tools (all when absent). */
+export interface GuardrailRule {
+  on: 'arguments' | 'result'
+  check: typeof GUARDRAIL_CHECKS[number]
+  /** For `webhook`: what the receiver's answer does not override (the receiver answers the action itself). */
+  action: typeof GUARDRAIL_ACTIONS[number]
+  /** Name patterns of the tools it applies to; absent: every tool. */
+  tools?: string[]
+  /** `webhook`: where the payload is POSTed (an admin writes every policy). */
+  url?: string
+  /** `webhook`: how long the receiver may take (default 2000 ms). */
+  timeoutMs?: number
+  /** `webhook`: a timeout or an error lets the call through (default false: it is blocked). */
+  failOpen?: boolean
 }
 
 export interface PolicyLimitsDocument {
@@ -38,13 +66,16 @@ const POLICY_BOUNDS = {
   /** Characters of a pattern (exposed names have at most 64). */
   maxPatternLength: 128,
   maxCommandRules: 64,
-  maxCommandRuleLength: 512
+  maxCommandRuleLength: 512,
+  maxGuardrails: 32,
+  maxWebhookTimeoutMs: 30_000
 } as const
 
 export const LIMIT_KEYS = ['readMaxChars', 'commandTimeoutMs', 'bashLogChars', 'maxProcessOutputChars', 'outputMaxChars', 'timeoutMs'] as const
 
-const TOP_KEYS = new Set(['deny', 'allowOnly', 'readOnly', 'requireApproval', 'bash', 'limits'])
-const PATTERN_LISTS = ['deny', 'allowOnly', 'requireApproval'] as const
+const TOP_KEYS = new Set(['deny', 'allowOnly', 'readOnly', 'requireApproval', 'guardrails', 'bash', 'limits'])
+const PATTERN_LISTS = ['deny', 'allowOnly'] as const
+const GUARDRAIL_KEYS = ['on', 'check', 'action', 'tools', 'url', 'timeoutMs', 'failOpen'] as const
 
 function invalid (where: string, message: string): HttpError {
   // Paths in Fastify's form (body/deny/3), like every other 400 that names a field.
@@ -78,11 +109,10 @@ export function parsePolicy (input: unknown): PolicyDocument {
   for (const list of PATTERN_LISTS) {
     const value = input[list]
     if (value === undefined) continue
-    out[list] = parseList(list, value, POLICY_BOUNDS.maxPatterns, (entry, where) => {
-      if (entry.length === 0 || entry.length > POLICY_BOUNDS.maxPatternLength) throw invalid(where, `must have 1 to ${POLICY_BOUNDS.maxPatternLength} characters`)
-      if (compileNamePattern(entry) === undefined) throw invalid(where, `${shown(entry)} is not a valid pattern: ${NAME_PATTERN_SYNTAX}`)
-    })
+    out[list] = parsePatterns(list, value)
   }
+  if (input.requireApproval !== undefined) out.requireApproval = parseApprovals(input.requireApproval)
+  if (input.guardrails !== undefined) out.guardrails = parseGuardrails(input.guardrails)
   if (input.readOnly !== undefined) {
     if (typeof input.readOnly !== 'boolean') throw invalid('readOnly', 'must be a boolean')
     out.readOnly = input.readOnly
@@ -117,6 +147,80 @@ export function parsePolicy (input: unknown): PolicyDocument {
     out.limits = limits
   }
   return out
+}
+
+function parsePatterns (where: string, value: unknown): string[] {
+  return parseList(where, value, POLICY_BOUNDS.maxPatterns, (entry, at) => {
+    if (entry.length === 0 || entry.length > POLICY_BOUNDS.maxPatternLength) throw invalid(at, `must have 1 to ${POLICY_BOUNDS.maxPatternLength} characters`)
+    if (compileNamePattern(entry) === undefined) throw invalid(at, `${shown(entry)} is not a valid pattern: ${NAME_PATTERN_SYNTAX}`)
+  })
+}
+
+/** requireApproval: name patterns and `{annotation}` rules. */
+function parseApprovals (value: unknown): Array<string | AnnotationRule> {
+  if (!Array.isArray(value)) throw invalid('requireApproval', 'must be an array of name patterns and {annotation} rules')
+  if (value.length > POLICY_BOUNDS.maxPatterns) throw invalid('requireApproval', `must have at most ${POLICY_BOUNDS.maxPatterns} entries`)
+  const out: Array<string | AnnotationRule> = []
+  value.forEach((entry: unknown, i) => {
+    const where = `requireApproval/${i}`
+    if (typeof entry === 'string') {
+      const [pattern] = parsePatterns('requireApproval', [entry])
+      if (pattern !== undefined && !out.includes(pattern)) out.push(pattern)
+      return
+    }
+    if (!isPlainObject(entry)) throw invalid(where, 'must be a name pattern or {annotation}')
+    for (const key of Object.keys(entry)) if (key !== 'annotation') throw unknownKey(`${where}/`, key, ['annotation'])
+    const hint = entry.annotation
+    if (typeof hint !== 'string' || !(APPROVAL_ANNOTATIONS as readonly string[]).includes(hint)) {
+      throw invalid(`${where}/annotation`, `must be one of ${APPROVAL_ANNOTATIONS.join(', ')}`)
+    }
+    if (!out.some((o) => typeof o === 'object' && o.annotation === hint)) out.push({ annotation: hint as AnnotationRule['annotation'] })
+  })
+  return out
+}
+
+function oneOf<T extends string> (where: string, value: unknown, allowed: readonly T[]): T {
+  if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) throw invalid(where, `must be one of ${allowed.join(', ')}`)
+  return value as T
+}
+
+/** guardrails: each rule's side, check and action; `url`, `timeoutMs` and `failOpen` for a webhook only. */
+function parseGuardrails (value: unknown): GuardrailRule[] {
+  if (!Array.isArray(value)) throw invalid('guardrails', 'must be an array of rules')
+  if (value.length > POLICY_BOUNDS.maxGuardrails) throw invalid('guardrails', `must have at most ${POLICY_BOUNDS.maxGuardrails} entries`)
+  return value.map((entry: unknown, i): GuardrailRule => {
+    const where = `guardrails/${i}`
+    if (!isPlainObject(entry)) throw invalid(where, 'must be an object {on, check, action, tools?}')
+    for (const key of Object.keys(entry)) if (!(GUARDRAIL_KEYS as readonly string[]).includes(key)) throw unknownKey(`${where}/`, key, GUARDRAIL_KEYS)
+    const rule: GuardrailRule = {
+      on: oneOf(`${where}/on`, entry.on, ['arguments', 'result'] as const),
+      check: oneOf(`${where}/check`, entry.check, GUARDRAIL_CHECKS),
+      action: oneOf(`${where}/action`, entry.action, GUARDRAIL_ACTIONS)
+    }
+    if (entry.tools !== undefined) rule.tools = parsePatterns(`${where}/tools`, entry.tools)
+    if (rule.check !== 'webhook') {
+      for (const key of ['url', 'timeoutMs', 'failOpen']) if (entry[key] !== undefined) throw invalid(`${where}/${key}`, 'is for check webhook only')
+      return rule
+    }
+    let url: URL | undefined
+    try { url = new URL(String(entry.url)) } catch {}
+    if (typeof entry.url !== 'string' || url === undefined || (url.protocol !== 'https:' && url.protocol !== 'http:')) {
+      throw invalid(`${where}/url`, 'must be an http or https URL (check webhook)')
+    }
+    rule.url = entry.url
+    if (entry.timeoutMs !== undefined) {
+      const ms = entry.timeoutMs
+      if (typeof ms !== 'number' || !Number.isSafeInteger(ms) || ms < 1 || ms > POLICY_BOUNDS.maxWebhookTimeoutMs) {
+        throw invalid(`${where}/timeoutMs`, `must be an integer from 1 to ${POLICY_BOUNDS.maxWebhookTimeoutMs}`)
+      }
+      rule.timeoutMs = ms
+    }
+    if (entry.failOpen !== undefined) {
+      if (typeof entry.failOpen !== 'boolean') throw invalid(`${where}/failOpen`, 'must be a boolean')
+      rule.failOpen = entry.failOpen
+    }
+    return rule
+  })
 }
 
 function parseList (where: string, value: unknown, max: number, check: (entry: string, where: string) => void): string[] {

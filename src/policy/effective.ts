@@ -1,12 +1,12 @@
 import { BUILTIN_READONLY } from '../naming/builtin-names.js'
 import { toWireName } from '../naming/names.js'
-import type { PolicyDecision, PolicyLimits, ToolPolicy } from '../routing/policy.js'
+import type { Guardrail, PolicyDecision, PolicyLimits, ToolPolicy } from '../routing/policy.js'
 import type { CatalogEntry } from '../routing/source.js'
 import { TIER_TRAITS } from '../routing/types.js'
 import { CommandCheckTimeout } from './command-guard.js'
 import type { CommandGuard } from './command-guard.js'
 import { LIMIT_KEYS } from './document.js'
-import type { PolicyDocument } from './document.js'
+import type { AnnotationRule, GuardrailRule, PolicyDocument } from './document.js'
 import { compileNamePattern } from './pattern.js'
 
 interface Pattern {
@@ -14,6 +14,19 @@ interface Pattern {
   /** `default` or `tenant`: which policy the pattern comes from, for messages. */
   origin: string
   test: (name: string) => boolean
+}
+
+function compileGuardrail (rule: GuardrailRule, id: string, origin: string): CompiledGuardrail {
+  return {
+    id,
+    on: rule.on,
+    check: rule.check,
+    action: rule.action,
+    url: rule.url,
+    timeoutMs: rule.timeoutMs,
+    failOpen: rule.failOpen,
+    tools: rule.tools === undefined ? undefined : compile(rule.tools, origin)
+  }
 }
 
 function compile (patterns: readonly string[] | undefined, origin: string): Pattern[] {
@@ -25,6 +38,20 @@ function compile (patterns: readonly string[] | undefined, origin: string): Patt
 }
 
 const READONLY_BUILTINS: ReadonlySet<string> = new Set(BUILTIN_READONLY)
+const NO_GUARDRAILS: readonly Guardrail[] = []
+
+/**
+ * Whether a tool's annotations give it a hint, read as MCP defines them: `destructiveHint` and
+ * `openWorldHint` are true when absent, and `destructiveHint` means nothing for a tool that says
+ * `readOnlyHint: true`. A tool that declares nothing is held: the safe reading of no promise.
+ */
+function hasHint (entry: CatalogEntry, hint: AnnotationRule['annotation']): boolean {
+  const a = entry.spec.annotations ?? {}
+  if (hint === 'destructiveHint') return a.readOnlyHint !== true && a.destructiveHint !== false
+  return a.openWorldHint !== false
+}
+
+interface CompiledGuardrail extends Guardrail { tools: Pattern[] | undefined }
 
 /**
  * Every name a call can use to reach the entry: its natural and qualified names, the raw MCP
@@ -62,6 +89,9 @@ export class EffectivePolicy implements ToolPolicy {
   readonly #deny: Pattern[]
   readonly #allowOnly: Pattern[][]
   readonly #requireApproval: Pattern[]
+  readonly #approvalHints: Array<{ hint: AnnotationRule['annotation'], origin: string }>
+  readonly #guardrails: CompiledGuardrail[]
+  readonly #guardrailsOf = new WeakMap<CatalogEntry, readonly Guardrail[]>()
   readonly #readOnly: string | undefined
   readonly #commandRules: Array<{ source: string, origin: string, index: number }>
   readonly #commandKey: string
@@ -73,7 +103,11 @@ export class EffectivePolicy implements ToolPolicy {
     this.#guard = guard
     const layers = [['default', docs.default], ['tenant', docs.tenant]] as const
     this.#deny = layers.flatMap(([origin, doc]) => compile(doc?.deny, origin))
-    this.#requireApproval = layers.flatMap(([origin, doc]) => compile(doc?.requireApproval, origin))
+    this.#requireApproval = layers.flatMap(([origin, doc]) => compile(doc?.requireApproval?.filter((r) => typeof r === 'string'), origin))
+    this.#approvalHints = layers.flatMap(([origin, doc]) =>
+      (doc?.requireApproval ?? []).flatMap((r) => typeof r === 'string' ? [] : [{ hint: r.annotation, origin }]))
+    // The default's guardrails first, then the tenant's: both apply.
+    this.#guardrails = layers.flatMap(([origin, doc]) => (doc?.guardrails ?? []).map((g, i) => compileGuardrail(g, `${origin} guardrails/${i}`, origin)))
     this.#allowOnly = layers.flatMap(([origin, doc]) => doc?.allowOnly !== undefined ? [compile(doc.allowOnly, origin)] : [])
     this.#readOnly = layers.find(([, doc]) => doc?.readOnly === true)?.[0]
     this.#commandRules = layers.flatMap(([origin, doc]) => (doc?.bash?.denyCommands ?? []).map((source, index) => ({ source, origin, index })))
@@ -89,7 +123,8 @@ export class EffectivePolicy implements ToolPolicy {
   /** True when the policy restricts nothing (the common case needs no per-tool work). */
   get empty (): boolean {
     return this.#deny.length === 0 && this.#allowOnly.length === 0 && this.#readOnly === undefined &&
-      this.#requireApproval.length === 0 && this.#commandRules.length === 0 && Object.keys(this.limits).length === 0
+      this.#requireApproval.length === 0 && this.#approvalHints.length === 0 && this.#guardrails.length === 0 &&
+      this.#commandRules.length === 0 && Object.keys(this.limits).length === 0
   }
 
   decide (entry: CatalogEntry): PolicyDecision {
@@ -121,7 +156,20 @@ export class EffectivePolicy implements ToolPolicy {
     // allowOnly [] of either policy allows nothing: handled above (no pattern can match).
     const approval = firstMatch(this.#requireApproval, names)
     if (approval !== undefined) return { kind: 'approval-required', rule: approval.source }
+    const hinted = this.#approvalHints.find((h) => hasHint(entry, h.hint))
+    if (hinted !== undefined) return { kind: 'approval-required', rule: `annotation:${hinted.hint}` }
     return { kind: 'allow' }
+  }
+
+  guardrailsFor (entry: CatalogEntry): readonly Guardrail[] {
+    if (this.#guardrails.length === 0) return NO_GUARDRAILS
+    let rules = this.#guardrailsOf.get(entry)
+    if (rules === undefined) {
+      const names = namesOf(entry)
+      rules = this.#guardrails.filter((g) => g.tools === undefined || firstMatch(g.tools, names) !== undefined)
+      this.#guardrailsOf.set(entry, rules.length === 0 ? NO_GUARDRAILS : rules)
+    }
+    return rules
   }
 
   checkCall (entry: CatalogEntry, args: Record<string, unknown>): string | undefined | Promise<string | undefined> {

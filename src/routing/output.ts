@@ -47,6 +47,8 @@ const ERROR_TYPES: Record<ToolFailureReason, string> = {
   quota: 'QuotaExceeded',
   'tenant-quota': 'TenantQuotaExceeded',
   policy: 'PolicyDenied',
+  guardrail: 'GuardrailBlocked',
+  'script-limit': 'ScriptLimit',
   'approval-pending': 'ApprovalPending',
   // As named in the approvals contract, which clients match on.
   'approval-denied': 'APPROVAL_DENIED',

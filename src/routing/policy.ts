@@ -11,6 +11,18 @@ export type PolicyDecision =
   | { kind: 'deny', message: string }
   | { kind: 'approval-required', rule: string }
 
+/** One guardrail of a tenant's policy (SPEC 18) as the router runs it (src/guardrails/). */
+export interface Guardrail {
+  /** Where it is written, for reports and messages: `default guardrails/2`. */
+  readonly id: string
+  readonly on: 'arguments' | 'result'
+  readonly check: 'secrets' | 'pii' | 'injection' | 'webhook'
+  readonly action: 'redact' | 'block' | 'flag'
+  readonly url?: string | undefined
+  readonly timeoutMs?: number | undefined
+  readonly failOpen?: boolean | undefined
+}
+
 /** Ceilings a policy puts on a call: the request may lower them, never raise them. */
 export interface PolicyLimits extends Partial<WorkspaceLimits> {
   /** The call's deadline (below INVOKE_TIMEOUT_MS). */
@@ -31,6 +43,8 @@ export interface ToolPolicy {
    * off the event loop answers a promise; one with nothing to check answers at once.
    */
   checkCall: (entry: CatalogEntry, args: Record<string, unknown>) => string | undefined | Promise<string | undefined>
+  /** The guardrails that apply to calls of this tool, in order (none: an empty array, the same one every time). */
+  guardrailsFor?: (entry: CatalogEntry) => readonly Guardrail[]
   limits: PolicyLimits
 }
 

@@ -4,13 +4,16 @@ import { parseUserToolName, toWireName } from '../naming/names.js'
 import { expandFunctionNames, parseServerSelection } from './allow-list.js'
 import type { AllowList, Unresolved } from './allow-list.js'
 import { capOutput, stringifyToolValue, toolErrorCode, toolErrorOutput } from './output.js'
-import { sameEntry } from './source.js'
+import { sameEntry, unsupportedReason } from './source.js'
 import type { CatalogEntry, SourceScope, SurfaceServer, ToolSource, Unavailable } from './source.js'
 import type { ToolPolicy } from './policy.js'
+import { guardArguments, guardResult, NO_RULES, withGuardrails } from './guardrails.js'
+import type { GuardrailReport, GuardrailRunner } from './guardrails.js'
 import type { MetaTools } from './meta.js'
 import type { CallContext, CreatedTask, InputRequired, Tier, TierTraits, ToolFailureReason, ToolOutcome } from './types.js'
 import { TIER_RANK, TIER_TRAITS, TIERS } from './types.js'
 import { ArgumentValidator } from './validate.js'
+import { parseArguments } from './arguments.js'
 
 /** Why a tool is exposed under another name, or not at all. */
 export interface Diagnostic {
@@ -82,6 +85,8 @@ export interface InvokeResult {
   toolMs: number
   /** The checkpoint a mutating built-in took before it ran (context.checkpoint). */
   checkpointId?: string
+  /** What the policy's guardrails did (SPEC 18); also in `trace`. Absent when none applied. */
+  guardrails?: GuardrailReport[]
   /**
    * The server asks for input before it answers (MCP `input_required`; only for a caller whose
    * context had `input`): not a result and not an error. `output` only names what it asks.
@@ -134,6 +139,8 @@ export interface RouterOptions {
   validator?: ArgumentValidator
   /** Tools the gateway answers itself (tool_search), asked before every tier. */
   meta?: MetaTools | undefined
+  /** Runs the policies' guardrails (SPEC 18); without it a policy's guardrails are not run. */
+  guardrails?: GuardrailRunner | undefined
 }
 
 /** A wired tier: its source and the traits the router reads on every call, looked up once. */
@@ -170,6 +177,7 @@ export class ToolRouter {
   readonly #outputMaxChars: number
   readonly #validator: ArgumentValidator
   readonly #meta: MetaTools | undefined
+  readonly #guardrails: GuardrailRunner | undefined
 
   constructor (opts: RouterOptions) {
     this.#byTier = opts.sources
@@ -189,6 +197,7 @@ export class ToolRouter {
     this.#outputMaxChars = opts.outputMaxChars
     this.#validator = opts.validator ?? new ArgumentValidator()
     this.#meta = opts.meta
+    this.#guardrails = opts.guardrails
   }
 
   /**
@@ -466,6 +475,7 @@ export class ToolRouter {
     const checked = args.ok ? this.#validator.validate(entry.spec.inputSchema, args.value) : args
     let outcome: ToolOutcome
     let toolMs = 0
+    let reports: GuardrailReport[] | undefined
     const unsupported = unsupportedReason(entry)
     if (unsupported !== undefined) {
       outcome = { ok: false, reason: 'tool-error', message: unsupported }
@@ -474,8 +484,14 @@ export class ToolRouter {
     } else {
       const check = req.policy?.checkCall(entry, args.value)
       const refused = check instanceof Promise ? await check : check
+      const rules = refused === undefined && this.#guardrails !== undefined ? req.policy?.guardrailsFor?.(entry) ?? NO_RULES : NO_RULES
+      const subject = { entry, name: req.name, userId: req.userId, signal: ctx.signal }
+      const guarded = rules.length > 0 ? await guardArguments(this.#guardrails as GuardrailRunner, rules, { ...subject, value: args.value }) : undefined
+      if (guarded !== undefined) reports = guarded.reports
       if (refused !== undefined) {
         outcome = { ok: false, reason: 'policy', message: refused }
+      } else if (guarded?.blocked !== undefined) {
+        outcome = { ok: false, reason: 'guardrail', message: guarded.blocked }
       } else if (decision?.kind === 'approval-required' && req.approved !== true && req.hold !== undefined) {
         const held = await req.hold(entry, decision.rule)
         const result = this.#shape(req, entry, { ok: false, reason: 'approval-pending', message: held.message })
@@ -485,18 +501,25 @@ export class ToolRouter {
         const toolStart = performance.now()
         // A source that throws has a bug, but the caller still gets a tool-level error, never a 500.
         try {
+          const callArgs = guarded?.value ?? args.value
           outcome = meta !== undefined
-            ? await (this.#meta as MetaTools).call(meta, args.value, {
+            ? await (this.#meta as MetaTools).call(meta, callArgs, {
               allow: req.allow, userId: req.userId, policy: req.policy, signal: ctx.signal, ctx, includeTrace: req.includeTrace
             })
-            : await this.#sourceFor(entry).call(entry, args.value, ctx)
+            : await this.#sourceFor(entry).call(entry, callArgs, ctx)
         } catch (err) {
           outcome = { ok: false, reason: 'tool-error', message: `The tool failed: ${(err as Error)?.message ?? String(err)}` }
         }
         toolMs = performance.now() - toolStart
+        if (rules.length > 0 && outcome.ok) {
+          const checked = await guardResult(this.#guardrails as GuardrailRunner, rules, outcome, subject)
+          outcome = checked.outcome
+          reports = [...reports ?? [], ...checked.reports]
+        }
       }
     }
     const result = this.#shape(req, entry, outcome)
+    if (reports !== undefined && reports.length > 0) withGuardrails(result, reports, req.includeTrace)
     result.toolMs = toolMs
     result.durationMs = round(performance.now() - started)
     return { ok: true, result }
@@ -560,35 +583,6 @@ export class ToolRouter {
     if (outcome.ok && outcome.task !== undefined) result.task = outcome.task
     return result
   }
-}
-
-/**
- * Why the gateway cannot run a tool, or undefined. An MCP tool with `execution.taskSupport:
- * "required"` only runs as an MCP task (a call that answers at once with a task to poll); the
- * gateway calls tools synchronously, so such a tool would always fail. It is not offered, its
- * listing says why in `diagnostics`, and a call names the reason.
- */
-function unsupportedReason (entry: CatalogEntry): string | undefined {
-  if (entry.spec.execution?.taskSupport === 'required') {
-    return `Tool '${entry.name}' runs only as an MCP task (execution.taskSupport "required"); the gateway calls tools synchronously and does not support MCP tasks`
-  }
-  return undefined
-}
-
-/** Models emit arguments as a JSON string; an empty string means no arguments. */
-function parseArguments (raw: Record<string, unknown> | string): { ok: true, value: Record<string, unknown> } | { ok: false, message: string } {
-  if (typeof raw !== 'string') return { ok: true, value: raw }
-  if (raw.trim() === '') return { ok: true, value: {} }
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(raw)
-  } catch (err) {
-    return { ok: false, message: `Invalid arguments: not valid JSON (${(err as Error).message})` }
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    return { ok: false, message: 'Invalid arguments: the JSON must be an object' }
-  }
-  return { ok: true, value: parsed as Record<string, unknown> }
 }
 
 function notFound (name: string): HttpError {

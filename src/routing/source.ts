@@ -135,3 +135,16 @@ export interface SurfaceListing {
 export interface McpSurfaceSource {
   surface: (selection: Selection, scope: SourceScope) => Promise<SurfaceListing>
 }
+
+/**
+ * Why the gateway cannot run a tool, or undefined. An MCP tool with `execution.taskSupport:
+ * "required"` only runs as an MCP task (a call that answers at once with a task to poll); the
+ * gateway calls tools synchronously, so such a tool would always fail. It is not offered, its
+ * listing says why in `diagnostics`, and a call names the reason.
+ */
+export function unsupportedReason (entry: CatalogEntry): string | undefined {
+  if (entry.spec.execution?.taskSupport === 'required') {
+    return `Tool '${entry.name}' runs only as an MCP task (execution.taskSupport "required"); the gateway calls tools synchronously and does not support MCP tasks`
+  }
+  return undefined
+}

@@ -104,6 +104,10 @@ export type ToolFailureReason =
   | 'cancelled'
   /** A workspace quota (bytes or files) would be or was passed. */
   | 'quota'
+  /** A guardrail of the tenant's policy blocked the arguments or the result (SPEC 18). */
+  | 'guardrail'
+  /** A code-mode script passed a limit of its socket (CODE_MODE_MAX_CALLS, a bad frame, a flood...) and the gateway cut it off (SPEC 19). */
+  | 'script-limit'
   /** The tenant is at TENANT_MAX_WORKSPACES or TENANT_QUOTA_BYTES (a new workspace was refused). */
   | 'tenant-quota'
   /** The tool policy refused these arguments (a `bash.denyCommands` rule). */

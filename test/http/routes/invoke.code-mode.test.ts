@@ -157,6 +157,12 @@ test('code mode\'s listing: functions=@code lists run_tools_script beside the to
   assert.equal(r.json.isError, true)
   assert.match(r.json.error.message, /allow-list: call it with `allow`/)
 
+  // A script that floods its socket (100 calls at once, past CODE_MODE_MAX_CALLS and its slack) is cut off: GW_SCRIPT_LIMIT.
+  const flood = await script(app, 'javascript', 'await Promise.all(Array.from({ length: 100 }, () => tools.calculate({ expression: "1+1" })))')
+  assert.equal(flood.isError, true)
+  assert.equal(flood.error.code, 'GW_SCRIPT_LIMIT', flood.output)
+  assert.match(flood.error.message, /the gateway closed its socket: more than 66 messages: a flood/)
+
   // A workspace the caller may not use is the built-ins' refusal, as for bash (nothing runs).
   r = await call(app, ACME, 'POST', '/invoke', {
     name: 'run_tools_script', userId: 'acme', arguments: { language: 'javascript', code: 'return 1' }, allow: ALLOW, context: { workspaceRoot: '/tmp' }
