@@ -1,30 +1,12 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
-import { findInjection } from '../../../src/guardrails/injection.js'
+import { injectionScores } from '../../../src/guardrails/injection-scores.js'
+import type { InjectionCase } from '../../../src/guardrails/injection-scores.js'
 
-interface Case { id: string, source: string, injection: boolean, text: string }
+type Case = InjectionCase
 
 const corpus = JSON.parse(readFileSync(new URL('../../fixtures/guardrails/injection-corpus.json', import.meta.url), 'utf8')) as { cases: Case[] }
-
-/** Precision and recall of findInjection on labelled cases (a case is flagged when it has any finding), and the cases it got wrong. */
-function injectionScores (cases: Case[]): { precision: number, recall: number, wrong: string[] } {
-  let truePositives = 0
-  let falsePositives = 0
-  let falseNegatives = 0
-  const wrong: string[] = []
-  for (const c of cases) {
-    const flagged = findInjection(c.text).length > 0
-    if (flagged && c.injection) truePositives++
-    if (flagged && !c.injection) { falsePositives++; wrong.push(`false positive: ${c.id}`) }
-    if (!flagged && c.injection) { falseNegatives++; wrong.push(`false negative: ${c.id}`) }
-  }
-  return {
-    precision: truePositives / (truePositives + falsePositives),
-    recall: truePositives / (truePositives + falseNegatives),
-    wrong
-  }
-}
 
 test('the corpus has at least 60 positives and 60 negatives, with unique ids', () => {
   assert.ok(corpus.cases.filter((c) => c.injection).length >= 60)

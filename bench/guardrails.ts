@@ -1,0 +1,106 @@
+/**
+ * Row 18: guardrails (issue 34, SPEC 18).
+ * - 18.1 the CPU a policy's guardrails add to one call, in process: every built-in check on the
+ *   result (secrets, pii, injection, each `redact`) and on the arguments (secrets, pii), run by
+ *   the router's GuardrailEngine on a realistic 10 KiB result (a bash listing with e-mail addresses,
+ *   a card number and a token in it) and a small arguments object; baseline: the same number of
+ *   calls of a policy without guardrails (the router's one array check). Target: <= 25 us added.
+ * - 18.2 / 18.3 precision and recall of the injection check on the labelled corpus
+ *   (test/fixtures/guardrails/injection-corpus.json, read as data).
+ */
+import { readFile } from 'node:fs/promises'
+import path from 'node:path'
+import { GuardrailEngine } from '../src/guardrails/engine.js'
+import { injectionScores } from '../src/guardrails/injection-scores.js'
+import type { InjectionCase } from '../src/guardrails/injection-scores.js'
+import type { Guardrail } from '../src/routing/policy.js'
+import type { CatalogEntry } from '../src/routing/source.js'
+import { REPO_ROOT } from './fixtures/procs.js'
+import { makeRow, median, round } from './stats.js'
+import type { BenchContext, Row } from './types.js'
+
+const ENTRY: CatalogEntry = {
+  route: 'user_mcp', source: 'bench', name: 'post_note', spec: { name: 'post_note', description: 'bench', inputSchema: { type: 'object' } }
+}
+const RULES: Guardrail[] = [
+  { id: 'tenant guardrails/0', on: 'result', check: 'secrets', action: 'redact' },
+  { id: 'tenant guardrails/1', on: 'result', check: 'pii', action: 'redact' },
+  { id: 'tenant guardrails/2', on: 'result', check: 'injection', action: 'flag' },
+  { id: 'tenant guardrails/3', on: 'arguments', check: 'secrets', action: 'redact' },
+  { id: 'tenant guardrails/4', on: 'arguments', check: 'pii', action: 'redact' }
+]
+
+/** A 10 KiB tool result as a coding agent sees them: lines of a listing, a few of them carrying data a guardrail is for. */
+function result10k (): string {
+  const lines: string[] = []
+  for (let i = 0; lines.join('\n').length < 10 * 1024; i++) {
+    if (i % 40 === 7) lines.push(`-rw-r--r-- 1 dev dev  ${1200 + i} Dec  6 09:${String(i % 60).padStart(2, '0')} contact.txt: jane.doe+${i}@example.com, +44 20 7946 0${String(i % 1000).padStart(3, '0')}`)
+    else if (i % 97 === 13) lines.push('billing: card 4111 1111 1111 1111 token ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8')
+    else lines.push(`-rw-r--r-- 1 dev dev  ${1200 + i * 7} Dec  6 09:${String(i % 60).padStart(2, '0')} src/module-${i}/index.ts`)
+  }
+  return lines.join('\n').slice(0, 10 * 1024)
+}
+
+/** CPU microseconds per iteration of `fn` over `n` iterations (user + system, this process). */
+async function cpuPerCall (n: number, fn: () => Promise<unknown>): Promise<number> {
+  const before = process.cpuUsage()
+  for (let i = 0; i < n; i++) await fn()
+  const used = process.cpuUsage(before)
+  return (used.user + used.system) / n
+}
+
+export async function run (ctx: BenchContext): Promise<Row[]> {
+  const engine = new GuardrailEngine()
+  const text = result10k()
+  const args = { text: 'Deploy the release notes to jane.doe@example.com with the usual token', channel: 'ops' }
+  const signal = ctx.signal
+  const guarded = async (): Promise<void> => {
+    await engine.arguments(RULES.filter((r) => r.on === 'arguments'), { entry: ENTRY, name: 'post_note', userId: 'bench', value: args, signal })
+    await engine.result(RULES.filter((r) => r.on === 'result'), { entry: ENTRY, name: 'post_note', userId: 'bench', value: text, signal })
+  }
+  // The router's path without guardrails: the policy answers the same empty array; nothing else runs.
+  const none: readonly Guardrail[] = []
+  const unguarded = async (): Promise<void> => { if (none.length > 0) await guarded() }
+  for (let i = 0; i < 300; i++) await guarded()
+  const on: number[] = []
+  const off: number[] = []
+  for (let round_ = 0; round_ < 7 && !signal.aborted; round_++) {
+    on.push(await cpuPerCall(500, guarded))
+    off.push(await cpuPerCall(500, unguarded))
+  }
+  const reports = await engine.result(RULES.filter((r) => r.on === 'result'), { entry: ENTRY, name: 'post_note', userId: 'bench', value: text, signal })
+  ctx.log(`guardrails on 10 KiB: ${JSON.stringify(reports.reports.map((r) => [r.check, r.outcome, r.kinds]))}`)
+
+  const corpus = JSON.parse(await readFile(path.join(REPO_ROOT, 'test/fixtures/guardrails/injection-corpus.json'), 'utf8')) as { cases: InjectionCase[] }
+  const scores = injectionScores(corpus.cases)
+  const positives = corpus.cases.filter((c) => c.injection).length
+  return [
+    makeRow({
+      id: '18.1',
+      name: 'guardrails: CPU a call gains with secrets+pii+injection on a 10 KiB result and secrets+pii on its arguments vs a policy without guardrails',
+      metric: 'CPU us/call (median of 7 x 500)',
+      value: round(median(on)),
+      baseline: round(median(off)),
+      target: { on: 'delta', op: '<=', limit: 25 },
+      notes: `in process (the router's GuardrailEngine); each check redacts what it finds (the 10 KiB holds e-mails, phones, a card, a token); runs ${on.map(round).join(', ')}`
+    }),
+    makeRow({
+      id: '18.2',
+      name: 'guardrails: injection check precision on the labelled corpus',
+      metric: 'precision',
+      value: round(scores.precision),
+      baseline: null,
+      target: { on: 'value', op: '>=', limit: 0.9 },
+      notes: `${corpus.cases.length} cases (${positives} positive); written by the rules' authors: an upper bound. ${scores.wrong.join('; ')}`
+    }),
+    makeRow({
+      id: '18.3',
+      name: 'guardrails: injection check recall on the labelled corpus',
+      metric: 'recall',
+      value: round(scores.recall),
+      baseline: null,
+      target: { on: 'value', op: '>=', limit: 0.9 },
+      notes: `${positives} positives`
+    })
+  ]
+}
