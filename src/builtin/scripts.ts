@@ -1,5 +1,5 @@
 import type { CallContext } from '../routing/types.js'
-import type { Sandbox } from './sandbox/index.js'
+import type { ExecResult, Sandbox } from './sandbox/index.js'
 import type { WorkspaceManager } from './workspace/workspaces.js'
 import type { WorkspaceUsage } from './workspace/usage.js'
 
@@ -12,14 +12,7 @@ const MAX_OUTPUT_BYTES = 10 * 1024 * 1024
 export interface ScriptWorkspaceHost {
   readonly owner: { uid: number, gid: number } | undefined
   readonly timeoutCeilingMs: number
-  exec: (req: { command: string, binds: readonly string[], timeoutMs: number, signal: AbortSignal }) => Promise<{
-    stdout: string
-    stderr: string
-    exitCode: number
-    timedOut: boolean
-    outputLimitExceeded: boolean
-    aborted: boolean
-  }>
+  exec: (req: { command: string, binds: readonly string[], timeoutMs: number, signal: AbortSignal }) => Promise<ExecResult>
 }
 
 /**
