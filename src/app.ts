@@ -19,6 +19,7 @@ import jsonBodyPlugin from '../plugins/json-body.js'
 import docsPlugin from '../plugins/docs.js'
 import errorsPlugin from '../plugins/errors.js'
 import servicesPlugin from '../plugins/services.js'
+import tracingPlugin from '../plugins/tracing.js'
 import metricsPlugin from '../plugins/metrics.js'
 import overheadPlugin from '../plugins/overhead.js'
 import rateLimitPlugin from '../plugins/rate-limit.js'
@@ -109,6 +110,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(errorsPlugin)
   await app.register(docsPlugin)
   await app.register(servicesPlugin, { services })
+  // The request's span, before anything that may refuse the request (auth, limits), so refusals are traced too.
+  await app.register(tracingPlugin)
   await app.register(overheadPlugin)
   await app.register(bodyTimeoutPlugin, { timeoutMs: config.requestTimeoutMs })
   await app.register(authPlugin, {

@@ -30,6 +30,7 @@ import { Listings } from './listing/listings.js'
 import type { ListToolsRequest, ListToolsResponse, ToolSearchRequest, ToolSearchResponse } from './listing/listings.js'
 import { roundScore } from './listing/tool-search.js'
 import { renderTools } from './routing/formats.js'
+import type { Tracing } from './tracing/index.js'
 
 /** An inner call's answer as a script gets it (code-mode/call-socket.ts InnerAnswer). */
 export interface InnerCallAnswer {
@@ -61,6 +62,8 @@ export interface GatewayOptions {
   parked?: ParkedCalls | undefined
   /** The listings (with their search indexes); default: over the router, without embeddings. */
   listings?: Listings | undefined
+  /** OpenTelemetry (src/tracing/): each call runs inside its span. Default off. */
+  tracing?: Tracing | undefined
 }
 
 export interface InvokeOptions {
@@ -162,6 +165,8 @@ export class Gateway {
   readonly #approvals: CallHold | undefined
   readonly #sealer: RequestStateSealer
   readonly #parked: ParkedCalls | undefined
+  /** Set only while tracing is on: the off path is one undefined check per call. */
+  readonly #tracing: Tracing | undefined
   /** Listings, their renderings and search indexes (listing/listings.ts). */
   readonly listings: Listings
 
@@ -173,6 +178,7 @@ export class Gateway {
     this.#approvals = opts.approvals
     this.#sealer = opts.requestState ?? new RequestStateSealer()
     this.#parked = opts.parked
+    this.#tracing = opts.tracing?.enabled === true ? opts.tracing : undefined
     this.listings = opts.listings ?? new Listings(router)
     this.#validateInvoke = new Ajv({ strict: false, allErrors: false }).compile(InvokeBody)
   }
@@ -348,9 +354,13 @@ export class Gateway {
     // A listener that keeps the trace (the journal) gets it whether or not the caller asked for it in the result.
     const call = new Call(via, callId, body.name, body.arguments, caller.keyId, performance.now(), approvalId ?? (round.ok ? round.approvalId : undefined),
       body.trace === true || calls.wantsTrace, parentCallId)
-    const outcome = round.ok
-      ? await this.#runRound(body.callId === callId ? body : { ...body, callId }, caller, signal, onProgress, call, round.input)
-      : { ok: false as const, error: round.error, toolMs: 0 as const }
+    const tracing = this.#tracing
+    const roundBody = body.callId === callId ? body : { ...body, callId }
+    const outcome = !round.ok
+      ? { ok: false as const, error: round.error, toolMs: 0 as const }
+      : tracing === undefined
+        ? await this.#runRound(roundBody, caller, signal, onProgress, call, round.input)
+        : await tracing.toolCall(call, async () => await this.#runRound(roundBody, caller, signal, onProgress, call, round.input))
     call.outcome = outcome
     if (outcome.ok && outcome.pending !== undefined) return call
     // Before publishing: no listener (journal, metrics, the approvals' store) sees the server's own state.

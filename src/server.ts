@@ -4,16 +4,22 @@ import { buildApp } from './app.js'
 import { ConfigError, loadConfig } from './config.js'
 import type { Config } from './config.js'
 import { DiscoveryError } from './discovery/modules.js'
+import { StartupError } from './errors.js'
+import { createTracing } from './tracing/index.js'
+import type { Tracing } from './tracing/index.js'
 
 /**
  * Process entry: the only place that reads process.env, listens and handles signals.
  */
 async function main (): Promise<void> {
   let config: Config
+  let tracing: Tracing
   try {
     config = loadConfig(process.env)
+    // OpenTelemetry: off unless an OTLP endpoint is set (the standard OTEL_* variables, src/tracing/).
+    tracing = await createTracing(process.env)
   } catch (err) {
-    if (err instanceof ConfigError) {
+    if (err instanceof ConfigError || err instanceof StartupError) {
       process.stderr.write(`tool-gateway: ${err.message}\n`)
       process.exit(2)
     }
@@ -22,7 +28,7 @@ async function main (): Promise<void> {
 
   let app: Awaited<ReturnType<typeof buildApp>>
   try {
-    app = await buildApp(config)
+    app = await buildApp(config, { overrides: { tracing } })
   } catch (err) {
     // Discovery, sandbox probe, workspace and registry problems: say what is wrong, no stack.
     const detail = err instanceof DiscoveryError || err instanceof ConfigError ? '' : `\n${(err as Error)?.stack ?? ''}`
@@ -36,6 +42,8 @@ async function main (): Promise<void> {
     if (err) app.log.error({ err }, 'closing after an error')
     else app.log.info({ signal, graceMs: config.shutdownGraceMs }, 'closing: no new connections, waiting for in-flight requests')
     await closeGracefully(app, config.shutdownGraceMs)
+    // Last: the spans of the drain are exported too (bounded by the exporter's timeout).
+    await tracing.shutdown().catch((e: unknown) => app.log.warn({ err: e }, 'exporting the last spans failed'))
     app.log.info('closed')
   })
 

@@ -42,6 +42,8 @@ import type { ForwardedResume } from './routing/parked-calls.js'
 import type { ForwardedAnswer } from './mcp-server/client-requests.js'
 import { OAuthFacade, createUpstreamOAuth } from './oauth/index.js'
 import type { UpstreamOAuth } from './oauth/index.js'
+import { NO_TRACING } from './tracing/index.js'
+import type { Tracing } from './tracing/index.js'
 
 /** Everything the HTTP layer needs, built once per process from the config. */
 export interface Services {
@@ -94,6 +96,8 @@ export interface Services {
   mcpClientRequests: ClientRequests
   /** Calls waiting for their callers' answers on this instance; a resume another instance forwards comes here. */
   parkedCalls: ParkedCalls
+  /** OpenTelemetry (src/tracing/): NO_TRACING unless the process entry configured an exporter. Its owner shuts it down. */
+  tracing: Tracing
   /** Closes every resource (MCP clients, processes, Redis) within a bounded time. */
   close: () => Promise<void>
 }
@@ -113,6 +117,8 @@ export interface ServiceOverrides {
    * ranker, fused with the full-text rank. None by default (nothing is downloaded at run time).
    */
   searchEmbedder?: Embedder
+  /** OpenTelemetry tracing (src/tracing/, createTracing in src/server.ts); default off. The caller shuts it down. */
+  tracing?: Tracing
 }
 
 const EXAMPLES = {
@@ -139,6 +145,7 @@ export async function createServices (config: Config, logger: Logger, overrides:
 async function build (
   config: Config, logger: Logger, overrides: ServiceOverrides, closers: Array<() => Promise<void>>, close: () => Promise<void>
 ): Promise<Services> {
+  const tracing = overrides.tracing ?? NO_TRACING
   const functionDirs = [...(config.loadExamples ? [EXAMPLES.functions] : []), ...config.functionsDirs]
   const serviceDirs = [...(config.loadExamples ? [EXAMPLES.mcpServices] : []), ...config.mcpServicesDirs]
 
@@ -180,7 +187,8 @@ async function build (
     directory: overrides.directory,
     connector: overrides.connector,
     onConnectFailure: () => { counters.mcpConnectFailures++ },
-    authorizationFor: (scope, serverId, serverConfig) => late.oauth?.authorization(scope, serverId, serverConfig)
+    authorizationFor: (scope, serverId, serverConfig) => late.oauth?.authorization(scope, serverId, serverConfig),
+    tracing
   })
   closers.push(remote.close)
   const oauth = createUpstreamOAuth(config, logger, { remote, box: remoteSettings.box, coordination, redisTarget })
@@ -277,7 +285,7 @@ async function build (
   })
   closers.push(async () => { parkedCalls.close() })
   const gateway: Gateway = new Gateway(config, router, {
-    calls, policies, approvals: approvalFacade, requestState: mcpRequestState, parked: parkedCalls, listings
+    calls, policies, approvals: approvalFacade, requestState: mcpRequestState, parked: parkedCalls, listings, tracing
   })
   const registry = new RegistryFacade(remote.registry, router)
   logger.info({ functions: functions.size, localMcpTools: localMcp.size, localMcpServices: localMcp.serviceNames, registry: store.backend }, 'tools discovered')
@@ -293,6 +301,7 @@ async function build (
     mcpRequestState,
     mcpClientRequests,
     parkedCalls,
+    tracing,
     config,
     coordination,
     clusterTokens: cluster.tokens,

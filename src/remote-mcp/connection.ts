@@ -60,6 +60,8 @@ export interface ConnectionOptions {
   eras: EraVerdicts
   /** streamable_http: the SDK's transport or the lean one (MCP_HTTP_TRANSPORT). */
   httpTransport?: HttpTransportKind
+  /** HTTP: the trace context written into each request's headers while tracing is on (CreateTransportOptions.traceHeaders). */
+  traceHeaders?: ((headers: Record<string, string>) => void) | undefined
   /** Bounds on the answers read over this connection (response-limits.ts). */
   limits?: ResponseLimits | undefined
   logger: Logger
@@ -122,6 +124,7 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
       logger: o.logger,
       label: o.label,
       ...(o.httpTransport !== undefined ? { httpTransport: o.httpTransport } : {}),
+      ...(o.traceHeaders !== undefined ? { traceHeaders: o.traceHeaders } : {}),
       ...(o.limits !== undefined ? { limits: o.limits } : {})
     })
   } catch (err) {

@@ -18,6 +18,21 @@ export class RedirectRefusedError extends Error {
   }
 }
 
+/**
+ * Wraps fetch so that each request carries the active span's W3C trace context (`traceparent`,
+ * `tracestate`: src/tracing/), written by `inject`; used only while tracing is on.
+ */
+export function traceHeaders (base: FetchLike, inject: (headers: Record<string, string>) => void): FetchLike {
+  return async (url, init) => {
+    const trace: Record<string, string> = {}
+    inject(trace)
+    if (Object.keys(trace).length === 0) return await base(url, init)
+    const headers = new Headers(init?.headers)
+    for (const [k, v] of Object.entries(trace)) headers.set(k, v)
+    return await base(url, { ...init, headers })
+  }
+}
+
 /** Wraps fetch so that no redirect is ever followed, whatever the SDK asks for. */
 export function refuseRedirects (base: FetchLike): FetchLike {
   return async (url, init) => {

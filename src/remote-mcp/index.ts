@@ -23,6 +23,7 @@ import { transportKind } from './transports.js'
 import type { SurfaceRequest } from '../routing/source.js'
 import type { McpConnector, RemoteServer, ServerDirectory } from './source.js'
 import { callerKeyOf } from './relay.js'
+import type { Tracing } from '../tracing/index.js'
 
 export type { McpClientPoolStats, McpConnector, McpResilienceStats, ServerDirectory }
 // For the OAuth client (src/oauth): the transports' hook, its refusal, and the bounded fetch of its flow.
@@ -59,6 +60,8 @@ export interface RemoteMcpDeps {
   onConnectFailure?: () => void
   /** The OAuth hook of a server with `auth` (src/oauth, SPEC 16). */
   authorizationFor?: AuthorizationFor
+  /** OpenTelemetry (src/tracing/): upstream tools/call spans and the trace context sent to servers. Default off. */
+  tracing?: Tracing | undefined
 }
 
 /** Tiers 2 and 5 assembled: the registry, the two tool sources over one directory and connector, the client pools. */
@@ -146,6 +149,7 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
       breaker: { failures: config.mcpBreakerFailures, windowMs: config.mcpBreakerWindowMs, openMs: config.mcpBreakerOpenMs },
       clientInfo: { name: 'tool-gateway', version: VERSION },
       httpTransport: config.mcpHttpTransport,
+      tracing: deps.tracing,
       logger
     }
     const tenantFetch = guardedFetch(egress, { connectTimeoutMs: config.mcpConnectTimeoutMs })

@@ -46,6 +46,8 @@ export interface LeanHttpTransportOptions {
   headers?: Record<string, string>
   /** The server's OAuth (SPEC 16): the Authorization header of each request, and what a 401 or 403 insufficient_scope means. */
   authorization?: UpstreamAuthorization
+  /** Writes the active span's W3C trace context into a request's headers (src/tracing/); absent while tracing is off. */
+  traceHeaders?: (headers: Record<string, string>) => void
   /**
    * The dispatcher (an undici Agent or Pool) for `url`. The SSRF guard's throws for a blocked
    * literal address and resolves names at connect time; called for every request.
@@ -268,6 +270,7 @@ export class LeanHttpTransport implements Transport {
     const requestSignal = options?.requestSignal
     try {
       const headers = this.#headers('application/json, text/event-stream', true)
+      this.#o.traceHeaders?.(headers)
       const version = envelopeVersion(message)
       if (version !== undefined) {
         // 2026-07-28: the headers a server (and any proxy) routes on, derived from the body.

@@ -16,6 +16,7 @@ import type { ResponseBudget } from './response-limits.js'
 import { FirstConnects } from './warm-start.js'
 import type { SurfaceRequest } from '../routing/source.js'
 import type { StartingState } from './warm-start.js'
+import type { Tracing } from '../tracing/index.js'
 
 export type { CallToolOptions, StartingState }
 
@@ -60,6 +61,8 @@ export interface McpClientPoolOptions {
   responseLimits?: { maxMessageBytes: number, budget?: ResponseBudget, owner: (key: string) => string }
   /** A server told its client that its tool list changed (`key`: the client key); the cache is already stale. */
   onToolsChanged?: (key: string) => void
+  /** OpenTelemetry (src/tracing/): a span per tools/call, the trace context in its headers and `_meta`. Default off. */
+  tracing?: Tracing | undefined
 }
 
 /** Retries and circuit breakers of a pool (GET /status, /metrics). */
@@ -165,6 +168,8 @@ export class McpClientPool {
       maxRemembered: 4 * options.maxClients
     })
     const limits = options.responseLimits
+    // Off: no span, no header hook at all (tracing.enabled false is NO_TRACING).
+    const tracing = options.tracing?.enabled === true ? options.tracing : undefined
     this.#context = {
       log: this.#log,
       breakers: this.#breakers,
@@ -174,8 +179,10 @@ export class McpClientPool {
         schemaValidator: options.schemaValidator ?? new SharedSchemaValidator(),
         eras: this.eras,
         fetch: options.fetch,
-        ...(options.httpTransport !== undefined ? { httpTransport: options.httpTransport } : {})
+        ...(options.httpTransport !== undefined ? { httpTransport: options.httpTransport } : {}),
+        ...(tracing !== undefined ? { traceHeaders: (headers: Record<string, string>) => { tracing.inject(headers) } } : {})
       },
+      tracing,
       limits: limits === undefined ? () => undefined : (key) => ({ maxMessageBytes: limits.maxMessageBytes, budget: limits.budget, owner: limits.owner(key) }),
       listTimeoutMs: options.listTimeoutMs,
       callTimeoutMs: options.callTimeoutMs,

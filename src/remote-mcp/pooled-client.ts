@@ -18,7 +18,7 @@ import type { InputRound } from '../routing/types.js'
 import { answersWithinCall, INPUT_CAPABILITIES, JsonRpcError } from '../routing/client-relay.js'
 import { isListRequest, SurfaceLists, surfaceOnce } from './surface.js'
 import { closeConnection, openConnection, watchToolChanges } from './connection.js'
-import { answerInputRequests, MAX_ROUNDS } from './relay.js'
+import { answerInputRequests, callerKeyOf, MAX_ROUNDS } from './relay.js'
 import type { RelayedCall } from './relay.js'
 import type { Connection, ConnectionOptions } from './connection.js'
 import { InputUnavailableError, redactSecrets, UpstreamError } from './errors.js'
@@ -30,6 +30,8 @@ import { listAllPages, ToolListCache } from './tool-cache.js'
 import type { ConnectSpec } from './transport.js'
 import { transportKind } from './transports.js'
 import type { FirstConnects, StartingState } from './warm-start.js'
+import { parseUserServiceName } from '../naming/names.js'
+import type { Tracing } from '../tracing/index.js'
 
 /** What every client of one pool shares; built once by the pool. */
 export interface ClientContext {
@@ -37,7 +39,9 @@ export interface ClientContext {
   breakers: BreakerAdmission
   firstConnects: FirstConnects
   /** The connection options that are the pool's, not the client's. */
-  connection: Pick<ConnectionOptions, 'clientInfo' | 'schemaValidator' | 'fetch' | 'httpTransport' | 'eras'>
+  connection: Pick<ConnectionOptions, 'clientInfo' | 'schemaValidator' | 'fetch' | 'httpTransport' | 'eras' | 'traceHeaders'>
+  /** Set only while tracing is on: each tools/call gets a client span, its trace context in `_meta` (src/tracing/). */
+  tracing?: Tracing | undefined
   /** The answer bounds of a client key's connections. */
   limits: (key: string) => ResponseLimits | undefined
   /** Deadline of a whole tools/list (all pages). */
@@ -192,7 +196,8 @@ export class PooledClient {
         const attemptTimeout = attempt === 1 ? timeout : Math.max(1, deadline - Date.now())
         try {
           const tool = this.#toolDefinition(name)
-          const result = await callOnce(conn, name, args, attemptTimeout, perCall.signal, onProgress, tool, options.input, options.tasks === true)
+          const traced = this.#ctx.tracing === undefined ? undefined : { tracing: this.#ctx.tracing, serverId: serverIdOf(this.key) }
+          const result = await callOnce(conn, name, args, attemptTimeout, perCall.signal, onProgress, tool, options.input, options.tasks === true, traced)
           this.#ctx.breakers.success(this.id)
           return result
         } catch (err) {
@@ -427,7 +432,8 @@ async function callOnce (
   onProgress: ((p: Progress) => void) | undefined,
   toolDefinition: Tool | undefined,
   input: InputRound | undefined,
-  tasks = false
+  tasks = false,
+  traced: TracedServer | undefined = undefined
 ): Promise<UpstreamCallResult> {
   const relayed = input?.relay !== undefined ? input as RelayedCall['input'] : undefined
   // Progress never extends the deadline: a server that keeps reporting must still finish
@@ -459,7 +465,9 @@ async function callOnce (
     const options = { timeout, signal, allowInputRequired: true, ...(toolDefinition !== undefined ? { toolDefinition: toolDefinition as ClientTool } : {}) }
     // A server that runs the call as a task: the task as it came, when the caller declared the Tasks extension.
     const takesTask = conn.tasks === true && (tasks || declaredTasks(input?.capabilities) !== undefined)
-    let result: unknown = await conn.client.callTool(params as { name: string }, options)
+    let result: unknown = traced === undefined
+      ? await conn.client.callTool(params as { name: string }, options)
+      : await tracedCall(traced, name, params, async () => await conn.client.callTool(params as { name: string }, options))
     const task = taskOf(result, conn, takesTask)
     if (task !== undefined) return task
     // A caller that answers within the call: each round's questions asked of its client, the
@@ -472,7 +480,9 @@ async function callOnce (
       params.inputResponses = await answerInputRequests(asked.inputRequests, relayed, signal)
       if (asked.requestState !== undefined) params.requestState = asked.requestState
       else delete params.requestState
-      result = await conn.client.callTool(params as { name: string }, options)
+      result = traced === undefined
+        ? await conn.client.callTool(params as { name: string }, options)
+        : await tracedCall(traced, name, params, async () => await conn.client.callTool(params as { name: string }, options))
       const later = taskOf(result, conn, takesTask)
       if (later !== undefined) return later
     }
@@ -489,6 +499,20 @@ async function callOnce (
 }
 
 function ignoreProgress (): void {}
+
+/** The server a traced tools/call goes to (its registry id, from the client key). */
+interface TracedServer { tracing: Tracing, serverId: string }
+
+/** A client key's server id: `user_{u}_service_{id}` (a tenant's) or the global server's id, without a relay suffix. */
+function serverIdOf (key: string): string {
+  const caller = callerKeyOf(key)
+  return parseUserServiceName(caller)?.serverId ?? caller
+}
+
+/** One tools/call request inside its client span; `params._meta` gets the span's traceparent and tracestate. */
+async function tracedCall<T> (traced: TracedServer, name: string, params: Record<string, unknown>, send: () => Promise<T>): Promise<T> {
+  return await traced.tracing.upstream({ serverId: traced.serverId, method: 'tools/call', target: name }, params, send)
+}
 
 /**
  * The task a server answered, or undefined; a task for a call that did not declare the extension is

@@ -8,7 +8,7 @@ import { SSEClientTransport, SseError, StreamableHTTPClientTransport } from '@mo
 import type { FetchLike } from '@modelcontextprotocol/client'
 import { Agent, type Dispatcher } from 'undici'
 import { EgressBlockedError } from '../egress/ssrf.js'
-import { isolateAbortSignals, limitResponses, RedirectRefusedError, refuseRedirects } from './http-fetch.js'
+import { isolateAbortSignals, limitResponses, RedirectRefusedError, refuseRedirects, traceHeaders } from './http-fetch.js'
 import { LeanHttpTransport } from './lean-http-transport.js'
 import { ConnectSpecError } from './transport.js'
 import { authorizedFetch } from './upstream-auth.js'
@@ -64,6 +64,7 @@ function createLean (spec: ConnectSpec, url: URL, dispatcher: (url: URL) => Disp
     budget: limits.budget,
     budgetOwner: limits.owner,
     ...(spec.authorization !== undefined ? { authorization: spec.authorization } : {}),
+    ...(context.traceHeaders !== undefined ? { traceHeaders: context.traceHeaders } : {}),
     // The same refusal as the SDK path's: the SSRF guard's own error for tenant servers.
     redirectError: context.fetch !== undefined
       ? (status) => new EgressBlockedError('redirect', `refused to follow a redirect (HTTP ${status}) from ${url.host}`)
@@ -79,7 +80,8 @@ function createLean (spec: ConnectSpec, url: URL, dispatcher: (url: URL) => Disp
 }
 
 function createSdkHttp (spec: ConnectSpec, url: URL, context: TransportContext, type: 'streamable_http' | 'sse'): TransportHandle {
-  const base = refuseRedirects(context.fetch ?? globalThis.fetch)
+  const fetched = context.fetch ?? globalThis.fetch
+  const base = refuseRedirects(context.traceHeaders !== undefined ? traceHeaders(fetched, context.traceHeaders) : fetched)
   const isolated = isolateAbortSignals(spec.authorization !== undefined ? authorizedFetch(base, spec.authorization) : base)
   const bounded = limitResponses(isolated.fetch, context.limits)
   // redirect 'manual' makes the SDK hand the POSTs to our fetch unchanged (it would otherwise

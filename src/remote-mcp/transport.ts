@@ -71,6 +71,11 @@ export interface CreateTransportOptions {
    * Default: DEFAULT_MAX_MESSAGE_BYTES, no budget.
    */
   limits?: ResponseLimits
+  /**
+   * HTTP: writes the active span's W3C trace context into each request's headers (src/tracing/);
+   * absent while tracing is off, and then nothing is done per request.
+   */
+  traceHeaders?: ((headers: Record<string, string>) => void) | undefined
 }
 
 export const HTTP_TRANSPORT_KINDS = ['sdk', 'lean'] as const
