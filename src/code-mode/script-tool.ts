@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { existsSync } from 'node:fs'
 import { chmod, chown, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
@@ -48,6 +49,8 @@ export interface ScriptToolOptions {
   concurrency?: number
   /** Where the calls' directories go (a private one under the OS temp dir by default). */
   runDir?: string
+  /** The runners' folder (src/code-mode/runtime, copied into dist by `npm run build`). */
+  runtimeDir?: string
 }
 
 /** Bounds of a script's socket (call-socket.ts). */
@@ -56,8 +59,8 @@ const SOCKET_LIMITS = { maxFrameBytes: 4 * 1024 * 1024, maxConnections: 4, maxUn
 const ANSWER_MARGIN_MS = 500
 
 const LANGUAGES = {
-  javascript: { file: 'script.js', command: (dir: string) => `exec node ${quote(path.join(RUNTIME_DIR, 'runner.mjs'))} ${quote(dir)}` },
-  python: { file: 'script.py', command: (dir: string) => `exec python3 -I -B ${quote(path.join(RUNTIME_DIR, 'runner.py'))} ${quote(dir)}` }
+  javascript: { file: 'script.js', runner: 'runner.mjs', command: (runner: string, dir: string) => `exec node ${quote(runner)} ${quote(dir)}` },
+  python: { file: 'script.py', runner: 'runner.py', command: (runner: string, dir: string) => `exec python3 -I -B ${quote(runner)} ${quote(dir)}` }
 } as const
 
 /**
@@ -69,10 +72,19 @@ const LANGUAGES = {
  */
 export class ScriptTool implements MetaTools {
   readonly #opts: ScriptToolOptions
+  readonly #runtime: string
+  /** Why scripts cannot run in this build (its runners are missing), checked once. */
+  readonly #missing: string | undefined
   #runDir: Promise<string> | undefined
 
   constructor (opts: ScriptToolOptions) {
     this.#opts = opts
+    this.#runtime = opts.runtimeDir ?? RUNTIME_DIR
+    const absent = Object.values(LANGUAGES).map((l) => l.runner).filter((f) => !existsSync(path.join(this.#runtime, f)))
+    this.#missing = absent.length === 0
+      ? undefined
+      : `run_tools_script cannot run in this build: its runners (${absent.join(', ')}) are missing from ${this.#runtime} ` +
+        '(a build must copy src/code-mode/runtime, as `npm run build` does)'
   }
 
   resolve (name: string): CatalogEntry | undefined {
@@ -84,6 +96,7 @@ export class ScriptTool implements MetaTools {
       const message = 'run_tools_script calls the request\'s allow-list: call it with `allow` (the functions and mcp of the listing)'
       return { ok: false, reason: 'tool-error', message }
     }
+    if (this.#missing !== undefined) return { ok: false, reason: 'tool-error', message: this.#missing }
     if (this.#opts.host === undefined) {
       return { ok: false, reason: 'tool-error', message: 'run_tools_script needs the built-in tools\' sandbox, which this gateway does not run' }
     }
@@ -119,7 +132,8 @@ export class ScriptTool implements MetaTools {
       })
       let run: ScriptRun
       try {
-        run = await workspace.exec({ command: LANGUAGES[language].command(dir), binds: [RUNTIME_DIR, dir], timeoutMs, signal })
+        const lang = LANGUAGES[language]
+        run = await workspace.exec({ command: lang.command(path.join(this.#runtime, lang.runner), dir), binds: [this.#runtime, dir], timeoutMs, signal })
       } catch (err) {
         return toolFailure(err)
       }
@@ -153,9 +167,10 @@ export class ScriptTool implements MetaTools {
     await writeFile(tokenFile, call.token, { mode: 0o400 })
     if (owner !== undefined) await chown(tokenFile, owner.uid, owner.gid)
     await writeFile(path.join(dir, LANGUAGES[call.language].file), call.code, { mode: 0o444 })
+    if (call.language !== 'python') return
+    // The Python runner maps attribute names to the listed names, and `print(tools)` shows the stubs.
     await writeFile(path.join(dir, 'names.json'), JSON.stringify(call.tools.map((t) => t.name)), { mode: 0o444 })
-    const api = pythonApi(call.tools.map(apiTool))
-    await writeFile(path.join(dir, 'api.py'), api, { mode: 0o444 })
+    await writeFile(path.join(dir, 'api.py'), pythonApi(call.tools.map(apiTool)), { mode: 0o444 })
   }
 
   /** This process's directory of call directories: made once, root's, 0711 (a sandbox uid can pass through, never list). */

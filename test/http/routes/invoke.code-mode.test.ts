@@ -60,6 +60,7 @@ return { answer: sum.result, issue, found }
 `
 
 const CHAIN_PY = `
+assert 'def calculate(*, expression: str) -> Any' in repr(tools), 'print(tools) shows the API as Python stubs'
 tools.write_file(path='n.txt', content='6 * 7')
 text = tools.read_file(path='n.txt')['content'].strip()
 total = tools.calculate(expression=text)['result']
@@ -158,7 +159,8 @@ test('code mode\'s listing: functions=@code lists run_tools_script beside the to
   assert.match(r.json.error.message, /allow-list: call it with `allow`/)
 
   // A script that floods its socket (100 calls at once, past CODE_MODE_MAX_CALLS and its slack) is cut off: GW_SCRIPT_LIMIT.
-  const flood = await script(app, 'javascript', 'await Promise.all(Array.from({ length: 100 }, () => tools.calculate({ expression: "1+1" })))')
+  // (allSettled: the script goes on writing until the gateway cuts it off, rather than stopping at the first refusal.)
+  const flood = await script(app, 'javascript', 'await Promise.allSettled(Array.from({ length: 100 }, () => tools.calculate({ expression: "1+1" })))')
   assert.equal(flood.isError, true)
   assert.equal(flood.error.code, 'GW_SCRIPT_LIMIT', flood.output)
   assert.match(flood.error.message, /the gateway closed its socket: more than 66 messages: a flood/)
