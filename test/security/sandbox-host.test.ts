@@ -120,5 +120,7 @@ test('the cgroup of a SIGKILLed gateway\'s running command is gone once the next
   t.after(async () => { await second.stop(5000) })
   // Listening means start-up is over, the sweep included; no command of that tenant ran.
   assert.equal(existsSync(groupDir), false, `${groupDir} is left`)
-  assert.match(second.logs(), /removed [1-9]\d* command cgroup\(s\) of gone gateways/)
+  // Usually this start-up's sweep removed it; a gateway another test file starts meanwhile sweeps the
+  // sibling groups too and may have been first (CI failed on this line once), so the log is only shown.
+  t.diagnostic(/removed [1-9]\d* command cgroup\(s\) of gone gateways/.exec(second.logs())?.[0] ?? 'another gateway\'s sweep removed it first')
 })
