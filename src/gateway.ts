@@ -31,14 +31,7 @@ import type { ListToolsRequest, ListToolsResponse, ToolSearchRequest, ToolSearch
 import { roundScore } from './listing/tool-search.js'
 import { renderTools } from './routing/formats.js'
 import type { Tracing } from './tracing/index.js'
-
-/** An inner call's answer as a script gets it (code-mode/call-socket.ts InnerAnswer). */
-export interface InnerCallAnswer {
-  callId: string
-  isError: boolean
-  output: string
-  error: { code: string, message: string } | null
-}
+import type { InnerAnswer, InnerCall } from './code-mode/index.js'
 
 /** What the gateway needs of approvals (ApprovalFacade, src/approvals/): holding a call, and waiting inline for its decision. */
 export type CallHold = Pick<ApprovalFacade, 'hold' | 'awaitDecision'>
@@ -277,7 +270,7 @@ export class Gateway {
    * the same path as POST /invoke (tenancy, policy, approvals, journal), journaled under the
    * script's callId. A held call is not waited for: the script gets GW_APPROVAL_PENDING.
    */
-  async invokeInner (call: { name: string, arguments: Record<string, unknown> }, parent: MetaCall, signal: AbortSignal): Promise<InnerCallAnswer> {
+  async invokeInner (call: InnerCall, parent: MetaCall, signal: AbortSignal): Promise<InnerAnswer> {
     const { checkpoint: _checkpoint, ...workspace } = parent.ctx.workspace
     const body: InvokeBodyT = {
       name: call.name,

@@ -25,7 +25,7 @@ import { CheckpointStore } from './workspace/checkpoint-store.js'
 import { WorkspaceLifecycle } from './workspace/lifecycle.js'
 import { WorkspaceUsage } from './workspace/usage.js'
 import { scriptHost } from './scripts.js'
-import type { ScriptWorkspaceHost } from './scripts.js'
+import type { ScriptWorkspace } from '../code-mode/index.js'
 import { probeLoopVolumes, WorkspaceVolumes } from './workspace/volumes.js'
 import type { QuotaMode } from './workspace/volumes.js'
 
@@ -44,7 +44,7 @@ export interface Builtins {
   /** How the workspace quota is enforced (WORKSPACE_QUOTA_MODE as resolved), and why not by images when it is not. */
   quota: { mode: QuotaMode, reason: string | null }
   /** Where code mode's scripts run: the call's workspace in the tenant's sandbox (scripts.ts). */
-  scripts: (ctx: CallContext) => Promise<ScriptWorkspaceHost>
+  scripts: (ctx: CallContext) => Promise<ScriptWorkspace>
   /** Kills every sandboxed and background process. */
   close: () => Promise<void>
   /**

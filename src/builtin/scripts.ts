@@ -1,5 +1,6 @@
 import type { CallContext } from '../routing/types.js'
-import type { ExecResult, Sandbox } from './sandbox/index.js'
+import type { ScriptWorkspace } from '../code-mode/index.js'
+import type { Sandbox } from './sandbox/index.js'
 import type { WorkspaceManager } from './workspace/workspaces.js'
 import type { WorkspaceUsage } from './workspace/usage.js'
 
@@ -7,13 +8,6 @@ import type { WorkspaceUsage } from './workspace/usage.js'
 const MAX_COMMAND_TIMEOUT_MS = 600_000
 const MIN_OUTPUT_BYTES = 1024
 const MAX_OUTPUT_BYTES = 10 * 1024 * 1024
-
-/** A call's workspace, opened for a code-mode script (src/code-mode/script-tool.ts ScriptWorkspace). */
-export interface ScriptWorkspaceHost {
-  readonly owner: { uid: number, gid: number } | undefined
-  readonly timeoutCeilingMs: number
-  exec: (req: { command: string, binds: readonly string[], timeoutMs: number, signal: AbortSignal }) => Promise<ExecResult>
-}
 
 /**
  * Where code mode's scripts run (SPEC 19): the call's workspace (resolved for its tenant as every
@@ -25,7 +19,7 @@ export function scriptHost (
   workspaces: WorkspaceManager,
   sandbox: Sandbox,
   usage: WorkspaceUsage | undefined
-): (ctx: CallContext) => Promise<ScriptWorkspaceHost> {
+): (ctx: CallContext) => Promise<ScriptWorkspace> {
   return async (ctx) => {
     const ws = await workspaces.resolve(ctx.workspace, ctx.caller)
     await sandbox.prepareWorkspace(ws)

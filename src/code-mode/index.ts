@@ -5,3 +5,5 @@
  */
 export { describeRunToolsScript, RUN_TOOLS_SCRIPT } from './script-entry.js'
 export { ScriptTool } from './script-tool.js'
+export type { ScriptWorkspace } from './script-tool.js'
+export type { InnerAnswer, InnerCall } from './call-socket.js'

@@ -1,6 +1,6 @@
 export { createSandbox, DEFAULT_UID_RANGE } from './create-sandbox.js'
 export { defaultTenantCpus } from './cgroups.js'
-export type { ExecResult, Sandbox, SandboxedProcess, SandboxIsolation } from './types.js'
+export type { Sandbox, SandboxedProcess, SandboxIsolation } from './types.js'
 export { parseUidRange, tenantOwners } from './tenant-uids.js'
 export { PROCESS_UID_POOL, processDeployment } from './host-claim.js'
 export type { UidStore } from './tenant-uids.js'
