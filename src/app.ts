@@ -34,6 +34,7 @@ import taskRoutes from '../routes/tasks.js'
 import invokeRoutes from '../routes/invoke.js'
 import mcpRoutes from '../routes/mcp.js'
 import oauthMetadataRoutes from '../routes/oauth-metadata.js'
+import pinRoutes from '../routes/pins.js'
 import policyRoutes from '../routes/policy.js'
 import registryRoutes from '../routes/registry.js'
 import oauthRoutes from '../routes/oauth.js'
@@ -141,6 +142,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(toolsRoutes)
   await app.register(invokeRoutes)
   await app.register(registryRoutes)
+  await app.register(pinRoutes)
   await app.register(oauthRoutes)
   await app.register(policyRoutes)
   await app.register(workspaceRoutes)

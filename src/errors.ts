@@ -184,6 +184,14 @@ export const ERROR_CODES = {
   GW_GUARDRAIL_BLOCKED: tool(
     'A guardrail of the tenant\'s policy blocked the call\'s arguments (nothing ran) or its result (the tool ran; its result is withheld); the message names the check and the rule, never the text it found (SPEC 18)'
   ),
+  GW_DEFINITION_CHANGED: {
+    kind: ['http', 'tool'] as Array<'http' | 'tool'>,
+    status: 409,
+    meaning: 'The tool\'s definition (name, description, schemas, annotations) is not the one pinned for the tenant and server, and the policy says ' +
+      '`pinning: "hold"`: a call is a tool error (nothing ran) and the tool is withheld from listings until an admin or the tenant accepts it ' +
+      '(`POST /users/{userId}/mcp/servers/{serverId}/pins`); that POST answers 409 when a `digests` precondition no longer holds (SPEC 18)',
+    retryable: false
+  },
   GW_SCRIPT_LIMIT: tool(
     'A code-mode script passed a limit of its socket: more than `CODE_MODE_MAX_CALLS` tool calls (that call was not run), a frame too large or malformed, a flood, answers left unread; the script gets it as an exception, and a script the gateway cut off for it ends with it (SPEC 19)'
   ),
@@ -266,6 +274,7 @@ export const TOOL_ERROR_CODES = {
   'tenant-quota': 'GW_TENANT_QUOTA_EXCEEDED',
   policy: 'GW_POLICY_DENIED',
   guardrail: 'GW_GUARDRAIL_BLOCKED',
+  'definition-changed': 'GW_DEFINITION_CHANGED',
   'script-limit': 'GW_SCRIPT_LIMIT',
   'upstream-unavailable': 'GW_UPSTREAM_UNAVAILABLE',
   'upstream-too-large': 'GW_UPSTREAM_TOO_LARGE',

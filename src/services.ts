@@ -42,6 +42,7 @@ import type { ForwardedResume } from './routing/parked-calls.js'
 import type { ForwardedAnswer } from './mcp-server/client-requests.js'
 import { OAuthFacade, createUpstreamOAuth } from './oauth/index.js'
 import type { UpstreamOAuth } from './oauth/index.js'
+import { definitionChangedRecord, PinFacade, PinningPolicies, PinService } from './pins/index.js'
 import { NO_TRACING } from './tracing/index.js'
 import type { Tracing } from './tracing/index.js'
 
@@ -65,6 +66,8 @@ export interface Services {
   workspaces: WorkspaceFacade
   /** Tool policies (GET|PUT /policy, GET|PUT|DELETE /users/{userId}/policy), tenancy included. */
   policies: PolicyService
+  /** Definition pins (GET|POST .../mcp/servers/{serverId}/pins, SPEC 18), tenancy included. */
+  pins: PinFacade
   /** The invocation journal (GET /users/{userId}/invocations), tenancy included. */
   journal: Journal
   /** The approval use cases (the /approvals routes; the gateway holds calls through it). */
@@ -247,6 +250,10 @@ async function build (
   // Read the default policy once now: a registry outage later keeps enforcing it, and calls of no
   // tenant keep being served instead of failing for a policy never read.
   await policies.defaultPolicy().catch((err: unknown) => { logger.warn({ err }, 'the default tool policy could not be read at start-up') })
+  // Definition pins (SPEC 18) in the same store: a changed definition is journaled once, by the instance that recorded it.
+  const pins = new PinService(store, logger, { onChange: (change) => { journal.record(definitionChangedRecord(change)) } })
+  closers.push(async () => { pins.close() })
+  const pinnedPolicies = new PinningPolicies(policies, pins)
   if (config.approvalWebhookUrl !== undefined && (config.approvalWebhookSecret ?? '') === '') {
     throw new StartupError('APPROVAL_WEBHOOK_URL is set without APPROVAL_WEBHOOK_SECRET: the webhook\'s receiver could not tell its POSTs from forged ones')
   }
@@ -285,9 +292,15 @@ async function build (
   })
   closers.push(async () => { parkedCalls.close() })
   const gateway: Gateway = new Gateway(config, router, {
-    calls, policies, approvals: approvalFacade, requestState: mcpRequestState, parked: parkedCalls, listings, tracing
+    calls, policies: pinnedPolicies, approvals: approvalFacade, requestState: mcpRequestState, parked: parkedCalls, listings, tracing
   })
-  const registry = new RegistryFacade(remote.registry, router)
+  const registry = new RegistryFacade(remote.registry, router, {
+    // A server removed takes its pins along: another server registered under its id starts unpinned.
+    onRemoved: async (scope, serverId) => {
+      await pins.forget(scope, scope.kind === 'global' ? 'global_mcp' : 'user_mcp', serverId)
+        .catch((err: unknown) => { logger.warn({ err, serverId }, 'the removed server\'s definition pins could not be dropped') })
+    }
+  })
   logger.info({ functions: functions.size, localMcpTools: localMcp.size, localMcpServices: localMcp.serviceNames, registry: store.backend }, 'tools discovered')
 
   const sandbox = builtins?.sandbox
@@ -311,6 +324,7 @@ async function build (
     journal,
     approvals: approvalFacade,
     policies,
+    pins: new PinFacade(pins, router, pinnedPolicies),
     workspaces: new WorkspaceFacade(builtins?.lifecycle),
     builtins,
     status: () => gatewayStatus({

@@ -151,7 +151,7 @@ export function countUnavailable (store: RegistryStore, counters: ServiceCounter
     allocateSandboxUid: async (tenant, range) => await counted(store.allocateSandboxUid(tenant, range)),
     subscribe: (listener) => store.subscribe(listener),
     getDocument: async (kind, scope) => await counted(store.getDocument(kind, scope)),
-    putDocument: async (kind, scope, value) => await counted(store.putDocument(kind, scope, value)),
+    putDocument: async (kind, scope, value, opts) => await counted(store.putDocument(kind, scope, value, opts)),
     deleteDocument: async (kind, scope) => await counted(store.deleteDocument(kind, scope)),
     subscribeDocuments: (listener) => store.subscribeDocuments(listener),
     ping: async () => await counted(store.ping()),

@@ -112,6 +112,22 @@ export const OPERATION_EXAMPLES: Readonly<Record<string, OperationExamples>> = {
     }
   },
   listUserServerTools: { parameters: { serverId: 'github' } },
+  getUserServerPins: { parameters: { serverId: 'github' } },
+  getGlobalServerPins: { parameters: { serverId: 'github' } },
+  acceptUserServerPins: {
+    parameters: { serverId: 'github' },
+    body: {
+      asRead: {
+        summary: 'Accept one changed tool, only if it is still offered as it was read (its currentDigest)',
+        value: { tools: ['create_issue'], digests: { create_issue: 'sha256:3f0c5e0d2f6a4b1c9e8d7a6b5c4d3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d' } }
+      },
+      all: { summary: 'Accept every definition the server offers now', value: {} }
+    }
+  },
+  acceptGlobalServerPins: {
+    parameters: { serverId: 'github' },
+    body: { all: { summary: 'Accept every definition the server offers now, for calls without a tenant', value: {} } }
+  },
   putDefaultPolicy: {
     body: {
       guardRails: {

@@ -57,8 +57,9 @@ export const InvocationEntry = Type.Object({
   parentCallId: Type.Optional(Type.Union([Type.String(), Type.Null()], {
     description: 'The `run_tools_script` call whose script made this call (code mode): a script and its inner calls form one tree; null otherwise'
   })),
-  status: Type.Optional(Type.Union([Type.Literal('input_required'), Type.Null()], {
-    description: 'input_required: a round of a call whose MCP server asked for input (neither a result nor an error; the retry is another entry under the same callId); null otherwise'
+  status: Type.Optional(Type.Union([Type.Literal('input_required'), Type.Literal('definition_changed'), Type.Null()], {
+    description: 'input_required: a round of a call whose MCP server asked for input (neither a result nor an error; the retry is another entry under the same callId); ' +
+      'definition_changed: not a call: a remote tool\'s definition changed since the tenant pinned it (SPEC 18; the digests are in `trace`); null otherwise'
   }))
 }, { description: 'One journal entry. A field over its budget is replaced by { $capped: true, bytes, limit, head }' })
 

@@ -73,6 +73,8 @@ const Diagnostic = Type.Object({
   source: Type.String(),
   exposedAs: Type.Union([Type.String(), Type.Null()]),
   shadowedBy: Type.Optional(Tier),
+  oldDigest: Type.Optional(Type.String({ description: '`definition_changed`: the pinned definition\'s digest (`sha256:<hex>`)' })),
+  newDigest: Type.Optional(Type.String({ description: '`definition_changed`: the offered definition\'s digest' })),
   message: Type.String()
 })
 

@@ -39,8 +39,11 @@ export interface CallRecord extends ResultFields {
   approvalId: string | null
   /** The `run_tools_script` call whose script made this call (code mode); null otherwise. */
   parentCallId?: string | null
-  /** `input_required`: a round whose MCP server asked for input (neither a result nor an error); absent or null otherwise. */
-  status?: 'input_required' | null
+  /**
+   * `input_required`: a round whose MCP server asked for input (neither a result nor an error);
+   * `definition_changed`: no call, a remote tool's definition changed since it was pinned (SPEC 18); absent or null otherwise.
+   */
+  status?: 'input_required' | 'definition_changed' | null
 }
 
 /** A journal entry as it is stored and read back. Absent values are null, never missing. */
@@ -65,7 +68,7 @@ export interface JournalEntry extends ResultFields {
   /** The `run_tools_script` call whose script made this call (code mode); null otherwise (absent in entries written before it existed). */
   parentCallId: string | null
   /** `input_required` for a round whose MCP server asked for input; null otherwise (absent in entries written before it existed). */
-  status: 'input_required' | null
+  status: 'input_required' | 'definition_changed' | null
 }
 
 /** Arguments a model emitted as a JSON string are stored as the object they encode, when they do. */

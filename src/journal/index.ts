@@ -6,7 +6,7 @@ import { MemoryJournalStore } from './memory-store.js'
 import { RedisJournalStore } from './redis-store.js'
 
 export { Journal } from './journal.js'
-export type { JournalMode } from './entry.js'
+export type { CallRecord, JournalMode } from './entry.js'
 export { RedisJournalStore } from './redis-store.js'
 export type { JournalStore } from './store.js'
 

@@ -4,7 +4,9 @@ import type { ToolFormat } from '../routing/formats.js'
 import { VersionedCache } from '../routing/versioned-cache.js'
 import { splitComma } from '../routing/allow-list.js'
 import type { AllowList, Unresolved } from '../routing/allow-list.js'
-import type { Diagnostic, ListedTool, ToolRouter } from '../routing/router.js'
+import type { Diagnostic } from '../routing/diagnostic.js'
+import type { ListedTool, ToolRouter } from '../routing/router.js'
+import { definitionChangeMessage } from '../routing/policy.js'
 import type { ToolPolicy } from '../routing/policy.js'
 import type { Unavailable } from '../routing/source.js'
 import { ToolIndex, toolDocument } from '../search/index.js'
@@ -183,7 +185,8 @@ export class Listings {
       if (listing.unavailable.length === 0) this.#rendered.set(renderKey, version, response)
     }
     if (query.strict === true) {
-      const hidden = response.diagnostics.filter((d) => d.type === 'denied')
+      // Denied tools, and changed definitions held under `pinning: hold`.
+      const hidden = response.diagnostics.filter((d) => d.type === 'denied' || (d.type === 'definition_changed' && d.exposedAs === null))
       if (response.unresolved.length > 0 || hidden.length > 0) {
         const names = [
           ...response.unresolved.map((u) => `${u.kind} '${u.name}' (${u.reason})`),
@@ -263,24 +266,34 @@ function foundKey (query: ListToolsRequest, who: Pick<ListingScope, 'userId' | '
 /**
  * The router's listing after the tenant's policy, the decision /invoke makes: a denied tool is
  * never listed, and it is reported instead of its other diagnostics (a `denied` one), so a name
- * the request asked for never vanishes silently.
+ * the request asked for never vanishes silently. A remote tool whose definition is not the pinned
+ * one is reported (`definition_changed`), and withheld like a denied one under `pinning: hold`.
  */
 function police (listing: Awaited<ReturnType<ToolRouter['list']>>, policy: ToolPolicy | undefined): PolicedListing {
-  const denials: Diagnostic[] = []
+  const reports: Diagnostic[] = []
+  const hidden = new Set<string>()
   if (policy !== undefined) {
     for (const t of listing.tools) {
+      const { route, source } = t.entry
       const decision = policy.decide(t.entry)
       if (decision.kind === 'deny') {
-        denials.push({ type: 'denied', name: t.name, route: t.entry.route, source: t.entry.source, exposedAs: null, message: decision.message })
+        reports.push({ type: 'denied', name: t.name, route, source, exposedAs: null, message: decision.message })
+        hidden.add(t.name)
+        continue
       }
+      const change = policy.definitionCheck?.(t.entry)
+      if (change === undefined) continue
+      const { oldDigest, newDigest } = change
+      const message = definitionChangeMessage(t.name, change)
+      reports.push({ type: 'definition_changed', name: t.name, route, source, exposedAs: change.held ? null : t.name, oldDigest, newDigest, message })
+      if (change.held) hidden.add(t.name)
     }
   }
-  if (denials.length === 0) return { tools: listing.tools, unresolved: listing.unresolved, unavailable: listing.unavailable, diagnostics: listing.diagnostics }
-  const denied = new Set(denials.map((d) => d.name))
+  if (reports.length === 0) return { tools: listing.tools, unresolved: listing.unresolved, unavailable: listing.unavailable, diagnostics: listing.diagnostics }
   return {
-    tools: listing.tools.filter((t) => !denied.has(t.name)),
+    tools: hidden.size === 0 ? listing.tools : listing.tools.filter((t) => !hidden.has(t.name)),
     unresolved: listing.unresolved,
     unavailable: listing.unavailable,
-    diagnostics: [...listing.diagnostics.filter((d) => d.exposedAs === null || !denied.has(d.exposedAs)), ...denials]
+    diagnostics: [...listing.diagnostics.filter((d) => d.exposedAs === null || !hidden.has(d.exposedAs)), ...reports]
   }
 }

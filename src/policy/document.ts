@@ -19,6 +19,11 @@ export interface PolicyDocument {
   requireApproval?: Array<string | AnnotationRule>
   /** Checks on a call's arguments and result (SPEC 18), in order. */
   guardrails?: GuardrailRule[]
+  /**
+   * A remote tool whose definition changed since it was pinned (SPEC 18): `warn` (default) reports it,
+   * `hold` withholds it from listings and calls until accepted. Either layer's `hold` holds.
+   */
+  pinning?: 'warn' | 'hold'
   bash?: {
     /** JavaScript regular expressions tested against the whole command of bash exec and start. */
     denyCommands?: string[]
@@ -73,7 +78,7 @@ const POLICY_BOUNDS = {
 
 export const LIMIT_KEYS = ['readMaxChars', 'commandTimeoutMs', 'bashLogChars', 'maxProcessOutputChars', 'outputMaxChars', 'timeoutMs'] as const
 
-const TOP_KEYS = new Set(['deny', 'allowOnly', 'readOnly', 'requireApproval', 'guardrails', 'bash', 'limits'])
+const TOP_KEYS = new Set(['deny', 'allowOnly', 'readOnly', 'requireApproval', 'guardrails', 'pinning', 'bash', 'limits'])
 const PATTERN_LISTS = ['deny', 'allowOnly'] as const
 const GUARDRAIL_KEYS = ['on', 'check', 'action', 'tools', 'url', 'timeoutMs', 'failOpen'] as const
 
@@ -113,6 +118,10 @@ export function parsePolicy (input: unknown): PolicyDocument {
   }
   if (input.requireApproval !== undefined) out.requireApproval = parseApprovals(input.requireApproval)
   if (input.guardrails !== undefined) out.guardrails = parseGuardrails(input.guardrails)
+  if (input.pinning !== undefined) {
+    if (input.pinning !== 'warn' && input.pinning !== 'hold') throw invalid('pinning', 'must be "warn" or "hold"')
+    out.pinning = input.pinning
+  }
   if (input.readOnly !== undefined) {
     if (typeof input.readOnly !== 'boolean') throw invalid('readOnly', 'must be a boolean')
     out.readOnly = input.readOnly

@@ -86,6 +86,7 @@ function firstMatch (patterns: readonly Pattern[], names: readonly string[]): Pa
  */
 export class EffectivePolicy implements ToolPolicy {
   readonly limits: PolicyLimits
+  readonly pinning: 'warn' | 'hold'
   readonly #deny: Pattern[]
   readonly #allowOnly: Pattern[][]
   readonly #requireApproval: Pattern[]
@@ -110,6 +111,7 @@ export class EffectivePolicy implements ToolPolicy {
     this.#guardrails = layers.flatMap(([origin, doc]) => (doc?.guardrails ?? []).map((g, i) => compileGuardrail(g, `${origin} guardrails/${i}`, origin)))
     this.#allowOnly = layers.flatMap(([origin, doc]) => doc?.allowOnly !== undefined ? [compile(doc.allowOnly, origin)] : [])
     this.#readOnly = layers.find(([, doc]) => doc?.readOnly === true)?.[0]
+    this.pinning = layers.some(([, doc]) => doc?.pinning === 'hold') ? 'hold' : 'warn'
     this.#commandRules = layers.flatMap(([origin, doc]) => (doc?.bash?.denyCommands ?? []).map((source, index) => ({ source, origin, index })))
     this.#commandKey = JSON.stringify(this.#commandRules.map((r) => r.source))
     const limits: PolicyLimits = {}
@@ -123,7 +125,7 @@ export class EffectivePolicy implements ToolPolicy {
   /** True when the policy restricts nothing (the common case needs no per-tool work). */
   get empty (): boolean {
     return this.#deny.length === 0 && this.#allowOnly.length === 0 && this.#readOnly === undefined &&
-      this.#requireApproval.length === 0 && this.#approvalHints.length === 0 && this.#guardrails.length === 0 &&
+      this.#requireApproval.length === 0 && this.#approvalHints.length === 0 && this.#guardrails.length === 0 && this.pinning === 'warn' &&
       this.#commandRules.length === 0 && Object.keys(this.limits).length === 0
   }
 

@@ -15,10 +15,13 @@ import type { Caller } from '../routing/types.js'
 export class RegistryFacade {
   readonly #registry: ServerRegistry
   readonly #router: ToolRouter
+  readonly #onRemoved: ((scope: RegistryScope, serverId: string) => Promise<void>) | undefined
 
-  constructor (registry: ServerRegistry, router: ToolRouter) {
+  /** `onRemoved`: what else goes with a removed server (its definition pins); awaited, never failing the removal. */
+  constructor (registry: ServerRegistry, router: ToolRouter, opts: { onRemoved?: (scope: RegistryScope, serverId: string) => Promise<void> } = {}) {
     this.#registry = registry
     this.#router = router
+    this.#onRemoved = opts.onRemoved
   }
 
   /** A scope's servers, secrets masked. */
@@ -35,8 +38,10 @@ export class RegistryFacade {
   }
 
   async remove (caller: Caller, requested: RegistryScope, serverId: string): Promise<{ version: number }> {
-    const result = await this.#registry.remove(authorize(caller, requested), serverId)
+    const scope = authorize(caller, requested)
+    const result = await this.#registry.remove(scope, serverId)
     if (!result.ok) throw result.error
+    await this.#onRemoved?.(scope, serverId)
     return result.value
   }
 

@@ -12,6 +12,7 @@ import type {
   StoredServer,
   UidRange
 } from './types.js'
+import { DocumentConflictError } from './types.js'
 
 interface ScopeState {
   version: number
@@ -172,11 +173,14 @@ export class MemoryRegistryStore implements RegistryStore {
     return doc === undefined ? undefined : structuredClone(doc)
   }
 
-  async putDocument (kind: DocumentKind, scope: RegistryScope, value: unknown): Promise<{ version: number, created: boolean }> {
+  async putDocument (
+    kind: DocumentKind, scope: RegistryScope, value: unknown, opts: { ifVersion?: number } = {}
+  ): Promise<{ version: number, created: boolean }> {
     this.#checkOpen()
     assertScope(scope)
     const key = `${kind}:${scopeKey(scope)}`
     const slot = this.#documents.get(key) ?? { version: 0, doc: undefined }
+    if (opts.ifVersion !== undefined && (slot.doc?.version ?? 0) !== opts.ifVersion) throw new DocumentConflictError(kind, slot.doc?.version ?? 0)
     const created = slot.doc === undefined
     slot.version += 1
     slot.doc = { value: structuredClone(value), version: slot.version, updatedAt: new Date().toISOString() }

@@ -5,6 +5,7 @@ import { assertScope, assertServerId, assertTenant, assertUidRange, RegistryUnav
 import { createRedisClient, escapeGlob, migrateKeys, quitWithTimeout, taggedKey } from '../redis/index.js'
 import type { MigrationResult, RedisClient, RedisTarget } from '../redis/index.js'
 import type { ServerConfig } from './server-config.js'
+import { DocumentConflictError } from './types.js'
 import type {
   DocumentChange,
   DocumentKind,
@@ -106,7 +107,14 @@ end
 return -1
 `
 
+// ARGV[4]: the version the document must be at ('' for any; '0' for none), else {-1, current}.
 const DOC_PUT_SCRIPT = `
+-- A stored document's version is the counter's value at its write (every later write or delete moves the counter).
+if ARGV[4] ~= '' then
+  local current = 0
+  if redis.call('EXISTS', KEYS[1]) == 1 then current = tonumber(redis.call('GET', KEYS[2])) or 0 end
+  if current ~= tonumber(ARGV[4]) then return {-1, current} end
+end
 local v = redis.call('INCR', KEYS[2])
 local existed = redis.call('EXISTS', KEYS[1])
 redis.call('SET', KEYS[1], '{"version":' .. v .. ',' .. string.sub(ARGV[1], 2))
@@ -123,7 +131,7 @@ redis.call('PUBLISH', ARGV[1], '{"version":' .. v .. ',' .. string.sub(ARGV[2], 
 return {v, 1}
 `
 
-const DOCUMENT_KINDS: ReadonlySet<string> = new Set<DocumentKind>(['policy'])
+const DOCUMENT_KINDS: ReadonlySet<string> = new Set<DocumentKind>(['policy', 'pins'])
 
 /** A document change from the channel, or undefined when the message is not one. */
 function parseDocumentEvent (message: string): (DocumentChange & { op: 'document', origin: string }) | undefined {
@@ -146,7 +154,7 @@ function parseDocumentEvent (message: string): (DocumentChange & { op: 'document
 }
 
 interface ScriptCommands {
-  tgDocPut (docKey: string, versionKey: string, entryJson: string, channel: string, eventJson: string): Promise<[number, number]>
+  tgDocPut (docKey: string, versionKey: string, entryJson: string, channel: string, eventJson: string, ifVersion: string): Promise<[number, number]>
   tgDocDelete (docKey: string, versionKey: string, channel: string, eventJson: string): Promise<[number, number]>
   tgAllocateUid (uidsKey: string, tenant: string, first: string, last: string): Promise<number>
   tgRegistryPut (hashKey: string, versionKey: string, serverId: string, entryJson: string, channel: string, eventJson: string): Promise<[number, number]>
@@ -379,12 +387,16 @@ export class RedisRegistryStore implements RegistryStore {
     return { value: e.value, version: e.version, updatedAt: e.updatedAt }
   }
 
-  async putDocument (kind: DocumentKind, scope: RegistryScope, value: unknown): Promise<{ version: number, created: boolean }> {
+  async putDocument (
+    kind: DocumentKind, scope: RegistryScope, value: unknown, opts: { ifVersion?: number } = {}
+  ): Promise<{ version: number, created: boolean }> {
     assertScope(scope)
     const [docKey, versionKey] = this.#docKeys(kind, scope)
     const entryJson = JSON.stringify({ updatedAt: new Date().toISOString(), value })
     const eventJson = JSON.stringify({ op: 'document', kind, scope, origin: this.instanceId })
-    const [version, created] = await this.#run(() => this.#client.tgDocPut(docKey, versionKey, entryJson, this.#channel, eventJson))
+    const ifVersion = opts.ifVersion === undefined ? '' : String(opts.ifVersion)
+    const [version, created] = await this.#run(() => this.#client.tgDocPut(docKey, versionKey, entryJson, this.#channel, eventJson, ifVersion))
+    if (version === -1) throw new DocumentConflictError(kind, created)
     this.#emitDocument({ op: 'document', kind, scope: { ...scope }, version })
     return { version, created: created === 1 }
   }

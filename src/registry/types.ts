@@ -36,9 +36,19 @@ export type ListingListener = (change: ListingChange) => void
 
 /**
  * Small per-scope documents kept beside the servers, with the same versioning and invalidation:
- * `policy` is the tool policy (the global scope holds the default, a user scope the tenant's).
+ * `policy` is the tool policy (the global scope holds the default, a user scope the tenant's);
+ * `pins` the tool definitions the scope trusts (src/pins/: a user scope the tenant's, the global
+ * scope those of calls without a tenant).
  */
-export type DocumentKind = 'policy'
+export type DocumentKind = 'policy' | 'pins'
+
+/** `putDocument`'s `ifVersion` did not match: another write came first; read again and retry. */
+export class DocumentConflictError extends Error {
+  constructor (readonly kind: DocumentKind, readonly currentVersion: number) {
+    super(`The ${kind} document changed meanwhile (now version ${currentVersion})`)
+    this.name = 'DocumentConflictError'
+  }
+}
 
 /** One stored document. `version` is the (kind, scope) counter right after this write. */
 export interface StoredDocument {
@@ -107,8 +117,12 @@ export interface RegistryStore {
   allocateSandboxUid (tenant: string, range: UidRange): Promise<number>
   /** The scope's document of this kind, or undefined when none was written (or it was deleted). */
   getDocument (kind: DocumentKind, scope: RegistryScope): Promise<StoredDocument | undefined>
-  /** Creates or replaces; atomic with the version increment and the change event, like `put`. */
-  putDocument (kind: DocumentKind, scope: RegistryScope, value: unknown): Promise<{ version: number, created: boolean }>
+  /**
+   * Creates or replaces; atomic with the version increment and the change event, like `put`. With
+   * `ifVersion` only when the document is at that version (0: only when there is none), else a
+   * DocumentConflictError: a read-modify-write that two instances run at once loses nothing.
+   */
+  putDocument (kind: DocumentKind, scope: RegistryScope, value: unknown, opts?: { ifVersion?: number }): Promise<{ version: number, created: boolean }>
   /** Deleting a missing document changes nothing: `deleted` false and the current version. */
   deleteDocument (kind: DocumentKind, scope: RegistryScope): Promise<{ version: number, deleted: boolean }>
   /**

@@ -48,6 +48,7 @@ const ERROR_TYPES: Record<ToolFailureReason, string> = {
   'tenant-quota': 'TenantQuotaExceeded',
   policy: 'PolicyDenied',
   guardrail: 'GuardrailBlocked',
+  'definition-changed': 'DefinitionChanged',
   'script-limit': 'ScriptLimit',
   'approval-pending': 'ApprovalPending',
   // As named in the approvals contract, which clients match on.

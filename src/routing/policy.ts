@@ -45,7 +45,35 @@ export interface ToolPolicy {
   checkCall: (entry: CatalogEntry, args: Record<string, unknown>) => string | undefined | Promise<string | undefined>
   /** The guardrails that apply to calls of this tool, in order (none: an empty array, the same one every time). */
   guardrailsFor?: (entry: CatalogEntry) => readonly Guardrail[]
+  /**
+   * Definition pinning (SPEC 18, src/pins/): how the tool's definition compares with the one the
+   * tenant pinned; undefined when it is the pinned one (or the tool's tier is not pinned). Asking
+   * may pin a tool seen for the first time, on a later turn of the event loop.
+   */
+  definitionCheck?: (entry: CatalogEntry) => DefinitionChange | undefined
+  /** `hold`: a changed definition is withheld from listings and calls until accepted; `warn` (default): only reported. */
+  readonly pinning?: 'warn' | 'hold'
   limits: PolicyLimits
+}
+
+/** What a listing's `definition_changed` diagnostic and a held call say of a changed definition. */
+export function definitionChangeMessage (name: string, change: DefinitionChange): string {
+  const what = change.fields.length > 0 ? ` (${change.fields.join(', ')})` : ''
+  const fate = change.held
+    ? 'it is withheld under the policy\'s `pinning: hold` until an admin or the tenant accepts it (POST .../mcp/servers/{serverId}/pins)'
+    : 'accept it with POST .../mcp/servers/{serverId}/pins'
+  return `Tool '${name}' changed its definition${what} since it was pinned: ${change.oldDigest} is pinned, ${change.newDigest} is offered; ${fate}`
+}
+
+/** A tool whose definition is not the one pinned for the tenant and server. */
+export interface DefinitionChange {
+  /** `sha256:<hex>` of the pinned definition, and of the definition the server offers now. */
+  oldDigest: string
+  newDigest: string
+  /** The top-level fields that differ (`description`, `inputSchema`...), when the pinned definition was kept. */
+  fields: string[]
+  /** Withheld under `pinning: hold` until accepted (POST .../pins). */
+  held: boolean
 }
 
 /** The policy of a tenant (undefined: no userId) for a request; an object that stays === while it is unchanged. */

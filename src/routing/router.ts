@@ -6,29 +6,18 @@ import type { AllowList, Unresolved } from './allow-list.js'
 import { capOutput, stringifyToolValue, toolErrorCode, toolErrorOutput } from './output.js'
 import { sameEntry, unsupportedReason } from './source.js'
 import type { CatalogEntry, SourceScope, SurfaceServer, ToolSource, Unavailable } from './source.js'
+import { definitionChangeMessage } from './policy.js'
 import type { ToolPolicy } from './policy.js'
 import { guardArguments, guardResult, NO_RULES, withGuardrails } from './guardrails.js'
 import type { GuardrailReport, GuardrailRunner } from './guardrails.js'
 import type { MetaTools } from './meta.js'
+import type { Diagnostic } from './diagnostic.js'
 import type { CallContext, CreatedTask, InputRequired, Tier, TierTraits, ToolFailureReason, ToolOutcome } from './types.js'
 import { TIER_RANK, TIER_TRAITS, TIERS } from './types.js'
 import { ArgumentValidator } from './validate.js'
 import { parseArguments } from './arguments.js'
 
 /** Why a tool is exposed under another name, or not at all. */
-export interface Diagnostic {
-  /** `denied`: the tenant's tool policy hides the tool (GET /tools adds these; the router never does). */
-  type: 'shadowed' | 'renamed' | 'duplicate' | 'ambiguous' | 'unsupported' | 'denied'
-  /** The natural name that could not be used as is. */
-  name: string
-  route: Tier
-  source: string
-  /** The name the tool is exposed under in this listing (null when it is not exposed). */
-  exposedAs: string | null
-  /** The route that wins over this tool for `name`, for `shadowed`. */
-  shadowedBy?: Tier
-  message: string
-}
 
 export interface ListedTool {
   /** The wire name the model sees; /invoke resolves it through the same catalog. */
@@ -467,6 +456,7 @@ export class ToolRouter {
     // The same decision as listing: it depends on the resolved entry, not on the name used.
     const decision = req.policy?.decide(entry)
     if (decision?.kind === 'deny') return { ok: false, error: new HttpError('GW_POLICY_DENIED', decision.message), toolMs: 0 }
+    const changed = req.policy?.definitionCheck?.(entry)
     // The caller's context object itself (made for this call), not a spread copy: a spread would read
     // a lazily made `signal` (CallerAbort) on every call.
     const ctx = req.ctx as CallContext
@@ -479,6 +469,8 @@ export class ToolRouter {
     const unsupported = unsupportedReason(entry)
     if (unsupported !== undefined) {
       outcome = { ok: false, reason: 'tool-error', message: unsupported }
+    } else if (changed?.held === true) {
+      outcome = { ok: false, reason: 'definition-changed', message: definitionChangeMessage(req.name, changed) }
     } else if (!args.ok || !checked.ok) {
       outcome = { ok: false, reason: 'invalid-arguments', message: (checked as { message: string }).message }
     } else {

@@ -45,15 +45,20 @@ export interface TierTraits {
    * so a policy pattern that matches that name matches the tool (no deny dodged by another name).
    */
   readonly answersToToolName: boolean
+  /**
+   * Its tools are third parties' and can change under the gateway: each tenant pins their definitions
+   * (SPEC 18, src/pins/), and a changed one is reported (`definition_changed`) or held.
+   */
+  readonly pinned: boolean
 }
 
 /** One row per tier; `as const` keeps each value's literal type (the console's copy is checked against it). */
 export const TIER_TRAITS = {
-  builtin: { selectedBy: 'functions', tenantScoped: false, encodedNames: false, reserved: true, mcpResults: false, answersToToolName: false },
-  user_mcp: { selectedBy: 'mcp', tenantScoped: true, encodedNames: true, reserved: false, mcpResults: true, answersToToolName: true },
-  local_mcp: { selectedBy: 'functions', tenantScoped: false, encodedNames: false, reserved: false, mcpResults: true, answersToToolName: false },
-  function: { selectedBy: 'functions', tenantScoped: false, encodedNames: false, reserved: false, mcpResults: false, answersToToolName: false },
-  global_mcp: { selectedBy: 'mcp', tenantScoped: false, encodedNames: false, reserved: false, mcpResults: true, answersToToolName: true }
+  builtin: { selectedBy: 'functions', tenantScoped: false, encodedNames: false, reserved: true, mcpResults: false, answersToToolName: false, pinned: false },
+  user_mcp: { selectedBy: 'mcp', tenantScoped: true, encodedNames: true, reserved: false, mcpResults: true, answersToToolName: true, pinned: true },
+  local_mcp: { selectedBy: 'functions', tenantScoped: false, encodedNames: false, reserved: false, mcpResults: true, answersToToolName: false, pinned: false },
+  function: { selectedBy: 'functions', tenantScoped: false, encodedNames: false, reserved: false, mcpResults: false, answersToToolName: false, pinned: false },
+  global_mcp: { selectedBy: 'mcp', tenantScoped: false, encodedNames: false, reserved: false, mcpResults: true, answersToToolName: true, pinned: true }
 } as const satisfies Record<Tier, TierTraits>
 
 /** A tier's place in the routing priority (0 first), from TIERS. */
@@ -112,6 +117,8 @@ export type ToolFailureReason =
   | 'tenant-quota'
   /** The tool policy refused these arguments (a `bash.denyCommands` rule). */
   | 'policy'
+  /** The tool's definition changed since the tenant pinned it, and the policy holds such tools (SPEC 18, `pinning: hold`). */
+  | 'definition-changed'
   /** The tool policy holds the call for a human's approval: it has not run (yet). */
   | 'approval-pending'
   /** A human denied the held call. */

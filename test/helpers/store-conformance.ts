@@ -3,6 +3,7 @@ import { test } from 'node:test'
 import { RegistryUnavailableError } from '../../src/registry/errors.js'
 import type { ServerConfig } from '../../src/registry/server-config.js'
 import type { DocumentChange, RegistryChange, RegistryScope, RegistryStore } from '../../src/registry/types.js'
+import { DocumentConflictError } from '../../src/registry/types.js'
 
 /**
  * One behavioural contract for every RegistryStore implementation. Each test gets fresh
@@ -267,6 +268,28 @@ export function registryStoreConformance (label: string, factory: StoreFactory):
     const put = await a.putDocument('policy', G, { readOnly: true })
     assert.deepEqual(await seen, { op: 'document', kind: 'policy', scope: G, version: put.version })
     assert.deepEqual((await b.getDocument('policy', G))?.value, { readOnly: true })
+  })
+
+  test(`${label}: documents: ifVersion writes only over the version read; of racing writers exactly one wins`, TIMEOUT, async (t) => {
+    const { store } = await setup(t)
+    const conflict = (err: unknown): boolean => err instanceof DocumentConflictError
+    // 0: only when there is none.
+    assert.deepEqual(await store.putDocument('pins', user('c'), { n: 1 }, { ifVersion: 0 }), { version: 1, created: true })
+    await assert.rejects(store.putDocument('pins', user('c'), { n: 2 }, { ifVersion: 0 }), conflict)
+    await assert.rejects(store.putDocument('pins', user('c'), { n: 2 }, { ifVersion: 7 }), conflict)
+    assert.deepEqual((await store.getDocument('pins', user('c')))?.value, { n: 1 })
+    assert.equal((await store.putDocument('pins', user('c'), { n: 2 }, { ifVersion: 1 })).version, 2)
+    // After a delete the counter moved on, but "none" is 0 again.
+    await store.deleteDocument('pins', user('c'))
+    await assert.rejects(store.putDocument('pins', user('c'), { n: 3 }, { ifVersion: 2 }), conflict)
+    assert.equal((await store.putDocument('pins', user('c'), { n: 3 }, { ifVersion: 0 })).version, 4)
+    // Ten writers that all read version 4: one write lands, nine conflict.
+    const write = async (n: number): Promise<unknown> => await store.putDocument('pins', user('c'), { n }, { ifVersion: 4 })
+    const results = await Promise.allSettled(Array.from({ length: 10 }, async (_v, i) => await write(10 + i)))
+    assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1)
+    assert.ok(results.every((r) => r.status === 'fulfilled' || conflict(r.reason)))
+    // Kinds are separate documents: a policy of the same scope is untouched.
+    assert.equal(await store.getDocument('policy', user('c')), undefined)
   })
 
   test(`${label}: sandbox uids: one per tenant, stable, distinct under concurrency, within the range`, TIMEOUT, async (t) => {

@@ -24,7 +24,8 @@ import { fileURLToPath } from 'node:url'
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const TSC = join(repo, 'node_modules', 'typescript', 'bin', 'tsc')
 
-const SIXTH_TRAITS = "{ selectedBy: 'functions', tenantScoped: false, encodedNames: false, reserved: false, mcpResults: false, answersToToolName: false }"
+const SIXTH_TRAITS = "{ selectedBy: 'functions', tenantScoped: false, encodedNames: false, reserved: false, mcpResults: false, answersToToolName: false, " +
+  'pinned: false }'
 
 /** Recipe step 2: the tier's ToolSource, in its own folder; it imports only routing/ and the neutral folders. */
 const SOURCE_TS = `import { isBuiltinName } from '../naming/builtin-names.js'

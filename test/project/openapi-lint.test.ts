@@ -194,7 +194,8 @@ test('every request body example works against a gateway started like npm start'
     if (op.requestBody !== undefined && media === undefined) continue
     if (media === undefined) continue
     // An authorization needs an OAuth-protected server and PUBLIC_URL: test/http/routes/oauth.test.ts runs it against a real one.
-    if (op.operationId?.endsWith('OAuth') === true && op.path.endsWith('/authorize')) {
+    // Accepting pins needs a registered server whose tools were read: test/http/routes/pins.test.ts runs it against a real one.
+    if ((op.operationId?.endsWith('OAuth') === true && op.path.endsWith('/authorize')) || op.operationId?.endsWith('ServerPins') === true) {
       assert.ok(media.examples !== undefined, `${keyOf(op)} has no request example`)
       continue
     }

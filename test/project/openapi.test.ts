@@ -80,7 +80,9 @@ const VALID_BODIES: Record<string, Record<string, unknown> | Buffer> = {
   'PUT /users/{userId}/policy': { deny: ['nomatch_*'] },
   'POST /approvals/{approvalId}': { decision: 'approve' },
   'POST /users/{userId}/mcp/servers/{serverId}/oauth/authorize': {},
-  'POST /mcp/servers/{serverId}/oauth/authorize': {}
+  'POST /mcp/servers/{serverId}/oauth/authorize': {},
+  'POST /users/{userId}/mcp/servers/{serverId}/pins': {},
+  'POST /mcp/servers/{serverId}/pins': {}
 }
 
 function bodyOf (op: Operation): Record<string, unknown> | Buffer | undefined {
