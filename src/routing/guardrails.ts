@@ -1,4 +1,4 @@
-import { stringifyToolValue } from './output.js'
+import { capOutput, stringifyToolValue } from './output.js'
 import type { Guardrail } from './policy.js'
 import type { CatalogEntry } from './source.js'
 import type { ToolOutcome } from './types.js'
@@ -62,23 +62,63 @@ export async function guardArguments (
 /**
  * The result's guardrails (the `on: result` ones), on its text as the model would read it: the
  * outcome to go on with (its value the redacted text, or a guardrail failure), and what they did.
+ *
+ * The checks see what the caller can receive and no more: a text over `maxChars` (the router's
+ * output cap for this call) is cut first, exactly as the router cuts (capOutput: head, marker,
+ * tail), and that cut text, scanned, is the value, marked truncated. The CPU of a call is then
+ * bounded by the cap, not by what a tenant's server sends (up to MCP_MAX_MESSAGE_BYTES), and no
+ * byte that was not scanned reaches the model (README.md#guardrails).
+ *
+ * An MCP result's trace holds the raw items that `/mcp` passes through and the journal keeps:
+ * when the checks blocked, replaced or cut the text, they are replaced by what was scanned
+ * (withoutRawText), so no unscanned copy of the text, nor its structuredContent, gets out.
  */
 export async function guardResult (
   runner: GuardrailRunner,
   rules: readonly Guardrail[],
   outcome: ToolOutcome & { ok: true },
-  subject: Subject
+  subject: Subject,
+  maxChars: number
 ): Promise<{ outcome: ToolOutcome, reports: GuardrailReport[] }> {
   const mine = rules.filter((r) => r.on === 'result')
   if (mine.length === 0 || outcome.inputRequired !== undefined || outcome.task !== undefined) return { outcome, reports: [] }
   const text = stringifyToolValue(outcome.value)
   if (!text.ok) return { outcome, reports: [] }
-  const verdict = await runner.result(mine, { ...subject, value: text.text })
+  const capped = capOutput(text.text, maxChars)
+  const verdict = await runner.result(mine, { ...subject, value: capped.text })
   if (verdict.blocked !== undefined) {
-    const blocked: ToolOutcome = { ok: false, reason: 'guardrail', message: verdict.blocked, ...(outcome.trace !== undefined ? { trace: outcome.trace } : {}) }
+    const trace = withoutRawText(outcome.trace, undefined)
+    const blocked: ToolOutcome = { ok: false, reason: 'guardrail', message: verdict.blocked, ...(trace !== undefined ? { trace } : {}) }
     return { outcome: blocked, reports: verdict.reports }
   }
-  return { outcome: verdict.value === text.text ? outcome : { ...outcome, value: verdict.value }, reports: verdict.reports }
+  if (verdict.value === text.text) return { outcome, reports: verdict.reports }
+  const trace = withoutRawText(outcome.trace, verdict.value)
+  const next: ToolOutcome = { ...outcome, value: verdict.value, ...(capped.truncated ? { truncated: true } : {}) }
+  if (trace !== undefined) next.trace = trace
+  return { outcome: next, reports: verdict.reports }
+}
+
+// Items of an MCP result that carry no text of their own (as /mcp keeps beside a capped text).
+const NON_TEXT_TYPES: ReadonlySet<unknown> = new Set(['image', 'audio', 'resource_link'])
+
+/**
+ * An MCP result's trace (`{content, structuredContent}` as received) with its text replaced by
+ * `scanned`, the text the checks passed (redacted, replaced, cut), or by nothing when they
+ * blocked; items without text (images, audio, links, blob resources) are kept, structuredContent
+ * (never scanned: it is not the model's text when content items carry text) is dropped. Any
+ * other trace is returned as it is: only MCP results carry their content in the trace.
+ */
+function withoutRawText (trace: unknown, scanned: string | undefined): unknown {
+  if (trace === null || typeof trace !== 'object' || Array.isArray(trace)) return trace
+  const raw = trace as { content?: unknown, structuredContent?: unknown }
+  if (!Array.isArray(raw.content) && raw.structuredContent === undefined) return trace
+  const { content, structuredContent: _dropped, ...rest } = raw
+  const kept = (Array.isArray(content) ? content : []).filter((item: unknown) => {
+    const it = item as { type?: unknown, resource?: unknown } | null
+    if (it === null || typeof it !== 'object') return false
+    return NON_TEXT_TYPES.has(it.type) || (it.type === 'resource' && it.resource !== null && typeof it.resource === 'object' && 'blob' in it.resource)
+  })
+  return { ...rest, content: scanned === undefined ? kept : [{ type: 'text', text: scanned }, ...kept] }
 }
 
 /** What the guardrails did, on the result and in its trace (which the journal keeps). */

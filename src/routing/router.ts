@@ -504,7 +504,9 @@ export class ToolRouter {
         }
         toolMs = performance.now() - toolStart
         if (rules.length > 0 && outcome.ok) {
-          const checked = await guardResult(this.#guardrails as GuardrailRunner, rules, outcome, subject)
+          // Only what the caller can receive is checked (and kept): the same cap as #shape's.
+          const maxChars = Math.min(this.#outputMaxChars, req.outputMaxChars ?? Infinity)
+          const checked = await guardResult(this.#guardrails as GuardrailRunner, rules, outcome, subject, maxChars)
           outcome = checked.outcome
           reports = [...reports ?? [], ...checked.reports]
         }
