@@ -5,6 +5,7 @@
  *   the router's GuardrailEngine on a realistic 10 KiB result (a bash listing with e-mail addresses,
  *   a card number and a token in it) and a small arguments object; baseline: the same number of
  *   calls of a policy without guardrails (the router's one array check). Target: <= 25 us added.
+ *   The notes give each result check's CPU alone on the same text.
  * - 18.2 / 18.3 precision and recall of the injection check on the labelled corpus
  *   (test/fixtures/guardrails/injection-corpus.json, read as data).
  */
@@ -68,6 +69,14 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     on.push(await cpuPerCall(500, guarded))
     off.push(await cpuPerCall(500, unguarded))
   }
+  // Each result check alone on the same text: where the CPU goes.
+  const perCheck: string[] = []
+  for (const rule of RULES.filter((r) => r.on === 'result')) {
+    const one = async (): Promise<void> => { await engine.result([rule], { entry: ENTRY, name: 'post_note', userId: 'bench', value: text, signal }) }
+    const runs: number[] = []
+    for (let round_ = 0; round_ < 5 && !signal.aborted; round_++) runs.push(await cpuPerCall(300, one))
+    perCheck.push(`${rule.check} ${round(median(runs))}`)
+  }
   const reports = await engine.result(RULES.filter((r) => r.on === 'result'), { entry: ENTRY, name: 'post_note', userId: 'bench', value: text, signal })
   ctx.log(`guardrails on 10 KiB: ${JSON.stringify(reports.reports.map((r) => [r.check, r.outcome, r.kinds]))}`)
 
@@ -82,7 +91,8 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       value: round(median(on)),
       baseline: round(median(off)),
       target: { on: 'delta', op: '<=', limit: 25 },
-      notes: `in process (the router's GuardrailEngine); each check redacts what it finds (the 10 KiB holds e-mails, phones, a card, a token); runs ${on.map(round).join(', ')}`
+      notes: 'in process (the router\'s GuardrailEngine); each check redacts what it finds (the 10 KiB holds e-mails, phones, a card, a token); ' +
+        `per result check alone, us: ${perCheck.join(', ')}; runs ${on.map(round).join(', ')}`
     }),
     makeRow({
       id: '18.2',

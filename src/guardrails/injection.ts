@@ -49,13 +49,32 @@
  */
 
 import type { Finding } from './finding.js'
+import { literalHits, matchesNear } from '../secrets/scan-near.js'
+import type { Reach } from '../secrets/scan-near.js'
 
 interface Rule {
   kind: string
   pattern: RegExp
   /** Where a match really ends, or null when it is not one (checks a pattern alone cannot make simply). */
   accept?: (text: string, m: RegExpExecArray, re: RegExp) => number | null
+  /**
+   * What every match contains: parts of its words, lower-case (found in the lower-cased text), or
+   * HIDDEN_CHARS for the rules on invisible characters. A text without one is not scanned by the
+   * rule. Each is short (under 7 characters: indexOf builds a Boyer-Moore table for a longer one,
+   * which cost more than the search) and starts, where the words allow, with a letter that is rare
+   * in tool output, since indexOf stops at every occurrence of its first character.
+   */
+  anchors: readonly string[] | typeof HIDDEN_CHARS
+  /** How far a match reaches (scan-near.ts): with it, the rule runs only in windows around its anchors. */
+  reach?: Reach
 }
+
+// Every character the rules on hidden text look for (tag characters by their high surrogate). A
+// one-byte string holds none of them, which the regex engine answers without reading it.
+const HIDDEN_CHARS = /[\u200B-\u200D\u2060\uFEFF\u202A-\u202E\u2066-\u2069\uDB40]/
+
+/** A phrase rule's reach: matches under 100 characters (bounded runs, see each pattern), anchors under 16, the context read around. */
+const PHRASE: Reach = { maxMatch: 100, maxHint: 16, behind: 1, ahead: 3 }
 
 const GAP = String.raw`[^.!?\n]{0,40}?`
 
@@ -65,58 +84,81 @@ const AIMED = String.raw`(?:\s{0,3}[:,.!]|\s{1,3}(?:reading|processing|parsing|b
 
 const ZW = String.raw`\u200B-\u200D\u2060\uFEFF`
 
-const RULES: Rule[] = [
+export const RULES: readonly Rule[] = [
   {
     kind: 'ignore-instructions',
+    anchors: ['gnore', 'gard', 'forget', 'overri', 'bypass'],
+    reach: PHRASE,
     pattern: new RegExp(String.raw`\b(?:ignore|disregard|forget|override|bypass)\b${GAP}\b(?:(?:previous|prior|above|earlier|preceding|original|initial|your|system|developer)\s{1,3}(?:instructions?|prompts?|directions|directives|rules|guidelines|guardrails|commands|system\s{1,3}prompt)|all\s{1,3}(?:instructions|directions|directives|guidelines|guardrails))\b|\bforget\s{1,3}everything\s{1,3}(?:above|before|prior|you\s{1,3}(?:were|have\s{1,3}been)\s{1,3}told)`, 'gi')
   },
   {
     kind: 'role-reassignment',
+    anchors: ['you'],
+    reach: PHRASE,
     pattern: /\byou\s{1,3}are\s{1,3}now\s{1,3}(?:DAN\b|an?\s{1,3}(?:unrestricted|uncensored|unfiltered|jailbroken|evil|different|new|rogue)\b|in\s{1,3}(?:developer|god|admin|jailbreak|DAN|unrestricted)\s{1,3}mode|free\s{1,3}(?:of|from)\b|no\s{1,3}longer\s{1,3}(?:bound|restricted|an?\s{1,3}assistant))|\byou\s{1,3}are\s{1,3}no\s{1,3}longer\s{1,3}(?:bound|restricted|limited|an?\s{1,3}(?:assistant|AI))\b|\bfrom\s{1,3}now\s{1,3}on,?\s{1,3}you\s{1,3}(?:will|must|are|shall|should)\b/gi
   },
   {
     kind: 'act-as',
+    anchors: ['act', 'preten', 'play'],
+    reach: PHRASE,
     pattern: /(?:^|[.!?:>]\s{0,3}|\n)\s{0,3}(?:please\s{1,3})?(?:act\s{1,3}as\s{1,3}(?:if\s{1,3}you|an?|my|the)\b|pretend\s{1,3}(?:to\s{1,3}be|you\s{1,3}are|that\s{1,3}you)\b|roleplay\s{1,3}as\b)/gim
   },
   {
     kind: 'new-instructions',
+    anchors: ['instru'],
+    reach: PHRASE,
     pattern: /\b(?:new|updated|real|actual|secret|hidden|revised)\s{1,3}(?:system\s{1,3})?instructions?\s{0,3}(?::|for\s{1,3}(?:the\s{1,3})?(?:AI|assistant|model|agent|LLM)\b)/gi
   },
   {
     kind: 'system-prompt',
+    anchors: ['prompt', 'instru'],
+    reach: PHRASE,
     pattern: new RegExp(String.raw`\b(?:reveal|print|repeat|output|leak|disclose|dump|recite|expose|exfiltrate|send|share)\b${GAP}\b(?:system\s{1,3}prompt|initial\s{1,3}instructions|hidden\s{1,3}instructions)\b`, 'gi')
   },
   {
     kind: 'secrecy',
+    anchors: ['user', 'human', 'perato'],
+    reach: PHRASE,
     pattern: new RegExp(String.raw`\b(?:do\s{1,3}not|don'?t|never|without)\s{1,3}(?:tell|telling|inform|informing|mention|mentioning|reveal|revealing)\b${GAP}\b(?:the|this)\s{1,3}(?:user|human|operator)\b(?!'s)|\b(?:hide|conceal|keep)\s{1,3}(?:this|it|these\s{1,3}instructions)\s{1,3}(?:secret\s{1,3})?from\s{1,3}(?:the\s{1,3})?(?:user|human)\b`, 'gi')
   },
   {
     kind: 'addressed-to-model',
+    anchors: ['note', 'messag', 'instru', 'atten', 'remind', 'memo', 'you'],
+    reach: PHRASE,
     pattern: new RegExp(String.raw`\b(?:note|message|instructions?|attention|reminder|memo)\s{1,3}(?:to|for)\s{1,3}(?:the\s{1,3}|any\s{1,3}|all\s{1,3})?(?:AI|LLM|assistant|agent|language\s{1,3}model|chatbot|model|Claude|ChatGPT|GPT)s?${AIMED}|\battention,?\s{1,3}(?:all\s{1,3})?(?:AI|LLM)\s{1,3}(?:agents?|assistants?|models?)\b|\bif\s{1,3}you\s{1,3}are\s{1,3}(?:an?\s{1,3})?(?:AI|LLM|large\s{1,3}language\s{1,3}model|language\s{1,3}model)${AIMED}`, 'gi')
   },
   {
     kind: 'chat-template',
+    anchors: ['<|', ']', '>>', '_of_t'],
+    reach: PHRASE,
     pattern: /<\|(?:im_start|im_end|system|user|assistant|start_header_id|end_header_id|eot_id|endoftext|begin_of_text)\|>|\[\/?INST\]|<<\/?SYS>>|<(?:start|end)_of_turn>/g
   },
   {
     kind: 'role-marker',
+    anchors: ['ystem', 'portan', 'assist'],
+    // `<system>` looks 50 characters ahead for its closing tag.
+    reach: { ...PHRASE, ahead: 51 },
     pattern: /<system>(?![^<\n]{0,40}<\/system>)|<\/?(?:system[_-]prompt|system[_-]message|important)>|^#{1,4}\s{0,3}(?:system|assistant)\s{0,3}:/gim
   },
   {
     kind: 'closing-tag',
+    anchors: ['</', '<funct', '<tool_'],
+    reach: PHRASE,
     pattern: /<\/(?:tool_result|tool_results|function_results?|tool_response|tool_output|tool_use)>|<(?:function_calls|tool_call)>/gi
   },
-  { kind: 'tag-characters', pattern: /[\u{E0000}-\u{E007F}]+/gu, accept: notEmojiFlag },
-  { kind: 'bidi-override', pattern: /[\u202A-\u202E\u2066-\u2069]+/g },
-  { kind: 'zero-width-run', pattern: new RegExp(`[${ZW}]{3,}`, 'g') },
-  { kind: 'zero-width-interleaved', pattern: new RegExp(`[A-Za-z][${ZW}]{1,2}[A-Za-z][${ZW}]{1,2}[A-Za-z]`, 'g') },
+  { kind: 'tag-characters', pattern: /[\u{E0000}-\u{E007F}]+/gu, accept: notEmojiFlag, anchors: HIDDEN_CHARS },
+  { kind: 'bidi-override', pattern: /[\u202A-\u202E\u2066-\u2069]+/g, anchors: HIDDEN_CHARS },
+  { kind: 'zero-width-run', pattern: new RegExp(`[${ZW}]{3,}`, 'g'), anchors: HIDDEN_CHARS },
+  { kind: 'zero-width-interleaved', pattern: new RegExp(`[A-Za-z][${ZW}]{1,2}[A-Za-z][${ZW}]{1,2}[A-Za-z]`, 'g'), anchors: HIDDEN_CHARS },
   {
     kind: 'invisible-text',
+    anchors: ['yle'],
     pattern: /<([a-z][a-z0-9]{0,9})\s[^<>]{0,300}?\bstyle\s{0,2}=\s{0,2}(["'])([^"'<>]{1,400})\2[^<>]{0,300}>/gi,
     accept: hiddenWithWords
   },
   {
     kind: 'markdown-exfil',
+    anchors: [']('],
     pattern: /!?\[[^[\]\n]{0,200}\]\(\s{0,3}(https?:\/\/[^\s()<>]{1,2048})(?:\s{1,3}"[^"\n]{0,200}")?\s{0,3}\)/gi,
     accept: carriesData
   }
@@ -189,11 +231,34 @@ function carriesData (_text: string, m: RegExpExecArray): number | null {
 
 // --- all ----------------------------------------------------------------------------------------
 
-/** Every rule's findings in `text`, in order of position (a span may be found by several rules). */
+/**
+ * Every rule's findings in `text`, in order of position (a span may be found by several rules).
+ * A rule runs only where its anchors are (see Rule), found with indexOf in the lower-cased text;
+ * a phrase rule then runs in windows around them (scan-near.ts), the others on the whole text.
+ * When lower-casing changed the text's length (a few non-ASCII letters do), positions differ and
+ * the phrase rules run on the whole text too.
+ */
 export function findInjection (text: string): Finding[] {
   const found: Finding[] = []
+  const lower = text.toLowerCase()
+  const aligned = lower.length === text.length
+  const hidden = HIDDEN_CHARS.test(text)
+  // Rules share anchors: each is looked up once.
+  const anchored = new Map<string, number[]>()
   for (const rule of RULES) {
-    const re = new RegExp(rule.pattern.source, rule.pattern.flags)
+    let hits: number[] | undefined
+    if (rule.anchors === HIDDEN_CHARS) {
+      if (!hidden) continue
+    } else {
+      hits = anchorHits(lower, anchored, rule.anchors as readonly string[])
+      if (hits.length === 0) continue
+    }
+    const re = rule.pattern
+    if (rule.reach !== undefined && hits !== undefined && aligned) {
+      for (const m of matchesNear(text, re, hits, rule.reach)) found.push({ check: 'injection', kind: rule.kind, start: m.index, end: m.index + m[0].length })
+      continue
+    }
+    re.lastIndex = 0
     let m: RegExpExecArray | null
     while ((m = re.exec(text)) !== null) {
       const end = rule.accept ? rule.accept(text, m, re) : m.index + m[0].length
@@ -202,4 +267,18 @@ export function findInjection (text: string): Finding[] {
     }
   }
   return found.sort((a, b) => a.start - b.start || a.end - b.end)
+}
+
+/** Where a rule's anchors are, in order (the hints of matchesNear: the longest sets maxHint). */
+function anchorHits (lower: string, anchored: Map<string, number[]>, anchors: readonly string[]): number[] {
+  let hits: number[] = []
+  for (const anchor of anchors) {
+    let more = anchored.get(anchor)
+    if (more === undefined) {
+      more = literalHits(lower, anchor)
+      anchored.set(anchor, more)
+    }
+    if (more.length > 0) hits = hits.length === 0 ? more : hits.concat(more).sort((a, b) => a - b)
+  }
+  return hits
 }

@@ -15,11 +15,23 @@
  */
 
 import type { Finding } from './finding.js'
+import { hintHits, literalHits, matchesNear } from '../secrets/scan-near.js'
+import type { Reach } from '../secrets/scan-near.js'
+
+// --- where to look -----------------------------------------------------------------------------
+
+// The exact patterns run only near these (scan-near.ts): an e-mail has an `@`, an international
+// phone a `+`; the rest share one scan of the text for what each must contain: a card 8 digits
+// (one separator at most between two groups of 4), a North American phone `ddd-dddd` or `ddd.dddd`,
+// an IBAN two capitals and two digits. Most texts have few of them; each pattern's windows are its own.
+const DIGITS_HINT = /\d\d\d(?:\d[ -]?\d\d\d\d|[.-]\d\d\d\d)|[A-Z][A-Z]\d\d/g
+const DIGITS_HINT_MAX = 9
 
 // --- e-mail -------------------------------------------------------------------------------------
 
-// Local part (at most 64) @ a domain run; the domain's labels and TLD are checked in code.
-const EMAIL = /(?<![\w.%+-])[\w.%+-]{1,64}@[A-Za-z0-9.-]{3,253}/g
+// Local part (at most 64) @ a domain run; the domain's labels and TLD are checked in code. What
+// emailMatches finds (the test compares them); a scan with this pattern tried every position.
+export const EMAIL = /(?<![\w.%+-])[\w.%+-]{1,64}@[A-Za-z0-9.-]{3,253}/g
 
 function emailEnd (text: string, at: number, matchEnd: number): number | null {
   let end = matchEnd
@@ -31,15 +43,37 @@ function emailEnd (text: string, at: number, matchEnd: number): number | null {
   return /^(?:[A-Za-z]{2,24}|xn--[a-z0-9-]{2,20})$/i.test(tld) ? end : null
 }
 
-function findEmails (text: string, out: Finding[]): void {
-  for (const m of text.matchAll(EMAIL)) {
-    const at = m.index + m[0].indexOf('@')
-    let start = m.index
-    while (text[start] === '.') start++
-    if (start >= at) continue
-    const end = emailEnd(text, at + 1, m.index + m[0].length)
-    if (end !== null) out.push({ check: 'pii', kind: 'email', start, end })
+const LOCAL_CHARS = /[\w.%+-]/
+const DOMAIN_CHARS = /[A-Za-z0-9.-]/
+
+/**
+ * EMAIL's matches, found from each `@` (indexOf, no scan of every position) with what the pattern
+ * says: the lookbehind lets a match start only where a run of local-part characters starts, so
+ * the run right before the `@` is the local part, 1-64 long; then 3-253 domain characters, greedy.
+ * As a global scan, the next match starts at or after the end of the last one.
+ */
+export function emailMatches (text: string, onMatch: (start: number, at: number, end: number) => void): void {
+  let lastEnd = 0
+  for (let at = text.indexOf('@'); at >= 0; at = text.indexOf('@', at + 1)) {
+    let start = at
+    while (start > 0 && at - start <= 64 && LOCAL_CHARS.test(text[start - 1] as string)) start--
+    if (start === at || at - start > 64 || start < lastEnd) continue
+    let end = at + 1
+    while (end < text.length && end - at - 1 < 253 && DOMAIN_CHARS.test(text[end] as string)) end++
+    if (end - at - 1 < 3) continue
+    lastEnd = end
+    onMatch(start, at, end)
   }
+}
+
+function findEmails (text: string, out: Finding[]): void {
+  emailMatches(text, (matchStart, at, matchEnd) => {
+    let start = matchStart
+    while (text[start] === '.') start++
+    if (start >= at) return
+    const end = emailEnd(text, at + 1, matchEnd)
+    if (end !== null) out.push({ check: 'pii', kind: 'email', start, end })
+  })
 }
 
 // --- phone --------------------------------------------------------------------------------------
@@ -73,15 +107,18 @@ function saneInternational (s: string): boolean {
   return !/^\+\d{4}-\d{2}-\d{2}$/.test(s) && !/^\+\d{1,3}(?:\.\d{1,3}){3}$/.test(s)
 }
 
-function findPhones (text: string, out: Finding[]): void {
-  for (const m of text.matchAll(PHONE_INTL)) {
+const PHONE_INTL_REACH: Reach = { maxMatch: 27, maxHint: 1, lead: 0, behind: 1, ahead: 1 }
+const PHONE_NA_REACH: Reach = { maxMatch: 17, maxHint: DIGITS_HINT_MAX, behind: 1, ahead: 2 }
+
+function findPhones (text: string, out: Finding[], digits: readonly number[]): void {
+  for (const m of matchesNear(text, PHONE_INTL, literalHits(text, '+'), PHONE_INTL_REACH)) {
     let s = m[0]
     // A `(` opened and not closed at the end belongs to the text after ("+44 20 7946 0958 (mobile)").
     const open = s.lastIndexOf('(')
     if (open > s.lastIndexOf(')')) s = s.slice(0, open).trimEnd()
     if (saneInternational(s)) out.push({ check: 'pii', kind: 'phone', start: m.index, end: m.index + s.length })
   }
-  for (const m of text.matchAll(PHONE_NA)) {
+  for (const m of matchesNear(text, PHONE_NA, digits, PHONE_NA_REACH)) {
     const area = m[0].replace(/^\+?1[ .-]/, '').replace('(', '')
     if (area[0] !== '0' && area[0] !== '1') out.push({ check: 'pii', kind: 'phone', start: m.index, end: m.index + m[0].length })
   }
@@ -126,8 +163,10 @@ export function luhnValid (digits: string): boolean {
   return sum % 10 === 0
 }
 
-function findCards (text: string, out: Finding[]): void {
-  for (const m of text.matchAll(CARD)) {
+const CARD_REACH: Reach = { maxMatch: 23, maxHint: DIGITS_HINT_MAX, behind: 1, ahead: 2 }
+
+function findCards (text: string, out: Finding[], digits: readonly number[]): void {
+  for (const m of matchesNear(text, CARD, digits, CARD_REACH)) {
     const digits = m[0].replace(/[ -]/g, '')
     if (digits.length >= 13 && knownNetwork(digits) && luhnValid(digits)) {
       out.push({ check: 'pii', kind: 'card', start: m.index, end: m.index + m[0].length })
@@ -178,8 +217,10 @@ export function ibanValid (compact: string): boolean {
   return rest === 1
 }
 
-function findIbans (text: string, out: Finding[]): void {
-  for (const m of text.matchAll(IBAN_START)) {
+const IBAN_REACH: Reach = { maxMatch: 4, maxHint: DIGITS_HINT_MAX, behind: 1, ahead: 1 }
+
+function findIbans (text: string, out: Finding[], digits: readonly number[]): void {
+  for (const m of matchesNear(text, IBAN_START, digits, IBAN_REACH)) {
     const length = IBAN_LENGTHS.get(m[0].slice(0, 2))
     if (length === undefined) continue
     const iban = ibanEnd(text, m.index, length)
@@ -196,9 +237,10 @@ function findIbans (text: string, out: Finding[]): void {
  */
 export function findPii (text: string): Finding[] {
   let found: Finding[] = []
+  const digits = hintHits(text, DIGITS_HINT)
   for (const find of [findIbans, findCards, findEmails, findPhones]) {
     const more: Finding[] = []
-    find(text, more)
+    find(text, more, digits)
     more.sort((a, b) => a.start - b.start || b.end - a.end)
     let last = -1
     const kept = more.filter((f) => {
@@ -223,3 +265,11 @@ function overlapsAny (sorted: Finding[], f: Finding): boolean {
   const next = sorted[low]
   return next !== undefined && next.start < f.end
 }
+
+/** Each exact pattern, the hint it runs near and its reach: the test compares matchesNear with a whole scan. */
+export const NEAR_SCANS: ReadonlyArray<{ re: RegExp, hint: RegExp | string, reach: Reach }> = [
+  { re: PHONE_INTL, hint: '+', reach: PHONE_INTL_REACH },
+  { re: PHONE_NA, hint: DIGITS_HINT, reach: PHONE_NA_REACH },
+  { re: CARD, hint: DIGITS_HINT, reach: CARD_REACH },
+  { re: IBAN_START, hint: DIGITS_HINT, reach: IBAN_REACH }
+]

@@ -1,0 +1,67 @@
+/**
+ * scan-near.ts and the pii check's use of it: the exact patterns run only near their hints, and
+ * must find what a scan of the whole text finds. Random texts over the characters the patterns
+ * care about (digits, separators, capitals, `@`, `+`, word characters) are scanned both ways.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { EMAIL, emailMatches, NEAR_SCANS } from '../../../src/guardrails/pii.js'
+import { hintHits, literalHits, matchesNear } from '../../../src/secrets/scan-near.js'
+
+/** A deterministic generator (xorshift), so a failure names a reproducible seed. */
+function rng (seed: number): () => number {
+  let x = seed
+  return () => {
+    x ^= x << 13; x ^= x >>> 17; x ^= x << 5
+    return (x >>> 0) / 0x100000000
+  }
+}
+
+const ALPHABET = '0123456789012345678901234567890123456789    ---...()+@@_%aAbZxDEGB\n,'
+
+function randomText (next: () => number, length: number): string {
+  let s = ''
+  for (let i = 0; i < length; i++) s += ALPHABET[Math.floor(next() * ALPHABET.length)]
+  return s
+}
+
+const whole = (text: string, re: RegExp): Array<[number, string]> => [...text.matchAll(re)].map((m) => [m.index, m[0]])
+
+test('matchesNear finds what a whole scan finds, for every pattern of the pii check, on random texts', () => {
+  const next = rng(20261206)
+  let matched = 0
+  for (let round = 0; round < 3000; round++) {
+    const text = randomText(next, 20 + Math.floor(next() * 300))
+    for (const scan of NEAR_SCANS) {
+      const hits = typeof scan.hint === 'string' ? literalHits(text, scan.hint) : hintHits(text, scan.hint)
+      const near = matchesNear(text, scan.re, hits, scan.reach).map((m): [number, string] => [m.index, m[0]])
+      const expected = whole(text, scan.re)
+      assert.deepEqual(near, expected, `${scan.re.source} on ${JSON.stringify(text)}`)
+      matched += expected.length
+    }
+  }
+  assert.ok(matched > 300, `the texts hold matches (${matched})`)
+})
+
+test('emailMatches finds what the e-mail pattern finds', () => {
+  const next = rng(7)
+  let matched = 0
+  const cases = ['a@bcd@efg.com', 'x'.repeat(70) + '@example.com', 'a.b@c', '..@abc', '_x@' + 'a'.repeat(300), 'jane@ex.com,joe@ex.org']
+  for (let round = 0; round < 3000; round++) cases.push(randomText(next, 10 + Math.floor(next() * 120)).replaceAll('0', 'a'))
+  for (const text of cases) {
+    const found: Array<[number, string]> = []
+    emailMatches(text, (start, _at, end) => found.push([start, text.slice(start, end)]))
+    const expected = whole(text, EMAIL)
+    assert.deepEqual(found, expected, JSON.stringify(text))
+    matched += expected.length
+  }
+  assert.ok(matched > 200, `the texts hold matches (${matched})`)
+})
+
+test('matchesNear: windows far apart and close together, a match across two hits, none without a hit', () => {
+  const re = /\d{4}-\d{4}/g
+  const reach = { maxMatch: 9, maxHint: 1, behind: 0, ahead: 0 }
+  const text = `1234-5678 ${'x'.repeat(50)} 1111-2222-3333 ${'y'.repeat(5)} 9999-0000`
+  assert.deepEqual(matchesNear(text, re, literalHits(text, '-'), reach).map((m) => m[0]), ['1234-5678', '1111-2222', '9999-0000'])
+  assert.deepEqual(matchesNear(text, re, [], reach), [])
+})
