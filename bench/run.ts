@@ -26,7 +26,7 @@ interface ModuleSpec {
 
 /** In row order (then workspaces). A module whose file does not exist yet is reported as "not yet built". */
 const MODULES: readonly ModuleSpec[] = [
-  { key: 'invoke', row: 1, title: 'POST /invoke of a local function vs a bare Fastify route', budgetMs: 75_000 },
+  { key: 'invoke', row: 1, title: 'POST /invoke of a local function vs a bare Fastify route; the same with tracing on', budgetMs: 150_000 },
   { key: 'mcp', row: 2, title: 'POST /invoke of a streamable-HTTP MCP tool vs the SDK client directly', budgetMs: 80_000 },
   { key: 'mcp-modern', row: 2, title: 'The same hop in the 2026-07-28 revision; first listings over 2026-07-28 servers', budgetMs: 120_000 },
   { key: 'stdio', row: 3, title: 'POST /invoke of a stdio MCP tool vs supergateway + SDK client', budgetMs: 60_000 },
