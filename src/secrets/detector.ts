@@ -140,7 +140,19 @@ const MYSQL_P = /(?<=[ \t])-p(['"]?)([^\s'"]{1,256})/g
 const CURL_LINE = /(?<![A-Za-z0-9_-])curl(?![A-Za-z0-9_-])/
 const CURL_USER = /(?<=[ \t])(-u|-U|--user|--proxy-user)([ \t]*|=)(['"]?)([^\s:'"]{0,256}):([^\s'"]{1,256})/g
 // A credential word, after which a random-looking token is masked.
-const CREDENTIAL_WORD = /(?<![A-Za-z0-9])(?:api[ _-]?keys?|access[ _-]?keys?|secret(?:[ _-]?keys?)?|secrets|tokens?|passwords?|passwd|passphrase|credentials?|auth|authorization|bearer)(?![A-Za-z0-9])/gi
+// Its lookbehind (no letter or digit before the word) is checked in code (nextCredentialWord): a
+// pattern that opens with a lookbehind is tried at every position, and cost half again as much.
+const CREDENTIAL_WORD = /(?:api[ _-]?keys?|access[ _-]?keys?|secret(?:[ _-]?keys?)?|secrets|tokens?|passwords?|passwd|passphrase|credentials?|auth|authorization|bearer)(?![A-Za-z0-9])/gi
+
+/** CREDENTIAL_WORD's next match in `text` from its lastIndex, where no letter or digit comes before it. */
+function nextCredentialWord (text: string): RegExpExecArray | null {
+  for (let m = CREDENTIAL_WORD.exec(text); m !== null; m = CREDENTIAL_WORD.exec(text)) {
+    const before = text.charCodeAt(m.index - 1)
+    if (!((before >= 97 && before <= 122) || (before >= 65 && before <= 90) || (before >= 48 && before <= 57))) return m
+    CREDENTIAL_WORD.lastIndex = m.index + 1
+  }
+  return null
+}
 const TOKEN_RUN = /[A-Za-z0-9+/_~.=-]{16,1024}/y
 const LONG_RUN = /[A-Za-z0-9+/_~.=-]{16}/
 const TOKEN_CHAR = /[A-Za-z0-9+/_~.=-]/
@@ -197,7 +209,7 @@ function maskNearWords (text: string, mask: string): string {
   CREDENTIAL_WORD.lastIndex = 0
   let out = ''
   let from = 0
-  for (let m = CREDENTIAL_WORD.exec(text); m !== null; m = CREDENTIAL_WORD.exec(text)) {
+  for (let m = nextCredentialWord(text); m !== null; m = nextCredentialWord(text)) {
     const after = m.index + m[0].length
     let pos = after
     // Separators and up to three filler words, within 60 characters.
@@ -257,8 +269,13 @@ function maskAssignments (text: string, mask: string): string {
     let nameStart = i + 1
     // `\npassword=`: the n of an escaped newline is no part of the name.
     if (text[i] === '\\' && 'nrt'.includes(text[nameStart] ?? '') && nameStart + 1 < nameEnd) nameStart++
+    // A name starts with a letter or `_` after at most two dashes (`--password`): checked before it is sliced, most separators have none (`09:07`).
+    let first = nameStart
+    while (first < nameEnd && first - nameStart < 2 && text.charCodeAt(first) === 45) first++
+    const c = first < nameEnd ? text.charCodeAt(first) : 0
+    if (!((c >= 97 && c <= 122) || (c >= 65 && c <= 90) || c === 95)) continue
     const name = text.slice(nameStart, nameEnd)
-    if (!/^-{0,2}[A-Za-z_]/.test(name) || !isSecretName(name)) continue
+    if (!isSecretName(name)) continue
     ASSIGNED_VALUE.lastIndex = sepEnd
     const v = ASSIGNED_VALUE.exec(text)
     if (v === null) continue
@@ -428,7 +445,7 @@ function credentialWordAtEnd (gap: string): boolean {
   const tail = gap.slice(-60)
   CREDENTIAL_WORD.lastIndex = 0
   let last: RegExpExecArray | null = null
-  for (let m = CREDENTIAL_WORD.exec(tail); m !== null; m = CREDENTIAL_WORD.exec(tail)) last = m
+  for (let m = nextCredentialWord(tail); m !== null; m = nextCredentialWord(tail)) last = m
   if (last === null) return false
   const words = tail.slice(last.index + last[0].length).split(/[\s:=>'"`(),-]+/).filter((w) => w !== '')
   return words.length <= 3 && words.every((w) => FILLER.has(w.toLowerCase()))

@@ -311,3 +311,16 @@ test('linear time: no pattern nests quantifiers, and adversarial inputs cost wor
     assert.ok(work <= 12 * input.length + 64, `work ${work} for ${input.length} characters: ${input.slice(0, 40)}`)
   }
 })
+
+test('where a credential word or name may start: not inside a word, not after a digit or a third dash', () => {
+  const token = '9fQ2mB7kL4pZ8wR1xV3'
+  assert.equal(maskText(`token is ${token}`), `token is ${MASK}`, 'at the start of the text')
+  assert.equal(maskText(`my token is ${token}`), `my token is ${MASK}`)
+  assert.equal(maskText(`xtoken is ${token}`), `xtoken is ${token}`, 'a word that ends in token is no credential word')
+  assert.equal(maskText('password: hunter2hunter2'), `password: ${MASK}`)
+  assert.equal(maskText('--password=abc123'), `--password=${MASK}`)
+  assert.equal(maskText('_secret=abc123'), `_secret=${MASK}`)
+  assert.equal(maskText('1password: hunter2hunter2'), '1password: hunter2hunter2', 'a name starts with a letter or _')
+  assert.equal(maskText('9secret=abc123'), '9secret=abc123')
+  assert.equal(maskText('---password=abc123'), '---password=abc123', 'at most two dashes')
+})
