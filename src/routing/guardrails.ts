@@ -1,4 +1,4 @@
-import { capOutput, stringifyToolValue } from './output.js'
+import { capOutput, capSpans, stringifyToolValue } from './output.js'
 import type { Guardrail } from './policy.js'
 import type { CatalogEntry } from './source.js'
 import type { ToolOutcome } from './types.js'
@@ -63,11 +63,12 @@ export async function guardArguments (
  * The result's guardrails (the `on: result` ones), on its text as the model would read it: the
  * outcome to go on with (its value the redacted text, or a guardrail failure), and what they did.
  *
- * The checks see what the caller can receive and no more: a text over `maxChars` (the router's
- * output cap for this call) is cut first, exactly as the router cuts (capOutput: head, marker,
- * tail), and that cut text, scanned, is the value, marked truncated. The CPU of a call is then
- * bounded by the cap, not by what a tenant's server sends (up to MCP_MAX_MESSAGE_BYTES), and no
- * byte that was not scanned reaches the model (README.md#guardrails).
+ * The checks see what the caller can receive and little more: a text over `maxChars` (the
+ * router's output cap for this call) is read as the router cuts it (capOutput: head, marker,
+ * tail) with CUT_MARGIN characters more on each side of the cut (checkedWindow), and the checked
+ * text, cut as the router cuts, is the value, marked truncated. The CPU of a call is then bounded
+ * by the cap, not by what a tenant's server sends (up to MCP_MAX_MESSAGE_BYTES), and no byte that
+ * was not checked reaches the model (README.md#guardrails).
  *
  * An MCP result's trace holds the raw items that `/mcp` passes through and the journal keeps:
  * when the checks blocked, replaced or cut the text, they are replaced by what was scanned
@@ -84,18 +85,50 @@ export async function guardResult (
   if (mine.length === 0 || outcome.inputRequired !== undefined || outcome.task !== undefined) return { outcome, reports: [] }
   const text = stringifyToolValue(outcome.value)
   if (!text.ok) return { outcome, reports: [] }
-  const capped = capOutput(text.text, maxChars)
-  const verdict = await runner.result(mine, { ...subject, value: capped.text })
+  const window = checkedWindow(text.text, maxChars)
+  const verdict = await runner.result(mine, { ...subject, value: window.text })
   if (verdict.blocked !== undefined) {
     const trace = withoutRawText(outcome.trace, undefined)
     const blocked: ToolOutcome = { ok: false, reason: 'guardrail', message: verdict.blocked, ...(trace !== undefined ? { trace } : {}) }
     return { outcome: blocked, reports: verdict.reports }
   }
   if (verdict.value === text.text) return { outcome, reports: verdict.reports }
-  const trace = withoutRawText(outcome.trace, verdict.value)
-  const next: ToolOutcome = { ...outcome, value: verdict.value, ...(capped.truncated ? { truncated: true } : {}) }
+  const value = window.cut(verdict.value)
+  const trace = withoutRawText(outcome.trace, value)
+  const next: ToolOutcome = { ...outcome, value, ...(value !== verdict.value || window.text !== text.text ? { truncated: true } : {}) }
   if (trace !== undefined) next.trace = trace
   return { outcome: next, reports: verdict.reports }
+}
+
+/**
+ * How far past the cut, on each side, the checks read a text over the cap: a secret or a PEM block
+ * across the cut is then found whole and masked, not left half in the head or the tail. Bounds
+ * what they read to the cap plus twice this.
+ */
+export const CUT_MARGIN = 4096
+
+/**
+ * What the checks read of a text, and how their answer becomes the value: a text over `max` is
+ * read as capOutput keeps it (head, marker, tail) with CUT_MARGIN more characters of head and of
+ * tail toward the cut, and their answer is cut back to capOutput's head, marker and tail. Where
+ * the marker is not found once in the answer (a webhook replaced the text), the answer is capped
+ * as a whole: every character of it was checked either way.
+ */
+function checkedWindow (text: string, max: number): { text: string, cut: (checked: string) => string } {
+  const spans = capSpans(text.length, max)
+  if (spans === undefined) return { text, cut: (checked) => capOutput(checked, max).text }
+  const headEnd = spans.head + CUT_MARGIN
+  const tailStart = text.length - spans.tail - CUT_MARGIN
+  if (headEnd >= tailStart) return { text, cut: (checked) => capOutput(checked, max).text }
+  return {
+    text: text.slice(0, headEnd) + spans.marker + text.slice(tailStart),
+    cut: (checked) => {
+      const at = checked.indexOf(spans.marker)
+      if (at < 0 || checked.indexOf(spans.marker, at + 1) >= 0) return capOutput(checked, max).text
+      const after = checked.slice(at + spans.marker.length)
+      return checked.slice(0, Math.min(at, spans.head)) + spans.marker + (spans.tail > 0 ? after.slice(Math.max(0, after.length - spans.tail)) : '')
+    }
+  }
 }
 
 // Items of an MCP result that carry no text of their own (as /mcp keeps beside a capped text).

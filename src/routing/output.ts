@@ -22,13 +22,18 @@ export function stringifyToolValue (value: unknown): { ok: true, text: string } 
  * the start and the end of long output.
  */
 export function capOutput (text: string, max: number): { text: string, truncated: boolean } {
-  if (text.length <= max) return { text, truncated: false }
-  const removed = text.length - max
-  const marker = `\n[... truncated ${removed} chars ...]\n`
+  const cut = capSpans(text.length, max)
+  if (cut === undefined) return { text, truncated: false }
+  return { text: text.slice(0, cut.head) + cut.marker + (cut.tail > 0 ? text.slice(text.length - cut.tail) : ''), truncated: true }
+}
+
+/** How capOutput cuts a text of `length` chars: the head and tail it keeps and the marker between; undefined when it fits. */
+export function capSpans (length: number, max: number): { head: number, tail: number, marker: string } | undefined {
+  if (length <= max) return undefined
+  const marker = `\n[... truncated ${length - max} chars ...]\n`
   const keep = Math.max(0, max - marker.length)
   const head = Math.ceil(keep / 2)
-  const tail = keep - head
-  return { text: text.slice(0, head) + marker + (tail > 0 ? text.slice(text.length - tail) : ''), truncated: true }
+  return { head, tail: keep - head, marker }
 }
 
 /** Maps a failure reason to its errorType in the `TOOL_ERROR:` payload. */

@@ -8,9 +8,9 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { GuardrailEngine } from '../../../src/guardrails/engine.js'
-import { guardResult } from '../../../src/routing/guardrails.js'
+import { CUT_MARGIN, guardResult } from '../../../src/routing/guardrails.js'
 import type { GuardrailRunner, GuardrailSubject } from '../../../src/routing/guardrails.js'
-import { capOutput } from '../../../src/routing/output.js'
+import { capOutput, capSpans } from '../../../src/routing/output.js'
 import type { Guardrail } from '../../../src/routing/policy.js'
 import type { CatalogEntry } from '../../../src/routing/source.js'
 
@@ -32,7 +32,7 @@ function mcpOutcome (text: string, structuredContent?: unknown): { ok: true, val
   return { ok: true, value: text, trace: { content: [{ type: 'text', text }, image], ...(structuredContent !== undefined ? { structuredContent } : {}) } }
 }
 
-test('the checks receive at most the output cap: the text is cut as the router cuts, and that is the value, marked truncated', async () => {
+test('the checks receive the output cap and a margin on each side of the cut; the value is cut as the router cuts, marked truncated', async () => {
   const seen: number[] = []
   const recorder: GuardrailRunner = {
     arguments: async () => { throw new Error('not called') },
@@ -45,7 +45,7 @@ test('the checks receive at most the output cap: the text is cut as the router c
   assert.ok(text.length > 4_000_000)
   const rules: Guardrail[] = [{ id: 'tenant guardrails/0', on: 'result', check: 'secrets', action: 'redact' }]
   const { outcome } = await guardResult(recorder, rules, mcpOutcome(text, { page: text }), SUBJECT, CAP)
-  assert.deepEqual(seen, [CAP])
+  assert.deepEqual(seen, [CAP + 2 * CUT_MARGIN])
   assert.ok(outcome.ok)
   assert.equal(outcome.value, capOutput(text, CAP).text)
   assert.equal(outcome.truncated, true)
@@ -101,4 +101,30 @@ test('a redacted or blocked MCP result keeps no raw copy: its text item is the r
   const flag: Guardrail[] = [{ id: 'tenant guardrails/0', on: 'result', check: 'injection', action: 'flag' }]
   const raw = mcpOutcome(text, structured)
   assert.equal((await guardResult(engine, flag, raw, SUBJECT, CAP)).outcome, raw)
+})
+
+test('a token and a PEM block across the cut are found whole: no part of them is left in the head or the tail', async () => {
+  const engine = new GuardrailEngine()
+  const rules: Guardrail[] = [{ id: 'tenant guardrails/0', on: 'result', check: 'secrets', action: 'redact' }]
+  const LENGTH = 4_000_000
+  const spans = capSpans(LENGTH, CAP) as { head: number, tail: number }
+  const body = 'MIIEowIBAAKCAQEAx9Zk3bQ1aP0q7vW2Lm8nR4tY6uJ5hG3fD2sA1zXcVbNmQwErTy\n'
+  const pem = '-----BEGIN RSA PRIVATE KEY-----\n' + body.repeat(30) + '-----END RSA PRIVATE KEY-----'
+  const fill = (n: number): string => 'lorem ipsum dolor sit amet '.repeat(Math.ceil(n / 27) + 1).slice(0, n)
+  // The token starts 10 characters before the end of the head; the tail starts 600 characters into the PEM block.
+  const head = fill(spans.head - 10 - 'token '.length) + 'token ' + TOKEN + '\n'
+  const end = 'done\n'
+  const after = fill(spans.tail - (pem.length - 600) - 1 - end.length)
+  const text = head + fill(LENGTH - head.length - pem.length - 1 - after.length - end.length) + pem + '\n' + after + end
+  assert.equal(text.length, LENGTH)
+  assert.ok(capOutput(text, CAP).text.includes(TOKEN.slice(0, 10)), 'the router alone would show half of the token')
+  assert.ok(capOutput(text, CAP).text.includes('MIIEowIBAAKCAQEA'), 'and lines of the key')
+  const { outcome } = await guardResult(engine, rules, mcpOutcome(text), SUBJECT, CAP)
+  assert.ok(outcome.ok)
+  const value = outcome.value as string
+  assert.ok(value.length <= CAP)
+  assert.equal(outcome.truncated, true)
+  assert.doesNotMatch(value, /ghp_a1B2/, 'the token cut at the end of the head is masked, not half shown')
+  assert.doesNotMatch(value, /MIIEowIBAAKCAQEA/, 'the body of the key at the start of the tail is masked')
+  assert.match(value, /done\n$/)
 })
