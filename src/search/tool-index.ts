@@ -1,4 +1,5 @@
 import MiniSearch from 'minisearch'
+import { isQuestion, queryHints, readsOnly, withoutAddresses } from './query.js'
 import { processTerm, synonymsOf, tokenize } from './text.js'
 
 /** A tool as the search sees it: the text a model's query is matched against. */
@@ -13,6 +14,8 @@ export interface ToolDocument {
   values: string
   /** The server, service or function the tool comes from ("github", "builtin"). */
   source: string
+  /** Whether the tool only reads (its readOnlyHint, else its name's verbs): a question ranks the others lower. Not indexed. */
+  readOnly: boolean
 }
 
 /** One ranked tool: its position in the documents the index was built from, and its score. */
@@ -37,6 +40,8 @@ export interface Embedder {
 const BOOST = { name: 2, title: 1.5, source: 2, description: 2, parameters: 0.3, values: 0.1 }
 /** A query word's synonym counts this much of the word itself. */
 const SYNONYM_WEIGHT = 0.15
+/** A question's score of a tool that changes things is multiplied by this (query.ts isQuestion, readsOnly). */
+const QUESTION_WRITE_WEIGHT = 0.35
 /** A tool's score is multiplied by this plus the share of the query's words it answers. */
 const COORDINATION_FLOOR = 1
 /** Reciprocal rank fusion constant (Cormack et al.): ranks past the first few weigh little. */
@@ -119,42 +124,57 @@ export class ToolIndex {
 
   /** The full-text ranking alone, synchronously. */
   searchText (query: string, limit: number): SearchHit[] {
-    const words = tokenize(query.slice(0, MAX_QUERY_CHARS)).slice(0, MAX_QUERY_WORDS)
+    const text = query.slice(0, MAX_QUERY_CHARS)
     const own = new Set<string>()
-    for (const w of words) {
+    for (const w of tokenize(withoutAddresses(text)).slice(0, MAX_QUERY_WORDS)) {
       const stem = processTerm(w)
       if (stem) own.add(stem)
     }
-    if (own.size === 0) return []
-    // Each term stands for the query words it came from: a word itself, or a synonym of one or more.
+    const hints = queryHints(text)
+    if (own.size === 0 && hints.length === 0) return []
+    // Each term stands for the query words it came from: a word itself, a synonym of one or more, or
+    // a term of the i-th shape (`#i`, query.ts); it weighs the most of what it is (a word 1, a synonym less).
     const concepts = new Map<string, string[]>()
-    for (const stem of own) concepts.set(stem, [stem])
-    for (const stem of own) {
-      for (const s of synonymsOf(stem)) {
-        if (own.has(s)) continue
-        const of = concepts.get(s)
-        if (of === undefined) concepts.set(s, [stem])
-        else of.push(stem)
-      }
+    const weights = new Map<string, number>()
+    const add = (term: string, word: string, weight: number): void => {
+      const of = concepts.get(term)
+      if (of === undefined) concepts.set(term, [word])
+      else if (!of.includes(word)) of.push(word)
+      weights.set(term, Math.max(weights.get(term) ?? 0, weight))
     }
+    for (const stem of own) add(stem, stem, 1)
+    hints.forEach((terms, i) => {
+      for (const term of terms) {
+        if (own.has(term)) continue
+        add(term, `#${i}`, 1)
+        for (const s of synonymsOf(term)) if (!own.has(s)) add(s, `#${i}`, SYNONYM_WEIGHT)
+      }
+    })
+    for (const stem of own) {
+      for (const s of synonymsOf(stem)) if (!own.has(s)) add(s, stem, SYNONYM_WEIGHT)
+    }
+    const words = own.size + hints.length
     // Terms are already processed: the query's own tokenizer and processTerm must keep them as they are.
     const results = this.#search.search([...concepts.keys()].join(' '), {
       tokenize: (q) => q.split(' '),
       processTerm: (t) => t,
-      boostTerm: (term) => own.has(term) ? 1 : SYNONYM_WEIGHT,
+      boostTerm: (term) => weights.get(term) ?? 0,
       // A synonym is matched as written: prefixes of the query's own words only, typos of its words no tool uses (fewer lookups).
       prefix: (term) => term.length >= 3 && own.has(term),
       fuzzy: (term) => term.length >= 5 && own.has(term) && !this.#vocabulary.has(term) ? 0.2 : false
     })
+    const asks = isQuestion(text)
     // Coordination: a tool that answers more of the query's words (itself or by a synonym) ranks above one
-    // that answers a single word many times (BM25 alone sums per term).
+    // that answers a single word many times (BM25 alone sums per term). A question ranks tools that change
+    // things lower.
     const ranked = results.map((r) => {
       const covered = new Set<string>()
       for (const term of r.queryTerms) for (const word of concepts.get(term) ?? []) covered.add(word)
-      return { index: r.id as number, score: r.score * (COORDINATION_FLOOR + covered.size / own.size) }
+      const index = r.id as number
+      const intent = asks && !(this.#docs[index] as ToolDocument).readOnly ? QUESTION_WRITE_WEIGHT : 1
+      return { index, score: r.score * (COORDINATION_FLOOR + covered.size / words) * intent }
     }).sort((a, b) => b.score - a.score || a.index - b.index)
-    const hits = ranked.slice(0, limit)
-    return hits
+    return ranked.slice(0, limit)
   }
 }
 
@@ -165,7 +185,13 @@ function documentText (d: ToolDocument): string {
 
 /** The document of a tool, from its own name, title, description and input schema. */
 export function toolDocument (
-  tool: { name: string, title?: string | undefined, description?: string | undefined, inputSchema?: unknown },
+  tool: {
+    name: string
+    title?: string | undefined
+    description?: string | undefined
+    inputSchema?: unknown
+    annotations?: { readOnlyHint?: unknown } | undefined
+  },
   source: string
 ): ToolDocument {
   // Bounded: tool text is the tool server's to write, and a search needs its first words, not a megabyte of them.
@@ -174,7 +200,8 @@ export function toolDocument (
     title: (tool.title ?? '').slice(0, MAX_NAME_TEXT),
     description: (tool.description ?? '').slice(0, MAX_DESCRIPTION_TEXT),
     ...parameterText(tool.inputSchema),
-    source: source.slice(0, MAX_NAME_TEXT)
+    source: source.slice(0, MAX_NAME_TEXT),
+    readOnly: readsOnly(tool.name, tool.annotations)
   }
 }
 
