@@ -88,6 +88,18 @@ const WRITE_VERBS = stems([
 ])
 
 /**
+ * A request that starts with a verb that changes something ("add alice as a reviewer", "delete the
+ * branch"): a tool that changes things answers it rather than one that reads.
+ */
+export function asksToChange (query: string): boolean {
+  for (const word of tokenize(query)) {
+    const stem = processTerm(word)
+    if (stem !== null) return WRITE_VERBS.has(stem)
+  }
+  return false
+}
+
+/**
  * Whether a tool only reads: its `readOnlyHint` when it gives one, else the first verb of its name
  * (get_pull_request reads, create_pull_request and slack_post_message write; a name without a
  * verb, like maps_elevation, reads).

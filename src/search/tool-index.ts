@@ -1,5 +1,5 @@
 import MiniSearch from 'minisearch'
-import { isQuestion, queryHints, readsOnly, withoutAddresses } from './query.js'
+import { asksToChange, isQuestion, queryHints, readsOnly, withoutAddresses } from './query.js'
 import { processTerm, synonymsOf, tokenize } from './text.js'
 
 /** A tool as the search sees it: the text a model's query is matched against. */
@@ -42,6 +42,8 @@ const BOOST = { name: 2, title: 1.5, source: 2, description: 2, parameters: 0.3,
 const SYNONYM_WEIGHT = 0.15
 /** A question's score of a tool that changes things is multiplied by this (query.ts isQuestion, readsOnly). */
 const QUESTION_WRITE_WEIGHT = 0.35
+/** A request's score of a tool that only reads, when the request starts with a verb that changes something (query.ts asksToChange). */
+const CHANGE_READ_WEIGHT = 0.7
 /** A tool's score is multiplied by this plus the share of the query's words it answers. */
 const COORDINATION_FLOOR = 1
 /** Reciprocal rank fusion constant (Cormack et al.): ranks past the first few weigh little. */
@@ -164,14 +166,16 @@ export class ToolIndex {
       fuzzy: (term) => term.length >= 5 && own.has(term) && !this.#vocabulary.has(term) ? 0.2 : false
     })
     const asks = isQuestion(text)
+    const changes = !asks && asksToChange(text)
     // Coordination: a tool that answers more of the query's words (itself or by a synonym) ranks above one
     // that answers a single word many times (BM25 alone sums per term). A question ranks tools that change
-    // things lower.
+    // things lower; a request to change something, tools that only read (less: "show" or "get" is no change).
     const ranked = results.map((r) => {
       const covered = new Set<string>()
       for (const term of r.queryTerms) for (const word of concepts.get(term) ?? []) covered.add(word)
       const index = r.id as number
-      const intent = asks && !(this.#docs[index] as ToolDocument).readOnly ? QUESTION_WRITE_WEIGHT : 1
+      const readOnly = (this.#docs[index] as ToolDocument).readOnly
+      const intent = asks && !readOnly ? QUESTION_WRITE_WEIGHT : changes && readOnly ? CHANGE_READ_WEIGHT : 1
       return { index, score: r.score * (COORDINATION_FLOOR + covered.size / words) * intent }
     }).sort((a, b) => b.score - a.score || a.index - b.index)
     return ranked.slice(0, limit)

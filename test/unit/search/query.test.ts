@@ -6,7 +6,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { ToolIndex, toolDocument } from '../../../src/search/index.js'
-import { isQuestion, queryHints, readsOnly, withoutAddresses } from '../../../src/search/query.js'
+import { asksToChange, isQuestion, queryHints, readsOnly, withoutAddresses } from '../../../src/search/query.js'
 import { processTerm, synonymsOf } from '../../../src/search/text.js'
 
 const stem = (w: string): string => processTerm(w) as string
@@ -44,6 +44,11 @@ test('questions and requests', () => {
   }
 })
 
+test('requests to change something: the first word that is no stop word is a verb that changes', () => {
+  for (const q of ['add alice as a reviewer', 'Please delete the old branch', 'create an issue', 'push the files']) assert.equal(asksToChange(q), true, q)
+  for (const q of ['show the open PRs', 'list my repos', 'the standup notes', 'get the file', '']) assert.equal(asksToChange(q), false, q)
+})
+
 test('tools that only read: the readOnlyHint when given, else the first verb of the name', () => {
   assert.equal(readsOnly('create_issue', { readOnlyHint: true }), true, 'the hint wins over the name')
   assert.equal(readsOnly('issue_read', { readOnlyHint: false }), false)
@@ -74,7 +79,9 @@ const TOOLS = [
   { name: 'list_commits', description: 'List the commits of a branch', inputSchema: {}, annotations: { readOnlyHint: true } },
   { name: 'create_commit', description: 'Create a commit on a branch', inputSchema: {} },
   { name: 'get_object_metadata', description: 'Metadata of an object in a bucket', inputSchema: {} },
-  { name: 'put_object', description: 'Upload an object to a bucket', inputSchema: {} }
+  { name: 'put_object', description: 'Upload an object to a bucket', inputSchema: {} },
+  { name: 'list_reviewers', description: 'The reviewers of a pull request', inputSchema: {}, annotations: { readOnlyHint: true } },
+  { name: 'set_reviewers', description: 'Reviewers of a pull request: set them', inputSchema: {} }
 ]
 const index = ToolIndex.buildNow(TOOLS.map((t) => toolDocument(t, 'srv')))
 const top = (q: string): string | undefined => TOOLS[index.searchText(q, 1)[0]?.index ?? -1]?.name
@@ -88,4 +95,6 @@ test('ranking: a file name finds a file tool, an image its media tool, an addres
   assert.equal(top('commits on the release branch'), 'create_commit', 'without the question the name\'s own words lead')
   assert.equal(top('how big is that object in the bucket'), 'get_object_metadata')
   assert.equal(top('that object in the bucket'), 'put_object', 'the question\'s answer type and intent decide')
+  assert.equal(top('reviewers of the pull request'), 'list_reviewers')
+  assert.equal(top('add reviewers to the pull request'), 'set_reviewers', 'a request to change something: the tool that changes')
 })
