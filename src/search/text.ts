@@ -121,7 +121,37 @@ const SYNONYM_GROUPS: ReadonlyArray<readonly string[]> = [
   ['schema', 'structure', 'columns', 'describe'],
   ['weather', 'forecast', 'temperature'],
   ['error', 'exception', 'crash', 'failure'],
-  ['record', 'save', 'store', 'remember']
+  ['record', 'save', 'store', 'remember'],
+  // The words of tool names (browser_hover, actions_run_rerun, list_dependabot_alerts, get_file_blame, ...),
+  // each with the everyday words for it: the tool side's vocabulary, not any query's.
+  ['hover', 'mouse', 'cursor'],
+  ['wait', 'pause', 'sleep'],
+  ['resize', 'viewport', 'window', 'dimensions'],
+  ['generate', 'produce', 'render', 'draw'],
+  ['convert', 'translate', 'transform'],
+  ['milestone', 'sprint', 'cycle', 'iteration'],
+  ['blame', 'author', 'annotate'],
+  ['release', 'version'],
+  ['team', 'group', 'org', 'organization'],
+  ['collaborator', 'contributor', 'member'],
+  ['gist', 'snippet', 'paste'],
+  ['dependabot', 'dependency', 'vulnerability', 'advisory', 'security', 'cve'],
+  ['workflow', 'action', 'pipeline', 'ci', 'build', 'job'],
+  ['cancel', 'abort', 'stop', 'kill'],
+  ['rerun', 'retry', 'restart'],
+  ['dismiss', 'ignore'],
+  ['upload', 'attach'],
+  ['pdf', 'print'],
+  ['tab', 'window'],
+  ['scroll', 'wheel'],
+  ['form', 'field'],
+  ['free', 'available', 'busy', 'slot'],
+  ['explain', 'plan', 'analyze'],
+  ['thinking', 'reason', 'think', 'step'],
+  ['echo', 'repeat'],
+  ['environment', 'env', 'variable', 'config'],
+  ['insight', 'finding', 'observation'],
+  ['presigned', 'share', 'link', 'temporary']
 ]
 
 const SYNONYMS: ReadonlyMap<string, readonly string[]> = (() => {

@@ -68,6 +68,8 @@ test('the verb classes of tool APIs: a word reaches its class', () => {
   assert.ok(has('kick', 'trigger'))
   assert.ok(has('answer', 'reply'))
   assert.ok(has('elevation', 'altitude'))
+  assert.ok(has('retry', 'rerun'), 'a tool name\'s word (actions_run_rerun) and the everyday word for it')
+  assert.ok(has('vulnerability', 'dependabot'))
   assert.ok(!has('forget', 'create'), 'classes do not bleed into each other')
 })
 
