@@ -169,7 +169,8 @@ export class ToolIndex {
     const changes = !asks && asksToChange(text)
     // Coordination: a tool that answers more of the query's words (itself or by a synonym) ranks above one
     // that answers a single word many times (BM25 alone sums per term). A question ranks tools that change
-    // things lower; a request to change something, tools that only read (less: "show" or "get" is no change).
+    // things lower; a request that starts with a verb that changes something ranks the tools that only read
+    // lower, by less (query.ts).
     const ranked = results.map((r) => {
       const covered = new Set<string>()
       for (const term of r.queryTerms) for (const word of concepts.get(term) ?? []) covered.add(word)
