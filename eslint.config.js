@@ -5,7 +5,11 @@ import neostandard from 'neostandard'
 const WHOLE_STRING_LINE = String.raw`^\s*(?:[\w$.]+\s*[:=(]\s*|[\w$.]+\(\s*|\+\s*)?(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")\s*[,;)+]*\s*(?:\)\s*[,;]?)?$`
 
 export default [
-  ...neostandard({ ts: true, ignores: ['dist/**', 'console/dist/**', 'node_modules/**', 'data/**', 'test/fixtures/apply-patch-scenarios/**'] }),
+  ...neostandard({
+    ts: true,
+    // Copied from elsewhere, kept as published: Codex's corpus, the project row 9's agent session works on.
+    ignores: ['dist/**', 'console/dist/**', 'node_modules/**', 'data/**', 'test/fixtures/apply-patch-scenarios/**', 'bench/fixtures/replay/picomatch/**']
+  }),
   {
     rules: {
       '@stylistic/max-len': ['error', {

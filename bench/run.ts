@@ -35,6 +35,7 @@ const MODULES: readonly ModuleSpec[] = [
   { key: 'scale', row: 6, title: '10,000 tenants x 3 servers in Redis', budgetMs: 100_000 },
   { key: 'search', row: 7, title: 'GET /tools/search over 1,000 tools; index build; recall@5 and MRR of the eval set', budgetMs: 120_000 },
   { key: 'code-mode', row: 8, title: 'code mode: 20 chained MCP calls in one run_tools_script vs one by one (the gateway\'s side alone)', budgetMs: 120_000 },
+  { key: 'replay', row: 9, title: 'A recorded coding-agent session (~190 calls) through POST /invoke vs the same operations done directly', budgetMs: 300_000 },
   { key: 'guardrails', row: 18, title: 'Guardrails: CPU per call with every check on a 10 KiB result; the injection check on its corpus', budgetMs: 60_000 },
   { key: 'workspaces-checkpoint', row: 14, title: 'Workspace checkpoint and restore, 50,000-file tree, 10 files changed', budgetMs: 240_000 },
   { key: 'workspaces-archive', row: 14, title: 'Workspace download vs tar czf, upload vs tar xzf, 50,000-file tree', budgetMs: 500_000 },
