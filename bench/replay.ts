@@ -142,7 +142,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     const ws = await manager.resolve({ workspaceId: wsId }, { userId: USER, isAdmin: false })
     const exec = directExecutor(ws.root, async (command) => {
       const r = await sandbox.exec({
-        workspace: ws, command, cwd: ws.root, timeoutMs: LIMITS.commandTimeoutMs, maxOutputBytes: LIMITS.outputMaxChars, signal: ctx.signal
+        workspace: ws, command, cwd: ws.root, timeoutMs: LIMITS.commandTimeoutMs, maxOutputBytes: LIMITS.outputMaxChars
       })
       return { exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr }
     })
@@ -169,7 +169,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
    * gateway's CPU is its process's over the whole replay (it does nothing else); this process's
    * is summed over its direct calls alone (it also drives the gateway's calls), read synchronously.
    */
-  const lockstep = async (): Promise<{ g: Replay, d: Replay }> => {
+  const lockstep = async (): Promise<{ g: Replay, d: Replay } | undefined> => {
     const gs = await gatewaySide()
     const ds = await directSide()
     const g: Replay = { wallMs: 0, cpuMs: 0, byTool: {}, cpuByTool: {}, digest: '' }
@@ -185,6 +185,12 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       gMark = now
     }
     for (const [i, call] of calls.entries()) {
+      // Out of time (the module's budget): the replay stops short, its copies removed, and is not counted.
+      if (ctx.signal.aborted) {
+        await gs.finish()
+        await ds.finish()
+        return undefined
+      }
       let gf: CallSummary | undefined
       let df: CallSummary | undefined
       const viaGateway = async (): Promise<void> => {
@@ -223,17 +229,20 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
 
   // The first replay warms both sides up (JIT, page cache, the sandbox's first spawns) and is not reported.
   const warm = await lockstep()
+  if (warm === undefined) throw new Error('out of time during the warm-up replay')
   ctx.log(`warm-up: gateway ${round(warm.g.wallMs)} ms, direct ${round(warm.d.wallMs)} ms; every call's figure and the final trees equal`)
   const g: Replay[] = []
   const d: Replay[] = []
   for (let i = 0; i < ROUNDS; i++) {
     if (i > 0 && ctx.signal.aborted) break
     const r = await lockstep()
+    if (r === undefined) break
     if (r.g.digest !== warm.g.digest) throw new Error(`round ${i + 1} ended with another tree (${r.g.digest})`)
     g.push(r.g)
     d.push(r.d)
     ctx.log(`  round ${i + 1}: gateway ${round(r.g.wallMs)} ms wall, ${round(r.g.cpuMs)} ms CPU; direct ${round(r.d.wallMs)} ms, ${round(r.d.cpuMs)} ms CPU`)
   }
+  if (g.length === 0) throw new Error('out of time before the first timed replay ended')
   return rows(calls.length, counts, g, d)
 }
 
