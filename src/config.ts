@@ -135,8 +135,9 @@ export const ConfigSchema = Type.Object({
     minimum: 0,
     maximum: 4096,
     env: 'SANDBOX_TENANT_CPUS',
-    description: 'CPUs all sandboxed commands of one tenant may use together (cgroups only; fractions allowed, 0 = no cap): ' +
-      'a tenant\'s fork bomb or burners never take the whole host. Default: half the host\'s CPUs, at least 1'
+    description: 'CPUs all sandboxed commands of one tenant may use together while another tenant has processes (cgroups only; fractions ' +
+      'allowed, 0 = no cap): a tenant\'s fork bomb or burners never take the host from another tenant; a tenant alone uses every core ' +
+      '(docs/ARCHITECTURE.md#isolation). Default: half the host\'s CPUs, at least 1'
   })),
   functionsDirs: Type.Array(Type.String({ minLength: 1 }), {
     env: 'FUNCTIONS_DIR',

@@ -12,6 +12,7 @@ import { readFile, rmdir } from 'node:fs/promises'
 import { availableParallelism } from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { ContentionCap, type CapTarget } from './cpu-cap.js'
 import { signalQuietly } from './kill.js'
 
 export type CgroupMode = 'v1' | 'v2' | 'none'
@@ -26,7 +27,8 @@ export interface CgroupLimits {
    * does not protect the others: a fork bomb's churn on every core holds the kernel's process-table
    * lock, and another tenant's spawn (fork, clone, exec) waits on it (measured on 2 cores: another
    * tenant's 25-30 ms `bash exec true` took 200-900 ms with shares only, 45-85 ms with a one-core quota
-   * over the kernel's 100 ms period, 30-50 ms over a 10 ms period).
+   * over the kernel's 100 ms period, 30-50 ms over a 10 ms period). Applied under contention only
+   * (cpu-cap.ts): a tenant alone on the host runs uncapped, or its multi-threaded commands (rg) crawl.
    */
   cpus: number
 }
@@ -269,9 +271,19 @@ function assertGroupName (name: string): void {
   if (!/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,80}$/.test(name)) throw new Error('invalid cgroup name')
 }
 
+/** The cap switched by contention (cpu-cap.ts), or none when SANDBOX_TENANT_CPUS is 0. */
+function contentionCap (limits: CgroupLimits, basePidsFile: string, tenant: (groupName: string) => CapTarget): ContentionCap | undefined {
+  if (limits.cpus <= 0) return undefined
+  return new ContentionCap({ basePidsFile: existsSync(basePidsFile) ? basePidsFile : undefined, target: tenant })
+}
+
 function v1 (bases: ReadonlyMap<string, string>, limits: CgroupLimits, made: string[]): Cgroups {
   const configured = new Set<string>()
   const tenantDirs = (name: string): Map<string, string> => new Map([...bases].map(([c, b]) => [c, path.join(b, name)]))
+  const cap = contentionCap(limits, path.join(bases.get('pids') as string, 'pids.current'), (name) => ({
+    pidsFile: path.join(bases.get('pids') as string, name, 'pids.current'),
+    set: (capped) => { write(path.join(bases.get('cpu') as string, name, 'cpu.cfs_quota_us'), capped ? String(cfsQuota(limits.cpus)) : '-1') }
+  }))
   return {
     mode: 'v1',
     detail: `cgroup v1 (${[...bases.values()].join(', ')})`,
@@ -297,17 +309,22 @@ function v1 (bases: ReadonlyMap<string, string>, limits: CgroupLimits, made: str
       makeChildGroups(dirs, configure)
       const pidsProcs = path.join(tenant.get('pids') as string, child, 'cgroup.procs')
       const killAll = async (): Promise<void> => { await killLoop(pidsProcs, undefined) }
+      cap?.enter(groupName)
+      let left = false
       return {
         procsFiles: dirs.map((d) => path.join(d, 'cgroup.procs')),
         killAll,
         remove: async () => {
           await killAll()
+          if (!left) cap?.leave(groupName)
+          left = true
           for (const d of dirs) await removeDir(d)
         }
       }
     },
     sweep: async (budgetMs) => await sweepAll([bases.get('pids') as string, ...[...bases].filter(([c]) => c !== 'pids').map(([, b]) => b)], budgetMs),
     close: async () => {
+      cap?.close()
       for (const name of configured) for (const d of tenantDirs(name).values()) await removeDir(d)
       for (const d of made.reverse()) await removeDir(d)
     }
@@ -316,6 +333,11 @@ function v1 (bases: ReadonlyMap<string, string>, limits: CgroupLimits, made: str
 
 function v2 (base: string, limits: CgroupLimits, made: string[]): Cgroups {
   const configured = new Set<string>()
+  const cpuMax = (capped: boolean): string => `${limits.cpus > 0 && capped ? String(cfsQuota(limits.cpus)) : 'max'} ${CFS_PERIOD_US}`
+  const cap = contentionCap(limits, path.join(base, 'pids.current'), (name) => ({
+    pidsFile: path.join(base, name, 'pids.current'),
+    set: (capped) => { write(path.join(base, name, 'cpu.max'), cpuMax(capped)) }
+  }))
   return {
     mode: 'v2',
     detail: `cgroup v2 (${base})`,
@@ -325,7 +347,7 @@ function v2 (base: string, limits: CgroupLimits, made: string[]): Cgroups {
       const configure = (): void => {
         mkdirp(tenant)
         write(path.join(tenant, 'cpu.weight'), String(V2_CPU_WEIGHT))
-        write(path.join(tenant, 'cpu.max'), `${limits.cpus > 0 ? String(cfsQuota(limits.cpus)) : 'max'} ${CFS_PERIOD_US}`)
+        write(path.join(tenant, 'cpu.max'), cpuMax(true))
         write(path.join(tenant, 'memory.max'), String(limits.memoryBytes))
         try { write(path.join(tenant, 'memory.swap.max'), '0') } catch {}
         write(path.join(tenant, 'pids.max'), String(limits.pids))
@@ -339,17 +361,22 @@ function v2 (base: string, limits: CgroupLimits, made: string[]): Cgroups {
       makeChildGroups([dir], configure)
       const killFile = existsSync(path.join(dir, 'cgroup.kill')) ? path.join(dir, 'cgroup.kill') : undefined
       const killAll = async (): Promise<void> => { await killLoop(path.join(dir, 'cgroup.procs'), killFile) }
+      cap?.enter(groupName)
+      let left = false
       return {
         procsFiles: [path.join(dir, 'cgroup.procs')],
         killAll,
         remove: async () => {
           await killAll()
+          if (!left) cap?.leave(groupName)
+          left = true
           await removeDir(dir)
         }
       }
     },
     sweep: async (budgetMs) => await sweepAll([base], budgetMs),
     close: async () => {
+      cap?.close()
       for (const name of configured) await removeDir(path.join(base, name))
       for (const d of made.reverse()) await removeDir(d)
     }
