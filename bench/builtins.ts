@@ -4,6 +4,7 @@
  * same run (rg, fast-glob, a raw read, an unsandboxed spawn).
  */
 import { spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { chmod, open } from 'node:fs/promises'
 import path from 'node:path'
 import fg from 'fast-glob'
@@ -27,6 +28,11 @@ const TREE = { topDirs: 20, subdirs: 50, filesPerDir: 50, needleEvery: 50, seed:
 const BIG_FILE_BYTES = 1024 * 1024 * 1024
 const PATTERN = 'NEEDLE_[0-9]+'
 const READ_CHARS = 12_000
+
+/** The bench sandbox's cgroup base (v1: in each controller; as root only). */
+const CGROUP_BASE = 'tool-gateway-bench'
+/** One byte per read and per write: 600,000 syscalls, one thread, little else (row 5.8). */
+const SYSCALL_HEAVY = 'dd if=/dev/zero of=/dev/null bs=1 count=300000 status=none'
 
 const LIMITS = { readMaxChars: READ_CHARS, commandTimeoutMs: 30_000, bashLogChars: 12_000, maxProcessOutputChars: 120_000, outputMaxChars: 100_000 }
 
@@ -96,8 +102,11 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   const rows: Row[] = []
   const signal = ctx.signal
 
-  // Sandbox first: the workspace manager chowns workspaces to the sandbox uid.
-  const sandbox = await createSandbox({ mode: 'bwrap' })
+  // Sandbox first: the workspace manager chowns workspaces to the sandbox uid. Its cgroups (as root) go
+  // in a base of their own: other gateways' and tests' sandboxes on this machine are other tenants, whose
+  // processes would put the tenant CPU cap on (cpu-cap.ts); 5.1d measures that case on purpose.
+  const isRoot = process.getuid?.() === 0
+  const sandbox = await createSandbox({ mode: 'bwrap', ...(isRoot ? { cgroupRoot: CGROUP_BASE } : {}) })
   ctx.defer(async () => { await sandbox.close() })
   const processes = new ProcessManager({ sandbox, reapIntervalMs: 0 })
   ctx.defer(async () => { await processes.killAll() })
@@ -177,7 +186,8 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   ctx.log(`big file: ${big.lines} lines, ${BIG_FILE_BYTES / 2 ** 20} MiB of real text (${Date.now() - t0} ms)`)
 
   // --- grep -------------------------------------------------------------------------------------
-  const grepRg = createGrepTool({ engine: 'rg' })
+  // The bench's sandbox, as the gateway hands its own (a private one would sit in the shared cgroup base).
+  const grepRg = createGrepTool({ engine: 'rg', sandbox })
   const grepNode = createGrepTool({ engine: 'node' })
   const rgArgs = ['--no-config', '-n', '-e', PATTERN, '--', treeWs.root]
   const rgBase = async (): Promise<Collected> => {
@@ -207,12 +217,25 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   // first bare, then spawned in the same bwrap sandbox the tool uses; each against the same rg -n.
   const flagged = toolRgArgs({ pattern: PATTERN, caseInsensitive: false, includeGlob: undefined }, treeWs.root)
   const rgFlagged = async (): Promise<Collected> => await runCollect('rg', flagged, signal)
-  const rgSandboxed = async (): Promise<void> => {
-    const proc = sandbox.spawn({ workspace: treeWs, command: `exec rg ${flagged.map(shellQuote).join(' ')}`, cwd: treeWs.root, stdin: 'ignore' })
+  const sandboxed = async (ws: Workspace, command: string): Promise<void> => {
+    const proc = sandbox.spawn({ workspace: ws, command, cwd: ws.root, stdin: 'ignore' })
     proc.stdout.resume()
     proc.stderr.resume()
     const info = await proc.exited
-    if (info.exitCode !== 0) throw new Error(`sandboxed rg exited with ${String(info.exitCode)}`)
+    if (info.exitCode !== 0) throw new Error(`sandboxed ${command.slice(0, 40)} exited with ${String(info.exitCode)}`)
+  }
+  const rgSandboxed = async (): Promise<void> => { await sandboxed(treeWs, `exec rg ${flagged.map(shellQuote).join(' ')}`) }
+  // CFS periods in which the tenant's group was throttled (cgroup v1 cpu.stat; undefined without it).
+  const throttled = (): number | undefined => {
+    try {
+      return Number(/^nr_throttled (\d+)$/m.exec(readFileSync(`/sys/fs/cgroup/cpu/${CGROUP_BASE}/t-${treeWs.tenant}/cpu.stat`, 'utf8'))?.[1])
+    } catch {
+      return undefined
+    }
+  }
+  const throttledNote = (before: number | undefined): string => {
+    const after = throttled()
+    return before === undefined || after === undefined ? 'no cgroup v1 cpu.stat' : `${after - before} throttled CFS periods of the tenant's group`
   }
   const gf = await timePair(rgFlagged, rgBase, { warmup: 1, reps: 9, signal })
   rows.push(makeRow({
@@ -224,6 +247,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     target: null,
     notes: `the cost of the tool's search semantics alone; ${msNote(gf.subject)}`
   }))
+  let thr = throttled()
   const gs = await timePair(rgSandboxed, rgBase, { warmup: 1, reps: 9, signal })
   rows.push(makeRow({
     id: '5.1c',
@@ -232,8 +256,48 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     value: median(gs.subject),
     baseline: median(gs.baseline),
     target: null,
-    notes: `the floor of 5.1: what the tool spawns, without the tool; 5.1 / 5.1c is the tool's own share; ${msNote(gs.subject)}`
+    notes: 'the floor of 5.1: what the tool spawns, without the tool; 5.1 / 5.1c is the tool\'s own share; the tenant alone: ' +
+      `${throttledNote(thr)}; ${msNote(gs.subject)}`
   }))
+  // The same while another tenant has a process: the tenant CPU cap (SANDBOX_TENANT_CPUS, half the host) is on.
+  const otherWs = await manager.resolve({ workspaceId: 'other' }, { userId: 'bench-other', isAdmin: false })
+  await sandbox.prepareWorkspace(otherWs)
+  const holder = sandbox.spawn({ workspace: otherWs, command: 'exec sleep 600', cwd: otherWs.root, stdin: 'ignore' })
+  let gd
+  try {
+    if (!await holder.started) throw new Error('the other tenant\'s sleep did not start')
+    thr = throttled()
+    gd = await timePair(rgSandboxed, rgBase, { warmup: 1, reps: 5, signal })
+  } finally {
+    holder.kill()
+    await holder.exited
+  }
+  rows.push(makeRow({
+    id: '5.1d',
+    name: 'the same sandboxed rg while another tenant has a process (the tenant CPU cap on), vs rg -n',
+    metric: 'median ms',
+    value: median(gd.subject),
+    baseline: median(gd.baseline),
+    target: null,
+    notes: `SANDBOX_TENANT_CPUS ${sandbox.isolation.cgroup === 'none' ? 'not in force (no cgroups)' : 'default (half the host)'}; ${throttledNote(thr)}; ${msNote(gd.subject)}`
+  }))
+  ctx.log(`grep sandboxed: alone ${round(median(gs.subject))} ms, capped ${round(median(gd.subject))} ms`)
+
+  // A syscall-heavy command in and out of the sandbox: what seccomp, the namespaces and the cgroups cost per syscall.
+  const sh = await timePair(() => sandboxed(treeWs, SYSCALL_HEAVY), async () => {
+    const code = await spawnWait('/bin/sh', ['-c', SYSCALL_HEAVY])
+    if (code !== 0) throw new Error(`dd exited with ${code}`)
+  }, { warmup: 1, reps: 9, signal })
+  rows.push(makeRow({
+    id: '5.8',
+    name: 'syscall-heavy command (dd bs=1: 600,000 read/write syscalls, one thread) in the bwrap sandbox vs unsandboxed',
+    metric: 'median ms',
+    value: median(sh.subject),
+    baseline: median(sh.baseline),
+    target: null,
+    notes: `sandboxed = prlimit + bwrap + seccomp filter + cgroups, spawn included (its fixed cost alone: 5.7); ${msNote(sh.subject)}`
+  }))
+  ctx.log(`syscall-heavy: sandboxed ${round(median(sh.subject))} vs ${round(median(sh.baseline))} ms`)
   ctx.log(`grep floor: rg with the tool's flags ${round(median(gf.subject))} ms, sandboxed ${round(median(gs.subject))} ms, rg -n ${round(median(gs.baseline))} ms`)
 
   // Slow (tens of seconds here): one interleaved rep, after the rg rows warmed the page cache.
