@@ -4,7 +4,7 @@
  * another tenant's command, from this gateway or from another one on the same base, puts the cap back.
  */
 import assert from 'node:assert/strict'
-import { existsSync, readFileSync } from 'node:fs'
+import { existsSync, readFileSync, rmdirSync } from 'node:fs'
 import { chmod, mkdtemp, realpath, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -21,6 +21,7 @@ const skip = (!isRoot || !hasV1) && 'needs root and cgroup v1 cpu/pids'
 /** Half a CPU over the 10 ms period. */
 const LIMITS = { memoryBytes: 256 * 1024 * 1024, pids: 64, cpus: 0.5 }
 const CAPPED = '5000'
+const CONTROLLERS = ['cpu', 'memory', 'pids'] as const
 
 const read = (file: string): string => readFileSync(file, 'utf8').trim()
 const throttled = (cpuDir: string): number => Number(/^nr_throttled (\d+)$/m.exec(read(join(cpuDir, 'cpu.stat')))?.[1])
@@ -31,7 +32,11 @@ test('the tenant CPU cap is lifted while the tenant is alone on the cgroup base,
   // A base of its own: other tests' sandboxes on this machine would be contention (they are other tenants).
   const root = `tool-gateway-captest-${process.pid}`
   const sb = await createSandbox({ mode: 'bwrap', cgroupRoot: root, tenantLimits: LIMITS })
-  t.after(async () => { await sb.close() })
+  t.after(async () => {
+    await sb.close()
+    // Left only if the test failed midway (another gateway's group still in it): this test's own base.
+    for (const c of CONTROLLERS) { try { rmdirSync(`/sys/fs/cgroup/${c}/${root}`) } catch {} }
+  })
   const dir = await realpath(await mkdtemp(join(tmpdir(), 'tg-cap-')))
   t.after(async () => { await rm(dir, { recursive: true, force: true }) })
   await chmod(dir, 0o711)
@@ -96,6 +101,13 @@ test('the tenant CPU cap is lifted while the tenant is alone on the cgroup base,
   const holdB2 = start(other, b, 'exec sleep 60')
   assert.equal(await holdB2.started, true)
   await waitUntil('A is capped again', () => quotaOf('cap-a') === CAPPED, 5000)
+
+  // The other gateway's command and group first: while they exist, the base cannot be removed.
+  for (const p of [holdA2, holdB2]) p.kill()
+  await Promise.all([holdA2.exited, holdB2.exited])
+  await other.close()
+  await sb.close()
+  await waitUntil('the base is removed', () => CONTROLLERS.every((c) => !existsSync(`/sys/fs/cgroup/${c}/${root}`)), 5000)
 })
 
 test('with SANDBOX_TENANT_CPUS=0 there is no cap to lift: the quota stays off', { skip, timeout: 30_000 }, async (t) => {
