@@ -61,11 +61,13 @@ export class ContentionCap {
   /** A command of `groupName` is about to be spawned (its group exists; its launcher has not joined it). */
   enter (groupName: string): void {
     this.#active.set(groupName, (this.#active.get(groupName) ?? 0) + 1)
-    if (this.#contended(groupName, true)) {
+    if (this.#contended(groupName, false)) {
       this.#capAll()
       return
     }
-    if (this.#uncapped.has(groupName)) return
+    // No other tenant seen; the lift still needs counts that held still (a tenant whose own processes
+    // are forking now keeps its state until a later command or its last one ends).
+    if (this.#uncapped.has(groupName) || this.#contended(groupName, true)) return
     try {
       this.#opts.target(groupName).set(false)
       this.#uncapped.add(groupName)
