@@ -326,7 +326,18 @@ export class PooledClient {
     await Promise.all(closing)
   }
 
+  /** The server's tool list, all pages; a client span `tools/list` while tracing is on. */
   async #listFromServer (): Promise<Tool[]> {
+    return await this.#traced('tools/list', async () => await this.#listPages())
+  }
+
+  /** Runs one upstream request inside its client span (SPEC 18) while tracing is on; as it is otherwise. */
+  async #traced<T> (method: string, run: () => Promise<T>): Promise<T> {
+    const tracing = this.#ctx.tracing
+    return tracing === undefined ? await run() : await tracing.upstream({ serverId: serverIdOf(this.key), method }, undefined, run)
+  }
+
+  async #listPages (): Promise<Tool[]> {
     let tools: Tool[]
     const conn = await this.connect()
     // The deadline is the listing's own: a connect has its own, and a caller waiting for both
@@ -358,7 +369,9 @@ export class PooledClient {
 
   async #open (): Promise<Connection> {
     try {
-      const conn = await this.#openOnce(this.#ctx.firstConnects.connectTimeoutMs(this.id, this.spec.type))
+      const connectTimeoutMs = this.#ctx.firstConnects.connectTimeoutMs(this.id, this.spec.type)
+      // The connect is its `initialize` exchange (and, for stdio, the process's start).
+      const conn = await this.#traced('initialize', async () => await this.#openOnce(connectTimeoutMs))
       this.#connectError = undefined
       this.#ctx.firstConnects.connected(this.id)
       return conn

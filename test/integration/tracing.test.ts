@@ -156,6 +156,14 @@ for (const transport of ['lean', 'sdk'] as const) {
     assert.equal(seen[0]?.headers?.tracestate, 'caller=t61rcWkgMzE')
     assert.equal(seen[0]?.meta?.tracestate, 'caller=t61rcWkgMzE')
 
+    // The connect and the listing were upstream requests too: a client span each, naming the server.
+    for (const method of ['initialize', 'tools/list']) {
+      const span = await until(`the upstream ${method} span`, () => spansOf(exports).find((s) => s.name === method))
+      assert.equal(span.kind, 3, method)
+      assert.equal(attr(span, 'gateway.server_id'), 'traced', method)
+      assert.equal(attr(span, 'mcp.method.name'), method)
+    }
+
     // Nothing of the arguments, the result or the server's secret header in any export.
     const everything = exports.map((e) => e.body.toString('utf8')).join('\n')
     assert.ok(everything.includes('gateway-under-test'), 'OTEL_SERVICE_NAME names the service')
