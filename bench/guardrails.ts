@@ -5,15 +5,21 @@
  *   the router's GuardrailEngine on a realistic 10 KiB result (a bash listing with e-mail addresses,
  *   a card number and a token in it) and a small arguments object; baseline: the same number of
  *   calls of a policy without guardrails (the router's one array check). Target: <= 25 us added.
- *   The notes give each result check's CPU alone on the same text.
+ *   The notes give each result check's CPU alone on the same text, and the result checks' CPU on
+ *   that text with a structuredContent mirroring it (SPEC 18: both are checked) against the text alone,
+ *   and on the costliest structuredContent the router reads (short strings up to its bound) against a
+ *   text at the default output cap.
  * - 18.2 / 18.3 precision and recall of the injection check on the labelled corpus
  *   (test/fixtures/guardrails/injection-corpus.json, read as data).
  */
 import { readFile } from 'node:fs/promises'
 import path from 'node:path'
+import assert from 'node:assert/strict'
 import { GuardrailEngine } from '../src/guardrails/engine.js'
 import { injectionScores } from '../src/guardrails/injection-scores.js'
 import type { InjectionCase } from '../src/guardrails/injection-scores.js'
+import { boundStructured, STRUCTURED_STRING_WEIGHT } from '../src/routing/guardrails.js'
+import type { CheckedResult } from '../src/routing/guardrails.js'
 import type { Guardrail } from '../src/routing/policy.js'
 import type { CatalogEntry } from '../src/routing/source.js'
 import { REPO_ROOT } from './fixtures/procs.js'
@@ -53,11 +59,12 @@ async function cpuPerCall (n: number, fn: () => Promise<unknown>): Promise<numbe
 export async function run (ctx: BenchContext): Promise<Row[]> {
   const engine = new GuardrailEngine()
   const text = result10k()
+  const checked = { text, structuredContent: undefined }
   const args = { text: 'Deploy the release notes to jane.doe@example.com with the usual token', channel: 'ops' }
   const signal = ctx.signal
   const guarded = async (): Promise<void> => {
     await engine.arguments(RULES.filter((r) => r.on === 'arguments'), { entry: ENTRY, name: 'post_note', userId: 'bench', value: args, signal })
-    await engine.result(RULES.filter((r) => r.on === 'result'), { entry: ENTRY, name: 'post_note', userId: 'bench', value: text, signal })
+    await engine.result(RULES.filter((r) => r.on === 'result'), { entry: ENTRY, name: 'post_note', userId: 'bench', value: checked, signal })
   }
   // The router's path without guardrails: the policy answers the same empty array; nothing else runs.
   const none: readonly Guardrail[] = []
@@ -72,12 +79,34 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   // Each result check alone on the same text: where the CPU goes.
   const perCheck: string[] = []
   for (const rule of RULES.filter((r) => r.on === 'result')) {
-    const one = async (): Promise<void> => { await engine.result([rule], { entry: ENTRY, name: 'post_note', userId: 'bench', value: text, signal }) }
+    const one = async (): Promise<void> => { await engine.result([rule], { entry: ENTRY, name: 'post_note', userId: 'bench', value: checked, signal }) }
     const runs: number[] = []
     for (let round_ = 0; round_ < 5 && !signal.aborted; round_++) runs.push(await cpuPerCall(300, one))
     perCheck.push(`${rule.check} ${round(median(runs))}`)
   }
-  const reports = await engine.result(RULES.filter((r) => r.on === 'result'), { entry: ENTRY, name: 'post_note', userId: 'bench', value: text, signal })
+  // The result checks with a structuredContent that mirrors the text (its lines as an array), side by side with the text alone.
+  const resultRules = RULES.filter((r) => r.on === 'result')
+  const checkResult = async (value: CheckedResult): Promise<unknown> =>
+    await engine.result(resultRules, { entry: ENTRY, name: 'post_note', userId: 'bench', value, signal })
+  const mirrored = { text, structuredContent: { lines: text.split('\n') } }
+  const textOnly: number[] = []
+  const withStructured: number[] = []
+  for (let round_ = 0; round_ < 5 && !signal.aborted; round_++) {
+    textOnly.push(await cpuPerCall(300, async () => await checkResult(checked)))
+    withStructured.push(await cpuPerCall(300, async () => await checkResult(mirrored)))
+  }
+  // The worst structuredContent within the bound (many short strings, each counted as STRUCTURED_STRING_WEIGHT) against a text at the default cap.
+  const cap = 100_000
+  const atCap = { text: text.repeat(Math.ceil(cap / text.length)).slice(0, cap), structuredContent: undefined }
+  const manyStrings = { text: '', structuredContent: new Array(Math.floor((cap - 2) / (STRUCTURED_STRING_WEIGHT + 1))).fill('you act') }
+  assert.equal(boundStructured(manyStrings.structuredContent, cap), undefined)
+  const capText: number[] = []
+  const capStrings: number[] = []
+  for (let round_ = 0; round_ < 5 && !signal.aborted; round_++) {
+    capText.push(await cpuPerCall(10, async () => await checkResult(atCap)))
+    capStrings.push(await cpuPerCall(10, async () => await checkResult(manyStrings)))
+  }
+  const reports = await engine.result(RULES.filter((r) => r.on === 'result'), { entry: ENTRY, name: 'post_note', userId: 'bench', value: checked, signal })
   ctx.log(`guardrails on 10 KiB: ${JSON.stringify(reports.reports.map((r) => [r.check, r.outcome, r.kinds]))}`)
 
   const corpus = JSON.parse(await readFile(path.join(REPO_ROOT, 'test/fixtures/guardrails/injection-corpus.json'), 'utf8')) as { cases: InjectionCase[] }
@@ -92,7 +121,10 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       baseline: round(median(off)),
       target: { on: 'delta', op: '<=', limit: 25 },
       notes: 'in process (the router\'s GuardrailEngine); each check redacts what it finds (the 10 KiB holds e-mails, phones, a card, a token); ' +
-        `per result check alone, us: ${perCheck.join(', ')}; runs ${on.map(round).join(', ')}`
+        `per result check alone, us: ${perCheck.join(', ')}; the three result checks with a structuredContent mirroring the text ` +
+        `(its lines as an array): ${round(median(withStructured))} us vs ${round(median(textOnly))} us on the text alone; ` +
+        `a structuredContent at the bound (${manyStrings.structuredContent.length} short strings): ${round(median(capStrings))} us vs ` +
+        `${round(median(capText))} us for a text at the 100,000 cap; runs ${on.map(round).join(', ')}`
     }),
     makeRow({
       id: '18.2',

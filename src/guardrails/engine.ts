@@ -1,21 +1,24 @@
 import { maskText, maskValue, MAX_DEPTH } from '../secrets/detector.js'
-import type { GuardrailReport, GuardrailRunner, GuardrailSubject, GuardrailVerdict } from '../routing/guardrails.js'
+import type { CheckedResult, GuardrailReport, GuardrailRunner, GuardrailSubject, GuardrailVerdict } from '../routing/guardrails.js'
 import type { Guardrail } from '../routing/policy.js'
 import type { Finding } from './finding.js'
 import { findInjection } from './injection.js'
 import { findPii } from './pii.js'
 import { redactFindings } from './redact.js'
 import { askWebhook, DEFAULT_WEBHOOK_TIMEOUT_MS } from './webhook.js'
+import type { WebhookAnswer } from './webhook.js'
 
 /** What a detector found in one value, and the value with it redacted. */
 interface Scan<T> { kinds: string[], redacted: T }
 
-/** One side of a call as the checks see it: the arguments object, or the result's text. */
+/** One side of a call as the checks see it: the arguments object, or the result's text and structuredContent. */
 interface Side<T> {
   name: 'arguments' | 'result'
   scan: (check: 'secrets' | 'pii' | 'injection', value: T) => Scan<T>
+  /** What a webhook is sent of the value, beside the rule and the call. */
+  payload: (value: T) => Record<string, unknown>
   /** A webhook's replacement as a value of this side, or undefined when it is not one. */
-  replacement: (value: unknown) => T | undefined
+  replacement: (answer: WebhookAnswer) => T | undefined
 }
 
 const FINDERS: Record<'pii' | 'injection', (text: string) => Finding[]> = { pii: findPii, injection: findInjection }
@@ -51,29 +54,54 @@ function mapStrings (value: unknown, f: (s: string) => string, depth = 0): unkno
   return changed ? out : value
 }
 
-const ARGUMENTS: Side<Record<string, unknown>> = {
-  name: 'arguments',
-  scan: (check, args) => {
-    if (check === 'secrets') {
-      // By key (`password`, `api_key`...) and inside strings, as the journal masks arguments.
-      const masked = maskValue(args, { strings: true }) as Record<string, unknown>
-      return { kinds: masked === args ? [] : ['secret'], redacted: masked }
-    }
-    const kinds = new Set<string>()
-    const redacted = mapStrings(args, (s) => {
-      const scan = scanText(check, s)
-      scan.kinds.forEach((k) => kinds.add(k))
-      return scan.redacted
-    }) as Record<string, unknown>
-    return { kinds: [...kinds], redacted }
-  },
-  replacement: (v) => v !== null && typeof v === 'object' && !Array.isArray(v) ? v as Record<string, unknown> : undefined
+/** Every string of a JSON value checked (and, under a secret-looking key, the value masked, as the journal masks arguments). */
+function scanValue<T> (check: 'secrets' | 'pii' | 'injection', value: T): Scan<T> {
+  if (check === 'secrets') {
+    // By key (`password`, `api_key`...) and inside strings, as the journal masks arguments.
+    const masked = maskValue(value, { strings: true }) as T
+    return { kinds: masked === value ? [] : ['secret'], redacted: masked }
+  }
+  const kinds = new Set<string>()
+  const redacted = mapStrings(value, (s) => {
+    const scan = scanText(check, s)
+    scan.kinds.forEach((k) => kinds.add(k))
+    return scan.redacted
+  }) as T
+  return { kinds: [...kinds], redacted }
 }
 
-const RESULT: Side<string> = {
+const ARGUMENTS: Side<Record<string, unknown>> = {
+  name: 'arguments',
+  scan: scanValue,
+  payload: (args) => ({ arguments: args }),
+  replacement: ({ replacement: v }) => v !== null && typeof v === 'object' && !Array.isArray(v) ? v as Record<string, unknown> : undefined
+}
+
+/**
+ * The result: its text, and its structuredContent string by string (the router bounds its size
+ * and depth: src/routing/guardrails.ts). Both are checked by each rule, so a finding in either
+ * blocks, redacts (each where it was found: the structuredContent keeps its shape) or flags.
+ */
+const RESULT: Side<CheckedResult> = {
   name: 'result',
-  scan: scanText,
-  replacement: (v) => typeof v === 'string' ? v : v === undefined ? undefined : JSON.stringify(v)
+  scan: (check, value) => {
+    const text = scanText(check, value.text)
+    if (value.structuredContent === undefined) {
+      return { kinds: text.kinds, redacted: text.redacted === value.text ? value : { text: text.redacted, structuredContent: undefined } }
+    }
+    const structured = scanValue(check, value.structuredContent)
+    const kinds = [...new Set([...text.kinds, ...structured.kinds])]
+    const same = text.redacted === value.text && structured.redacted === value.structuredContent
+    return { kinds, redacted: same ? value : { text: text.redacted, structuredContent: structured.redacted } }
+  },
+  payload: (value) => ({ result: value.text, ...(value.structuredContent !== undefined ? { structuredContent: value.structuredContent } : {}) }),
+  // The replacement is the text; structuredContent is the answer's own, or none (the gateway cannot tell what to redact in it).
+  replacement: (answer) => {
+    const v = answer.replacement
+    const text = typeof v === 'string' ? v : v === undefined ? undefined : JSON.stringify(v)
+    if (text === undefined) return undefined
+    return { text, structuredContent: answer.structuredContent }
+  }
 }
 
 export interface GuardrailEngineOptions {
@@ -83,7 +111,7 @@ export interface GuardrailEngineOptions {
 
 /**
  * The policies' guardrails (SPEC 18), run by the router on a call's arguments before it runs and
- * on its result's text after: `secrets` (the journal's detector), `pii` (pii.ts), `injection`
+ * on its result's text and structuredContent after: `secrets` (the journal's detector), `pii` (pii.ts), `injection`
  * (injection.ts) and `webhook` (webhook.ts), each redacting, blocking or flagging what it finds.
  * Rules run in order; a block ends the run. A report names what was found by kind, never the text.
  */
@@ -98,7 +126,7 @@ export class GuardrailEngine implements GuardrailRunner {
     return await this.#run(rules, subject, ARGUMENTS)
   }
 
-  async result (rules: readonly Guardrail[], subject: GuardrailSubject<string>): Promise<GuardrailVerdict<string>> {
+  async result (rules: readonly Guardrail[], subject: GuardrailSubject<CheckedResult>): Promise<GuardrailVerdict<CheckedResult>> {
     return await this.#run(rules, subject, RESULT)
   }
 
@@ -148,13 +176,13 @@ export class GuardrailEngine implements GuardrailRunner {
       userId: subject.userId ?? null,
       route: subject.entry.route,
       source: subject.entry.source,
-      [side.name]: value
+      ...side.payload(value)
     }
     try {
       const timeoutMs = rule.timeoutMs ?? DEFAULT_WEBHOOK_TIMEOUT_MS
       const answer = await askWebhook(rule.url, payload, { secret: this.#secret, timeoutMs, signal: subject.signal })
       if (answer.action !== 'redact') return { action: answer.action }
-      const replacement = side.replacement(answer.replacement)
+      const replacement = side.replacement(answer)
       if (replacement === undefined) return failed(`answered redact without a replacement ${side.name === 'arguments' ? 'object' : 'text'}`)
       return { action: 'redact', replacement }
     } catch (err) {

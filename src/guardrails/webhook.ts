@@ -8,6 +8,8 @@ export const DEFAULT_WEBHOOK_TIMEOUT_MS = 2000
 export interface WebhookAnswer {
   action: 'allow' | 'redact' | 'block' | 'flag'
   replacement?: unknown
+  /** On a result with structuredContent, redact: the structuredContent to go on with (without it, the result's is dropped). */
+  structuredContent?: unknown
 }
 
 /** `sha256=<hex>` of the raw body under the secret: the x-gateway-signature header, as the approval webhook signs. */

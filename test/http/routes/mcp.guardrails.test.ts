@@ -4,7 +4,9 @@
  * injection past the output cap, and a short text whose structuredContent and raw items carry
  * what the checks redact or block. Through POST /invoke and /mcp (an SDK client), and in the
  * journal: the output is the capped text, marked truncated and scanned, and no raw copy of a
- * redacted or blocked text (content items, structuredContent, trace) gets out.
+ * redacted or blocked text (content items, structuredContent, trace) gets out. A clean text with
+ * a secret, an e-mail and an injection in structuredContent (a tool with an outputSchema): found
+ * there, redacted in place so the SDK client still accepts the result, or blocked.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
@@ -28,8 +30,24 @@ const FILLER = 'lorem ipsum dolor sit amet '.repeat(75_000)
 /** 4 MB: the token and the injection in the middle, which no caller receives; an e-mail in the tail, which it does. */
 const PAGE = `${FILLER}\ntoken ${TOKEN}\n${INJECTED}\n${FILLER}\nmail jane.doe@example.com\n`
 
+const EMAIL = 'jane.doe@example.com'
+/** A profile as the tool's outputSchema describes it; `contact`'s schema also wants an `@` in `owner`. */
+const PROFILE = { owner: EMAIL, note: INJECTED, key: `token ${TOKEN}`, visits: 3 }
+const PROFILE_SCHEMA = {
+  type: 'object' as const,
+  properties: { owner: { type: 'string' }, note: { type: 'string' }, key: { type: 'string' }, visits: { type: 'number' } },
+  required: ['owner', 'note', 'key', 'visits']
+}
+
 const TOOLS: Tool[] = [
   { name: 'page', description: 'A long page', inputSchema: { type: 'object' } },
+  { name: 'profile', description: 'A profile: a clean text, the data in structuredContent', inputSchema: { type: 'object' }, outputSchema: PROFILE_SCHEMA },
+  {
+    name: 'contact',
+    description: 'A profile whose schema constrains a string',
+    inputSchema: { type: 'object' },
+    outputSchema: { ...PROFILE_SCHEMA, properties: { ...PROFILE_SCHEMA.properties, owner: { type: 'string', pattern: '@' } } }
+  },
   { name: 'note', description: 'A note with structured content', inputSchema: { type: 'object', properties: { text: { type: 'string' } } } }
 ]
 
@@ -38,6 +56,9 @@ function server (): Server {
   s.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: TOOLS }))
   s.setRequestHandler(CallToolRequestSchema, async (r) => {
     if (r.params.name === 'page') return { content: [{ type: 'text' as const, text: PAGE }] }
+    if (r.params.name === 'profile' || r.params.name === 'contact') {
+      return { content: [{ type: 'text' as const, text: 'profile found' }], structuredContent: PROFILE }
+    }
     const text = String(r.params.arguments?.text ?? '')
     return { content: [{ type: 'text' as const, text }], structuredContent: { card: CARD, note: INJECTED, text } }
   })
@@ -106,12 +127,12 @@ test('a 4 MB answer with a token and an injection past the cap: checked and answ
   assert.doesNotMatch(await journal(app), /ghp_|previous instructions|jane\.doe/)
 })
 
-test('a redacted answer over /mcp carries neither the raw text item nor the unscanned structuredContent; the journal neither', async (t) => {
+test('a redacted answer over /mcp carries neither the raw text item nor the raw structuredContent, redacted in place; the journal neither', async (t) => {
   const { app, client } = await setup(t, [{ on: 'result', check: 'pii', action: 'redact' }])
   const mcp = await client.callTool({ name: 'user_acme_tool_note', arguments: { text: `pay with ${CARD}` } }) as any
   assert.equal(mcp.isError, false)
   assert.deepEqual(mcp.content, [{ type: 'text', text: 'pay with ****' }])
-  assert.equal(mcp.structuredContent, undefined)
+  assert.deepEqual(mcp.structuredContent, { card: '****', note: INJECTED, text: 'pay with ****' })
   const r = await invoke(app, 'user_acme_tool_note', { text: `pay with ${CARD}` })
   assert.equal(r.output, 'pay with ****')
   assert.doesNotMatch(JSON.stringify(r), /4111/)
@@ -126,4 +147,52 @@ test('a blocked answer over /mcp is the guardrail error alone: no content item o
   assert.match(JSON.stringify(mcp.content), /GuardrailBlocked/)
   assert.doesNotMatch(JSON.stringify(mcp), /previous instructions|4111/)
   assert.doesNotMatch(await journal(app), /previous instructions|4111/)
+})
+
+const REDACT_FLAG = [
+  { on: 'result', check: 'secrets', action: 'redact' },
+  { on: 'result', check: 'pii', action: 'redact' },
+  { on: 'result', check: 'injection', action: 'flag' }
+]
+
+test('a clean text, a secret and an e-mail in structuredContent: redacted there, the shape kept, the SDK client accepts it (outputSchema)', async (t) => {
+  const { app, client } = await setup(t, REDACT_FLAG)
+  const listed = await client.listTools()
+  assert.ok(listed.tools.some((tool) => tool.name === 'user_acme_tool_profile' && tool.outputSchema !== undefined), 'the client holds the outputSchema')
+  const mcp = await client.callTool({ name: 'user_acme_tool_profile', arguments: {} }) as any
+  assert.equal(mcp.isError, false)
+  assert.deepEqual(mcp.content, [{ type: 'text', text: 'profile found' }])
+  assert.deepEqual(Object.keys(mcp.structuredContent), ['owner', 'note', 'key', 'visits'])
+  assert.equal(mcp.structuredContent.owner, '****')
+  assert.equal(mcp.structuredContent.note, INJECTED, 'flag changes nothing')
+  assert.equal(mcp.structuredContent.visits, 3)
+  assert.doesNotMatch(JSON.stringify(mcp), /ghp_|jane\.doe/)
+
+  const r = await invoke(app, 'user_acme_tool_profile')
+  assert.equal(r.isError, false)
+  assert.equal(r.output, 'profile found')
+  assert.deepEqual(r.trace.guardrails.map((g: any) => [g.check, g.outcome, g.kinds]), [
+    ['secrets', 'redacted', ['secret']], ['pii', 'redacted', ['email']], ['injection', 'flagged', ['ignore-instructions']]
+  ])
+  assert.deepEqual(r.trace.structuredContent, mcp.structuredContent)
+  assert.doesNotMatch(JSON.stringify(r), /ghp_|jane\.doe/)
+  assert.doesNotMatch(await journal(app), /ghp_|jane\.doe/)
+
+  // A schema whose string constraint the redaction breaks: the SDK client refuses the result (README "Guardrails").
+  await assert.rejects(client.callTool({ name: 'user_acme_tool_contact', arguments: {} }), /output schema|structured content/i)
+})
+
+test('an injection only in structuredContent blocks the result: over /mcp, POST /invoke and in the journal, none of it gets out', async (t) => {
+  const { app, client } = await setup(t, ALL)
+  const mcp = await client.callTool({ name: 'user_acme_tool_profile', arguments: {} }) as any
+  assert.equal(mcp.isError, true)
+  assert.equal(mcp.structuredContent, undefined)
+  assert.match(JSON.stringify(mcp.content), /GuardrailBlocked/)
+  assert.doesNotMatch(JSON.stringify(mcp), /previous instructions|ghp_|jane\.doe/)
+  const r = await invoke(app, 'user_acme_tool_profile')
+  assert.equal(r.isError, true)
+  assert.equal(r.error.code, 'GW_GUARDRAIL_BLOCKED')
+  assert.match(r.error.message, /injection on the tool's result/)
+  assert.doesNotMatch(JSON.stringify(r), /previous instructions|ghp_|jane\.doe/)
+  assert.doesNotMatch(await journal(app), /previous instructions|ghp_|jane\.doe/)
 })
