@@ -29,6 +29,12 @@ const MODULES: readonly ModuleSpec[] = [
   { key: 'invoke', row: 1, title: 'POST /invoke of a local function vs a bare Fastify route; the same with tracing on', budgetMs: 150_000 },
   { key: 'mcp', row: 2, title: 'POST /invoke of a streamable-HTTP MCP tool vs the SDK client directly', budgetMs: 80_000 },
   { key: 'mcp-modern', row: 2, title: 'The same hop in the 2026-07-28 revision; first listings over 2026-07-28 servers', budgetMs: 120_000 },
+  {
+    key: 'mcp-endpoint',
+    row: 2,
+    title: 'The gateway\'s own /mcp (SDK client -> /mcp -> echo server) in both eras vs the SDK client directly; POST /invoke beside it',
+    budgetMs: 120_000
+  },
   { key: 'stdio', row: 3, title: 'POST /invoke of a stdio MCP tool vs supergateway + SDK client', budgetMs: 60_000 },
   { key: 'tools-list', row: 4, title: 'GET /tools, 20 servers x 25 tools, warm and cold', budgetMs: 60_000 },
   { key: 'builtins', row: 5, title: 'Built-in tools on a 50,000-file tree', budgetMs: 200_000 },

@@ -1,0 +1,160 @@
+/**
+ * Row 2.5: the gateway's own MCP endpoint. An SDK client calls `echo` through `/mcp?mcp=...` of
+ * the real gateway process (which calls the fixture server upstream), vs the same SDK client
+ * calling the fixture server directly, from this process; in both MCP eras:
+ * - 2.5 / 2.5b legacy (2025-06-18 sessions): the SDK v1 client, the streamable-HTTP fixture server;
+ *   added p50 at concurrency 1, throughput at concurrency 16 (16 closed loops of callTool each side);
+ * - 2.5c / 2.5d 2026-07-28 (stateless): the SDK v2 client pinned to 2026-07-28 both ways, the
+ *   server of row 2.4 that speaks only that revision; the same two figures;
+ * - 2.5e / 2.5f the floor in the same runs: `POST /invoke` of the same call on the same gateway
+ *   (an undici client at concurrency 1, autocannon at 16), vs the same legacy direct client.
+ * Throughput rounds first, interleaved per era; then the concurrency-1 calls, interleaved, warm.
+ */
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client'
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { closedLoop, connectClient } from './fixtures/mcp-client.js'
+import { closeHttp, cpuMs, gatewayEnv, http, httpOk, load, loadInterleaved, startGateway, startMcpServers } from './fixtures/procs.js'
+import { makeRow, median, percentile, round, timeInterleaved } from './stats.js'
+import type { LoadResult } from './fixtures/procs.js'
+import type { BenchContext, Row } from './types.js'
+
+const C = 16
+const SECONDS = 3
+const ROUNDS = 3
+const REPS = 1000
+
+/** callTool through either SDK's client; throws unless the answer is the fixture's `{marker}:{text}`. */
+function echoVia (client: Client | ClientV2, name: string): () => Promise<void> {
+  return async () => {
+    const r = await (client as Client).callTool({ name, arguments: { text: 'hello' } }) as { content?: Array<{ text?: string }>, isError?: boolean }
+    if (r.isError === true || r.content?.[0]?.text?.endsWith(':hello') !== true) throw new Error(`unexpected echo answer ${JSON.stringify(r)}`)
+  }
+}
+
+async function connectV2 (ctx: BenchContext, url: string): Promise<ClientV2> {
+  const client = new ClientV2({ name: 'bench-v2', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } })
+  await client.connect(new TransportV2(new URL(url)))
+  ctx.defer(async () => { await client.close().catch(() => {}) })
+  if (client.getNegotiatedProtocolVersion() !== '2026-07-28') throw new Error(`v2 client negotiated ${String(client.getNegotiatedProtocolVersion())} with ${url}`)
+  return client
+}
+
+export async function run (ctx: BenchContext): Promise<Row[]> {
+  ctx.defer(closeHttp)
+  const legacy = await startMcpServers(ctx, 1, 'fixture')
+  const modern = await startMcpServers(ctx, 1, 'modern')
+  const gw = await startGateway(ctx, gatewayEnv(ctx, { EGRESS_ALLOW: '127.0.0.1/32' }))
+  await httpOk('PUT', `${gw.url}/mcp/servers/echo`, { type: 'streamable_http', url: legacy.urls[0] })
+  await httpOk('PUT', `${gw.url}/mcp/servers/echom`, { type: 'streamable_http', url: modern.urls[0] })
+
+  const fns: Record<'legacyMcp' | 'legacyDirect' | 'modernMcp' | 'modernDirect' | 'invoke', () => Promise<void>> = {
+    legacyMcp: echoVia(await connectClient(ctx, `${gw.url}/mcp?mcp=echo`), 'echo__echo'),
+    legacyDirect: echoVia(await connectClient(ctx, legacy.urls[0] as string), 'echo'),
+    modernMcp: echoVia(await connectV2(ctx, `${gw.url}/mcp?mcp=echom`), 'echom__echo'),
+    modernDirect: echoVia(await connectV2(ctx, modern.urls[0] as string), 'echo'),
+    invoke: async () => {
+      const r = await http('POST', `${gw.url}/invoke`, { name: 'echo__echo', arguments: { text: 'hello' } })
+      if (r.status !== 200 || !r.body.includes(':hello"')) throw new Error(`POST /invoke answered ${r.status}: ${r.body.slice(0, 300)}`)
+    }
+  }
+  for (const fn of Object.values(fns)) await fn()
+
+  // --- concurrency 16: throughput, per era --------------------------------------------------------
+  const cpu = { legacyMcp: { ms: 0, calls: 0 }, modernMcp: { ms: 0, calls: 0 }, invoke: { ms: 0, calls: 0 } }
+  const counted = (side: keyof typeof cpu, fn: (seconds: number) => Promise<LoadResult>) => async (seconds: number, warmup: boolean): Promise<LoadResult> => {
+    const g0 = await cpuMs(gw.pid)
+    const r = await fn(seconds)
+    if (!warmup) {
+      cpu[side].ms += await cpuMs(gw.pid) - g0
+      cpu[side].calls += r.requests
+    }
+    return r
+  }
+  const loop = (call: () => Promise<void>) => async (seconds: number): Promise<LoadResult> => await closedLoop(call, C, seconds)
+  const rounds = { warmupSeconds: 2, seconds: SECONDS, rounds: ROUNDS }
+  const legacyLoad = await loadInterleaved(ctx, {
+    mcp: counted('legacyMcp', loop(fns.legacyMcp)),
+    invoke: counted('invoke', async (seconds) => await load({
+      url: `${gw.url}/invoke`, method: 'POST', body: JSON.stringify({ name: 'echo__echo', arguments: { text: 'hello' } }), connections: C, seconds
+    })),
+    direct: loop(fns.legacyDirect)
+  }, rounds)
+  const modernLoad = await loadInterleaved(ctx, { mcp: counted('modernMcp', loop(fns.modernMcp)), direct: loop(fns.modernDirect) }, rounds)
+  const rps = (rs: LoadResult[]): number => median(rs.map((r) => r.rps))
+  const bad = [...Object.values(legacyLoad), ...Object.values(modernLoad)].flat().reduce((a, r) => a + r.non2xx + r.errors, 0)
+  const usPerCall = (side: keyof typeof cpu): number => 1000 * cpu[side].ms / Math.max(1, cpu[side].calls)
+
+  // --- concurrency 1: added latency, everything interleaved ------------------------------------------
+  const c1 = await timeInterleaved(fns, { warmup: 200, reps: REPS, signal: ctx.signal })
+  const p50 = Object.fromEntries(Object.entries(c1).map(([k, v]) => [k, median(v as number[])])) as Record<keyof typeof fns, number>
+  const p99 = (k: keyof typeof fns): number => percentile(c1[k], 99)
+  ctx.log(`c=1 p50: legacy /mcp ${round(p50.legacyMcp)} vs ${round(p50.legacyDirect)} ms; 2026-07-28 /mcp ${round(p50.modernMcp)} vs ${round(p50.modernDirect)} ms; /invoke ${round(p50.invoke)} ms`)
+  const loadNotes = (mcp: LoadResult[], direct: LoadResult[]): string =>
+    `${C} SDK callTool loops each side, median of ${mcp.length} interleaved ${SECONDS} s rounds; p50 ${round(median(mcp.map((r) => r.p50)))} vs ${round(median(direct.map((r) => r.p50)))} ms`
+  const rpsDetail = (mcp: LoadResult[], direct: LoadResult[]): Record<string, string> =>
+    ({ gatewayRps: mcp.map((r) => round(r.rps)).join(' '), directRps: direct.map((r) => round(r.rps)).join(' ') })
+  const errNote = bad > 0 ? `; ${bad} errors` : ''
+
+  return [
+    makeRow({
+      id: '2.5',
+      name: 'the gateway\'s /mcp (legacy, SDK v1 client -> /mcp?mcp=echo -> echo server) vs the SDK client directly: latency at concurrency 1',
+      metric: 'p50 ms',
+      value: p50.legacyMcp,
+      baseline: p50.legacyDirect,
+      target: { on: 'delta', op: '<', limit: 0.5 },
+      notes: `added p50 ${round(p50.legacyMcp - p50.legacyDirect)} ms (POST /invoke of the same call, 2.5e: ${round(p50.invoke - p50.legacyDirect)} ms); p99 ${round(p99('legacyMcp'))} vs ${round(p99('legacyDirect'))} ms; n=${c1.legacyMcp.length} interleaved, after the rounds of 2.5b`,
+      detail: { addedP50: round(p50.legacyMcp - p50.legacyDirect), invokeAddedP50: round(p50.invoke - p50.legacyDirect) }
+    }),
+    makeRow({
+      id: '2.5b',
+      name: 'the same (legacy /mcp) at concurrency 16: throughput',
+      metric: 'req/s',
+      value: rps(legacyLoad.mcp),
+      baseline: rps(legacyLoad.direct),
+      target: { on: 'ratio', op: '>=', limit: 0.85 },
+      notes: `${loadNotes(legacyLoad.mcp, legacyLoad.direct)}; gateway CPU ${round(usPerCall('legacyMcp'))} us per call (POST /invoke: ${round(usPerCall('invoke'))} us)${errNote}`,
+      detail: { ...rpsDetail(legacyLoad.mcp, legacyLoad.direct), gatewayCpuUsPerCall: round(usPerCall('legacyMcp')) }
+    }),
+    makeRow({
+      id: '2.5c',
+      name: 'the gateway\'s /mcp in 2026-07-28 (SDK v2 client pinned -> /mcp?mcp=echom -> a 2026-07-28 echo server) vs the same client directly: latency at concurrency 1',
+      metric: 'p50 ms',
+      value: p50.modernMcp,
+      baseline: p50.modernDirect,
+      target: { on: 'delta', op: '<', limit: 0.5 },
+      notes: `added p50 ${round(p50.modernMcp - p50.modernDirect)} ms; p99 ${round(p99('modernMcp'))} vs ${round(p99('modernDirect'))} ms; the same interleaved calls as 2.5`,
+      detail: { addedP50: round(p50.modernMcp - p50.modernDirect) }
+    }),
+    makeRow({
+      id: '2.5d',
+      name: 'the same (2026-07-28 /mcp) at concurrency 16: throughput',
+      metric: 'req/s',
+      value: rps(modernLoad.mcp),
+      baseline: rps(modernLoad.direct),
+      target: { on: 'ratio', op: '>=', limit: 0.85 },
+      notes: `${loadNotes(modernLoad.mcp, modernLoad.direct)}; gateway CPU ${round(usPerCall('modernMcp'))} us per call${errNote}`,
+      detail: { ...rpsDetail(modernLoad.mcp, modernLoad.direct), gatewayCpuUsPerCall: round(usPerCall('modernMcp')) }
+    }),
+    makeRow({
+      id: '2.5e',
+      name: 'the floor of 2.5: POST /invoke of the same call on the same gateway, same interleaved calls: latency at concurrency 1',
+      metric: 'p50 ms',
+      value: p50.invoke,
+      baseline: p50.legacyDirect,
+      target: null,
+      notes: `added p50 ${round(p50.invoke - p50.legacyDirect)} ms; what the gateway costs without its MCP server side (undici keep-alive client); p99 ${round(p99('invoke'))} ms`,
+      detail: { addedP50: round(p50.invoke - p50.legacyDirect) }
+    }),
+    makeRow({
+      id: '2.5f',
+      name: 'the floor of 2.5b: POST /invoke of the same call at concurrency 16 (autocannon), same rounds',
+      metric: 'req/s',
+      value: rps(legacyLoad.invoke),
+      baseline: rps(legacyLoad.direct),
+      target: null,
+      notes: `autocannon ${C} connections in the rounds of 2.5b; gateway CPU ${round(usPerCall('invoke'))} us per call`,
+      detail: { gatewayRps: legacyLoad.invoke.map((r) => round(r.rps)).join(' ') }
+    })
+  ]
+}
