@@ -62,6 +62,7 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
     }
   }, async (request, reply) => {
     const exchange = endpoint.exchange(request.query, request.caller)
+    const single = !Array.isArray(request.body)
     reply.hijack()
     await endpoint.post(request.raw, reply.raw, request.body, exchange, {
       // Set by the rate-limit plugin: each tools/call of a batch counts against the tenant's limits.
@@ -70,22 +71,26 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
       ...(request.tenantBucket !== undefined ? { tenantKey: request.tenantBucket } : {}),
       onCall: (record) => {
         const tenant = exchange.tenant ?? null
-        if (!record.ok) {
-          request.log.info({ tool: record.name, tenant, outcome: record.error.code, via: 'mcp' }, 'invoke')
-          return
+        const fields = record.ok
+          ? {
+              tool: record.result.name,
+              route: record.result.route,
+              tenant,
+              // The server asks for input (MCP input_required): its state is in no log line.
+              outcome: record.result.status === 'input_required' ? 'input_required' : record.result.isError ? record.result.error?.code : 'ok',
+              durationMs: record.result.durationMs,
+              via: 'mcp'
+            }
+          : { tool: record.name, tenant, outcome: record.error.code, via: 'mcp' }
+        if (record.ok) {
+          const { result } = record
+          request.toolMs += result.toolMs
+          if (result.trace !== null) request.log.debug({ tool: result.name, callId: result.callId, trace: result.trace }, 'invoke trace')
         }
-        const { result } = record
-        request.toolMs += result.toolMs
-        request.log.info({
-          tool: result.name,
-          route: result.route,
-          tenant,
-          // The server asks for input (MCP input_required): its state is in no log line.
-          outcome: result.status === 'input_required' ? 'input_required' : result.isError ? result.error?.code : 'ok',
-          durationMs: result.durationMs,
-          via: 'mcp'
-        }, 'invoke')
-        if (result.trace !== null) request.log.debug({ tool: result.name, callId: result.callId, trace: result.trace }, 'invoke trace')
+        // One message: its call goes into the request's one log line, as POST /invoke's does (a log
+        // write per line was a visible part of the CPU); each call of a batch gets a line of its own.
+        if (single && request.logFields === undefined) request.logFields = fields
+        else request.log.info(fields, 'invoke')
       },
       overheadMs: () => performance.now() - request.startedAt - request.toolMs
     })

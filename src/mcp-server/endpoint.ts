@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { WebStandardStreamableHTTPServerTransport, isLegacyRequest } from '@modelcontextprotocol/server'
-import type { Server } from '@modelcontextprotocol/server'
+import { WebStandardStreamableHTTPServerTransport, classifyInboundRequest } from '@modelcontextprotocol/server'
+import type { Server, Transport } from '@modelcontextprotocol/server'
 import type { Gateway } from '../gateway.js'
 import type { ListingListener } from '../registry/types.js'
 import { parseServerSelection, splitComma } from '../routing/allow-list.js'
@@ -10,10 +10,11 @@ import { ListChangedNotifier } from './notifier.js'
 import { HttpError } from '../errors.js'
 import { jsonRpcRefusalBody, mcpListingQuery } from './json-rpc.js'
 import { createGatewayMcpServer } from './server.js'
-import type { LegacyClient, McpCallRecord } from './handlers.js'
+import type { GatewayMcpServerOptions, LegacyClient, McpCallRecord } from './handlers.js'
 import { ModernMcp } from './modern.js'
 import { toWebRequest, writeAdaptiveResponse, writeWebResponse } from './web.js'
 import { ClientRequests } from './client-requests.js'
+import { LeanLegacyTransport, leanLegacyRequest } from './lean-transport.js'
 import type { AnswerOwner } from './client-requests.js'
 import { canBeAsked, capabilitiesOf, sessionIdFor } from './legacy-session.js'
 import { randomUUID } from 'node:crypto'
@@ -177,12 +178,15 @@ export class McpEndpoint {
     }
     let server: Server | undefined
     res.once('close', () => {
-      if (!res.writableFinished) gone.abort(new Error('client disconnected'))
+      if (res.writableFinished) return
+      // The client left before its answer: the call is cancelled (upstream too), the server's pending work aborted.
+      gone.abort(new Error('client disconnected'))
       server?.close().catch(() => {})
     })
     try {
-      const request = toWebRequest(req, gone.signal)
-      if (!await isLegacyRequest(request, body)) {
+      // The SDK's own era verdict (what isLegacyRequest runs), on the Node headers: no web Request for it.
+      if (classifyInboundRequest({ httpMethod: 'POST', ...mcpHeadersOf(req), body }).kind !== 'legacy') {
+        const request = toWebRequest(req, gone.signal)
         if (isListenRequest(body)) await this.#listen(request, res, body, ex, opts, hooks.tenantKey ?? tenantKeyOf(ex))
         else if (!await this.#paramHeadersAgree(request, res, body, ex, gone.signal)) return
         else await this.#modern.post(request, res, body, opts)
@@ -192,8 +196,23 @@ export class McpEndpoint {
       // and questions for the client): its answer is a stream, sent as plain JSON when the result
       // comes first (writeAdaptiveResponse). Anything else is answered JSON, unless it asks for progress.
       const oneCall = isToolsCall(body)
+      const single = leanLegacyRequest(req, body)
+      if (single !== undefined) {
+        // The common case, one request: the lean transport (lean-transport.ts), the same answer without the web objects.
+        const lean = new LeanLegacyTransport(res, single, !oneCall)
+        server = this.#legacyServer(opts, oneCall, ex, headerOf(req, 'mcp-session-id'), lean.send.bind(lean))
+        await server.connect(lean)
+        if (lean.accepts(headerOf(req, 'mcp-protocol-version'))) {
+          lean.dispatch()
+          await lean.done
+          return
+        }
+        // A revision the server does not speak: the SDK's transport words the refusal.
+        await server.close()
+      }
+      const request = toWebRequest(req, gone.signal)
       const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !oneCall && !wantsProgress(body) })
-      server = createGatewayMcpServer(oneCall ? { ...opts, legacyClient: this.#legacyClient(request, ex, transport) } : opts, 'legacy')
+      server = this.#legacyServer(opts, oneCall, ex, request.headers.get('mcp-session-id'), transport.send.bind(transport))
       await server.connect(transport)
       const response = await transport.handleRequest(request, { parsedBody: body })
       if (oneCall) await writeAdaptiveResponse(response, res, gone.signal)
@@ -203,13 +222,18 @@ export class McpEndpoint {
     }
   }
 
+  /** The exchange's legacy server; a single tools/call gets its way back to the client (#legacyClient). */
+  #legacyServer (opts: GatewayMcpServerOptions, oneCall: boolean, ex: McpExchange, sessionId: string | null | undefined, send: Send): Server {
+    return createGatewayMcpServer(oneCall ? { ...opts, legacyClient: this.#legacyClient(sessionId, ex, send) } : opts, 'legacy')
+  }
+
   /**
    * A legacy client's call's way back to it: what it declared in `initialize` (its session id,
    * legacy-session.ts) and the call's own response stream, on which the requests its servers
    * make of the client go out (with ids of client-requests.ts, whose answers come back as POSTs).
    */
-  #legacyClient (request: Request, ex: McpExchange, transport: WebStandardStreamableHTTPServerTransport): LegacyClient {
-    const capabilities = capabilitiesOf(request.headers.get('mcp-session-id'))
+  #legacyClient (sessionId: string | null | undefined, ex: McpExchange, transportSend: Send): LegacyClient {
+    const capabilities = capabilitiesOf(sessionId)
     const owner = answerOwnerOf(ex)
     const askable = canBeAsked(capabilities)
     return {
@@ -217,14 +241,14 @@ export class McpEndpoint {
       relay: (requestId, notify) => ({
         ask: askable
           ? async (question, signal) => {
-            const send = async (m: Parameters<typeof transport.send>[0]): Promise<void> => { await transport.send(m, { relatedRequestId: requestId }) }
+            const send = async (m: Parameters<Send>[0]): Promise<void> => { await transportSend(m, { relatedRequestId: requestId }) }
             return await this.#clientRequests.ask(owner, send, question, signal)
           }
           : undefined,
         log: (params) => { notify({ method: 'notifications/message', params }).catch(() => {}) },
         // Straight onto the call's stream: the SDK's Server, never initialized here, would check it against no capabilities.
         notify: (method, params) => {
-          transport.send({ jsonrpc: '2.0', method, ...(params !== undefined ? { params } : {}) }, { relatedRequestId: requestId }).catch(() => {})
+          transportSend({ jsonrpc: '2.0', method, ...(params !== undefined ? { params } : {}) }, { relatedRequestId: requestId }).catch(() => {})
         },
         // No level kept between requests (stateless): what a legacy server would send a client that set none.
         logLevel: 'debug'
@@ -391,6 +415,27 @@ function tenantKeyOf (ex: McpExchange): string {
 /** Whose call a request to a client belongs to: its answer must come from the same tenant and key. */
 function answerOwnerOf (ex: McpExchange): AnswerOwner {
   return { tenant: ex.tenant ?? '_', keyId: ex.caller.keyId ?? '' }
+}
+
+/** Sends a message on the exchange's transport (either kind). */
+type Send = Transport['send']
+
+/** The MCP headers the SDK's era classifier reads (its standardHeadersOf), from the Node request. */
+function mcpHeadersOf (req: IncomingMessage): { protocolVersionHeader?: string, mcpMethodHeader?: string, mcpNameHeader?: string } {
+  const version = headerOf(req, 'mcp-protocol-version')
+  const method = headerOf(req, 'mcp-method')
+  const name = headerOf(req, 'mcp-name')
+  return {
+    ...(version !== undefined ? { protocolVersionHeader: version } : {}),
+    ...(method !== undefined ? { mcpMethodHeader: method } : {}),
+    ...(name !== undefined ? { mcpNameHeader: name } : {})
+  }
+}
+
+/** A request header as a web Headers.get gives it (repeated ones joined by ", "), undefined when absent. */
+function headerOf (req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name]
+  return Array.isArray(value) ? value.join(', ') : value
 }
 
 /** Whether a POST body is one tools/call request. */

@@ -15,6 +15,7 @@ import type { Diagnostic } from './diagnostic.js'
 import type { CallContext, CreatedTask, InputRequired, Tier, TierTraits, ToolFailureReason, ToolOutcome } from './types.js'
 import { TIER_RANK, TIER_TRAITS, TIERS } from './types.js'
 import { ArgumentValidator } from './validate.js'
+import { AllowListings } from './allow-listings.js'
 import { parseArguments } from './arguments.js'
 
 /** Why a tool is exposed under another name, or not at all. */
@@ -167,6 +168,8 @@ export class ToolRouter {
   readonly #validator: ArgumentValidator
   readonly #meta: MetaTools | undefined
   readonly #guardrails: GuardrailRunner | undefined
+  /** The listings invokes with an allow-list resolve their names in (allow-listings.ts). */
+  readonly #allowed = new AllowListings<Listing>()
 
   constructor (opts: RouterOptions) {
     this.#byTier = opts.sources
@@ -434,7 +437,8 @@ export class ToolRouter {
     if (meta !== undefined) {
       entry = meta
     } else if (req.allow) {
-      const listing = await this.list(req.allow, scope)
+      const allow = req.allow
+      const listing = await this.#allowed.get(allow, scope, async () => await this.catalogVersion(scope), async () => await this.list(allow, scope))
       const hit = listing.tools.find((t) => t.name === req.name) ??
         listing.tools.find((t) => t.entry.name === req.name || t.entry.qualifiedName === req.name)
       // A selected tool that is withheld is refused below as a tool error, which says why.

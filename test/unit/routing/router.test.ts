@@ -292,3 +292,33 @@ test('catalog: every tier\'s tools with what shadows them; the tenant\'s servers
   assert.equal(row('global_mcp', 'gm__shared'), 'user_mcp')
   assert.equal(row('global_mcp', 'gm__read_file'), 'builtin')
 })
+
+test('invoke with allow: the listing is reused while the catalog token is the same, and made again when it changes', async () => {
+  // A global MCP tier whose tools change at run time: its catalog token is the table it serves.
+  let table = new TableSource('global_mcp', [{ tool: 'old', server: 'gm' }])
+  let lists = 0
+  const changing: ToolSource = {
+    tier: 'global_mcp',
+    list: async (selection, s) => { lists++; return await table.list(selection, s) },
+    resolve: async (name, s) => await table.resolve(name, s),
+    call: async (entry) => await table.call(entry),
+    catalogToken: async () => table
+  }
+  const none = (tier: Tier): TableSource => new TableSource(tier, [])
+  const router = new ToolRouter({
+    sources: { builtin: none('builtin'), user_mcp: none('user_mcp'), local_mcp: none('local_mcp'), function: null, global_mcp: changing },
+    outputMaxChars: 10_000
+  })
+  const allow = { mcp: ['gm'] }
+  assert.equal(ok(await invoke(router, 'old', { allow })).output, 'global_mcp:gm:old')
+  assert.equal(ok(await invoke(router, 'old', { allow })).output, 'global_mcp:gm:old')
+  assert.equal(lists, 1, 'the second call resolves in the cached listing')
+  // Another allow-list or another tenant is another listing.
+  assert.equal(errorCode(await invoke(router, 'old', { allow: { mcp: ['other'] } })), 'GW_NOT_ALLOWED')
+  assert.equal(lists, 2)
+  // The server's tools change: the next call sees the new list at once.
+  table = new TableSource('global_mcp', [{ tool: 'new', server: 'gm' }])
+  assert.equal(ok(await invoke(router, 'new', { allow })).output, 'global_mcp:gm:new')
+  assert.equal(errorCode(await invoke(router, 'old', { allow })), 'GW_TOOL_NOT_FOUND')
+  assert.equal(lists, 3, 'one listing for the new catalog, reused by the call after it')
+})
