@@ -17,6 +17,7 @@ import type { InvocationPage, InvocationEntry } from '../../src/api/invocations.
 import type { ApprovalsResponse, Approval, DecisionBodyT } from '../../src/api/approvals.js'
 import type { WorkspaceList, WorkspaceSummary, UploadResponse, CheckpointList, CheckpointInfo, RestoreResponse } from '../../src/api/workspaces.js'
 import type { AuthorizeResponse, OAuthStatusResponse } from '../../src/api/oauth.js'
+import type { AcceptPinsBody, AcceptPinsResponse, PinsResponse } from '../../src/api/pins.js'
 import type { ClusterResponse } from '../../src/api/cluster.js'
 import type { WhoAmIResponse } from '../../src/api/whoami.js'
 import type { ErrorResponse } from '../../src/api/common.js'
@@ -38,6 +39,10 @@ export type DeleteServer = Static<typeof DeleteServerResponse>
 export type LiveTools = Static<typeof LiveToolsResponse>
 export type OAuthStatus = Static<typeof OAuthStatusResponse>
 export type OAuthAuthorization = Static<typeof AuthorizeResponse>
+export type Pins = Static<typeof PinsResponse>
+export type PinnedTool = Pins['tools'][number]
+export type AcceptPins = NonNullable<Static<typeof AcceptPinsBody>>
+export type PinsAccepted = Static<typeof AcceptPinsResponse>
 export type Status = Static<typeof StatusResponse>
 export type Invocations = Static<typeof InvocationPage>
 export type Invocation = Static<typeof InvocationEntry>
@@ -207,6 +212,20 @@ export class Api {
     return userId === undefined
       ? this.get('deleteGlobalServerOAuth', { params: { serverId } })
       : this.get('deleteUserServerOAuth', { params: { userId, serverId } })
+  }
+
+  /** A server's definition pins (SPEC 18): each tool's status against what the server offers now, both definitions. */
+  pins (userId: string | undefined, serverId: string): Promise<Pins> {
+    return userId === undefined
+      ? this.get('getGlobalServerPins', { params: { serverId } })
+      : this.get('getUserServerPins', { params: { userId, serverId } })
+  }
+
+  /** Pins what the server offers now; with `digests`, only if still offered as read (else 409 GW_DEFINITION_CHANGED). */
+  acceptPins (userId: string | undefined, serverId: string, body: AcceptPins): Promise<PinsAccepted> {
+    return userId === undefined
+      ? this.get('acceptGlobalServerPins', { params: { serverId }, json: body })
+      : this.get('acceptUserServerPins', { params: { userId, serverId }, json: body })
   }
 
   invocations (userId: string, query: Query): Promise<Invocations> { return this.get('listInvocations', { params: { userId }, query }) }

@@ -4,6 +4,8 @@ import type { Api, LiveTools, Server, ServerInput } from '../api.js'
 import { ConfirmButton, ErrorBox, Loading, Section, formatTime, useAction, useLoad } from '../ui.js'
 import type { ViewProps } from '../view.js'
 import { OAuthConnection } from './server-oauth.js'
+import { PinsCell, PinsPanel } from './server-pins.js'
+import type { PinsTarget } from './server-pins.js'
 
 type Grant = 'authorization_code' | 'client_credentials'
 
@@ -241,7 +243,14 @@ function LiveToolsPanel ({ tools }: { tools: LiveTools }): JSX.Element {
 }
 
 /** One scope's servers: the global ones (userId undefined) or a tenant's. */
-function ServerScope ({ api, userId, title }: { api: Api, userId: string | undefined, title: string }): JSX.Element {
+function ServerScope ({ api, userId, title, pinsAccepted, onPins }: {
+  api: Api
+  userId: string | undefined
+  title: string
+  /** Counts accepts in the pins panel: the rows' Pins cells ask again. */
+  pinsAccepted: number
+  onPins: (target: PinsTarget) => void
+}): JSX.Element {
   const servers = useLoad(() => api.servers(userId), [api, userId])
   const [form, setForm] = useState<{ draft: Draft, editing: boolean } | undefined>(undefined)
   const [live, setLive] = useState<LiveTools | undefined>(undefined)
@@ -304,7 +313,9 @@ function ServerScope ({ api, userId, title }: { api: Api, userId: string | undef
         {servers.data !== undefined && servers.data.servers.length > 0 && (
           <div class='scroll'>
             <table class='servers'>
-              <thead><tr><th>Server</th><th>Type</th><th>Where</th><th>Headers / env</th><th>OAuth</th><th>Enabled</th><th>Updated</th><th /></tr></thead>
+              <thead>
+                <tr><th>Server</th><th>Type</th><th>Where</th><th>Headers / env</th><th>OAuth</th><th>Pins</th><th>Enabled</th><th>Updated</th><th /></tr>
+              </thead>
               <tbody>
                 {servers.data.servers.map((s) => (
                   <tr key={s.serverId} data-server={s.serverId}>
@@ -320,6 +331,15 @@ function ServerScope ({ api, userId, title }: { api: Api, userId: string | undef
                       {s.config.auth !== undefined
                         ? <OAuthConnection api={api} userId={userId} server={s} refreshed={refreshed} />
                         : <span class='muted'>—</span>}
+                    </td>
+                    <td class='pins-cell'>
+                      <PinsCell
+                        api={api}
+                        userId={userId}
+                        server={s}
+                        refreshed={refreshed + pinsAccepted}
+                        onOpen={() => onPins({ userId, serverId: s.serverId })}
+                      />
                     </td>
                     <td>{s.config.enabled ? 'yes' : 'no'}</td>
                     <td>{formatTime(s.updatedAt)}</td>
@@ -340,11 +360,36 @@ function ServerScope ({ api, userId, title }: { api: Api, userId: string | undef
   )
 }
 
+/**
+ * The pins panel a link opens (the Tools view's definition_changed diagnostic): `#/servers?pins=<serverId>`.
+ * The tenant's pins (of its own server or of a global one), or without a tenant those of calls without one.
+ */
+function pinsOfHash (tenant: string): PinsTarget | undefined {
+  const serverId = new URLSearchParams(location.hash.split('?')[1] ?? '').get('pins') ?? ''
+  return serverId === '' ? undefined : { userId: tenant === '' ? undefined : tenant, serverId }
+}
+
 export function ServersView ({ api, role, tenant }: ViewProps): JSX.Element {
+  const [pins, setPins] = useState<PinsTarget | undefined>(() => pinsOfHash(tenant))
+  const [accepted, setAccepted] = useState(0)
+  const open = (target: PinsTarget): void => {
+    setPins(target)
+    // Scrolled to once rendered (the panel is above the lists).
+    requestAnimationFrame(() => document.querySelector('[data-pins-panel]')?.scrollIntoView({ block: 'nearest' }))
+  }
   return (
     <div class='stack'>
-      {tenant !== '' && <ServerScope api={api} userId={tenant} title={`Servers of ${tenant}`} />}
-      {role === 'admin' && <ServerScope api={api} userId={undefined} title='Global servers' />}
+      {pins !== undefined && (
+        <PinsPanel
+          key={`${pins.userId ?? ''}/${pins.serverId}`}
+          api={api}
+          target={pins}
+          onClose={() => setPins(undefined)}
+          onAccepted={() => setAccepted((n) => n + 1)}
+        />
+      )}
+      {tenant !== '' && <ServerScope api={api} userId={tenant} title={`Servers of ${tenant}`} pinsAccepted={accepted} onPins={open} />}
+      {role === 'admin' && <ServerScope api={api} userId={undefined} title='Global servers' pinsAccepted={accepted} onPins={open} />}
       {role === 'admin' && tenant === '' && <p class='muted'>Pick a tenant above to see its own servers.</p>}
     </div>
   )

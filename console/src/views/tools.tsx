@@ -137,7 +137,18 @@ export function ToolsView ({ api, tenant, allow, setAllow, go }: ViewProps): JSX
             )}
             {listing.diagnostics.length > 0 && (
               <table><caption>Diagnostics</caption><thead><tr><th>Type</th><th>Name</th><th>Tier</th><th>Message</th></tr></thead>
-                <tbody>{listing.diagnostics.map((d, i) => <tr key={i}><td>{d.type}</td><td>{d.name}</td><td>{d.route}</td><td>{d.message}</td></tr>)}</tbody>
+                <tbody>
+                  {listing.diagnostics.map((d, i) => (
+                    <tr key={i} data-diagnostic={d.type}>
+                      <td>{d.type}</td><td>{d.name}</td><td>{d.route}</td>
+                      <td>
+                        {d.message}
+                        {/* A definition that differs from its pin (SPEC 18): the diff and Accept are in the Servers view's pins panel. */}
+                        {d.type === 'definition_changed' && <> <a class='pins-link' href={`#/servers?pins=${encodeURIComponent(d.source)}`}>Review the change</a></>}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
               </table>
             )}
             <details open><summary>Schemas ({format})</summary><Json value={listing.tools} label='tool schemas' /></details>

@@ -9,12 +9,11 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import type { TestContext } from 'node:test'
 import type { FastifyInstance } from 'fastify'
-import { Server } from '@modelcontextprotocol/sdk/server/index.js'
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import type { Tool } from '@modelcontextprotocol/sdk/types.js'
 import { buildTestApp } from '../../helpers/app.js'
 import { str, tool } from '../../helpers/search-tools.js'
-import { startStreamableHttpFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
+import { mutableServer } from '../../helpers/mutable-mcp-server.js'
+import type { MutableServer } from '../../helpers/mutable-mcp-server.js'
 
 const ADMIN = 'k-admin-pins-0123'
 const ACME = 'k-acme-pins-01234'
@@ -26,40 +25,6 @@ type Method = 'GET' | 'PUT' | 'POST' | 'DELETE'
 async function call (app: FastifyInstance, key: string, method: Method, url: string, body?: unknown): Promise<{ status: number, json: any }> {
   const res = await app.inject({ method, url, headers: { authorization: `Bearer ${key}` }, ...(body !== undefined ? { payload: body as object } : {}) })
   return { status: res.statusCode, json: res.body === '' ? undefined : res.json() }
-}
-
-/** A notes server whose tools the test replaces; every open session is told (list_changed). */
-interface MutableServer {
-  url: string
-  calls: string[]
-  setTools: (tools: Tool[]) => Promise<void>
-}
-
-async function mutableServer (t: TestContext, initial: Tool[]): Promise<MutableServer> {
-  let tools = initial
-  const calls: string[] = []
-  const sessions = new Set<Server>()
-  const fixture = await startStreamableHttpFixture({
-    factory: () => {
-      const server = new Server({ name: 'notes', version: '1.0.0' }, { capabilities: { tools: { listChanged: true } } })
-      server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools }))
-      server.setRequestHandler(CallToolRequestSchema, async (r) => {
-        calls.push(r.params.name)
-        return { content: [{ type: 'text' as const, text: `ran ${r.params.name}` }] }
-      })
-      sessions.add(server)
-      return server
-    }
-  })
-  t.after(async () => await fixture.close())
-  return {
-    url: fixture.url,
-    calls,
-    setTools: async (next) => {
-      tools = next
-      await Promise.allSettled([...sessions].map(async (s) => await s.sendToolListChanged()))
-    }
-  }
 }
 
 const NOTES: Tool[] = [
