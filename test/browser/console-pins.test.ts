@@ -100,6 +100,7 @@ test('console pins: a changed description held under pinning hold shows a badge 
   await panel.locator('li[data-tool=post_note] [data-status=changed]').waitFor()
   await panel.locator('button:has-text("Close")').click()
   await panel.waitFor({ state: 'detached' })
+  assert.equal(new URL(page.url()).hash, '#/servers', 'closed, the link\'s panel does not open again on reload')
 
   // The Servers view: the row's badge names how many changed and that the policy holds them.
   watch.phase('badge')

@@ -384,7 +384,11 @@ export function ServersView ({ api, role, tenant }: ViewProps): JSX.Element {
           key={`${pins.userId ?? ''}/${pins.serverId}`}
           api={api}
           target={pins}
-          onClose={() => setPins(undefined)}
+          onClose={() => {
+            setPins(undefined)
+            // A link's panel, closed, does not open again on reload.
+            if (location.hash.includes('?')) history.replaceState(null, '', '#/servers')
+          }}
           onAccepted={() => setAccepted((n) => n + 1)}
         />
       )}
