@@ -1,4 +1,4 @@
-import { maskText, maskValue, MAX_DEPTH } from '../secrets/detector.js'
+import { maskText, maskValue, MAX_DEPTH, TOO_DEEP } from '../secrets/detector.js'
 import type { CheckedResult, GuardrailReport, GuardrailRunner, GuardrailSubject, GuardrailVerdict } from '../routing/guardrails.js'
 import type { Guardrail } from '../routing/policy.js'
 import type { Finding } from './finding.js'
@@ -38,17 +38,22 @@ function scanText (check: 'secrets' | 'pii' | 'injection', text: string): Scan<s
 }
 
 /** Every string of a JSON value through `f` (bounded depth, as the secret detector); the value itself when nothing changed. */
-function mapStrings (value: unknown, f: (s: string) => string, depth = 0): unknown {
+function mapStrings (value: unknown, f: (s: string) => string, tooDeep: () => void, depth = 0): unknown {
   if (typeof value === 'string') return f(value)
-  if (value === null || typeof value !== 'object' || depth >= MAX_DEPTH) return value
+  if (value === null || typeof value !== 'object') return value
+  // What the checks cannot read is not passed on unread: it becomes the secret detector's marker (and a finding).
+  if (depth >= MAX_DEPTH) {
+    tooDeep()
+    return TOO_DEEP
+  }
   if (Array.isArray(value)) {
-    const out = value.map((v) => mapStrings(v, f, depth + 1))
+    const out = value.map((v) => mapStrings(v, f, tooDeep, depth + 1))
     return out.every((v, i) => v === value[i]) ? value : out
   }
   let changed = false
   const out: Record<string, unknown> = {}
   for (const [k, v] of Object.entries(value)) {
-    out[k] = mapStrings(v, f, depth + 1)
+    out[k] = mapStrings(v, f, tooDeep, depth + 1)
     if (out[k] !== v) changed = true
   }
   return changed ? out : value
@@ -66,7 +71,7 @@ function scanValue<T> (check: 'secrets' | 'pii' | 'injection', value: T): Scan<T
     const scan = scanText(check, s)
     scan.kinds.forEach((k) => kinds.add(k))
     return scan.redacted
-  }) as T
+  }, () => kinds.add('nested-too-deep')) as T
   return { kinds: [...kinds], redacted }
 }
 
