@@ -254,6 +254,8 @@ async function build (
   const pins = new PinService(store, logger, { onChange: (change) => { journal.record(definitionChangedRecord(change)) } })
   closers.push(async () => { pins.close() })
   const pinnedPolicies = new PinningPolicies(policies, pins)
+  // As the default policy: read once now, kept through an outage for calls without a tenant.
+  await pins.view(undefined)
   if (config.approvalWebhookUrl !== undefined && (config.approvalWebhookSecret ?? '') === '') {
     throw new StartupError('APPROVAL_WEBHOOK_URL is set without APPROVAL_WEBHOOK_SECRET: the webhook\'s receiver could not tell its POSTs from forged ones')
   }

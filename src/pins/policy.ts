@@ -50,6 +50,10 @@ export class PinnedPolicy implements ToolPolicy {
     const known = this.#checks.get(entry)
     if (known !== undefined) return known ?? undefined
     const digested = digestOf(entry.spec)
+    // Nothing to compare with (the store did not answer): `hold` holds, `warn` has nothing to report. Not kept: asked again.
+    if (this.#view.unreadable) {
+      return this.pinning === 'hold' ? { oldDigest: 'unknown', newDigest: digested.digest, fields: [], held: true, unreadable: true } : undefined
+    }
     const verdict = this.#view.verdict(entry, digested)
     if (verdict.kind === 'unpinned') {
       this.#pins.observe(this.#userId, entry, digested)

@@ -17,7 +17,8 @@ export type PinVerdict =
 
 /** One scope's pins as read at one version: an immutable snapshot (a write makes a new one). */
 export class PinView {
-  constructor (readonly version: number, readonly set: PinSet) {}
+  /** `unreadable`: the store did not answer and this scope's pins were never read (nothing to compare with). */
+  constructor (readonly version: number, readonly set: PinSet, readonly unreadable = false) {}
 
   verdict (entry: CatalogEntry, digested: Digested): PinVerdict {
     const pin = this.set.get(serverKey(entry.route as PinnedRoute, entry.source))?.tools.get(entry.spec.name)
@@ -87,9 +88,20 @@ export class PinService {
     else if (change.kind === 'pins') this.#cache.markStale(change.scope)
   }
 
-  /** The pins every call of the tenant (or of no tenant) is compared with. */
+  /**
+   * The pins every call of the tenant (or of no tenant) is compared with. A store that does not
+   * answer for a scope never read gives an unreadable view (not cached): calls that reach no remote
+   * tool go on, and PinnedPolicy holds remote tools under `hold` rather than call them unchecked.
+   */
   async view (userId: string | undefined): Promise<PinView> {
-    return this.viewNow(userId) ?? await this.#load(scopeOf(userId))
+    const known = this.viewNow(userId)
+    if (known !== undefined) return known
+    try {
+      return await this.#load(scopeOf(userId))
+    } catch (err) {
+      this.#warn(err, 'definition pins cannot be read: remote tools are not compared (held under pinning: hold)')
+      return UNREADABLE
+    }
   }
 
   /** The cached view when it is still fresh, else undefined: ask `view`. */
@@ -226,6 +238,8 @@ export class PinService {
     this.#unsubscribe()
   }
 }
+
+const UNREADABLE = new PinView(0, new Map(), true)
 
 function scopeOf (userId: string | undefined): RegistryScope {
   return userId === undefined ? { kind: 'global' } : { kind: 'user', userId }

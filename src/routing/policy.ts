@@ -58,6 +58,9 @@ export interface ToolPolicy {
 
 /** What a listing's `definition_changed` diagnostic and a held call say of a changed definition. */
 export function definitionChangeMessage (name: string, change: DefinitionChange): string {
+  if (change.unreadable === true) {
+    return `Tool '${name}' cannot be compared with its pinned definition: the pins cannot be read (the registry does not answer); it is withheld under the policy's \`pinning: hold\` until they can`
+  }
   const what = change.fields.length > 0 ? ` (${change.fields.join(', ')})` : ''
   const fate = change.held
     ? 'it is withheld under the policy\'s `pinning: hold` until an admin or the tenant accepts it (POST .../mcp/servers/{serverId}/pins)'
@@ -74,6 +77,8 @@ export interface DefinitionChange {
   fields: string[]
   /** Withheld under `pinning: hold` until accepted (POST .../pins). */
   held: boolean
+  /** The pins could not be read (the registry store did not answer): nothing was compared; held under `hold`. */
+  unreadable?: boolean
 }
 
 /** The policy of a tenant (undefined: no userId) for a request; an object that stays === while it is unchanged. */

@@ -122,3 +122,21 @@ test('the policy wrapper: unpinned tools are pinned, changed ones reported, held
   assert.equal(held.definitionCheck?.(big)?.held, true)
   assert.equal(held.pinning, 'hold')
 })
+
+test('pins that cannot be read (the store is down, never read): calls go on; remote tools are held under hold, not called unchecked', async (t) => {
+  const store = new MemoryRegistryStore()
+  const pins = new PinService(store, silentLogger)
+  t.after(() => { pins.close() })
+  await store.close()
+  let pinning: 'warn' | 'hold' = 'warn'
+  const inner = (): ToolPolicy => ({ decide: () => ({ kind: 'allow' }), checkCall: () => undefined, limits: {}, pinning })
+  const policies = new PinningPolicies({ effective: async () => inner() }, pins)
+  const tool = entry('s', spec('alpha'))
+  assert.equal((await policies.effective('acme')).definitionCheck?.(tool), undefined)
+  pinning = 'hold'
+  const held = (await policies.effective('acme')).definitionCheck?.(tool)
+  assert.equal(held?.held, true)
+  assert.equal(held?.unreadable, true)
+  // Built-ins are not pinned: never held for it.
+  assert.equal((await policies.effective('acme')).definitionCheck?.({ route: 'builtin', source: 'builtin', name: 'bash', spec: spec('bash') }), undefined)
+})
