@@ -1,11 +1,10 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { mkdtemp, readFile, readdir, rm, stat } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { directExecutor, freshCopy, loadSession, REPLAY_DIR } from '../../bench/fixtures/replay/direct.js'
+import { directExecutor, freshCopy, loadSession, REPLAY_DIR, shell } from '../../bench/fixtures/replay/direct.js'
 import type { BashAnswer } from '../../bench/fixtures/replay/direct.js'
 
 // Bench row 9 (bench/replay.ts) replays a recorded agent session on a copy of picomatch. The module
@@ -48,16 +47,9 @@ test('the recorded session replays directly on a fresh copy: every call succeeds
   // The setup plants the bug the session fixes.
   const planted = await readFile(path.join(root, 'lib/utils.js'), 'utf8')
   assert.notEqual(planted, await readFile(path.join(PROJECT, 'lib/utils.js'), 'utf8'))
-  const bash = (command: string): Promise<BashAnswer> => new Promise((resolve, reject) => {
-    const env = { PATH: [path.dirname(process.execPath), '/usr/bin', '/bin'].join(':'), HOME: dir }
-    const child = spawn('sh', ['-c', command], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d: Buffer) => { stdout += d.toString() })
-    child.stderr.on('data', (d: Buffer) => { stderr += d.toString() })
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ exitCode: code ?? -1, stdout, stderr }))
-  })
+  const env = { PATH: [path.dirname(process.execPath), '/usr/bin', '/bin'].join(':'), HOME: dir }
+  const bash = async (command: string): Promise<BashAnswer> => await shell(command, root, env)
+
   const run = directExecutor(root, bash)
   const exits: number[] = []
   for (const call of session.calls) {
