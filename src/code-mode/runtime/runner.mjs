@@ -91,7 +91,16 @@ function serialisable (value) {
   }
 }
 
+let finished = false
+
+/**
+ * Sends the script's one answer and exits once it is flushed. Only the first answer counts: a
+ * second (a rejection left unhandled after the script already failed) would end the socket again,
+ * and a second end() calls back at once, so the process exited before the first answer was out.
+ */
 function finish (message, exitCode) {
+  if (finished) return
+  finished = true
   send(message)
   socket.end(() => process.exit(exitCode))
   // The gateway may be gone: exit anyway.

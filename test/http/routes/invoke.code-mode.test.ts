@@ -137,6 +137,23 @@ return codes
   assert.deepEqual(pending.json.approvals.map((a: any) => a.name), ['user_acme_tool_add_issue_comment'])
 })
 
+test('a script that fails at its first refusal while another call is still pending answers its exception, not a bare exit status',
+  { skip, timeout: 120_000 }, async (t) => {
+    const app = await setup(t)
+    // b's rejection arrives after the script already failed on a: unhandled, it made the runner answer (and end its socket) twice.
+    for (let i = 0; i < 3; i++) {
+      const r = await script(app, 'javascript', `
+const a = tools.bash({ command: 'id' })
+const b = tools.user_globex_tool_create_issue_report({ title: 'x' })
+await a
+return 'unreachable'
+`)
+      assert.equal(r.isError, true)
+      assert.match(r.output, /GW_NOT_ALLOWED/, r.output)
+      assert.doesNotMatch(r.output, /exited with status/, r.output)
+    }
+  })
+
 test('code mode\'s listing: functions=@code lists run_tools_script beside the tools, its description the typed API of the others; ' +
   'mode=code lists it alone (plus pinned); without `allow` a script is refused', { skip, timeout: 60_000 }, async (t) => {
   const app = await setup(t)
