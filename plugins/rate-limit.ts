@@ -23,8 +23,12 @@ declare module 'fastify' {
      * slots it holds). A JSON-RPC batch counts each call; the endpoint enforces both.
      */
     callBudget: CallLimits | undefined
+    /** The concurrency slots this request holds until it is released (a property, not a WeakMap entry: this runs per request). */
+    concurrencyHold: ConcurrencyHold | undefined
   }
 }
+
+interface ConcurrencyHold { bucket: string, slots: number, shared: SemaphoreHold | undefined }
 
 export interface RateLimitPluginOptions {
   /** Requests per minute per bucket (RATE_LIMIT_PER_MINUTE). */
@@ -73,6 +77,7 @@ function bucketOf (request: FastifyRequest): string {
 export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: RateLimitPluginOptions) {
   app.decorateRequest('tenantBucket', undefined)
   app.decorateRequest('callBudget', undefined)
+  app.decorateRequest('concurrencyHold', undefined)
 
   const stores = opts.stores ?? memoryLimiterStores()
   const windows = stores.windows
@@ -116,13 +121,12 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
   // not leak them: they come back after the lease. This instance's count is kept here too.
   const inFlight = new Map<string, number>()
   app.decorate('invocationsInFlight', inFlight)
-  const held = new WeakMap<FastifyRequest, { bucket: string, slots: number, shared: SemaphoreHold | undefined }>()
   const aborted = new WeakSet<FastifyRequest>()
 
   const release = (request: FastifyRequest): void => {
-    const hold = held.get(request)
+    const hold = request.concurrencyHold
     if (hold === undefined) return
-    held.delete(request)
+    request.concurrencyHold = undefined
     hold.shared?.release().catch(stores.countError)
     const left = (inFlight.get(hold.bucket) ?? 0) - hold.slots
     if (left > 0) inFlight.set(hold.bucket, left)
@@ -155,7 +159,7 @@ export default fp(async function rateLimitPlugin (app: FastifyInstance, opts: Ra
     const now = inFlight.get(bucket) ?? 0
     if (!sharedAnswered && now + slots > opts.maxConcurrent) return tooMany(reply)
     inFlight.set(bucket, now + slots)
-    held.set(request, { bucket, slots, shared })
+    request.concurrencyHold = { bucket, slots, shared }
     // onResponse does not run when the client left after sending its body (the response never
     // finishes, and onRequestAbort only covers requests cut off mid-body); the response's
     // 'close' event fires in every case. The tool sees the same disconnect (abortOnClientGone).

@@ -20,6 +20,27 @@ export function redactUrl (url: string): string {
   return maskText(url, { mask: LOG_CENSOR })
 }
 
+/** URLs the detector found nothing in (a few route paths in practice; bounded against a client sending many). */
+const CLEAN_URLS_MAX = 256
+
+/**
+ * redactUrl, with the URLs it left as they were remembered: the same few paths come on every
+ * request, and the scan was most of the log line's own cost. Only clean URLs are kept, so no
+ * credential stays in memory.
+ */
+function urlRedactor (): (url: string) => string {
+  const clean = new Set<string>()
+  return (url) => {
+    if (clean.has(url)) return url
+    const redacted = redactUrl(url)
+    if (redacted === url) {
+      if (clean.size >= CLEAN_URLS_MAX) clean.clear()
+      clean.add(url)
+    }
+    return redacted
+  }
+}
+
 /**
  * One log line per request, written when the response is sent: method, url (credentials
  * redacted), status, time, and
@@ -30,12 +51,13 @@ export function redactUrl (url: string): string {
  */
 export default fp(async function requestLogPlugin (app: FastifyInstance) {
   app.decorateRequest('logFields', undefined)
+  const loggedUrl = urlRedactor()
   app.addHook('onResponse', (request, reply, done) => {
     const quiet = reply.statusCode < 400 && isPublicRoute(request)
     const line: Record<string, unknown> = {
       // Through Fastify's `req` serializer, which writes `remoteAddress` from an `ip` field (a
       // `remoteAddress` field of its own would be dropped).
-      req: { method: request.method, url: rulesOf(request).secretQuery === true ? request.url.split('?')[0] : redactUrl(request.url), ip: request.ip },
+      req: { method: request.method, url: rulesOf(request).secretQuery === true ? request.url.split('?')[0] : loggedUrl(request.url), ip: request.ip },
       res: { statusCode: reply.statusCode },
       responseTime: reply.elapsedTime,
       ...request.logFields

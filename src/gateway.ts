@@ -376,9 +376,10 @@ export class Gateway {
     call: Call,
     input: InputRound | undefined
   ): Promise<InvokeOutcome> {
+    // The common call (no input round): no closure, no extra promise.
+    if (this.#parked === undefined || input === undefined) return await this.#invoke(body, caller, signal, onProgress, call, input)
     const invoke = async (round: InputRound | undefined, own?: AbortSignal): Promise<InvokeOutcome> =>
       await this.#invoke(body, caller, own ?? signal, onProgress, call, round)
-    if (this.#parked === undefined || input === undefined) return await invoke(input)
     return await parkableRound(this.#parked, {
       owner: { tenant: tenantKey(this.#tenantOf(body, caller)), keyId: caller.keyId ?? '' },
       input,

@@ -481,8 +481,9 @@ export class ToolRouter {
       const check = req.policy?.checkCall(entry, args.value)
       const refused = check instanceof Promise ? await check : check
       const rules = refused === undefined && this.#guardrails !== undefined ? req.policy?.guardrailsFor?.(entry) ?? NO_RULES : NO_RULES
-      const subject = { entry, name: req.name, userId: req.userId, signal: ctx.signal }
-      const guarded = rules.length > 0 ? await guardArguments(this.#guardrails as GuardrailRunner, rules, { ...subject, value: args.value }) : undefined
+      // Made only for guardrails: reading ctx.signal makes the call's AbortSignal (CallerAbort).
+      const subject = rules.length > 0 ? { entry, name: req.name, userId: req.userId, signal: ctx.signal } : undefined
+      const guarded = subject !== undefined ? await guardArguments(this.#guardrails as GuardrailRunner, rules, { ...subject, value: args.value }) : undefined
       if (guarded !== undefined) reports = guarded.reports
       if (refused !== undefined) {
         outcome = { ok: false, reason: 'policy', message: refused }
@@ -510,7 +511,7 @@ export class ToolRouter {
         if (rules.length > 0 && outcome.ok) {
           // Only what the caller can receive is checked (and kept): the same cap as #shape's.
           const maxChars = Math.min(this.#outputMaxChars, req.outputMaxChars ?? Infinity)
-          const checked = await guardResult(this.#guardrails as GuardrailRunner, rules, outcome, subject, maxChars)
+          const checked = await guardResult(this.#guardrails as GuardrailRunner, rules, outcome, subject as NonNullable<typeof subject>, maxChars)
           outcome = checked.outcome
           reports = [...reports ?? [], ...checked.reports]
         }
