@@ -92,6 +92,25 @@ function sameItems<T> (a: readonly T[], b: readonly T[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i])
 }
 
+/** Filtered tool lists per pool list: the same (===) while neither the list nor the disabled names changed. */
+const filteredLists = new WeakMap<Tool[], { disabled: readonly string[], tools: Tool[] }>()
+
+/**
+ * A server's tools without its disabled ones. The pool's own array when none is disabled, else the
+ * same filtered array while nothing changed: a name index (and every listing cached against it)
+ * stays valid when it is rebuilt from unchanged lists (INDEX_TTL_MS), instead of being
+ * re-policed, re-rendered and re-serialised every second.
+ */
+function withoutDisabled (tools: Tool[], disabledTools: readonly string[] | undefined): Tool[] {
+  if (disabledTools === undefined || disabledTools.length === 0) return tools
+  const known = filteredLists.get(tools)
+  if (known !== undefined && sameItems(known.disabled, disabledTools)) return known.tools
+  const disabled = new Set(disabledTools)
+  const filtered = tools.filter((t) => !disabled.has(t.name))
+  filteredLists.set(tools, { disabled: [...disabledTools], tools: filtered })
+  return filtered
+}
+
 /** Collision order: higher priority first, ties to the lexically smaller serverId (a sorted copy). */
 function sortByPriority (servers: readonly RemoteServer[]): RemoteServer[] {
   return [...servers].sort((a, b) => (b.config.priority ?? 0) - (a.config.priority ?? 0) || (a.serverId < b.serverId ? -1 : a.serverId > b.serverId ? 1 : 0))
@@ -148,8 +167,7 @@ export class RemoteMcpSource implements ToolSource {
           this.#connector.listTools(this.#clientKey(scope, server.serverId), server, { signal: scope.signal, timeoutMs: this.#opts.listDeadlineMs }),
           this.#opts.listDeadlineMs
         )
-        const disabled = new Set(server.config.disabledTools ?? [])
-        return { server, tools: tools.filter((t) => !disabled.has(t.name)) }
+        return { server, tools: withoutDisabled(tools, server.config.disabledTools) }
       } catch (err) {
         return { server, error: describeError(err), retryAt: (err as { retryAt?: unknown }).retryAt, oauth: oauthRequiredIn(err) }
       }
