@@ -184,7 +184,9 @@ export class Gateway {
    */
   async listTools (query: ListToolsRequest, caller: Caller, signal: AbortSignal): Promise<ListToolsResponse> {
     const userId = toolRequestTenant(caller, query.userId, { mcp: splitComma(query.mcp) })
-    return await this.listings.render(query, { userId, keyId: caller.keyId, policy: await this.#policy(userId), signal })
+    // Fresh in the cache on almost every listing: no await then (the same object effective() answers).
+    const policy = this.#policies?.effectiveNow?.(userId) ?? await this.#policy(userId)
+    return await this.listings.render(query, { userId, keyId: caller.keyId, policy, signal })
   }
 
   /**

@@ -389,10 +389,18 @@ export class ToolRouter {
 
   /** Tokens that stay identical (===) while nothing any source offers the scope changes. */
   async catalogVersion (scope: SourceScope): Promise<unknown[]> {
-    return await Promise.all(this.#wired.map(async ({ source, traits }) => {
-      if (traits.tenantScoped && scope.userId === undefined) return undefined
-      return await source.catalogToken?.(scope)
-    }))
+    // Asked on every listing: only the sources that have a token are awaited (one promise each, not one per tier).
+    const tokens: unknown[] = []
+    const pending: Array<Promise<void>> = []
+    for (let i = 0; i < this.#wired.length; i++) {
+      const { source, traits } = this.#wired[i] as Wired
+      tokens.push(undefined)
+      if (source.catalogToken === undefined || (traits.tenantScoped && scope.userId === undefined)) continue
+      pending.push(source.catalogToken(scope).then((token) => { tokens[i] = token }))
+    }
+    if (pending.length === 1) await pending[0]
+    else if (pending.length > 1) await Promise.all(pending)
+    return tokens
   }
 
   /** A remote server's live tool list, for debugging with curl. */
