@@ -390,16 +390,13 @@ export class ToolRouter {
   /** Tokens that stay identical (===) while nothing any source offers the scope changes. */
   async catalogVersion (scope: SourceScope): Promise<unknown[]> {
     // Asked on every listing: only the sources that have a token are awaited (one promise each, not one per tier).
-    const tokens: unknown[] = []
+    const tokens: unknown[] = new Array(this.#wired.length).fill(undefined)
     const pending: Array<Promise<void>> = []
-    for (let i = 0; i < this.#wired.length; i++) {
-      const { source, traits } = this.#wired[i] as Wired
-      tokens.push(undefined)
-      if (source.catalogToken === undefined || (traits.tenantScoped && scope.userId === undefined)) continue
+    this.#wired.forEach(({ source, traits }, i) => {
+      if (source.catalogToken === undefined || (traits.tenantScoped && scope.userId === undefined)) return
       pending.push(source.catalogToken(scope).then((token) => { tokens[i] = token }))
-    }
-    if (pending.length === 1) await pending[0]
-    else if (pending.length > 1) await Promise.all(pending)
+    })
+    await Promise.all(pending)
     return tokens
   }
 
