@@ -102,6 +102,29 @@ export class CallSocket {
     return socket
   }
 
+  /**
+   * Resolves once the script's connections are closed, or after `ms`. Called when its process has
+   * exited: the kernel closed its end, so what it wrote before exiting is read (and its answer
+   * known) before anyone concludes that it never answered; the child's exit and the socket's last
+   * data reach the gateway in either order.
+   */
+  async drained (ms: number): Promise<void> {
+    // One poll phase first: a connection made just before the exit may not be accepted yet.
+    await new Promise((resolve) => setImmediate(resolve))
+    if (this.end !== undefined || this.#sockets.size === 0) return
+    await new Promise<void>((resolve) => {
+      let left = this.#sockets.size
+      const timer = setTimeout(resolve, ms)
+      for (const s of this.#sockets) {
+        s.once('close', () => {
+          if (--left > 0) return
+          clearTimeout(timer)
+          resolve()
+        })
+      }
+    })
+  }
+
   /** Stops listening, closes every connection and aborts the inner calls still running. */
   async close (): Promise<void> {
     this.#abort.abort(new Error('the script ended'))

@@ -137,6 +137,8 @@ export class ScriptTool implements MetaTools {
       } catch (err) {
         return toolFailure(err)
       }
+      // Its answer may still be in the socket when the exit is seen.
+      if (socket.end === undefined) await socket.drained(1000)
       abort.abort()
       return scriptOutcome({ run, socket, timeoutMs, durationMs: performance.now() - started, language })
     } finally {

@@ -5,6 +5,7 @@
  * never reads, more connections than allowed; and calls beyond the concurrency wait their turn.
  */
 import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
 import { mkdtemp, rm, stat } from 'node:fs/promises'
 import { connect } from 'node:net'
 import type { Socket } from 'node:net'
@@ -13,7 +14,7 @@ import { join } from 'node:path'
 import { test } from 'node:test'
 import type { TestContext } from 'node:test'
 import { CallSocket } from '../../../src/code-mode/call-socket.js'
-import type { CallSocketOptions, InnerAnswer } from '../../../src/code-mode/call-socket.js'
+import type { CallSocketOptions, InnerAnswer, ScriptEnd } from '../../../src/code-mode/call-socket.js'
 import { encodeFrame, FrameReader } from '../../../src/code-mode/frames.js'
 
 const TOKEN = 'tok-0123456789abcdef'
@@ -186,4 +187,37 @@ test('the script\'s end: an error it reports is kept; closing aborts the inner c
   assert.deepEqual(socket.end, { ok: false, message: 'boom' })
   await socket.close()
   assert.equal(aborted, true)
+})
+
+test('drained(): waits for the script\'s connections to close (its answer read), bounded; at once when it answered', async (t) => {
+  const socket = await open(t, { maxFrameBytes: 8 * 1024 * 1024 })
+  // A real process, as the runner: it connects, says so, waits, writes a 3 MB answer, and exits once it is flushed.
+  const child = spawn(process.execPath, ['-e', `
+    const { connect } = require('node:net')
+    const s = connect(process.argv[1], () => {
+      process.stdout.write('connected\\n')
+      setTimeout(() => {
+        const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', method: 'script/result', params: { token: process.argv[2], value: 'x'.repeat(3 * 1024 * 1024) } }))
+        const head = Buffer.alloc(4)
+        head.writeUInt32BE(body.length, 0)
+        s.end(Buffer.concat([head, body]), () => process.exit(0))
+      }, 300)
+    })
+  `, socket.path, TOKEN], { stdio: ['ignore', 'pipe', 'ignore'] })
+  t.after(() => { child.kill('SIGKILL') })
+  await new Promise((resolve) => child.stdout.once('data', resolve))
+  // The gateway's side accepts it on its next poll.
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  const endOf = (s: CallSocket): ScriptEnd | undefined => s.end
+  assert.equal(endOf(socket), undefined, 'nothing answered yet')
+  await socket.drained(10_000)
+  const end = endOf(socket)
+  assert.equal(end?.ok, true)
+  assert.equal((end as { value?: unknown } | undefined)?.value, 'x'.repeat(3 * 1024 * 1024))
+  // Answered: at once. Nobody connected: at once, whatever the bound.
+  const started = Date.now()
+  await socket.drained(10_000)
+  const idle = await open(t)
+  await idle.drained(10_000)
+  assert.ok(Date.now() - started < 5000)
 })
