@@ -184,8 +184,12 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
         `RSS grew ${round(rssRegistered - rssBefore)} MiB (${round(rssBefore)} -> ${round(rssRegistered)}): the young generation and freed pages V8 keeps ` +
         'mapped after a burst of requests (Node 24 sizes it larger than Node 20), a high-water mark, not data kept',
       detail: {
-        rssBefore: round(rssBefore), rssRegistered: round(rssRegistered), rssAfter: round(rssAfter),
-        heapBefore: round(heapBefore), heapRegistered: round(heapRegistered), heapAfter: round(heapAfter)
+        rssBefore: round(rssBefore),
+        rssRegistered: round(rssRegistered),
+        rssAfter: round(rssAfter),
+        heapBefore: round(heapBefore),
+        heapRegistered: round(heapRegistered),
+        heapAfter: round(heapAfter)
       }
     }),
     makeRow({
