@@ -1,7 +1,8 @@
 import type { Logger } from '../logger.js'
-import { ScopedCache, scopeKey } from '../registry/scoped-cache.js'
+import { DocumentCache } from '../registry/document-cache.js'
+import { scopeKey } from '../registry/scoped-cache.js'
 import { DocumentConflictError } from '../registry/types.js'
-import type { DocumentChange, RegistryScope, RegistryStore } from '../registry/types.js'
+import type { RegistryScope, RegistryStore } from '../registry/types.js'
 import type { CatalogEntry } from '../routing/source.js'
 import type { Digested } from './digest.js'
 import {
@@ -66,10 +67,7 @@ export class PinService {
   readonly #store: RegistryStore
   readonly #logger: Logger
   readonly #onChange: ((change: DefinitionChanged) => void) | undefined
-  readonly #cache = new ScopedCache<PinView>({ maxScopes: MAX_CACHED_SCOPES })
-  /** Grows with every change event: a read that started before a change is not cached as fresh. */
-  #epoch = 0
-  readonly #unsubscribe: () => void
+  readonly #documents: DocumentCache<PinView>
   /** Observations per scope key, waiting for the next write; the keys in flight are not queued twice. */
   readonly #queued = new Map<string, { scope: RegistryScope, userId: string | undefined, items: Map<string, Observation> }>()
   #queuedCount = 0
@@ -79,13 +77,12 @@ export class PinService {
     this.#store = store
     this.#logger = logger
     this.#onChange = opts.onChange
-    this.#unsubscribe = store.subscribeDocuments((change) => { this.#onDocument(change) })
-  }
-
-  #onDocument (change: DocumentChange): void {
-    this.#epoch++
-    if (change.op === 'resync') this.#cache.markAllStale()
-    else if (change.kind === 'pins') this.#cache.markStale(change.scope)
+    this.#documents = new DocumentCache<PinView>(store, 'pins', {
+      parse: (doc) => new PinView(doc?.version ?? 0, parsePins(doc?.value)),
+      same: (cached, read) => cached.version === read.version,
+      onStaleRead: (err) => { this.#warn(err, 'pins store unavailable: comparing with the last pins read') },
+      maxScopes: MAX_CACHED_SCOPES
+    })
   }
 
   /**
@@ -97,7 +94,7 @@ export class PinService {
     const known = this.viewNow(userId)
     if (known !== undefined) return known
     try {
-      return await this.#load(scopeOf(userId))
+      return await this.#documents.load(scopeOf(userId))
     } catch (err) {
       this.#warn(err, 'definition pins cannot be read: remote tools are not compared (held under pinning: hold)')
       return UNREADABLE
@@ -106,26 +103,8 @@ export class PinService {
 
   /** The cached view when it is still fresh, else undefined: ask `view`. */
   viewNow (userId: string | undefined): PinView | undefined {
-    const slot = this.#cache.get(scopeOf(userId))
+    const slot = this.#documents.get(scopeOf(userId))
     return slot?.fresh === true ? slot.value : undefined
-  }
-
-  async #load (scope: RegistryScope): Promise<PinView> {
-    const slot = this.#cache.get(scope)
-    const epoch = this.#epoch
-    let view: PinView
-    try {
-      const doc = await this.#store.getDocument('pins', scope)
-      view = slot !== undefined && slot.value.version === (doc?.version ?? 0) ? slot.value : new PinView(doc?.version ?? 0, parsePins(doc?.value))
-    } catch (err) {
-      if (slot !== undefined) {
-        this.#warn(err, 'pins store unavailable: comparing with the last pins read')
-        return slot.value
-      }
-      throw err
-    }
-    this.#cache.set(scope, view, epoch === this.#epoch)
-    return view
   }
 
   /**
@@ -235,7 +214,7 @@ export class PinService {
   }
 
   close (): void {
-    this.#unsubscribe()
+    this.#documents.close()
   }
 }
 

@@ -1,7 +1,8 @@
 import { HttpError } from '../errors.js'
 import type { Logger } from '../logger.js'
-import { ScopedCache, scopeKey } from '../registry/scoped-cache.js'
-import type { DocumentChange, RegistryScope, RegistryStore } from '../registry/types.js'
+import { DocumentCache } from '../registry/document-cache.js'
+import { scopeKey } from '../registry/scoped-cache.js'
+import type { RegistryScope, RegistryStore } from '../registry/types.js'
 import type { ToolPolicy, ToolPolicyProvider } from '../routing/policy.js'
 import { actingUserId } from '../routing/tenancy.js'
 import type { Caller } from '../routing/types.js'
@@ -47,53 +48,22 @@ export class PolicyService implements ToolPolicyProvider {
   readonly #effective = new Map<string, { base: Loaded, own: Loaded | undefined, policy: EffectivePolicy }>()
 
   // A tenant dropped by the bound takes its effective policy along.
-  readonly #cache = new ScopedCache<Loaded>({
-    maxScopes: MAX_CACHED_SCOPES,
-    onEvict: (scope) => { this.#effective.delete(scope.kind === 'global' ? '' : scope.userId) }
-  })
-
-  /** Grows with every change event: a read that started before a change is not cached as fresh. */
-  #epoch = 0
-  readonly #unsubscribe: () => void
+  readonly #documents: DocumentCache<Loaded>
 
   constructor (store: RegistryStore, logger: Logger, opts: { guard?: CommandGuard } = {}) {
     this.#store = store
     this.#logger = logger
     this.#guard = opts.guard ?? new CommandGuard()
-    this.#unsubscribe = store.subscribeDocuments((change) => { this.#onChange(change) })
-  }
-
-  #onChange (change: DocumentChange): void {
-    this.#epoch++
-    if (change.op === 'resync') {
-      this.#cache.markAllStale()
-      return
-    }
-    if (change.kind !== 'policy') return
-    this.#cache.markStale(change.scope)
-  }
-
-  async #load (scope: RegistryScope): Promise<Loaded> {
-    const slot = this.#cache.get(scope)
-    if (slot?.fresh === true) return slot.value
-    const epoch = this.#epoch
-    let loaded: Loaded
-    try {
-      const doc = await this.#store.getDocument('policy', scope)
-      loaded = doc === undefined
+    this.#documents = new DocumentCache<Loaded>(store, 'policy', {
+      parse: (doc) => doc === undefined
         ? { policy: undefined, version: 0, updatedAt: null }
-        : { policy: parsePolicy(doc.value), version: doc.version, updatedAt: doc.updatedAt }
-    } catch (err) {
-      if (slot !== undefined) {
-        this.#logger.warn({ err, scope: scopeKey(scope) }, 'policy store unavailable: enforcing the last policy read')
-        return slot.value
-      }
-      throw err
-    }
-    // The very same version stays the same object, so effective policies built on it are kept.
-    const next = slot !== undefined && slot.value.version === loaded.version && slot.value.updatedAt === loaded.updatedAt ? slot.value : loaded
-    this.#cache.set(scope, next, epoch === this.#epoch)
-    return next
+        : { policy: parsePolicy(doc.value), version: doc.version, updatedAt: doc.updatedAt },
+      // The very same version stays the same object, so effective policies built on it are kept.
+      same: (cached, read) => cached.version === read.version && cached.updatedAt === read.updatedAt,
+      onStaleRead: (err, scope) => { this.#logger.warn({ err, scope: scopeKey(scope) }, 'policy store unavailable: enforcing the last policy read') },
+      maxScopes: MAX_CACHED_SCOPES,
+      onEvict: (scope) => { this.#effective.delete(scope.kind === 'global' ? '' : scope.userId) }
+    })
   }
 
   /** The policy every call of the tenant (or of no tenant) obeys; the same object while nothing changed. */
@@ -102,8 +72,8 @@ export class PolicyService implements ToolPolicyProvider {
     const cached = this.effectiveNow(userId)
     if (cached !== undefined) return cached
     const [base, own] = await Promise.all([
-      this.#load(DEFAULT_SCOPE),
-      userId === undefined ? undefined : this.#load({ kind: 'user', userId })
+      this.#documents.load(DEFAULT_SCOPE),
+      userId === undefined ? undefined : this.#documents.load({ kind: 'user', userId })
     ])
     const key = userId ?? ''
     const known = this.#effective.get(key)
@@ -117,24 +87,24 @@ export class PolicyService implements ToolPolicyProvider {
   effectiveNow (userId: string | undefined): ToolPolicy | undefined {
     const known = this.#effective.get(userId ?? '')
     if (known === undefined) return undefined
-    const base = this.#cache.peek(DEFAULT_SCOPE)
+    const base = this.#documents.peek(DEFAULT_SCOPE)
     if (base?.fresh !== true || base.value !== known.base) return undefined
     if (userId === undefined) return known.own === undefined ? known.policy : undefined
-    // Reading the tenant's own counts as a use for the bound, as in #load.
-    const own = this.#cache.get({ kind: 'user', userId })
+    // Reading the tenant's own counts as a use for the bound, as a load does.
+    const own = this.#documents.get({ kind: 'user', userId })
     if (own?.fresh !== true || own.value !== known.own) return undefined
     return known.policy
   }
 
   /** GET: an admin reads any policy, a tenant key only its own (and not the default's route). */
   async read (caller: Caller, scope: RegistryScope): Promise<PolicyView> {
-    const loaded = await this.#load(authorize(caller, scope, 'read'))
+    const loaded = await this.#documents.load(authorize(caller, scope, 'read'))
     return { policy: loaded.policy ?? null, version: loaded.version, updatedAt: loaded.updatedAt }
   }
 
   /** The default policy a tenant's calls also obey (shown to the tenant with its own). */
   async defaultPolicy (): Promise<PolicyDocument | null> {
-    return (await this.#load(DEFAULT_SCOPE)).policy ?? null
+    return (await this.#documents.load(DEFAULT_SCOPE)).policy ?? null
   }
 
   /** PUT (admin): validates strictly, then creates or replaces. */
@@ -151,7 +121,7 @@ export class PolicyService implements ToolPolicyProvider {
   }
 
   async close (): Promise<void> {
-    this.#unsubscribe()
+    this.#documents.close()
     await this.#guard.close()
   }
 }
