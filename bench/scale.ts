@@ -209,7 +209,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       metric: 'p99 ms',
       value: percentile(firstMs, 99),
       baseline: null,
-      target: { on: 'value', op: '<', limit: 30 },
+      target: { on: 'value', op: '<', limit: 20 },
       notes: `p50 ${round(median(firstMs))} ms; ${SAMPLE} random tenants of ${TENANTS.toLocaleString('en')}, sequential; CPU per listing: gateway ${round(gwFirstCpu)} ms, fixture servers ${round(fixFirstCpu)} ms (3 sessions); its floor (6.2c): p99 ${round(percentile(floorMs, 99))}, p50 ${round(median(floorMs))} ms`,
       detail: { gatewayCpuMsPerListing: round(gwFirstCpu), fixtureCpuMsPerListing: round(fixFirstCpu) }
     }),

@@ -96,7 +96,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       metric: 'p99 ms',
       value: percentile(warm.tools, 99),
       baseline: percentile(warm.healthz, 99),
-      target: { on: 'ratio', op: '<=', limit: 1.5 },
+      target: { on: 'ratio', op: '<=', limit: 1.3 },
       notes: `p50 ${round(warmP50)} ms (healthz ${round(median(warm.healthz))}); gateway CPU ${round(warmCpuMs)} ms per listing (+ healthz); ${SERVERS * TOOLS} tools, ${Math.round(bytes / 1024)} KiB JSON; n=${warm.tools.length} interleaved`,
       detail: { p50: round(warmP50), healthzP50: round(median(warm.healthz)), bytes, firstListingMs: round(first) }
     }),
