@@ -29,7 +29,7 @@ export interface SpawnConfig {
   seccomp: Buffer | undefined
 }
 
-/** fd 3 is bwrap's --info-fd; the seccomp program comes on the next one. */
+/** fd 3 is bwrap's --info-fd; the seccomp program comes on the next one, then the --sync-fd. */
 const SECCOMP_FD = 4
 
 /**
@@ -56,6 +56,23 @@ const NAMESPACE_END_MAX_MS = 5000
 const PIPE_DRAIN_MS = 1000
 
 interface NamespaceInfo { initPid: number, pidNs: number | undefined }
+
+/**
+ * bwrap's --sync-fd: bwrap and the namespace's init keep its write end open (the command closes
+ * it before it execs), so our read end's EOF says the init is exiting: the namespace's end is
+ * then a check away instead of a poll with growing sleeps (bench row 5.6). Resolves on EOF or an
+ * error (never rejects); the caller bounds the wait and destroys the stream.
+ */
+function endOf (stream: Readable | null | undefined): Promise<void> {
+  if (stream == null) return Promise.resolve()
+  return new Promise((resolve) => {
+    const done = (): void => { resolve() }
+    stream.once('end', done)
+    stream.once('close', done)
+    stream.once('error', done)
+    stream.resume()
+  })
+}
 
 /** bwrap --info-fd: JSON with the host pid of the namespace's init and the namespace inodes. */
 function readInfo (stream: Readable | null | undefined): Promise<NamespaceInfo | undefined> {
@@ -95,8 +112,9 @@ function readInfo (stream: Readable | null | undefined): Promise<NamespaceInfo |
 
 export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedProcess {
   const seccomp = cfg.mode === 'bwrap' ? cfg.seccomp : undefined
+  const syncFd = seccomp !== undefined ? SECCOMP_FD + 1 : SECCOMP_FD
   const stdio: StdioOptions = cfg.mode === 'bwrap'
-    ? [req.stdin, 'pipe', 'pipe', 'pipe', ...(seccomp !== undefined ? ['pipe' as const] : [])]
+    ? [req.stdin, 'pipe', 'pipe', 'pipe', ...(seccomp !== undefined ? ['pipe' as const] : []), 'pipe']
     : [req.stdin, 'pipe', 'pipe']
   let child: ChildProcess
   let group: CommandGroup | undefined
@@ -105,7 +123,7 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
       const runAs = cfg.runAsRoot !== undefined ? (req.workspace.owner ?? cfg.runAsRoot.fallback) : undefined
       // Root inside is not a sandbox (RLIMIT_NPROC is ignored for uid 0, capabilities survive).
       if (runAs !== undefined && (runAs.uid === 0 || runAs.gid === 0)) throw new Error('refusing to run a sandboxed command as root')
-      const bwrap = ['--info-fd', '3', ...(seccomp !== undefined ? seccompArgs(SECCOMP_FD) : []), ...buildBwrapArgs({
+      const bwrap = ['--info-fd', '3', ...(seccomp !== undefined ? seccompArgs(SECCOMP_FD) : []), '--sync-fd', String(syncFd), ...buildBwrapArgs({
         workspaceRoot: req.workspace.root,
         readRoots: req.workspace.readRoots.map((r) => r.path),
         ...(req.binds !== undefined ? { binds: req.binds } : {}),
@@ -160,6 +178,7 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
   // bwrap reads the program to EOF before it execs the command; it is < 64 KiB, so it fits the pipe.
   if (seccomp !== undefined) writeSeccompFilter(child.stdio[SECCOMP_FD], seccomp)
   const info = cfg.mode === 'bwrap' ? readInfo(child.stdio[3] as Readable | null) : Promise.resolve(undefined)
+  const syncEnd = cfg.mode === 'bwrap' ? endOf(child.stdio[syncFd] as Readable | null) : Promise.resolve()
   let done = false
   let resolveExit!: (e: ExitInfo) => void
   const exited = new Promise<ExitInfo>((resolve) => { resolveExit = resolve })
@@ -194,11 +213,16 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
     // Bounded: bwrap that died before writing its info must not leave `exited` pending forever.
     const infoOrNothing = Promise.race([info, sleep(NAMESPACE_END_MAX_MS, undefined, { ref: false }).then(() => undefined)])
     infoOrNothing.then(async (ns) => {
-      if (ns !== undefined) await waitForNamespaceEnd(ns.initPid, ns.pidNs, NAMESPACE_END_MAX_MS)
+      if (ns !== undefined) {
+        // The init closes the sync fd as it exits, before it has killed what is left in its namespace: the check follows.
+        await Promise.race([syncEnd, sleep(NAMESPACE_END_MAX_MS, undefined, { ref: false })])
+        await waitForNamespaceEnd(ns.initPid, ns.pidNs, NAMESPACE_END_MAX_MS)
+      }
       // Anything the namespace's end did not take (nothing, normally) dies with the group.
       await group?.remove()
     }).catch(() => {}).finally(() => {
       ;(child.stdio[3] as Readable | null | undefined)?.destroy()
+      ;(child.stdio[syncFd] as Readable | null | undefined)?.destroy()
       // The namespace is gone (or its end timed out): after a moment to drain what is buffered,
       // close our ends of the output pipes, so a process that still holds their write ends can
       // never keep the gateway's event loop alive.

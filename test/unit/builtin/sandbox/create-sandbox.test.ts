@@ -26,6 +26,20 @@ function recordingLogger (): Logger & { warnings: string[] } {
   return { warnings, warn: (_obj, msg) => { warnings.push(msg ?? '') }, info: () => {}, debug: () => {}, error: () => {} }
 }
 
+/** This process's descriptors above 2 without close-on-exec (fdinfo flags, octal, O_CLOEXEC = 02000000). */
+async function inheritedDescriptors (): Promise<number[]> {
+  const { readdir, readFile } = await import('node:fs/promises')
+  const out: number[] = []
+  for (const name of await readdir('/proc/self/fd')) {
+    const fd = Number(name)
+    if (fd <= 2) continue
+    const info = await readFile(`/proc/self/fdinfo/${fd}`, 'utf8').catch(() => '')
+    const flags = /^flags:\s+([0-7]+)/m.exec(info)?.[1]
+    if (flags !== undefined && (parseInt(flags, 8) & 0o2000000) === 0) out.push(fd)
+  }
+  return out
+}
+
 async function bwrapSandbox (t: { after: (fn: () => Promise<void>) => void }): Promise<Sandbox> {
   const sb = await createSandbox({ mode: 'bwrap' })
   t.after(async () => { await sb.close() })
@@ -99,6 +113,41 @@ test('bwrap exec: exit code, separate streams, cwd, HOME, workspace chowned to t
   const s = sb.stats()
   assert.equal(s.mode, 'bwrap')
   assert.ok(s.execs >= 1)
+})
+
+test('bwrap exec: the command holds no descriptor the sandbox opened for bwrap (info, seccomp and sync pipes)', async (t) => {
+  const sb = await bwrapSandbox(t)
+  const ws = await makeWorkspace(t)
+  // Descriptors this process inherited without close-on-exec (a test runner's, a shell's) reach every child; the
+  // gateway's entry closes them at start (server.ts). What the sandbox itself opens must never be among the command's.
+  const inherited = await inheritedDescriptors()
+  const r = await sb.exec({ workspace: ws, command: 'ls /proc/$$/fd', cwd: ws.root, timeoutMs: 10_000, maxOutputBytes: 1000 })
+  assert.equal(r.exitCode, 0, r.stderr)
+  const held = r.stdout.split('\n').filter((l) => l !== '').map(Number).filter((fd) => fd > 2 && !inherited.includes(fd))
+  assert.deepEqual(held, [])
+})
+
+test('bwrap exec answers once nothing of the command runs any more, its background processes included', async (t) => {
+  const sb = await bwrapSandbox(t)
+  const ws = await makeWorkspace(t)
+  const marker = `tg-left-running-${process.pid}-${Date.now()}`
+  // A detached shell (its own session) that would sleep for minutes: the namespace's end takes it.
+  const r = await sb.exec({
+    workspace: ws,
+    command: `setsid sh -c 'sleep 300; :' ${marker} > /dev/null 2>&1 < /dev/null & echo started`,
+    cwd: ws.root,
+    timeoutMs: 10_000,
+    maxOutputBytes: 1000
+  })
+  assert.equal(r.stdout, 'started\n')
+  const { readdir, readFile } = await import('node:fs/promises')
+  const alive: string[] = []
+  for (const pid of await readdir('/proc')) {
+    if (!/^\d+$/.test(pid)) continue
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')
+    if (cmdline.includes(marker)) alive.push(pid)
+  }
+  assert.deepEqual(alive, [], 'a process of the command outlived the answer')
 })
 
 test('prepareWorkspace restores owner rights on a root the manager left as root 0700', async (t) => {
