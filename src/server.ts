@@ -5,6 +5,7 @@ import { ConfigError, loadConfig } from './config.js'
 import type { Config } from './config.js'
 import { DiscoveryError } from './discovery/modules.js'
 import { StartupError } from './errors.js'
+import { closeInheritedDescriptors } from './builtin/index.js'
 import { createTracing } from './tracing/index.js'
 import type { Tracing } from './tracing/index.js'
 
@@ -12,6 +13,9 @@ import type { Tracing } from './tracing/index.js'
  * Process entry: the only place that reads process.env, listens and handles signals.
  */
 async function main (): Promise<void> {
+  // Before anything spawns: what the parent left open must not reach sandboxed commands (Node's IPC channel stays).
+  const ipc = (process.channel as { fd?: number } | undefined)?.fd
+  const inherited = closeInheritedDescriptors(ipc !== undefined ? [ipc] : [])
   let config: Config
   let tracing: Tracing
   try {
@@ -70,6 +74,9 @@ async function main (): Promise<void> {
     const url = config.instanceUrl ?? `http://${announced.includes(':') ? `[${announced}]` : announced}:${port}`
     await membership.start(url).catch((err: unknown) => app.log.warn({ err }, 'cluster membership could not be registered yet (retried every heartbeat)'))
     app.log.info({ instanceId: membership.id, instanceUrl: url }, `cluster instance ${membership.id} at ${url}`)
+  }
+  if (inherited.length > 0) {
+    app.log.info({ fds: inherited }, 'closed descriptors inherited from the parent process (they would have reached sandboxed commands)')
   }
   const auth = open ? '' : " -H 'authorization: Bearer <key>'"
   app.log.info(`tool-gateway listening on http://${host}:${port}  try: curl${auth} 'http://${host}:${port}/tools?functions=current_time,calculate'`)

@@ -237,5 +237,6 @@ export async function createBuiltins (config: Config, logger: Logger, deps: Buil
   }
 }
 export type { SandboxIsolation } from './sandbox/index.js'
+export { closeInheritedDescriptors } from './sandbox/index.js'
 export { WorkspaceFacade } from './workspace-facade.js'
 export type { WorkspaceLifecycle } from './workspace/lifecycle.js'
