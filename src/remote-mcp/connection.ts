@@ -148,6 +148,7 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
   if (transport instanceof LeanHttpTransport) {
     // A legacy server's requests and log messages on a relayed call's stream go to that call's client.
     transport.onrelated = (message, tag) => conn.relays !== undefined && relayServerMessage(conn.relays, message, tag, async (m) => { await transport.send(m) })
+    transport.standaloneStream = () => wantsStandaloneStream(client, o.spec)
   }
   client.setNotificationHandler('notifications/tools/list_changed', () => { o.onToolsChanged() })
   client.onclose = () => {
@@ -292,6 +293,26 @@ function listenForToolChanges (
     o.logger.debug({ mcpClient: o.label, err: o.safeMessage(err) }, 'subscriptions/listen failed')
     if (!gone()) again()
   })
+}
+
+/**
+ * Whether a legacy streamable-HTTP session opens its standalone GET stream (asked by the lean
+ * transport once initialize answered). What a server sends there that the gateway uses:
+ * - notifications/tools/list_changed (the tool cache, the /mcp endpoint's own list_changed),
+ *   which a server sends only when it declares `tools.listChanged`;
+ * - on a relay connection (its Client declares elicitation, sampling or roots: relay.ts), the
+ *   questions and log messages a server sends outside the call's own stream; it is opened with
+ *   the session, before the call that needs it, since a server drops what it sends while no GET
+ *   stream is open.
+ * Nothing else that arrives there has a reader: resources and prompts lists are kept for their
+ * TTL (no list_changed handler), log messages outside a relayed call are not collected, a
+ * server's ping would only be answered, and a call's progress comes on the call's own stream
+ * (2025-11-25: what the GET stream carries SHOULD be unrelated to running requests). So for any other server the stream would be one more
+ * exchange at connect and a socket held open for nothing: it is not opened, and nothing the
+ * gateway acts on is lost.
+ */
+function wantsStandaloneStream (client: Client, spec: ConnectSpec): boolean {
+  return client.getServerCapabilities()?.tools?.listChanged === true || spec.clientCapabilities !== undefined
 }
 
 /** Ends the session (streamable HTTP) and closes the client; a stdio child is reaped. */

@@ -6,11 +6,12 @@
  * SDK's StreamableHTTPClientTransport does: a request whose `_meta` carries the
  * 2026-07-28 envelope (`io.modelcontextprotocol/protocolVersion`) is modern.
  * - Legacy (2025-11-25 and earlier): `Mcp-Session-Id`, `Mcp-Protocol-Version`, the optional GET
- *   stream after `notifications/initialized` (405 means none) with the SDK's reconnect schedule,
- *   DELETE on terminateSession. A POST's SSE stream that ends before its answers is resumed with a
- *   GET carrying `Last-Event-ID` after the server's `retry:` delay (2025-11-25 transports,
- *   "Resumability and Redelivery"), a bounded number of times; a stream without event ids cannot
- *   be resumed and fails its requests at once (ResponseStreamEndedError), never at their timeout.
+ *   stream (405 means none), opened beside `notifications/initialized` when `standaloneStream`
+ *   says it is wanted, with the SDK's reconnect schedule, DELETE on terminateSession. A POST's
+ *   SSE stream that ends before its answers is resumed with a GET carrying `Last-Event-ID` after
+ *   the server's `retry:` delay (2025-11-25 transports, "Resumability and Redelivery"), a bounded
+ *   number of times; a stream without event ids cannot be resumed and fails its requests at once
+ *   (ResponseStreamEndedError), never at their timeout.
  * - Modern (2026-07-28): no session, no GET stream, no DELETE (the server never hands out a
  *   session, and there is no `notifications/initialized`); `Mcp-Method` and `Mcp-Name` set from
  *   the body, the Client's `Mcp-Param-*` headers (TransportSendOptions.headers) merged, and a
@@ -29,7 +30,7 @@ import type { JSONRPCMessage, Transport, TransportSendOptions } from '@modelcont
 import { encodeHeaderValue } from './mcp-headers.js'
 import type { UpstreamAuthorization } from './upstream-auth.js'
 import {
-  discard, envelopeVersion, failAll, header, isJsonRpcMessage, isRequest, NAME_FIELD, progressTokenOf,
+  discard, envelopeVersion, failAll, header, isJsonRpcMessage, isMethod, isRequest, NAME_FIELD, progressTokenOf,
   readCapped, readErrorText, requestFailed, RESERVED_HEADERS
 } from './lean-wire.js'
 import { SseParser } from './sse-parser.js'
@@ -125,6 +126,14 @@ export class LeanHttpTransport implements Transport {
    * GET stream); true takes the message away from the SDK (remote-mcp/relay.ts).
    */
   onrelated?: (message: JSONRPCMessage, tag: string | number | undefined) => boolean
+  /**
+   * Whether a legacy session opens the standalone GET stream, asked as `notifications/initialized`
+   * goes (the Client knows the server's capabilities by then); absent: always, as the SDK's
+   * transport does. The stream is dispatched right after that POST, not after its 202: the
+   * 2025-11-25 transport lets a client GET once it holds the session id, and the stream is then
+   * open before the client's first request (no list change is missed after the first listing).
+   */
+  standaloneStream?: () => boolean
   /** One HTTP request per JSON-RPC request: a 2026-07-28 request is cancelled by aborting it. */
   readonly hasPerRequestStream = true
 
@@ -289,7 +298,15 @@ export class LeanHttpTransport implements Transport {
           if (!RESERVED_HEADERS.has(lower)) headers[lower] = v
         }
       }
-      const res = await this.#request('POST', headers, JSON.stringify(message), false, requestSignal)
+      const posted = this.#request('POST', headers, JSON.stringify(message), false, requestSignal)
+      // Only the GET goes beside notifications/initialized. Its send still settles at the 202, which
+      // the Client's connect awaits before any request: over HTTP two POSTs have no order, and real
+      // servers refuse a request that arrives before notifications/initialized (the Python SDK's
+      // ServerSession; rmcp before 2026-04), although the spec only asks to wait for initialize's answer.
+      if (version === undefined && isMethod(message, 'notifications/initialized') && (this.standaloneStream?.() ?? true)) {
+        this.#openGetStream(undefined).catch((err: unknown) => this.onerror?.(err as Error))
+      }
+      const res = await posted
       const sid = version === undefined ? header(res.headers, 'mcp-session-id') : undefined
       if (sid !== undefined && sid !== '') this.#sessionId = sid
       const status = res.statusCode
@@ -307,12 +324,9 @@ export class LeanHttpTransport implements Transport {
       if (status === 202) {
         res.body.dump().catch(() => {})
         // A legacy cancellation: the cancelled request will get no answer; its stream is not waited on.
-        if (!Array.isArray(message) && 'method' in message && message.method === 'notifications/cancelled') {
+        if (isMethod(message, 'notifications/cancelled')) {
           const cancelled = (message.params as { requestId?: unknown } | undefined)?.requestId
           if (typeof cancelled === 'string' || typeof cancelled === 'number') this.#waitingFor.get(cancelled)?.()
-        }
-        if (!Array.isArray(message) && 'method' in message && message.method === 'notifications/initialized') {
-          this.#openGetStream(undefined).catch((err: unknown) => this.onerror?.(err as Error))
         }
         return
       }

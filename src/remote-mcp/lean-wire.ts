@@ -39,6 +39,11 @@ export function isRequest (m: JSONRPCMessage): boolean {
   return 'method' in m && 'id' in m && m.id !== undefined
 }
 
+/** `message` is one message (not a batch) of `method`. */
+export function isMethod (message: JSONRPCMessage | JSONRPCMessage[], method: string): message is JSONRPCMessage & { method: string, params?: unknown } {
+  return !Array.isArray(message) && 'method' in message && message.method === method
+}
+
 /** The 2026-07-28 envelope's protocol version of a single request, else undefined (legacy). */
 export function envelopeVersion (message: JSONRPCMessage | JSONRPCMessage[]): string | undefined {
   if (Array.isArray(message) || !('method' in message) || !('id' in message)) return undefined
