@@ -6,7 +6,8 @@
  *   up) and after 30,000 servers are registered, then after a sample of tenants is listed (every
  *   listed tenant has its own pooled clients); RSS beside it in the notes (a high-water mark);
  * - 6.2 GET /tools for a random tenant (its first listing: the gateway connects its 3 servers)
- *   and 6.3 the same tenants listed again (warm);
+ *   and 6.3 the same tenants listed again (warm); 6.2d first listings of other tenants whose 3
+ *   servers (3 more fixture servers) do not declare tools.listChanged, so no GET stream is opened;
  * - 6.4 registry write throughput: PUT /users/{u}/mcp/servers/{s} with 32 in flight, vs GET
  *   /healthz at the same concurrency (the HTTP floor of the same gateway).
  */
@@ -24,6 +25,8 @@ const PER_TENANT = 3
 const WRITERS = 32
 const SAMPLE = 200
 const WARM_TENANTS = 400
+/** Tenants that warm the fixture servers of 6.2d up before its measured listings. */
+const STATIC_WARM = 300
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 
 const uid = (i: number): string => `t${String(i).padStart(5, '0')}`
@@ -53,9 +56,13 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   })
 
   const { urls, child: fixtures } = await startMcpServers(ctx, PER_TENANT, 'fixture')
+  const { urls: staticUrls, child: staticFixtures } = await startMcpServers(ctx, PER_TENANT, 'static')
   const gw = await startGateway(ctx, gatewayEnv(ctx, { REDIS_URL, REDIS_KEY_PREFIX: prefix, EGRESS_ALLOW: '127.0.0.1/32' }), 'gateway', { inspect: true })
-  const put = async (t: number, s: number): Promise<void> => {
-    await httpOk('PUT', `${gw.url}/users/${uid(t)}/mcp/servers/${SERVER_IDS[s] as string}`, { type: 'streamable_http', url: urls[s] })
+  const put = async (t: number, s: number, to = urls): Promise<void> => {
+    await httpOk('PUT', `${gw.url}/users/${uid(t)}/mcp/servers/${SERVER_IDS[s] as string}`, { type: 'streamable_http', url: to[s] })
+  }
+  const remove = async (t: number, s: number): Promise<void> => {
+    await httpOk('DELETE', `${gw.url}/users/${uid(t)}/mcp/servers/${SERVER_IDS[s] as string}`, undefined, [200, 204])
   }
   const toolsUrl = (t: number): string => `${gw.url}/tools?userId=${uid(t)}&mcp=${SERVER_IDS.join(',')}`
   const list = async (t: number): Promise<void> => {
@@ -106,7 +113,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     for (let s = 0; s < PER_TENANT; s++) await put(TENANTS + w, s)
     await list(TENANTS + w)
     await list(TENANTS + w)
-    for (let s = 0; s < PER_TENANT; s++) await httpOk('DELETE', `${gw.url}/users/${uid(TENANTS + w)}/mcp/servers/${SERVER_IDS[s] as string}`, undefined, [200, 204])
+    for (let s = 0; s < PER_TENANT; s++) await remove(TENANTS + w, s)
   }
 
   // Random tenants (without repetition), listed for the first time, then again.
@@ -172,6 +179,29 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   const heapAfter = await heapAfterGcMiB(gw)
   ctx.log(`first listing p50 ${round(median(firstMs))} p99 ${round(percentile(firstMs, 99))} ms; warm p50 ${round(median(warmMs))} p99 ${round(percentile(warmMs, 99))} ms; RSS ${round(rssAfter)} MiB`)
 
+  // 6.2d: first listings of tenants whose servers do not declare tools.listChanged, after 6.1b's
+  // RSS. The sample's tenants are deleted first (their 600 clients close), so the pool stays under
+  // MCP_MAX_CLIENTS; STATIC_WARM tenants warm the other fixture process up as 6.2's was (each
+  // deleted after), then SAMPLE measured ones.
+  await pool(SAMPLE * PER_TENANT, WRITERS, async (i) => { await remove(sample[Math.floor(i / PER_TENANT)] as number, i % PER_TENANT) })
+  const staticBase = TENANTS + WARM_TENANTS
+  await pool((STATIC_WARM + SAMPLE) * PER_TENANT, WRITERS, async (i) => { await put(staticBase + Math.floor(i / PER_TENANT), i % PER_TENANT, staticUrls) })
+  for (let w = 0; w < STATIC_WARM; w++) {
+    await list(staticBase + w)
+    await list(staticBase + w)
+    for (let s = 0; s < PER_TENANT; s++) await remove(staticBase + w, s)
+  }
+  const staticMs: number[] = []
+  let staticGwCpu = 0
+  let staticFixCpu = 0
+  for (let i = 0; i < SAMPLE; i++) {
+    const [g0, f0] = [await cpuMs(gw.pid), await cpuMs(staticFixtures.pid)]
+    staticMs.push(await timeMs(() => list(staticBase + STATIC_WARM + i)))
+    staticGwCpu += await cpuMs(gw.pid) - g0
+    staticFixCpu += await cpuMs(staticFixtures.pid) - f0
+  }
+  ctx.log(`first listing without listChanged p50 ${round(median(staticMs))} p99 ${round(percentile(staticMs, 99))} ms; CPU gateway ${round(staticGwCpu / SAMPLE)} ms`)
+
   return [
     makeRow({
       id: '6.1',
@@ -215,7 +245,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     }),
     makeRow({
       id: '6.2b',
-      name: 'the same first listings: gateway CPU per listing (3 connects: initialize, initialized, tools/list each)',
+      name: 'the same first listings: gateway CPU per listing (3 connects: initialize, initialized with the GET stream beside it, tools/list)',
       metric: 'CPU ms',
       value: gwFirstCpu,
       baseline: fixFirstCpu,
@@ -230,6 +260,16 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       baseline: null,
       target: null,
       notes: `p50 ${round(median(floorMs))} ms; client CPU ${round(floorCpuSum / SAMPLE)} ms per 3 sessions, fixture servers ${round(fixFloorCpuSum / SAMPLE)} ms; what the servers and one client cost, without the gateway's HTTP hop, registry, pool and listing`
+    }),
+    makeRow({
+      id: '6.2d',
+      name: 'the same first listing for tenants whose 3 servers do not declare tools.listChanged (no GET stream: 3 exchanges per connect)',
+      metric: 'p99 ms',
+      value: percentile(staticMs, 99),
+      baseline: null,
+      target: null,
+      notes: `p50 ${round(median(staticMs))} ms; ${SAMPLE} tenants listed after 6.3 (the sample's clients closed first, ${STATIC_WARM} warm-up tenants); CPU per listing: gateway ${round(staticGwCpu / SAMPLE)} ms, fixture servers ${round(staticFixCpu / SAMPLE)} ms (3 sessions; 6.2: ${round(gwFirstCpu)} and ${round(fixFirstCpu)} ms)`,
+      detail: { gatewayCpuMsPerListing: round(staticGwCpu / SAMPLE), fixtureCpuMsPerListing: round(staticFixCpu / SAMPLE) }
     }),
     makeRow({
       id: '6.3',
