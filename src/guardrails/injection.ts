@@ -123,7 +123,7 @@ export const RULES: readonly Rule[] = [
   },
   {
     kind: 'addressed-to-model',
-    anchors: ['note', 'messag', 'instru', 'atten', 'remind', 'memo', 'you'],
+    anchors: ['note', 'messag', 'instru', 'atten', 'mind', 'memo', 'you'],
     reach: PHRASE,
     pattern: new RegExp(String.raw`\b(?:note|message|instructions?|attention|reminder|memo)\s{1,3}(?:to|for)\s{1,3}(?:the\s{1,3}|any\s{1,3}|all\s{1,3})?(?:AI|LLM|assistant|agent|language\s{1,3}model|chatbot|model|Claude|ChatGPT|GPT)s?${AIMED}|\battention,?\s{1,3}(?:all\s{1,3})?(?:AI|LLM)\s{1,3}(?:agents?|assistants?|models?)\b|\bif\s{1,3}you\s{1,3}are\s{1,3}(?:an?\s{1,3})?(?:AI|LLM|large\s{1,3}language\s{1,3}model|language\s{1,3}model)${AIMED}`, 'gi')
   },

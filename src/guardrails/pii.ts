@@ -43,8 +43,15 @@ function emailEnd (text: string, at: number, matchEnd: number): number | null {
   return /^(?:[A-Za-z]{2,24}|xn--[a-z0-9-]{2,20})$/i.test(tld) ? end : null
 }
 
-const LOCAL_CHARS = /[\w.%+-]/
-const DOMAIN_CHARS = /[A-Za-z0-9.-]/
+/** A character of a domain run (`[A-Za-z0-9.-]`), by its code. */
+function domainChar (c: number): boolean {
+  return (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 57) || c === 46 || c === 45
+}
+
+/** A character of a local part (`[\w.%+-]`), by its code. */
+function localChar (c: number): boolean {
+  return domainChar(c) || c === 95 || c === 37 || c === 43
+}
 
 /**
  * EMAIL's matches, found from each `@` (indexOf, no scan of every position) with what the pattern
@@ -56,10 +63,10 @@ export function emailMatches (text: string, onMatch: (start: number, at: number,
   let lastEnd = 0
   for (let at = text.indexOf('@'); at >= 0; at = text.indexOf('@', at + 1)) {
     let start = at
-    while (start > 0 && at - start <= 64 && LOCAL_CHARS.test(text[start - 1] as string)) start--
+    while (start > 0 && at - start <= 64 && localChar(text.charCodeAt(start - 1))) start--
     if (start === at || at - start > 64 || start < lastEnd) continue
     let end = at + 1
-    while (end < text.length && end - at - 1 < 253 && DOMAIN_CHARS.test(text[end] as string)) end++
+    while (end < text.length && end - at - 1 < 253 && domainChar(text.charCodeAt(end))) end++
     if (end - at - 1 < 3) continue
     lastEnd = end
     onMatch(start, at, end)

@@ -22,6 +22,8 @@
  */
 
 import { isQueryCredentialName, isSecretName } from './names.js'
+import { isNameChar, maskTokenFormats, TOKEN_FORMATS, TOKEN_FORMATS_AT } from './tokens.js'
+import { CREDENTIAL_WORD, CREDENTIAL_WORD_AT, credentialWords, nextCredentialWord } from './words.js'
 
 /** What a secret is replaced with in the journal and the approvals view (documented in the README). */
 export const MASK = '****'
@@ -88,32 +90,6 @@ function looksLikeCredential (token: string): boolean {
 // newline or tab (`\n` as two characters, where text was escaped before it came here).
 const START = String.raw`(?:(?<=\\[nrt])|(?<![A-Za-z0-9_.-]))`
 
-/**
- * Well-known token formats; each alternative is a fixed prefix and one bounded run (no
- * backtracking). Where a token may start is checked on each match (tokenStartsAt): a lookbehind
- * in front of the alternatives made the pattern four times slower.
- */
-const TOKEN_FORMATS = new RegExp('(?:' + [
-  String.raw`sk-[A-Za-z0-9_-]{20,400}`, // OpenAI (sk-, sk-proj-, sk-svcacct-), Anthropic (sk-ant-api03-...)
-  String.raw`gh[pousr]_[A-Za-z0-9]{30,255}`, // GitHub tokens
-  String.raw`github_pat_\w{22,255}`,
-  String.raw`glpat-[\w-]{20,255}`, // GitLab
-  String.raw`(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])`, // AWS access key ids
-  String.raw`xox[abposre]-[A-Za-z0-9-]{10,255}`, // Slack
-  String.raw`xapp-[A-Za-z0-9-]{10,255}`,
-  String.raw`AIza[\w-]{35}`, // Google API keys
-  String.raw`ya29\.[\w-]{20,2048}`, // Google OAuth access tokens
-  String.raw`eyJ[\w-]{8,4096}\.eyJ[\w-]{8,8192}\.[\w-]{0,1024}`, // JWTs
-  String.raw`[sr]k_(?:live|test)_[A-Za-z0-9]{16,255}`, // Stripe
-  String.raw`whsec_[A-Za-z0-9+/=]{24,255}`,
-  String.raw`npm_[A-Za-z0-9]{36}`,
-  String.raw`hf_[A-Za-z0-9]{30,255}`, // Hugging Face
-  String.raw`pypi-AgE[\w-]{50,1024}`,
-  String.raw`SG\.[\w-]{16,64}\.[\w-]{16,128}`, // SendGrid
-  String.raw`dop_v1_[a-f0-9]{64}`, // DigitalOcean
-  String.raw`shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}` // Shopify
-].join('|') + ')', 'g')
-
 const BEARER = new RegExp(START + String.raw`(Bearer[ \t]+)([A-Za-z0-9._~+/-]{1,4096}=*)`, 'gi')
 const BASIC = new RegExp(START + String.raw`(Basic[ \t]+)([A-Za-z0-9+/]{8,4096}={0,2})(?![A-Za-z0-9+/=])`, 'gi')
 
@@ -129,7 +105,6 @@ const QUERY_PARAM = /([?&])([^\s=&#?'"\\]{1,128})=([^\s&#'"\\]{1,4096})/g
 // and the value is parsed only after a credential name.
 const SCHEMES = '(?:Bearer|Basic|Token|Digest|Bot|ApiKey|SSWS|JWT|OAuth|Negotiate)'
 const UNQUOTED = String.raw`(?:[^\s'"&,;\\]|\\(?![nrt"'\\])){1,4096}`
-const SEPARATORS = /[:=]/g
 const ASSIGNED_VALUE = new RegExp(String.raw`[ \t]*((?:` + SCHEMES + String.raw`[ \t]+)?)(?:'([^'\n]{1,256})'|"([^"\n]{1,256})"|(\\?['"]?)((?!=)` + UNQUOTED + '))', 'iy')
 // --name value (a long flag and its value as the next argument).
 const FLAG_VALUE = /(?<![A-Za-z0-9_-])(--[A-Za-z][A-Za-z0-9_-]{0,63})([ \t]+)(['"]?)([^\s'"-][^\s'"]{0,255})/g
@@ -139,20 +114,6 @@ const MYSQL_P = /(?<=[ \t])-p(['"]?)([^\s'"]{1,256})/g
 // curl -u user:password / --user user:password, on a line that runs curl.
 const CURL_LINE = /(?<![A-Za-z0-9_-])curl(?![A-Za-z0-9_-])/
 const CURL_USER = /(?<=[ \t])(-u|-U|--user|--proxy-user)([ \t]*|=)(['"]?)([^\s:'"]{0,256}):([^\s'"]{1,256})/g
-// A credential word, after which a random-looking token is masked.
-// Its lookbehind (no letter or digit before the word) is checked in code (nextCredentialWord): a
-// pattern that opens with a lookbehind is tried at every position, and cost half again as much.
-const CREDENTIAL_WORD = /(?:api[ _-]?keys?|access[ _-]?keys?|secret(?:[ _-]?keys?)?|secrets|tokens?|passwords?|passwd|passphrase|credentials?|auth|authorization|bearer)(?![A-Za-z0-9])/gi
-
-/** CREDENTIAL_WORD's next match in `text` from its lastIndex, where no letter or digit comes before it. */
-function nextCredentialWord (text: string): RegExpExecArray | null {
-  for (let m = CREDENTIAL_WORD.exec(text); m !== null; m = CREDENTIAL_WORD.exec(text)) {
-    const before = text.charCodeAt(m.index - 1)
-    if (!((before >= 97 && before <= 122) || (before >= 65 && before <= 90) || (before >= 48 && before <= 57))) return m
-    CREDENTIAL_WORD.lastIndex = m.index + 1
-  }
-  return null
-}
 const TOKEN_RUN = /[A-Za-z0-9+/_~.=-]{16,1024}/y
 const LONG_RUN = /[A-Za-z0-9+/_~.=-]{16}/
 const TOKEN_CHAR = /[A-Za-z0-9+/_~.=-]/
@@ -198,6 +159,22 @@ function maskPem (text: string, mask: string): string {
   return out + text.slice(from)
 }
 
+// Where FLAG_VALUE, CURL_LINE or MYSQL_LINE can match: a long flag, `curl`, a MySQL client's name, after what none of them follows.
+const COMMAND_WORDS = /(?<![A-Za-z0-9_-])(?:--[A-Za-z]|curl|mysql|mariadb)/g
+
+/** Which of FLAG_VALUE, CURL_LINE and MYSQL_LINE can match in `text`: one scan for the three (each opens with a lookbehind, tried at every position). */
+function commandWords (text: string): { flag: boolean, curl: boolean, mysql: boolean } {
+  const found = { flag: false, curl: false, mysql: false }
+  COMMAND_WORDS.lastIndex = 0
+  for (let m = COMMAND_WORDS.exec(text); m !== null && !(found.flag && found.curl && found.mysql); m = COMMAND_WORDS.exec(text)) {
+    const c = m[0].charCodeAt(0)
+    if (c === 45) found.flag = true
+    else if (c === 99) found.curl = true
+    else found.mysql = true
+  }
+  return found
+}
+
 /** `fn` applied to each line of `text` that `marker` finds (a curl or mysql command line). */
 function onLines (text: string, marker: RegExp, fn: (line: string) => string): string {
   if (!marker.test(text)) return text
@@ -206,11 +183,13 @@ function onLines (text: string, marker: RegExp, fn: (line: string) => string): s
 
 /** Random-looking tokens within a few filler words after a credential word ("the API token is 9fQ..."). */
 function maskNearWords (text: string, mask: string): string {
-  CREDENTIAL_WORD.lastIndex = 0
+  const nextWord = credentialWords(text)
   let out = ''
   let from = 0
-  for (let m = nextCredentialWord(text); m !== null; m = nextCredentialWord(text)) {
+  let next = 0
+  for (let m = nextWord(0); m !== null; m = nextWord(next)) {
     const after = m.index + m[0].length
+    next = after
     let pos = after
     // Separators and up to three filler words, within 60 characters.
     for (let fillers = 0; ; fillers++) {
@@ -226,13 +205,9 @@ function maskNearWords (text: string, mask: string): string {
     if (TOKEN_CHAR.test(text[pos + token.length] ?? '')) continue
     out += text.slice(from, pos) + mask
     from = pos + token.length
-    CREDENTIAL_WORD.lastIndex = from
+    next = from
   }
   return from === 0 ? text : out + text.slice(from)
-}
-
-function isNameChar (c: number): boolean {
-  return (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 57) || c === 95 || c === 46 || c === 45 // a-z A-Z 0-9 _ . -
 }
 
 /**
@@ -245,25 +220,35 @@ function isNameChar (c: number): boolean {
 function maskAssignments (text: string, mask: string): string {
   let out = ''
   let from = 0
-  SEPARATORS.lastIndex = 0
-  for (let m = SEPARATORS.exec(text); m !== null; m = SEPARATORS.exec(text)) {
-    const s = m.index
-    const next = text[s + 1]
+  // The next `:` and `=` from `at` (indexOf each, not a pattern tried at every position).
+  let colon = text.indexOf(':')
+  let equals = text.indexOf('=')
+  for (let at = 0; ;) {
+    if (colon >= 0 && colon < at) colon = text.indexOf(':', at)
+    if (equals >= 0 && equals < at) equals = text.indexOf('=', at)
+    const s = colon < 0 || (equals >= 0 && equals < colon) ? equals : colon
+    if (s < 0) break
+    at = s + 1
+    const next = text.charCodeAt(s + 1)
+    const before = text.charCodeAt(s - 1)
     let sepEnd = s + 1
-    if (m[0] === ':') {
-      if (next === '=') sepEnd = s + 2
-      else if (next === ':' || (next === '/' && text[s + 2] === '/') || text[s - 1] === ':') continue
-    } else if (next === '=' || next === '>' || next === '~' || '=!<>'.includes(text[s - 1] ?? '')) {
-      // ==, =>, =~, !=, <=, >=: comparisons and arrows
-      SEPARATORS.lastIndex = s + 2
+    if (s === colon) {
+      if (next === 61 /* = */) sepEnd = s + 2
+      else if (next === 58 /* : */ || (next === 47 /* / */ && text.charCodeAt(s + 2) === 47) || before === 58) continue
+    } else if (next === 61 || next === 62 || next === 126 || s === 0 || before === 61 || before === 33 || before === 60 || before === 62) {
+      // ==, =>, =~, !=, <=, >=: comparisons and arrows (= > ~ after it, = ! < > before it), and a text that starts with `=`
+      at = s + 2
       continue
     }
-    SEPARATORS.lastIndex = sepEnd
+    at = sepEnd
     let i = s - 1
-    while (i >= 0 && s - i <= 16 && (text[i] === ' ' || text[i] === '\t')) i--
-    if (text[i] === '"' || text[i] === "'") i--
-    if (text[i] === '\\') i--
+    while (i >= 0 && s - i <= 16 && (text.charCodeAt(i) === 32 || text.charCodeAt(i) === 9)) i--
+    if (text.charCodeAt(i) === 34 /* " */ || text.charCodeAt(i) === 39 /* ' */) i--
+    if (text.charCodeAt(i) === 92 /* \\ */) i--
     const nameEnd = i + 1
+    // A name that ends in a digit names no secret (names.ts): most separators are in times and numbers (`09:07`).
+    const last = text.charCodeAt(i)
+    if (last >= 48 && last <= 57) continue
     while (i >= 0 && nameEnd - i <= 66 && isNameChar(text.charCodeAt(i))) i--
     if (i >= 0 && isNameChar(text.charCodeAt(i))) continue
     let nameStart = i + 1
@@ -281,7 +266,7 @@ function maskAssignments (text: string, mask: string): string {
     if (v === null) continue
     const [whole, , single, double, quote = '', bare] = v
     const valueEnd = sepEnd + whole.length
-    SEPARATORS.lastIndex = valueEnd
+    at = valueEnd
     const value = single ?? double ?? bare ?? ''
     if (isNotSecretValue(value, mask) || isWorkingDirectory(name, value)) continue
     const valueText = single !== undefined ? `'${single}'` : double !== undefined ? `"${double}"` : quote + value
@@ -291,22 +276,16 @@ function maskAssignments (text: string, mask: string): string {
   return from === 0 ? text : out + text.slice(from)
 }
 
-/** Whether a token format's match at `at` starts a token: not inside a longer run, or right after an escaped newline or tab. */
-function tokenStartsAt (text: string, at: number): boolean {
-  const before = text.charCodeAt(at - 1)
-  if (Number.isNaN(before) || !(isNameChar(before) && before !== 46)) return true
-  return text[at - 2] === '\\' && (before === 110 || before === 114 || before === 116)
-}
-
 /** The credentials in plain text (no JSON string literal in it) masked. */
 function maskPlain (text: string, mask: string): string {
   if (text.length < 4) return text
   work += text.length
   let out = text
-  if (out.includes('-----BEGIN ')) out = maskPem(out, mask)
+  // `BEGIN ` first: indexOf stops at each occurrence of a literal's first character, and `-` is common.
+  if (out.includes('BEGIN ') && out.includes('-----BEGIN ')) out = maskPem(out, mask)
   // Every token format, and every random-looking token, is a run of 16+ token characters: most strings have none.
   const longRun = LONG_RUN.test(out)
-  if (longRun) out = out.replace(TOKEN_FORMATS, (m: string, at: number, all: string) => (!tokenStartsAt(all, at) || (m.startsWith('sk-') && !/[0-9]/.test(m)) ? m : mask))
+  if (longRun) out = maskTokenFormats(out, mask)
   if (out.includes('://')) {
     out = out.replace(URL_USERINFO, (m, scheme: string, user: string, pw: string) => (isNotSecretValue(pw, mask) ? m : `${scheme}${user}:${mask}@`))
     out = out.replace(URL_TOKEN_USER, (m, scheme: string, user: string) => (looksRandom(user) ? `${scheme}${mask}@` : m))
@@ -314,19 +293,29 @@ function maskPlain (text: string, mask: string): string {
   if (out.includes('=') && (out.includes('?') || out.includes('&'))) {
     out = out.replace(QUERY_PARAM, (m, sep: string, name: string, value: string) => (isQueryCredentialName(name) && !isNotSecretValue(value, mask) ? `${sep}${name}=${mask}` : m))
   }
-  if (out.includes('earer') || out.includes('EARER')) out = out.replace(BEARER, (m, scheme: string, token: string) => (looksLikeCredential(token) ? `${scheme}${mask}` : m))
+  if ((out.includes('arer') && out.includes('earer')) || out.includes('EARER')) out = out.replace(BEARER, (m, scheme: string, token: string) => (looksLikeCredential(token) ? `${scheme}${mask}` : m))
   if (out.includes('asic') || out.includes('ASIC')) out = out.replace(BASIC, (m, scheme: string, b64: string) => (/^[\x20-\x7e]+:/.test(Buffer.from(b64, 'base64').toString('latin1')) ? `${scheme}${mask}` : m))
   if (out.includes(':') || out.includes('=')) {
     out = maskAssignments(out, mask)
   }
-  if (out.includes('--')) {
+  // Which of the next three passes can match, in one pass (read again when one of them changed the text).
+  let commands = commandWords(out)
+  if (commands.flag) {
+    const before = out
     out = out.replace(FLAG_VALUE, (m, flag: string, space: string, quote: string, value: string) => (isSecretName(flag) && !isNotSecretValue(value, mask) ? `${flag}${space}${quote}${mask}` : m))
+    if (out !== before) commands = commandWords(out)
   }
-  out = onLines(out, MYSQL_LINE, (line) => line.replace(MYSQL_P, (m, quote: string, pw: string) => (isNotSecretValue(pw, mask) ? m : `-p${quote}${mask}`)))
-  out = onLines(out, CURL_LINE, (line) => line.replace(CURL_USER, (m, flag: string, sep: string, quote: string, user: string, pw: string) => {
-    if (isNotSecretValue(pw, mask) || (/^\d+$/.test(user) && /^\d+$/.test(pw))) return m
-    return `${flag}${sep}${quote}${user}:${mask}`
-  }))
+  if (commands.mysql) {
+    const before = out
+    out = onLines(out, MYSQL_LINE, (line) => line.replace(MYSQL_P, (m, quote: string, pw: string) => (isNotSecretValue(pw, mask) ? m : `-p${quote}${mask}`)))
+    if (out !== before) commands = commandWords(out)
+  }
+  if (commands.curl) {
+    out = onLines(out, CURL_LINE, (line) => line.replace(CURL_USER, (m, flag: string, sep: string, quote: string, user: string, pw: string) => {
+      if (isNotSecretValue(pw, mask) || (/^\d+$/.test(user) && /^\d+$/.test(pw))) return m
+      return `${flag}${sep}${quote}${user}:${mask}`
+    }))
+  }
   return longRun ? maskNearWords(out, mask) : out
 }
 
@@ -573,6 +562,7 @@ function hidesSecret (name: string, v: unknown): boolean {
 
 /** Every pattern the detector runs, for the test that checks they are linear (no nested quantifier). */
 export const PATTERNS: readonly RegExp[] = [
-  TOKEN_FORMATS, BEARER, BASIC, URL_USERINFO, URL_TOKEN_USER, QUERY_PARAM, SEPARATORS, ASSIGNED_VALUE, FLAG_VALUE, MYSQL_LINE, MYSQL_P,
-  CURL_LINE, CURL_USER, CREDENTIAL_WORD, TOKEN_RUN, LONG_RUN, TOKEN_CHAR, SEPARATOR, FILLER_WORD, FLAG_AT_END, MYSQL_P_AT_END, CURL_USER_AT_END
+  TOKEN_FORMATS, TOKEN_FORMATS_AT, BEARER, BASIC, URL_USERINFO, URL_TOKEN_USER, QUERY_PARAM, ASSIGNED_VALUE, FLAG_VALUE, MYSQL_LINE, MYSQL_P,
+  CURL_LINE, CURL_USER, COMMAND_WORDS, CREDENTIAL_WORD, CREDENTIAL_WORD_AT, TOKEN_RUN, LONG_RUN, TOKEN_CHAR, SEPARATOR, FILLER_WORD, FLAG_AT_END,
+  MYSQL_P_AT_END, CURL_USER_AT_END
 ]

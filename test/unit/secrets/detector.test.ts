@@ -324,3 +324,18 @@ test('where a credential word or name may start: not inside a word, not after a 
   assert.equal(maskText('9secret=abc123'), '9secret=abc123')
   assert.equal(maskText('---password=abc123'), '---password=abc123', 'at most two dashes')
 })
+
+test('separators, flags, curl and mysql lines as the whole-text patterns read them: comparisons, a leading `=`, names ending in a digit', () => {
+  const cases: Array<[string, string]> = [
+    ['=password=hunter2', '=password=****'],
+    ['pin2=1234 pin=1234', 'pin2=1234 pin=****'],
+    ['x!=:password=a1', 'x!=:password=****'],
+    ['a==password=b', 'a==password=****'],
+    ['09:07 key:=v password := s3cret', '09:07 key:=v password := ****'],
+    ['DB_PASSWORD_2=abc DB_PASSWORD_=abc', 'DB_PASSWORD_2=abc DB_PASSWORD_=****'],
+    ['Xsk-abcdefghijklmnopqrstuvwx1 sk-abcdefghijklmnopqrstu1vwx', 'Xsk-abcdefghijklmnopqrstuvwx1 ****'],
+    ['ls --color=auto --password hunter2 && curl -u a:b x && mysql -pS3cret', 'ls --color=auto --password **** && curl -u a:**** x && mysql -p****'],
+    ['-rw-r--r-- 1 dev dev 1207 Dec  6 09:07 src/module-12/index.ts', '-rw-r--r-- 1 dev dev 1207 Dec  6 09:07 src/module-12/index.ts']
+  ]
+  for (const [input, expected] of cases) assert.equal(maskText(input), expected, input)
+})

@@ -1,0 +1,118 @@
+/**
+ * Where the secret detector's patterns can start (bench row 18.1, the CPU of SPEC 18's checks).
+ * A pattern that starts with an alternation or a class is tried by the regex engine at every
+ * position of the text, about a nanosecond and a half per character each; a literal is found by
+ * `indexOf` at a fraction of that. So a pattern whose every match starts with one of a few
+ * literals (a token format's prefix, a credential word) is tried only at the positions these
+ * literals give, with a sticky copy of it, in order, each from the end of the last match: the
+ * matches are those a global scan finds (every position where a match can start is tried, and
+ * the leftmost match from each point is taken), for a cost of a few literal scans and one
+ * attempt per candidate. Where candidates are too many to pay (a text full of `_`), the caller
+ * scans the whole text instead: the result is the same either way.
+ */
+
+/** More candidates than one per this many characters: the whole-text scan is cheaper. */
+const DENSE = 16
+
+/**
+ * Prefixes of the token formats with a `_` (detector.ts's TOKEN_FORMATS: `ghp_`, `github_pat_`,
+ * `sk_live_`, `whsec_`, `npm_`, `hf_`, `dop_v1_`, `shpat_`), the part before the first `_`, by
+ * that part's last character: each `_` of a text is checked against the few its neighbour allows.
+ */
+const BEFORE_UNDERSCORE: ReadonlyArray<readonly string[] | undefined> = (() => {
+  const table: string[][] = []
+  for (const p of ['sk', 'rk', 'hf', 'ghp', 'gho', 'ghu', 'ghs', 'ghr', 'npm', 'dop', 'whsec', 'shpat', 'shpca', 'shppa', 'shpss', 'github']) {
+    const last = p.charCodeAt(p.length - 1)
+    ;(table[last] ??= []).push(p)
+  }
+  return table
+})()
+
+/**
+ * The token formats without a `_`, each by a literal every match holds at a fixed offset from its
+ * start (chosen to begin with a character that is rare in text, as indexOf stops at each
+ * occurrence of its first): `sk-`, `glpat-`, `AKIA`/`ASIA`/`ABIA`, `ACCA`, `xox?-`, `xapp-`,
+ * `AIza`, `ya29.`, `eyJ`, `pypi-AgE`, `SG.`.
+ */
+const TOKEN_LITERALS: ReadonlyArray<readonly [string, readonly number[]]> = [
+  ['k-', [1]], ['glpat-', [0]], ['IA', [2]], ['ACCA', [0]], ['xox', [0]], ['pp-', [2]], ['AIza', [0]], ['ya29.', [0]], ['yJ', [1]], ['pypi-', [0]], ['SG.', [0]]
+]
+
+/** Each occurrence of `literal` in `text`, moved back by each of `offsets`, added to `out`; false once `out` is over `max`. */
+function addHits (out: number[], text: string, literal: string, offsets: readonly number[], max: number): boolean {
+  for (let at = text.indexOf(literal); at >= 0; at = text.indexOf(literal, at + 1)) {
+    for (const offset of offsets) if (at >= offset) out.push(at - offset)
+    if (out.length > max) return false
+  }
+  return true
+}
+
+/**
+ * Every position where one of the token formats can match (a superset), or undefined when there
+ * are too many for the sticky attempts to be cheaper than a whole-text scan.
+ */
+export function tokenFormatStarts (text: string): number[] | undefined {
+  const max = text.length / DENSE
+  const starts: number[] = []
+  for (let u = text.indexOf('_'); u >= 0; u = text.indexOf('_', u + 1)) {
+    const prefixes = BEFORE_UNDERSCORE[text.charCodeAt(u - 1)]
+    if (prefixes === undefined) continue
+    for (const p of prefixes) if (u >= p.length && text.startsWith(p, u - p.length)) starts.push(u - p.length)
+    if (starts.length > max) return undefined
+  }
+  for (const [literal, offsets] of TOKEN_LITERALS) if (!addHits(starts, text, literal, offsets, max)) return undefined
+  return sortedUnique(starts)
+}
+
+/**
+ * The credential words (words.ts's CREDENTIAL_WORD, case-insensitive) by a literal each holds at
+ * fixed offsets, in the lower-cased text, begun where the word allows with a letter that is rare
+ * in English: `api keys`, `access key`, `secret` and `credentials` (both `cre`), `token`,
+ * `password`/`passwd`/`passphrase`, `auth`/`authorization`, `bearer`.
+ */
+const WORD_LITERALS: ReadonlyArray<readonly [string, readonly number[]]> = [
+  ['pi', [1]], ['cces', [1]], ['cre', [2, 0]], ['ken', [2]], ['pass', [0]], ['uth', [1]], ['bearer', [0]]
+]
+
+/**
+ * Every position where a credential word can start (a superset), or undefined when they are too
+ * many, or when lower-casing changed the text's length (a few non-ASCII letters do): positions
+ * in the lower-cased text are then not the text's. The pattern has no `u` flag, so it matches an
+ * ASCII letter only by an ASCII letter of either case: the lower-cased text holds each word it matches.
+ */
+export function credentialWordStarts (text: string): number[] | undefined {
+  const lower = text.toLowerCase()
+  if (lower.length !== text.length) return undefined
+  const max = text.length / DENSE
+  const starts: number[] = []
+  for (const [literal, offsets] of WORD_LITERALS) if (!addHits(starts, lower, literal, offsets, max)) return undefined
+  return sortedUnique(starts)
+}
+
+function sortedUnique (xs: number[]): number[] {
+  if (xs.length < 2) return xs
+  xs.sort((a, b) => a - b)
+  let n = 1
+  for (let i = 1; i < xs.length; i++) if (xs[i] !== xs[n - 1]) xs[n++] = xs[i] as number
+  xs.length = n
+  return xs
+}
+
+/**
+ * The matches of a sticky pattern tried at `starts` (sorted, every position where it can match):
+ * those its global form finds, as `text.matchAll` does (leftmost, each search from the end of the
+ * last match). `index` is the position in `text`.
+ */
+export function matchesFrom (text: string, sticky: RegExp, starts: readonly number[]): RegExpExecArray[] {
+  const found: RegExpExecArray[] = []
+  let next = 0
+  for (const s of starts) {
+    if (s < next) continue
+    sticky.lastIndex = s
+    const m = sticky.exec(text)
+    if (m === null) continue
+    found.push(m)
+    next = s + Math.max(1, m[0].length)
+  }
+  return found
+}
