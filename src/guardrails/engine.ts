@@ -24,7 +24,7 @@ interface Side<T> {
 const FINDERS: Record<'pii' | 'injection', (text: string) => Finding[]> = { pii: findPii, injection: findInjection }
 
 function kindsOf (findings: readonly Finding[]): string[] {
-  return [...new Set(findings.map((f) => f.kind))]
+  return findings.length === 0 ? [] : [...new Set(findings.map((f) => f.kind))]
 }
 
 function scanText (check: 'secrets' | 'pii' | 'injection', text: string): Scan<string> {

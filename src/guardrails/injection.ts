@@ -164,6 +164,13 @@ export const RULES: readonly Rule[] = [
   }
 ]
 
+// Every anchor of the rules above, in one pattern (for short texts: findInjection).
+const ANY_ANCHOR = new RegExp([...new Set(RULES.flatMap((r) => r.anchors === HIDDEN_CHARS ? [] : r.anchors as readonly string[]))]
+  .map((a) => a.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'))
+const ANY_ANCHOR_MAX = 1024
+// Up to this length a rule with an anchor in the text runs on all of it: cheaper than finding where its anchors are.
+const WHOLE_SCAN_MAX = 256
+
 /** The rule names, in the order above. */
 export const INJECTION_KINDS: readonly string[] = RULES.map((r) => r.kind)
 
@@ -236,19 +243,26 @@ function carriesData (_text: string, m: RegExpExecArray): number | null {
  * A rule runs only where its anchors are (see Rule), found with indexOf in the lower-cased text;
  * a phrase rule then runs in windows around them (scan-near.ts), the others on the whole text.
  * When lower-casing changed the text's length (a few non-ASCII letters do), positions differ and
- * the phrase rules run on the whole text too.
+ * the phrase rules run on the whole text too; so do they on a short text (WHOLE_SCAN_MAX) that
+ * holds one of their anchors, and a short text without any anchor (ANY_ANCHOR) runs no phrase rule.
  */
 export function findInjection (text: string): Finding[] {
   const found: Finding[] = []
   const lower = text.toLowerCase()
   const aligned = lower.length === text.length
   const hidden = HIDDEN_CHARS.test(text)
+  // A short text is asked once whether it holds any anchor at all (most strings of a structuredContent hold none),
+  // rather than once per anchor: a pattern of them all costs more per character than indexOf, less per call.
+  if (text.length <= ANY_ANCHOR_MAX && !hidden && !ANY_ANCHOR.test(lower)) return found
   // Rules share anchors: each is looked up once.
   const anchored = new Map<string, number[]>()
   for (const rule of RULES) {
     let hits: number[] | undefined
     if (rule.anchors === HIDDEN_CHARS) {
       if (!hidden) continue
+    } else if (text.length <= WHOLE_SCAN_MAX) {
+      // A short text: whether an anchor is there at all, then the rule on the whole text (no positions, no windows).
+      if (!(rule.anchors as readonly string[]).some((a) => lower.includes(a))) continue
     } else {
       hits = anchorHits(lower, anchored, rule.anchors as readonly string[])
       if (hits.length === 0) continue

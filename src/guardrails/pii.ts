@@ -26,6 +26,7 @@ import type { Reach } from '../secrets/scan-near.js'
 // an IBAN two capitals and two digits. Most texts have few of them; each pattern's windows are its own.
 const DIGITS_HINT = /\d\d\d(?:\d[ -]?\d\d\d\d|[.-]\d\d\d\d)|[A-Z][A-Z]\d\d/g
 const DIGITS_HINT_MAX = 9
+const DIGIT_OR_AT = /[0-9@]/
 
 // --- e-mail -------------------------------------------------------------------------------------
 
@@ -243,6 +244,8 @@ function findIbans (text: string, out: Finding[], digits: readonly number[]): vo
  * digits of an IBAN are no card, a card number is no phone.
  */
 export function findPii (text: string): Finding[] {
+  // Every kind holds a digit or an `@`: a text without either (most short strings of a structuredContent) has none.
+  if (!DIGIT_OR_AT.test(text)) return []
   let found: Finding[] = []
   const digits = hintHits(text, DIGITS_HINT)
   for (const find of [findIbans, findCards, findEmails, findPhones]) {
