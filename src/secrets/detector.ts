@@ -22,8 +22,8 @@
  */
 
 import { isQueryCredentialName, isSecretName } from './names.js'
+import { hasTokenRun } from './starts.js'
 import { isNameChar, maskTokenFormats, TOKEN_FORMATS, TOKEN_FORMATS_AT } from './tokens.js'
-import { CREDENTIAL_WORD, CREDENTIAL_WORD_AT, credentialWords, nextCredentialWord } from './words.js'
 
 /** What a secret is replaced with in the journal and the approvals view (documented in the README). */
 export const MASK = '****'
@@ -114,8 +114,21 @@ const MYSQL_P = /(?<=[ \t])-p(['"]?)([^\s'"]{1,256})/g
 // curl -u user:password / --user user:password, on a line that runs curl.
 const CURL_LINE = /(?<![A-Za-z0-9_-])curl(?![A-Za-z0-9_-])/
 const CURL_USER = /(?<=[ \t])(-u|-U|--user|--proxy-user)([ \t]*|=)(['"]?)([^\s:'"]{0,256}):([^\s'"]{1,256})/g
+// A credential word, after which a random-looking token is masked.
+// Its lookbehind (no letter or digit before the word) is checked in code (nextCredentialWord): a
+// pattern that opens with a lookbehind is tried at every position, and cost half again as much.
+const CREDENTIAL_WORD = /(?:api[ _-]?keys?|access[ _-]?keys?|secret(?:[ _-]?keys?)?|secrets|tokens?|passwords?|passwd|passphrase|credentials?|auth|authorization|bearer)(?![A-Za-z0-9])/gi
+
+/** CREDENTIAL_WORD's next match in `text` from its lastIndex, where no letter or digit comes before it. */
+function nextCredentialWord (text: string): RegExpExecArray | null {
+  for (let m = CREDENTIAL_WORD.exec(text); m !== null; m = CREDENTIAL_WORD.exec(text)) {
+    const before = text.charCodeAt(m.index - 1)
+    if (!((before >= 97 && before <= 122) || (before >= 65 && before <= 90) || (before >= 48 && before <= 57))) return m
+    CREDENTIAL_WORD.lastIndex = m.index + 1
+  }
+  return null
+}
 const TOKEN_RUN = /[A-Za-z0-9+/_~.=-]{16,1024}/y
-const LONG_RUN = /[A-Za-z0-9+/_~.=-]{16}/
 const TOKEN_CHAR = /[A-Za-z0-9+/_~.=-]/
 const SEPARATOR = /[\s:=>'"`(),]/
 const FILLER_WORD = /^([A-Za-z]{1,12})(?![A-Za-z0-9_])/
@@ -190,13 +203,11 @@ function onLines (text: string, marker: RegExp, fn: (line: string) => string): s
 
 /** Random-looking tokens within a few filler words after a credential word ("the API token is 9fQ..."). */
 function maskNearWords (text: string, mask: string): string {
-  const nextWord = credentialWords(text)
+  CREDENTIAL_WORD.lastIndex = 0
   let out = ''
   let from = 0
-  let next = 0
-  for (let m = nextWord(0); m !== null; m = nextWord(next)) {
+  for (let m = nextCredentialWord(text); m !== null; m = nextCredentialWord(text)) {
     const after = m.index + m[0].length
-    next = after
     let pos = after
     // Separators and up to three filler words, within 60 characters.
     for (let fillers = 0; ; fillers++) {
@@ -212,7 +223,7 @@ function maskNearWords (text: string, mask: string): string {
     if (TOKEN_CHAR.test(text[pos + token.length] ?? '')) continue
     out += text.slice(from, pos) + mask
     from = pos + token.length
-    next = from
+    CREDENTIAL_WORD.lastIndex = from
   }
   return from === 0 ? text : out + text.slice(from)
 }
@@ -291,7 +302,7 @@ function maskPlain (text: string, mask: string): string {
   // `BEGIN ` first: indexOf stops at each occurrence of a literal's first character, and `-` is common.
   if (out.includes('BEGIN ') && out.includes('-----BEGIN ')) out = maskPem(out, mask)
   // Every token format, and every random-looking token, is a run of 16+ token characters: most strings have none.
-  const longRun = LONG_RUN.test(out)
+  const longRun = hasTokenRun(out, 16)
   if (longRun) out = maskTokenFormats(out, mask)
   if (out.includes('://')) {
     out = out.replace(URL_USERINFO, (m, scheme: string, user: string, pw: string) => (isNotSecretValue(pw, mask) ? m : `${scheme}${user}:${mask}@`))
@@ -570,6 +581,6 @@ function hidesSecret (name: string, v: unknown): boolean {
 /** Every pattern the detector runs, for the test that checks they are linear (no nested quantifier). */
 export const PATTERNS: readonly RegExp[] = [
   TOKEN_FORMATS, TOKEN_FORMATS_AT, BEARER, BASIC, URL_USERINFO, URL_TOKEN_USER, QUERY_PARAM, ASSIGNED_VALUE, FLAG_VALUE, MYSQL_LINE, MYSQL_P,
-  CURL_LINE, CURL_USER, COMMAND_WORDS, COMMAND_NAMES, CREDENTIAL_WORD, CREDENTIAL_WORD_AT, TOKEN_RUN, LONG_RUN, TOKEN_CHAR, SEPARATOR, FILLER_WORD, FLAG_AT_END,
+  CURL_LINE, CURL_USER, COMMAND_WORDS, COMMAND_NAMES, CREDENTIAL_WORD, TOKEN_RUN, TOKEN_CHAR, SEPARATOR, FILLER_WORD, FLAG_AT_END,
   MYSQL_P_AT_END, CURL_USER_AT_END
 ]

@@ -1,14 +1,14 @@
 /**
  * Where the secret detector's patterns can start (bench row 18.1, the CPU of SPEC 18's checks).
  * A pattern that starts with an alternation or a class is tried by the regex engine at every
- * position of the text, about a nanosecond and a half per character each; a literal is found by
- * `indexOf` at a fraction of that. So a pattern whose every match starts with one of a few
- * literals (a token format's prefix, a credential word) is tried only at the positions these
- * literals give, with a sticky copy of it, in order, each from the end of the last match: the
- * matches are those a global scan finds (every position where a match can start is tried, and
- * the leftmost match from each point is taken), for a cost of a few literal scans and one
- * attempt per candidate. Where candidates are too many to pay (a text full of `_`), the caller
- * scans the whole text instead: the result is the same either way.
+ * position of the text, about a nanosecond and a half per character; a literal is found by
+ * `indexOf` at a fraction of that. So the token formats, whose every match starts with one of a
+ * few literals (a prefix), are tried only at the positions these literals give, with a sticky
+ * copy of the pattern, in order, each from the end of the last match: the matches are those a
+ * global scan finds (every position where a match can start is tried, and the leftmost match
+ * from each point is taken), for a few literal scans and one attempt per candidate. Where
+ * candidates are too many to pay (a text full of `_`), the caller scans the whole text instead:
+ * the result is the same either way.
  */
 
 /** More candidates than one per this many characters: the whole-text scan is cheaper. */
@@ -34,14 +34,14 @@ const BEFORE_UNDERSCORE: ReadonlyArray<readonly string[] | undefined> = (() => {
  * occurrence of its first): `sk-`, `glpat-`, `AKIA`/`ASIA`/`ABIA`, `ACCA`, `xox?-`, `xapp-`,
  * `AIza`, `ya29.`, `eyJ`, `pypi-AgE`, `SG.`.
  */
-const TOKEN_LITERALS: ReadonlyArray<readonly [string, readonly number[]]> = [
-  ['k-', [1]], ['glpat-', [0]], ['IA', [2]], ['ACCA', [0]], ['xox', [0]], ['pp-', [2]], ['AIza', [0]], ['ya29.', [0]], ['yJ', [1]], ['pypi-', [0]], ['SG.', [0]]
+const TOKEN_LITERALS: ReadonlyArray<readonly [string, number]> = [
+  ['k-', 1], ['glpat-', 0], ['IA', 2], ['ACCA', 0], ['xox', 0], ['pp-', 2], ['AIza', 0], ['ya29.', 0], ['yJ', 1], ['pypi-', 0], ['SG.', 0]
 ]
 
-/** Each occurrence of `literal` in `text`, moved back by each of `offsets`, added to `out`; false once `out` is over `max`. */
-function addHits (out: number[], text: string, literal: string, offsets: readonly number[], max: number): boolean {
+/** Each occurrence of `literal` in `text`, moved back by `offset`, added to `out`; false once `out` is over `max`. */
+function addHits (out: number[], text: string, literal: string, offset: number, max: number): boolean {
   for (let at = text.indexOf(literal); at >= 0; at = text.indexOf(literal, at + 1)) {
-    for (const offset of offsets) if (at >= offset) out.push(at - offset)
+    if (at >= offset) out.push(at - offset)
     if (out.length > max) return false
   }
   return true
@@ -60,32 +60,7 @@ export function tokenFormatStarts (text: string): number[] | undefined {
     for (const p of prefixes) if (u >= p.length && text.startsWith(p, u - p.length)) starts.push(u - p.length)
     if (starts.length > max) return undefined
   }
-  for (const [literal, offsets] of TOKEN_LITERALS) if (!addHits(starts, text, literal, offsets, max)) return undefined
-  return sortedUnique(starts)
-}
-
-/**
- * The credential words (words.ts's CREDENTIAL_WORD, case-insensitive) by a literal each holds at
- * fixed offsets, in the lower-cased text, begun where the word allows with a letter that is rare
- * in English: `api keys`, `access key`, `secret` and `credentials` (both `cre`), `token`,
- * `password`/`passwd`/`passphrase`, `auth`/`authorization`, `bearer`.
- */
-const WORD_LITERALS: ReadonlyArray<readonly [string, readonly number[]]> = [
-  ['pi', [1]], ['cces', [1]], ['cre', [2, 0]], ['ken', [2]], ['pass', [0]], ['uth', [1]], ['bearer', [0]]
-]
-
-/**
- * Every position where a credential word can start (a superset), or undefined when they are too
- * many, or when lower-casing changed the text's length (a few non-ASCII letters do): positions
- * in the lower-cased text are then not the text's. The pattern has no `u` flag, so it matches an
- * ASCII letter only by an ASCII letter of either case: the lower-cased text holds each word it matches.
- */
-export function credentialWordStarts (text: string): number[] | undefined {
-  const lower = text.toLowerCase()
-  if (lower.length !== text.length) return undefined
-  const max = text.length / DENSE
-  const starts: number[] = []
-  for (const [literal, offsets] of WORD_LITERALS) if (!addHits(starts, lower, literal, offsets, max)) return undefined
+  for (const [literal, offset] of TOKEN_LITERALS) if (!addHits(starts, text, literal, offset, max)) return undefined
   return sortedUnique(starts)
 }
 
@@ -115,4 +90,37 @@ export function matchesFrom (text: string, sticky: RegExp, starts: readonly numb
     next = s + Math.max(1, m[0].length)
   }
   return found
+}
+
+// --- runs of token characters --------------------------------------------------------------------
+
+/** `[A-Za-z0-9+/_~.=-]`, by byte (UTF-8: every other character's bytes are 0x80 or more, none of these). */
+const TOKEN_BYTE = new Uint8Array(256)
+for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_~.=-') TOKEN_BYTE[c.charCodeAt(0)] = 1
+
+const encoder = new TextEncoder()
+/** Characters encoded at a time, at most: the buffer holds their UTF-8 (3 bytes at most each), whatever the text's length. */
+const CHUNK = 16_384
+const bytes = new Uint8Array(CHUNK * 3)
+
+/**
+ * Whether `text` holds a run of `min` token characters: `/[A-Za-z0-9+/_~.=-]{16}/.test`, which
+ * reads up to 15 characters at each position where no run starts (150 us on 10 KiB of prose).
+ * Its UTF-8 is read once, a byte at a time, counting the current run (a run's characters are
+ * ASCII, one byte each; anything else is a byte 0x80 or more, which ends it, as does a surrogate
+ * cut between two chunks). Chunks grow from 512 characters: most texts that hold a run hold one early.
+ */
+export function hasTokenRun (text: string, min: number): boolean {
+  let run = 0
+  for (let at = 0, size = 512; at < text.length; at += size, size = Math.min(CHUNK, size * 4)) {
+    const { written } = encoder.encodeInto(text.slice(at, at + size), bytes)
+    for (let i = 0; i < written; i++) {
+      if (TOKEN_BYTE[bytes[i] as number] === 1) {
+        if (++run >= min) return true
+      } else {
+        run = 0
+      }
+    }
+  }
+  return false
 }

@@ -1,14 +1,14 @@
 /**
- * starts.ts: the secret detector's token formats and credential words are tried only where a
- * literal says one can start (a sticky attempt at each candidate), not by a scan of every
- * position. What they find must be what the whole-text scan finds, match for match, on random
- * texts full of the formats' prefixes, whole tokens, cut ones, and prefixes glued inside words.
+ * starts.ts: the secret detector's token formats are tried only where a literal says one can
+ * start (a sticky attempt at each candidate), not by a scan of every position, and its test for a
+ * run of 16 token characters reads the text's bytes once. What they find must be what the
+ * patterns find, on random texts full of the formats' prefixes, whole tokens, cut ones, prefixes
+ * glued inside words, and runs of every length around 16 among characters of one, two and four bytes.
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { credentialWordStarts, matchesFrom, tokenFormatStarts } from '../../../src/secrets/starts.js'
+import { hasTokenRun, matchesFrom, tokenFormatStarts } from '../../../src/secrets/starts.js'
 import { TOKEN_FORMATS, TOKEN_FORMATS_AT } from '../../../src/secrets/tokens.js'
-import { CREDENTIAL_WORD, credentialWords, nextCredentialWord } from '../../../src/secrets/words.js'
 
 /** A deterministic generator (xorshift), so a failure names a reproducible seed. */
 function rng (seed: number): () => number {
@@ -73,39 +73,26 @@ test('token formats tried where a prefix is find what a scan of the whole text f
   assert.equal(tokenFormatStarts('sk_a '.repeat(100)), undefined)
 })
 
-const WORDS = ['api key', 'API_KEYS', 'apikey', 'Access-Key', 'secret', 'SECRET keys', 'secrets', 'Token', 'tokens', 'password', 'PASSWD', 'passphrase',
-  'credential', 'Credentials', 'auth', 'Authorization', 'bearer', 'BeArEr', 'tokenizer', 'xtoken', '1password', 'author']
+// Token characters, characters around them (ASCII, accented, an emoji's surrogates) and the lengths around 16.
+const RUN_PIECES = ['a'.repeat(15), 'b'.repeat(16), 'Zz09+/_~.=-', 'x', ' ', '\n', 'é', '😀', '\ud83d', '"', ':', '-'.repeat(8)]
 
-function wordText (next: () => number): string {
-  const parts: string[] = []
-  for (let k = 1 + Math.floor(next() * 10); k > 0; k--) {
-    parts.push(next() < 0.6 ? pick(next, WORDS) : run(next, ALNUM + '  .:=_-', 12))
-    parts.push(pick(next, [' ', '', ': ', '=', '\n', 'x', '9']))
-    // Prose between them (none of the literals in it): a text dense with words is scanned whole.
-    if (next() < 0.8) parts.push(' the quick brown fox jumps over the lazy dog '.slice(0, 20 + Math.floor(next() * 25)))
+test('a run of 16 token characters: what the pattern finds, in any text, across the chunks the UTF-8 is read in', () => {
+  const next = rng(16)
+  const LONG_RUN = /[A-Za-z0-9+/_~.=-]{16}/
+  let runs = 0
+  for (let round = 0; round < 5000; round++) {
+    let text = ''
+    for (let k = Math.floor(next() * 12); k > 0; k--) text += pick(next, RUN_PIECES)
+    assert.equal(hasTokenRun(text, 16), LONG_RUN.test(text), JSON.stringify(text))
+    if (LONG_RUN.test(text)) runs++
   }
-  return (next() < 0.05 ? 'İ ' : '') + parts.join('')
-}
-
-test('credential words tried where one can start are those the whole-text scan finds, from any point on', () => {
-  const next = rng(7)
-  let tried = 0
-  let found = 0
-  for (let round = 0; round < 4000; round++) {
-    const text = wordText(next)
-    if (credentialWordStarts(text) !== undefined) tried++
-    const nextWord = credentialWords(text)
-    // The detector goes on from the end of a word, or further (past the token it masked).
-    for (let from = 0; ;) {
-      CREDENTIAL_WORD.lastIndex = from
-      const expected = nextCredentialWord(text)
-      const m = nextWord(from)
-      assert.deepEqual(m === null ? null : [m.index, m[0]], expected === null ? null : [expected.index, expected[0]], `${JSON.stringify(text)} from ${from}`)
-      if (m === null) break
-      found++
-      from = m.index + m[0].length + (next() < 0.3 ? Math.floor(next() * 12) : 0)
+  assert.ok(runs > 1000 && runs < 4000, `both answers were tried (${runs} of 5000 hold a run)`)
+  // A run cut by a chunk's end, and a run of 15 on each side of one, wherever the chunks end (512, then 4 times more each).
+  for (const cut of [512, 512 + 2048, 512 + 2048 + 8192, 512 + 2048 + 8192 + 16_384]) {
+    for (const [before, after, expected] of [[8, 8, true], [15, 0, false], [0, 15, false], [1, 15, true]] as const) {
+      const text = ' '.repeat(cut - before) + 'a'.repeat(before) + 'b'.repeat(after) + ' x'
+      assert.equal(hasTokenRun(text, 16), expected, `${cut}: ${before} + ${after}`)
+      assert.equal(hasTokenRun(text.replaceAll(' ', 'é'), 16), expected, `two-byte, ${cut}: ${before} + ${after}`)
     }
   }
-  assert.ok(tried > 3000 && found > 2000, `the texts were tried (${tried}) and hold words (${found})`)
-  assert.equal(credentialWordStarts('İ token'), undefined, 'lower-casing changed the length: the whole-text scan')
 })
