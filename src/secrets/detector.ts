@@ -114,10 +114,13 @@ const MYSQL_P = /(?<=[ \t])-p(['"]?)([^\s'"]{1,256})/g
 // curl -u user:password / --user user:password, on a line that runs curl.
 const CURL_LINE = /(?<![A-Za-z0-9_-])curl(?![A-Za-z0-9_-])/
 const CURL_USER = /(?<=[ \t])(-u|-U|--user|--proxy-user)([ \t]*|=)(['"]?)([^\s:'"]{0,256}):([^\s'"]{1,256})/g
-// A credential word, after which a random-looking token is masked.
+// A credential word, after which a random-looking token is masked: `api key(s)`, `access key(s)`, `auth`,
+// `authorization`, `secret`, `secret key(s)`, `secrets`, `token(s)`, `password(s)`, `passwd`, `passphrase`,
+// `credential(s)`, `bearer`. Grouped by first letter (the engine then tries one group at a position, in
+// the words' order), a tenth to a quarter faster than the words side by side.
 // Its lookbehind (no letter or digit before the word) is checked in code (nextCredentialWord): a
 // pattern that opens with a lookbehind is tried at every position, and cost half again as much.
-const CREDENTIAL_WORD = /(?:api[ _-]?keys?|access[ _-]?keys?|secret(?:[ _-]?keys?)?|secrets|tokens?|passwords?|passwd|passphrase|credentials?|auth|authorization|bearer)(?![A-Za-z0-9])/gi
+const CREDENTIAL_WORD = /(?:a(?:pi[ _-]?keys?|ccess[ _-]?keys?|uth|uthorization)|s(?:ecret(?:[ _-]?keys?)?|ecrets)|tokens?|pass(?:words?|wd|phrase)|credentials?|bearer)(?![A-Za-z0-9])/gi
 
 /** CREDENTIAL_WORD's next match in `text` from its lastIndex, where no letter or digit comes before it. */
 function nextCredentialWord (text: string): RegExpExecArray | null {
