@@ -164,12 +164,28 @@ export const RULES: readonly Rule[] = [
   }
 ]
 
-// Every anchor of the rules above, in one pattern (for short texts: findInjection).
-const ANY_ANCHOR = new RegExp([...new Set(RULES.flatMap((r) => r.anchors === HIDDEN_CHARS ? [] : r.anchors as readonly string[]))]
-  .map((a) => a.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'))
+// Every anchor of the rules above in one pattern, longest first (for short texts: findInjection), and for
+// each, the anchors it starts with (itself too): all the anchors found where it is.
+const ANCHORS = [...new Set(RULES.flatMap((r) => r.anchors === HIDDEN_CHARS ? [] : r.anchors as readonly string[]))].sort((a, b) => b.length - a.length)
+const ANY_ANCHOR = new RegExp(ANCHORS.map((a) => a.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|'), 'g')
+const PREFIX_ANCHORS = new Map(ANCHORS.map((a) => [a, ANCHORS.filter((b) => a.startsWith(b))]))
 const ANY_ANCHOR_MAX = 1024
 // Up to this length a rule with an anchor in the text runs on all of it: cheaper than finding where its anchors are.
 const WHOLE_SCAN_MAX = 256
+
+/**
+ * The anchors a lower-cased text holds, by one scan of the pattern of them all from each position
+ * after the last found one's start (the longest anchor at a position, and the anchors it starts with).
+ */
+function anchorsIn (lower: string): Set<string> {
+  const present = new Set<string>()
+  ANY_ANCHOR.lastIndex = 0
+  for (let m = ANY_ANCHOR.exec(lower); m !== null; m = ANY_ANCHOR.exec(lower)) {
+    for (const a of PREFIX_ANCHORS.get(m[0]) ?? []) present.add(a)
+    ANY_ANCHOR.lastIndex = m.index + 1
+  }
+  return present
+}
 
 /** The rule names, in the order above. */
 export const INJECTION_KINDS: readonly string[] = RULES.map((r) => r.kind)
@@ -251,18 +267,19 @@ export function findInjection (text: string): Finding[] {
   const lower = text.toLowerCase()
   const aligned = lower.length === text.length
   const hidden = HIDDEN_CHARS.test(text)
-  // A short text is asked once whether it holds any anchor at all (most strings of a structuredContent hold none),
-  // rather than once per anchor: a pattern of them all costs more per character than indexOf, less per call.
-  if (text.length <= ANY_ANCHOR_MAX && !hidden && !ANY_ANCHOR.test(lower)) return found
+  // A short text is asked once which anchors it holds (most strings of a structuredContent hold none), rather
+  // than once per anchor: a pattern of them all costs more per character than indexOf, less per call.
+  const present = text.length <= WHOLE_SCAN_MAX ? anchorsIn(lower) : undefined
+  if (!hidden && (present?.size === 0 || (present === undefined && text.length <= ANY_ANCHOR_MAX && !anyAnchor(lower)))) return found
   // Rules share anchors: each is looked up once.
   const anchored = new Map<string, number[]>()
   for (const rule of RULES) {
     let hits: number[] | undefined
     if (rule.anchors === HIDDEN_CHARS) {
       if (!hidden) continue
-    } else if (text.length <= WHOLE_SCAN_MAX) {
+    } else if (present !== undefined) {
       // A short text: whether an anchor is there at all, then the rule on the whole text (no positions, no windows).
-      if (!(rule.anchors as readonly string[]).some((a) => lower.includes(a))) continue
+      if (!(rule.anchors as readonly string[]).some((a) => present.has(a))) continue
     } else {
       hits = anchorHits(lower, anchored, rule.anchors as readonly string[])
       if (hits.length === 0) continue
@@ -281,6 +298,11 @@ export function findInjection (text: string): Finding[] {
     }
   }
   return found.sort((a, b) => a.start - b.start || a.end - b.end)
+}
+
+function anyAnchor (lower: string): boolean {
+  ANY_ANCHOR.lastIndex = 0
+  return ANY_ANCHOR.test(lower)
 }
 
 /** Where a rule's anchors are, in order (the hints of matchesNear: the longest sets maxHint). */

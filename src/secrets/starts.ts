@@ -111,6 +111,7 @@ const bytes = new Uint8Array(CHUNK * 3)
  * cut between two chunks). Chunks grow from 512 characters: most texts that hold a run hold one early.
  */
 export function hasTokenRun (text: string, min: number): boolean {
+  if (text.length < min) return false
   let run = 0
   for (let at = 0, size = 512; at < text.length; at += size, size = Math.min(CHUNK, size * 4)) {
     const { written } = encoder.encodeInto(text.slice(at, at + size), bytes)
