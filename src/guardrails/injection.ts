@@ -305,11 +305,33 @@ function anyAnchor (lower: string): boolean {
   return ANY_ANCHOR.test(lower)
 }
 
+// Anchors that begin with a letter common in text, where indexOf stops often: found together by one pattern,
+// which the engine skips through several characters at a time (none is shorter than 4, none starts another).
+const COMMON_ANCHORS: readonly string[] = ['note', 'messag', 'instru', 'mind', 'memo', 'user', 'overri']
+const COMMON_ANCHOR = new RegExp(COMMON_ANCHORS.join('|'), 'g')
+
+/**
+ * Where each of COMMON_ANCHORS is in `lower`, into `anchored`: every occurrence (the scan goes on
+ * from the position after each one's start), as literalHits finds them and any that overlap those.
+ */
+function commonAnchorHits (lower: string, anchored: Map<string, number[]>): void {
+  for (const anchor of COMMON_ANCHORS) anchored.set(anchor, [])
+  COMMON_ANCHOR.lastIndex = 0
+  for (let m = COMMON_ANCHOR.exec(lower); m !== null; m = COMMON_ANCHOR.exec(lower)) {
+    anchored.get(m[0])?.push(m.index)
+    COMMON_ANCHOR.lastIndex = m.index + 1
+  }
+}
+
 /** Where a rule's anchors are, in order (the hints of matchesNear: the longest sets maxHint). */
 function anchorHits (lower: string, anchored: Map<string, number[]>, anchors: readonly string[]): number[] {
   let hits: number[] = []
   for (const anchor of anchors) {
     let more = anchored.get(anchor)
+    if (more === undefined && COMMON_ANCHORS.includes(anchor)) {
+      commonAnchorHits(lower, anchored)
+      more = anchored.get(anchor)
+    }
     if (more === undefined) {
       more = literalHits(lower, anchor)
       anchored.set(anchor, more)

@@ -114,10 +114,9 @@ const MYSQL_P = /(?<=[ \t])-p(['"]?)([^\s'"]{1,256})/g
 // curl -u user:password / --user user:password, on a line that runs curl.
 const CURL_LINE = /(?<![A-Za-z0-9_-])curl(?![A-Za-z0-9_-])/
 const CURL_USER = /(?<=[ \t])(-u|-U|--user|--proxy-user)([ \t]*|=)(['"]?)([^\s:'"]{0,256}):([^\s'"]{1,256})/g
-// A credential word, after which a random-looking token is masked: `api key(s)`, `access key(s)`, `auth`,
-// `authorization`, `secret`, `secret key(s)`, `secrets`, `token(s)`, `password(s)`, `passwd`, `passphrase`,
-// `credential(s)`, `bearer`. Grouped by first letter (the engine then tries one group at a position, in
-// the words' order), a tenth to a quarter faster than the words side by side.
+// A credential word, after which a random-looking token is masked (api key(s), access key(s), auth, authorization, secret,
+// secret key(s), secrets, token(s), password(s), passwd, passphrase, credential(s), bearer). Grouped by first letter (the
+// engine then tries one group at a position, in the words' order): a tenth to a quarter faster than the words side by side.
 // Its lookbehind (no letter or digit before the word) is checked in code (nextCredentialWord): a
 // pattern that opens with a lookbehind is tried at every position, and cost half again as much.
 const CREDENTIAL_WORD = /(?:a(?:pi[ _-]?keys?|ccess[ _-]?keys?|uth|uthorization)|s(?:ecret(?:[ _-]?keys?)?|ecrets)|tokens?|pass(?:words?|wd|phrase)|credentials?|bearer)(?![A-Za-z0-9])/gi
@@ -343,6 +342,8 @@ function maskPlain (text: string, mask: string): string {
 // --- JSON string literals in text --------------------------------------------------------------
 
 const SIMPLE_ESCAPES = new Set([34, 92, 47, 98, 102, 110, 114, 116]) // " \ / b f n r t
+// eslint-disable-next-line no-control-regex -- a JSON string literal's characters up to its next quote, backslash or control character
+const LITERAL_RUN = /[^"\\\x00-\x1f]*/y
 const HEX4 = /^[0-9a-fA-F]{4}$/
 
 /**
@@ -353,6 +354,11 @@ function literalEnd (text: string, q: number): { end: number, complete: boolean 
   const n = text.length
   let i = q + 1
   while (i < n) {
+    // Characters that need no look are skipped by the regex engine, not one by one here.
+    LITERAL_RUN.lastIndex = i
+    LITERAL_RUN.test(text)
+    i = LITERAL_RUN.lastIndex
+    if (i >= n) break
     const c = text.charCodeAt(i)
     if (c === 34) return { end: i + 1, complete: true }
     if (c === 92) {
@@ -375,6 +381,8 @@ function literalEnd (text: string, q: number): { end: number, complete: boolean 
 
 function decodeLiteral (raw: string, complete: boolean): string {
   work += raw.length
+  // Without a backslash a literal is its characters (literalEnd let no control character in): most are.
+  if (!raw.includes('\\', 1)) return raw.slice(1, complete ? -1 : raw.length)
   return JSON.parse(complete ? raw : raw + '"') as string
 }
 
@@ -418,6 +426,7 @@ function valueEnd (text: string, v: number): { end: number, kind: 'string' | 'co
   return { end: i, kind: 'scalar', empty: scalar === '' || scalar === 'true' || scalar === 'false' || scalar === 'null', complete: true }
 }
 
+const ASCII_LETTER = /[A-Za-z]/
 // What a text may end with right before a quoted value (checked on its last 200 characters).
 const FLAG_AT_END = /(?<![A-Za-z0-9_-])(--[A-Za-z][A-Za-z0-9_-]{0,63})[ \t]+$/
 const MYSQL_P_AT_END = /[ \t]-p$/
@@ -431,6 +440,8 @@ const CURL_USER_AT_END = /(?<=[ \t])(?:-u|-U|--user|--proxy-user)(?:[ \t]*|=)$/
  */
 function valueContextAtEnd (gap: string): { kind: 'whole' | 'userinfo' | 'word', name: string } | undefined {
   const tail = gap.slice(-200)
+  // Each context below holds a letter (a name, a flag, a command, a word): JSON's `": "` and `", "` hold none.
+  if (!ASCII_LETTER.test(tail)) return undefined
   let i = tail.length - 1
   while (i >= 0 && (tail[i] === ' ' || tail[i] === '\t')) i--
   if (i >= 0 && (tail[i] === '=' || tail[i] === ':')) {
@@ -585,5 +596,5 @@ function hidesSecret (name: string, v: unknown): boolean {
 export const PATTERNS: readonly RegExp[] = [
   TOKEN_FORMATS, TOKEN_FORMATS_AT, BEARER, BASIC, URL_USERINFO, URL_TOKEN_USER, QUERY_PARAM, ASSIGNED_VALUE, FLAG_VALUE, MYSQL_LINE, MYSQL_P,
   CURL_LINE, CURL_USER, COMMAND_WORDS, COMMAND_NAMES, CREDENTIAL_WORD, TOKEN_RUN, TOKEN_CHAR, SEPARATOR, FILLER_WORD, FLAG_AT_END,
-  MYSQL_P_AT_END, CURL_USER_AT_END
+  MYSQL_P_AT_END, CURL_USER_AT_END, LITERAL_RUN, ASCII_LETTER
 ]

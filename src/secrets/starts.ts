@@ -113,6 +113,18 @@ const bytes = new Uint8Array(CHUNK * 3)
 export function hasTokenRun (text: string, min: number): boolean {
   if (text.length < min) return false
   let run = 0
+  // A short text is read by character: encoding it costs more than that.
+  if (text.length <= 128) {
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i)
+      if (c < 128 && TOKEN_BYTE[c] === 1) {
+        if (++run >= min) return true
+      } else {
+        run = 0
+      }
+    }
+    return false
+  }
   for (let at = 0, size = 512; at < text.length; at += size, size = Math.min(CHUNK, size * 4)) {
     const { written } = encoder.encodeInto(text.slice(at, at + size), bytes)
     for (let i = 0; i < written; i++) {
