@@ -138,10 +138,10 @@ function structuredOf (trace: unknown): unknown {
 
 /**
  * What a string of structuredContent counts for at least, in characters, against the cap: the
- * checks cost a few microseconds per string whatever its length (each detector's set-up), so a
+ * checks cost about a microsecond per string whatever its length (each detector's set-up), so a
  * structuredContent of many short strings is bounded as one of that weight would be (some 3,000
- * strings at most under the default cap: about 8 ms of CPU, 8 times a text at the cap; row 18.1 of
- * bench/guardrails.ts), not by its length alone (20,000 strings: about 40 ms).
+ * strings at most under the default cap: about 2.3 ms of CPU, 5 times a text at the cap; row 18.1 of
+ * bench/guardrails.ts), not by its length alone (20,000 strings: about 16 ms).
  */
 export const STRUCTURED_STRING_WEIGHT = 32
 
