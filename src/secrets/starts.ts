@@ -12,7 +12,7 @@
  */
 
 /** More candidates than one per this many characters: the whole-text scan is cheaper. */
-const DENSE = 16
+const DENSE = 64
 
 /**
  * Prefixes of the token formats with a `_` (detector.ts's TOKEN_FORMATS: `ghp_`, `github_pat_`,

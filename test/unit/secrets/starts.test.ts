@@ -51,6 +51,8 @@ function tokenText (next: () => number): string {
       parts.push(run(next, ALNUM + ' .\n_-=/', 30))
     }
     parts.push(pick(next, [' ', '', '.', '\n', '\\n', '_', '-', '=', 'x']))
+    // Prose between them (none of the literals in it): a text dense with candidates is scanned whole.
+    if (next() < 0.9) parts.push(' the quick brown fox jumps over the lazy dog, and over the lazy dog again '.slice(0, 50 + Math.floor(next() * 25)))
   }
   return parts.join('')
 }
@@ -71,6 +73,7 @@ test('token formats tried where a prefix is find what a scan of the whole text f
   assert.ok(tried > 2000 && matched > 2000, `the texts were tried (${tried}) and hold matches (${matched})`)
   // A text dense with `_` is scanned whole: too many candidates to pay.
   assert.equal(tokenFormatStarts('sk_a '.repeat(100)), undefined)
+  assert.deepEqual(tokenFormatStarts('a'.repeat(100) + ' sk_a'), [101])
 })
 
 // Token characters, characters around them (ASCII, accented, an emoji's surrogates) and the lengths around 16.
