@@ -312,6 +312,28 @@ test('linear time: no pattern nests quantifiers, and adversarial inputs cost wor
   }
 })
 
+test('no token format reads a long run again from each place it could start: back-to-back JWT heads cost about what prose does', () => {
+  // The work counter above counts characters handed to each pass, not the regex engine's steps inside one: a JWT
+  // head (`eyJ` and a run with no dot) was read up to 4,096 characters from each of its `eyJ`s (1 MB: 1.2 s of a
+  // blocked event loop, from a tenant's arguments or result). Compared with prose of the same size in the same
+  // process, so the machine's speed cancels out: 50-400x before the fix, 1-5x after.
+  const n = 400_000
+  const hostile = ['eyJabcdefghijklm'.repeat(n / 16), JSON.stringify({ a: '-eyJabcdefghijk'.repeat(n / 15) })]
+  const prose = 'The quick brown fox jumps over the lazy dog, then the token of 2024 goes home. '.repeat(n / 80)
+  const cpu = (text: string): number => {
+    const start = process.cpuUsage()
+    maskText(text)
+    const used = process.cpuUsage(start)
+    return used.user + used.system
+  }
+  for (const text of [prose, ...hostile]) maskText(text.slice(0, 20_000))
+  const base = Math.max(cpu(prose), 1000)
+  for (const text of hostile) {
+    const ratio = cpu(text) / base
+    assert.ok(ratio < 25, `${text.slice(0, 20)}...: ${ratio.toFixed(1)}x the CPU of prose of its size`)
+  }
+})
+
 test('where a credential word or name may start: not inside a word, not after a digit or a third dash', () => {
   const token = '9fQ2mB7kL4pZ8wR1xV3'
   assert.equal(maskText(`token is ${token}`), `token is ${MASK}`, 'at the start of the text')
