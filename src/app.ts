@@ -33,6 +33,7 @@ import invocationRoutes from '../routes/invocations.js'
 import taskRoutes from '../routes/tasks.js'
 import invokeRoutes from '../routes/invoke.js'
 import mcpRoutes from '../routes/mcp.js'
+import type { McpRoutesOptions } from '../routes/mcp.js'
 import oauthMetadataRoutes from '../routes/oauth-metadata.js'
 import pinRoutes from '../routes/pins.js'
 import policyRoutes from '../routes/policy.js'
@@ -51,6 +52,8 @@ export interface BuildOptions {
   overrides?: ServiceOverrides
   /** Incoming OAuth's timings (tests: a JWKS cooldown of 0 to see a key rotation at once). */
   oauth?: Pick<OAuthBearerOptions, 'jwksCooldownMs' | 'discoveryRetryMs'>
+  /** The /mcp endpoint's options (tests: `lean: false` serves every request through the SDK's per-request path). */
+  mcp?: McpRoutesOptions
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -149,7 +152,7 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
   await app.register(invocationRoutes)
   await app.register(taskRoutes)
   await app.register(approvalRoutes)
-  await app.register(mcpRoutes)
+  await app.register(mcpRoutes, opts.mcp ?? {})
   await app.register(clusterRoutes)
   await app.register(consoleRoutes)
   return app

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { WebStandardStreamableHTTPServerTransport, classifyInboundRequest } from '@modelcontextprotocol/server'
-import type { Server, Transport } from '@modelcontextprotocol/server'
+import type { InboundClassificationOutcome, JSONRPCRequest, Server, Transport } from '@modelcontextprotocol/server'
 import type { Gateway } from '../gateway.js'
 import type { ListingListener } from '../registry/types.js'
 import { parseServerSelection, splitComma } from '../routing/allow-list.js'
@@ -9,12 +9,14 @@ import type { Caller } from '../routing/types.js'
 import { ListChangedNotifier } from './notifier.js'
 import { HttpError } from '../errors.js'
 import { jsonRpcRefusalBody, mcpListingQuery } from './json-rpc.js'
-import { createGatewayMcpServer } from './server.js'
+import { MODERN_REVISION, createGatewayMcpServer, createSharedMcpServer, exchangeState } from './server.js'
+import type { ExchangeState } from './server.js'
 import type { GatewayMcpServerOptions, LegacyClient, McpCallRecord } from './handlers.js'
 import { ModernMcp } from './modern.js'
 import { toWebRequest, writeAdaptiveResponse, writeWebResponse } from './web.js'
 import { ClientRequests } from './client-requests.js'
-import { LeanLegacyTransport, leanLegacyRequest } from './lean-transport.js'
+import { LeanAnswer, SharedTransport, leanLegacyRequest, leanModernRequest } from './lean-transport.js'
+import type { AnswerMode } from './lean-transport.js'
 import type { AnswerOwner } from './client-requests.js'
 import { canBeAsked, capabilitiesOf, sessionIdFor } from './legacy-session.js'
 import { randomUUID } from 'node:crypto'
@@ -44,6 +46,11 @@ export interface McpEndpointOptions {
   requestState?: RequestStateSealer | undefined
   /** The requests sent to legacy clients during their calls, and their answers (any instance's); default one of this endpoint's own. */
   clientRequests?: ClientRequests | undefined
+  /**
+   * Single requests served by one shared server per era (lean-transport.ts), default true; false
+   * sends every POST through the SDK's per-request servers and transports (the tests compare both).
+   */
+  lean?: boolean
 }
 
 /** One checked request: who acts for which tenant with which allow-list. */
@@ -89,9 +96,12 @@ function streamShare (maxStreams: number): number {
  * The /mcp endpoint without the web framework: MCP over streamable HTTP on raw Node
  * request/response objects.
  *
- * Stateless: every POST gets a fresh SDK Server and transport and no session id, so any
- * instance serves any request and nothing has to expire. The tenant and allow-list come
- * from the request itself (API key + URL), so a client can never switch tenant mid-way.
+ * Stateless: no session id, so any instance serves any request and nothing has to expire. A
+ * single request of the common methods is served by one long-lived server per era on a shared
+ * transport (lean-transport.ts), each request acting for its own exchange; everything else
+ * (initialize, batches, notifications, what the SDK refuses or words itself) gets a fresh SDK
+ * Server and transport. The tenant and allow-list come from the request itself (API key + URL),
+ * so a client can never switch tenant mid-way.
  *
  * Notifications: a client that keeps a GET /mcp SSE stream open (the SDK client opens one
  * after initialize) gets notifications/tools/list_changed on it when its listing changes;
@@ -112,6 +122,11 @@ export class McpEndpoint {
   readonly #clientRequests: ClientRequests
   /** The x-mcp-header parameters of each listed tool, per listing (a cached listing is the same array). */
   readonly #declared = new WeakMap<unknown[], Map<string, ParamHeader[]>>()
+  readonly #leanPath: boolean
+  /** The transports of the two shared servers: single legacy requests, single 2026-07-28 requests. */
+  readonly #sharedLegacy = new SharedTransport({ era: 'legacy' })
+  readonly #sharedModern = new SharedTransport({ era: 'modern', revision: MODERN_REVISION })
+  readonly #sharedServers: Server[]
 
   constructor (opts: McpEndpointOptions) {
     this.#gateway = opts.gateway
@@ -128,6 +143,14 @@ export class McpEndpoint {
       onError: (err) => this.#onError(err, 'list_changed check failed')
     })
     this.#modern = new ModernMcp((err, what) => this.#onError(err, what))
+    this.#leanPath = opts.lean ?? true
+    this.#sharedServers = [
+      createSharedMcpServer('legacy', (ctx) => this.#sharedLegacy.exchangeOf(ctx.mcpReq.id)),
+      createSharedMcpServer('modern', (ctx) => this.#sharedModern.exchangeOf(ctx.mcpReq.id))
+    ]
+    // Both transports start at once (nothing to wait for): the servers are connected before any request.
+    this.#sharedServers[0]!.connect(this.#sharedLegacy).catch((err: unknown) => this.#onError(err, 'MCP shared server failed'))
+    this.#sharedServers[1]!.connect(this.#sharedModern).catch((err: unknown) => this.#onError(err, 'MCP shared server failed'))
   }
 
   /** Open notification streams on this instance. */
@@ -152,11 +175,12 @@ export class McpEndpoint {
    * 2026-07-28 revision (its `_meta` claims it: the SDK's own classifier) goes to the modern
    * leg (modern.ts); everything else (initialize, batches, no claim) is served in the legacy
    * revisions by the SDK's stateless streamable HTTP transport. Both legs run the same server
-   * (server.ts) on SDK v2.
+   * (server.ts) on SDK v2. In either era a single request the SDK would hand to its server as it
+   * is goes to the era's shared server instead (lean-transport.ts: the same answer, byte for byte).
    */
   async post (req: IncomingMessage, res: ServerResponse, body: unknown, ex: McpExchange, hooks: PostHooks = {}): Promise<void> {
     const gone = fanOutAbortController()
-    const opts = {
+    const opts: GatewayMcpServerOptions & { signal: AbortSignal } = {
       gateway: this.#gateway,
       scope: ex.scope,
       caller: ex.caller,
@@ -185,34 +209,30 @@ export class McpEndpoint {
     })
     try {
       // The SDK's own era verdict (what isLegacyRequest runs), on the Node headers: no web Request for it.
-      if (classifyInboundRequest({ httpMethod: 'POST', ...mcpHeadersOf(req), body }).kind !== 'legacy') {
-        const request = toWebRequest(req, gone.signal)
-        if (isListenRequest(body)) await this.#listen(request, res, body, ex, opts, hooks.tenantKey ?? tenantKeyOf(ex))
-        else if (!await this.#paramHeadersAgree(request, res, body, ex, gone.signal)) return
-        else await this.#modern.post(request, res, body, opts)
+      const route = classifyInboundRequest({ httpMethod: 'POST', ...mcpHeadersOf(req), body })
+      if (route.kind !== 'legacy') {
+        if (isListenRequest(body)) await this.#listen(toWebRequest(req, gone.signal), res, body, ex, opts, hooks.tenantKey ?? tenantKeyOf(ex))
+        else if (!await this.#paramHeadersAgree(req, res, body, ex, gone.signal)) return
+        else if (!await this.#lean(this.#sharedModern, leanModernRequest(req, route), res, 'modern', exchangeState(opts), route)) {
+          await this.#modern.post(toWebRequest(req, gone.signal), res, body, opts)
+        }
         return
       }
       // A single tools/call may send things before its result (progress, its servers' log messages
       // and questions for the client): its answer is a stream, sent as plain JSON when the result
       // comes first (writeAdaptiveResponse). Anything else is answered JSON, unless it asks for progress.
       const oneCall = isToolsCall(body)
-      const single = leanLegacyRequest(req, body)
+      const single = this.#sharedLegacy.speaks(req.headers['mcp-protocol-version']) ? leanLegacyRequest(req, body, route) : undefined
       if (single !== undefined) {
-        // The common case, one request: the lean transport (lean-transport.ts), the same answer without the web objects.
-        const lean = new LeanLegacyTransport(res, single, !oneCall)
-        server = this.#legacyServer(opts, oneCall, ex, headerOf(req, 'mcp-session-id'), lean.send.bind(lean))
-        await server.connect(lean)
-        if (lean.accepts(headerOf(req, 'mcp-protocol-version'))) {
-          lean.dispatch()
-          await lean.done
-          return
-        }
-        // A revision the server does not speak: the SDK's transport words the refusal.
-        await server.close()
+        // The common case, one request: the shared server (lean-transport.ts), the same answer without the per-request objects.
+        const send: Send = async (m, o) => { await this.#sharedLegacy.send(m, o) }
+        const state = exchangeState(oneCall ? { ...opts, legacyClient: this.#legacyClient(headerOf(req, 'mcp-session-id'), ex, send) } : opts)
+        if (await this.#lean(this.#sharedLegacy, single, res, oneCall ? 'legacy' : 'json', state)) return
       }
       const request = toWebRequest(req, gone.signal)
       const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !oneCall && !wantsProgress(body) })
-      server = this.#legacyServer(opts, oneCall, ex, request.headers.get('mcp-session-id'), transport.send.bind(transport))
+      const send: Send = transport.send.bind(transport)
+      server = createGatewayMcpServer(oneCall ? { ...opts, legacyClient: this.#legacyClient(request.headers.get('mcp-session-id'), ex, send) } : opts, 'legacy')
       await server.connect(transport)
       const response = await transport.handleRequest(request, { parsedBody: body })
       if (oneCall) await writeAdaptiveResponse(response, res, gone.signal)
@@ -222,9 +242,24 @@ export class McpEndpoint {
     }
   }
 
-  /** The exchange's legacy server; a single tools/call gets its way back to the client (#legacyClient). */
-  #legacyServer (opts: GatewayMcpServerOptions, oneCall: boolean, ex: McpExchange, sessionId: string | null | undefined, send: Send): Server {
-    return createGatewayMcpServer(oneCall ? { ...opts, legacyClient: this.#legacyClient(sessionId, ex, send) } : opts, 'legacy')
+  /**
+   * Serves `request` (when the era's lean predicate let it through) on the era's shared server:
+   * false when it did not (the SDK's path answers then), true once it has answered.
+   */
+  async #lean (
+    shared: SharedTransport,
+    request: JSONRPCRequest | undefined,
+    res: ServerResponse,
+    mode: AnswerMode,
+    state: ExchangeState,
+    route?: InboundClassificationOutcome
+  ): Promise<boolean> {
+    if (request === undefined || !this.#leanPath) return false
+    const answer = new LeanAnswer(res, mode)
+    const extra = route?.kind === 'modern' ? { classification: route.classification } : undefined
+    if (!shared.dispatch(request, answer, state, res, extra)) return false
+    await answer.done
+    return true
   }
 
   /**
@@ -262,12 +297,12 @@ export class McpEndpoint {
    * exchange lists it (the cached listing); a disagreement is answered 400 -32020 with the
    * request id, like the SDK's own header checks. False when it answered.
    */
-  async #paramHeadersAgree (request: Request, res: ServerResponse, body: unknown, ex: McpExchange, signal: AbortSignal): Promise<boolean> {
+  async #paramHeadersAgree (req: IncomingMessage, res: ServerResponse, body: unknown, ex: McpExchange, signal: AbortSignal): Promise<boolean> {
     const call = body as { id?: unknown, method?: unknown, params?: { name?: unknown, arguments?: unknown } }
     if (call.method !== 'tools/call' || typeof call.params?.name !== 'string') return true
     const declared = await this.#paramHeaders(ex, call.params.name, signal)
     if (declared.length === 0) return true
-    const mismatch = checkParamHeaders(declared, call.params.arguments, (name) => request.headers.get(name) ?? undefined)
+    const mismatch = checkParamHeaders(declared, call.params.arguments, (name) => headerOf(req, name))
     if (mismatch === undefined) return true
     const id = typeof call.id === 'string' || typeof call.id === 'number' ? call.id : null
     res.writeHead(400, { 'content-type': 'application/json' })
@@ -397,6 +432,7 @@ export class McpEndpoint {
   async close (): Promise<void> {
     this.#notifier.close()
     await this.#modern.close()
+    await Promise.all(this.#sharedServers.map(async (server) => { await server.close() }))
     const open = [...this.#streams]
     this.#streams.clear()
     this.#tenantStreams.clear()

@@ -1,13 +1,17 @@
-import { CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, Server } from '@modelcontextprotocol/server'
+import { CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, SUPPORTED_PROTOCOL_VERSIONS, Server } from '@modelcontextprotocol/server'
 import type { ServerContext } from '@modelcontextprotocol/server'
 import { exchangeBudget, gatewayMcpHandlers, toJsonRpcError } from './handlers.js'
 import { registerTaskMethods } from './tasks.js'
 import { TASKS_EXTENSION } from '../routing/tasks-extension.js'
 import { surfaceHandlers } from './surface-handlers.js'
-import type { GatewayMcpServerOptions, LegacyClient, McpEra, ToolCallRound } from './handlers.js'
+import type { SurfaceHandlers } from './surface-handlers.js'
+import type { CallBudget } from './budget.js'
+import type { GatewayMcpHandlers, GatewayMcpServerOptions, LegacyClient, McpEra, ToolCallRound } from './handlers.js'
 import { VERSION } from '../version.js'
 
 export const SERVER_INFO = { name: 'tool-gateway', version: VERSION } as const
+/** The 2026-07-28 revision: the one modern revision the SDK serves. */
+export const MODERN_REVISION = '2026-07-28'
 const INSTRUCTIONS = 'Tools, resources and prompts of tool-gateway for this API key and allow-list ' +
   '(the functions, mcp and userId query parameters of the endpoint URL).'
 
@@ -18,6 +22,23 @@ const INSTRUCTIONS = 'Tools, resources and prompts of tool-gateway for this API 
  */
 const PRIVATE_NOW = { ttlMs: 0, cacheScope: 'private' } as const
 
+/** What the handlers of a server act for: one exchange's options, and its share of the tenant's limits. */
+export interface ExchangeState {
+  opts: GatewayMcpServerOptions
+  budget: CallBudget | undefined
+  /** Built at the exchange's first request (a batch's requests share them: one surface selection). */
+  handlers?: GatewayMcpHandlers
+  surface?: SurfaceHandlers
+}
+
+/** The exchange a request belongs to (shared servers look it up by the request's id); throws when it is over. */
+type ExchangeOf = (ctx: ServerContext) => ExchangeState
+
+/** The exchange's state for `opts`: one budget for its tools/call, resources/read, prompts/get and completion/complete. */
+export function exchangeState (opts: GatewayMcpServerOptions): ExchangeState {
+  return { opts, budget: exchangeBudget(opts) }
+}
+
 /**
  * The gateway's MCP server for one HTTP exchange (stateless), on the SDK v2 `Server`, which
  * speaks whichever revision the transport it is connected to serves: the era-blind handlers
@@ -25,7 +46,35 @@ const PRIVATE_NOW = { ttlMs: 0, cacheScope: 'private' } as const
  * reads (structuredContent of any JSON type in 2026-07-28).
  */
 export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpEra): Server {
-  const server = new Server(SERVER_INFO, {
+  const server = newServer(era)
+  const state = exchangeState(opts)
+  registerHandlers(server, era, () => state)
+  if (era === 'modern') {
+    const tenant = opts.scope.userId ?? opts.caller.userId
+    registerTaskMethods(server, { gateway: opts.gateway, caller: opts.caller, tenant, sealer: opts.requestState, toRpcError: toJsonRpcError })
+  }
+  return server
+}
+
+/**
+ * One server of `era` for many exchanges at once (lean-transport.ts's SharedTransport): the same
+ * handlers, each request acting for the exchange `exchangeOf` finds for it. It serves the
+ * methods of SHARED_METHODS only (no task methods: those stay on a per-exchange server); a
+ * 2026-07-28 one is told the revision by the transport it is connected to, like a per-request one.
+ */
+export function createSharedMcpServer (era: McpEra, exchangeOf: ExchangeOf): Server {
+  const server = newServer(era)
+  registerHandlers(server, era, exchangeOf)
+  return server
+}
+
+/** The methods a shared server answers (createSharedMcpServer); everything else needs a server of its exchange's own. */
+export const SHARED_METHODS: ReadonlySet<string> = new Set([
+  'tools/list', 'tools/call', 'resources/list', 'resources/templates/list', 'resources/read', 'prompts/list', 'prompts/get', 'completion/complete'
+])
+
+function newServer (era: McpEra): Server {
+  return new Server(SERVER_INFO, {
     // No resources.subscribe: the endpoint is stateless (nothing could hold a subscription).
     // logging: an upstream server's log messages of a call reach the client that made it (legacy clients).
     capabilities: {
@@ -38,6 +87,8 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpE
       ...(era === 'modern' ? { extensions: { [TASKS_EXTENSION]: {} } } : {})
     },
     instructions: INSTRUCTIONS,
+    // What a per-request 2026-07-28 server lists once the SDK's entry has served it (its installModernOnlyHandlers).
+    ...(era === 'modern' ? { supportedProtocolVersions: [...SUPPORTED_PROTOCOL_VERSIONS, MODERN_REVISION] } : {}),
     cacheHints: {
       'tools/list': PRIVATE_NOW,
       'server/discover': PRIVATE_NOW,
@@ -47,34 +98,39 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpE
       'resources/read': PRIVATE_NOW
     }
   })
-  // One budget for the exchange: its tools/call, resources/read, prompts/get and completion/complete all count.
-  const budget = exchangeBudget(opts)
-  const handlers = gatewayMcpHandlers(opts, era, budget)
-  const surface = surfaceHandlers(opts, budget)
-  server.setRequestHandler('tools/list', async (_request, ctx) => await handlers.listTools(ctx.mcpReq.signal))
+}
+
+function registerHandlers (server: Server, era: McpEra, exchangeOf: ExchangeOf): void {
+  const handlers = (ctx: ServerContext): { state: ExchangeState, tools: GatewayMcpHandlers } => {
+    const state = exchangeOf(ctx)
+    state.handlers ??= gatewayMcpHandlers(state.opts, era, state.budget)
+    return { state, tools: state.handlers }
+  }
+  const surface = (ctx: ServerContext): SurfaceHandlers => {
+    const state = exchangeOf(ctx)
+    state.surface ??= surfaceHandlers(state.opts, state.budget)
+    return state.surface
+  }
+  server.setRequestHandler('tools/list', async (_request, ctx) => await handlers(ctx).tools.listTools(ctx.mcpReq.signal))
   server.setRequestHandler('tools/call', async (request, ctx) => {
+    const { state, tools } = handlers(ctx)
     const notify = async (n: { method: string, params: Record<string, unknown> }): Promise<void> => {
       await ctx.mcpReq.notify(n as Parameters<typeof ctx.mcpReq.notify>[0])
     }
     const log = (params: Record<string, unknown>): void => { notify({ method: 'notifications/message', params }).catch(() => {}) }
-    const round = era === 'modern' ? callRound(ctx, log) : legacyRound(opts, ctx.mcpReq.id, notify)
-    return await handlers.callTool(request.params, ctx.mcpReq.signal, notify, round)
+    const round = era === 'modern' ? callRound(ctx, log) : legacyRound(state.opts, ctx.mcpReq.id, notify)
+    return await tools.callTool(request.params, ctx.mcpReq.signal, notify, round)
   })
   // Stateless: a level cannot be kept between requests; the calls' log messages are passed on as the servers send them.
   server.setRequestHandler('logging/setLevel', async () => ({}))
-  server.setRequestHandler('resources/list', async (_request, ctx) => await surface.listResources(ctx.mcpReq.signal))
-  server.setRequestHandler('resources/templates/list', async (_request, ctx) => await surface.listResourceTemplates(ctx.mcpReq.signal))
+  server.setRequestHandler('resources/list', async (_request, ctx) => await surface(ctx).listResources(ctx.mcpReq.signal))
+  server.setRequestHandler('resources/templates/list', async (_request, ctx) => await surface(ctx).listResourceTemplates(ctx.mcpReq.signal))
   server.setRequestHandler('resources/read', async (request, ctx) =>
-    await surface.readResource(request.params, ctx.mcpReq.signal, era === 'modern' ? callRound(ctx) : undefined))
-  server.setRequestHandler('prompts/list', async (_request, ctx) => await surface.listPrompts(ctx.mcpReq.signal))
+    await surface(ctx).readResource(request.params, ctx.mcpReq.signal, era === 'modern' ? callRound(ctx) : undefined))
+  server.setRequestHandler('prompts/list', async (_request, ctx) => await surface(ctx).listPrompts(ctx.mcpReq.signal))
   server.setRequestHandler('prompts/get', async (request, ctx) =>
-    await surface.getPrompt(request.params, ctx.mcpReq.signal, era === 'modern' ? callRound(ctx) : undefined))
-  server.setRequestHandler('completion/complete', async (request, ctx) => await surface.complete(request.params, ctx.mcpReq.signal))
-  if (era === 'modern') {
-    const tenant = opts.scope.userId ?? opts.caller.userId
-    registerTaskMethods(server, { gateway: opts.gateway, caller: opts.caller, tenant, sealer: opts.requestState, toRpcError: toJsonRpcError })
-  }
-  return server
+    await surface(ctx).getPrompt(request.params, ctx.mcpReq.signal, era === 'modern' ? callRound(ctx) : undefined))
+  server.setRequestHandler('completion/complete', async (request, ctx) => await surface(ctx).complete(request.params, ctx.mcpReq.signal))
 }
 
 /** RFC 5424 severities as MCP names them, least severe first. */

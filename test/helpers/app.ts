@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import type { TestContext } from 'node:test'
 import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../../src/app.js'
+import type { BuildOptions } from '../../src/app.js'
 import { loadConfig } from '../../src/config.js'
 import type { ServiceOverrides } from '../../src/services.js'
 import { testUidRange } from '../../scripts/lib/uid-range.js'
@@ -21,14 +22,17 @@ export const TEST_QUOTA = { WORKSPACE_QUOTA_MODE: process.env.WORKSPACE_QUOTA_MO
  * `env` uses the real variable names, so tests exercise loadConfig too. Workspaces live in a
  * fresh temp dir; the sandbox is off unless `env` sets SANDBOX (the sandbox has its own tests).
  */
-export async function buildTestApp (t: TestContext, opts: { env?: Record<string, string>, overrides?: ServiceOverrides } = {}): Promise<FastifyInstance> {
+export async function buildTestApp (
+  t: TestContext,
+  opts: { env?: Record<string, string>, overrides?: ServiceOverrides, mcp?: BuildOptions['mcp'] } = {}
+): Promise<FastifyInstance> {
   const workspaces = await mkdtemp(join(tmpdir(), 'tg-ws-'))
   t.after(async () => await rm(workspaces, { recursive: true, force: true }))
   // MCP_HTTP_TRANSPORT from the environment lets a run pick the remote MCP client transport (sdk|lean).
   const transport = process.env.MCP_HTTP_TRANSPORT !== undefined ? { MCP_HTTP_TRANSPORT: process.env.MCP_HTTP_TRANSPORT } : {}
   const env = opts.env ?? {}
   const config = loadConfig({ SANDBOX: 'none', LOG_LEVEL: 'silent', WORKSPACES_DIR: workspaces, ...TEST_QUOTA, ...transport, ...env, ...testUidRange(env) })
-  const app = await buildApp(config, { logger: false, ...(opts.overrides ? { overrides: opts.overrides } : {}) })
+  const app = await buildApp(config, { logger: false, ...(opts.overrides ? { overrides: opts.overrides } : {}), ...(opts.mcp ? { mcp: opts.mcp } : {}) })
   t.after(async () => await app.close())
   return app
 }

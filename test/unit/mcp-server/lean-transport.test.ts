@@ -1,0 +1,71 @@
+/**
+ * The shared transport of /mcp's lean path (src/mcp-server/lean-transport.ts) with a real SDK
+ * Server and real HTTP exchanges: requests of different clients carry the same JSON-RPC ids,
+ * so each must reach its own exchange's state and its answer its own client, with its own id;
+ * a request the protocol layer refuses as it is handed over is left unanswered for the SDK path.
+ */
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Server } from '@modelcontextprotocol/server'
+import type { JSONRPCRequest } from '@modelcontextprotocol/server'
+import { LeanAnswer, SharedTransport } from '../../../src/mcp-server/lean-transport.js'
+import type { ExchangeState } from '../../../src/mcp-server/server.js'
+
+/** What a test exchange carries instead of the gateway's options: a name and how long its handler takes. */
+interface Tag { name: string, delayMs: number }
+
+test('exchanges whose requests share an id each get their own state and their own answer, under their own id', async (t) => {
+  const transport = new SharedTransport({ era: 'legacy' })
+  const server = new Server({ name: 'shared', version: '1' }, { capabilities: { tools: {} } })
+  server.setRequestHandler('tools/list', async (_request, ctx) => {
+    const tag = transport.exchangeOf(ctx.mcpReq.id).opts as unknown as Tag
+    await sleep(tag.delayMs)
+    return { tools: [{ name: tag.name, inputSchema: { type: 'object' as const } }] }
+  })
+  await server.connect(transport)
+  const refused: string[] = []
+  const http = createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (c: Buffer) => chunks.push(c))
+    req.on('end', () => {
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as JSONRPCRequest
+      const url = new URL(req.url ?? '/', 'http://x')
+      const tag: Tag = { name: url.searchParams.get('name') ?? '?', delayMs: Number(url.searchParams.get('delay')) }
+      const state = { opts: tag } as unknown as ExchangeState
+      if (!transport.dispatch(body, new LeanAnswer(res, 'json'), state, res)) {
+        refused.push(body.method)
+        assert.equal(res.headersSent, false, 'nothing was written for a refused request')
+        res.writeHead(418).end()
+      }
+    })
+  })
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
+  t.after(async () => {
+    http.close()
+    await server.close()
+  })
+  const base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`
+  const call = async (query: string, body: unknown): Promise<{ status: number, text: string }> => {
+    const res = await fetch(`${base}/?${query}`, { method: 'POST', body: JSON.stringify(body) })
+    return { status: res.status, text: await res.text() }
+  }
+
+  // The slow one is handed over first: its answer must not go to the fast one, nor the other way round.
+  const [slow, fast, other] = await Promise.all([
+    call('name=slow&delay=60', { jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    call('name=fast&delay=0', { jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+    call('name=other&delay=20', { jsonrpc: '2.0', id: 'one', method: 'tools/list' })
+  ])
+  assert.equal(slow.text, '{"result":{"tools":[{"name":"slow","inputSchema":{"type":"object"}}]},"jsonrpc":"2.0","id":1}')
+  assert.equal(fast.text, '{"result":{"tools":[{"name":"fast","inputSchema":{"type":"object"}}]},"jsonrpc":"2.0","id":1}')
+  assert.equal(other.text, '{"result":{"tools":[{"name":"other","inputSchema":{"type":"object"}}]},"jsonrpc":"2.0","id":"one"}')
+
+  // No handler for the method: refused as it is handed over, left to the caller (the SDK path answers it in its words).
+  const unknown = await call('name=x&delay=0', { jsonrpc: '2.0', id: 2, method: 'prompts/list' })
+  assert.equal(unknown.status, 418)
+  assert.deepEqual(refused, ['prompts/list'])
+  assert.throws(() => transport.exchangeOf(1), /over/, 'no exchange is kept once answered')
+})
