@@ -267,5 +267,5 @@ function mcpTrace (result: InvokeResult): { content: unknown[], structuredConten
 }
 
 export function withSignal (a: AbortSignal, b: AbortSignal | undefined): AbortSignal {
-  return b === undefined ? a : AbortSignal.any([a, b])
+  return b === undefined || b === a ? a : AbortSignal.any([a, b])
 }

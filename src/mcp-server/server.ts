@@ -48,7 +48,7 @@ export function exchangeState (opts: GatewayMcpServerOptions): ExchangeState {
 export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpEra): Server {
   const server = newServer(era)
   const state = exchangeState(opts)
-  registerHandlers(server, era, () => state)
+  registerHandlers(server, era, () => state, (ctx) => ctx.mcpReq.signal)
   if (era === 'modern') {
     const tenant = opts.scope.userId ?? opts.caller.userId
     registerTaskMethods(server, { gateway: opts.gateway, caller: opts.caller, tenant, sealer: opts.requestState, toRpcError: toJsonRpcError })
@@ -64,7 +64,8 @@ export function createGatewayMcpServer (opts: GatewayMcpServerOptions, era: McpE
  */
 export function createSharedMcpServer (era: McpEra, exchangeOf: ExchangeOf): Server {
   const server = newServer(era)
-  registerHandlers(server, era, exchangeOf)
+  // The exchange's own signal alone: the server's per-request one aborts only when the shared server closes.
+  registerHandlers(server, era, exchangeOf, (ctx) => exchangeOf(ctx).opts.signal ?? ctx.mcpReq.signal)
   return server
 }
 
@@ -100,7 +101,8 @@ function newServer (era: McpEra): Server {
   })
 }
 
-function registerHandlers (server: Server, era: McpEra, exchangeOf: ExchangeOf): void {
+/** `signalOf`: what aborts a request's work (handlers.ts adds the exchange's signal unless it is the same). */
+function registerHandlers (server: Server, era: McpEra, exchangeOf: ExchangeOf, signalOf: (ctx: ServerContext) => AbortSignal): void {
   const handlers = (ctx: ServerContext): { state: ExchangeState, tools: GatewayMcpHandlers } => {
     const state = exchangeOf(ctx)
     state.handlers ??= gatewayMcpHandlers(state.opts, era, state.budget)
@@ -111,7 +113,7 @@ function registerHandlers (server: Server, era: McpEra, exchangeOf: ExchangeOf):
     state.surface ??= surfaceHandlers(state.opts, state.budget)
     return state.surface
   }
-  server.setRequestHandler('tools/list', async (_request, ctx) => await handlers(ctx).tools.listTools(ctx.mcpReq.signal))
+  server.setRequestHandler('tools/list', async (_request, ctx) => await handlers(ctx).tools.listTools(signalOf(ctx)))
   server.setRequestHandler('tools/call', async (request, ctx) => {
     const { state, tools } = handlers(ctx)
     const notify = async (n: { method: string, params: Record<string, unknown> }): Promise<void> => {
@@ -119,18 +121,18 @@ function registerHandlers (server: Server, era: McpEra, exchangeOf: ExchangeOf):
     }
     const log = (params: Record<string, unknown>): void => { notify({ method: 'notifications/message', params }).catch(() => {}) }
     const round = era === 'modern' ? callRound(ctx, log) : legacyRound(state.opts, ctx.mcpReq.id, notify)
-    return await tools.callTool(request.params, ctx.mcpReq.signal, notify, round)
+    return await tools.callTool(request.params, signalOf(ctx), notify, round)
   })
   // Stateless: a level cannot be kept between requests; the calls' log messages are passed on as the servers send them.
   server.setRequestHandler('logging/setLevel', async () => ({}))
-  server.setRequestHandler('resources/list', async (_request, ctx) => await surface(ctx).listResources(ctx.mcpReq.signal))
-  server.setRequestHandler('resources/templates/list', async (_request, ctx) => await surface(ctx).listResourceTemplates(ctx.mcpReq.signal))
+  server.setRequestHandler('resources/list', async (_request, ctx) => await surface(ctx).listResources(signalOf(ctx)))
+  server.setRequestHandler('resources/templates/list', async (_request, ctx) => await surface(ctx).listResourceTemplates(signalOf(ctx)))
   server.setRequestHandler('resources/read', async (request, ctx) =>
-    await surface(ctx).readResource(request.params, ctx.mcpReq.signal, era === 'modern' ? callRound(ctx) : undefined))
-  server.setRequestHandler('prompts/list', async (_request, ctx) => await surface(ctx).listPrompts(ctx.mcpReq.signal))
+    await surface(ctx).readResource(request.params, signalOf(ctx), era === 'modern' ? callRound(ctx) : undefined))
+  server.setRequestHandler('prompts/list', async (_request, ctx) => await surface(ctx).listPrompts(signalOf(ctx)))
   server.setRequestHandler('prompts/get', async (request, ctx) =>
-    await surface(ctx).getPrompt(request.params, ctx.mcpReq.signal, era === 'modern' ? callRound(ctx) : undefined))
-  server.setRequestHandler('completion/complete', async (request, ctx) => await surface(ctx).complete(request.params, ctx.mcpReq.signal))
+    await surface(ctx).getPrompt(request.params, signalOf(ctx), era === 'modern' ? callRound(ctx) : undefined))
+  server.setRequestHandler('completion/complete', async (request, ctx) => await surface(ctx).complete(request.params, signalOf(ctx)))
 }
 
 /** RFC 5424 severities as MCP names them, least severe first. */
