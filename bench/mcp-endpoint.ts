@@ -8,10 +8,15 @@
  *   server of row 2.4 that speaks only that revision; the same two figures;
  * - 2.5e / 2.5f the floor in the same runs: `POST /invoke` of the same call on the same gateway
  *   (an undici client at concurrency 1, autocannon at 16), vs the same legacy direct client.
+ * - 2.5g / 2.5h the gateway's own share, without the clients' differences: its CPU per call at
+ *   concurrency 1 when the same raw undici client sends the call to /mcp (legacy; 2026-07-28) and
+ *   the same call to POST /invoke (each era's server upstream), in interleaved blocks (and each
+ *   route's p50 with that client).
  * Throughput rounds first, interleaved per era; then the concurrency-1 calls, interleaved, warm.
  */
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { Agent, request } from 'undici'
 import { closedLoop, connectClient } from './fixtures/mcp-client.js'
 import { closeHttp, cpuMs, gatewayEnv, http, httpOk, load, loadInterleaved, startGateway, startMcpServers } from './fixtures/procs.js'
 import { makeRow, median, percentile, round, timeInterleaved } from './stats.js'
@@ -22,6 +27,10 @@ const C = 16
 const SECONDS = 3
 const ROUNDS = 3
 const REPS = 1000
+/** 2.5g / 2.5h: blocks of raw calls per route, interleaved. */
+const RAW_BLOCK = 400
+const RAW_ROUNDS = 4
+const MODERN = '2026-07-28'
 
 /** callTool through either SDK's client; throws unless the answer is the fixture's `{marker}:{text}`. */
 function echoVia (client: Client | ClientV2, name: string): () => Promise<void> {
@@ -37,6 +46,53 @@ async function connectV2 (ctx: BenchContext, url: string): Promise<ClientV2> {
   ctx.defer(async () => { await client.close().catch(() => {}) })
   if (client.getNegotiatedProtocolVersion() !== '2026-07-28') throw new Error(`v2 client negotiated ${String(client.getNegotiatedProtocolVersion())} with ${url}`)
   return client
+}
+
+/** One raw POST with an undici client; throws unless the answer is 200 and carries the echo. */
+function rawPost (agent: Agent, url: string, headers: Record<string, string>, body: unknown): () => Promise<void> {
+  const payload = JSON.stringify(body)
+  return async () => {
+    const r = await request(url, { method: 'POST', dispatcher: agent, headers: { 'content-type': 'application/json', ...headers }, body: payload })
+    const text = await r.body.text()
+    if (r.statusCode !== 200 || !text.includes(':hello')) throw new Error(`${url} answered ${r.statusCode}: ${text.slice(0, 300)}`)
+  }
+}
+
+/**
+ * The raw calls of 2.5g / 2.5h: the same echo call to legacy /mcp and POST /invoke (the legacy
+ * server upstream), and to 2026-07-28 /mcp and POST /invoke (the 2026-07-28 server upstream).
+ */
+function rawCalls (agent: Agent, gw: string): Record<'legacy' | 'invoke' | 'modern' | 'invokeModern', () => Promise<void>> {
+  const accept = { accept: 'application/json, text/event-stream' }
+  const envelope = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} }
+  return {
+    legacy: rawPost(agent, `${gw}/mcp?mcp=echo`, { ...accept, 'mcp-protocol-version': '2025-06-18' },
+      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo__echo', arguments: { text: 'hello' } } }),
+    modern: rawPost(agent, `${gw}/mcp?mcp=echom`, { ...accept, 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'echom__echo' },
+      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echom__echo', arguments: { text: 'hello' }, _meta: envelope } }),
+    invoke: rawPost(agent, `${gw}/invoke`, {}, { name: 'echo__echo', arguments: { text: 'hello' } }),
+    invokeModern: rawPost(agent, `${gw}/invoke`, {}, { name: 'echom__echo', arguments: { text: 'hello' } })
+  }
+}
+
+/** Gateway CPU (us per call) and p50 (ms) of each raw call, in interleaved blocks at concurrency 1. */
+async function rawShare (ctx: BenchContext, pid: number, calls: Record<string, () => Promise<void>>): Promise<Record<string, { us: number, p50: number }>> {
+  const cpu = Object.fromEntries(Object.keys(calls).map((k) => [k, { ms: 0, n: 0, times: [] as number[] }]))
+  for (const call of Object.values(calls)) for (let i = 0; i < 100; i++) await call()
+  for (let round = 0; round < RAW_ROUNDS && !ctx.signal.aborted; round++) {
+    for (const [name, call] of Object.entries(calls)) {
+      const side = cpu[name]!
+      const c0 = await cpuMs(pid)
+      for (let i = 0; i < RAW_BLOCK; i++) {
+        const t0 = performance.now()
+        await call()
+        side.times.push(performance.now() - t0)
+      }
+      side.ms += await cpuMs(pid) - c0
+      side.n += RAW_BLOCK
+    }
+  }
+  return Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, { us: 1000 * v.ms / Math.max(1, v.n), p50: median(v.times) }]))
 }
 
 export async function run (ctx: BenchContext): Promise<Row[]> {
@@ -88,6 +144,11 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   const c1 = await timeInterleaved(fns, { warmup: 200, reps: REPS, signal: ctx.signal })
   const p50 = Object.fromEntries(Object.entries(c1).map(([k, v]) => [k, median(v as number[])])) as Record<keyof typeof fns, number>
   const p99 = (k: keyof typeof fns): number => percentile(c1[k], 99)
+  const agent = new Agent({ keepAliveTimeout: 60_000, connections: 1 })
+  ctx.defer(async () => { await agent.close() })
+  const raw = await rawShare(ctx, gw.pid, rawCalls(agent, gw.url))
+  ctx.log(`raw c=1 gateway CPU per call: legacy /mcp ${round(raw.legacy!.us)} vs /invoke ${round(raw.invoke!.us)} us; ` +
+    `2026-07-28 /mcp ${round(raw.modern!.us)} vs /invoke ${round(raw.invokeModern!.us)} us`)
   ctx.log(`c=1 p50: legacy /mcp ${round(p50.legacyMcp)} vs ${round(p50.legacyDirect)} ms; 2026-07-28 /mcp ${round(p50.modernMcp)} vs ${round(p50.modernDirect)} ms; /invoke ${round(p50.invoke)} ms`)
   const loadNotes = (mcp: LoadResult[], direct: LoadResult[]): string =>
     `${C} SDK callTool loops each side, median of ${mcp.length} interleaved ${SECONDS} s rounds; p50 ${round(median(mcp.map((r) => r.p50)))} vs ${round(median(direct.map((r) => r.p50)))} ms`
@@ -155,6 +216,26 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       target: null,
       notes: `autocannon ${C} connections in the rounds of 2.5b; gateway CPU ${round(usPerCall('invoke'))} us per call`,
       detail: { gatewayRps: legacyLoad.invoke.map((r) => round(r.rps)).join(' ') }
+    }),
+    makeRow({
+      id: '2.5g',
+      name: 'the gateway\'s own share of 2.5: its CPU per call at concurrency 1 with the same raw client (undici) on legacy /mcp and on POST /invoke',
+      metric: 'us/call',
+      value: raw.legacy!.us,
+      baseline: raw.invoke!.us,
+      target: null,
+      notes: `${RAW_ROUNDS} interleaved blocks of ${RAW_BLOCK} calls per route, after the rows above; p50 ${round(raw.legacy!.p50)} vs ${round(raw.invoke!.p50)} ms with that client`,
+      detail: { p50: round(raw.legacy!.p50), invokeP50: round(raw.invoke!.p50) }
+    }),
+    makeRow({
+      id: '2.5h',
+      name: 'the same for 2026-07-28 /mcp (the same raw client, its envelope and headers) vs POST /invoke of the same call (the 2026-07-28 server upstream)',
+      metric: 'us/call',
+      value: raw.modern!.us,
+      baseline: raw.invokeModern!.us,
+      target: null,
+      notes: `the blocks of 2.5g; p50 ${round(raw.modern!.p50)} vs ${round(raw.invokeModern!.p50)} ms with that client`,
+      detail: { p50: round(raw.modern!.p50), invokeP50: round(raw.invokeModern!.p50) }
     })
   ]
 }

@@ -33,7 +33,7 @@ const MODULES: readonly ModuleSpec[] = [
     key: 'mcp-endpoint',
     row: 2,
     title: 'The gateway\'s own /mcp (SDK client -> /mcp -> echo server) in both eras vs the SDK client directly; POST /invoke beside it',
-    budgetMs: 120_000
+    budgetMs: 160_000
   },
   { key: 'stdio', row: 3, title: 'POST /invoke of a stdio MCP tool vs supergateway + SDK client', budgetMs: 60_000 },
   { key: 'tools-list', row: 4, title: 'GET /tools, 20 servers x 25 tools, warm and cold', budgetMs: 60_000 },
