@@ -224,6 +224,8 @@ export class SharedTransport extends PerRequestHTTPServerTransport {
    * handler ran and nothing was written, so the SDK's own path can answer it in its own words.
    */
   dispatch (request: JSONRPCRequest, answer: LeanAnswer, state: ExchangeState, res: ServerResponse, extra?: MessageExtraInfo): boolean {
+    // Not (or no longer) connected to its server: nothing would answer; the SDK's own path does.
+    if (this.onmessage === undefined) return false
     const id = ++this.#next
     const pending: Pending = { id: request.id, answer, state, dispatching: true, refused: false }
     this.#pending.set(id, pending)
