@@ -218,3 +218,58 @@ test('single requests build no Server per request on the lean path (the SDK path
   await calls(gw.sdk)
   assert.equal(connected, 6)
 })
+
+test('a shared server keeps tenants apart: concurrent requests of two tenants, with the same JSON-RPC ids, each get their own tenant\'s answer', { timeout: 60_000 }, async (t) => {
+  // Attack: one server object now serves every tenant's single requests; if an exchange's state were found by the
+  // client's id (every client counts from 1) or kept on the server, one tenant would get another's tools.
+  const modernUp = await startModernFixture({})
+  t.after(async () => await modernUp.close())
+  const legacyUp = await startAskingFixture()
+  t.after(async () => await legacyUp.close())
+  const BETA = 'beta-key-0123456789'
+  const base = await listenOnLoopback(await buildTestApp(t, { env: { EGRESS_ALLOW: '127.0.0.1/32', API_KEYS: `${ADMIN}:*,${ACME}:acme,${BETA}:beta` } }))
+  const put = async (path: string, key: string, url: string): Promise<void> => {
+    const res = await fetch(base + path, { method: 'PUT', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ type: 'streamable_http', url }) })
+    assert.equal(res.status, 201, await res.text())
+  }
+  await put('/mcp/servers/legacy', ADMIN, legacyUp.url)
+  // acme's own server: beta's allow-list names it too, and must not reach it.
+  await put('/users/acme/mcp/servers/mine', ACME, modernUp.url)
+  const ask = async (key: string, era: 'legacy' | 'modern', body: Record<string, unknown>): Promise<string> => {
+    const headers: Record<string, string> = { authorization: `Bearer ${key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' }
+    let message: Record<string, unknown> = { jsonrpc: '2.0', id: 1, ...body }
+    if (era === 'legacy') {
+      headers['mcp-protocol-version'] = LEGACY
+    } else {
+      headers['mcp-protocol-version'] = MODERN
+      headers['mcp-method'] = body.method as string
+      const params = (body.params ?? {}) as Record<string, unknown>
+      if (typeof params.name === 'string') headers['mcp-name'] = params.name
+      const _meta = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' } }
+      message = { ...message, params: { ...params, _meta } }
+    }
+    const res = await fetch(`${base}/mcp?mcp=mine,legacy`, { method: 'POST', headers, body: JSON.stringify(message) })
+    return `${res.status} ${await res.text()}`
+  }
+  for (const era of ['legacy', 'modern'] as const) {
+    const list = { method: 'tools/list' }
+    const baseline = { acme: await ask(ACME, era, list), beta: await ask(BETA, era, list) }
+    assert.notEqual(baseline.acme, baseline.beta, `${era}: the two tenants' listings differ (acme has its own server)`)
+    // acme's server's echo, under the name the gateway lists a tenant's server's tools by.
+    const echo = /"name":"([a-z_]*echo)"/.exec(baseline.acme)?.[1] as string
+    assert.ok(echo !== undefined && !baseline.beta.includes(echo), baseline.acme.slice(0, 300))
+    const asks: Array<Promise<void>> = []
+    for (let i = 0; i < 30; i++) {
+      asks.push(ask(ACME, era, list).then((got) => { assert.equal(got, baseline.acme, `${era}: acme got another listing`) }))
+      asks.push(ask(BETA, era, list).then((got) => { assert.equal(got, baseline.beta, `${era}: beta got another listing`) }))
+      // beta calling acme's tool by name, concurrently with acme's own calls of it: refused every time.
+      asks.push(ask(BETA, era, { method: 'tools/call', params: { name: echo, arguments: { text: 'beta' } } }).then((got) => {
+        assert.doesNotMatch(got, /modern:beta/, `${era}: beta reached acme's server`)
+      }))
+      asks.push(ask(ACME, era, { method: 'tools/call', params: { name: echo, arguments: { text: `acme-${i}` } } }).then((got) => {
+        assert.match(got, new RegExp(`modern:acme-${i}"`), `${era}: acme's call got another answer`)
+      }))
+    }
+    await Promise.all(asks)
+  }
+})
