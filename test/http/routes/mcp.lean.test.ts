@@ -219,7 +219,8 @@ test('single requests build no Server per request on the lean path (the SDK path
   assert.equal(connected, 6)
 })
 
-test('a shared server keeps tenants apart: concurrent requests of two tenants, with the same JSON-RPC ids, each get their own tenant\'s answer', { timeout: 60_000 }, async (t) => {
+const APART = 'a shared server keeps tenants apart: concurrent requests of two tenants, with the same JSON-RPC ids, each get their own tenant\'s answer'
+test(APART, { timeout: 60_000 }, async (t) => {
   // Attack: one server object now serves every tenant's single requests; if an exchange's state were found by the
   // client's id (every client counts from 1) or kept on the server, one tenant would get another's tools.
   const modernUp = await startModernFixture({})
@@ -245,7 +246,11 @@ test('a shared server keeps tenants apart: concurrent requests of two tenants, w
       headers['mcp-method'] = body.method as string
       const params = (body.params ?? {}) as Record<string, unknown>
       if (typeof params.name === 'string') headers['mcp-name'] = params.name
-      const _meta = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' } }
+      const _meta = {
+        'io.modelcontextprotocol/protocolVersion': MODERN,
+        'io.modelcontextprotocol/clientCapabilities': {},
+        'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' }
+      }
       message = { ...message, params: { ...params, _meta } }
     }
     const res = await fetch(`${base}/mcp?mcp=mine,legacy`, { method: 'POST', headers, body: JSON.stringify(message) })
