@@ -69,7 +69,9 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   // The router's path without guardrails: the policy answers the same empty array; nothing else runs.
   const none: readonly Guardrail[] = []
   const unguarded = async (): Promise<void> => { if (none.length > 0) await guarded() }
-  for (let i = 0; i < 300; i++) await guarded()
+  // Warm-up long enough for the JIT to settle: with 300 calls the first rounds still ran partly unoptimised code
+  // (a run's rounds drifted from ~100 down to ~65 us).
+  for (let i = 0; i < 5000; i++) await guarded()
   const on: number[] = []
   const off: number[] = []
   for (let round_ = 0; round_ < 7 && !signal.aborted; round_++) {
