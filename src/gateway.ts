@@ -435,13 +435,13 @@ export class Gateway {
         approved: call.approvalId !== undefined,
         hold: approvals === undefined
           ? undefined
-          : async (entry, rule) => await approvals.hold({
+          : async (entry, rule, args) => await approvals.hold({
             userId: actingFor,
             name: body.name,
             callId,
             rule,
             route: entry.route,
-            arguments: body.arguments ?? {},
+            arguments: args as Record<string, unknown>,
             allow: body.allow,
             context: body.context,
             caller: { isAdmin: caller.isAdmin, keyId: caller.keyId },

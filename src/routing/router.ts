@@ -56,7 +56,7 @@ export interface InvokeRequest {
    * Holds a call the policy says needs a human's approval (once its arguments passed every check),
    * answering the approvalId and the message the model sees. Without it such a call runs.
    */
-  hold?: (entry: CatalogEntry, rule: string) => Promise<{ approvalId: string, message: string }>
+  hold?: (entry: CatalogEntry, rule: string, args: unknown) => Promise<{ approvalId: string, message: string }>
   /** The call was approved: run it even though the policy requires an approval. */
   approved?: boolean
 }
@@ -495,7 +495,8 @@ export class ToolRouter {
       } else if (guarded?.blocked !== undefined) {
         outcome = { ok: false, reason: 'guardrail', message: guarded.blocked }
       } else if (decision?.kind === 'approval-required' && req.approved !== true && req.hold !== undefined) {
-        const held = await req.hold(entry, decision.rule)
+        // What the approver sees is what would run: the arguments after the guardrails' redaction.
+        const held = await req.hold(entry, decision.rule, guarded?.value ?? args.value)
         const result = this.#shape(req, entry, { ok: false, reason: 'approval-pending', message: held.message })
         result.durationMs = round(performance.now() - started)
         return { ok: true, result, pending: { approvalId: held.approvalId } }

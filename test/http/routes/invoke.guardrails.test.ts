@@ -195,3 +195,23 @@ test('approval by annotation: destructive tools are held by their MCP annotation
   assert.equal(bad.json.code, 'GW_INVALID_POLICY')
   assert.match(bad.json.message, /requireApproval\/0\/annotation must be one of destructiveHint, openWorldHint/)
 })
+
+test('a held call shows its approver the arguments as they would run: after the guardrails\' redaction', async (t) => {
+  const app = await setup(t)
+  await policy(app, { requireApproval: ['user_acme_tool_post_note'], guardrails: [{ on: 'arguments', check: 'pii', action: 'redact' }] })
+  const held = await call(app, ACME, 'POST', '/invoke', {
+    name: 'user_acme_tool_post_note', userId: 'acme', arguments: { text: 'mail jane.doe@example.com about it' }, allow: { mcp: ['notes'] }
+  })
+  assert.equal(held.status, 202, JSON.stringify(held.json))
+  const approvalId = held.json.approvalId as string
+  const shown = await call(app, ADMIN, 'GET', `/approvals/${approvalId}`)
+  assert.equal(shown.status, 200)
+  assert.doesNotMatch(JSON.stringify(shown.json.arguments), /jane\.doe@example\.com/, 'the approver saw what the pii guardrail redacts')
+  assert.match(shown.json.arguments.text, /^mail .+ about it$/)
+  // Approved, the call runs with those arguments: the server never sees the address either.
+  const ran = await call(app, ADMIN, 'POST', `/approvals/${approvalId}`, { decision: 'approve' })
+  assert.equal(ran.status, 200, JSON.stringify(ran.json))
+  assert.equal(ran.json.result.isError, false, ran.json.result.output)
+  assert.doesNotMatch(ran.json.result.output, /jane\.doe@example\.com/)
+  assert.match(ran.json.result.output, /about it/)
+})
