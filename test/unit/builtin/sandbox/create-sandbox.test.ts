@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { chmod, mkdir, mkdtemp, realpath, rm, stat } from 'node:fs/promises'
+import { chmod, mkdir, mkdtemp, readdir, readFile, realpath, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createSandbox, SandboxUnavailableError, NONE_WARNING } from '../../../../src/builtin/sandbox/create-sandbox.js'
@@ -28,7 +28,6 @@ function recordingLogger (): Logger & { warnings: string[] } {
 
 /** This process's descriptors above 2 without close-on-exec (fdinfo flags, octal, O_CLOEXEC = 02000000). */
 async function inheritedDescriptors (): Promise<number[]> {
-  const { readdir, readFile } = await import('node:fs/promises')
   const out: number[] = []
   for (const name of await readdir('/proc/self/fd')) {
     const fd = Number(name)
@@ -140,7 +139,6 @@ test('bwrap exec answers once nothing of the command runs any more, its backgrou
     maxOutputBytes: 1000
   })
   assert.equal(r.stdout, 'started\n')
-  const { readdir, readFile } = await import('node:fs/promises')
   const alive: string[] = []
   for (const pid of await readdir('/proc')) {
     if (!/^\d+$/.test(pid)) continue
