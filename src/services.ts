@@ -221,12 +221,14 @@ async function build (
     maxCalls: config.codeModeMaxCalls
   })
   closers.push(async () => await scripts.close())
+  // The tenants' policies name the guardrails (SPEC 18); a policy without them costs nothing. Large values are checked in worker threads.
+  const guardrails = new GuardrailEngine({ webhookSecret: config.guardrailWebhookSecret })
+  closers.push(async () => await guardrails.close())
   const router = new ToolRouter({
     sources,
     outputMaxChars: config.outputMaxChars,
     meta: metaToolSet([toolSearch, scripts]),
-    // The tenants' policies name the guardrails (SPEC 18); a policy without them costs nothing.
-    guardrails: new GuardrailEngine({ webhookSecret: config.guardrailWebhookSecret })
+    guardrails
   })
   // Search mode's working sets are shared through Redis when there is one: an /mcp client's next request may reach another instance.
   const listings: Listings = new Listings(router, {

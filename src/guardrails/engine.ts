@@ -1,104 +1,37 @@
-import { maskText, maskValue, MAX_DEPTH, TOO_DEEP } from '../secrets/detector.js'
 import type { CheckedResult, GuardrailReport, GuardrailRunner, GuardrailSubject, GuardrailVerdict } from '../routing/guardrails.js'
 import type { Guardrail } from '../routing/policy.js'
-import type { Finding } from './finding.js'
-import { findInjection } from './injection.js'
-import { findPii } from './pii.js'
-import { redactFindings } from './redact.js'
+import { CheckIncomplete, OFFLOAD_MIN_WEIGHT, offloadBudget, ScanOffload } from './offload.js'
+import type { OffloadCall } from './offload.js'
+import { scanArguments, scanResult, weightOf } from './scan.js'
+import type { BuiltinCheck, Scan, SideName } from './scan.js'
 import { askWebhook, DEFAULT_WEBHOOK_TIMEOUT_MS } from './webhook.js'
 import type { WebhookAnswer } from './webhook.js'
 
-/** What a detector found in one value, and the value with it redacted. */
-interface Scan<T> { kinds: string[], redacted: T }
-
 /** One side of a call as the checks see it: the arguments object, or the result's text and structuredContent. */
 interface Side<T> {
-  name: 'arguments' | 'result'
-  scan: (check: 'secrets' | 'pii' | 'injection', value: T) => Scan<T>
+  name: SideName
+  scan: (check: BuiltinCheck, value: T) => Scan<T>
+  /** How much reading the value costs the checks (scan.ts weightOf), counted up to `limit`. */
+  weight: (value: T, limit: number) => number
   /** What a webhook is sent of the value, beside the rule and the call. */
   payload: (value: T) => Record<string, unknown>
   /** A webhook's replacement as a value of this side, or undefined when it is not one. */
   replacement: (answer: WebhookAnswer) => T | undefined
 }
 
-const FINDERS: Record<'pii' | 'injection', (text: string) => Finding[]> = { pii: findPii, injection: findInjection }
-
-function kindsOf (findings: readonly Finding[]): string[] {
-  return findings.length === 0 ? [] : [...new Set(findings.map((f) => f.kind))]
-}
-
-function scanText (check: 'secrets' | 'pii' | 'injection', text: string): Scan<string> {
-  if (check === 'secrets') {
-    // The journal's own detector (src/secrets/): what it would mask is what this check finds.
-    const masked = maskText(text)
-    return { kinds: masked === text ? [] : ['secret'], redacted: masked }
-  }
-  const findings = FINDERS[check](text)
-  return { kinds: kindsOf(findings), redacted: findings.length === 0 ? text : redactFindings(text, findings) }
-}
-
-/** Every string of a JSON value through `f` (bounded depth, as the secret detector); the value itself when nothing changed. */
-function mapStrings (value: unknown, f: (s: string) => string, tooDeep: () => void, depth = 0): unknown {
-  if (typeof value === 'string') return f(value)
-  if (value === null || typeof value !== 'object') return value
-  // What the checks cannot read is not passed on unread: it becomes the secret detector's marker (and a finding).
-  if (depth >= MAX_DEPTH) {
-    tooDeep()
-    return TOO_DEEP
-  }
-  if (Array.isArray(value)) {
-    const out = value.map((v) => mapStrings(v, f, tooDeep, depth + 1))
-    return out.every((v, i) => v === value[i]) ? value : out
-  }
-  let changed = false
-  const out: Record<string, unknown> = {}
-  for (const [k, v] of Object.entries(value)) {
-    out[k] = mapStrings(v, f, tooDeep, depth + 1)
-    if (out[k] !== v) changed = true
-  }
-  return changed ? out : value
-}
-
-/** Every string of a JSON value checked (and, under a secret-looking key, the value masked, as the journal masks arguments). */
-function scanValue<T> (check: 'secrets' | 'pii' | 'injection', value: T): Scan<T> {
-  if (check === 'secrets') {
-    // By key (`password`, `api_key`...) and inside strings, as the journal masks arguments.
-    const masked = maskValue(value, { strings: true }) as T
-    return { kinds: masked === value ? [] : ['secret'], redacted: masked }
-  }
-  const kinds = new Set<string>()
-  const redacted = mapStrings(value, (s) => {
-    const scan = scanText(check, s)
-    scan.kinds.forEach((k) => kinds.add(k))
-    return scan.redacted
-  }, () => kinds.add('nested-too-deep')) as T
-  return { kinds: [...kinds], redacted }
-}
-
 const ARGUMENTS: Side<Record<string, unknown>> = {
   name: 'arguments',
-  scan: scanValue,
+  scan: scanArguments,
+  weight: weightOf,
   payload: (args) => ({ arguments: args }),
   replacement: ({ replacement: v }) => v !== null && typeof v === 'object' && !Array.isArray(v) ? v as Record<string, unknown> : undefined
 }
 
-/**
- * The result: its text, and its structuredContent string by string (the router bounds its size
- * and depth: src/routing/guardrails.ts). Both are checked by each rule, so a finding in either
- * blocks, redacts (each where it was found: the structuredContent keeps its shape) or flags.
- */
+/** The result: its text and its structuredContent (scan.ts scanResult). */
 const RESULT: Side<CheckedResult> = {
   name: 'result',
-  scan: (check, value) => {
-    const text = scanText(check, value.text)
-    if (value.structuredContent === undefined) {
-      return { kinds: text.kinds, redacted: text.redacted === value.text ? value : { text: text.redacted, structuredContent: undefined } }
-    }
-    const structured = scanValue(check, value.structuredContent)
-    const kinds = [...new Set([...text.kinds, ...structured.kinds])]
-    const same = text.redacted === value.text && structured.redacted === value.structuredContent
-    return { kinds, redacted: same ? value : { text: text.redacted, structuredContent: structured.redacted } }
-  },
+  scan: scanResult,
+  weight: (value, limit) => value.text.length + (value.structuredContent === undefined ? 0 : weightOf(value.structuredContent, limit)),
   payload: (value) => ({ result: value.text, ...(value.structuredContent !== undefined ? { structuredContent: value.structuredContent } : {}) }),
   // The replacement is the text; structuredContent is the answer's own, or none (the gateway cannot tell what to redact in it).
   replacement: (answer) => {
@@ -112,6 +45,13 @@ const RESULT: Side<CheckedResult> = {
 export interface GuardrailEngineOptions {
   /** GUARDRAIL_WEBHOOK_SECRET: what webhook checks are signed with; without it a webhook check fails (then failOpen decides). */
   webhookSecret?: string | undefined
+  /**
+   * Where values heavier than `offloadMinWeight` are checked: worker threads (offload.ts; the
+   * default, started on first use), or `false`: in process, whatever their size (benchmarks).
+   */
+  offload?: ScanOffload | false
+  /** OFFLOAD_MIN_WEIGHT unless set (tests). */
+  offloadMinWeight?: number
 }
 
 /**
@@ -119,12 +59,23 @@ export interface GuardrailEngineOptions {
  * on its result's text and structuredContent after: `secrets` (the journal's detector), `pii` (pii.ts), `injection`
  * (injection.ts) and `webhook` (webhook.ts), each redacting, blocking or flagging what it finds.
  * Rules run in order; a block ends the run. A report names what was found by kind, never the text.
+ * A large value is checked off the event loop (offload.ts); a check that could not complete
+ * there blocks the call (a `flag` rule flags it): nothing passes unchecked.
  */
 export class GuardrailEngine implements GuardrailRunner {
   readonly #secret: string | undefined
+  readonly #offload: ScanOffload | false
+  readonly #minWeight: number
 
   constructor (opts: GuardrailEngineOptions = {}) {
     this.#secret = opts.webhookSecret === '' ? undefined : opts.webhookSecret
+    this.#offload = opts.offload ?? new ScanOffload()
+    this.#minWeight = opts.offloadMinWeight ?? OFFLOAD_MIN_WEIGHT
+  }
+
+  /** Stops the workers of large values (shutdown). */
+  async close (): Promise<void> {
+    if (this.#offload !== false) await this.#offload.close()
   }
 
   async arguments (rules: readonly Guardrail[], subject: GuardrailSubject<Record<string, unknown>>): Promise<GuardrailVerdict<Record<string, unknown>>> {
@@ -138,6 +89,9 @@ export class GuardrailEngine implements GuardrailRunner {
   async #run<T> (rules: readonly Guardrail[], subject: GuardrailSubject<T>, side: Side<T>): Promise<GuardrailVerdict<T>> {
     let value = subject.value
     const reports: GuardrailReport[] = []
+    // Decided once per side: a redaction does not make a value much lighter.
+    const offload = this.#offload !== false && side.weight(value, this.#minWeight) > this.#minWeight ? this.#offload : undefined
+    let call: OffloadCall | undefined
     for (const rule of rules) {
       const report: GuardrailReport = { id: rule.id, on: rule.on, check: rule.check, outcome: 'passed', kinds: [] }
       reports.push(report)
@@ -150,7 +104,20 @@ export class GuardrailEngine implements GuardrailRunner {
         redacted = asked.replacement
         if (action !== 'allow') report.kinds = ['webhook']
       } else {
-        const scan = side.scan(rule.check, value)
+        let scan: Scan<T>
+        try {
+          scan = offload === undefined
+            ? side.scan(rule.check, value)
+            : await offload.scan(side.name, rule.check, value, call ??= { tenant: subject.userId ?? '', signal: subject.signal, budget: offloadBudget() })
+        } catch (err) {
+          if (!(err instanceof CheckIncomplete)) throw err
+          // Not checked, so not passed on: blocked, unless the rule only flags (a flagged value goes on either way).
+          report.error = `the check could not complete: ${err.message}`
+          report.kinds = ['incomplete']
+          report.outcome = rule.action === 'flag' ? 'flagged' : 'blocked'
+          if (report.outcome === 'flagged') continue
+          return { value, blocked: blockMessage(rule, report), reports }
+        }
         report.kinds = scan.kinds
         if (scan.kinds.length === 0) continue
         redacted = scan.redacted
@@ -203,7 +170,7 @@ interface WebhookVerdict<T> { action: Guardrail['action'] | 'allow', replacement
 function blockMessage (rule: Guardrail, report: GuardrailReport): string {
   const what = rule.check === 'webhook'
     ? `its webhook${report.error !== undefined ? ` failed (${report.error}) and failOpen is false` : ' said block'}`
-    : `found ${report.kinds.join(', ')}`
+    : report.error !== undefined ? `${report.error}; a value not checked is not passed on` : `found ${report.kinds.join(', ')}`
   const side = rule.on === 'arguments' ? 'the call\'s arguments; the tool did not run' : 'the tool\'s result; the tool ran, its result is withheld'
   return `Blocked by the ${rule.id} (${rule.check} on ${side}): ${what}`
 }

@@ -1,7 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { FairShare } from '../../../../../src/builtin/tools/grep/fair-share.js'
-import type { FairShareOptions, Turn } from '../../../../../src/builtin/tools/grep/fair-share.js'
+import { FairShare } from '../../../src/workers/fair-share.js'
+import type { FairShareOptions, Turn } from '../../../src/workers/fair-share.js'
 
 /** A FairShare on a manual clock, and a log of the turns it grants, in order. */
 function setup (opts: Partial<FairShareOptions> = {}): {

@@ -1,0 +1,7 @@
+/**
+ * Worker threads shared fairly between tenants (docs/ARCHITECTURE.md#workers): the pool, its
+ * scheduler, and what a worker does first.
+ */
+export { defaultPoolSize, FairWorkerPool } from './pool.js'
+export type { PoolCall, PoolErrors, WorkBudget } from './pool.js'
+export { announceThread, THREAD_PRELUDE } from './thread.js'
