@@ -30,8 +30,9 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
     ...opts,
     onError: (err, what) => app.log.error({ err }, what)
   })
-  // SSE streams would keep the HTTP server from closing.
-  app.addHook('preClose', async () => { await endpoint.close() })
+  // SSE streams would keep the HTTP server from closing; the calls in flight are answered during the drain, before onClose.
+  app.addHook('preClose', async () => { await endpoint.closeStreams() })
+  app.addHook('onClose', async () => { await endpoint.close() })
 
   // Malformed JSON is a JSON-RPC parse error here (-32700, toJsonRpcRefusal), and a POST needs a body.
   await app.register(jsonBodyPlugin, { malformed: 'Parse error', emptyIsMalformed: (request) => request.method === 'POST' })

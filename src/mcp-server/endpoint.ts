@@ -428,11 +428,13 @@ export class McpEndpoint {
     else res.destroy()
   }
 
-  /** Ends every open stream (before the HTTP server closes: SSE streams would keep it open). */
-  async close (): Promise<void> {
+  /**
+   * Ends every open stream: notification streams and subscriptions, which would keep the HTTP
+   * server from closing. Requests in flight keep their servers until `close`, after the drain.
+   */
+  async closeStreams (): Promise<void> {
     this.#notifier.close()
     await this.#modern.close()
-    await Promise.all(this.#sharedServers.map(async (server) => { await server.close() }))
     const open = [...this.#streams]
     this.#streams.clear()
     this.#tenantStreams.clear()
@@ -440,6 +442,15 @@ export class McpEndpoint {
       await close()
       res.destroy()
     }))
+  }
+
+  /**
+   * Closes everything, the shared servers last: once the requests in flight have their answers
+   * (closing a shared server drops the answers still to come).
+   */
+  async close (): Promise<void> {
+    await this.closeStreams()
+    await Promise.all(this.#sharedServers.map(async (server) => { await server.close() }))
   }
 }
 
