@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises'
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process'
 import { constants } from 'node:os'
 import { PassThrough, type Readable } from 'node:stream'
@@ -54,6 +53,19 @@ function exitInfo (code: number | null, signal: NodeJS.Signals | null): ExitInfo
 /** Upper bound for the kernel to tear a namespace down after bwrap exited. */
 const NAMESPACE_END_MAX_MS = 5000
 const PIPE_DRAIN_MS = 1000
+
+/**
+ * `p`, or undefined once `ms` have passed: a plain timer, cleared when `p` settles first (a
+ * sleep() in the race would stay armed for its full time after every exec).
+ */
+async function bounded<T> (p: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined
+  try {
+    return await Promise.race([p, new Promise<undefined>((resolve) => { timer = setTimeout(() => { resolve(undefined) }, ms).unref() })])
+  } finally {
+    clearTimeout(timer)
+  }
+}
 
 interface NamespaceInfo { initPid: number, pidNs: number | undefined }
 
@@ -211,11 +223,10 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
     // bwrap exits as soon as the command does; --die-with-parent then SIGKILLs the namespace's init,
     // asynchronously. Resolve only once that happened, so "exited" means nothing is left running.
     // Bounded: bwrap that died before writing its info must not leave `exited` pending forever.
-    const infoOrNothing = Promise.race([info, sleep(NAMESPACE_END_MAX_MS, undefined, { ref: false }).then(() => undefined)])
-    infoOrNothing.then(async (ns) => {
+    bounded(info, NAMESPACE_END_MAX_MS).then(async (ns) => {
       if (ns !== undefined) {
         // The init closes the sync fd as it exits, before it has killed what is left in its namespace: the check follows.
-        await Promise.race([syncEnd, sleep(NAMESPACE_END_MAX_MS, undefined, { ref: false })])
+        await bounded(syncEnd, NAMESPACE_END_MAX_MS)
         await waitForNamespaceEnd(ns.initPid, ns.pidNs, NAMESPACE_END_MAX_MS)
       }
       // Anything the namespace's end did not take (nothing, normally) dies with the group.

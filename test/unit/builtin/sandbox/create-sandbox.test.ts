@@ -254,3 +254,31 @@ test('terminate() sends SIGTERM to the command first (a trap can clean up)', { t
   await new Promise((resolve) => setTimeout(resolve, 50))
   assert.match(out, /got-term/)
 })
+
+test('an exec leaves no timer armed once it has returned (each used to keep two 5 s timers for their full time)', async (t) => {
+  const sb = await bwrapSandbox(t)
+  const ws = await makeWorkspace(t)
+  await sb.exec({ workspace: ws, command: 'true', cwd: ws.root, timeoutMs: 10_000, maxOutputBytes: 1000 })
+  // Every timer of the sandbox's own bounds (5 s) armed during an exec, and whether it was cleared.
+  const armed = new Map<unknown, boolean>()
+  const realSet = globalThis.setTimeout
+  const realClear = globalThis.clearTimeout
+  t.after(() => { globalThis.setTimeout = realSet; globalThis.clearTimeout = realClear })
+  globalThis.setTimeout = ((fn: () => void, ms?: number, ...args: unknown[]) => {
+    const timer = realSet(fn, ms, ...args)
+    if (ms === 5000) armed.set(timer, false)
+    return timer
+  }) as typeof setTimeout
+  globalThis.clearTimeout = ((timer: NodeJS.Timeout | undefined) => {
+    if (armed.has(timer)) armed.set(timer, true)
+    realClear(timer)
+  }) as typeof clearTimeout
+  for (let i = 0; i < 3; i++) {
+    const r = await sb.exec({ workspace: ws, command: 'true', cwd: ws.root, timeoutMs: 10_000, maxOutputBytes: 1000 })
+    assert.equal(r.exitCode, 0)
+  }
+  // exec() resolves once the namespace is gone; the bounds' timers are cleared by then.
+  await new Promise((resolve) => setImmediate(resolve))
+  assert.ok(armed.size >= 6, `the sandbox's bounds were armed ${armed.size} times`)
+  assert.deepEqual([...armed.values()].filter((cleared) => !cleared), [])
+})
