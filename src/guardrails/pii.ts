@@ -26,6 +26,27 @@ import type { Reach } from '../secrets/scan-near.js'
 // an IBAN two capitals and two digits. Most texts have few of them; each pattern's windows are its own.
 const DIGITS_HINT = /\d\d\d(?:\d[ -]?\d\d\d\d|[.-]\d\d\d\d)|[A-Z][A-Z]\d\d/g
 const DIGITS_HINT_MAX = 9
+
+interface Hints { capitals: number[], digits: number[] }
+
+/**
+ * DIGITS_HINT's hits, by branch: those that start with a capital (`[A-Z][A-Z]\d\d`, an IBAN's start) and the others
+ * (digits: a card's or a North American phone's). Each pattern runs only near its own branch's hits, with the same
+ * matches: an IBAN_START match at `s` is a hit of the scan at `s` (no hit can cover `s`: the digits branch holds no
+ * letter, and a capitals hit starting before `s` would need the letter or digit at `s - 1` that its lookbehind
+ * forbids), and the hint every CARD or PHONE_NA match holds is a digits one (a capitals hit reaching into it would
+ * hold a letter at most two before a digit of the match, inside it or right before it, where none can be).
+ */
+function splitHits (text: string, hits: readonly number[]): Hints {
+  const capitals: number[] = []
+  const digits: number[] = []
+  for (const h of hits) {
+    const c = text.charCodeAt(h)
+    if (c >= 65 && c <= 90) capitals.push(h)
+    else digits.push(h)
+  }
+  return { capitals, digits }
+}
 const DIGIT_OR_AT = /[0-9@]/
 
 // --- e-mail -------------------------------------------------------------------------------------
@@ -118,7 +139,7 @@ function saneInternational (s: string): boolean {
 const PHONE_INTL_REACH: Reach = { maxMatch: 27, maxHint: 1, lead: 0, behind: 1, ahead: 1 }
 const PHONE_NA_REACH: Reach = { maxMatch: 17, maxHint: DIGITS_HINT_MAX, behind: 1, ahead: 2 }
 
-function findPhones (text: string, out: Finding[], digits: readonly number[]): void {
+function findPhones (text: string, out: Finding[], { digits }: Hints): void {
   for (const m of matchesNear(text, PHONE_INTL, literalHits(text, '+'), PHONE_INTL_REACH)) {
     let s = m[0]
     // A `(` opened and not closed at the end belongs to the text after ("+44 20 7946 0958 (mobile)").
@@ -173,7 +194,7 @@ export function luhnValid (digits: string): boolean {
 
 const CARD_REACH: Reach = { maxMatch: 23, maxHint: DIGITS_HINT_MAX, behind: 1, ahead: 2 }
 
-function findCards (text: string, out: Finding[], digits: readonly number[]): void {
+function findCards (text: string, out: Finding[], { digits }: Hints): void {
   for (const m of matchesNear(text, CARD, digits, CARD_REACH)) {
     const digits = m[0].replace(/[ -]/g, '')
     if (digits.length >= 13 && knownNetwork(digits) && luhnValid(digits)) {
@@ -227,8 +248,8 @@ export function ibanValid (compact: string): boolean {
 
 const IBAN_REACH: Reach = { maxMatch: 4, maxHint: DIGITS_HINT_MAX, behind: 1, ahead: 1 }
 
-function findIbans (text: string, out: Finding[], digits: readonly number[]): void {
-  for (const m of matchesNear(text, IBAN_START, digits, IBAN_REACH)) {
+function findIbans (text: string, out: Finding[], { capitals }: Hints): void {
+  for (const m of matchesNear(text, IBAN_START, capitals, IBAN_REACH)) {
     const length = IBAN_LENGTHS.get(m[0].slice(0, 2))
     if (length === undefined) continue
     const iban = ibanEnd(text, m.index, length)
@@ -247,10 +268,10 @@ export function findPii (text: string): Finding[] {
   // Every kind holds a digit or an `@`: a text without either (most short strings of a structuredContent) has none.
   if (!DIGIT_OR_AT.test(text)) return []
   let found: Finding[] = []
-  const digits = hintHits(text, DIGITS_HINT)
+  const hints = splitHits(text, hintHits(text, DIGITS_HINT))
   for (const find of [findIbans, findCards, findEmails, findPhones]) {
     const more: Finding[] = []
-    find(text, more, digits)
+    find(text, more, hints)
     more.sort((a, b) => a.start - b.start || b.end - a.end)
     let last = -1
     const kept = more.filter((f) => {
@@ -276,10 +297,10 @@ function overlapsAny (sorted: Finding[], f: Finding): boolean {
   return next !== undefined && next.start < f.end
 }
 
-/** Each exact pattern, the hint it runs near and its reach: the test compares matchesNear with a whole scan. */
-export const NEAR_SCANS: ReadonlyArray<{ re: RegExp, hint: RegExp | string, reach: Reach }> = [
-  { re: PHONE_INTL, hint: '+', reach: PHONE_INTL_REACH },
-  { re: PHONE_NA, hint: DIGITS_HINT, reach: PHONE_NA_REACH },
-  { re: CARD, hint: DIGITS_HINT, reach: CARD_REACH },
-  { re: IBAN_START, hint: DIGITS_HINT, reach: IBAN_REACH }
+/** Each exact pattern, the hits it runs near (as findPii finds them) and its reach: the test compares matchesNear with a whole scan. */
+export const NEAR_SCANS: ReadonlyArray<{ re: RegExp, hits: (text: string) => number[], reach: Reach }> = [
+  { re: PHONE_INTL, hits: (text) => literalHits(text, '+'), reach: PHONE_INTL_REACH },
+  { re: PHONE_NA, hits: (text) => splitHits(text, hintHits(text, DIGITS_HINT)).digits, reach: PHONE_NA_REACH },
+  { re: CARD, hits: (text) => splitHits(text, hintHits(text, DIGITS_HINT)).digits, reach: CARD_REACH },
+  { re: IBAN_START, hits: (text) => splitHits(text, hintHits(text, DIGITS_HINT)).capitals, reach: IBAN_REACH }
 ]

@@ -22,7 +22,7 @@
  */
 
 import { isQueryCredentialName, isSecretName } from './names.js'
-import { hasTokenRun } from './starts.js'
+import { COMMAND_AT_START, COMMAND_NAMES, COMMAND_WORDS, commandWords, hasTokenRun } from './starts.js'
 import { isNameChar, maskTokenFormats, TOKEN_FORMATS, TOKEN_FORMATS_AT } from './tokens.js'
 
 /** What a secret is replaced with in the journal and the approvals view (documented in the README). */
@@ -172,29 +172,6 @@ function maskPem (text: string, mask: string): string {
     from = end + endMarker.length
   }
   return out + text.slice(from)
-}
-
-// Where FLAG_VALUE, CURL_LINE or MYSQL_LINE can match: a long flag, `curl`, a MySQL client's name, after what none of them follows
-// (COMMAND_NAMES: the last two, once a flag was found).
-const COMMAND_WORDS = /(?<![A-Za-z0-9_-])(?:--[A-Za-z]|curl|mysql|mariadb)/g
-const COMMAND_NAMES = /(?<![A-Za-z0-9_-])(?:curl|mysql|mariadb)/g
-
-/** Which of FLAG_VALUE, CURL_LINE and MYSQL_LINE can match in `text`: one scan for the three (each opens with a lookbehind, tried at every position). */
-function commandWords (text: string): { flag: boolean, curl: boolean, mysql: boolean } {
-  const found = { flag: false, curl: false, mysql: false }
-  let re = COMMAND_WORDS
-  re.lastIndex = 0
-  for (let m = re.exec(text); m !== null && !(found.flag && found.curl && found.mysql); m = re.exec(text)) {
-    const c = m[0].charCodeAt(0)
-    if (c === 45 && !found.flag) {
-      found.flag = true
-      // A text of many flags is not stopped at each one.
-      COMMAND_NAMES.lastIndex = re.lastIndex
-      re = COMMAND_NAMES
-    } else if (c === 99) found.curl = true
-    else if (c !== 45) found.mysql = true
-  }
-  return found
 }
 
 /** `fn` applied to each line of `text` that `marker` finds (a curl or mysql command line). */
@@ -595,6 +572,6 @@ function hidesSecret (name: string, v: unknown): boolean {
 /** Every pattern the detector runs, for the test that checks they are linear (no nested quantifier). */
 export const PATTERNS: readonly RegExp[] = [
   TOKEN_FORMATS, TOKEN_FORMATS_AT, BEARER, BASIC, URL_USERINFO, URL_TOKEN_USER, QUERY_PARAM, ASSIGNED_VALUE, FLAG_VALUE, MYSQL_LINE, MYSQL_P,
-  CURL_LINE, CURL_USER, COMMAND_WORDS, COMMAND_NAMES, CREDENTIAL_WORD, TOKEN_RUN, TOKEN_CHAR, SEPARATOR, FILLER_WORD, FLAG_AT_END,
+  CURL_LINE, CURL_USER, COMMAND_WORDS, COMMAND_NAMES, COMMAND_AT_START, CREDENTIAL_WORD, TOKEN_RUN, TOKEN_CHAR, SEPARATOR, FILLER_WORD, FLAG_AT_END,
   MYSQL_P_AT_END, CURL_USER_AT_END, LITERAL_RUN, ASCII_LETTER
 ]

@@ -137,3 +137,36 @@ export function hasTokenRun (text: string, min: number): boolean {
   }
   return false
 }
+
+// --- command words --------------------------------------------------------------------------------
+
+// Where FLAG_VALUE, CURL_LINE or MYSQL_LINE can match: a long flag, `curl`, a MySQL client's name, after what none of them follows
+// (COMMAND_NAMES: the last two, once a flag was found). That character is matched, not looked behind: a pattern that opens with a
+// lookbehind (or with `^|`) is tried at every position, these are skipped through by the engine (2.6 us on the bench's 10 KiB, 3.7
+// with the lookbehind, 9.5 with `(?:^|[^...])`). They find the same words: each ends in a character the next may not follow, so
+// no match holds the character before the next; a word at the very start is COMMAND_AT_START's.
+export const COMMAND_WORDS = /[^A-Za-z0-9_-](?:--[A-Za-z]|curl|mysql|mariadb)/g
+export const COMMAND_NAMES = /[^A-Za-z0-9_-](?:curl|mysql|mariadb)/g
+export const COMMAND_AT_START = /--[A-Za-z]|curl|mysql|mariadb/y
+
+/** Which of detector.ts's FLAG_VALUE, CURL_LINE and MYSQL_LINE can match in `text`: one scan for the three. */
+export function commandWords (text: string): { flag: boolean, curl: boolean, mysql: boolean } {
+  const found = { flag: false, curl: false, mysql: false }
+  COMMAND_AT_START.lastIndex = 0
+  const first = COMMAND_AT_START.exec(text)
+  let re = COMMAND_WORDS
+  re.lastIndex = 0
+  for (let m = first ?? re.exec(text); m !== null && !(found.flag && found.curl && found.mysql); m = re.exec(text)) {
+    const w = m[0]
+    // The word's first character: `-` (`--x`), `c` (curl), `m` (the MySQL clients).
+    const c = w.charCodeAt(w.length - 2) === 45 ? 45 : w.endsWith('curl') ? 99 : 109
+    if (c === 45 && !found.flag) {
+      found.flag = true
+      // A text of many flags is not stopped at each one.
+      re = COMMAND_NAMES
+    } else if (c === 99) found.curl = true
+    else if (c !== 45) found.mysql = true
+    re.lastIndex = m.index + w.length
+  }
+  return found
+}

@@ -7,7 +7,7 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { hasTokenRun, matchesFrom, tokenFormatStarts } from '../../../src/secrets/starts.js'
+import { commandWords, hasTokenRun, matchesFrom, tokenFormatStarts } from '../../../src/secrets/starts.js'
 import { TOKEN_FORMATS, TOKEN_FORMATS_AT } from '../../../src/secrets/tokens.js'
 
 /** A deterministic generator (xorshift), so a failure names a reproducible seed. */
@@ -98,4 +98,21 @@ test('a run of 16 token characters: what the pattern finds, in any text, across 
       assert.equal(hasTokenRun(text.replaceAll(' ', 'é'), 16), expected, `two-byte, ${cut}: ${before} + ${after}`)
     }
   }
+})
+
+test('the command words found by matching the character before them: what the lookbehind patterns find, on random texts', () => {
+  const next = rng(183)
+  const pieces = ['--', '-', '--p', 'curl', 'mysql', 'mariadb', 'a', 'Z', '0', '_', ' ', '\n', '\t', '=', '/', 'é', '"', 'xcurl', '_mysql']
+  const flag = /(?<![A-Za-z0-9_-])--[A-Za-z]/
+  const curl = /(?<![A-Za-z0-9_-])curl/
+  const mysql = /(?<![A-Za-z0-9_-])(?:mysql|mariadb)/
+  const seen = { flag: 0, curl: 0, mysql: 0 }
+  for (let round = 0; round < 5000; round++) {
+    let text = ''
+    for (let k = Math.floor(next() * 14); k > 0; k--) text += pick(next, pieces)
+    const expected = { flag: flag.test(text), curl: curl.test(text), mysql: mysql.test(text) }
+    assert.deepEqual(commandWords(text), expected, JSON.stringify(text))
+    for (const key of ['flag', 'curl', 'mysql'] as const) if (expected[key]) seen[key]++
+  }
+  assert.ok(seen.flag > 500 && seen.curl > 500 && seen.mysql > 500, `each word was found in some texts and not others: ${JSON.stringify(seen)}`)
 })
