@@ -69,9 +69,12 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   // The router's path without guardrails: the policy answers the same empty array; nothing else runs.
   const none: readonly Guardrail[] = []
   const unguarded = async (): Promise<void> => { if (none.length > 0) await guarded() }
-  // Warm-up long enough for the JIT to settle: with 300 calls the first rounds still ran partly unoptimised code
-  // (a run's rounds drifted from ~100 down to ~65 us).
-  for (let i = 0; i < 5000; i++) await guarded()
+  // Warm-up long enough for the JIT to settle. The detectors do most of their work in the regex engine and builtins, so
+  // V8 reaches its optimising tier for them late: with 5,000 calls TurboFan still compiled maskPlain, mapStrings,
+  // findEmails, maskTokenFormats... during the first four rounds (`node --trace-opt`), on compiler threads whose CPU
+  // process.cpuUsage counts (20 ms for maskPlain alone, 40 us over a round's 500 calls): rounds ran 73, 42, 39, 49, then
+  // 34 us each. After 20,000 calls none is compiled in the rounds. (With 300 calls they drifted from ~100 to ~65 us.)
+  for (let i = 0; i < 20_000 && !signal.aborted; i++) await guarded()
   const on: number[] = []
   const off: number[] = []
   for (let round_ = 0; round_ < 7 && !signal.aborted; round_++) {
