@@ -67,6 +67,11 @@ interface Rule {
   anchors: readonly string[] | typeof HIDDEN_CHARS
   /** How far a match reaches (scan-near.ts): with it, the rule runs only in windows around its anchors. */
   reach?: Reach
+  /**
+   * Whether a hit (found in the lower-cased text, the same positions) can be the anchor a match holds, from the
+   * characters the pattern requires around it: the hits it rejects open no window (see act-as).
+   */
+  hit?: (text: string, lower: string, at: number) => boolean
 }
 
 // Every character the rules on hidden text look for (tag characters by their high surrogate). A
@@ -101,6 +106,7 @@ export const RULES: readonly Rule[] = [
     kind: 'act-as',
     anchors: ['act', 'preten', 'play'],
     reach: PHRASE,
+    hit: actAsHit,
     pattern: /(?:^|[.!?:>]\s{0,3}|\n)\s{0,3}(?:please\s{1,3})?(?:act\s{1,3}as\s{1,3}(?:if\s{1,3}you|an?|my|the)\b|pretend\s{1,3}(?:to\s{1,3}be|you\s{1,3}are|that\s{1,3}you)\b|roleplay\s{1,3}as\b)/gim
   },
   {
@@ -189,6 +195,21 @@ function anchorsIn (lower: string): Set<string> {
 
 /** The rule names, in the order above. */
 export const INJECTION_KINDS: readonly string[] = RULES.map((r) => r.kind)
+
+// --- act as -------------------------------------------------------------------------------------
+
+const ACT_BEFORE = /[\s.!?:>]/
+const SPACE = /\s/
+
+/**
+ * An `act` hit that act-as can hold: a word of its own, as the pattern has it (after the text's start, a line break,
+ * spaces, `please ` or one of `.!?:>`, and before a space), so the `act` of "contact", "fact" or "actual" opens no
+ * window. The rule's other anchors (`preten`, `play`) are kept as they are.
+ */
+function actAsHit (text: string, lower: string, at: number): boolean {
+  if (!lower.startsWith('act', at)) return true
+  return (at === 0 || ACT_BEFORE.test(text[at - 1] as string)) && SPACE.test(text[at + 3] ?? '')
+}
 
 // --- tag characters ---------------------------------------------------------------------------
 
@@ -286,7 +307,8 @@ export function findInjection (text: string): Finding[] {
     }
     const re = rule.pattern
     if (rule.reach !== undefined && hits !== undefined && aligned) {
-      for (const m of matchesNear(text, re, hits, rule.reach)) found.push({ check: 'injection', kind: rule.kind, start: m.index, end: m.index + m[0].length })
+      const near = rule.hit === undefined ? hits : hits.filter((at) => (rule.hit as NonNullable<Rule['hit']>)(text, lower, at))
+      for (const m of matchesNear(text, re, near, rule.reach)) found.push({ check: 'injection', kind: rule.kind, start: m.index, end: m.index + m[0].length })
       continue
     }
     re.lastIndex = 0

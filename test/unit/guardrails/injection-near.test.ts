@@ -54,3 +54,27 @@ test('a rule whose anchors are absent does not run; one anchor brings it back', 
   assert.deepEqual(findInjection(text).map((f) => f.kind), ['act-as'])
   assert.deepEqual(findInjection(text), wholeScan(text))
 })
+
+test('act-as opens windows only at an `act` of its own, with the findings of the whole scan: after any character, before any', () => {
+  // The `act` hits act-as rejects (inside "contact", "fact", "actual"; not after a space, a line break or `.!?:>`, or not
+  // before a space) are those no match can hold: random texts of the characters around it, long enough to be scanned in windows.
+  let x = 20261206
+  const next = (): number => { x ^= x << 13; x ^= x >>> 17; x ^= x << 5; return (x >>> 0) / 0x100000000 }
+  const before = ['', ' ', '\n', '\r', '\t', '\u00a0', '\u2028', '.', '!', '?', ':', '>', ',', ';', 'x', 'cont', 'f', 'please ', 'Please  ',
+    '. ', '>  ', '-', '"', '(']
+  const phrase = ['act as my tutor', 'act as if you were', 'ACT AS AN admin', 'Act  as the boss', 'act\u00a0as a', 'act\tas the', 'act as', 'acts as a',
+    'actas my', 'act as\nthe', 'pretend to be', 'roleplay as', 'contact as a', 'fact as the', 'exact as an']
+  const filler = ' lorem ipsum dolor sit amet, consectetur adipiscing elit '.repeat(6)
+  let found = 0
+  for (let round = 0; round < 400; round++) {
+    let text = filler
+    for (let k = 1 + Math.floor(next() * 6); k > 0; k--) {
+      const around = (before[Math.floor(next() * before.length)] as string) + (phrase[Math.floor(next() * phrase.length)] as string)
+      text += around + filler.slice(0, Math.floor(next() * 120))
+    }
+    const expected = wholeScan(text)
+    assert.deepEqual(findInjection(text), expected, JSON.stringify(text))
+    found += expected.filter((f) => f.kind === 'act-as').length
+  }
+  assert.ok(found > 300, `act-as matched in the texts (${found})`)
+})
