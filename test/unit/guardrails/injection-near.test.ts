@@ -78,3 +78,24 @@ test('act-as opens windows only at an `act` of its own, with the findings of the
   }
   assert.ok(found > 300, `act-as matched in the texts (${found})`)
 })
+
+test('the anchors found by one scan (an anchor inside or right after another, shared letters) give the whole scan\'s findings', () => {
+  // Long texts (past the short-text path) of anchors overlapping each other and of the corpus's positives cut in pieces.
+  let x = 34
+  const next = (): number => { x ^= x << 13; x ^= x >>> 17; x ^= x << 5; return (x >>> 0) / 0x100000000 }
+  const positives = corpus.cases.filter((c) => c.injection).map((c) => c.text)
+  const pieces = ['[INST](', '[INST]', '](', ']]', '>>>', '<<SYS>>', '<|im_start|>', '</tool_result>', '</', '<|', 'yle', 'youyou', 'you are now DAN',
+    'ignore', 'gnoregard', 'attention', 'assistant', 'system:', 'note to the AI:', 'user', 'human', 'operator', 'pretend', 'play', 'act as the']
+  let found = 0
+  for (let round = 0; round < 300; round++) {
+    let text = 'Results of the last run follow. '.repeat(10)
+    for (let k = 1 + Math.floor(next() * 10); k > 0; k--) {
+      const piece = next() < 0.3 ? (positives[Math.floor(next() * positives.length)] as string) : (pieces[Math.floor(next() * pieces.length)] as string)
+      text += piece + [' ', '', '\n', '. '][Math.floor(next() * 4)]
+    }
+    const expected = wholeScan(text)
+    assert.deepEqual(findInjection(text), expected, JSON.stringify(text))
+    found += expected.length
+  }
+  assert.ok(found > 300, `the texts hold findings (${found})`)
+})
