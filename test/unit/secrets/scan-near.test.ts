@@ -6,6 +6,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { EMAIL, emailMatches, NEAR_SCANS } from '../../../src/guardrails/pii.js'
+import { URL_SCANS } from '../../../src/secrets/detector.js'
 import { literalHits, matchesNear } from '../../../src/secrets/scan-near.js'
 
 /** A deterministic generator (xorshift), so a failure names a reproducible seed. */
@@ -71,4 +72,23 @@ test('matchesNear: windows far apart and close together, a match across two hits
   const text = `1234-5678 ${'x'.repeat(50)} 1111-2222-3333 ${'y'.repeat(5)} 9999-0000`
   assert.deepEqual(matchesNear(text, re, literalHits(text, '-'), reach).map((m) => m[0]), ['1234-5678', '1111-2222', '9999-0000'])
   assert.deepEqual(matchesNear(text, re, [], reach), [])
+})
+
+test('the secret detector\'s URL patterns near each `://` find what a whole scan finds, on random texts of schemes, users, passwords and @s', () => {
+  const next = rng(3)
+  const pieces = ['https://', 'postgres://', 'x+y.z-1://', 'a'.repeat(31) + '://', 'b'.repeat(32) + '://', '://', ':', '@', '/', '?', '#', ' ', '"', "'", '\\',
+    'user', 'pw', 'user:pw@', ':s3cret@', 'ghp_' + 'a1B2'.repeat(6), 'a1B2c3D4e5F6g7H8@', 'x'.repeat(250),
+    'u'.repeat(250) + ':' + 'p'.repeat(250) + '@', 'a1'.repeat(128) + '@', 'é', '-', '.', '+', 'A9']
+  const matched = URL_SCANS.map(() => 0)
+  for (let round = 0; round < 3000; round++) {
+    let text = ''
+    for (let k = Math.floor(next() * 16); k > 0; k--) text += pieces[Math.floor(next() * pieces.length)] as string
+    URL_SCANS.forEach((scan, i) => {
+      const near = matchesNear(text, scan.re, literalHits(text, '://'), scan.reach).map((m): [number, string] => [m.index, m[0]])
+      const expected = whole(text, scan.re)
+      assert.deepEqual(near, expected, `${scan.re.source} on ${JSON.stringify(text)}`)
+      matched[i] = (matched[i] ?? 0) + expected.length
+    })
+  }
+  assert.ok(matched.every((n) => n > 100), `each pattern's matches: ${matched.join(', ')}`)
 })
