@@ -12,6 +12,9 @@
  *   concurrency 1 when the same raw undici client sends the call to /mcp (legacy; 2026-07-28) and
  *   the same call to POST /invoke (each era's server upstream), in interleaved blocks (and each
  *   route's p50 with that client).
+ * - 2.5i the floor of 2.5b: the rounds are CPU-bound on the host, so from the CPU per call of each
+ *   process in them (the SDK client loops in this process, the gateway, the echo server), the
+ *   throughput ratio a /mcp that cost the gateway what POST /invoke does would reach.
  * Throughput rounds first, interleaved per era; then the concurrency-1 calls, interleaved, warm.
  */
 import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client'
@@ -116,12 +119,17 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   for (const fn of Object.values(fns)) await fn()
 
   // --- concurrency 16: throughput, per era --------------------------------------------------------
-  const cpu = { legacyMcp: { ms: 0, calls: 0 }, modernMcp: { ms: 0, calls: 0 }, invoke: { ms: 0, calls: 0 } }
+  // CPU of each process in the timed rounds: the gateway, this process (the SDK client loops), the legacy echo server.
+  const zero = (): Cpu => ({ ms: 0, clientMs: 0, serverMs: 0, calls: 0 })
+  const cpu = { legacyMcp: zero(), legacyDirect: zero(), modernMcp: zero(), invoke: zero() }
   const counted = (side: keyof typeof cpu, fn: (seconds: number) => Promise<LoadResult>) => async (seconds: number, warmup: boolean): Promise<LoadResult> => {
-    const g0 = await cpuMs(gw.pid)
+    const [g0, s0, c0] = [await cpuMs(gw.pid), await cpuMs(legacy.child.pid), process.cpuUsage()]
     const r = await fn(seconds)
     if (!warmup) {
+      const c = process.cpuUsage(c0)
+      cpu[side].clientMs += (c.user + c.system) / 1000
       cpu[side].ms += await cpuMs(gw.pid) - g0
+      cpu[side].serverMs += await cpuMs(legacy.child.pid) - s0
       cpu[side].calls += r.requests
     }
     return r
@@ -133,12 +141,18 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     invoke: counted('invoke', async (seconds) => await load({
       url: `${gw.url}/invoke`, method: 'POST', body: JSON.stringify({ name: 'echo__echo', arguments: { text: 'hello' } }), connections: C, seconds
     })),
-    direct: loop(fns.legacyDirect)
+    direct: counted('legacyDirect', loop(fns.legacyDirect))
   }, rounds)
   const modernLoad = await loadInterleaved(ctx, { mcp: counted('modernMcp', loop(fns.modernMcp)), direct: loop(fns.modernDirect) }, rounds)
   const rps = (rs: LoadResult[]): number => median(rs.map((r) => r.rps))
   const bad = [...Object.values(legacyLoad), ...Object.values(modernLoad)].flat().reduce((a, r) => a + r.non2xx + r.errors, 0)
-  const usPerCall = (side: keyof typeof cpu): number => 1000 * cpu[side].ms / Math.max(1, cpu[side].calls)
+  const usPerCall = (side: keyof typeof cpu, of: keyof Cpu = 'ms'): number => 1000 * cpu[side][of] / Math.max(1, cpu[side].calls)
+  // 2.5i: the rounds are CPU-bound on the host's cores, so the throughput ratio is the direct path's CPU per call over the
+  // gateway path's; with the gateway at its POST /invoke cost per call, that is the ratio a /mcp as cheap as /invoke would reach.
+  const directUs = usPerCall('legacyDirect', 'clientMs') + usPerCall('legacyDirect', 'serverMs')
+  const mcpOthersUs = usPerCall('legacyMcp', 'clientMs') + usPerCall('legacyMcp', 'serverMs')
+  const cpuRatio = directUs / (mcpOthersUs + usPerCall('legacyMcp'))
+  const ceiling = directUs / (mcpOthersUs + usPerCall('invoke'))
 
   // --- concurrency 1: added latency, everything interleaved ------------------------------------------
   const c1 = await timeInterleaved(fns, { warmup: 200, reps: REPS, signal: ctx.signal })
@@ -236,6 +250,22 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       target: null,
       notes: `the blocks of 2.5g; p50 ${round(raw.modern!.p50)} vs ${round(raw.invokeModern!.p50)} ms with that client`,
       detail: { p50: round(raw.modern!.p50), invokeP50: round(raw.invokeModern!.p50) }
+    }),
+    makeRow({
+      id: '2.5i',
+      name: 'the floor of 2.5b: the throughput ratio a /mcp costing the gateway what POST /invoke does would reach, from the CPU per call of each process in the rounds of 2.5b',
+      metric: 'ratio',
+      value: ceiling,
+      baseline: null,
+      target: null,
+      notes: `CPU per call, us: direct: SDK client ${round(usPerCall('legacyDirect', 'clientMs'))} + echo server ${round(usPerCall('legacyDirect', 'serverMs'))}; ` +
+        `through /mcp: SDK client ${round(usPerCall('legacyMcp', 'clientMs'))} + gateway ${round(usPerCall('legacyMcp'))} + echo server ${round(usPerCall('legacyMcp', 'serverMs'))}; ` +
+        `POST /invoke's gateway ${round(usPerCall('invoke'))}; the CPU ratio ${round(cpuRatio)} against the measured ${round(rps(legacyLoad.mcp) / rps(legacyLoad.direct))} says how CPU-bound the rounds are; ` +
+        `0.85x would need the gateway under ${round(directUs / 0.85 - mcpOthersUs)} us per call`,
+      detail: { cpuRatio: round(cpuRatio), directUs: round(directUs), mcpOthersUs: round(mcpOthersUs) }
     })
   ]
 }
+
+/** CPU ms in the timed rounds of one side: the gateway's, this process's (the client), the echo server's. */
+interface Cpu { ms: number, clientMs: number, serverMs: number, calls: number }
