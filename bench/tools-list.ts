@@ -20,6 +20,11 @@ const SERVERS = 20
 const TOOLS = 25
 const TENANT = 'bench1'
 const COLD_REPS = 7
+/**
+ * Warm requests per side. A p99 is the 1%-largest: over 1,000 requests the 10th largest, which one
+ * machine hiccup moves; the rows' p99 swung 2-5x between runs of 1,000 (the bare route's too).
+ */
+const WARM_REPS = 5000
 
 const sid = (i: number): string => `s${String(i).padStart(2, '0')}`
 
@@ -67,7 +72,7 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     if (r.status !== 200 || r.body.length !== bytes) throw new Error(`GET /tools -> ${r.status}, ${r.body.length} bytes (expected ${bytes})`)
   }
   const cpu0 = await cpuMs(gw.pid)
-  const warm = await timeInterleaved({ tools: warmList, healthz, bareTools: bareList, bareHealthz }, { warmup: 50, reps: 1000, signal: ctx.signal })
+  const warm = await timeInterleaved({ tools: warmList, healthz, bareTools: bareList, bareHealthz }, { warmup: 50, reps: WARM_REPS, signal: ctx.signal })
   const warmCpuMs = (await cpuMs(gw.pid) - cpu0) / (warm.tools.length + 50)
   ctx.log(`bare: /tools p50 ${round(median(warm.bareTools))} p99 ${round(percentile(warm.bareTools, 99))} ms; healthz p50 ${round(median(warm.bareHealthz))} p99 ${round(percentile(warm.bareHealthz, 99))} ms`)
   ctx.log(`warm: p50 ${round(median(warm.tools))} p99 ${round(percentile(warm.tools, 99))} ms; healthz p50 ${round(median(warm.healthz))} ms`)
