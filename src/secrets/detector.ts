@@ -94,6 +94,10 @@ const START = String.raw`(?:(?<=\\[nrt])|(?<![A-Za-z0-9_.-]))`
 
 const BEARER = new RegExp(START + String.raw`(Bearer[ \t]+)([A-Za-z0-9._~+/-]{1,4096}=*)`, 'gi')
 const BASIC = new RegExp(START + String.raw`(Basic[ \t]+)([A-Za-z0-9+/]{8,4096}={0,2})(?![A-Za-z0-9+/=])`, 'gi')
+// Whether BEARER and BASIC can match: the scheme names in any case (`bEARer` too), in one pass each
+// (cheaper than the two or three `includes` of fixed cases they replaced).
+const BEARER_GATE = /earer/i
+const BASIC_GATE = /asic/i
 
 // scheme://user:password@ (the password may hold an unencoded `@`: the last one before the host counts).
 const URL_USERINFO = /(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,30}:\/\/)([^\s:/?#@'"\\]{0,256}):([^\s/?#'"\\]{1,256})@/g
@@ -297,8 +301,8 @@ function maskPlain (text: string, mask: string): string {
   if (out.includes('=') && (out.includes('?') || out.includes('&'))) {
     out = out.replace(QUERY_PARAM, (m, sep: string, name: string, value: string) => (isQueryCredentialName(name) && !isNotSecretValue(value, mask) ? `${sep}${name}=${mask}` : m))
   }
-  if ((out.includes('arer') && out.includes('earer')) || out.includes('EARER')) out = out.replace(BEARER, (m, scheme: string, token: string) => (looksLikeCredential(token) ? `${scheme}${mask}` : m))
-  if (out.includes('asic') || out.includes('ASIC')) out = out.replace(BASIC, (m, scheme: string, b64: string) => (/^[\x20-\x7e]+:/.test(Buffer.from(b64, 'base64').toString('latin1')) ? `${scheme}${mask}` : m))
+  if (BEARER_GATE.test(out)) out = out.replace(BEARER, (m, scheme: string, token: string) => (looksLikeCredential(token) ? `${scheme}${mask}` : m))
+  if (BASIC_GATE.test(out)) out = out.replace(BASIC, (m, scheme: string, b64: string) => (/^[\x20-\x7e]+:/.test(Buffer.from(b64, 'base64').toString('latin1')) ? `${scheme}${mask}` : m))
   if (out.includes(':') || out.includes('=')) {
     out = maskAssignments(out, mask)
   }
@@ -583,7 +587,7 @@ export const URL_SCANS: ReadonlyArray<{ re: RegExp, reach: Reach }> = [
 
 /** Every pattern the detector runs, for the test that checks they are linear (no nested quantifier). */
 export const PATTERNS: readonly RegExp[] = [
-  TOKEN_FORMATS, TOKEN_FORMATS_AT, BEARER, BASIC, URL_USERINFO, URL_TOKEN_USER, QUERY_PARAM, ASSIGNED_VALUE, FLAG_VALUE, MYSQL_LINE, MYSQL_P,
-  CURL_LINE, CURL_USER, COMMAND_WORDS, COMMAND_NAMES, COMMAND_AT_START, CREDENTIAL_WORD, TOKEN_RUN, TOKEN_CHAR, SEPARATOR, FILLER_WORD, FLAG_AT_END,
-  MYSQL_P_AT_END, CURL_USER_AT_END, LITERAL_RUN, ASCII_LETTER
+  TOKEN_FORMATS, TOKEN_FORMATS_AT, BEARER, BASIC, BEARER_GATE, BASIC_GATE, URL_USERINFO, URL_TOKEN_USER, QUERY_PARAM, ASSIGNED_VALUE, FLAG_VALUE,
+  MYSQL_LINE, MYSQL_P, CURL_LINE, CURL_USER, COMMAND_WORDS, COMMAND_NAMES, COMMAND_AT_START, CREDENTIAL_WORD, TOKEN_RUN, TOKEN_CHAR, SEPARATOR,
+  FILLER_WORD, FLAG_AT_END, MYSQL_P_AT_END, CURL_USER_AT_END, LITERAL_RUN, ASCII_LETTER
 ]

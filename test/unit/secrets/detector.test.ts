@@ -82,6 +82,11 @@ const POSITIVE: Array<[string, string]> = [
   ['Authorization: Basic dXNlcjpwYXNz', 'Authorization: Basic ****'],
   ['proxy-authorization: token ghx-123', 'proxy-authorization: token ****'],
   ['line one\nBearer Zx9_abc.DEF-123', 'line one\nBearer ****'],
+  // an auth scheme's name is case-insensitive (RFC 9110 11.1), in any mix of cases
+  ['X-Upstream-Auth: bEARer Zx9_abc.DEF-123', 'X-Upstream-Auth: bEARer ****'],
+  ['sent BEarer abc.def-12 upstream', 'sent BEarer **** upstream'],
+  ['X-Proxy: bAsIc dXNlcjpwYXNz', 'X-Proxy: bAsIc ****'],
+  ['then BAsic dXNlcjpwYXNz was sent', 'then BAsic **** was sent'],
   ['ok\npassword: x', 'ok\npassword: ****'],
   ['ok\r\n\tapi_key = abc123', 'ok\r\n\tapi_key = ****'],
   // PEM private keys, whole or cut
