@@ -82,32 +82,62 @@ function argumentsValue (raw: unknown): unknown {
   }
 }
 
-/** The stored form of a call: masked, capped, and stripped to metadata with `meta`. */
-export function buildEntry (record: CallRecord, mode: Exclude<JournalMode, 'off'>, instance: string): JournalEntry {
+/** `JSON.stringify` of a string or null. */
+function jsonText (s: string | null): string {
+  return s === null ? 'null' : JSON.stringify(s)
+}
+
+/** A number as JSON writes it (non-finite numbers are null). */
+function jsonNumber (n: number): string {
+  return Number.isFinite(n) ? String(n) : 'null'
+}
+
+// Entries are built in batches on one turn of the event loop: most end in the millisecond the last one did.
+let isoMs = Number.NaN
+let isoText = ''
+
+/** `new Date(ms).toISOString()`, remembered for the last millisecond asked. */
+function isoTime (ms: number): string {
+  if (ms !== isoMs) {
+    isoText = new Date(ms).toISOString()
+    isoMs = ms
+  }
+  return isoText
+}
+
+/**
+ * The stored form of a call (a JournalEntry: masked, capped, and stripped to metadata with `meta`)
+ * as the JSON text the stores keep. Written field by field from each field's own JSON, so the
+ * arguments are serialised once (their text is what argumentsSha256 hashes, and what is stored
+ * when masking their strings found nothing), and no entry object is made per call.
+ */
+export function entryJson (record: CallRecord, mode: Exclude<JournalMode, 'off'>, instance: string): string {
   const args = prepareField(argumentsValue(record.arguments), CAPS.arguments)
   const full = mode === 'full'
-  return {
-    callId: record.callId,
-    ts: new Date(record.endedAt).toISOString(),
-    userId: record.userId ?? null,
-    name: record.name,
-    route: record.route,
-    serverId: record.serverId,
-    arguments: full ? args.stored : null,
+  const error = record.error === null
+    ? 'null'
+    : '{"code":' + JSON.stringify(record.error.code) + ',"message":' + JSON.stringify(maskText(utf8Head(record.error.message, CAPS.output))) + '}'
+  const trace = full && record.trace !== null && record.trace !== undefined ? prepareField(record.trace, CAPS.trace).storedJson : 'null'
+  return '{"callId":' + JSON.stringify(record.callId) +
+    ',"ts":"' + isoTime(record.endedAt) +
+    '","userId":' + jsonText(record.userId ?? null) +
+    ',"name":' + JSON.stringify(record.name) +
+    ',"route":' + jsonText(record.route) +
+    ',"serverId":' + jsonText(record.serverId) +
+    ',"arguments":' + (full ? args.storedJson : 'null') +
     // One-shot hash (Node >= 20.12): no Hash object per entry.
-    argumentsSha256: hash('sha256', args.json, 'hex'),
-    output: full ? prepareText(record.output, CAPS.output) : null,
-    isError: record.isError,
-    error: record.error === null ? null : { code: record.error.code, message: maskText(utf8Head(record.error.message, CAPS.output)) },
-    truncated: record.truncated,
-    trace: full && record.trace !== null && record.trace !== undefined ? prepareField(record.trace, CAPS.trace).stored : null,
-    durationMs: record.durationMs,
-    toolMs: Math.round(record.toolMs * 1000) / 1000,
-    keyId: record.keyId,
-    instance,
-    checkpointId: record.checkpointId,
-    approvalId: record.approvalId,
-    parentCallId: record.parentCallId ?? null,
-    status: record.status ?? null
-  }
+    ',"argumentsSha256":"' + hash('sha256', args.json, 'hex') +
+    '","output":' + (full ? JSON.stringify(prepareText(record.output, CAPS.output)) : 'null') +
+    ',"isError":' + String(record.isError) +
+    ',"error":' + error +
+    ',"truncated":' + String(record.truncated) +
+    ',"trace":' + trace +
+    ',"durationMs":' + jsonNumber(record.durationMs) +
+    ',"toolMs":' + jsonNumber(Math.round(record.toolMs * 1000) / 1000) +
+    ',"keyId":' + jsonText(record.keyId) +
+    ',"instance":' + JSON.stringify(instance) +
+    ',"checkpointId":' + jsonText(record.checkpointId) +
+    ',"approvalId":' + jsonText(record.approvalId) +
+    ',"parentCallId":' + jsonText(record.parentCallId ?? null) +
+    ',"status":' + jsonText(record.status ?? null) + '}'
 }

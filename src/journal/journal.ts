@@ -7,7 +7,7 @@ import type { CallEvent } from '../routing/call-events.js'
 import type { InvokeOutcome } from '../routing/router.js'
 import { actingUserId } from '../routing/tenancy.js'
 import type { Caller } from '../routing/types.js'
-import { buildEntry, GLOBAL_TENANT } from './entry.js'
+import { entryJson, GLOBAL_TENANT } from './entry.js'
 import type { CallRecord, JournalMode } from './entry.js'
 import { decodeCursor, encodeCursor } from './store.js'
 import type { JournalQuery, JournalStore, PendingEntry } from './store.js'
@@ -207,10 +207,8 @@ export class Journal {
     if (this.mode === 'off') return
     for (const call of calls) {
       let json: string
-      let entry
       try {
-        entry = buildEntry(call, this.mode, this.#instance)
-        json = JSON.stringify(entry)
+        json = entryJson(call, this.mode, this.#instance)
       } catch (err) {
         this.#drop(1, err)
         continue

@@ -53,16 +53,19 @@ function safeJson (value: unknown): string {
  * whole value with credentials in its strings masked too, or, over `limit` bytes, a CappedField
  * whose head is masked the same way. `json` is the key-masked JSON text (what argumentsSha256 hashes):
  * string masking runs only on what is kept, so a 10 MB string costs one serialisation, not a regex pass.
+ * `storedJson` is the JSON text of `stored`: `json` itself when masking the strings changed nothing.
  */
-export function prepareField (value: unknown, limit: number): { stored: unknown, json: string } {
+export function prepareField (value: unknown, limit: number): { stored: unknown, json: string, storedJson: string } {
   const keyMasked = maskValue(value, { strings: false })
   const json = safeJson(keyMasked)
   const capped = capField(keyMasked, limit, json)
   if (capped !== keyMasked && capped !== null) {
     const c = capped as CappedField
-    return { stored: { ...c, head: maskText(c.head) }, json }
+    const stored = { ...c, head: maskText(c.head) }
+    return { stored, json, storedJson: JSON.stringify(stored) }
   }
-  return { stored: maskValue(keyMasked, { strings: true }), json }
+  const stored = maskValue(keyMasked, { strings: true })
+  return { stored, json, storedJson: stored === keyMasked ? json : safeJson(stored) }
 }
 
 /** An output string ready to store: capped to `limit` bytes, then its credentials masked. */

@@ -1,7 +1,12 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { buildEntry, CAPS } from '../../../src/journal/entry.js'
-import type { CallRecord } from '../../../src/journal/entry.js'
+import { CAPS, entryJson } from '../../../src/journal/entry.js'
+import type { CallRecord, JournalEntry } from '../../../src/journal/entry.js'
+
+/** An entry as a store keeps it, read back. */
+function buildEntry (r: CallRecord, mode: 'full' | 'meta', instance: string): JournalEntry {
+  return JSON.parse(entryJson(r, mode, instance)) as JournalEntry
+}
 
 // A bash output reaches the journal as JSON text (the tool's result object
 // serialised), so each line after the first follows the two characters `\n` there. The secrets
@@ -117,4 +122,66 @@ test('error messages and traces are masked with the same detector', () => {
   const text = JSON.stringify(entry)
   for (const secret of [SECRETS.bearer, SECRETS.urlPassword, SECRETS.password, SECRETS.dbPassword]) assert.ok(!text.includes(secret), text)
   assert.match(entry.error?.message ?? '', /^upstream said: 401\nAuthorization: Bearer \*\*\*\*\nurl https:\/\/u:\*\*\*\*@h\/$/)
+})
+
+test('the entry is one JSON object with every field, in the documented order, whatever the values', () => {
+  const fields = ['callId', 'ts', 'userId', 'name', 'route', 'serverId', 'arguments', 'argumentsSha256', 'output', 'isError', 'error', 'truncated',
+    'trace', 'durationMs', 'toolMs', 'keyId', 'instance', 'checkpointId', 'approvalId', 'parentCallId', 'status']
+  const odd = 'quote " backslash \\ newline \n tab \t nul \u0000 line sep \u2028 lone \ud800 emoji \u{1F600} </script>'
+  const cyclic: Record<string, unknown> = { a: 1 }
+  cyclic.self = cyclic
+  const records: CallRecord[] = [
+    record({}),
+    record({
+      callId: odd, name: odd, userId: undefined, route: null, keyId: odd, checkpointId: odd, approvalId: odd, parentCallId: odd, status: 'input_required'
+    }),
+    record({ arguments: { text: odd, n: -0, big: 1e300, small: 5e-324, nested: [null, true, { x: odd }] }, output: odd, trace: { steps: [odd] } }),
+    record({ arguments: '{"a": 1}', output: 'x'.repeat(CAPS.output + 10), trace: { big: 'y'.repeat(CAPS.trace + 10) } }),
+    record({
+      arguments: 'not json', isError: true, error: { code: 'GW_X', message: odd }, truncated: true, durationMs: Number.NaN, toolMs: Number.POSITIVE_INFINITY
+    }),
+    record({ arguments: { token: 'ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8', deep: { password: 'hunter2-Secret!' } }, trace: cyclic })
+  ]
+  for (const r of records) {
+    for (const mode of ['full', 'meta'] as const) {
+      const text = entryJson(r, mode, odd)
+      const entry = JSON.parse(text) as Record<string, unknown>
+      assert.deepEqual(Object.keys(entry), fields, text)
+      assert.equal(entry.callId, r.callId)
+      assert.equal(entry.name, r.name)
+      assert.equal(entry.instance, odd)
+      assert.equal(entry.ts, new Date(r.endedAt).toISOString())
+      assert.equal(entry.userId, r.userId ?? null)
+      assert.equal(entry.isError, r.isError)
+      assert.equal(entry.durationMs, Number.isFinite(r.durationMs) ? r.durationMs : null)
+      assert.match(entry.argumentsSha256 as string, /^[0-9a-f]{64}$/)
+      if (mode === 'meta') for (const f of ['arguments', 'output', 'trace']) assert.equal(entry[f], null, f)
+      assert.ok(!text.includes('hunter2-Secret!') && !text.includes('ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8'), text)
+    }
+  }
+  // The values themselves, as JSON gives them back.
+  const odd2 = JSON.parse(entryJson(records[2] as CallRecord, 'full', 'test')) as Record<string, unknown>
+  assert.deepEqual(odd2.arguments, { text: odd, n: 0, big: 1e300, small: 5e-324, nested: [null, true, { x: odd }] })
+  assert.equal(odd2.output, odd)
+  assert.deepEqual(odd2.trace, { steps: [odd] })
+  const capped = JSON.parse(entryJson(records[3] as CallRecord, 'full', 'test')) as Record<string, { $capped?: boolean }>
+  assert.deepEqual(capped.arguments, { a: 1 }, 'arguments a model sent as a JSON string are stored as the object')
+  assert.equal(capped.output?.$capped, true)
+  assert.equal(capped.trace?.$capped, true)
+  const withError = JSON.parse(entryJson(records[4] as CallRecord, 'full', 'test')) as Record<string, unknown>
+  assert.deepEqual(withError.error, { code: 'GW_X', message: odd })
+  assert.equal(withError.arguments, 'not json')
+  assert.equal(withError.toolMs, null)
+  // A cycle is cut at the masking's depth bound; a value JSON cannot hold is described, not the reason the whole entry is lost.
+  const cyclicEntry = JSON.parse(entryJson(records[5] as CallRecord, 'full', 'test')) as Record<string, { a?: number }>
+  assert.equal(cyclicEntry.trace?.a, 1)
+  const bigint = JSON.parse(entryJson(record({ trace: { n: 10n } }), 'full', 'test')) as Record<string, unknown>
+  assert.match(String(bigint.trace), /^\[not serialisable: /)
+})
+
+test('an entry ending in another millisecond has its own time', () => {
+  const a = buildEntry(record({ endedAt: 1_796_585_337_369 }), 'meta', 'test')
+  const b = buildEntry(record({ endedAt: 1_796_585_337_370 }), 'meta', 'test')
+  const c = buildEntry(record({ endedAt: 1_796_585_337_369 }), 'meta', 'test')
+  assert.deepEqual([a.ts, b.ts, c.ts], ['2026-12-06T19:28:57.369Z', '2026-12-06T19:28:57.370Z', '2026-12-06T19:28:57.369Z'])
 })
