@@ -4,4 +4,4 @@
  */
 export { defaultPoolSize, FairWorkerPool } from './pool.js'
 export type { PoolCall, PoolErrors, WorkBudget } from './pool.js'
-export { announceThread, THREAD_PRELUDE } from './thread.js'
+export { announceThread } from './thread.js'

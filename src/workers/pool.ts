@@ -15,8 +15,8 @@ import { threadCpuMs } from './thread.js'
 
 /** How a pool starts its workers. */
 export interface WorkerSpec {
-  /** JavaScript source (evaluated) or a module's file URL. Either posts announceThread's message first, then answers jobs. */
-  source: string | URL
+  /** The worker module's file URL (`new URL('./x-thread.js', import.meta.url)`): it posts announceThread's message first, then answers jobs. */
+  source: URL
   /** Each worker's old-generation heap cap: a huge job cannot take the host's memory. */
   maxOldGenerationSizeMb: number
 }
@@ -87,7 +87,6 @@ export class FairWorkerPool {
 
   #spawn (slot: Slot): Worker {
     const w = new Worker(this.#spec.source, {
-      eval: typeof this.#spec.source === 'string',
       resourceLimits: { maxOldGenerationSizeMb: this.#spec.maxOldGenerationSizeMb }
     })
     w.on('error', () => {})

@@ -22,8 +22,7 @@ export function threadCpuMs (tid: number | undefined): number | undefined {
 /**
  * What a pool's worker does first (FairWorkerPool): tells the pool its kernel thread id, so the
  * pool can read the CPU time the thread uses, and lowers its own priority: Linux's nice value is
- * per thread, so a busy worker yields the CPU to the event loop, which serves every tenant. For a
- * worker written as a module; THREAD_PRELUDE is the same for one evaluated from a string.
+ * per thread, so a busy worker yields the CPU to the event loop, which serves every tenant.
  */
 export function announceThread (port: { postMessage: (msg: unknown) => void }): void {
   try {
@@ -33,14 +32,3 @@ export function announceThread (port: { postMessage: (msg: unknown) => void }): 
     try { setPriority(Number(tid[1]), WORKER_NICE) } catch {}
   } catch {}
 }
-
-/** announceThread as source text, for a worker evaluated from a string (it has `parentPort` in scope). */
-export const THREAD_PRELUDE = `
-try {
-  const tid = /task\\/(\\d+)$/.exec(require('node:fs').readlinkSync('/proc/thread-self'))
-  if (tid !== null) {
-    parentPort.postMessage({ tid: Number(tid[1]) })
-    try { require('node:os').setPriority(Number(tid[1]), ${WORKER_NICE}) } catch {}
-  }
-} catch {}
-`

@@ -1,5 +1,6 @@
 /**
- * Worker threads started by file URL (src/guardrails/offload.ts starts scan-worker.js) must load
+ * Worker threads started by file URL (src/guardrails/offload.ts starts scan-worker.js, grep's
+ * RegexPool match-thread.js) must load
  * in the build, where node runs plain JavaScript without tsx: under tsx the loader finds the .ts
  * beside a `.js` URL, so the suite alone would not notice a URL the build does not have. The
  * sources are compiled file by file as `npm run build` lays them out (esbuild, no bundling: the
@@ -15,7 +16,7 @@ import { build } from 'esbuild'
 
 const ROOT = path.resolve(import.meta.dirname, '../..')
 
-test('the guardrails\' worker loads from the build\'s JavaScript, without tsx', async (t) => {
+test('the guardrails\' and grep\'s workers load from the build\'s JavaScript, without tsx', async (t) => {
   const out = await mkdtemp(path.join(os.tmpdir(), 'tg-build-workers-'))
   t.after(async () => { await rm(out, { recursive: true, force: true }) })
   await build({
@@ -30,15 +31,21 @@ test('the guardrails\' worker loads from the build\'s JavaScript, without tsx', 
   await symlink(path.join(ROOT, 'node_modules'), path.join(out, 'node_modules'))
   const check = `
     import { GuardrailEngine } from './src/guardrails/engine.js'
+    import { RegexPool } from './src/builtin/tools/grep/regex-worker.js'
     const engine = new GuardrailEngine({ offloadMinWeight: 0 })
     const rules = [{ id: 'r', on: 'arguments', check: 'pii', action: 'redact' }]
     const verdict = await engine.arguments(rules, { entry: {}, name: 'n', userId: 'u', signal: new AbortController().signal, value: { a: 'mail jane.doe@example.com' } })
     await engine.close()
-    process.stdout.write(JSON.stringify(verdict))
+    const pool = new RegexPool(1)
+    const file = new TextEncoder().encode('alpha\\nbeta\\r\\ngamma\\n')
+    const grep = await pool.match({ source: 'a', flags: '', room: 2, files: [file] }, { tenant: 't', budget: { leftMs: 5000, wallLeftMs: 15000 } })
+    await pool.close()
+    process.stdout.write(JSON.stringify({ verdict, grep }))
   `
   await writeFile(path.join(out, 'check.mjs'), check)
   // No --import tsx: what `node dist/src/server.js` runs.
-  const verdict = JSON.parse(execFileSync(process.execPath, ['check.mjs'], { cwd: out, encoding: 'utf8', env: { PATH: process.env.PATH ?? '' } }))
+  const { verdict, grep } = JSON.parse(execFileSync(process.execPath, ['check.mjs'], { cwd: out, encoding: 'utf8', env: { PATH: process.env.PATH ?? '' } }))
+  assert.deepEqual(grep, [{ m: [[1, 'alpha'], [2, 'beta']], t: 3 }], 'every match counted, `room` lines kept, the CR cut from the line shown')
   assert.deepEqual(verdict.value, { a: 'mail ****' })
   assert.equal(verdict.reports[0].outcome, 'redacted')
   assert.equal(verdict.reports[0].error, undefined)
