@@ -5,10 +5,10 @@
  * '\r' kept, a final empty line dropped; a line that is not valid UTF-8 never matches), tests the
  * RegExp and answers `{ id, ok, out: [{ m: [[line, content]...], t }] }` with at most `room` lines
  * kept per file (cut to `maxLine` characters) and every match counted in `t`. Started by URL; it
- * imports nothing of the gateway but the thread's announcement.
+ * imports nothing of the gateway but src/workers/ (announceThread).
  */
 import { parentPort } from 'node:worker_threads'
-import { announceThread } from '../../../workers/thread.js'
+import { announceThread } from '../../../workers/index.js'
 
 interface Job { id: number, source: string, flags: string, room: number, maxLine: number, files: Uint8Array[] }
 
