@@ -355,12 +355,14 @@ export class WorkspaceManager {
     const tenantDir = path.join(this.#workspacesDir, tenant)
     const wsDir = path.join(tenantDir, workspaceId)
     await this.#ensureDir(tenantDir, owner, false)
-    const missing = await lstat(wsDir).then(() => false, () => true)
+    const seen = await lstat(wsDir).catch(() => undefined)
+    const missing = seen === undefined
     let real = ''
     const make = async (): Promise<void> => {
       for (let attempt = 1; ; attempt++) {
         try {
-          made.created = await this.#ensureDir(wsDir, owner, true)
+          // The lstat above serves the first look at a workspace in use (realpath below still checks it is no link).
+          made.created = await this.#ensureDir(wsDir, owner, true, attempt === 1 && !missing ? seen : undefined)
           real = await realpath(wsDir)
           return
         } catch (err) {
@@ -436,15 +438,27 @@ export class WorkspaceManager {
   }
 
   /** Makes `dir` when missing (true when it made it) and gives it to the tenant's uid. */
-  async #ensureDir (dir: string, owner: { uid: number, gid: number } | undefined, recursive: boolean): Promise<boolean> {
+  /**
+   * Makes `dir` when it is missing and checks it is a plain directory (hands it to `owner` when it is
+   * another's). Looked at first, made only when missing: on every call of a workspace in use, a
+   * `mkdir` failing with EEXIST cost an error object and one more file-system round trip. `seen`:
+   * its lstat, when the caller has just taken it.
+   */
+  async #ensureDir (dir: string, owner: { uid: number, gid: number } | undefined, recursive: boolean, seen?: Stats): Promise<boolean> {
     let created = false
-    try {
-      await mkdir(dir, { mode: 0o700 })
-      created = true
-    } catch (err) {
-      if (errnoOf(err) !== 'EEXIST') throw new ToolError('Cannot create the workspace directory')
+    let st = seen ?? await lstat(dir).catch((err: unknown) => {
+      if (errnoOf(err) === 'ENOENT') return undefined
+      throw new ToolError('Cannot create the workspace directory')
+    })
+    if (st === undefined) {
+      try {
+        await mkdir(dir, { mode: 0o700 })
+        created = true
+      } catch (err) {
+        if (errnoOf(err) !== 'EEXIST') throw new ToolError('Cannot create the workspace directory')
+      }
+      st = await lstat(dir)
     }
-    const st = await lstat(dir)
     if (!st.isDirectory()) throw new ToolError('Workspace directory is not a plain directory', 'forbidden')
     if (owner === undefined) return created
     if (created) await lchown(dir, owner.uid, owner.gid)

@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtemp, mkdir, rm, stat, symlink, realpath } from 'node:fs/promises'
+import { mkdtemp, mkdir, rm, stat, symlink, realpath, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { WorkspaceManager } from '../../../../src/builtin/workspace/workspaces.js'
@@ -112,6 +112,22 @@ test('a symlink planted as a tenant directory is refused', async (t) => {
   await mkdir(path.join(dir, 'ws'), { recursive: true })
   await symlink(path.join(dir, 'elsewhere'), path.join(dir, 'ws', 'evil'))
   await rejects(mgr.resolve({}, user('evil')), 'forbidden', /plain directory/)
+})
+
+test('a workspace directory swapped for a symlink or a file after its first use is refused, and made anew once removed', async (t) => {
+  const { dir, mgr } = await setup(t)
+  const first = await mgr.resolve({ workspaceId: 'w1' }, user('acme'))
+  assert.equal(first.root, path.join(dir, 'ws', 'acme', 'w1'))
+  await mkdir(path.join(dir, 'elsewhere'), { recursive: true })
+  await rm(first.root, { recursive: true })
+  await symlink(path.join(dir, 'elsewhere'), first.root)
+  await rejects(mgr.resolve({ workspaceId: 'w1' }, user('acme')), 'forbidden', /plain directory/)
+  await rm(first.root)
+  await writeFile(first.root, 'not a directory')
+  await rejects(mgr.resolve({ workspaceId: 'w1' }, user('acme')), 'forbidden', /plain directory/)
+  await rm(first.root)
+  const again = await mgr.resolve({ workspaceId: 'w1' }, user('acme'))
+  assert.ok((await stat(again.root)).isDirectory())
 })
 
 test('TENANT_MAX_WORKSPACES: a tenant\'s next new workspace is refused (tenant-quota), existing ones and other tenants are not', async (t) => {
