@@ -365,6 +365,34 @@ test('read_file e/shadow while e is swapped with links to an outside dir, anothe
   assertNoEscape(r)
 })
 
+test('read_file f, g and k while each is swapped with a link to an outside file, another tenant\'s file and /proc/self/environ: ' +
+  'never outside content', { timeout: 60_000 }, async (t) => {
+  if (!requireDeps(t)) return
+  // The final entry itself swapped: read_file opens it as it is first (O_NOFOLLOW), and only a link found
+  // there is followed, beneath the root, by the read walk.
+  const out = await outsideDir({ secret: `${OUTSIDE_MARKER}\n` })
+  const names = ['f', 'g', 'k']
+  const r = await runAttack(t, {
+    ws: 'read-leaf',
+    calls: 300,
+    swappers: 2,
+    setup: 'for f in f g k; do echo inside > $f; done',
+    pairs: [
+      { name: 'f', other: 'lf', target: join(out, 'secret') },
+      { name: 'g', other: 'lg', target: join(victimRoot, 'x') },
+      { name: 'k', other: 'lk', target: '/proc/self/environ' }
+    ],
+    call: async (i) => await invoke(gateway(), ATTACKER, 'read-leaf', 'read_file', { path: names[i % 3] }),
+    escaped: (res) => {
+      const content = parsed(res)?.content
+      if (content === undefined) return undefined
+      return content === 'inside\n' || content === 'inside' ? undefined : `read returned outside content: ${String(content).slice(0, 200)}`
+    },
+    watch: [out, victimRoot]
+  })
+  assertNoEscape(r)
+})
+
 test('apply_patch "Update File" on f (swapped with a link to /proc/self/environ) and p/environ (p swapped with a link to /proc/self): ' +
   'the gateway environment never reaches the workspace', { timeout: 60_000 }, async (t) => {
   if (!requireDeps(t)) return

@@ -36,6 +36,8 @@ const MAX_SYMLINK_HOPS = 40
 export type Intent =
   /** Read: the final component may be an in-tree symlink (followed, beneath a root). */
   | 'read'
+  /** Read the final entry as it is (not followed; its opener refuses a symlink with O_NOFOLLOW): openForRead's first try. */
+  | 'read-entry'
   /** Change or delete an entry: the final component is taken as it is (a symlink is not followed). */
   | 'write'
   /** Like 'write', and missing parent directories are created (owned by the workspace's owner). */
@@ -146,7 +148,8 @@ export async function locate (ws: Workspace, input: string, intent: Intent): Pro
   let area = areaOf(ws, lexAbs)
   // Relative inputs are resolved lexically first (`a/../b` is `b`), as before: never above the root.
   if (area === undefined || (!path.isAbsolute(input) && area.readRoot !== undefined)) throw escapeError(input)
-  if (intent !== 'read' && area.readRoot !== undefined) throw readOnlyError(input)
+  const reads = intent === 'read' || intent === 'read-entry'
+  if (!reads && area.readRoot !== undefined) throw readOnlyError(input)
   const rel = display(ws, lexAbs, area)
 
   let todo = components(area.base, lexAbs)
@@ -162,7 +165,7 @@ export async function locate (ws: Workspace, input: string, intent: Intent): Pro
       const abs = path.resolve(target)
       const next = areaOf(ws, abs)
       if (next === undefined) throw escapeError(input)
-      if (intent !== 'read' && next.readRoot !== undefined) throw readOnlyError(input)
+      if (!reads && next.readRoot !== undefined) throw readOnlyError(input)
       await dir.close()
       dir = await openBase(next.base)
       area = next
@@ -333,16 +336,16 @@ export async function openFileIn (dir: FileHandle, name: string): Promise<{ fh: 
  * closes `fh`. `allowDirectory` returns a directory too (glob and grep bases).
  */
 export async function openForRead (ws: Workspace, input: string, opts: { allowDirectory?: boolean } = {}): Promise<OpenedFile> {
-  const loc = await locate(ws, input, 'read')
+  // The final entry is opened as it is first: a regular file (nearly every read) needs no readlink. A
+  // symlink there fails that open (ELOOP, O_NOFOLLOW) and is then followed beneath its root by the
+  // read walk, and its target opened the same way.
+  let loc = await locate(ws, input, 'read-entry')
   try {
-    let fh: FileHandle
-    try {
-      // The root itself: /proc/self/fd/N is a magic link to the open directory, so it is reopened
-      // by following it (O_NOFOLLOW would refuse the magic link), which can reach nothing else.
-      fh = await open(at(loc.parent, loc.name), loc.name === '' ? READ_FLAGS & ~O_NOFOLLOW : READ_FLAGS)
-    } catch (err) {
-      if (errnoOf(err) === 'ENOENT' || errnoOf(err) === 'ENOTDIR') throw new ToolError(`File does not exist: ${loc.rel}`)
-      throw fsError(err, loc.rel)
+    let fh = await openEntry(loc, true)
+    if (fh === undefined) {
+      await loc.close()
+      loc = await locate(ws, input, 'read')
+      fh = await openEntry(loc, false) as FileHandle
     }
     try {
       const st = await fh.stat()
@@ -355,6 +358,19 @@ export async function openForRead (ws: Workspace, input: string, opts: { allowDi
     }
   } finally {
     await loc.close()
+  }
+}
+
+/** Opens a located entry for reading; undefined for a symlink when `linkIsMiss` (the caller follows it). */
+async function openEntry (loc: Location, linkIsMiss: boolean): Promise<FileHandle | undefined> {
+  try {
+    // The root itself: /proc/self/fd/N is a magic link to the open directory, so it is reopened
+    // by following it (O_NOFOLLOW would refuse the magic link), which can reach nothing else.
+    return await open(at(loc.parent, loc.name), loc.name === '' ? READ_FLAGS & ~O_NOFOLLOW : READ_FLAGS)
+  } catch (err) {
+    if (linkIsMiss && errnoOf(err) === 'ELOOP') return undefined
+    if (errnoOf(err) === 'ENOENT' || errnoOf(err) === 'ENOTDIR') throw new ToolError(`File does not exist: ${loc.rel}`)
+    throw fsError(err, loc.rel)
   }
 }
 
