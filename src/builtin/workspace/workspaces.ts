@@ -437,10 +437,9 @@ export class WorkspaceManager {
     }
   }
 
-  /** Makes `dir` when missing (true when it made it) and gives it to the tenant's uid. */
   /**
-   * Makes `dir` when it is missing and checks it is a plain directory (hands it to `owner` when it is
-   * another's). Looked at first, made only when missing: on every call of a workspace in use, a
+   * Makes `dir` when it is missing (true when it made it) and checks it is a plain directory, given to
+   * the tenant's uid (handed over when it is another's). Looked at first, made only when missing: on every call of a workspace in use, a
    * `mkdir` failing with EEXIST cost an error object and one more file-system round trip. `seen`:
    * its lstat, when the caller has just taken it.
    */
