@@ -94,16 +94,21 @@ function serialisable (value) {
 let finished = false
 
 /**
- * Sends the script's one answer and exits once it is flushed. Only the first answer counts: a
- * second (a rejection left unhandled after the script already failed) would end the socket again,
- * and a second end() calls back at once, so the process exited before the first answer was out.
+ * Sends the script's one answer and exits once the gateway has read it. Only the first answer
+ * counts: a second (a rejection left unhandled after the script already failed) is dropped. The
+ * exit waits for the gateway to close its end, which it does once it has read ours to its end
+ * (after the answer): exiting as soon as the answer was written let an answer to a call still in
+ * flight meet a closed peer, and the gateway's failed write closed its socket with the script's
+ * answer unread ("exited with status 1 before it answered", seen under load).
  */
 function finish (message, exitCode) {
   if (finished) return
   finished = true
+  if (socket.destroyed) process.exit(exitCode)
+  socket.once('close', () => process.exit(exitCode))
   send(message)
-  socket.end(() => process.exit(exitCode))
-  // The gateway may be gone: exit anyway.
+  socket.end()
+  // The gateway may be gone or never close: exit anyway.
   setTimeout(() => process.exit(exitCode), 2000).unref()
 }
 
