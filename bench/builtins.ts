@@ -11,7 +11,7 @@ import fg from 'fast-glob'
 import { ProcessManager } from '../src/builtin/processes/process-manager.js'
 import { buildBwrapArgs, buildPrlimitArgs } from '../src/builtin/sandbox/bwrap-args.js'
 import { createSandbox } from '../src/builtin/sandbox/create-sandbox.js'
-import { detectHostLayout, writeSyntheticEtc } from '../src/builtin/sandbox/system-files.js'
+import { detectHostLayout, writeSandboxEtc } from '../src/builtin/sandbox/system-files.js'
 import { createBashTool } from '../src/builtin/tools/bash.js'
 import { globTool } from '../src/builtin/tools/glob.js'
 import { rgArgs as toolRgArgs, shellQuote } from '../src/builtin/tools/grep/rg.js'
@@ -142,10 +142,10 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   }
   // The same prlimit + bwrap + sh argv spawned bare: the sandbox's own cost, without the tool.
   const layout = await detectHostLayout()
-  const etc = await writeSyntheticEtc()
+  const etc = await writeSandboxEtc()
   ctx.defer(etc.remove)
   const argv = buildPrlimitArgs(sandbox.limits, ['/usr/bin/bwrap', ...buildBwrapArgs({
-    workspaceRoot: treeWs.root, readRoots: [], cwd: treeWs.root, command: 'true', etcDir: etc.dir, layout, tmpSizeBytes: sandbox.limits.tmpSizeBytes
+    workspaceRoot: treeWs.root, readRoots: [], cwd: treeWs.root, command: 'true', etc, layout, tmpSizeBytes: sandbox.limits.tmpSizeBytes
   })])
   const ids = sandbox.owner !== undefined && process.getuid?.() === 0 ? { uid: sandbox.owner.uid, gid: sandbox.owner.gid } : {}
   const bareBwrap = async (): Promise<void> => {

@@ -14,7 +14,7 @@ import type { Writable } from 'node:stream'
 import { buildBwrapArgs, buildPrlimitArgs } from '../src/builtin/sandbox/bwrap-args.js'
 import { createSandbox } from '../src/builtin/sandbox/create-sandbox.js'
 import { buildSeccompFilter, seccompArgs, writeSeccompFilter } from '../src/builtin/sandbox/seccomp.js'
-import { detectHostLayout, writeSyntheticEtc } from '../src/builtin/sandbox/system-files.js'
+import { detectHostLayout, writeSandboxEtc } from '../src/builtin/sandbox/system-files.js'
 import { rgArgs, shellQuote } from '../src/builtin/tools/grep/rg.js'
 import type { Workspace } from '../src/builtin/types.js'
 import { generateTree } from './fixtures/tree.js'
@@ -46,7 +46,7 @@ await chmod(dir, 0o711)
 const tree = path.join(dir, 'tree')
 await generateTree(tree, { topDirs: 20, subdirs: 50, filesPerDir: 50, needleEvery: 50, seed: 42 })
 await chown(tree, UID, UID)
-const etc = await writeSyntheticEtc()
+const etc = await writeSandboxEtc()
 const layout = await detectHostLayout()
 const filter = buildSeccompFilter()
 const sandbox = await createSandbox({ mode: 'bwrap', cgroupRoot: `${BASE}-sandbox` })
@@ -97,7 +97,7 @@ async function profile (label: string, command: string): Promise<void> {
   const drop = ['/usr/bin/setpriv', `--reuid=${UID}`, `--regid=${UID}`, '--clear-groups', '--']
   const sh = ['/bin/sh', '-c', command]
   const bwrap = (seccomp: boolean): string[] => buildPrlimitArgs(sandbox.limits, ['/usr/bin/bwrap', ...(seccomp ? seccompArgs(3) : []), ...buildBwrapArgs({
-    workspaceRoot: tree, readRoots: [], cwd: tree, command, etcDir: etc.dir, layout, tmpSizeBytes: sandbox.limits.tmpSizeBytes
+    workspaceRoot: tree, readRoots: [], cwd: tree, command, etc, layout, tmpSizeBytes: sandbox.limits.tmpSizeBytes
   })])
   const inGroup = (name: keyof typeof GROUPS, argv: readonly string[]): string[] =>
     ['/bin/sh', '-c', 'for f in "$1" "$2" "$3"; do echo $$ > "$f"; done; shift 3; exec "$@"', 'launch', ...procsFiles(name), ...argv]

@@ -108,8 +108,12 @@ test('another workspace cannot be read by relative or absolute path', async () =
 })
 
 test('host files outside the curated system are absent: /etc/shadow, /root, the project', async () => {
-  const r = await run('cat /etc/shadow; ls /root; ls /work; ls /etc/ssl/private; head -c 100 /etc/passwd')
+  const r = await run('cat /etc/shadow; ls /root; ls /work; ls /etc/ssl/private; head -c 100 /etc/passwd; touch /etc/x /etc/ssl/certs/x; ls /etc')
   assert.match(r.stderr, /\/etc\/shadow: No such file or directory/)
+  // /etc is the gateway's copy and binds, read-only: no tenant can leave a file there for the next one.
+  assert.match(r.stderr, /touch: cannot touch '\/etc\/x': Read-only file system/)
+  assert.match(r.stderr, /touch: cannot touch '\/etc\/ssl\/certs\/x': (?:Read-only file system|No such file or directory)/)
+  assert.match(r.stdout, /^ld\.so\.cache$/m)
   assert.match(r.stderr, /\/etc\/ssl\/private': No such file or directory/)
   assert.ok(!r.stdout.includes('root:x:0:0:root:/root:/bin/bash'), 'the host passwd is visible')
   assert.ok(!existsSync('/etc/shadow') || !r.stdout.includes('root:$'))

@@ -6,27 +6,6 @@ export interface HostLayout {
   symlinks: ReadonlyArray<{ path: string, target: string }>
 }
 
-/** Host /etc entries that programs need and that hold no secrets. Missing ones are skipped (--ro-bind-try). */
-const HOST_ETC_ENTRIES = [
-  '/etc/ld.so.cache',
-  '/etc/ld.so.conf',
-  '/etc/ld.so.conf.d',
-  '/etc/alternatives',
-  // Not all of /etc/ssl: /etc/ssl/private holds host keys.
-  '/etc/ssl/certs',
-  '/etc/ssl/openssl.cnf',
-  '/etc/ca-certificates',
-  '/etc/ca-certificates.conf',
-  '/etc/localtime',
-  '/etc/protocols',
-  '/etc/services',
-  '/etc/mime.types',
-  '/etc/magic'
-] as const
-
-/** Files the sandbox gets generated contents for (never the host's). */
-const SYNTHETIC_ETC_FILES = ['passwd', 'group', 'hosts', 'nsswitch.conf', 'hostname'] as const
-
 export const INNER_UID = 1000
 export const INNER_GID = 1000
 const SANDBOX_PATH = '/usr/local/bin:/usr/bin:/bin'
@@ -38,8 +17,8 @@ export interface BwrapCommand {
   binds?: readonly string[]
   cwd: string
   command: string
-  /** Directory holding SYNTHETIC_ETC_FILES. */
-  etcDir: string
+  /** The sandbox's /etc (system-files.ts writeSandboxEtc): a directory bound read-only, host directories on top. */
+  etc: { dir: string, binds: readonly string[] }
   layout: HostLayout
   tmpSizeBytes: number
 }
@@ -77,8 +56,8 @@ export function buildBwrapArgs (c: BwrapCommand): string[] {
   ]
   for (const d of c.layout.dirs) a.push('--ro-bind', d, d)
   for (const s of c.layout.symlinks) a.push('--symlink', s.target, s.path)
-  for (const e of HOST_ETC_ENTRIES) a.push('--ro-bind-try', e, e)
-  for (const f of SYNTHETIC_ETC_FILES) a.push('--ro-bind', `${c.etcDir}/${f}`, `/etc/${f}`)
+  a.push('--ro-bind', c.etc.dir, '/etc')
+  for (const b of c.etc.binds) a.push('--ro-bind-try', b, b)
   a.push(
     '--proc', '/proc',
     '--dev', '/dev',

@@ -9,7 +9,7 @@ import { runProbe } from './probe.js'
 import { buildSeccompFilter, SECCOMP_UNSUPPORTED_WARNING } from './seccomp.js'
 import { runToCompletion, sandboxFailure } from './run-to-completion.js'
 import { spawnSandboxed, type SpawnConfig } from './spawn.js'
-import { detectHostLayout, writeSyntheticEtc } from './system-files.js'
+import { detectHostLayout, writeSandboxEtc } from './system-files.js'
 import type {
   EffectiveSandboxMode, ExecRequest, ExecResult, Sandbox, SandboxedProcess, SandboxIsolation, SandboxLimits,
   SandboxOptions, SandboxProbe, SandboxStats, SpawnRequest
@@ -203,7 +203,7 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
   const gid = opts.gid ?? (opts.uid !== undefined ? opts.uid : isRoot ? DEFAULT_SANDBOX_UID : myGid)
 
   const layout = await detectHostLayout()
-  const etc = await writeSyntheticEtc()
+  const etc = await writeSandboxEtc()
   const cfg: SpawnConfig = {
     mode: 'bwrap',
     bwrapPath: await findBinary('bwrap', opts.bwrapPath),
@@ -212,7 +212,7 @@ export async function createSandbox (opts: SandboxOptions): Promise<Sandbox> {
     runAsRoot: isRoot ? { fallback: { uid, gid } } : undefined,
     cgroups: undefined,
     limits,
-    etcDir: etc.dir,
+    etc,
     layout,
     seccomp: buildSeccompFilter()
   }

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess, type StdioOptions } from 'node:child_process'
 import { constants } from 'node:os'
 import { PassThrough, type Readable } from 'node:stream'
-import { buildBwrapArgs, buildPrlimitArgs, sandboxEnv, type HostLayout } from './bwrap-args.js'
+import { buildBwrapArgs, buildPrlimitArgs, sandboxEnv, type BwrapCommand, type HostLayout } from './bwrap-args.js'
 import type { Cgroups, CommandGroup } from './cgroups.js'
 import { seccompArgs, writeSeccompFilter } from './seccomp.js'
 import { childPids, signalQuietly, waitForNamespaceEnd } from './kill.js'
@@ -22,7 +22,7 @@ export interface SpawnConfig {
   /** Per-tenant cgroups, when the host has them; undefined = rlimits only. */
   cgroups: Cgroups | undefined
   limits: SandboxLimits
-  etcDir: string
+  etc: BwrapCommand['etc']
   layout: HostLayout
   /** Classic-BPF program handed to bwrap --seccomp on fd 4; undefined = no filter for this arch. */
   seccomp: Buffer | undefined
@@ -141,7 +141,7 @@ export function spawnSandboxed (cfg: SpawnConfig, req: SpawnRequest): SandboxedP
         ...(req.binds !== undefined ? { binds: req.binds } : {}),
         cwd: req.cwd,
         command: req.command,
-        etcDir: cfg.etcDir,
+        etc: cfg.etc,
         layout: cfg.layout,
         tmpSizeBytes: cfg.limits.tmpSizeBytes
       })]

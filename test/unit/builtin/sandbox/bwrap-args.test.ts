@@ -8,7 +8,7 @@ test('bwrap argv: namespaces, no root bind, size before tmpfs, cleared env, work
     readRoots: ['/opt/skills'],
     cwd: '/tmp/ws/sub',
     command: 'echo hi',
-    etcDir: '/tmp/etc',
+    etc: { dir: '/tmp/etc', binds: ['/etc/ssl/certs'] },
     layout: { dirs: [], symlinks: [{ path: '/bin', target: 'usr/bin' }] },
     tmpSizeBytes: 1234
   })
@@ -20,6 +20,9 @@ test('bwrap argv: namespaces, no root bind, size before tmpfs, cleared env, work
   assert.match(s, /--uid 1000 --gid 1000/)
   assert.doesNotMatch(s, /--ro-bind \/ \//)
   assert.doesNotMatch(s, /--bind \/etc /)
+  // One bind for the sandbox's /etc, then the host directories bound over its mount points; no other /etc source.
+  assert.match(s, /--ro-bind \/tmp\/etc \/etc --ro-bind-try \/etc\/ssl\/certs \/etc\/ssl\/certs /)
+  assert.deepEqual(a.filter((x) => x.startsWith('/etc')), ['/etc', '/etc/ssl/certs', '/etc/ssl/certs'])
   assert.match(s, /--size 1234 --tmpfs \/tmp/)
   assert.match(s, /--ro-bind \/opt\/skills \/opt\/skills/)
   assert.ok(a.indexOf('--tmpfs') < a.indexOf('--bind'), 'workspace bound after the private /tmp')

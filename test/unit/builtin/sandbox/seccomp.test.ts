@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
 import { buildBwrapArgs, buildPrlimitArgs, type HostLayout } from '../../../../src/builtin/sandbox/bwrap-args.js'
-import { detectHostLayout, writeSyntheticEtc } from '../../../../src/builtin/sandbox/system-files.js'
+import { detectHostLayout, writeSandboxEtc, type SandboxEtc } from '../../../../src/builtin/sandbox/system-files.js'
 import {
   ALLOWED_PERSONAS, AUDIT_ARCH, CLONE_NEWUSER, DENIED_SYSCALLS, SECCOMP_ARCHES, SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO,
   SECCOMP_RET_KILL_PROCESS, SYSCALL_NUMBERS, buildSeccompFilter, seccompArgs, writeSeccompFilter,
@@ -193,13 +193,13 @@ const UID = 61_377 // a uid no other test file uses
 const LIMITS = { cpuSeconds: 60, fileSizeBytes: 1 << 20, maxProcesses: 64, openFiles: 256, memoryBytes: 1 << 30, tmpSizeBytes: 16 << 20 }
 const native = (SECCOMP_ARCHES as readonly string[]).includes(process.arch) ? process.arch as SeccompArch : undefined
 let base: string
-let etc: { dir: string, remove: () => Promise<void> }
+let etc: SandboxEtc
 let layout: HostLayout
 
 before(async () => {
   base = await realpath(await mkdtemp(join(tmpdir(), 'tg-seccomp-')))
   await chmod(base, 0o755)
-  etc = await writeSyntheticEtc()
+  etc = await writeSandboxEtc()
   layout = await detectHostLayout()
 })
 
@@ -216,7 +216,7 @@ interface Ran { code: number | null, signal: NodeJS.Signals | null, stdout: stri
  */
 function sandboxed (command: string, filter: Buffer | undefined, likeSpawner = false): Promise<Ran> {
   const args = buildBwrapArgs({
-    workspaceRoot: base, readRoots: [], cwd: base, command, etcDir: etc.dir, layout, tmpSizeBytes: 16 * 1024 * 1024
+    workspaceRoot: base, readRoots: [], cwd: base, command, etc, layout, tmpSizeBytes: 16 * 1024 * 1024
   })
   const fd = likeSpawner ? 4 : 3
   const bwrapArgs = [...(likeSpawner ? ['--info-fd', '3'] : []), ...(filter === undefined ? [] : seccompArgs(fd)), ...args]
