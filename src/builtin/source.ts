@@ -66,20 +66,20 @@ export class BuiltinSource extends StaticSource {
 
   async call (entry: CatalogEntry, args: Record<string, unknown>, ctx: CallContext): Promise<ToolOutcome> {
     const tool = entry.ref as BuiltinTool
-    const timing: CallTiming = { asked: performance.now() }
-    const outcome = await this.#call(tool, args, ctx, timing)
-    outcome.trace = traceOf(tool, ctx, outcome, timing)
+    const record: CallRecord = { asked: performance.now() }
+    const outcome = await this.#call(tool, args, ctx, record)
+    outcome.trace = traceOf(tool, ctx, outcome, record)
     return outcome
   }
 
-  async #call (tool: BuiltinTool, args: Record<string, unknown>, ctx: CallContext, timing: CallTiming): Promise<ToolOutcome> {
+  async #call (tool: BuiltinTool, args: Record<string, unknown>, ctx: CallContext, record: CallRecord): Promise<ToolOutcome> {
     try {
       const workspace = await this.#workspaces.resolve(ctx.workspace, ctx.caller)
       const run = async (lease?: LeaseContext): Promise<ToolOutcome> => {
         // Under a cluster lease the tool also stops when the lease is lost: another instance may be writing.
         const signal = lease === undefined ? ctx.signal : AbortSignal.any([ctx.signal, lease.signal])
         let value: unknown
-        timing.started = performance.now()
+        record.started = performance.now()
         try {
           value = await tool.run(args, { workspace, signal, ...(this.#usage !== undefined ? { usage: this.#usage } : {}) })
         } catch (err) {
@@ -88,22 +88,24 @@ export class BuiltinSource extends StaticSource {
           }
           throw err
         } finally {
-          timing.ended = performance.now()
+          record.ended = performance.now()
         }
         // Built-in results are JSON and must stay valid JSON under the cap (docs/ARCHITECTURE.md#result-and-trace): their long
         // fields are trimmed here, before the router's generic cut of the text could break them.
         // The workspace's cap is the server's, or lower when the request asked for less.
+        // Its JSON is the value the router writes as the output: the result is not serialised a second time.
         const fitted = fitJsonValue(value, workspace.limits.outputMaxChars)
-        return { ok: true, value: fitted.value, ...(fitted.truncated ? { truncated: true } : {}) }
+        record.result = fitted.value
+        return { ok: true, value: fitted.text ?? fitted.value, ...(fitted.truncated ? { truncated: true } : {}) }
       }
       if (!tool.mutates(args)) return await run()
       const lockOpts = { signal: ctx.signal }
-      timing.lockAsked = performance.now()
+      record.lockAsked = performance.now()
       if (ctx.workspace.checkpoint !== true) {
-        return await this.#writes.run(workspaceWriteKey(workspace), async (lease) => { timing.locked = performance.now(); return await run(lease) }, lockOpts)
+        return await this.#writes.run(workspaceWriteKey(workspace), async (lease) => { record.locked = performance.now(); return await run(lease) }, lockOpts)
       }
       return await this.#writes.run(workspaceWriteKey(workspace), async (lease) => {
-        timing.locked = performance.now()
+        record.locked = performance.now()
         // Taken inside the lock, so the checkpoint is exactly the tree the tool starts from.
         const checkpointId = await this.#takeCheckpoint(workspace, ctx)
         const outcome = await run(lease).catch((err: unknown): ToolOutcome => {
@@ -136,27 +138,29 @@ export class BuiltinSource extends StaticSource {
   }
 }
 
-/** When a built-in call asked for its lock, got it, and ran (performance.now() times). */
-interface CallTiming {
+/** What a call's trace is made of: where its time went, and the tool's result (the outcome carries the result's JSON). */
+interface CallRecord {
+  /** When the call asked for its lock, got it, and ran (performance.now() times). */
   asked: number
   lockAsked?: number
   locked?: number
   started?: number
   ended?: number
+  result?: unknown
 }
 
 const ms = (from: number, to: number): number => Math.round((to - from) * 1000) / 1000
 
 /** The call's trace: what the tool did, from its result (never its content), and where the time went. */
-function traceOf (tool: BuiltinTool, ctx: CallContext, outcome: ToolOutcome, timing: CallTiming): BuiltinTrace {
+function traceOf (tool: BuiltinTool, ctx: CallContext, outcome: ToolOutcome, record: CallRecord): BuiltinTrace {
   const trace: BuiltinTrace = {
     tool: tool.name,
     workspaceId: ctx.workspace.workspaceRoot !== undefined ? '(workspaceRoot)' : ctx.workspace.workspaceId ?? 'default',
-    toolMs: timing.started !== undefined && timing.ended !== undefined ? ms(timing.started, timing.ended) : 0
+    toolMs: record.started !== undefined && record.ended !== undefined ? ms(record.started, record.ended) : 0
   }
-  if (timing.lockAsked !== undefined && timing.locked !== undefined) trace.lockWaitMs = ms(timing.lockAsked, timing.locked)
+  if (record.lockAsked !== undefined && record.locked !== undefined) trace.lockWaitMs = ms(record.lockAsked, record.locked)
   if (outcome.ok) {
-    const result = summarizeResult(outcome.value)
+    const result = summarizeResult(record.result)
     if (result !== undefined) trace.result = result
     if (outcome.truncated === true) trace.truncated = true
   } else {

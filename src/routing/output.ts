@@ -146,11 +146,12 @@ const put = (slot: Slot, v: unknown): void => { (slot.parent as Record<string | 
  * valid JSON under the cap). The largest string is cut around a marker inside it (head and tail
  * kept); when an array of many small items is what is large, its last items are dropped. This
  * repeats until the JSON fits; a plain object result gets `truncated: true`. Best effort: when
- * keys and numbers alone exceed `max`, the smallest value it reached is returned.
+ * keys and numbers alone exceed `max`, the smallest value it reached is returned. `text` is the
+ * returned value's JSON (undefined for a value JSON cannot write), so that no caller writes it again.
  */
-export function fitJsonValue (value: unknown, max: number): { value: unknown, truncated: boolean } {
-  const text = JSON.stringify(value)
-  if (text === undefined || text.length <= max) return { value, truncated: false }
+export function fitJsonValue (value: unknown, max: number): { value: unknown, truncated: boolean, text: string | undefined } {
+  const text = JSON.stringify(value) as string | undefined
+  if (text === undefined || text.length <= max) return { value, truncated: false, text }
   // A deep copy that is plain JSON: the tool's own objects are not changed.
   const root = { v: JSON.parse(text) as unknown }
   const isRecord = root.v !== null && typeof root.v === 'object' && !Array.isArray(root.v)
@@ -182,5 +183,5 @@ export function fitJsonValue (value: unknown, max: number): { value: unknown, tr
     length = JSON.stringify(root.v).length
   }
   if (isRecord) (root.v as Record<string, unknown>).truncated = true
-  return { value: root.v, truncated: true }
+  return { value: root.v, truncated: true, text: JSON.stringify(root.v) }
 }
