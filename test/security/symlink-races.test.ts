@@ -337,6 +337,13 @@ async function blank (root: string, rel: string): Promise<void> {
 }
 
 /** `e` swaps with a link to `out`, `v` with a link to the victim tenant's workspace. */
+/** A read_file answer that escaped: any content but the "inside" every planted file holds (a refusal is no escape). */
+function readOutside (res: InvokeResult): string | undefined {
+  const content = parsed(res)?.content
+  if (content === undefined) return undefined
+  return content === 'inside\n' || content === 'inside' ? undefined : `read returned outside content: ${String(content).slice(0, 200)}`
+}
+
 function outsideAndVictim (out: string): SwapPair[] {
   return [{ name: 'e', other: 'le', target: out }, { name: 'v', other: 'lv', target: victimRoot }]
 }
@@ -355,11 +362,7 @@ test('read_file e/shadow while e is swapped with links to an outside dir, anothe
     pairs: [...outsideAndVictim(out), { name: 'h', other: 'lh', target: '/etc' }],
     call: async (i) => await invoke(gateway(), ATTACKER, 'read', 'read_file', { path: paths[i % 3] }),
     // The only content inside is "inside": anything else (host /etc/shadow) came from outside.
-    escaped: (res) => {
-      const content = parsed(res)?.content
-      if (content === undefined) return undefined
-      return content === 'inside\n' || content === 'inside' ? undefined : `read returned outside content: ${String(content)}`
-    },
+    escaped: readOutside,
     watch: [out, victimRoot]
   })
   assertNoEscape(r)
@@ -383,11 +386,7 @@ test('read_file f, g and k while each is swapped with a link to an outside file,
       { name: 'k', other: 'lk', target: '/proc/self/environ' }
     ],
     call: async (i) => await invoke(gateway(), ATTACKER, 'read-leaf', 'read_file', { path: names[i % 3] }),
-    escaped: (res) => {
-      const content = parsed(res)?.content
-      if (content === undefined) return undefined
-      return content === 'inside\n' || content === 'inside' ? undefined : `read returned outside content: ${String(content).slice(0, 200)}`
-    },
+    escaped: readOutside,
     watch: [out, victimRoot]
   })
   assertNoEscape(r)
