@@ -106,8 +106,7 @@ export async function writeSandboxEtc (hostEtc = '/etc', bounds: EtcCopyBounds =
       const st = await stat(join(hostEtc, entry)).catch(() => undefined)
       if (st?.isDirectory() !== true) continue
       await makeParent(dir, entry)
-      await mkdir(join(dir, entry), { mode: 0o755 })
-      await chmod(join(dir, entry), 0o755)
+      await makeDir(join(dir, entry))
       binds.push(join(hostEtc, entry))
     }
     return { dir, binds, remove }
@@ -117,12 +116,16 @@ export async function writeSandboxEtc (hostEtc = '/etc', bounds: EtcCopyBounds =
   }
 }
 
-/** The directories above `entry` (ssl/ for ssl/certs) in `dir`, searchable whatever the gateway's umask. */
+/** A directory of the copy, 0755 whatever the gateway's umask (the sandbox uid searches it as "others"). */
+async function makeDir (path: string, recursive = false): Promise<void> {
+  await mkdir(path, { recursive })
+  await chmod(path, 0o755)
+}
+
+/** The directories above `entry` (ssl/ for ssl/certs) in `dir`. */
 async function makeParent (dir: string, entry: string): Promise<void> {
   const parent = dirname(join(dir, entry))
-  if (parent === dir) return
-  await mkdir(parent, { recursive: true })
-  await chmod(parent, 0o755)
+  if (parent !== dir) await makeDir(parent, true)
 }
 
 /** Copies one host entry (a regular file or a directory's tree) within the budget; what the sandbox uid could not read is left out. */
@@ -138,8 +141,7 @@ async function copyEntry (from: string, to: string, st: Stats, depth: number, bu
   }
   if (!st.isDirectory() || (st.mode & (OTHERS_READ | OTHERS_SEARCH)) !== (OTHERS_READ | OTHERS_SEARCH) || depth >= budget.depth) return
   budget.entries--
-  await mkdir(to, { mode: 0o755 })
-  await chmod(to, 0o755)
+  await makeDir(to)
   for (const name of await readdir(from)) {
     if (budget.entries <= 0) return
     const source = join(from, name)
