@@ -22,10 +22,10 @@
  */
 
 import { isQueryCredentialName, isSecretName } from './names.js'
-import { literalHits, replaceNear } from './scan-near.js'
-import type { Reach } from './scan-near.js'
+import { replaceMatches } from './scan-near.js'
 import { COMMAND_AT_START, COMMAND_NAMES, COMMAND_WORDS, commandWords, hasTokenRun } from './starts.js'
 import { isNameChar, maskTokenFormats, TOKEN_FORMATS, TOKEN_FORMATS_AT } from './tokens.js'
+import { tokenUserMatches, URL_PATTERNS, userinfoMatches } from './urls.js'
 
 /** What a secret is replaced with in the journal and the approvals view (documented in the README). */
 export const MASK = '****'
@@ -98,15 +98,9 @@ const BASIC = new RegExp(START + String.raw`(Basic[ \t]+)([A-Za-z0-9+/]{8,4096}=
 // (cheaper than the two or three `includes` of fixed cases they replaced).
 const BEARER_GATE = /earer/i
 const BASIC_GATE = /asic/i
+// Either scheme name: most texts have neither, and one pass tells (each gate then runs only where one is).
+const SCHEME_GATE = /earer|asic/i
 
-// scheme://user:password@ (the password may hold an unencoded `@`: the last one before the host counts).
-const URL_USERINFO = /(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,30}:\/\/)([^\s:/?#@'"\\]{0,256}):([^\s/?#'"\\]{1,256})@/g
-// scheme://<token>@ (a token as the user: `https://ghp_x@github.com`, `https://<40 hex>@host`).
-const URL_TOKEN_USER = /(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,30}:\/\/)([A-Za-z0-9._~-]{16,256})@/g
-// Both open with a lookbehind, tried at every position: they run only near a `://` (scan-near.ts), which every match holds
-// after a scheme of at most 31 characters (10 KiB of this README with its links: 140 us for the detector, 52 of them these two).
-const USERINFO_REACH: Reach = { maxMatch: 31 + 3 + 256 + 1 + 256 + 1, maxHint: 3, lead: 31, behind: 1, ahead: 0 }
-const TOKEN_USER_REACH: Reach = { maxMatch: 31 + 3 + 256 + 1, maxHint: 3, lead: 31, behind: 1, ahead: 0 }
 const QUERY_PARAM = /([?&])([^\s=&#?'"\\]{1,128})=([^\s&#'"\\]{1,4096})/g
 
 // NAME<sep>VALUE: `KEY=v`, `key: v`, `key := v`, `"key": "v"` in non-JSON text, `--key=v`, with
@@ -123,6 +117,8 @@ const MYSQL_LINE = /(?<![A-Za-z0-9_-])(?:mysql|mysqldump|mysqladmin|mysqlsh|mysq
 const MYSQL_P = /(?<=[ \t])-p(['"]?)([^\s'"]{1,256})/g
 // curl -u user:password / --user user:password, on a line that runs curl.
 const CURL_LINE = /(?<![A-Za-z0-9_-])curl(?![A-Za-z0-9_-])/
+const MYSQL_LINES = new RegExp(MYSQL_LINE.source, 'g') // this and CURL_LINES as onLines scans them
+const CURL_LINES = new RegExp(CURL_LINE.source, 'g')
 const CURL_USER = /(?<=[ \t])(-u|-U|--user|--proxy-user)([ \t]*|=)(['"]?)([^\s:'"]{0,256}):([^\s'"]{1,256})/g
 // A credential word, after which a random-looking token is masked (api key(s), access key(s), auth, authorization, secret,
 // secret key(s), secrets, token(s), password(s), passwd, passphrase, credential(s), bearer). Grouped by first letter (the
@@ -184,10 +180,25 @@ function maskPem (text: string, mask: string): string {
   return out + text.slice(from)
 }
 
-/** `fn` applied to each line of `text` that `marker` finds (a curl or mysql command line). */
+/**
+ * `fn` applied to each line of `text` that `marker` (global) finds (a curl or mysql command line),
+ * the other lines kept as they are. The marker runs once over the whole text: its lookbehind and
+ * lookahead see a newline or the text's ends where a line's own would see its ends, which none of
+ * them can continue, so it matches in the lines a test of each line would.
+ */
 function onLines (text: string, marker: RegExp, fn: (line: string) => string): string {
-  if (!marker.test(text)) return text
-  return text.split('\n').map((line) => (marker.test(line) ? fn(line) : line)).join('\n')
+  let out = ''
+  let from = 0
+  marker.lastIndex = 0
+  for (let m = marker.exec(text); m !== null; m = marker.exec(text)) {
+    const start = text.lastIndexOf('\n', m.index - 1) + 1
+    const newline = text.indexOf('\n', m.index)
+    const end = newline < 0 ? text.length : newline
+    out += text.slice(from, start) + fn(text.slice(start, end))
+    from = end
+    marker.lastIndex = end
+  }
+  return from === 0 ? text : out + text.slice(from)
 }
 
 /** Random-looking tokens within a few filler words after a credential word ("the API token is 9fQ..."). */
@@ -294,15 +305,16 @@ function maskPlain (text: string, mask: string): string {
   const longRun = hasTokenRun(out, 16)
   if (longRun) out = maskTokenFormats(out, mask)
   if (out.includes('://')) {
-    out = replaceNear(out, URL_USERINFO, literalHits(out, '://'), USERINFO_REACH, ([m, scheme, user, pw]) =>
+    out = replaceMatches(out, userinfoMatches(out), ([m, scheme, user, pw]) =>
       (isNotSecretValue(pw as string, mask) ? m : `${scheme as string}${user as string}:${mask}@`))
-    out = replaceNear(out, URL_TOKEN_USER, literalHits(out, '://'), TOKEN_USER_REACH, ([m, scheme, user]) => (looksRandom(user as string) ? `${scheme as string}${mask}@` : m))
+    out = replaceMatches(out, tokenUserMatches(out), ([m, scheme, user]) => (looksRandom(user as string) ? `${scheme as string}${mask}@` : m))
   }
   if (out.includes('=') && (out.includes('?') || out.includes('&'))) {
     out = out.replace(QUERY_PARAM, (m, sep: string, name: string, value: string) => (isQueryCredentialName(name) && !isNotSecretValue(value, mask) ? `${sep}${name}=${mask}` : m))
   }
-  if (BEARER_GATE.test(out)) out = out.replace(BEARER, (m, scheme: string, token: string) => (looksLikeCredential(token) ? `${scheme}${mask}` : m))
-  if (BASIC_GATE.test(out)) out = out.replace(BASIC, (m, scheme: string, b64: string) => (/^[\x20-\x7e]+:/.test(Buffer.from(b64, 'base64').toString('latin1')) ? `${scheme}${mask}` : m))
+  const scheme = SCHEME_GATE.test(out)
+  if (scheme && BEARER_GATE.test(out)) out = out.replace(BEARER, (m, scheme: string, token: string) => (looksLikeCredential(token) ? `${scheme}${mask}` : m))
+  if (scheme && BASIC_GATE.test(out)) out = out.replace(BASIC, (m, scheme: string, b64: string) => (/^[\x20-\x7e]+:/.test(Buffer.from(b64, 'base64').toString('latin1')) ? `${scheme}${mask}` : m))
   if (out.includes(':') || out.includes('=')) {
     out = maskAssignments(out, mask)
   }
@@ -315,11 +327,11 @@ function maskPlain (text: string, mask: string): string {
   }
   if (commands.mysql) {
     const before = out
-    out = onLines(out, MYSQL_LINE, (line) => line.replace(MYSQL_P, (m, quote: string, pw: string) => (isNotSecretValue(pw, mask) ? m : `-p${quote}${mask}`)))
+    out = onLines(out, MYSQL_LINES, (line) => line.replace(MYSQL_P, (m, quote: string, pw: string) => (isNotSecretValue(pw, mask) ? m : `-p${quote}${mask}`)))
     if (out !== before) commands = commandWords(out)
   }
   if (commands.curl) {
-    out = onLines(out, CURL_LINE, (line) => line.replace(CURL_USER, (m, flag: string, sep: string, quote: string, user: string, pw: string) => {
+    out = onLines(out, CURL_LINES, (line) => line.replace(CURL_USER, (m, flag: string, sep: string, quote: string, user: string, pw: string) => {
       if (isNotSecretValue(pw, mask) || (/^\d+$/.test(user) && /^\d+$/.test(pw))) return m
       return `${flag}${sep}${quote}${user}:${mask}`
     }))
@@ -580,14 +592,9 @@ function hidesSecret (name: string, v: unknown): boolean {
   return !(typeof v === 'string' && isWorkingDirectory(name, v))
 }
 
-/** The patterns run near `://` and their reach: the test compares matchesNear with a whole scan. */
-export const URL_SCANS: ReadonlyArray<{ re: RegExp, reach: Reach }> = [
-  { re: URL_USERINFO, reach: USERINFO_REACH }, { re: URL_TOKEN_USER, reach: TOKEN_USER_REACH }
-]
-
 /** Every pattern the detector runs, for the test that checks they are linear (no nested quantifier). */
 export const PATTERNS: readonly RegExp[] = [
-  TOKEN_FORMATS, TOKEN_FORMATS_AT, BEARER, BASIC, BEARER_GATE, BASIC_GATE, URL_USERINFO, URL_TOKEN_USER, QUERY_PARAM, ASSIGNED_VALUE, FLAG_VALUE,
-  MYSQL_LINE, MYSQL_P, CURL_LINE, CURL_USER, COMMAND_WORDS, COMMAND_NAMES, COMMAND_AT_START, CREDENTIAL_WORD, TOKEN_RUN, TOKEN_CHAR, SEPARATOR,
-  FILLER_WORD, FLAG_AT_END, MYSQL_P_AT_END, CURL_USER_AT_END, LITERAL_RUN, ASCII_LETTER
+  TOKEN_FORMATS, TOKEN_FORMATS_AT, BEARER, BASIC, BEARER_GATE, BASIC_GATE, SCHEME_GATE, ...URL_PATTERNS, QUERY_PARAM, ASSIGNED_VALUE,
+  FLAG_VALUE, MYSQL_LINE, MYSQL_LINES, MYSQL_P, CURL_LINE, CURL_LINES, CURL_USER, COMMAND_WORDS, COMMAND_NAMES, COMMAND_AT_START, CREDENTIAL_WORD,
+  TOKEN_RUN, TOKEN_CHAR, SEPARATOR, FILLER_WORD, FLAG_AT_END, MYSQL_P_AT_END, CURL_USER_AT_END, LITERAL_RUN, ASCII_LETTER
 ]

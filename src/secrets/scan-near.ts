@@ -81,15 +81,11 @@ export function matchesNear (text: string, re: RegExp, hits: readonly number[], 
   return found
 }
 
-/**
- * `text.replace(re, fn)` for a global pattern that matchesNear can run near `hits` (see there): each match goes to `fn`
- * (its `index` in `text`), the text between matches is kept. Where hits are more than one per 64 characters, the whole
- * text is scanned instead (a window per hit costs more there; the matches are the same).
- */
-export function replaceNear (text: string, re: RegExp, hits: readonly number[], reach: Reach, fn: (m: RegExpMatchArray) => string): string {
+/** `text` with each of `matches` (in order, not overlapping; `index` in `text`) replaced by what `fn` makes of it, the rest kept. */
+export function replaceMatches (text: string, matches: Iterable<RegExpMatchArray>, fn: (m: RegExpMatchArray) => string): string {
   let out = ''
   let from = 0
-  for (const m of hits.length > text.length / 64 ? text.matchAll(re) : matchesNear(text, re, hits, reach)) {
+  for (const m of matches) {
     const at = m.index as number
     out += text.slice(from, at) + fn(m)
     from = at + m[0].length

@@ -382,3 +382,27 @@ test('separators, flags, curl and mysql lines as the whole-text patterns read th
   ]
   for (const [input, expected] of cases) assert.equal(maskText(input), expected, input)
 })
+
+test('curl and mysql credentials masked on the lines that run them, wherever the line is, and only there', () => {
+  const text = [
+    'curl -u ops:first-Pw-1 https://a', // the first line
+    'echo -u x:not-a-command-line',
+    '  mysql -u root -pLine3Pw db\r', // a CRLF line
+    'notes: -pNotMySQL and -u y:z',
+    'echo start && curl -s --user "bob:pw-123" https://x && mysql -pAlso4',
+    'mysqlx -pNoTool curl2 -u a:b', // names glued to other characters run nothing
+    'sudo -u admin:before-Pw-8 curl https://b', // a credential before the command's name, on its line
+    'last: curl -u eve:end-Pw-7' // the last line, no newline after it
+  ].join('\n')
+  const expected = [
+    'curl -u ops:**** https://a',
+    'echo -u x:not-a-command-line',
+    '  mysql -u root -p**** db\r',
+    'notes: -pNotMySQL and -u y:z',
+    'echo start && curl -s --user "bob:****" https://x && mysql -p****',
+    'mysqlx -pNoTool curl2 -u a:b',
+    'sudo -u admin:**** curl https://b',
+    'last: curl -u eve:****'
+  ].join('\n')
+  assert.equal(maskText(text), expected)
+})

@@ -6,8 +6,9 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { EMAIL, emailMatches, NEAR_SCANS } from '../../../src/guardrails/pii.js'
-import { URL_SCANS } from '../../../src/secrets/detector.js'
-import { literalHits, matchesNear } from '../../../src/secrets/scan-near.js'
+import { schemeStarts, URL_SCANS } from '../../../src/secrets/urls.js'
+import { literalHits, matchesNear, replaceMatches } from '../../../src/secrets/scan-near.js'
+import { matchesFrom } from '../../../src/secrets/starts.js'
 
 /** A deterministic generator (xorshift), so a failure names a reproducible seed. */
 function rng (seed: number): () => number {
@@ -74,9 +75,9 @@ test('matchesNear: windows far apart and close together, a match across two hits
   assert.deepEqual(matchesNear(text, re, [], reach), [])
 })
 
-test('the secret detector\'s URL patterns near each `://` find what a whole scan finds, on random texts of schemes, users, passwords and @s', () => {
+test('the secret detector\'s URL patterns tried where the scheme before each `://` starts find what a whole scan finds, on random texts of schemes, users, passwords and @s', () => {
   const next = rng(3)
-  const pieces = ['https://', 'postgres://', 'x+y.z-1://', 'a'.repeat(31) + '://', 'b'.repeat(32) + '://', '://', ':', '@', '/', '?', '#', ' ', '"', "'", '\\',
+  const pieces = ['https://', 'postgres://', 'x+y.z-1://', 'a'.repeat(31) + '://', 'b'.repeat(32) + '://', 'c'.repeat(30) + '://', '1a://', '+', '9', '://', ':', '@', '/', '?', '#', ' ', '"', "'", '\\',
     'user', 'pw', 'user:pw@', ':s3cret@', 'ghp_' + 'a1B2'.repeat(6), 'a1B2c3D4e5F6g7H8@', 'x'.repeat(250),
     'u'.repeat(250) + ':' + 'p'.repeat(250) + '@', 'a1'.repeat(128) + '@', 'é', '-', '.', '+', 'A9']
   const matched = URL_SCANS.map(() => 0)
@@ -84,11 +85,18 @@ test('the secret detector\'s URL patterns near each `://` find what a whole scan
     let text = ''
     for (let k = Math.floor(next() * 16); k > 0; k--) text += pieces[Math.floor(next() * pieces.length)] as string
     URL_SCANS.forEach((scan, i) => {
-      const near = matchesNear(text, scan.re, literalHits(text, '://'), scan.reach).map((m): [number, string] => [m.index, m[0]])
+      const near = matchesFrom(text, scan.sticky, schemeStarts(text)).map((m): [number, string] => [m.index, m[0]])
       const expected = whole(text, scan.re)
       assert.deepEqual(near, expected, `${scan.re.source} on ${JSON.stringify(text)}`)
       matched[i] = (matched[i] ?? 0) + expected.length
     })
   }
   assert.ok(matched.every((n) => n > 100), `each pattern's matches: ${matched.join(', ')}`)
+})
+
+test('replaceMatches: each match replaced in order, the text between kept, the text itself when there is none', () => {
+  const text = 'a1 b22 c333'
+  assert.equal(replaceMatches(text, text.matchAll(/\d+/g), (m) => `<${m[0].length}>`), 'a<1> b<2> c<3>')
+  const none = 'no digits'
+  assert.equal(replaceMatches(none, none.matchAll(/\d+/g), () => 'x'), none)
 })
