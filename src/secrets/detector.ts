@@ -312,9 +312,9 @@ function maskPlain (text: string, mask: string): string {
   if (out.includes('=') && (out.includes('?') || out.includes('&'))) {
     out = out.replace(QUERY_PARAM, (m, sep: string, name: string, value: string) => (isQueryCredentialName(name) && !isNotSecretValue(value, mask) ? `${sep}${name}=${mask}` : m))
   }
-  const scheme = SCHEME_GATE.test(out)
-  if (scheme && BEARER_GATE.test(out)) out = out.replace(BEARER, (m, scheme: string, token: string) => (looksLikeCredential(token) ? `${scheme}${mask}` : m))
-  if (scheme && BASIC_GATE.test(out)) out = out.replace(BASIC, (m, scheme: string, b64: string) => (/^[\x20-\x7e]+:/.test(Buffer.from(b64, 'base64').toString('latin1')) ? `${scheme}${mask}` : m))
+  const schemeName = SCHEME_GATE.test(out)
+  if (schemeName && BEARER_GATE.test(out)) out = out.replace(BEARER, (m, scheme: string, token: string) => (looksLikeCredential(token) ? `${scheme}${mask}` : m))
+  if (schemeName && BASIC_GATE.test(out)) out = out.replace(BASIC, (m, scheme: string, b64: string) => (/^[\x20-\x7e]+:/.test(Buffer.from(b64, 'base64').toString('latin1')) ? `${scheme}${mask}` : m))
   if (out.includes(':') || out.includes('=')) {
     out = maskAssignments(out, mask)
   }

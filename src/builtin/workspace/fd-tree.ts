@@ -345,7 +345,7 @@ export async function openForRead (ws: Workspace, input: string, opts: { allowDi
     if (fh === undefined) {
       await loc.close()
       loc = await locate(ws, input, 'read')
-      fh = await openEntry(loc, false) as FileHandle
+      fh = await openEntry(loc, false)
     }
     try {
       const st = await fh.stat()
@@ -362,6 +362,8 @@ export async function openForRead (ws: Workspace, input: string, opts: { allowDi
 }
 
 /** Opens a located entry for reading; undefined for a symlink when `linkIsMiss` (the caller follows it). */
+async function openEntry (loc: Location, linkIsMiss: true): Promise<FileHandle | undefined>
+async function openEntry (loc: Location, linkIsMiss: false): Promise<FileHandle>
 async function openEntry (loc: Location, linkIsMiss: boolean): Promise<FileHandle | undefined> {
   try {
     // The root itself: /proc/self/fd/N is a magic link to the open directory, so it is reopened
