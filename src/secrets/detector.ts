@@ -181,18 +181,18 @@ function maskPem (text: string, mask: string): string {
 }
 
 /**
- * `fn` applied to each line of `text` that `marker` (global) finds (a curl or mysql command line),
- * the other lines kept as they are. The marker runs once over the whole text: its lookbehind and
- * lookahead see a newline or the text's ends where a line's own would see its ends, which none of
- * them can continue, so it matches in the lines a test of each line would.
+ * `fn` applied to each line of `text` that `marker` (global) finds (a curl or mysql command line), the rest kept. One
+ * scan of the text: its look-arounds see a newline where a line's own see its ends, so it hits the lines a test of each would.
  */
 function onLines (text: string, marker: RegExp, fn: (line: string) => string): string {
   let out = ''
   let from = 0
   marker.lastIndex = 0
-  for (let m = marker.exec(text); m !== null; m = marker.exec(text)) {
-    const start = text.lastIndexOf('\n', m.index - 1) + 1
-    const newline = text.indexOf('\n', m.index)
+  // `test` (no match array): the match's last character, before lastIndex, is on its line.
+  while (marker.test(text)) {
+    const inLine = marker.lastIndex - 1
+    const start = text.lastIndexOf('\n', inLine) + 1
+    const newline = text.indexOf('\n', inLine)
     const end = newline < 0 ? text.length : newline
     out += text.slice(from, start) + fn(text.slice(start, end))
     from = end

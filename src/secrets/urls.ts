@@ -22,14 +22,15 @@ function isSchemeChar (c: number): boolean {
 }
 
 /**
- * Where URL_USERINFO and URL_TOKEN_USER can start (sorted): one place per `://`, the start of the
- * run of scheme characters right before it, when that run is 1 to 31 characters long and starts
- * with a letter. Every match holds a `://` right after its scheme (no scheme character is `:` or
- * `/`), and the lookbehind lets a match start only where such a run starts: no other place can.
+ * Where URL_USERINFO and URL_TOKEN_USER can start (sorted), given the `://`s of the text: one place
+ * per `://`, the start of the run of scheme characters right before it, when that run is 1 to 31
+ * characters long and starts with a letter. Every match holds a `://` right after its scheme (no
+ * scheme character is `:` or `/`), and the lookbehind lets a match start only where such a run
+ * starts: no other place can.
  */
-export function schemeStarts (text: string): number[] {
+export function schemeStarts (text: string, hits: readonly number[] = literalHits(text, '://')): number[] {
   const starts: number[] = []
-  for (const h of literalHits(text, '://')) {
+  for (const h of hits) {
     let s = h
     while (s > 0 && h - s < 32 && isSchemeChar(text.charCodeAt(s - 1))) s--
     const first = text.charCodeAt(s)
@@ -38,19 +39,30 @@ export function schemeStarts (text: string): number[] {
   return starts
 }
 
-/** URL_USERINFO's matches in `text`: what a global scan finds. */
+/** More `://`s than one per this many characters: the whole-text scan is cheaper than an attempt at each (a text made of them). */
+const DENSE = 64
+
+/** The matches of a URL pattern in `text` (what a global scan finds): its sticky copy tried at schemeStarts, or the scan itself where `://`s are dense. */
+function urlMatches (text: string, re: RegExp, sticky: RegExp): RegExpExecArray[] {
+  const hits = literalHits(text, '://')
+  if (hits.length > text.length / DENSE) return [...text.matchAll(re)]
+  return matchesFrom(text, sticky, schemeStarts(text, hits))
+}
+
+/** URL_USERINFO's matches in `text`. */
 export function userinfoMatches (text: string): RegExpExecArray[] {
-  return matchesFrom(text, URL_USERINFO_AT, schemeStarts(text))
+  return urlMatches(text, URL_USERINFO, URL_USERINFO_AT)
 }
 
-/** URL_TOKEN_USER's matches in `text`: what a global scan finds. */
+/** URL_TOKEN_USER's matches in `text`. */
 export function tokenUserMatches (text: string): RegExpExecArray[] {
-  return matchesFrom(text, URL_TOKEN_USER_AT, schemeStarts(text))
+  return urlMatches(text, URL_TOKEN_USER, URL_TOKEN_USER_AT)
 }
 
-/** The patterns, each with its sticky copy tried at schemeStarts: the test compares the two. */
-export const URL_SCANS: ReadonlyArray<{ re: RegExp, sticky: RegExp }> = [
-  { re: URL_USERINFO, sticky: URL_USERINFO_AT }, { re: URL_TOKEN_USER, sticky: URL_TOKEN_USER_AT }
+/** The patterns, each with its sticky copy tried at schemeStarts and what the detector runs: the test compares them with a scan. */
+export const URL_SCANS: ReadonlyArray<{ re: RegExp, sticky: RegExp, matches: (text: string) => RegExpExecArray[] }> = [
+  { re: URL_USERINFO, sticky: URL_USERINFO_AT, matches: userinfoMatches },
+  { re: URL_TOKEN_USER, sticky: URL_TOKEN_USER_AT, matches: tokenUserMatches }
 ]
 
 /** Every pattern here, for the detector's test that checks they are linear. */

@@ -88,6 +88,8 @@ test('the secret detector\'s URL patterns tried where the scheme before each `:/
       const near = matchesFrom(text, scan.sticky, schemeStarts(text)).map((m): [number, string] => [m.index, m[0]])
       const expected = whole(text, scan.re)
       assert.deepEqual(near, expected, `${scan.re.source} on ${JSON.stringify(text)}`)
+      // What the detector runs: the same attempts, or the scan itself where the text is dense with `://`.
+      assert.deepEqual(scan.matches(text).map((m): [number, string] => [m.index, m[0]]), expected, `${scan.re.source} on ${JSON.stringify(text)}`)
       matched[i] = (matched[i] ?? 0) + expected.length
     })
   }
