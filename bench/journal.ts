@@ -4,12 +4,19 @@
  * off), loaded in interleaved rounds; the figure is server CPU time per request (/proc), steadier
  * than req/s on a shared machine. With Redis reachable (BENCH_REDIS_URL, default
  * redis://127.0.0.1:6379) the same pair runs on Redis Streams too.
+ *
+ * 16.4: what the journal pays to mask a stored output (JOURNAL=full masks every call's output, up
+ * to 16 KiB, after the response), in process: the secret detector over 12 KB of a real project's
+ * README (picomatch's, the replay fixture: prose, code blocks, links) vs JSON.stringify of the same
+ * text (what storing it costs unmasked), alternating rounds; the notes give 12 KB of its source.
  */
+import { readFile } from 'node:fs/promises'
 import path from 'node:path'
+import { maskText } from '../src/secrets/detector.js'
 import { deleteKeys, redisReachable } from '../scripts/lib/redis-keys.js'
 import { closeHttp, cpuMs, gatewayEnv, httpOk, load, loadInterleaved, REPO_ROOT, startGateway } from './fixtures/procs.js'
 import type { LoadResult } from './fixtures/procs.js'
-import { makeRow, median } from './stats.js'
+import { makeRow, median, round } from './stats.js'
 import type { BenchContext, Row } from './types.js'
 
 const CONNECTIONS = 10
@@ -68,5 +75,40 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   const rows = [row('16.1', 'memory ring', 'memory-full', 'memory-off')]
   if (withRedis) rows.push(row('16.2', 'Redis Streams', 'redis-full', 'redis-off'))
   else rows.push(makeRow({ id: '16.2', name: 'the same on Redis Streams', metric: '-', value: null, baseline: null, target: null, notes: `no Redis at ${REDIS_URL}` }))
+  rows.push(await maskingRow(ctx))
   return rows
+}
+
+/** CPU microseconds per call of `fn`, over `n` calls. */
+function cpuPerCall (n: number, fn: () => unknown): number {
+  const before = process.cpuUsage()
+  for (let i = 0; i < n; i++) fn()
+  const used = process.cpuUsage(before)
+  return (used.user + used.system) / n
+}
+
+async function maskingRow (ctx: BenchContext): Promise<Row> {
+  const fixture = path.join(REPO_ROOT, 'bench/fixtures/replay/picomatch')
+  const readme = (await readFile(path.join(fixture, 'README.md'), 'utf8')).slice(0, 12_000)
+  const source = (await readFile(path.join(fixture, 'lib/parse.js'), 'utf8')).slice(0, 12_000)
+  // Warm-up: the detector's patterns and functions compiled before the first timed round.
+  for (let i = 0; i < 2000 && !ctx.signal.aborted; i++) { maskText(readme); maskText(source); JSON.stringify(readme) }
+  const masked: number[] = []
+  const stringified: number[] = []
+  const code: number[] = []
+  for (let r = 0; r < 9 && !ctx.signal.aborted; r++) {
+    masked.push(cpuPerCall(200, () => maskText(readme)))
+    stringified.push(cpuPerCall(200, () => JSON.stringify(readme)))
+    code.push(cpuPerCall(200, () => maskText(source)))
+  }
+  return makeRow({
+    id: '16.4',
+    name: 'the journal\'s masking of a stored output: the secret detector over 12 KB of a project\'s README vs JSON.stringify of it',
+    metric: 'CPU us/call (median of 9 x 200)',
+    value: round(median(masked)),
+    baseline: round(median(stringified)),
+    target: null,
+    notes: `in process, alternating rounds; bench/fixtures/replay/picomatch/README.md, its first ${readme.length} characters; ` +
+      `12 KB of its lib/parse.js: ${round(median(code))} us; runs ${masked.map(round).join(', ')}`
+  })
 }
