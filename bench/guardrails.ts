@@ -23,7 +23,7 @@ import type { CheckedResult } from '../src/routing/guardrails.js'
 import type { Guardrail } from '../src/routing/policy.js'
 import type { CatalogEntry } from '../src/routing/source.js'
 import { REPO_ROOT } from './fixtures/procs.js'
-import { makeRow, median, round } from './stats.js'
+import { cpuPerCall, makeRow, median, round } from './stats.js'
 import type { BenchContext, Row } from './types.js'
 
 const ENTRY: CatalogEntry = {
@@ -46,14 +46,6 @@ function result10k (): string {
     else lines.push(`-rw-r--r-- 1 dev dev  ${1200 + i * 7} Dec  6 09:${String(i % 60).padStart(2, '0')} src/module-${i}/index.ts`)
   }
   return lines.join('\n').slice(0, 10 * 1024)
-}
-
-/** CPU microseconds per iteration of `fn` over `n` iterations (user + system, this process). */
-async function cpuPerCall (n: number, fn: () => Promise<unknown>): Promise<number> {
-  const before = process.cpuUsage()
-  for (let i = 0; i < n; i++) await fn()
-  const used = process.cpuUsage(before)
-  return (used.user + used.system) / n
 }
 
 export async function run (ctx: BenchContext): Promise<Row[]> {

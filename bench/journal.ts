@@ -16,7 +16,7 @@ import { maskText } from '../src/secrets/detector.js'
 import { deleteKeys, redisReachable } from '../scripts/lib/redis-keys.js'
 import { closeHttp, cpuMs, gatewayEnv, httpOk, load, loadInterleaved, REPO_ROOT, startGateway } from './fixtures/procs.js'
 import type { LoadResult } from './fixtures/procs.js'
-import { makeRow, median, round } from './stats.js'
+import { cpuPerCall, makeRow, median, round } from './stats.js'
 import type { BenchContext, Row } from './types.js'
 
 const CONNECTIONS = 10
@@ -79,14 +79,6 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   return rows
 }
 
-/** CPU microseconds per call of `fn`, over `n` calls. */
-function cpuPerCall (n: number, fn: () => unknown): number {
-  const before = process.cpuUsage()
-  for (let i = 0; i < n; i++) fn()
-  const used = process.cpuUsage(before)
-  return (used.user + used.system) / n
-}
-
 async function maskingRow (ctx: BenchContext): Promise<Row> {
   const fixture = path.join(REPO_ROOT, 'bench/fixtures/replay/picomatch')
   const readme = (await readFile(path.join(fixture, 'README.md'), 'utf8')).slice(0, 12_000)
@@ -97,9 +89,9 @@ async function maskingRow (ctx: BenchContext): Promise<Row> {
   const stringified: number[] = []
   const code: number[] = []
   for (let r = 0; r < 9 && !ctx.signal.aborted; r++) {
-    masked.push(cpuPerCall(200, () => maskText(readme)))
-    stringified.push(cpuPerCall(200, () => JSON.stringify(readme)))
-    code.push(cpuPerCall(200, () => maskText(source)))
+    masked.push(await cpuPerCall(200, () => maskText(readme)))
+    stringified.push(await cpuPerCall(200, () => JSON.stringify(readme)))
+    code.push(await cpuPerCall(200, () => maskText(source)))
   }
   return makeRow({
     id: '16.4',

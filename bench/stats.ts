@@ -24,6 +24,14 @@ export async function timeMs (fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - t0
 }
 
+/** CPU microseconds per iteration of `fn` over `n` iterations (user + system, this process), each awaited. */
+export async function cpuPerCall (n: number, fn: () => unknown): Promise<number> {
+  const before = process.cpuUsage()
+  for (let i = 0; i < n; i++) await fn()
+  const used = process.cpuUsage(before)
+  return (used.user + used.system) / n
+}
+
 export interface PairOptions {
   /** Untimed runs of each side first (JIT, page cache, first spawn). */
   warmup: number

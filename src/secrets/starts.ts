@@ -11,8 +11,8 @@
  * the result is the same either way.
  */
 
-/** More candidates than one per this many characters: the whole-text scan is cheaper. */
-const DENSE = 64
+/** More candidates than one per this many characters: the whole-text scan is cheaper (here and in urls.ts). */
+export const DENSE = 64
 
 /**
  * Prefixes of the token formats with a `_` (detector.ts's TOKEN_FORMATS: `ghp_`, `github_pat_`,

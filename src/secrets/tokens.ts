@@ -5,6 +5,7 @@
  * prefix is (starts.ts), or on the whole text where those are many.
  */
 
+import { replaceMatches } from './scan-near.js'
 import { matchesFrom, tokenFormatStarts } from './starts.js'
 
 /**
@@ -57,12 +58,5 @@ function keepsToken (m: string, at: number, all: string): boolean {
 export function maskTokenFormats (text: string, mask: string): string {
   const starts = tokenFormatStarts(text)
   if (starts === undefined) return text.replace(TOKEN_FORMATS, (m: string, at: number, all: string) => (keepsToken(m, at, all) ? m : mask))
-  let out = ''
-  let from = 0
-  for (const m of matchesFrom(text, TOKEN_FORMATS_AT, starts)) {
-    if (keepsToken(m[0], m.index, text)) continue
-    out += text.slice(from, m.index) + mask
-    from = m.index + m[0].length
-  }
-  return from === 0 ? text : out + text.slice(from)
+  return replaceMatches(text, matchesFrom(text, TOKEN_FORMATS_AT, starts).filter((m) => !keepsToken(m[0], m.index, text)), () => mask)
 }

@@ -5,7 +5,7 @@
  */
 
 import { literalHits } from './scan-near.js'
-import { matchesFrom } from './starts.js'
+import { DENSE, matchesFrom } from './starts.js'
 
 // scheme://user:password@ (the password may hold an unencoded `@`: the last one before the host counts).
 const URL_USERINFO = /(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]{0,30}:\/\/)([^\s:/?#@'"\\]{0,256}):([^\s/?#'"\\]{1,256})@/g
@@ -38,9 +38,6 @@ export function schemeStarts (text: string, hits: readonly number[] = literalHit
   }
   return starts
 }
-
-/** More `://`s than one per this many characters: the whole-text scan is cheaper than an attempt at each (a text made of them). */
-const DENSE = 64
 
 /** The matches of a URL pattern in `text` (what a global scan finds): its sticky copy tried at schemeStarts, or the scan itself where `://`s are dense. */
 function urlMatches (text: string, re: RegExp, sticky: RegExp): RegExpExecArray[] {
