@@ -1,5 +1,5 @@
 import fp from 'fastify-plugin'
-import type { FastifyError, FastifyInstance } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { HttpError, toHttpErrorBody } from '../src/errors.js'
 import type { HttpErrorCode } from '../src/errors.js'
 
@@ -23,6 +23,27 @@ export function fromFastifyError (err: FastifyError | HttpError): unknown {
   if (code === undefined) return err
   return new HttpError(code, code === 'GW_MALFORMED_JSON' ? `Malformed JSON body: ${err.message}` : err.message)
 }
+
+/**
+ * Fastify's `frameworkErrors` (a factory option, src/app.ts): the refusals its router makes before any route, hook or
+ * error handler, in the gateway's one shape. Fastify's own answers carried its FST_ code and the whole path, up to the
+ * header size, in the message.
+ */
+export function frameworkErrorReply (err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  let refusal: HttpError | FastifyError = err
+  if (err.code === 'FST_ERR_BAD_URL') {
+    refusal = new HttpError('GW_BAD_REQUEST', 'The request path is not valid: a malformed percent-encoding (%XX) or an invalid UTF-8 sequence')
+  } else if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    // 414 URI Too Long, as Fastify answers it, with the gateway's code for a bad request.
+    refusal = Object.assign(new Error(`A path parameter is longer than the router's limit of ${MAX_PARAM_LENGTH} characters`), { statusCode: 414 }) as FastifyError
+  }
+  const body = toHttpErrorBody(refusal)
+  if (body.statusCode >= 500) request.log.error({ err }, 'request failed')
+  reply.code(body.statusCode).type('application/json').send(body)
+}
+
+/** The longest path parameter the router takes (a task handle is a few hundred characters: GET /users/{u}/tasks/{taskId}). */
+export const MAX_PARAM_LENGTH = 2048
 
 /**
  * Every error leaves in one JSON shape `{ statusCode, code, error, message }` with a stable

@@ -28,7 +28,9 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
     requestState: app.services.mcpRequestState,
     clientRequests: app.services.mcpClientRequests,
     ...opts,
-    onError: (err, what) => app.log.error({ err }, what)
+    onError: (err, what) => app.log.error({ err }, what),
+    // Logged as the other refusals of these routes are (the error handler below): the client's mistake, at info.
+    onRefused: (err, what) => app.log.info({ reason: err instanceof Error ? err.message : String(err) }, what)
   })
   // SSE streams would keep the HTTP server from closing; the calls in flight are answered during the drain, before onClose.
   app.addHook('preClose', async () => { await endpoint.closeStreams() })
@@ -36,6 +38,8 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
 
   // Malformed JSON is a JSON-RPC parse error here (-32700, toJsonRpcRefusal), and a POST needs a body.
   await app.register(jsonBodyPlugin, { malformed: 'Parse error', emptyIsMalformed: (request) => request.method === 'POST' })
+  // MCP messages are JSON only: a text/plain body is refused here (415, the gateway's code in `data`), as any other type is.
+  app.removeContentTypeParser('text/plain')
 
   app.setErrorHandler((err: FastifyError | HttpError, request, reply) => {
     const body = jsonRpcRefusalBody(err, request.body)

@@ -17,7 +17,7 @@ import requestLogPlugin from '../plugins/request-log.js'
 import bodyTimeoutPlugin from '../plugins/body-timeout.js'
 import jsonBodyPlugin from '../plugins/json-body.js'
 import docsPlugin from '../plugins/docs.js'
-import errorsPlugin from '../plugins/errors.js'
+import errorsPlugin, { frameworkErrorReply, MAX_PARAM_LENGTH } from '../plugins/errors.js'
 import servicesPlugin from '../plugins/services.js'
 import tracingPlugin from '../plugins/tracing.js'
 import metricsPlugin from '../plugins/metrics.js'
@@ -79,7 +79,9 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
     bodyLimit: config.bodyLimitBytes,
     // A path parameter may be an MCP task handle (GET /users/{u}/tasks/{taskId}: a few hundred
     // characters, src/mcp-server/tasks.ts); each route's schema still bounds its own parameters.
-    routerOptions: { maxParamLength: 2048 },
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // A path that is not valid percent-encoding, or a parameter over that limit: the gateway's error shape, not Fastify's.
+    frameworkErrors: frameworkErrorReply,
     // TRUST_PROXY: a hop count or the proxies' addresses; never `true` (any client could name its own address).
     trustProxy: trustProxyOf(config.trustProxy),
     // Slow or stalled uploads (slowloris) are cut off instead of holding a socket forever.

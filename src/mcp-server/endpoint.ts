@@ -42,6 +42,8 @@ export interface McpEndpointOptions {
   /** While a listing is watched, its upstream servers' tool list changes are listened for (ListChangedNotifierOptions). */
   watchServers?: (tenant: string | undefined, serverIds: readonly string[]) => () => void
   onError?: (err: unknown, what: string) => void
+  /** A request the MCP SDK refused with a 4xx of its own (a client's mistake, not a failure); default onError. */
+  onRefused?: (err: unknown, what: string) => void
   /** Seals the requestState handles of upstream `input_required` rounds; default one with a per-process key. */
   requestState?: RequestStateSealer | undefined
   /** The requests sent to legacy clients during their calls, and their answers (any instance's); default one of this endpoint's own. */
@@ -142,7 +144,7 @@ export class McpEndpoint {
       ...(opts.watchServers ? { watchServers: opts.watchServers } : {}),
       onError: (err) => this.#onError(err, 'list_changed check failed')
     })
-    this.#modern = new ModernMcp((err, what) => this.#onError(err, what))
+    this.#modern = new ModernMcp((err, what) => this.#onError(err, what), opts.onRefused ?? ((err, what) => this.#onError(err, what)))
     this.#leanPath = opts.lean ?? true
     this.#sharedServers = [
       createSharedMcpServer('legacy', (ctx) => this.#sharedLegacy.exchangeOf(ctx.mcpReq.id)),
@@ -298,6 +300,8 @@ export class McpEndpoint {
    * request id, like the SDK's own header checks. False when it answered.
    */
   async #paramHeadersAgree (req: IncomingMessage, res: ServerResponse, body: unknown, ex: McpExchange, signal: AbortSignal): Promise<boolean> {
+    // No body, `null` or a batch is no single call: the SDK answers it (400 -32600), not this check.
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) return true
     const call = body as { id?: unknown, method?: unknown, params?: { name?: unknown, arguments?: unknown } }
     if (call.method !== 'tools/call' || typeof call.params?.name !== 'string') return true
     const declared = await this.#paramHeaders(ex, call.params.name, signal)

@@ -21,8 +21,12 @@ export class ModernMcp {
   readonly #exchanges = new WeakMap<Request, GatewayMcpServerOptions>()
   readonly #onError: (err: Error) => void
 
-  constructor (onError: (err: unknown, what: string) => void) {
-    this.#onError = (err) => onError(err, 'MCP (2026-07-28) request failed')
+  constructor (onError: (err: unknown, what: string) => void, onRefused: (err: unknown, what: string) => void = onError) {
+    // The SDK reports the requests it refuses (a 4xx it answers itself) through the same callback as its failures.
+    this.#onError = (err) => {
+      if (isInboundRefusal(err)) onRefused(err, 'MCP (2026-07-28) request refused')
+      else onError(err, 'MCP (2026-07-28) request failed')
+    }
     this.#handler = createMcpHandler((ctx) => this.#server(ctx), { legacy: 'reject', onerror: this.#onError })
   }
 
@@ -72,3 +76,14 @@ export class ModernMcp {
     await this.#handler.close()
   }
 }
+
+/**
+ * The SDK entry's reports of requests it refused with a 4xx of its own (`createMcpHandler`: a body that is no JSON-RPC
+ * message or an empty batch, a 2025-era request on its modern-only entry, a content type or Accept it does not serve):
+ * the client's mistake, not the gateway's failure. Its messages are the only mark (the reports are plain Errors);
+ * test/http/plugins/request-log.test.ts pins them to the SDK version installed.
+ */
+function isInboundRefusal (err: unknown): boolean {
+  return err instanceof Error && INBOUND_REFUSAL.test(err.message)
+}
+const INBOUND_REFUSAL = /^(?:Rejected inbound request \(|Rejected 2025-era request |Unsupported Media Type: |Not Acceptable: )/

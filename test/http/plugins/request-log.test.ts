@@ -70,3 +70,26 @@ test('credentials in the logged URL and in a refusal message are redacted by the
   const text = JSON.stringify(lines)
   for (const secret of [pat, 'k-12345678']) assert.ok(!text.includes(secret), `${secret} logged: ${text}`)
 })
+
+test('/mcp: a request the MCP SDK refuses is logged as a refusal (info), not as an error', async (t) => {
+  const { app, lines } = await loggedApp(t)
+  const post = async (payload: string, headers: Record<string, string> = {}): Promise<number> => (await app.inject({
+    method: 'POST',
+    url: '/mcp',
+    headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json', 'mcp-protocol-version': '2026-07-28', ...headers },
+    payload
+  })).statusCode
+  // No JSON-RPC message, an empty batch (the SDK's entry refuses both), and a body that is not JSON-typed.
+  assert.equal(await post('{}'), 400)
+  assert.equal(await post('[]'), 400)
+  assert.equal(await post('{"jsonrpc":"2.0","id":1,"method":"tools/list"}', { 'content-type': 'text/plain' }), 415)
+  const errors = lines.filter((l) => l.level >= 50)
+  assert.deepEqual(errors, [], 'a client\'s malformed request is not an error of the gateway')
+  const refused = lines.filter((l) => l.msg === 'MCP (2026-07-28) request refused')
+  assert.equal(refused.length, 2, JSON.stringify(lines.map((l) => l.msg)))
+  assert.ok(refused.every((l) => l.level === 30 && typeof l.reason === 'string' && l.reason.startsWith('Rejected inbound request')), JSON.stringify(refused))
+  // The text/plain body never reached the SDK: the gateway's own 415, its code in the JSON-RPC error's data.
+  const headers = { accept: 'application/json, text/event-stream', 'content-type': 'text/plain' }
+  const plain = await app.inject({ method: 'POST', url: '/mcp', headers, payload: '{}' })
+  assert.equal(plain.json<{ error: { data: { code: string } } }>().error.data.code, 'GW_UNSUPPORTED_MEDIA_TYPE')
+})
