@@ -8,6 +8,10 @@
  * (OTEL_EXPORTER_OTLP_ENDPOINT, the default http/protobuf) on a loopback receiver in this process
  * that accepts every export and discards it, loaded in the same interleaved rounds; its CPU per
  * request beside 1.4's gateway, whose tracing is off (no OTEL_* variable set).
+ *
+ * 1.4b: a fourth gateway, the same but for JOURNAL=off, in the same rounds: what 1.4 is without the
+ * invocation journal (on by default, JOURNAL=full; its own cost is row 16.1's target), so a miss of
+ * 1.4 is split, in the run that measured it, between the journal and the rest of the request path.
  */
 import { createServer } from 'node:http'
 import path from 'node:path'
@@ -63,13 +67,20 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '4096'
   }), 'gateway-traced')
   await httpOk('POST', `${traced.url}/invoke`, JSON.parse(BODY))
-  const unpin = pinServers([gw.pid, bare.pid, traced.pid])
+  const unjournaled = await startGateway(ctx, gatewayEnv(ctx, {
+    FUNCTIONS_DIR: path.join(REPO_ROOT, 'bench/fixtures/functions'),
+    WORKSPACES_DIR: path.join(ctx.tmpDir, 'workspaces-unjournaled'),
+    JOURNAL: 'off'
+  }), 'gateway-unjournaled')
+  await httpOk('POST', `${unjournaled.url}/invoke`, JSON.parse(BODY))
+  const unpin = pinServers([gw.pid, bare.pid, traced.pid, unjournaled.pid])
   if (unpin !== undefined) ctx.defer(unpin)
   const pinned = unpin !== undefined ? 'the servers pinned to CPU 0, load generator on the others' : 'not pinned (no taskset or 1 CPU)'
-  ctx.log(`gateway pid ${gw.pid} (${GATEWAY_RUN}), bare Fastify pid ${bare.pid}, traced gateway pid ${traced.pid}; ${CONNECTIONS} connections, ${ROUNDS} x ${SECONDS} s each; ${pinned}`)
+  ctx.log(`gateway pid ${gw.pid} (${GATEWAY_RUN}), bare Fastify pid ${bare.pid}, traced gateway pid ${traced.pid}, ` +
+    `JOURNAL=off gateway pid ${unjournaled.pid}; ${CONNECTIONS} connections, ${ROUNDS} x ${SECONDS} s each; ${pinned}`)
 
   // CPU time of each server per request (from /proc): steadier than req/s on a shared machine.
-  const cpu = { gateway: { ms: 0, requests: 0 }, bare: { ms: 0, requests: 0 }, traced: { ms: 0, requests: 0 } }
+  const cpu = { gateway: { ms: 0, requests: 0 }, bare: { ms: 0, requests: 0 }, traced: { ms: 0, requests: 0 }, unjournaled: { ms: 0, requests: 0 } }
   // The timed rounds only: a warm-up is there to be left out (JIT compilation is the gateway's larger share of it).
   const target = (url: string, pid: number, acc: { ms: number, requests: number }) => async (seconds: number, warmup: boolean) => {
     const c0 = await cpuMs(pid)
@@ -82,12 +93,18 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
   }
   const res = await loadInterleaved(
     ctx,
-    { gateway: target(gw.url, gw.pid, cpu.gateway), bare: target(bareUrl, bare.pid, cpu.bare), traced: target(traced.url, traced.pid, cpu.traced) },
+    {
+      gateway: target(gw.url, gw.pid, cpu.gateway),
+      bare: target(bareUrl, bare.pid, cpu.bare),
+      traced: target(traced.url, traced.pid, cpu.traced),
+      unjournaled: target(unjournaled.url, unjournaled.pid, cpu.unjournaled)
+    },
     { warmupSeconds: 2, seconds: SECONDS, rounds: ROUNDS }
   )
   const usGw = 1000 * cpu.gateway.ms / cpu.gateway.requests
   const usBare = 1000 * cpu.bare.ms / cpu.bare.requests
   const usTraced = 1000 * cpu.traced.ms / cpu.traced.requests
+  const usUnjournaled = 1000 * cpu.unjournaled.ms / cpu.unjournaled.requests
   const t = summary(res.traced)
   const g = summary(res.gateway)
   const b = summary(res.bare)
@@ -117,7 +134,17 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
       value: usGw,
       baseline: usBare,
       target: { on: 'ratio', op: '<=', limit: 1.5 },
-      notes: `the timed rounds of 1.1 (warm-ups left out); ratio ${round(usBare / usGw)} is the throughput ratio a CPU-bound server would reach`
+      notes: `the timed rounds of 1.1 (warm-ups left out); ratio ${round(usBare / usGw)} is the throughput ratio a CPU-bound server would reach; ` +
+        `the gateway's journal (JOURNAL=full, the default) is ${round(usGw - usUnjournaled)} us of it (1.4b)`
+    }),
+    makeRow({
+      id: '1.4b',
+      name: 'the same gateway with JOURNAL=off vs the bare route: server CPU time per request (1.4 without the invocation journal)',
+      metric: 'us/req',
+      value: usUnjournaled,
+      baseline: usBare,
+      target: null,
+      notes: `interleaved with 1.1's rounds (warm-ups left out); 1.4's gateway is ${round(usGw / usUnjournaled)}x this one (the journal's own target is 16.1's)`
     }),
     makeRow({
       id: '1.5',
