@@ -26,7 +26,7 @@ import path from 'node:path'
 import { ToolError } from '../types.js'
 import type { ReadRoot, Workspace } from '../types.js'
 import { at, CREATE_FLAGS, DIR_FLAGS, errnoOf, READ_FLAGS } from './fd.js'
-import { checkPathInput, fsError, isInside, quoteInput } from './paths.js'
+import { checkPathInput, fsError, isInside, namesDirectory, quoteInput } from './paths.js'
 
 const { O_NOFOLLOW } = fsConstants
 /** Like the kernel's MAXSYMLINKS. */
@@ -150,6 +150,10 @@ export async function locate (ws: Workspace, input: string, intent: Intent): Pro
   if (area === undefined || (!path.isAbsolute(input) && area.readRoot !== undefined)) throw escapeError(input)
   const reads = intent === 'read' || intent === 'read-entry'
   if (!reads && area.readRoot !== undefined) throw readOnlyError(input)
+  // Every writer here writes, renames or removes a file: `newdir/` made a file named newdir, `x.txt/` overwrote x.txt.
+  if (!reads && namesDirectory(input)) {
+    throw new ToolError(`Path names a directory (it ends in '/'), not a file: ${quoteInput(input)}; a file's folders are made as needed`, 'invalid-arguments')
+  }
   const rel = display(ws, lexAbs, area)
 
   let todo = components(area.base, lexAbs)
@@ -349,6 +353,7 @@ export async function openForRead (ws: Workspace, input: string, opts: { allowDi
     }
     try {
       const st = await fh.stat()
+      if (!st.isDirectory() && namesDirectory(input)) throw new ToolError(`Not a directory: ${quoteInput(input)}`)
       if (st.isDirectory() && opts.allowDirectory !== true) throw new ToolError(`Path is a directory: ${loc.rel}`)
       if (!st.isFile() && !st.isDirectory()) throw new ToolError(`Not a regular file: ${loc.rel}`)
       return { fh, st, rel: loc.rel, readOnly: loc.readOnly, chain: loc.chain }

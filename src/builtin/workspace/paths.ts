@@ -23,6 +23,15 @@ export function isInside (parent: string, child: string): boolean {
   return rel === '' || (!rel.startsWith('..' + path.sep) && rel !== '..' && !path.isAbsolute(rel))
 }
 
+/**
+ * Whether `input` can only name a directory, as the kernel reads a path: one that ends in `/` (or `/.`) after a
+ * name. `path.resolve` drops that ending, so the resolver asks here: a file is never written, removed or read
+ * through such a path (open(2) answers EISDIR or ENOTDIR).
+ */
+export function namesDirectory (input: string): boolean {
+  return /[^/]\/+$/.test(input) || /.\/\.\/*$/.test(input)
+}
+
 /** Validate the raw input: clean ToolErrors instead of Node's ERR_INVALID_ARG_VALUE / ENAMETOOLONG. */
 export function checkPathInput (input: unknown, name = 'path'): string {
   if (typeof input !== 'string') throw new ToolError(`${name} must be a string`, 'invalid-arguments')

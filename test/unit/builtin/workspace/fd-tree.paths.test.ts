@@ -3,7 +3,7 @@ import assert from 'node:assert/strict'
 import { link, lstat, mkdir, mkdtemp, readFile, readdir, readlink, realpath, rm, stat, symlink, writeFile } from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { locate, locateWritable, removeFile, writeFileAtomic } from '../../../../src/builtin/workspace/fd-tree.js'
+import { locate, locateWritable, openForRead, removeFile, writeFileAtomic } from '../../../../src/builtin/workspace/fd-tree.js'
 import type { Location } from '../../../../src/builtin/workspace/fd-tree.js'
 import { ToolError } from '../../../../src/builtin/types.js'
 import type { Workspace } from '../../../../src/builtin/types.js'
@@ -137,4 +137,26 @@ test('protected segments are refused case-folded and NFC-normalised', async (t) 
   // .git itself and other hooks-named dirs stay writable.
   await writeFileAtomic(ws, '.git/config', 'x')
   await writeFileAtomic(ws, 'hooks/x', 'x')
+})
+
+test('a path ending in "/" names a directory, as the kernel reads it: no file is written, read or removed through it', async (t) => {
+  const { root, ws } = await setup(t)
+  await mkdir(path.join(root, 'dir'))
+  await writeFile(path.join(root, 'x.txt'), 'x\n')
+  // Writing "newdir/" made a file named newdir, and "x.txt/" overwrote x.txt (open(2) answers EISDIR and ENOTDIR).
+  await rejects(writeFileAtomic(ws, 'newdir/', 'hi'), /names a directory/, 'invalid-arguments')
+  await rejects(writeFileAtomic(ws, 'x.txt/', 'hi'), /names a directory/, 'invalid-arguments')
+  await rejects(writeFileAtomic(ws, 'dir/.', 'hi'), /names a directory/, 'invalid-arguments')
+  await rejects(removeFile(ws, 'x.txt/'), /names a directory/, 'invalid-arguments')
+  await rejects(locateWritable(ws, 'x.txt/'), /names a directory/, 'invalid-arguments')
+  assert.deepEqual((await readdir(root)).sort(), ['dir', 'x.txt'])
+  assert.equal(await readFile(path.join(root, 'x.txt'), 'utf8'), 'x\n')
+  // Reading: a file through "x.txt/" is not a directory; a directory through "dir/" still opens.
+  await rejects(openForRead(ws, 'x.txt/'), /Not a directory: x\.txt\//)
+  await rejects(openForRead(ws, 'x.txt/', { allowDirectory: true }), /Not a directory/)
+  const opened = await openForRead(ws, 'dir/', { allowDirectory: true })
+  assert.ok(opened.st.isDirectory())
+  await opened.fh.close()
+  // Without the slash nothing changes.
+  assert.equal((await writeFileAtomic(ws, 'dir/new.txt', 'n')).rel, 'dir/new.txt')
 })
