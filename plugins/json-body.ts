@@ -22,6 +22,13 @@ export default fp(async function jsonBodyPlugin (app: FastifyInstance, opts: Jso
   const jsonParser = app.getDefaultJsonParser('error', 'error')
   app.removeContentTypeParser('application/json')
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    // Bodies are not decompressed: compressed bytes read as text were a misleading parse error, and a plain body
+    // labelled gzip was taken as it is. RFC 9110 8.4.1: a coding the server does not accept is a 415.
+    const coding = request.headers['content-encoding']
+    if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') {
+      done(new HttpError('GW_UNSUPPORTED_MEDIA_TYPE', `Content-Encoding ${coding.slice(0, 40)} is not supported: send the JSON body uncompressed`), undefined)
+      return
+    }
     const text = body.toString()
     if (text.trim() === '') {
       done(emptyIsMalformed(request) ? new HttpError('GW_MALFORMED_JSON', `${malformed}: empty body`) : null, undefined)

@@ -114,7 +114,8 @@ export const ERROR_CODES = {
   GW_PAYLOAD_TOO_LARGE: http(413, 'A body over `BODY_LIMIT_BYTES`, or a workspace upload past `WORKSPACE_QUOTA_BYTES` or `WORKSPACE_MAX_FILES`'),
   GW_UNSUPPORTED_MEDIA_TYPE: http(
     415,
-    'A body that is not JSON (a workspace upload: a body that is neither a tar nor a tar.gz by its bytes, whatever its declared type; the message says what was expected)'
+    'A body that is not JSON, or a JSON body with a `Content-Encoding` (it is not decompressed: send it plain); a workspace upload: a body that is neither ' +
+      'a tar nor a tar.gz by its bytes, whatever its declared type; the message says what was expected'
   ),
   GW_RATE_LIMITED: http(
     429,

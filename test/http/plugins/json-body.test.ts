@@ -48,3 +48,27 @@ test('on /mcp: a malformed or empty POST body is a JSON-RPC parse error (-32700)
   // The app's parser is untouched by the /mcp one.
   assert.match((await post(app, '/invoke', '{')).json().message, /^Malformed JSON body: /)
 })
+
+test('a JSON body with a Content-Encoding the gateway does not decode is 415, on the app and on /mcp', async (t) => {
+  const app = await buildTestApp(t)
+  const { gzipSync } = await import('node:zlib')
+  const call = JSON.stringify({ name: 'calculate', arguments: { expression: '1+2' } })
+  // Compressed bytes were read as JSON text ("Malformed JSON body: Unexpected token"), and a plain body labelled gzip was run.
+  for (const payload of [gzipSync(call), call]) {
+    const res = await app.inject({ method: 'POST', url: '/invoke', headers: { ...json, 'content-encoding': 'gzip' }, payload })
+    assert.equal(res.statusCode, 415, res.body)
+    assert.equal(res.json().code, 'GW_UNSUPPORTED_MEDIA_TYPE')
+    assert.match(res.json().message, /Content-Encoding gzip/)
+  }
+  const rpc = await app.inject({
+    method: 'POST',
+    url: '/mcp',
+    headers: { ...mcpHeaders, 'content-encoding': 'br' },
+    payload: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+  })
+  assert.equal(rpc.statusCode, 415, rpc.body)
+  assert.equal(rpc.json().error.data.code, 'GW_UNSUPPORTED_MEDIA_TYPE')
+  // identity is no coding at all.
+  const plain = await app.inject({ method: 'POST', url: '/invoke', headers: { ...json, 'content-encoding': 'identity' }, payload: call })
+  assert.equal(plain.statusCode, 200, plain.body)
+})
