@@ -42,7 +42,7 @@ export function frameworkErrorReply (err: FastifyError, request: FastifyRequest,
   reply.code(body.statusCode).type('application/json').send(body)
 }
 
-/** The longest path parameter the router takes (a task handle is a few hundred characters: GET /users/{u}/tasks/{taskId}). */
+/** The longest path parameter the router takes (src/app.ts's routerOptions say why). */
 export const MAX_PARAM_LENGTH = 2048
 
 /**

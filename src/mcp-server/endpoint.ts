@@ -144,7 +144,7 @@ export class McpEndpoint {
       ...(opts.watchServers ? { watchServers: opts.watchServers } : {}),
       onError: (err) => this.#onError(err, 'list_changed check failed')
     })
-    this.#modern = new ModernMcp((err, what) => this.#onError(err, what), opts.onRefused ?? ((err, what) => this.#onError(err, what)))
+    this.#modern = new ModernMcp((err, what) => this.#onError(err, what), opts.onRefused)
     this.#leanPath = opts.lean ?? true
     this.#sharedServers = [
       createSharedMcpServer('legacy', (ctx) => this.#sharedLegacy.exchangeOf(ctx.mcpReq.id)),
