@@ -29,7 +29,7 @@ export function isInside (parent: string, child: string): boolean {
  * through such a path (open(2) answers EISDIR or ENOTDIR).
  */
 export function namesDirectory (input: string): boolean {
-  return /[^/]\/+$/.test(input) || /.\/\.\/*$/.test(input)
+  return /(?:[^/]\/+|.\/\.)$/.test(input)
 }
 
 /** Validate the raw input: clean ToolErrors instead of Node's ERR_INVALID_ARG_VALUE / ENAMETOOLONG. */
