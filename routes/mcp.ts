@@ -3,6 +3,8 @@ import { Type } from '@sinclair/typebox'
 import fp from 'fastify-plugin'
 import type { FastifyError, FastifyInstance } from 'fastify'
 import { HttpError } from '../src/errors.js'
+import { LOG_CENSOR } from '../src/logger.js'
+import { maskText } from '../src/secrets/detector.js'
 import { McpEndpoint } from '../src/mcp-server/endpoint.js'
 import type { McpEndpointOptions } from '../src/mcp-server/endpoint.js'
 import { JsonRpcErrorResponse, McpQuery, jsonRpcRefusalBody } from '../src/mcp-server/json-rpc.js'
@@ -30,7 +32,8 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
     ...opts,
     onError: (err, what) => app.log.error({ err }, what),
     // Logged as the other refusals of these routes are (the error handler below): the client's mistake, at info.
-    onRefused: (err, what) => app.log.info({ reason: err instanceof Error ? err.message : String(err) }, what)
+    // The SDK's reason may quote what the client sent (a header's value): masked as the request log masks a refusal.
+    onRefused: (err, what) => app.log.info({ reason: maskText(err instanceof Error ? err.message : String(err), { mask: LOG_CENSOR }) }, what)
   })
   // SSE streams would keep the HTTP server from closing; the calls in flight are answered during the drain, before onClose.
   app.addHook('preClose', async () => { await endpoint.closeStreams() })

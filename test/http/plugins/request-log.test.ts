@@ -88,6 +88,12 @@ test('/mcp: a request the MCP SDK refuses is logged as a refusal (info), not as 
   const refused = lines.filter((l) => l.msg === 'MCP (2026-07-28) request refused')
   assert.equal(refused.length, 2, JSON.stringify(lines.map((l) => l.msg)))
   assert.ok(refused.every((l) => l.level === 30 && typeof l.reason === 'string' && l.reason.startsWith('Rejected inbound request')), JSON.stringify(refused))
+  // The SDK's reason quotes the MCP-Protocol-Version header it refused: a credential put there is not logged.
+  const token = 'ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8'
+  assert.equal(await post('{"jsonrpc":"2.0","id":1,"method":"tools/list"}', { 'mcp-protocol-version': token }), 400)
+  const quoted = lines.filter((l) => l.msg === 'MCP (2026-07-28) request refused').at(-1)
+  assert.match(String(quoted?.reason), /header names protocol revision \[redacted\]/)
+  assert.ok(!JSON.stringify(lines).includes(token), 'the token is in no log line')
   // The text/plain body never reached the SDK: the gateway's own 415, its code in the JSON-RPC error's data.
   const headers = { accept: 'application/json, text/event-stream', 'content-type': 'text/plain' }
   const plain = await app.inject({ method: 'POST', url: '/mcp', headers, payload: '{}' })
