@@ -1,5 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
+import { quoted } from '../src/errors.js'
 import { LOG_CENSOR } from '../src/logger.js'
 import { maskText } from '../src/secrets/detector.js'
 import { isPublicRoute, rulesOf } from './route-config.js'
@@ -18,6 +19,14 @@ declare module 'fastify' {
  */
 export function redactUrl (url: string): string {
   return maskText(url, { mask: LOG_CENSOR })
+}
+
+/**
+ * A piece of the client's input a log line carries (the name of a tool that does not exist): clipped as a message
+ * quotes it, and what the secret detector finds in it redacted, as in a refusal's message.
+ */
+export function loggedInput (text: string): string {
+  return maskText(quoted(text), { mask: LOG_CENSOR })
 }
 
 /** URLs the detector found nothing in (a few route paths in practice; bounded against a client sending many). */

@@ -10,6 +10,7 @@ import type { McpEndpointOptions } from '../src/mcp-server/endpoint.js'
 import { JsonRpcErrorResponse, McpQuery, jsonRpcRefusalBody } from '../src/mcp-server/json-rpc.js'
 import type { McpQueryT } from '../src/mcp-server/json-rpc.js'
 import jsonBodyPlugin from '../plugins/json-body.js'
+import { loggedInput } from '../plugins/request-log.js'
 
 export type McpRoutesOptions = Pick<McpEndpointOptions, 'pollMs' | 'maxStreams' | 'maxStreamsPerTenant' | 'lean'>
 
@@ -48,7 +49,8 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
     const body = jsonRpcRefusalBody(err, request.body)
     const { statusCode, code } = body.error.data
     if (statusCode >= 500) request.log.error({ err }, 'request failed')
-    else request.log.info({ code, statusCode }, body.error.message)
+    // Masked as the request log masks a refusal's message (none of this route's quotes the client's input today).
+    else request.log.info({ code, statusCode }, maskText(body.error.message, { mask: LOG_CENSOR }))
     reply.code(statusCode).type('application/json').send(body)
   })
 
@@ -89,7 +91,8 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
               durationMs: record.result.durationMs,
               via: 'mcp'
             }
-          : { tool: record.name, tenant, outcome: record.error.code, via: 'mcp' }
+          // The call never resolved: its name is the client's text, logged as a refusal's message is.
+          : { tool: loggedInput(record.name), tenant, outcome: record.error.code, via: 'mcp' }
         if (record.ok) {
           const { result } = record
           request.toolMs += result.toolMs

@@ -287,6 +287,14 @@ export const TOOL_ERROR_CODES = {
 } as const satisfies Record<string, CodeOfKind<'tool'>>
 
 /** The message of every GW_INTERNAL response: no stack traces, host paths or secrets leave the gateway. */
+/** The longest piece of a client's input a message or a log line quotes: a name can be anything the body limit allows. */
+const QUOTED_MAX = 200
+
+/** `text` as a message or a log line quotes it: its first QUOTED_MAX characters, then `...` where it was cut. */
+export function quoted (text: string): string {
+  return text.length > QUOTED_MAX ? text.slice(0, QUOTED_MAX) + '...' : text
+}
+
 export const INTERNAL_MESSAGE = 'Internal error; the request id is in the logs'
 
 /** JSON-RPC error codes the gateway answers with (MCP's own, from the JSON-RPC 2.0 spec, and -32000). */

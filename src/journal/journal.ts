@@ -1,6 +1,6 @@
 import { hostname } from 'node:os'
 import { performance } from 'node:perf_hooks'
-import { HttpError } from '../errors.js'
+import { HttpError, quoted } from '../errors.js'
 import type { Logger } from '../logger.js'
 import { silentLogger } from '../logger.js'
 import type { CallEvent } from '../routing/call-events.js'
@@ -340,7 +340,7 @@ export class Journal {
   async get (caller: Caller, userId: string, callId: string): Promise<unknown> {
     const tenant = this.#tenant(caller, userId)
     const json = await this.#read(async () => await this.#store.get(tenant, callId))
-    if (json === undefined) throw new HttpError('GW_INVOCATION_NOT_FOUND', `No journal entry for callId '${callId.length > 200 ? callId.slice(0, 200) + '...' : callId}' of this tenant (never made, journaled with JOURNAL=off, or past JOURNAL_RETENTION or JOURNAL_MAX_ENTRIES)`)
+    if (json === undefined) throw new HttpError('GW_INVOCATION_NOT_FOUND', `No journal entry for callId '${quoted(callId)}' of this tenant (never made, journaled with JOURNAL=off, or past JOURNAL_RETENTION or JOURNAL_MAX_ENTRIES)`)
     return JSON.parse(json)
   }
 

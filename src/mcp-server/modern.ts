@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http'
-import { InMemoryServerEventBus, createMcpHandler } from '@modelcontextprotocol/server'
+import { InMemoryServerEventBus, MissingRequiredClientCapabilityError, UnsupportedProtocolVersionError, createMcpHandler } from '@modelcontextprotocol/server'
 import type { McpHttpHandler, McpRequestContext, Server } from '@modelcontextprotocol/server'
 import type { ListChangedTarget } from './notifier.js'
 import type { GatewayMcpServerOptions } from './handlers.js'
@@ -79,11 +79,13 @@ export class ModernMcp {
 
 /**
  * The SDK entry's reports of requests it refused with a 4xx of its own (`createMcpHandler`: a body that is no JSON-RPC
- * message or an empty batch, a 2025-era request on its modern-only entry, a content type or Accept it does not serve):
- * the client's mistake, not the gateway's failure. Its messages are the only mark (the reports are plain Errors);
- * test/http/plugins/request-log.test.ts pins them to the SDK version installed.
+ * message or an empty batch, a 2025-era request on its modern-only entry, a content type or Accept it does not serve,
+ * a revision it does not serve, a client capability the method needs and the request did not declare): the client's
+ * mistake, not the gateway's failure. The last two are typed; for the others the messages are the only mark (plain
+ * Errors): test/http/plugins/request-log.test.ts pins them to the SDK version installed.
  */
 function isInboundRefusal (err: unknown): boolean {
+  if (err instanceof UnsupportedProtocolVersionError || err instanceof MissingRequiredClientCapabilityError) return true
   return err instanceof Error && INBOUND_REFUSAL.test(err.message)
 }
 const INBOUND_REFUSAL = /^(?:Rejected inbound request \(|Rejected 2025-era request |Unsupported Media Type: |Not Acceptable: )/

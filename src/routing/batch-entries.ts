@@ -4,6 +4,7 @@
  * Also the call ids the gateway gives calls whose callers gave none.
  */
 import { randomUUID } from 'node:crypto'
+import { quoted } from '../errors.js'
 import type { HttpError } from '../errors.js'
 import { refusalOutput } from './output.js'
 import type { InvokeOutcome, InvokeResult } from './router.js'
@@ -53,7 +54,7 @@ export function entryError (call: unknown, error: HttpError): BatchEntry {
   const callId = typeof c.callId === 'string' ? c.callId : newCallId()
   const name = typeof c.name === 'string' ? c.name : null
   // A bad entry's name can be anything the body limit allows; the output stays a short message.
-  const tool = name === null ? '' : name.length > 200 ? name.slice(0, 200) + '...' : name
+  const tool = name === null ? '' : quoted(name)
   return {
     callId,
     name,

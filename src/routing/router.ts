@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks'
-import { HttpError } from '../errors.js'
+import { HttpError, quoted } from '../errors.js'
 import { parseUserToolName, toWireName } from '../naming/names.js'
 import { expandFunctionNames, parseServerSelection } from './allow-list.js'
 import type { AllowList, Unresolved } from './allow-list.js'
@@ -591,7 +591,7 @@ export class ToolRouter {
 }
 
 function notFound (name: string): HttpError {
-  return new HttpError('GW_TOOL_NOT_FOUND', `No tool named '${name.length > 200 ? name.slice(0, 200) + '...' : name}'`)
+  return new HttpError('GW_TOOL_NOT_FOUND', `No tool named '${quoted(name)}'`)
 }
 
 function round (ms: number): number {

@@ -94,8 +94,36 @@ test('/mcp: a request the MCP SDK refuses is logged as a refusal (info), not as 
   const quoted = lines.filter((l) => l.msg === 'MCP (2026-07-28) request refused').at(-1)
   assert.match(String(quoted?.reason), /header names protocol revision \[redacted\]/)
   assert.ok(!JSON.stringify(lines).includes(token), 'the token is in no log line')
+  // A notification naming a revision the SDK does not serve: its typed refusal (UnsupportedProtocolVersionError) quotes the value.
+  lines.length = 0
+  assert.equal(await post('{"jsonrpc":"2.0","method":"notifications/x"}', { 'mcp-protocol-version': token }), 400)
+  assert.deepEqual(lines.filter((l) => l.level >= 50), [], 'an unsupported revision is the client\'s mistake')
+  assert.match(String(lines.find((l) => l.msg === 'MCP (2026-07-28) request refused')?.reason), /^Unsupported protocol version: \[redacted\]/)
+  assert.ok(!JSON.stringify(lines).includes(token), 'the token is in no log line')
   // The text/plain body never reached the SDK: the gateway's own 415, its code in the JSON-RPC error's data.
   const headers = { accept: 'application/json, text/event-stream', 'content-type': 'text/plain' }
   const plain = await app.inject({ method: 'POST', url: '/mcp', headers, payload: '{}' })
   assert.equal(plain.json<{ error: { data: { code: string } } }>().error.data.code, 'GW_UNSUPPORTED_MEDIA_TYPE')
+})
+
+test('/mcp: the name of a tool that does not exist is logged as a refusal\'s message is: masked, and clipped', async (t) => {
+  const { app, lines } = await loggedApp(t)
+  const token = 'ghp_' + 'A1b2C3d4E5'.repeat(4)
+  const call = async (name: string): Promise<void> => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/mcp',
+      headers: { accept: 'application/json, text/event-stream', 'content-type': 'application/json' },
+      payload: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: {} } }
+    })
+    assert.equal(res.statusCode, 200, res.body)
+  }
+  await call(token)
+  await call('x'.repeat(100_000))
+  const logged = lines.filter((l) => l.reqId !== undefined && l.msg === 'request completed')
+  assert.equal(logged.length, 2, JSON.stringify(lines).slice(0, 2000))
+  assert.deepEqual(logged.map((l) => l.outcome), ['GW_TOOL_NOT_FOUND', 'GW_TOOL_NOT_FOUND'])
+  assert.equal(logged[0]?.tool, '[redacted]')
+  assert.equal(logged[1]?.tool, 'x'.repeat(200) + '...')
+  assert.ok(!JSON.stringify(lines).includes(token), 'the token is in no log line')
 })
