@@ -1,5 +1,6 @@
+import FindMyWay from 'find-my-way'
 import fp from 'fastify-plugin'
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
 import { HttpError, toHttpErrorBody } from '../src/errors.js'
 import type { HttpErrorCode } from '../src/errors.js'
 
@@ -57,8 +58,46 @@ export default fp(async function errorsPlugin (app: FastifyInstance) {
     reply.code(body.statusCode).type('application/json').send(body)
   })
 
+  const allowed = allowedMethods(app)
   app.setNotFoundHandler((request, reply) => {
-    const body = toHttpErrorBody(new HttpError('GW_NOT_FOUND', `Route ${request.method} ${request.url.split('?')[0] ?? ''} not found`))
+    const path = request.url.split('?')[0] ?? ''
+    // A path the gateway serves, with a method it does not take there: 405 with the methods it takes (RFC 9110 15.5.6).
+    // A route that takes the method and found nothing (a static file that is not there) is a 404.
+    const served = allowed(path)
+    const methods = served?.includes(request.method) === true ? undefined : served
+    const refusal = methods === undefined
+      ? new HttpError('GW_NOT_FOUND', `Route ${request.method} ${path} not found`)
+      : new HttpError('GW_METHOD_NOT_ALLOWED', `${request.method} is not allowed on ${path}: it takes ${methods.join(', ')}`)
+    if (methods !== undefined) reply.header('allow', methods.join(', '))
+    const body = toHttpErrorBody(refusal)
+    request.logFields = { ...request.logFields, code: body.code }
     reply.code(body.statusCode).send(body)
   })
 }, { name: 'gateway-errors' })
+
+/**
+ * The methods of the routes registered on `app` from now on, by request path (the route a path matches, with Fastify's
+ * own router, find-my-way, on the same patterns and limit), sorted; undefined for a path no route matches. A GET route
+ * answers HEAD too (Fastify's exposeHeadRoutes).
+ */
+function allowedMethods (app: FastifyInstance): (path: string) => string[] | undefined {
+  const paths = FindMyWay({ maxParamLength: MAX_PARAM_LENGTH })
+  const byPattern = new Map<string, Set<string>>()
+  app.addHook('onRoute', (route: RouteOptions) => {
+    let methods = byPattern.get(route.url)
+    if (methods === undefined) {
+      methods = new Set()
+      byPattern.set(route.url, methods)
+      // Each pattern once, under one method: the lookup is by path; the store is the pattern's methods.
+      paths.on('GET', route.url, () => {}, methods)
+    }
+    for (const m of [route.method].flat()) {
+      methods.add(m)
+      if (m === 'GET') methods.add('HEAD')
+    }
+  })
+  return (path) => {
+    const found = paths.find('GET', path)
+    return found === null ? undefined : [...(found.store as Set<string>)].sort()
+  }
+}

@@ -109,7 +109,8 @@ export const ERROR_CODES = {
     'The workspace changed under a long operation: a checkpoint restore kept being undone by the tenant\'s own running processes writing to the workspace (stop them, or wait), or a merge upload\'s workspace was replaced or deleted while its archive was extracted; nothing was changed by the merge: retry',
     true
   ),
-  GW_METHOD_NOT_ALLOWED: http(405, '`DELETE /mcp`: the MCP endpoint is stateless, there is no session to end'),
+  GW_METHOD_NOT_ALLOWED: http(405,
+    'A method the path does not take (the `Allow` header lists those it does); `DELETE /mcp`: the MCP endpoint is stateless, there is no session to end'),
   GW_REQUEST_TIMEOUT: http(408, 'The request body did not arrive within `REQUEST_TIMEOUT_MS`', true),
   GW_PAYLOAD_TOO_LARGE: http(413, 'A body over `BODY_LIMIT_BYTES`, or a workspace upload past `WORKSPACE_QUOTA_BYTES` or `WORKSPACE_MAX_FILES`'),
   GW_UNSUPPORTED_MEDIA_TYPE: http(

@@ -164,10 +164,24 @@ test('output is capped with head and tail kept and truncated set', async (t) => 
   assert.ok(body.output.startsWith('xxx') && body.output.endsWith('xxx'))
 })
 
-test('unknown routes and methods: 404 in the same JSON shape', async (t) => {
+test('unknown routes: 404; a method a known path does not take: 405 with Allow; both in the same JSON shape', async (t) => {
   const a = await app(t)
   assertErrorShape(await a.inject({ method: 'GET', url: '/nope' }), 404, 'GW_NOT_FOUND')
-  assertErrorShape(await a.inject({ method: 'DELETE', url: '/invoke' }), 404, 'GW_NOT_FOUND')
+  assertErrorShape(await a.inject({ method: 'DELETE', url: '/nope/invoke' }), 404, 'GW_NOT_FOUND')
+  let res = await a.inject({ method: 'DELETE', url: '/invoke' })
+  assert.match(String(assertErrorShape(res, 405, 'GW_METHOD_NOT_ALLOWED').message), /DELETE is not allowed on \/invoke: it takes POST/)
+  assert.equal(res.headers.allow, 'POST')
+  // A path with parameters, and a query string: the methods of the route the path matches.
+  res = await a.inject({ method: 'PATCH', url: '/users/acme/policy?x=1' })
+  assertErrorShape(res, 405, 'GW_METHOD_NOT_ALLOWED')
+  assert.equal(res.headers.allow, 'DELETE, GET, HEAD, PUT')
+  res = await a.inject({ method: 'POST', url: '/tools' })
+  assertErrorShape(res, 405, 'GW_METHOD_NOT_ALLOWED')
+  assert.equal(res.headers.allow, 'GET, HEAD')
+  // A route that takes the method and finds nothing there (a console asset that is not built) stays a 404.
+  assertErrorShape(await a.inject({ method: 'GET', url: '/console/assets/none.js' }), 404, 'GW_NOT_FOUND')
+  // HEAD of a GET route is served (Fastify's exposeHeadRoutes), not refused.
+  assert.equal((await a.inject({ method: 'HEAD', url: '/healthz' })).statusCode, 200)
 })
 
 test('trace is per call and only when asked for', async (t) => {
