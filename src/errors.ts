@@ -63,7 +63,8 @@ export const ERROR_CODES = {
       'or an access token is invalid: expired, not yet valid, another audience or issuer, a refused algorithm, a bad signature, no tenant claim ' +
       '(with `WWW-Authenticate: Bearer`; with `OAUTH_ISSUER` also `resource_metadata` and `error_description`)'
   ),
-  GW_FORBIDDEN: http(403, 'A tenant key on an admin-only route or action (global servers, stdio servers)'),
+  GW_FORBIDDEN: http(403,
+    'A tenant key on an admin-only route or action (global servers, stdio servers); a console asset path the static route refuses (a dot-file)'),
   GW_HOST_NOT_ALLOWED: http(
     403,
     'DNS rebinding and cross-site protection: a `Host` (behind `TRUST_PROXY` also `X-Forwarded-Host`) that is neither a loopback name nor in `ALLOWED_HOSTS`, or an `Origin` of another host; checked in open mode always, with keys when `ALLOWED_HOSTS` is set; the message says how to allow the name'
@@ -316,6 +317,7 @@ export interface HttpFailure {
 
 /** A bare 4xx from a library (no GW_ code of its own) keeps its status and gets the code for it. */
 const CODE_BY_STATUS: Partial<Record<number, HttpErrorCode>> = {
+  403: 'GW_FORBIDDEN',
   404: 'GW_NOT_FOUND',
   413: 'GW_PAYLOAD_TOO_LARGE',
   415: 'GW_UNSUPPORTED_MEDIA_TYPE',

@@ -71,7 +71,9 @@ test('HTTP form: HttpErrors as they are, typed GW_ codes by the table, bare 4xx 
   const bare = (statusCode: number): Error => Object.assign(new Error('from a library'), { statusCode })
   assert.deepEqual(toHttpFailure(bare(415)), { statusCode: 415, code: 'GW_UNSUPPORTED_MEDIA_TYPE', message: 'from a library' })
   assert.deepEqual(toHttpFailure(bare(429)), { statusCode: 429, code: 'GW_RATE_LIMITED', message: 'from a library' })
-  assert.deepEqual(toHttpFailure(bare(403)), { statusCode: 403, code: 'GW_BAD_REQUEST', message: 'from a library' })
+  assert.deepEqual(toHttpFailure(bare(403)), { statusCode: 403, code: 'GW_FORBIDDEN', message: 'from a library' })
+  // A 4xx with no code of its own keeps its status and gets the general code (its table status differs: 418 is no 400).
+  assert.deepEqual(toHttpFailure(bare(418)), { statusCode: 418, code: 'GW_BAD_REQUEST', message: 'from a library' })
   assert.deepEqual(toHttpFailure(bare(503)), { statusCode: 500, code: 'GW_INTERNAL', message: INTERNAL_MESSAGE })
   assert.deepEqual(toHttpFailure(new Error('/home/secret/path')), { statusCode: 500, code: 'GW_INTERNAL', message: INTERNAL_MESSAGE })
   assert.deepEqual(

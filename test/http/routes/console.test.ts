@@ -69,6 +69,9 @@ test('a built console (scripts/build-console.mjs --out): ' +
   const escaped = await a.inject({ url: '/console/assets/%2e%2e/index.html' })
   assert.ok([401, 403, 404].includes(escaped.statusCode), String(escaped.statusCode))
   assert.doesNotMatch(escaped.body, /<html/)
+  // A dot-file is refused by the static route itself: 403 with the code for 403, not GW_BAD_REQUEST (a 400's code).
+  const dotfile = await a.inject({ url: '/console/assets/.env' })
+  assert.deepEqual([dotfile.statusCode, dotfile.json().code], [403, 'GW_FORBIDDEN'])
   // Paths the console does not serve are not public: they need a key like any unknown route.
   assert.equal((await a.inject({ url: '/console/unknown' })).statusCode, 401)
   // The console's routes are in no API description.
