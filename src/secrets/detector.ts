@@ -23,7 +23,7 @@
 
 import { isQueryCredentialName, isSecretName } from './names.js'
 import { replaceMatches } from './scan-near.js'
-import { COMMAND_AT_START, COMMAND_NAMES, COMMAND_WORDS, commandWords, hasTokenRun } from './starts.js'
+import { COMMAND_AT_START, COMMAND_NAMES, COMMAND_WORDS, commandWords, hasTokenRun, mayHoldMixedRun } from './starts.js'
 import { isNameChar, maskTokenFormats, TOKEN_FORMATS, TOKEN_FORMATS_AT } from './tokens.js'
 import { tokenUserMatches, URL_PATTERNS, userinfoMatches } from './urls.js'
 
@@ -301,7 +301,7 @@ function maskPlain (text: string, mask: string): string {
   let out = text
   // `BEGIN ` first: indexOf stops at each occurrence of a literal's first character, and `-` is common.
   if (out.includes('BEGIN ') && out.includes('-----BEGIN ')) out = maskPem(out, mask)
-  // Every token format, and every random-looking token, is a run of 16+ token characters: most strings have none.
+  // Every token format and random-looking token is a run of 16+ token characters (most strings have none); a random-looking one holds a digit (few runs do).
   const longRun = hasTokenRun(out, 16)
   if (longRun) out = maskTokenFormats(out, mask)
   if (out.includes('://')) {
@@ -336,7 +336,7 @@ function maskPlain (text: string, mask: string): string {
       return `${flag}${sep}${quote}${user}:${mask}`
     }))
   }
-  return longRun ? maskNearWords(out, mask) : out
+  return longRun && mayHoldMixedRun(out, 16) ? maskNearWords(out, mask) : out
 }
 
 // --- JSON string literals in text --------------------------------------------------------------

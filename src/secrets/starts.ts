@@ -138,6 +138,48 @@ export function hasTokenRun (text: string, min: number): boolean {
   return false
 }
 
+/** A character of a token run (TOKEN_BYTE's, by UTF-16 code unit). */
+function isTokenChar (c: number): boolean {
+  return c < 128 && TOKEN_BYTE[c] === 1
+}
+
+const DIGIT = /[0-9]/g
+/**
+ * More runs with a digit than one per this many characters: reading them costs more than the scan they could spare (10 KiB
+ * of code or prose holds 4-85 of them, a numbers-heavy log or listing hundreds, each read ~70 ns).
+ */
+const DIGIT_RUNS_SPARSE = 128
+
+/**
+ * False when `text` holds no run of `min` token characters with a digit and a letter in it: what a random-looking token
+ * needs (detector.ts's looksRandom), so the credential-word scan before one (maskNearWords: a pass over the text, 15-30
+ * us on 10 KiB of code or prose) runs only where one can be. Code and prose have long runs (identifiers, paths) with no
+ * digit, and few digits: each digit is found by the regex engine, the run around it read once (its characters either
+ * side of the digit; the search goes on after it). A text of many runs with digits (numbers, logs) answers true after
+ * one run per DIGIT_RUNS_SPARSE characters, before those reads cost more than the scan they would spare.
+ */
+export function mayHoldMixedRun (text: string, min: number): boolean {
+  const max = text.length / DIGIT_RUNS_SPARSE
+  DIGIT.lastIndex = 0
+  for (let runs = 0; DIGIT.test(text); runs++) {
+    if (runs > max) return true
+    const digit = DIGIT.lastIndex - 1
+    let start = digit
+    while (start > 0 && isTokenChar(text.charCodeAt(start - 1))) start--
+    let end = DIGIT.lastIndex
+    while (end < text.length && isTokenChar(text.charCodeAt(end))) end++
+    if (end - start >= min) {
+      // A letter: within the token characters, `| 0x20` puts only A-Z and a-z in a-z.
+      for (let i = start; i < end; i++) {
+        const c = text.charCodeAt(i) | 0x20
+        if (c >= 97 && c <= 122) return true
+      }
+    }
+    DIGIT.lastIndex = end
+  }
+  return false
+}
+
 // --- command words --------------------------------------------------------------------------------
 
 // Where FLAG_VALUE, CURL_LINE or MYSQL_LINE can match: a long flag, `curl`, a MySQL client's name, after what none of them follows

@@ -347,6 +347,23 @@ test('no token format reads a long run again from each place it could start: bac
   assertCostsLikeProse(hostile, n)
 })
 
+test('texts full of short runs with digits (numbers, logs, ids of 15) cost about what prose does, and a token among them is still masked', () => {
+  // Where a random-looking token may be is asked of the runs with a digit (starts.ts mayHoldMixedRun): each read once, at most
+  // one per 128 characters before the credential-word scan runs anyway. Compared with prose in the same process.
+  const n = 400_000
+  const hostile = [
+    'some_long_identifier_name ' + '1 '.repeat(n / 2),
+    'record_identifier_value,12,34,56,78,90\n'.repeat(n / 39),
+    'some_long_identifier_name ' + 'a1b2c3d4e5f6g7h '.repeat(n / 16),
+    '0'.repeat(15) + ' ' + 'abcdefghijklmnop'.repeat(n / 16),
+    // One run of digits and no letter: read once, not once from each of its digits.
+    '7'.repeat(n)
+  ]
+  assertCostsLikeProse(hostile, n)
+  const token = '9fQ2mB7kL4pZ8wR1xV3'
+  for (const text of hostile) assert.equal(maskText(`${text.slice(0, 50_000)} the token is ${token}`).endsWith(`the token is ${MASK}`), true, text.slice(0, 30))
+})
+
 test('the scan for flags, curl and mysql (the character before each word matched, not looked behind) costs about what prose does on texts full of them', () => {
   // COMMAND_WORDS matches the character before a word instead of a lookbehind (starts.ts): texts of dashes, of words glued to what may not
   // come before them, and of nothing but command names are read once, as prose is. Compared in the same process, as the test above.

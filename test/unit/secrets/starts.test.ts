@@ -7,7 +7,7 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { commandWords, hasTokenRun, matchesFrom, tokenFormatStarts } from '../../../src/secrets/starts.js'
+import { commandWords, hasTokenRun, matchesFrom, mayHoldMixedRun, tokenFormatStarts } from '../../../src/secrets/starts.js'
 import { TOKEN_FORMATS, TOKEN_FORMATS_AT } from '../../../src/secrets/tokens.js'
 
 /** A deterministic generator (xorshift), so a failure names a reproducible seed. */
@@ -98,6 +98,30 @@ test('a run of 16 token characters: what the pattern finds, in any text, across 
       assert.equal(hasTokenRun(text.replaceAll(' ', 'é'), 16), expected, `two-byte, ${cut}: ${before} + ${after}`)
     }
   }
+})
+
+test('a run of 16 token characters with a digit and a letter: never missed; found exactly while runs with a digit are sparse', () => {
+  const next = rng(1616)
+  // Letters, digits and other token characters in runs around 16 long, between separators and non-ASCII characters.
+  const pieces = ['a'.repeat(8), 'Q'.repeat(7), '7', '12345678', '_-./', 'x', ' ', '\n', 'é', '😀', '"', ':']
+  const mixed = (text: string): boolean => (text.match(/[A-Za-z0-9+/_~.=-]{16,}/g) ?? []).some((r) => /[0-9]/.test(r) && /[A-Za-z]/.test(r))
+  const seen = { mixed: 0, not: 0 }
+  for (let round = 0; round < 6000; round++) {
+    let text = ''
+    for (let k = Math.floor(next() * 16); k > 0; k--) text += pick(next, pieces)
+    // Padded, so that the budget of runs with a digit (one per 128 characters) is not what answers.
+    const padded = text + ' '.repeat(128 * 20)
+    const expected = mixed(text)
+    assert.equal(mayHoldMixedRun(padded, 16), expected, JSON.stringify(text))
+    if (expected) seen.mixed++
+    else seen.not++
+  }
+  assert.ok(seen.mixed > 1000 && seen.not > 1000, JSON.stringify(seen))
+  // Past one run with a digit per 128 characters it answers that one may be there (the credential-word scan then runs).
+  const numbers = '1 '.repeat(1000)
+  assert.equal(mixed(numbers), false)
+  assert.equal(mayHoldMixedRun(numbers, 16), true)
+  assert.equal(mayHoldMixedRun('1 '.repeat(10) + ' '.repeat(2000), 16), false)
 })
 
 test('the command words found by matching the character before them: what the lookbehind patterns find, on random texts', () => {
