@@ -103,7 +103,18 @@ export function toUpstreamError (
     // invite a blind retry of something that may have had side effects.
     return new UpstreamError('GW_UPSTREAM_ERROR', `The connection to the MCP server was lost (${safeMessage(err)}); the tools/call was not replayed, the next call reconnects`)
   }
+  if (isTooDeep(err)) {
+    return new UpstreamError(code, `${what} failed: the server's answer is JSON nested too deeply to be read (the MCP SDK's validation ran out of stack)`)
+  }
   return new UpstreamError(code, `${what} failed: ${safeMessage(err)}`)
+}
+
+/**
+ * The engine's stack overflow: what a recursive reader of an answer (the MCP SDK validates results with zod, which walks
+ * JSON values recursively) throws on JSON nested thousands of levels deep, which JSON.parse itself reads.
+ */
+function isTooDeep (err: unknown): boolean {
+  return err instanceof RangeError && err.message === 'Maximum call stack size exceeded'
 }
 
 /**

@@ -229,12 +229,12 @@ test('an HTTP server closed while a call is in flight: GW_UPSTREAM_ERROR, never 
   await assertServing(gw, 'good', 'good')
 })
 
-test('malformed JSON-RPC (not JSON-RPC, invalid JSON, HTML, 500, wrong id, bad SSE, cut body): ' +
+test('malformed JSON-RPC (not JSON-RPC, invalid JSON, HTML, 500, wrong id, bad SSE, cut body, a listing nested 10,000 deep): ' +
   'unavailable in listings, tool-level upstream error on invoke', async (t) => {
   const good = await goodFixture(t)
   const gw = await app(t)
   await register(gw, 'good', { type: 'http', url: good.url })
-  const modes: FaultMode[] = ['not-jsonrpc', 'invalid-json', 'html', 'status-500', 'wrong-id', 'sse-garbage', 'cut-body']
+  const modes: FaultMode[] = ['not-jsonrpc', 'invalid-json', 'html', 'status-500', 'wrong-id', 'sse-garbage', 'cut-body', 'deep-json']
   const servers: Array<[string, FaultyHttpServer]> = []
   for (const mode of modes) {
     const f = await faulty(t, mode)
@@ -246,6 +246,9 @@ test('malformed JSON-RPC (not JSON-RPC, invalid JSON, HTML, 500, wrong id, bad S
   assert.ok(listing.tools.some((x: any) => x.name === 'echo' || x.name === 'good__echo'))
   assert.deepEqual(listing.unavailable.map((u: any) => u.serverId).sort(), [...modes].sort())
   for (const u of listing.unavailable) assert.ok(typeof u.reason === 'string' && u.reason.length > 0, JSON.stringify(u))
+  // A listing too deep to walk says so, not the engine's "Maximum call stack size exceeded".
+  const deep = listing.unavailable.find((u: any) => u.serverId === 'deep-json')
+  assert.match(deep.reason, /nested too deeply to be read/, deep.reason)
   for (const [mode, f] of servers) assert.ok(f.requests() >= 1, `${mode} was reached`)
 
   // Invoking one of their tools never gives a 500 (the tool-level outcome is the todo test below).
