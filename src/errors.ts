@@ -288,7 +288,6 @@ export const TOOL_ERROR_CODES = {
   'approval-expired': 'APPROVAL_EXPIRED'
 } as const satisfies Record<string, CodeOfKind<'tool'>>
 
-/** The message of every GW_INTERNAL response: no stack traces, host paths or secrets leave the gateway. */
 /** The longest piece of a client's input a message or a log line quotes: a name can be anything the body limit allows. */
 const QUOTED_MAX = 200
 
@@ -297,6 +296,7 @@ export function quoted (text: string): string {
   return text.length > QUOTED_MAX ? text.slice(0, QUOTED_MAX) + '...' : text
 }
 
+/** The message of every GW_INTERNAL response: no stack traces, host paths or secrets leave the gateway. */
 export const INTERNAL_MESSAGE = 'Internal error; the request id is in the logs'
 
 /** JSON-RPC error codes the gateway answers with (MCP's own, from the JSON-RPC 2.0 spec, and -32000). */
