@@ -104,7 +104,9 @@ export function toUpstreamError (
     return new UpstreamError('GW_UPSTREAM_ERROR', `The connection to the MCP server was lost (${safeMessage(err)}); the tools/call was not replayed, the next call reconnects`)
   }
   if (isTooDeep(err)) {
-    return new UpstreamError(code, `${what} failed: the server's answer is JSON nested too deeply to be read (the MCP SDK's validation ran out of stack)`)
+    // A listing is the server's answer alone; a call's arguments are walked too (the SDK validates the request it sends).
+    const deep = op === 'list' ? 'the server\'s answer is JSON nested' : 'the call\'s arguments or the server\'s answer nest JSON'
+    return new UpstreamError(code, `${what} failed: ${deep} too deeply to be read (the MCP SDK's validation ran out of stack)`)
   }
   return new UpstreamError(code, `${what} failed: ${safeMessage(err)}`)
 }
@@ -153,6 +155,9 @@ export function breakerVerdict (err: unknown, op: 'list' | 'call'): 'failure' | 
     return err.code === 'GW_CANCELLED' || err.code === 'GW_UPSTREAM_UNAVAILABLE' || err.code === 'GW_UPSTREAM_BUDGET_EXHAUSTED' ? 'neutral' : 'failure'
   }
   if (isAbortError(err)) return 'neutral'
+  // JSON too deep for the SDK: a listing's is the server's answer (it is alive); a call's may be the caller's arguments,
+  // and a caller must not take a server (a global one: every tenant's) out of service by sending a few.
+  if (isTooDeep(err)) return op === 'list' ? 'answered' : 'neutral'
   // Too large: the server answered (it is alive). No budget: the gateway's own limit, not the server's fault.
   const limit = responseLimitError(err)
   if (limit !== undefined) return limit.code === 'GW_UPSTREAM_TOO_LARGE' ? 'answered' : 'neutral'

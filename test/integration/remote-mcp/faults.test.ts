@@ -256,6 +256,29 @@ test('malformed JSON-RPC (not JSON-RPC, invalid JSON, HTML, 500, wrong id, bad S
   await assertServing(gw, 'good', 'good')
 })
 
+test('arguments nested 10,000 deep: the call fails at the gateway\'s MCP client, saying why; repeated, they do not open the server\'s breaker', async (t) => {
+  const good = await goodFixture(t)
+  const gw = await app(t)
+  await register(gw, 'good', { type: 'http', url: good.url })
+  assert.ok((await listTools(gw, 'mcp=good')).tools.length > 0)
+  // Valid JSON that JSON.parse reads; the MCP SDK's request validation walks it recursively and runs out of stack.
+  const deep = '{"a":'.repeat(10_000) + '1' + '}'.repeat(10_000)
+  const res = await gw.inject({
+    method: 'POST',
+    url: '/invoke',
+    headers: { 'content-type': 'application/json' },
+    payload: `{"name":"good__echo","arguments":{"text":"x","more":${deep}}}`
+  })
+  const r = { status: res.statusCode, json: res.json() }
+  assertUpstreamFailure(r)
+  assert.match(r.json.output, /the call's arguments or the server's answer nest JSON too deeply/, r.json.output)
+  // A caller cannot take a (shared) server out of service with them: more than the breaker's 5 failures in a row.
+  for (let i = 0; i < 6; i++) {
+    await gw.inject({ method: 'POST', url: '/invoke', headers: { 'content-type': 'application/json' }, payload: `{"name":"good__echo","arguments":{"text":"x","more":${deep}}}` })
+  }
+  await assertServing(gw, 'good', 'good')
+})
+
 test('a 3 MB result is capped at OUTPUT_MAX_CHARS with truncated: true; ' +
   'a 50 MB result is the tool error GW_UPSTREAM_TOO_LARGE (not read past MCP_MAX_MESSAGE_BYTES); the gateway stays healthy', async (t) => {
   const big = await goodFixture(t, 'big')
