@@ -1,6 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { isQueryCredentialName, isSecretName } from '../../../src/secrets/names.js'
+import fc from 'fast-check'
+import { classifyWords, isQueryCredentialName, isSecretName } from '../../../src/secrets/names.js'
 
 test('secret names: prefixes and suffixes, and names that only look close', () => {
   for (const k of [
@@ -19,4 +20,19 @@ test('secret names: prefixes and suffixes, and names that only look close', () =
   }
   for (const q of ['api_key', 'key', 'Client%5FSecret', 'X-Amz-Signature', 'sig', 'token%ZZ']) assert.equal(isQueryCredentialName(q), true, q)
   for (const q of ['page', 'sort', 'userId', '%E0%A4%A']) assert.equal(isQueryCredentialName(q), false, q)
+})
+
+test('the quick test of a name\'s ending rules out only names its words would: the same verdict on random names', () => {
+  // Pieces of secret names and of names that only look close, separators, case, digits and characters that lower-case
+  // to a-z or to two characters (the Kelvin sign, U+0130).
+  const pieces = ['pass', 'Word', 'PASSWD', 'secret', 'Token', 'api', 'KEY', 'key', 'id', 'auth', 'Cookie', 's', 'sig', 'Signature', 'x', 'amz',
+    'pin', 'otp', 'jwt', 'bearer', 'max', 'page', 'cred', 'ential', 'session', '_', '-', '.', ' ', '9', 'K', '\u212A', '\u0130', 'ß', 'é']
+  fc.assert(fc.property(fc.array(fc.constantFrom(...pieces), { maxLength: 6 }), (parts) => {
+    const name = parts.join('')
+    assert.equal(isSecretName(name), classifyWords(name), JSON.stringify(name))
+  }), { numRuns: 20_000, seed: 20261207 })
+  // Both verdicts were reached, and the Kelvin sign reads as k ("api\u212Aey" is apiKey) either way.
+  assert.equal(isSecretName('api\u212Aey'), true)
+  assert.equal(isSecretName('db_pass_word'), true)
+  assert.equal(isSecretName('monkey9'), false)
 })
