@@ -39,6 +39,17 @@ function isSessionExpired (err: unknown): boolean {
   return err instanceof SdkHttpError && err.status === 404
 }
 
+/** The HTTP status a server refused a request with (SdkHttpError), if that is what `err` is. */
+function httpStatus (err: unknown): number | undefined {
+  return err instanceof SdkHttpError && typeof err.status === 'number' ? err.status : undefined
+}
+
+/**
+ * The statuses a server refuses a call's own content with (a malformed or unprocessable request, a body, URI or header
+ * too large: `express.json()` answers 413 past 100 KB): the server is alive, and the caller's arguments chose them.
+ */
+const REFUSED_CONTENT = new Set([400, 413, 414, 422, 431])
+
 /**
  * Errors after which the connection cannot be used again: a stale session, a closed
  * connection (stdio child gone), a broken SSE stream, a network failure.
@@ -103,6 +114,8 @@ export function toUpstreamError (
     // invite a blind retry of something that may have had side effects.
     return new UpstreamError('GW_UPSTREAM_ERROR', `The connection to the MCP server was lost (${safeMessage(err)}); the tools/call was not replayed, the next call reconnects`)
   }
+  const status = httpStatus(err)
+  if (status !== undefined) return new UpstreamError(code, `${what} failed: HTTP ${status}: ${safeMessage(err)}`)
   if (isTooDeep(err)) {
     // A listing is the server's answer alone; a call's arguments are walked too (the SDK validates the request it sends).
     const deep = op === 'list' ? 'the server\'s answer is JSON nested' : 'the call\'s arguments or the server\'s answer nest JSON'
@@ -158,6 +171,8 @@ export function breakerVerdict (err: unknown, op: 'list' | 'call'): 'failure' | 
   // JSON too deep for the SDK: a listing's is the server's answer (it is alive); a call's may be the caller's arguments,
   // and a caller must not take a server (a global one: every tenant's) out of service by sending a few.
   if (isTooDeep(err)) return op === 'list' ? 'answered' : 'neutral'
+  // A call refused for its content: a caller must not open a (shared) server's breaker by sending big arguments.
+  if (op === 'call' && REFUSED_CONTENT.has(httpStatus(err) ?? 0)) return 'answered'
   // Too large: the server answered (it is alive). No budget: the gateway's own limit, not the server's fault.
   const limit = responseLimitError(err)
   if (limit !== undefined) return limit.code === 'GW_UPSTREAM_TOO_LARGE' ? 'answered' : 'neutral'

@@ -279,6 +279,20 @@ test('arguments nested 10,000 deep: the call fails at the gateway\'s MCP client,
   await assertServing(gw, 'good', 'good')
 })
 
+test('a server that refuses a call\'s body as too large (413) answered: callers with big arguments do not open its breaker', async (t) => {
+  // express.json() answers 413 past 100 KB by default: a caller must not take a shared server out of service with 5 such calls.
+  const small = await startStreamableHttpFixture({ marker: 'small', maxBodyBytes: 100_000 })
+  t.after(async () => await small.close())
+  const gw = await app(t)
+  await register(gw, 'small', { type: 'http', url: small.url })
+  for (let i = 0; i < 6; i++) {
+    const r = await invoke(gw, { name: 'small__echo', arguments: { text: 'x'.repeat(150_000) } })
+    assertUpstreamFailure(r)
+    assert.match(r.json.output, /HTTP 413/, r.json.output)
+  }
+  await assertServing(gw, 'small', 'small')
+})
+
 test('a 3 MB result is capped at OUTPUT_MAX_CHARS with truncated: true; ' +
   'a 50 MB result is the tool error GW_UPSTREAM_TOO_LARGE (not read past MCP_MAX_MESSAGE_BYTES); the gateway stays healthy', async (t) => {
   const big = await goodFixture(t, 'big')
