@@ -82,13 +82,11 @@ export default fp(async function errorsPlugin (app: FastifyInstance) {
  */
 function allowedMethods (app: FastifyInstance): (path: string) => string[] | undefined {
   const paths = FindMyWay({ maxParamLength: MAX_PARAM_LENGTH })
-  const byPattern = new Map<string, Set<string>>()
   app.addHook('onRoute', (route: RouteOptions) => {
-    let methods = byPattern.get(route.url)
+    // Each pattern once, under one method: the lookup is by path; the store is the pattern's methods.
+    let methods = paths.findRoute('GET', route.url)?.store as Set<string> | undefined
     if (methods === undefined) {
       methods = new Set()
-      byPattern.set(route.url, methods)
-      // Each pattern once, under one method: the lookup is by path; the store is the pattern's methods.
       paths.on('GET', route.url, () => {}, methods)
     }
     for (const m of [route.method].flat()) {

@@ -35,13 +35,13 @@ function isAbortError (err: unknown): boolean {
   return err instanceof Error && err.name === 'AbortError'
 }
 
-function isSessionExpired (err: unknown): boolean {
-  return err instanceof SdkHttpError && err.status === 404
-}
-
 /** The HTTP status a server refused a request with (SdkHttpError), if that is what `err` is. */
 function httpStatus (err: unknown): number | undefined {
   return err instanceof SdkHttpError && typeof err.status === 'number' ? err.status : undefined
+}
+
+function isSessionExpired (err: unknown): boolean {
+  return httpStatus(err) === 404
 }
 
 /**

@@ -98,6 +98,11 @@ export function matchesFrom (text: string, sticky: RegExp, starts: readonly numb
 const TOKEN_BYTE = new Uint8Array(256)
 for (const c of 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_~.=-') TOKEN_BYTE[c.charCodeAt(0)] = 1
 
+/** A character of a token run (TOKEN_BYTE's, by UTF-16 code unit). */
+function isTokenChar (c: number): boolean {
+  return c < 128 && TOKEN_BYTE[c] === 1
+}
+
 const encoder = new TextEncoder()
 /** Characters encoded at a time, at most: the buffer holds their UTF-8 (3 bytes at most each), whatever the text's length. */
 const CHUNK = 16_384
@@ -116,8 +121,7 @@ export function hasTokenRun (text: string, min: number): boolean {
   // A short text is read by character: encoding it costs more than that.
   if (text.length <= 128) {
     for (let i = 0; i < text.length; i++) {
-      const c = text.charCodeAt(i)
-      if (c < 128 && TOKEN_BYTE[c] === 1) {
+      if (isTokenChar(text.charCodeAt(i))) {
         if (++run >= min) return true
       } else {
         run = 0
@@ -136,11 +140,6 @@ export function hasTokenRun (text: string, min: number): boolean {
     }
   }
   return false
-}
-
-/** A character of a token run (TOKEN_BYTE's, by UTF-16 code unit). */
-function isTokenChar (c: number): boolean {
-  return c < 128 && TOKEN_BYTE[c] === 1
 }
 
 const DIGIT = /[0-9]/g
