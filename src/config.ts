@@ -85,6 +85,12 @@ export const ConfigSchema = Type.Object({
     default: 50,
     description: 'Workspaces one tenant may have; creating one more (a tool call or an upload naming a new workspaceId) is refused with GW_TENANT_QUOTA_EXCEEDED'
   }),
+  tenantMaxServers: Type.Integer({
+    minimum: 1,
+    env: 'TENANT_MAX_SERVERS',
+    default: 200,
+    description: 'Remote MCP servers one tenant may have registered (PUT /users/{userId}/mcp/servers/{serverId}); registering one more is refused with GW_TENANT_QUOTA_EXCEEDED (replacing or deleting one is not). Each config is at most 64 KiB as JSON'
+  }),
   tenantQuotaBytes: Type.Integer({
     minimum: 1024 * 1024,
     env: 'TENANT_QUOTA_BYTES',

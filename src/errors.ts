@@ -85,7 +85,7 @@ export const ERROR_CODES = {
   GW_TENANT_QUOTA_EXCEEDED: {
     kind: ['http', 'tool'] as Array<'http' | 'tool'>,
     status: 403,
-    meaning: 'The tenant is at `TENANT_MAX_WORKSPACES` (a new workspace, by a tool call or an upload) or would pass `TENANT_QUOTA_BYTES` (its workspaces and checkpoints together: an upload or a checkpoint); nothing was changed. Delete workspaces or checkpoints to make room',
+    meaning: 'The tenant is at `TENANT_MAX_WORKSPACES` (a new workspace, by a tool call or an upload), would pass `TENANT_QUOTA_BYTES` (its workspaces and checkpoints together: an upload or a checkpoint), or is at `TENANT_MAX_SERVERS` (registering one more remote MCP server); nothing was changed. Delete workspaces, checkpoints or servers to make room',
     retryable: false
   },
   GW_WORKSPACE_NOT_FOUND: http(404, 'No workspace of that id for this tenant (never used, deleted, or expired past `WORKSPACE_IDLE_TTL`)'),
@@ -113,7 +113,9 @@ export const ERROR_CODES = {
   GW_METHOD_NOT_ALLOWED: http(405,
     'A method the path does not take (the `Allow` header lists those it does); `DELETE /mcp`: the MCP endpoint is stateless, there is no session to end'),
   GW_REQUEST_TIMEOUT: http(408, 'The request body did not arrive within `REQUEST_TIMEOUT_MS`', true),
-  GW_PAYLOAD_TOO_LARGE: http(413, 'A body over `BODY_LIMIT_BYTES`, or a workspace upload past `WORKSPACE_QUOTA_BYTES` or `WORKSPACE_MAX_FILES`'),
+  GW_PAYLOAD_TOO_LARGE: http(
+    413,
+    'A body over `BODY_LIMIT_BYTES`, a workspace upload past `WORKSPACE_QUOTA_BYTES` or `WORKSPACE_MAX_FILES`, or an MCP server config over 64 KiB as JSON'),
   GW_UNSUPPORTED_MEDIA_TYPE: http(
     415,
     'A body that is not JSON, or a JSON body with a `Content-Encoding` (it is not decompressed: send it plain); a workspace upload: a body that is neither ' +

@@ -144,7 +144,7 @@ export function countUnavailable (store: RegistryStore, counters: ServiceCounter
     list: async (scope) => await counted(store.list(scope)),
     snapshot: async (scope) => await counted(store.snapshot(scope)),
     get: async (scope, serverId) => await counted(store.get(scope, serverId)),
-    put: async (scope, serverId, config) => await counted(store.put(scope, serverId, config)),
+    put: async (scope, serverId, config, opts) => await counted(store.put(scope, serverId, config, opts)),
     delete: async (scope, serverId) => await counted(store.delete(scope, serverId)),
     version: async (scope) => await counted(store.version(scope)),
     listUserIds: async () => await counted(store.listUserIds()),

@@ -12,7 +12,7 @@ import type {
   StoredServer,
   UidRange
 } from './types.js'
-import { DocumentConflictError } from './types.js'
+import { DocumentConflictError, ServerLimitError } from './types.js'
 
 interface ScopeState {
   version: number
@@ -94,11 +94,12 @@ export class MemoryRegistryStore implements RegistryStore {
     return entry === undefined ? undefined : copy(entry)
   }
 
-  async put (scope: RegistryScope, serverId: string, config: ServerConfig): Promise<{ version: number, created: boolean }> {
+  async put (scope: RegistryScope, serverId: string, config: ServerConfig, opts: { maxServers?: number } = {}): Promise<{ version: number, created: boolean }> {
     this.#checkOpen()
     assertServerId(serverId)
     const state = this.#state(scope, true) as ScopeState
     const created = !state.servers.has(serverId)
+    if (created && opts.maxServers !== undefined && state.servers.size >= opts.maxServers) throw new ServerLimitError(opts.maxServers)
     state.version += 1
     const version = state.version
     state.servers.set(serverId, { serverId, config: structuredClone(config), version, updatedAt: new Date().toISOString() })

@@ -5,7 +5,7 @@ import { assertScope, assertServerId, assertTenant, assertUidRange, RegistryUnav
 import { createRedisClient, escapeGlob, migrateKeys, quitWithTimeout, taggedKey } from '../redis/index.js'
 import type { MigrationResult, RedisClient, RedisTarget } from '../redis/index.js'
 import type { ServerConfig } from './server-config.js'
-import { DocumentConflictError } from './types.js'
+import { DocumentConflictError, ServerLimitError } from './types.js'
 import type {
   DocumentChange,
   DocumentKind,
@@ -62,6 +62,11 @@ export interface RedisRegistryStoreOptions {
 }
 
 const PUT_SCRIPT = `
+-- ARGV[5]: the most servers the scope may hold ('' = no bound); a write creating one more returns {-1, count}.
+if ARGV[5] ~= '' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+  local count = redis.call('HLEN', KEYS[1])
+  if count >= tonumber(ARGV[5]) then return {-1, count} end
+end
 local v = redis.call('INCR', KEYS[2])
 local created = redis.call('HSET', KEYS[1], ARGV[1], '{"version":' .. v .. ',' .. string.sub(ARGV[2], 2))
 redis.call('PUBLISH', ARGV[3], '{"version":' .. v .. ',' .. string.sub(ARGV[4], 2))
@@ -157,7 +162,9 @@ interface ScriptCommands {
   tgDocPut (docKey: string, versionKey: string, entryJson: string, channel: string, eventJson: string, ifVersion: string): Promise<[number, number]>
   tgDocDelete (docKey: string, versionKey: string, channel: string, eventJson: string): Promise<[number, number]>
   tgAllocateUid (uidsKey: string, tenant: string, first: string, last: string): Promise<number>
-  tgRegistryPut (hashKey: string, versionKey: string, serverId: string, entryJson: string, channel: string, eventJson: string): Promise<[number, number]>
+  tgRegistryPut (
+    hashKey: string, versionKey: string, serverId: string, entryJson: string, channel: string, eventJson: string, maxServers: string
+  ): Promise<[number, number]>
   tgRegistryDelete (hashKey: string, versionKey: string, serverId: string, channel: string, eventJson: string): Promise<[number, number]>
 }
 
@@ -484,7 +491,7 @@ export class RedisRegistryStore implements RegistryStore {
     return raw === null ? undefined : this.#parseEntry(scope, serverId, raw)
   }
 
-  async put (scope: RegistryScope, serverId: string, config: ServerConfig): Promise<{ version: number, created: boolean }> {
+  async put (scope: RegistryScope, serverId: string, config: ServerConfig, opts: { maxServers?: number } = {}): Promise<{ version: number, created: boolean }> {
     assertScope(scope)
     assertServerId(serverId)
     // Serialised here; the script splices `"version":N,` in after the opening brace.
@@ -496,7 +503,8 @@ export class RedisRegistryStore implements RegistryStore {
     // with a concurrent put of the same user (SREM after its SADD) and lose a tenant that has servers.
     if (scope.kind === 'user') await this.#run(() => this.#client.sadd(this.#usersKey, scope.userId))
     const [version, created] = await this.#run(() => this.#client.tgRegistryPut(
-      this.#hashKey(scope), this.#versionKey(scope), serverId, entryJson, this.#channel, eventJson))
+      this.#hashKey(scope), this.#versionKey(scope), serverId, entryJson, this.#channel, eventJson, String(opts.maxServers ?? '')))
+    if (version === -1) throw new ServerLimitError(opts.maxServers ?? 0)
     this.#emit({ op: 'put', scope: { ...scope }, serverId, version })
     return { version, created: created === 1 }
   }

@@ -6,6 +6,7 @@ import { isValidId, normalizeServerConfig } from './server-config.js'
 import type { ServerConfig } from './server-config.js'
 import { maskedSecretsChangingOrigin, restoreMaskedSecrets, secretContext } from './secrets.js'
 import type { SecretBox } from './secrets.js'
+import { ServerLimitError } from './types.js'
 import type { RegistryScope, RegistryStore } from './types.js'
 
 /** A server as the REST API shows it: secrets masked. */
@@ -26,18 +27,23 @@ export class ServerRegistry {
   readonly #box: SecretBox
   readonly #egress: EgressPolicy
   readonly #onStored: ((scope: RegistryScope, serverId: string, config: ServerConfig) => void) | undefined
+  readonly #maxServersPerTenant: number | undefined
 
-  /** `onStored` is told of every server this instance stored (the remote tiers start a stdio server's first connection). */
+  /**
+   * `onStored` is told of every server this instance stored (the remote tiers start a stdio server's first connection).
+   * `maxServersPerTenant` (TENANT_MAX_SERVERS) bounds each tenant's servers, whoever registers them; the global scope is the operator's.
+   */
   constructor (
     store: RegistryStore,
     box: SecretBox,
     egress: EgressPolicy,
-    opts: { onStored?: (scope: RegistryScope, serverId: string, config: ServerConfig) => void } = {}
+    opts: { onStored?: (scope: RegistryScope, serverId: string, config: ServerConfig) => void, maxServersPerTenant?: number } = {}
   ) {
     this.#store = store
     this.#box = box
     this.#egress = egress
     this.#onStored = opts.onStored
+    this.#maxServersPerTenant = opts.maxServersPerTenant
   }
 
   get backend (): 'memory' | 'redis' | 'redis-cluster' {
@@ -83,7 +89,15 @@ export class ServerRegistry {
         config = restoreMaskedSecrets(config, opened.config)
       }
     }
-    const { created, version } = await this.#store.put(scope, serverId, this.#box.sealConfig(config, context))
+    const max = scope.kind === 'user' ? this.#maxServersPerTenant : undefined
+    let stored: { created: boolean, version: number }
+    try {
+      stored = await this.#store.put(scope, serverId, this.#box.sealConfig(config, context), max === undefined ? {} : { maxServers: max })
+    } catch (err) {
+      if (!(err instanceof ServerLimitError)) throw err
+      return fail('GW_TENANT_QUOTA_EXCEEDED', `Tenant server limit reached: the tenant has ${err.maxServers} remote MCP servers, TENANT_MAX_SERVERS; delete one to make room (replacing one is allowed)`)
+    }
+    const { created, version } = stored
     this.#onStored?.(scope, serverId, config)
     return {
       ok: true,

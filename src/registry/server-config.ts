@@ -59,7 +59,9 @@ export const SERVER_CONFIG_LIMITS = {
   priorityMax: 1_000_000,
   oauthFieldLength: 4096,
   scopeLength: 256,
-  scopeCount: 64
+  scopeCount: 64,
+  /** UTF-8 bytes of the whole config as JSON: each field's bound alone would let one config hold ~1 MB. */
+  configBytes: 64 * 1024
 } as const
 
 const L = SERVER_CONFIG_LIMITS
@@ -150,7 +152,7 @@ export interface NormalizeOptions {
 
 export type NormalizeResult =
   | { ok: true, config: ServerConfig }
-  | { ok: false, code: Extract<HttpErrorCode, 'GW_BAD_REQUEST' | 'GW_FORBIDDEN'>, message: string }
+  | { ok: false, code: Extract<HttpErrorCode, 'GW_BAD_REQUEST' | 'GW_FORBIDDEN' | 'GW_PAYLOAD_TOO_LARGE'>, message: string }
 
 // RFC 9110 token characters.
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
@@ -275,6 +277,10 @@ export function normalizeServerConfig (input: unknown, options: NormalizeOptions
   if (raw.timeoutMs !== undefined) config.timeoutMs = raw.timeoutMs
   if (raw.description !== undefined) config.description = raw.description
   if (raw.disabledTools !== undefined) config.disabledTools = [...new Set(raw.disabledTools)]
+  const bytes = Buffer.byteLength(JSON.stringify(config))
+  if (bytes > L.configBytes) {
+    return { ok: false, code: 'GW_PAYLOAD_TOO_LARGE', message: `the server config is ${bytes} bytes as JSON; at most ${L.configBytes} are stored (headers, env and args together)` }
+  }
   return { ok: true, config }
 }
 

@@ -50,6 +50,14 @@ export class DocumentConflictError extends Error {
   }
 }
 
+/** `put`'s `maxServers`: the scope holds that many servers and the write would create one more. Nothing was written. */
+export class ServerLimitError extends Error {
+  constructor (readonly maxServers: number) {
+    super(`The scope already holds ${maxServers} servers`)
+    this.name = 'ServerLimitError'
+  }
+}
+
 /** One stored document. `version` is the (kind, scope) counter right after this write. */
 export interface StoredDocument {
   value: unknown
@@ -94,8 +102,12 @@ export interface RegistryStore {
   /** The scope's servers and its version, read atomically (a consistent cache fill). */
   snapshot (scope: RegistryScope): Promise<{ version: number, servers: StoredServer[] }>
   get (scope: RegistryScope, serverId: string): Promise<StoredServer | undefined>
-  /** Creates or replaces. Atomic with the version increment; concurrent writers never lose an increment. */
-  put (scope: RegistryScope, serverId: string, config: ServerConfig): Promise<{ version: number, created: boolean }>
+  /**
+   * Creates or replaces. Atomic with the version increment; concurrent writers never lose an increment.
+   * With `maxServers`, a write that would create a server in a scope already holding that many is a
+   * ServerLimitError, decided atomically with the write (racing instances never pass it together).
+   */
+  put (scope: RegistryScope, serverId: string, config: ServerConfig, opts?: { maxServers?: number }): Promise<{ version: number, created: boolean }>
   /** Deleting a missing server changes nothing: `deleted` false and the current version. */
   delete (scope: RegistryScope, serverId: string): Promise<{ version: number, deleted: boolean }>
   /** 0 for a scope that was never written. */

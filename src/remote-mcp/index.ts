@@ -111,6 +111,7 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
     // start-up warm-up below.
     const warming: { server?: (scope: RegistryScope, serverId: string) => void } = {}
     const registry = new ServerRegistry(store, box, egress, {
+      maxServersPerTenant: config.tenantMaxServers,
       // A tenant's stdio server (registered by an admin; any slow-starting transport) starts on the
       // instance that stored it; global ones start on every instance from their change event (below).
       onStored: (scope, serverId, stored) => {

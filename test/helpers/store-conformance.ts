@@ -3,7 +3,7 @@ import { test } from 'node:test'
 import { RegistryUnavailableError } from '../../src/registry/errors.js'
 import type { ServerConfig } from '../../src/registry/server-config.js'
 import type { DocumentChange, RegistryChange, RegistryScope, RegistryStore } from '../../src/registry/types.js'
-import { DocumentConflictError } from '../../src/registry/types.js'
+import { DocumentConflictError, ServerLimitError } from '../../src/registry/types.js'
 
 /**
  * One behavioural contract for every RegistryStore implementation. Each test gets fresh
@@ -146,6 +146,39 @@ export function registryStoreConformance (label: string, factory: StoreFactory):
     assert.equal(distinct.filter((r) => r.created).length, 50)
     assert.equal((await store.list(user('race-2'))).length, 50)
     assert.equal(await store.version(user('race-2')), 50)
+  })
+
+  test(`${label}: maxServers: racing creations from two instances never pass the cap; replacing at the cap does; a refusal changes nothing`, TIMEOUT, async (t) => {
+    const fixture = await setup(t)
+    const { store } = fixture
+    const other = fixture.peer !== undefined ? await fixture.peer() : store
+    if (other !== store) fixture.peers.push(other)
+    const scope = user('capped')
+    const cap = 5
+    const full = (err: unknown): boolean => err instanceof ServerLimitError && err.maxServers === cap
+    // 40 different servers created at once, half through each instance: exactly `cap` land.
+    const results = await Promise.allSettled(Array.from({ length: 40 }, async (_v, i) =>
+      await (i % 2 === 0 ? store : other).put(scope, `s${i}`, http(`https://w${i}.example/`), { maxServers: cap })))
+    assert.equal(results.filter((r) => r.status === 'fulfilled').length, cap)
+    assert.ok(results.every((r) => r.status === 'fulfilled' || full(r.reason)), 'every other write is a ServerLimitError')
+    const listed = await store.list(scope)
+    assert.equal(listed.length, cap)
+    const version = await store.version(scope)
+    assert.equal(version, cap, 'a refused write moves no version')
+    // At the cap: one more is refused, a replacement of a stored one is not, and a delete makes room.
+    const changes: RegistryChange[] = []
+    const off = store.subscribe((c) => { changes.push(c) })
+    t.after(off)
+    await assert.rejects(store.put(scope, 'one-more', http('https://x.example/'), { maxServers: cap }), full)
+    assert.equal(await store.get(scope, 'one-more'), undefined)
+    assert.deepEqual(changes, [], 'a refused write sends no change event')
+    const kept = listed[0]?.serverId ?? ''
+    assert.equal((await store.put(scope, kept, http('https://replaced.example/'), { maxServers: cap })).created, false)
+    await store.delete(scope, kept)
+    assert.equal((await store.put(scope, 'one-more', http('https://x.example/'), { maxServers: cap })).created, true)
+    // The cap is per scope: another tenant, and a put without maxServers, are not held by it.
+    assert.equal((await store.put(user('capped-2'), 'a', http('https://a.example/'), { maxServers: cap })).created, true)
+    assert.equal((await store.put(scope, 'admin-made', http('https://y.example/'))).created, true)
   })
 
   test(`${label}: subscribers see their own instance's changes`, TIMEOUT, async (t) => {

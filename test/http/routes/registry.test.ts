@@ -241,3 +241,40 @@ test('with API keys: a tenant registers stdio -> 403, manages only its own serve
   res = await app.inject({ method: 'PUT', url: '/users/acme/mcp/servers/cli2', payload: { type: 'stdio', command: '/bin/true' } })
   assert.equal(res.statusCode, 401)
 })
+
+test('a tenant cannot grow the registry without bound: TENANT_MAX_SERVERS servers, each config at most 64 KiB', async (t) => {
+  const keys = 'admin-key-0123456789:*,acme-key-0123456789:acme'
+  const app = await buildTestApp(t, { env: { API_KEYS: keys, EGRESS_ALLOW: '127.0.0.1/32', TENANT_MAX_SERVERS: '3' } })
+  const tenant = { authorization: 'Bearer acme-key-0123456789' }
+  const admin = { authorization: 'Bearer admin-key-0123456789' }
+  const putAs = async (headers: Record<string, string>, url: string, payload: Record<string, unknown>): Promise<{ status: number, json: any }> => {
+    const res = await app.inject({ method: 'PUT', url, headers, payload })
+    return { status: res.statusCode, json: res.json() }
+  }
+  const server = { type: 'http', url: 'http://127.0.0.1:9/mcp' }
+  // The attack: 32 headers of 8,000 characters each (every field within its own bound), ~256 KB per config.
+  const heavy = { ...server, headers: Object.fromEntries(Array.from({ length: 32 }, (_v, i) => [`x-h${i}`, 'v'.repeat(8000)])) }
+  let r = await putAs(tenant, '/users/acme/mcp/servers/heavy', heavy)
+  assert.equal(r.status, 413, JSON.stringify(r.json))
+  assert.equal(r.json.code, 'GW_PAYLOAD_TOO_LARGE')
+  assert.match(r.json.message, /at most 65536/)
+  // A config with one long token still fits.
+  r = await putAs(tenant, '/users/acme/mcp/servers/s1', { ...server, headers: { authorization: `Bearer ${'t'.repeat(8000)}` } })
+  assert.equal(r.status, 201, JSON.stringify(r.json))
+
+  for (const id of ['s2', 's3']) assert.equal((await putAs(tenant, `/users/acme/mcp/servers/${id}`, server)).status, 201)
+  r = await putAs(tenant, '/users/acme/mcp/servers/s4', server)
+  assert.equal(r.status, 403, JSON.stringify(r.json))
+  assert.equal(r.json.code, 'GW_TENANT_QUOTA_EXCEEDED')
+  assert.match(r.json.message, /TENANT_MAX_SERVERS/)
+  // An admin registering for the tenant is held by the same bound; the global scope is not.
+  assert.equal((await putAs(admin, '/users/acme/mcp/servers/s4', server)).json.code, 'GW_TENANT_QUOTA_EXCEEDED')
+  assert.equal((await putAs(admin, '/mcp/servers/g1', server)).status, 201)
+  // Nothing of the refused writes was stored.
+  const listed = (await app.inject({ method: 'GET', url: '/users/acme/mcp/servers', headers: tenant })).json()
+  assert.deepEqual(listed.servers.map((s: { serverId: string }) => s.serverId), ['s1', 's2', 's3'])
+  // Replacing one at the bound is allowed; a delete makes room for a new one.
+  assert.equal((await putAs(tenant, '/users/acme/mcp/servers/s2', { ...server, description: 'replaced' })).status, 200)
+  assert.equal((await app.inject({ method: 'DELETE', url: '/users/acme/mcp/servers/s3', headers: tenant })).statusCode, 200)
+  assert.equal((await putAs(tenant, '/users/acme/mcp/servers/s4', server)).status, 201)
+})
