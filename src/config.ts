@@ -330,6 +330,12 @@ export const ConfigSchema = Type.Object({
     default: '1h',
     description: 'How long a held call (a tool matching a policy\'s requireApproval) waits for a decision; past it the call is APPROVAL_EXPIRED'
   }),
+  tenantMaxPendingApprovals: Type.Integer({
+    minimum: 1,
+    env: 'TENANT_MAX_PENDING_APPROVALS',
+    default: 100,
+    description: 'Calls one tenant may have awaiting approval at once (each keeps its whole request until decided or expired); one more is refused with GW_TENANT_QUOTA_EXCEEDED and does not run'
+  }),
   approvalWebhookUrl: Type.Optional(Type.String({
     pattern: '^https?://',
     env: 'APPROVAL_WEBHOOK_URL',

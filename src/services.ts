@@ -266,6 +266,7 @@ async function build (
     target: redisTarget,
     keyPrefix: config.redisKeyPrefix,
     ttlMs: parseDuration(config.approvalTtl),
+    maxPendingPerTenant: config.tenantMaxPendingApprovals,
     box: remoteSettings.box,
     webhookUrl: config.approvalWebhookUrl,
     webhookSecret: config.approvalWebhookSecret,

@@ -19,6 +19,8 @@ export interface ApprovalSettings {
   redisUrl?: string | undefined
   keyPrefix: string
   ttlMs: number
+  /** TENANT_MAX_PENDING_APPROVALS. */
+  maxPendingPerTenant?: number | undefined
   box: SecretBox
   webhookUrl?: string | undefined
   webhookSecret?: string | undefined
@@ -34,5 +36,7 @@ export function createApprovals (s: ApprovalSettings): ApprovalService {
   const webhook = s.webhookUrl !== undefined && s.webhookUrl !== ''
     ? new ApprovalWebhook({ url: s.webhookUrl, secret: s.webhookSecret ?? '', logger: s.logger })
     : undefined
-  return new ApprovalService({ store, box: s.box, ttlMs: s.ttlMs, logger: s.logger, webhook })
+  return new ApprovalService({
+    store, box: s.box, ttlMs: s.ttlMs, logger: s.logger, webhook, ...(s.maxPendingPerTenant !== undefined ? { maxPendingPerTenant: s.maxPendingPerTenant } : {})
+  })
 }

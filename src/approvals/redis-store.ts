@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis'
 import { createRedisClient, escapeGlob, migrateKeys, quitWithTimeout, taggedKey } from '../redis/index.js'
 import type { MigrationResult, RedisClient, RedisTarget } from '../redis/index.js'
-import { KEEP_AFTER_MS } from './store.js'
+import { KEEP_AFTER_MS, TenantApprovalsFull } from './store.js'
 import type { ApprovalRecord, ApprovalStore, DecideOutcome } from './store.js'
 
 /**
@@ -22,8 +22,22 @@ redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return 'ok'
 `
 
+/**
+ * A new pending record's place in its tenant's index, refused (0) when the tenant already has
+ * `max` pending, unexpired ones: the count and the add in one step, so racing instances never pass
+ * the bound together. KEYS: the index. ARGV: now, max ('' = no bound), expiresAt, approvalId, keep until.
+ */
+const ADMIT_SCRIPT = `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if ARGV[2] ~= '' and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
+redis.call('PEXPIREAT', KEYS[1], ARGV[5])
+return 1
+`
+
 interface DecideCommand {
   tgApprovalDecide: (numKeys: number, ...keysAndArgs: Array<string | number>) => Promise<string>
+  tgApprovalAdmit: (numKeys: number, ...keysAndArgs: Array<string | number>) => Promise<number>
 }
 
 export interface RedisApprovalOptions {
@@ -66,6 +80,7 @@ export class RedisApprovalStore implements ApprovalStore {
       commandTimeoutMs: opts.commandTimeoutMs ?? 2000
     }) as RedisClient & DecideCommand
     this.#client.defineCommand('tgApprovalDecide', { lua: DECIDE_SCRIPT })
+    this.#client.defineCommand('tgApprovalAdmit', { lua: ADMIT_SCRIPT })
     this.#client.on('error', (err: Error) => opts.onError?.(err))
     this.migrated = this.#client.connect().then(async () => {
       if (target.kind !== 'single') return undefined
@@ -100,14 +115,19 @@ export class RedisApprovalStore implements ApprovalStore {
     return taggedKey(this.#prefix, `approvals:${tenant}`, 'pending')
   }
 
-  async put (record: ApprovalRecord): Promise<void> {
+  async put (record: ApprovalRecord, opts: { maxPendingPerTenant?: number } = {}): Promise<void> {
     const key = this.#key(record.approvalId)
     const index = this.#index(record.userId)
     const fields: Record<string, string> = {}
     for (const [k, v] of Object.entries(record)) if (v !== undefined) fields[k] = String(v)
-    // Two transactions, one per slot; the record first, so an index member always has its record.
+    // One step per slot; the record first, so an index member always has its record. A record the
+    // index refuses is removed again: its approvalId was never given to anyone.
     await this.#client.multi().hset(key, fields).pexpireat(key, record.expiresAt + KEEP_AFTER_MS).exec()
-    await this.#client.multi().zadd(index, record.expiresAt, record.approvalId).pexpireat(index, record.expiresAt + KEEP_AFTER_MS).exec()
+    const admitted = await this.#client.tgApprovalAdmit(1, index,
+      record.createdAt, String(opts.maxPendingPerTenant ?? ''), record.expiresAt, record.approvalId, record.expiresAt + KEEP_AFTER_MS)
+    if (admitted === 1) return
+    await this.#client.del(key)
+    throw new TenantApprovalsFull(opts.maxPendingPerTenant ?? 0)
   }
 
   async get (approvalId: string): Promise<ApprovalRecord | undefined> {

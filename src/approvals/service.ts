@@ -4,7 +4,7 @@ import { HttpError } from '../errors.js'
 import type { Logger } from '../logger.js'
 import type { SecretBox } from '../registry/secrets.js'
 import { maskValue } from '../secrets/detector.js'
-import { ApprovalStoreFull } from './store.js'
+import { ApprovalStoreFull, TenantApprovalsFull } from './store.js'
 import type { ApprovalRecord, ApprovalStore } from './store.js'
 import type { ApprovalWebhook } from './webhook.js'
 
@@ -59,6 +59,8 @@ export interface ApprovalServiceOptions {
   now?: () => number
   /** How often a waiting call looks at the store for a decision made on another instance. Default 250. */
   pollMs?: number
+  /** TENANT_MAX_PENDING_APPROVALS: calls one tenant may have awaiting approval at once (unbounded when unset). */
+  maxPendingPerTenant?: number
 }
 
 const LIST_MAX = 500
@@ -77,6 +79,7 @@ export class ApprovalService {
   readonly #webhook: ApprovalWebhook | undefined
   readonly #now: () => number
   readonly #pollMs: number
+  readonly #maxPending: number | undefined
   /** Decisions and results made on this instance, so a waiting call here need not wait for its next poll. */
   readonly #events = new EventEmitter()
 
@@ -88,6 +91,7 @@ export class ApprovalService {
     this.#webhook = opts.webhook
     this.#now = opts.now ?? Date.now
     this.#pollMs = opts.pollMs ?? 250
+    this.#maxPending = opts.maxPendingPerTenant
     this.#events.setMaxListeners(0)
   }
 
@@ -111,8 +115,11 @@ export class ApprovalService {
       request: this.#box.sealValue(JSON.stringify(facts.request), `approval:${approvalId}:request`)
     }
     try {
-      await this.#store.put(record)
+      await this.#store.put(record, this.#maxPending === undefined ? {} : { maxPendingPerTenant: this.#maxPending })
     } catch (err) {
+      if (err instanceof TenantApprovalsFull) {
+        throw new HttpError('GW_TENANT_QUOTA_EXCEEDED', `The call needs an approval and cannot be held: ${err.message}; decide some, or wait for them to expire (APPROVAL_TTL)`)
+      }
       if (err instanceof ApprovalStoreFull) throw new HttpError('GW_REGISTRY_UNAVAILABLE', `The call needs an approval and cannot be held: ${err.message}`)
       throw new HttpError('GW_REGISTRY_UNAVAILABLE', 'The call needs an approval and cannot be held: the approval store (Redis) does not answer')
     }

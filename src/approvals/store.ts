@@ -33,7 +33,12 @@ export type DecideOutcome =
  */
 export interface ApprovalStore {
   readonly backend: 'memory' | 'redis'
-  put: (record: ApprovalRecord) => Promise<void>
+  /**
+   * Stores a new pending record. With `maxPendingPerTenant`, a tenant already holding that many
+   * pending, unexpired records is refused (TenantApprovalsFull, nothing kept), decided atomically
+   * with the record's admission: racing instances never pass the bound together.
+   */
+  put: (record: ApprovalRecord, opts?: { maxPendingPerTenant?: number }) => Promise<void>
   get: (approvalId: string) => Promise<ApprovalRecord | undefined>
   /** Pending, unexpired approvals of a tenant, oldest first, at most `limit`. */
   listPending: (userId: string, now: number, limit: number) => Promise<ApprovalRecord[]>
@@ -61,8 +66,10 @@ export class MemoryApprovalStore implements ApprovalStore {
     this.#max = maxRecords
   }
 
-  async put (record: ApprovalRecord): Promise<void> {
+  async put (record: ApprovalRecord, opts: { maxPendingPerTenant?: number } = {}): Promise<void> {
     this.#sweep(record.createdAt)
+    const max = opts.maxPendingPerTenant
+    if (max !== undefined && this.#pendingOf(record.userId, record.createdAt, max) >= max) throw new TenantApprovalsFull(max)
     if (this.#records.size >= this.#max) {
       for (const [id, r] of this.#records) {
         if (r.status !== 'pending' || r.expiresAt <= record.createdAt) this.#records.delete(id)
@@ -109,12 +116,29 @@ export class MemoryApprovalStore implements ApprovalStore {
     this.#records.clear()
   }
 
+  /** The tenant's pending, unexpired records, counted up to `max` (at most the store's bound of records read). */
+  #pendingOf (userId: string, now: number, max: number): number {
+    let n = 0
+    for (const r of this.#records.values()) {
+      if (r.userId === userId && r.status === 'pending' && r.expiresAt > now && ++n >= max) break
+    }
+    return n
+  }
+
   /** Drops records past their keeping time (insertion order is creation order). */
   #sweep (now: number): void {
     for (const [id, r] of this.#records) {
       if ((r.decidedAt ?? r.expiresAt) + KEEP_AFTER_MS > now) break
       this.#records.delete(id)
     }
+  }
+}
+
+/** The tenant holds `maxPendingPerTenant` calls awaiting approval already (TENANT_MAX_PENDING_APPROVALS). */
+export class TenantApprovalsFull extends Error {
+  constructor (readonly max: number) {
+    super(`the tenant has ${max} calls awaiting approval, TENANT_MAX_PENDING_APPROVALS`)
+    this.name = 'TenantApprovalsFull'
   }
 }
 

@@ -361,3 +361,46 @@ test('without Redis, held calls live in memory: hold, list, approve, 409 on a se
   assert.equal((await call(app, ADMIN, 'POST', `/approvals/${held.approvalId}`, { decision: 'approve' })).status, 409)
   assert.equal(await runs(path), 1)
 })
+
+/**
+ * The attack: under a policy that holds a tool (a default `requireApproval` on destructive tools is
+ * the usual case), a tenant holds calls in a loop. Each kept its whole request (arguments up to
+ * BODY_LIMIT_BYTES) for APPROVAL_TTL plus a day, without bound per tenant; without Redis the
+ * instance's 10,000 records were shared, so one tenant filling them refused every other tenant's.
+ */
+async function heldPastTheBound (t: TestContext, apps: FastifyInstance[]): Promise<void> {
+  const path = await counterFile(t)
+  const bulky = 'x'.repeat(100_000)
+  // 16 at once, spread over the instances: exactly 3 are held.
+  const answers = await Promise.all(Array.from({ length: 16 }, async (_v, i) =>
+    await call(apps[i % apps.length] as FastifyInstance, ACME, 'POST', '/invoke', { name: 'count_run', arguments: { path, token: bulky } })))
+  const held = answers.filter((a) => a.status === 202)
+  assert.equal(held.length, 3, JSON.stringify(answers.map((a) => a.status)))
+  for (const a of answers.filter((x) => x.status !== 202)) {
+    assert.equal(a.status, 403, JSON.stringify(a.json))
+    assert.equal(a.json.code, 'GW_TENANT_QUOTA_EXCEEDED')
+    assert.match(a.json.message, /TENANT_MAX_PENDING_APPROVALS/)
+  }
+  const app = apps[0] as FastifyInstance
+  assert.equal((await call(app, ACME, 'GET', '/approvals')).json.approvals.length, 3)
+  // Another tenant is not held by acme's bound.
+  assert.equal((await call(app, ADMIN, 'PUT', '/users/globex/policy', { requireApproval: ['count_*'] })).status, 201)
+  assert.equal((await call(app, GLOBEX, 'POST', '/invoke', { name: 'count_run', arguments: { path } })).status, 202)
+  // A decision makes room for one more.
+  assert.equal((await call(app, APPROVER, 'POST', `/approvals/${held[0]?.json.approvalId as string}`, { decision: 'deny' })).status, 200)
+  assert.equal((await call(apps[apps.length - 1] as FastifyInstance, ACME, 'POST', '/invoke', { name: 'count_run', arguments: { path } })).status, 202)
+  assert.equal((await call(app, ACME, 'POST', '/invoke', { name: 'count_run', arguments: { path } })).json.code, 'GW_TENANT_QUOTA_EXCEEDED')
+  assert.equal(await runs(path), 0, 'nothing ran')
+}
+
+test('a tenant holds at most TENANT_MAX_PENDING_APPROVALS calls, in memory', async (t) => {
+  const app = await buildTestApp(t, { env: { API_KEYS: KEYS, FUNCTIONS_DIR: 'test/fixtures/functions/approvals', TENANT_MAX_PENDING_APPROVALS: '3' } })
+  assert.equal((await call(app, ADMIN, 'PUT', '/users/acme/policy', { requireApproval: ['count_*'] })).status, 201)
+  await heldPastTheBound(t, [app])
+})
+
+test('a tenant holds at most TENANT_MAX_PENDING_APPROVALS calls, with Redis, racing on two instances', async (t) => {
+  const apps = await instances(t, 2, { TENANT_MAX_PENDING_APPROVALS: '3' })
+  if (apps === undefined) return
+  await heldPastTheBound(t, apps)
+})
