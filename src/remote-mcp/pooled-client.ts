@@ -343,15 +343,16 @@ export class PooledClient {
     // The deadline is the listing's own: a connect has its own, and a caller waiting for both
     // has its signal. Counted from the connect, a slow first start would fail the listing too.
     const deadline = Date.now() + this.#ctx.listTimeoutMs
+    const maxBytes = this.#ctx.limits(this.key)?.maxMessageBytes
     try {
       try {
-        tools = await listAllPages(conn.client, deadline)
+        tools = await listAllPages(conn.client, deadline, maxBytes)
       } catch (err) {
         // tools/list is idempotent, so a stale session or a dropped connection is re-initialised
         // and the listing retried once (docs/ARCHITECTURE.md#mcp-pool). Anything else (timeout, server error) is final.
         if (!isDeadConnection(err) || this.#closed) throw err
         this.#drop(conn, 'tools/list failed on a dead connection; retrying once')
-        tools = await listAllPages((await this.connect()).client, deadline)
+        tools = await listAllPages((await this.connect()).client, deadline, maxBytes)
       }
     } catch (err) {
       this.#countFailure(err, 'list')

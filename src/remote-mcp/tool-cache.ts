@@ -16,6 +16,12 @@ import { UpstreamError } from './errors.js'
  */
 export const MAX_LIST_PAGES = 1000
 
+/**
+ * Tools one server's list may hold: a list is kept per pooled client and rendered into every
+ * listing that names the server, so a server listing more is refused whole (pins keep as many).
+ */
+const MAX_LISTED_TOOLS = 5000
+
 export class ToolListCache {
   #tools: Tool[] | undefined
   #fetchedAt = 0
@@ -67,9 +73,11 @@ export class ToolListCache {
  * tools whose `x-mcp-header` declarations are invalid (2026-07-28), and stops at its
  * `listMaxPages` (MAX_LIST_PAGES). Not written to the Client's response cache: the pool keeps
  * its own list (ToolListCache) and passes each tool's definition to callTool. Throws the SDK's
- * SdkError RequestTimeout once the deadline passes, UpstreamError past MAX_LIST_PAGES pages.
+ * SdkError RequestTimeout once the deadline passes, UpstreamError past MAX_LIST_PAGES pages, past
+ * MAX_LISTED_TOOLS tools, or past `maxBytes` of JSON for all pages together (MCP_MAX_MESSAGE_BYTES:
+ * each page is bounded by it as it is read, and a list is kept no larger than one answer).
  */
-export async function listAllPages (client: Pick<Client, 'listTools'>, deadline: number): Promise<Tool[]> {
+export async function listAllPages (client: Pick<Client, 'listTools'>, deadline: number, maxBytes = Infinity): Promise<Tool[]> {
   const timeout = deadline - Date.now()
   if (timeout <= 0) throw new SdkError(SdkErrorCode.RequestTimeout, 'Request timed out')
   // Each page request gets what is left of the deadline as its own timeout, and the signal
@@ -77,7 +85,17 @@ export async function listAllPages (client: Pick<Client, 'listTools'>, deadline:
   const signal = AbortSignal.timeout(timeout)
   try {
     const result = await client.listTools(undefined, { timeout, signal, cacheMode: 'bypass' })
-    return result.tools as Tool[]
+    const tools = result.tools as Tool[]
+    if (tools.length > MAX_LISTED_TOOLS) {
+      throw new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server lists ${tools.length} tools; at most ${MAX_LISTED_TOOLS} are kept of one server`)
+    }
+    if (maxBytes !== Infinity) {
+      const bytes = Buffer.byteLength(JSON.stringify(tools))
+      if (bytes > maxBytes) {
+        throw new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server's tool list is ${bytes} bytes as JSON (all pages together); at most ${maxBytes} (MCP_MAX_MESSAGE_BYTES) are kept`)
+      }
+    }
+    return tools
   } catch (err) {
     if (err instanceof SdkError && err.code === SdkErrorCode.ListPaginationExceeded) {
       throw new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server returned more than ${MAX_LIST_PAGES} tools/list pages`)

@@ -20,7 +20,7 @@ import { allProcesses } from '../../../scripts/lib/proc.js'
 import type { ProcInfo } from '../../../scripts/lib/proc.js'
 import { startStreamableHttpFixture, stdioFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
 import type { HttpFixture } from '../../../scripts/lib/mcp-fixtures/index.js'
-import { startFaultyHttpServer } from '../../../scripts/lib/mcp-fixtures/faulty/raw-http.js'
+import { MANY_TOOLS, startFaultyHttpServer } from '../../../scripts/lib/mcp-fixtures/faulty/raw-http.js'
 import type { FaultMode, FaultyHttpServer } from '../../../scripts/lib/mcp-fixtures/faulty/raw-http.js'
 
 /**
@@ -254,6 +254,29 @@ test('malformed JSON-RPC (not JSON-RPC, invalid JSON, HTML, 500, wrong id, bad S
   // Invoking one of their tools never gives a 500 (the tool-level outcome is the todo test below).
   for (const mode of modes) assert.notEqual((await invoke(gw, { name: `${mode}__echo`, arguments: { text: 'x' } })).status, 500)
   await assertServing(gw, 'good', 'good')
+})
+
+test('a server listing more than a listing may keep (6,000 tools; or, under a small MCP_MAX_MESSAGE_BYTES, more bytes than one answer): ' +
+  'unavailable, saying why, and nothing of it is kept', async (t) => {
+  const many = await faulty(t, 'many-tools')
+  const good = await goodFixture(t)
+  // The gateway's own pace: its first listing may take seconds on a loaded machine.
+  const gw = await app(t, { MCP_LIST_TIMEOUT_MS: '30000' })
+  await register(gw, 'many', { type: 'http', url: many.url })
+  await register(gw, 'good', { type: 'http', url: good.url })
+  let listing = await listTools(gw, 'mcp=many,good')
+  assert.deepEqual(listing.unavailable.map((u: any) => u.serverId), ['many'], JSON.stringify(listing.unavailable))
+  assert.match(listing.unavailable[0].reason, new RegExp(`lists ${MANY_TOOLS} tools; at most 5000 are kept`), listing.unavailable[0].reason)
+  assert.ok(listing.tools.length > 0 && listing.tools.every((x: any) => !/^(many__)?t\d+$/.test(x.name)), 'none of its tools is listed')
+  assert.ok(many.requests() >= 7, 'every page was read')
+  await assertServing(gw, 'good', 'good')
+
+  // Bytes: 3,000 tools, each page within MCP_MAX_MESSAGE_BYTES (~150 KB), the whole list (~450 KB) not.
+  const small = await app(t, { MCP_LIST_TIMEOUT_MS: '30000', MCP_MAX_MESSAGE_BYTES: '400000' })
+  await register(small, 'many', { type: 'http', url: `${many.url}?tools=3000` })
+  listing = await listTools(small, 'mcp=many')
+  assert.equal(listing.unavailable.length, 1, JSON.stringify(listing))
+  assert.match(listing.unavailable[0].reason, /tool list is \d+ bytes as JSON \(all pages together\); at most 400000 \(MCP_MAX_MESSAGE_BYTES\)/, listing.unavailable[0].reason)
 })
 
 test('arguments nested 10,000 deep: the call fails at the gateway\'s MCP client, saying why; repeated, they do not open the server\'s breaker', async (t) => {
