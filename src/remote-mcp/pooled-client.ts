@@ -253,7 +253,7 @@ export class PooledClient {
       for (let attempt = 1; ; attempt++) {
         const conn = await this.waitFor(this.connect(), options.signal)
         try {
-          const result = await surfaceOnce(conn.client, req, Math.max(1, deadline - Date.now()), signal)
+          const result = await surfaceOnce(conn.client, req, Math.max(1, deadline - Date.now()), signal, this.#ctx.limits(this.key)?.maxMessageBytes)
           this.#ctx.breakers.success(this.id)
           if (list && !this.#closed) this.surfaceLists.set(req.method, result as unknown[])
           return result

@@ -8,6 +8,7 @@
 import { CLIENT_CAPABILITIES_META_KEY } from '@modelcontextprotocol/client'
 import type { Client } from '@modelcontextprotocol/client'
 import * as z from 'zod'
+import { keptList } from './list-bounds.js'
 import { encodeHeaderValue } from './mcp-headers.js'
 import { TASKS_EXTENSION } from '../routing/tasks-extension.js'
 import type { SurfaceRequest } from '../routing/source.js'
@@ -18,18 +19,25 @@ export function isListRequest (req: SurfaceRequest): req is Extract<SurfaceReque
   return req.method === 'resources/list' || req.method === 'resources/templates/list' || req.method === 'prompts/list'
 }
 
-/** One request on the client within `timeout` ms (the whole walk, for a list), aborted by `signal`. */
-export async function surfaceOnce (client: Client, req: SurfaceRequest, timeout: number, signal: AbortSignal): Promise<unknown> {
+/**
+ * One request on the client within `timeout` ms (the whole walk, for a list), aborted by `signal`.
+ * A list is bounded as a whole (list-bounds.ts; `maxListBytes` is MCP_MAX_MESSAGE_BYTES).
+ */
+export async function surfaceOnce (client: Client, req: SurfaceRequest, timeout: number, signal: AbortSignal, maxListBytes = Infinity): Promise<unknown> {
   const caps = client.getServerCapabilities()
   const bounded = AbortSignal.any([signal, AbortSignal.timeout(timeout)])
   const options = { timeout, signal: bounded }
   switch (req.method) {
     case 'resources/list':
-      return caps?.resources === undefined ? [] : (await client.listResources(undefined, { ...options, cacheMode: 'bypass' })).resources
+      if (caps?.resources === undefined) return []
+      return keptList((await client.listResources(undefined, { ...options, cacheMode: 'bypass' })).resources, 'resources', maxListBytes)
     case 'resources/templates/list':
-      return caps?.resources === undefined ? [] : (await client.listResourceTemplates(undefined, { ...options, cacheMode: 'bypass' })).resourceTemplates
+      if (caps?.resources === undefined) return []
+      return keptList(
+        (await client.listResourceTemplates(undefined, { ...options, cacheMode: 'bypass' })).resourceTemplates, 'resource templates', maxListBytes)
     case 'prompts/list':
-      return caps?.prompts === undefined ? [] : (await client.listPrompts(undefined, { ...options, cacheMode: 'bypass' })).prompts
+      if (caps?.prompts === undefined) return []
+      return keptList((await client.listPrompts(undefined, { ...options, cacheMode: 'bypass' })).prompts, 'prompts', maxListBytes)
     // A 2026-07-28 server's input_required is handed back as it came (the caller passes it on, or cannot ask).
     case 'resources/read':
       return await client.readResource(req.params as Parameters<Client['readResource']>[0], { ...options, cacheMode: 'bypass', allowInputRequired: true })

@@ -9,18 +9,13 @@ import { SdkError, SdkErrorCode } from '@modelcontextprotocol/client'
 import type { Client } from '@modelcontextprotocol/client'
 import type { Tool } from '@modelcontextprotocol/sdk/types.js'
 import { UpstreamError } from './errors.js'
+import { keptList } from './list-bounds.js'
 
 /**
  * A server that keeps paginating is cut off here (each page is a round trip within the listing's
  * deadline): the Client's `listMaxPages` (connection.ts).
  */
 export const MAX_LIST_PAGES = 1000
-
-/**
- * Tools one server's list may hold: a list is kept per pooled client and rendered into every
- * listing that names the server, so a server listing more is refused whole (pins keep as many).
- */
-const MAX_LISTED_TOOLS = 5000
 
 export class ToolListCache {
   #tools: Tool[] | undefined
@@ -73,9 +68,8 @@ export class ToolListCache {
  * tools whose `x-mcp-header` declarations are invalid (2026-07-28), and stops at its
  * `listMaxPages` (MAX_LIST_PAGES). Not written to the Client's response cache: the pool keeps
  * its own list (ToolListCache) and passes each tool's definition to callTool. Throws the SDK's
- * SdkError RequestTimeout once the deadline passes, UpstreamError past MAX_LIST_PAGES pages, past
- * MAX_LISTED_TOOLS tools, or past `maxBytes` of JSON for all pages together (MCP_MAX_MESSAGE_BYTES:
- * each page is bounded by it as it is read, and a list is kept no larger than one answer).
+ * SdkError RequestTimeout once the deadline passes, UpstreamError past MAX_LIST_PAGES pages or past
+ * what a kept list may hold (list-bounds.ts: `maxBytes` is MCP_MAX_MESSAGE_BYTES).
  */
 export async function listAllPages (client: Pick<Client, 'listTools'>, deadline: number, maxBytes = Infinity): Promise<Tool[]> {
   const timeout = deadline - Date.now()
@@ -85,17 +79,7 @@ export async function listAllPages (client: Pick<Client, 'listTools'>, deadline:
   const signal = AbortSignal.timeout(timeout)
   try {
     const result = await client.listTools(undefined, { timeout, signal, cacheMode: 'bypass' })
-    const tools = result.tools as Tool[]
-    if (tools.length > MAX_LISTED_TOOLS) {
-      throw new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server lists ${tools.length} tools; at most ${MAX_LISTED_TOOLS} are kept of one server`)
-    }
-    if (maxBytes !== Infinity) {
-      const bytes = Buffer.byteLength(JSON.stringify(tools))
-      if (bytes > maxBytes) {
-        throw new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server's tool list is ${bytes} bytes as JSON (all pages together); at most ${maxBytes} (MCP_MAX_MESSAGE_BYTES) are kept`)
-      }
-    }
-    return tools
+    return keptList(result.tools as Tool[], 'tools', maxBytes)
   } catch (err) {
     if (err instanceof SdkError && err.code === SdkErrorCode.ListPaginationExceeded) {
       throw new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server returned more than ${MAX_LIST_PAGES} tools/list pages`)

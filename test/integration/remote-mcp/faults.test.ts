@@ -270,13 +270,29 @@ test('a server listing more than a listing may keep (6,000 tools; or, under a sm
   assert.ok(listing.tools.length > 0 && listing.tools.every((x: any) => !/^(many__)?t\d+$/.test(x.name)), 'none of its tools is listed')
   assert.ok(many.requests() >= 7, 'every page was read')
   await assertServing(gw, 'good', 'good')
+  // Its resources, through /mcp: the same bound (the good server has none).
+  const asked = many.requests()
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientCapabilities': {},
+    'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' }
+  }
+  const res = await gw.inject({
+    method: 'POST',
+    url: '/mcp?mcp=many,good',
+    headers: { accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'resources/list' },
+    payload: { jsonrpc: '2.0', id: 1, method: 'resources/list', params: { _meta: meta } }
+  })
+  assert.equal(res.statusCode, 200, res.body)
+  assert.deepEqual(res.json().result.resources, [])
+  assert.ok(many.requests() >= asked + 6, 'its resources were read, every page')
 
   // Bytes: 3,000 tools, each page within MCP_MAX_MESSAGE_BYTES (~150 KB), the whole list (~450 KB) not.
   const small = await app(t, { MCP_LIST_TIMEOUT_MS: '30000', MCP_MAX_MESSAGE_BYTES: '400000' })
   await register(small, 'many', { type: 'http', url: `${many.url}?tools=3000` })
   listing = await listTools(small, 'mcp=many')
   assert.equal(listing.unavailable.length, 1, JSON.stringify(listing))
-  assert.match(listing.unavailable[0].reason, /tool list is \d+ bytes as JSON \(all pages together\); at most 400000 \(MCP_MAX_MESSAGE_BYTES\)/, listing.unavailable[0].reason)
+  assert.match(listing.unavailable[0].reason, /tools take \d+ bytes as JSON \(all pages together\); at most 400000 \(MCP_MAX_MESSAGE_BYTES\)/, listing.unavailable[0].reason)
 })
 
 test('arguments nested 10,000 deep: the call fails at the gateway\'s MCP client, saying why; repeated, they do not open the server\'s breaker', async (t) => {
