@@ -7,23 +7,37 @@ import type { JournalPage, JournalQuery, JournalStore, PendingEntry } from './st
 /**
  * A batch of one tenant's entries in one call (one command to encode, one round trip): the keys
  * of one tenant share a hash slot, so a Redis Cluster runs it; a batch of several tenants is one
- * call per tenant (see append). Per entry: XADD with
- * approximate MAXLEN (cheap: whole stream nodes are dropped), the callId index with the retention
- * as TTL, an approximate MINID trim when the caller asks for one, and the stream's own TTL renewed
- * (a tenant that stops calling loses its journal after the retention, without any sweeper).
- * KEYS: stream and callId key per entry; ARGV: MAXLEN, TTL (ms), then json, name, isError, minId per entry.
+ * call per tenant (see append). Per entry: XADD with approximate MAXLEN (cheap: whole stream nodes
+ * are dropped), the callId index key with the retention as TTL, the call's place in the tenant's
+ * list of calls, and an approximate MINID trim when the caller asks for one. Then the list is cut
+ * to MAXLEN, and the index key of each call cut from it goes too (unless a newer entry of the same
+ * callId took it over): the index holds what the stream holds, not every call of the retention.
+ * Last, the TTLs renewed (a tenant that stops calling loses its journal after the retention,
+ * without any sweeper). The cut keys are named from the tenant's call-key prefix: they share the
+ * stream's hash tag, so its slot.
+ * KEYS: stream, calls list, then the callId key of each entry; ARGV: MAXLEN, TTL (ms), call-key
+ * prefix, then json, name, isError, minId, callId per entry.
  */
 const APPEND_SCRIPT = `
+local stream = KEYS[1]
+local calls = KEYS[2]
 local ids = {}
-for i = 0, #KEYS / 2 - 1 do
-  local stream = KEYS[1 + 2 * i]
-  local a = 3 + 4 * i
+for i = 0, #KEYS - 3 do
+  local a = 4 + 5 * i
   local id = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'e', ARGV[a], 'n', ARGV[a + 1], 'x', ARGV[a + 2])
-  redis.call('SET', KEYS[2 + 2 * i], id, 'PX', ARGV[2])
+  redis.call('SET', KEYS[3 + i], id, 'PX', ARGV[2])
+  redis.call('RPUSH', calls, id .. ' ' .. ARGV[a + 4])
   if ARGV[a + 3] ~= '' then redis.call('XTRIM', stream, 'MINID', '~', ARGV[a + 3]) end
-  redis.call('PEXPIRE', stream, ARGV[2])
   ids[#ids + 1] = id
 end
+for _ = 1, redis.call('LLEN', calls) - tonumber(ARGV[1]) do
+  local item = redis.call('LPOP', calls)
+  local space = string.find(item, ' ', 1, true)
+  local key = ARGV[3] .. string.sub(item, space + 1)
+  if redis.call('GET', key) == string.sub(item, 1, space - 1) then redis.call('DEL', key) end
+end
+redis.call('PEXPIRE', stream, ARGV[2])
+redis.call('PEXPIRE', calls, ARGV[2])
 return ids
 `
 
@@ -61,6 +75,8 @@ type StreamEntry = [id: string, fields: string[]]
  * with `p` the key prefix, every key of a tenant under its hash tag `{journal:<tenant>}`:
  * - `p{journal:<tenant>}:stream`: the stream; fields `e` (the entry's JSON), `n` (tool name), `x` (1 when isError)
  * - `p{journal:<tenant>}:call:<callId>`: the stream id of the call's latest entry, expiring with the retention
+ * - `p{journal:<tenant>}:calls`: a list of `<stream id> <callId>` of the newest JOURNAL_MAX_ENTRIES entries,
+ *   so that the index keys of the calls cut from it are deleted with them
  * Before the tags they were `pjournal:<tenant>` and `pjournal:<tenant>:call:<callId>`: a
  * single-Redis store renames them once after its first connect (see #migrate).
  *
@@ -134,6 +150,10 @@ export class RedisJournalStore implements JournalStore {
     return taggedKey(this.#opts.keyPrefix, `journal:${tenant}`, `call:${callId}`)
   }
 
+  #callsList (tenant: string): string {
+    return taggedKey(this.#opts.keyPrefix, `journal:${tenant}`, 'calls')
+  }
+
   async append (entries: PendingEntry[]): Promise<number> {
     if (entries.length === 0) return 0
     // One script call per tenant: a script may only touch one hash slot on a cluster. All sent at
@@ -153,20 +173,22 @@ export class RedisJournalStore implements JournalStore {
     return written
   }
 
+  /** One tenant's entries (append groups them so). */
   async #appendTenant (entries: PendingEntry[]): Promise<number> {
     const now = this.#now()
-    const keys: string[] = []
-    const args: Array<string | number> = [this.#opts.maxEntriesPerTenant, this.#opts.retentionMs]
+    const tenant = (entries[0] as PendingEntry).tenant
+    const keys: string[] = [this.#stream(tenant), this.#callsList(tenant)]
+    const args: Array<string | number> = [this.#opts.maxEntriesPerTenant, this.#opts.retentionMs, this.#callKey(tenant, '')]
     for (const e of entries) {
       let minId = ''
-      const last = this.#trimmed.get(e.tenant)
+      const last = this.#trimmed.get(tenant)
       if (last === undefined || now - last >= TRIM_EVERY_MS) {
         if (this.#trimmed.size >= TRIM_MEMORY) this.#trimmed.clear()
-        this.#trimmed.set(e.tenant, now)
+        this.#trimmed.set(tenant, now)
         minId = String(Math.max(0, now - this.#opts.retentionMs))
       }
-      keys.push(this.#stream(e.tenant), this.#callKey(e.tenant, e.callId))
-      args.push(e.json, e.name, e.isError ? '1' : '0', minId)
+      keys.push(this.#callKey(tenant, e.callId))
+      args.push(e.json, e.name, e.isError ? '1' : '0', minId, e.callId)
     }
     // All or nothing: a script either runs whole or fails.
     const ids = await this.#client.tgJournalAppend(keys.length, ...keys, ...args)

@@ -1,6 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { RedisJournalStore } from '../../../src/journal/redis-store.js'
+import type { PendingEntry } from '../../../src/journal/store.js'
 import { journalStoreConformance } from '../../helpers/journal-conformance.js'
 import { redisForTest } from '../../helpers/redis.js'
 import { delay, REDIS_URL, TcpProxy, uniquePrefix } from '../../helpers/redis-utils.js'
@@ -88,4 +89,23 @@ test('redis: journal keys of the untagged layout are moved once on start-up, mer
   const again = new RedisJournalStore({ url: REDIS_URL, keyPrefix: p, maxEntriesPerTenant: 50, retentionMs: 3_600_000 })
   t.after(async () => await again.close())
   assert.equal((await again.migrated)?.ran, false, 'the marker skips the scan on later starts')
+})
+
+test('redis: the callId index is bounded like the stream: calls past JOURNAL_MAX_ENTRIES do not pile up index keys for the retention', async (t) => {
+  const r = await redisForTest(t)
+  if (r === undefined) return
+  const store = new RedisJournalStore({ url: REDIS_URL, keyPrefix: r.prefix, maxEntriesPerTenant: 20, retentionMs: 3_600_000 })
+  t.after(async () => await store.close())
+  while (store.status !== 'ready') await delay(5)
+  const entry = (i: number, callId = `c${i}`): PendingEntry => ({ tenant: 'acme', callId, name: 'bash', isError: false, json: JSON.stringify({ callId, i }) })
+  // One callId (a call of several rounds) appended early and again late: its newest entry keeps its index.
+  await store.append([entry(0, 'rounds')])
+  for (let i = 1; i < 300; i += 10) await store.append(Array.from({ length: 10 }, (_v, j) => entry(i + j)))
+  await store.append([entry(300, 'rounds')])
+  const callKeys = await r.redis.keys(`${r.prefix}{journal:acme}:call:*`)
+  // Before: one key per call ever made (301), each kept for the whole retention.
+  assert.ok(callKeys.length <= 21, `${callKeys.length} callId keys for a journal of 20 entries`)
+  assert.deepEqual(JSON.parse(await store.get('acme', 'rounds') ?? 'null'), { callId: 'rounds', i: 300 })
+  assert.deepEqual(JSON.parse(await store.get('acme', 'c299') ?? 'null'), { callId: 'c299', i: 299 })
+  assert.equal(await store.get('acme', 'c5'), undefined)
 })
