@@ -13,7 +13,7 @@
  * UTF-8 byte order mark is kept too.
  */
 import type { UpdateChunk } from './parser.js'
-import { seekSequence } from './seek-sequence.js'
+import { LineSearch, SEEK_BUDGET, SeekBudgetExceeded } from './seek-sequence.js'
 
 export type TextResult =
   | { ok: true, content: string }
@@ -62,11 +62,25 @@ function computeReplacements (
   chunks: readonly UpdateChunk[],
   path: string
 ): { ok: true, replacements: Replacement[] } | { ok: false, message: string } {
+  try {
+    return placeChunks(new LineSearch(lines), lines, chunks, path)
+  } catch (err) {
+    if (!(err instanceof SeekBudgetExceeded)) throw err
+    return { ok: false, message: `The patch takes more than ${SEEK_BUDGET} line comparisons to place in ${path} (${lines.length} lines): split it, or give exact context lines` }
+  }
+}
+
+function placeChunks (
+  search: LineSearch,
+  lines: readonly string[],
+  chunks: readonly UpdateChunk[],
+  path: string
+): { ok: true, replacements: Replacement[] } | { ok: false, message: string } {
   const replacements: Replacement[] = []
   let cursor = 0
   for (const chunk of chunks) {
     if (chunk.changeContext !== undefined) {
-      const idx = seekSequence(lines, [chunk.changeContext], cursor, false)
+      const idx = search.seek([chunk.changeContext], cursor, false)
       if (idx < 0) return { ok: false, message: `Failed to find context '${chunk.changeContext}' in ${path}` }
       cursor = idx + 1
     }
@@ -78,11 +92,11 @@ function computeReplacements (
     }
     let pattern: readonly string[] = chunk.oldLines
     let newLines: readonly string[] = chunk.newLines
-    let found = seekSequence(lines, pattern, cursor, chunk.isEndOfFile)
+    let found = search.seek(pattern, cursor, chunk.isEndOfFile)
     if (found < 0 && pattern[pattern.length - 1] === '') {
       pattern = pattern.slice(0, -1)
       if (newLines[newLines.length - 1] === '') newLines = newLines.slice(0, -1)
-      found = seekSequence(lines, pattern, cursor, chunk.isEndOfFile)
+      found = search.seek(pattern, cursor, chunk.isEndOfFile)
     }
     if (found < 0) {
       return { ok: false, message: `Failed to find expected lines in ${path}:\n${chunk.oldLines.join('\n')}` }

@@ -64,27 +64,92 @@ const PASSES: ReadonlyArray<(s: string) => string> = [
   normalisePunctuation
 ]
 
-/**
- * Index of the first occurrence of `pattern` in `lines` at or after `start`, or -1.
- * With `eof`, only a match ending at the last line counts (Codex's code anchors there and,
- * despite its doc comment, does not fall back to searching from `start`).
- * An empty pattern matches at `start`.
- */
-export function seekSequence (lines: readonly string[], pattern: readonly string[], start: number, eof: boolean): number {
-  if (pattern.length === 0) return start
-  if (pattern.length > lines.length) return -1
-  const last = lines.length - pattern.length
-  const from = eof ? last : Math.max(0, start)
-  if (from > last) return -1
-  for (const key of PASSES) {
-    // Each pass maps the searched window once instead of once per comparison.
-    const hay = lines.slice(from).map(key)
-    const pat = pattern.map(key)
-    for (let i = 0; i + from <= last; i++) {
-      let j = 0
-      while (j < pat.length && hay[i + j] === pat[j]) j++
-      if (j === pat.length) return i + from
-    }
+/** Line comparisons one patch may spend placing its chunks in one file (~0.1 s here); past it the patch is refused. */
+export const SEEK_BUDGET = 20_000_000
+
+/** The budget of a patch's seeks in one file ran out: the patch is refused, not placed halfway. */
+export class SeekBudgetExceeded extends Error {
+  constructor () {
+    super(`more than ${SEEK_BUDGET} line comparisons`)
+    this.name = 'SeekBudgetExceeded'
   }
-  return -1
+}
+
+/**
+ * The seeks of one patch in one file's lines: each pass's normalised lines made once (on the
+ * first seek that needs that pass) and shared by every chunk, and every seek one
+ * Knuth-Morris-Pratt scan from the cursor, linear in the lines it passes and the pattern.
+ * Comparing at every position (as Codex does) costs lines x pattern comparisons on near misses
+ * (a tenant's patch of 10,000 repeated lines against a file of 100,000 held the gateway's event
+ * loop for 5 s), and copying the rest of the file per seek cost file x chunks. What is left is
+ * bounded by SEEK_BUDGET: a chunk found only by a looser pass first costs a full scan by each
+ * stricter one (an exact match later in the file must win), so many such chunks in a large file
+ * add up; past the budget `seek` throws SeekBudgetExceeded.
+ */
+export class LineSearch {
+  readonly #lines: readonly string[]
+  readonly #keyed: Array<readonly string[] | undefined> = []
+  #left = SEEK_BUDGET
+
+  constructor (lines: readonly string[]) {
+    this.#lines = lines
+  }
+
+  /**
+   * Index of the first occurrence of `pattern` at or after `start`, or -1. With `eof`, only a
+   * match ending at the last line counts (Codex's code anchors there and, despite its doc
+   * comment, does not fall back to searching from `start`). An empty pattern matches at `start`.
+   */
+  seek (pattern: readonly string[], start: number, eof: boolean): number {
+    if (pattern.length === 0) return start
+    const lines = this.#lines
+    if (pattern.length > lines.length) return -1
+    const last = lines.length - pattern.length
+    const from = eof ? last : Math.max(0, start)
+    if (from > last) return -1
+    for (let pass = 0; pass < PASSES.length; pass++) {
+      const key = PASSES[pass] as (s: string) => string
+      const hay = pass === 0 ? lines : (this.#keyed[pass] ??= lines.map(key))
+      const found = this.#indexOfLines(hay, from, pass === 0 ? pattern : pattern.map(key))
+      if (found !== -1) return found
+    }
+    return -1
+  }
+
+  /**
+   * The first index >= `from` of `pat` (not empty) in `hay`, or -1: Knuth-Morris-Pratt, at most
+   * 2 x (lines passed + pat) comparisons, charged to the budget.
+   */
+  #indexOfLines (hay: readonly string[], from: number, pat: readonly string[]): number {
+    const m = pat.length
+    this.#charge(m)
+    // fail[i]: the length of the longest proper prefix of pat[0..i] that is also its suffix.
+    const fail = new Int32Array(m)
+    for (let i = 1, k = 0; i < m; i++) {
+      while (k > 0 && pat[i] !== pat[k]) k = fail[k - 1] as number
+      if (pat[i] === pat[k]) k++
+      fail[i] = k
+    }
+    let i = from
+    for (let k = 0; i < hay.length; i++) {
+      while (k > 0 && hay[i] !== pat[k]) k = fail[k - 1] as number
+      if (hay[i] === pat[k]) k++
+      if (k === m) {
+        this.#charge(i + 1 - from)
+        return i - m + 1
+      }
+    }
+    this.#charge(i - from)
+    return -1
+  }
+
+  #charge (comparisons: number): void {
+    this.#left -= 2 * comparisons
+    if (this.#left < 0) throw new SeekBudgetExceeded()
+  }
+}
+
+/** One seek in `lines` (LineSearch.seek), for a single pattern. */
+export function seekSequence (lines: readonly string[], pattern: readonly string[], start: number, eof: boolean): number {
+  return new LineSearch(lines).seek(pattern, start, eof)
 }

@@ -93,3 +93,17 @@ test('apply: 1,000-line file with many chunks', () => {
   assert.equal(out[981], 'LINE 981')
   assert.equal(out[982], 'line 982')
 })
+
+test('apply: many chunks in a large file cost work in proportion to them; a patch too costly to place is refused, not run', { timeout: 120_000 }, () => {
+  // 20,000 chunks, each changing the next line of a 1,000,000-line file: each seek used to copy the
+  // rest of the file once per pass (2e10 line copies, minutes on the event loop); now found in place.
+  const lines = Array.from({ length: 1_000_000 }, (_v, i) => `line ${i}`)
+  const body = Array.from({ length: 20_000 }, (_v, i) => `@@\n-line ${i * 50}\n+LINE ${i * 50}`).join('\n')
+  const out = apply(lines.join('\n') + '\n', body)
+  assert.ok(out.startsWith('LINE 0\nline 1\n') && out.includes('\nLINE 999950\nline 999951\n'))
+  // Each of 2,000 chunks found only by the whitespace-insensitive pass, after the exact pass scanned
+  // the rest of the file for it: file x chunks line comparisons. Refused past the budget, saying why.
+  const spaced = Array.from({ length: 2_000 }, (_v, i) => `@@\n-line ${i * 50} \n+LINE ${i * 50}`).join('\n')
+  const refused = applyError(lines.join('\n') + '\n', spaced)
+  assert.match(refused, /^The patch takes more than \d+ line comparisons to place in f \(1000000 lines\): split it, or give exact context lines$/)
+})
