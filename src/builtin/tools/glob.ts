@@ -7,6 +7,8 @@ import { quoteInput } from '../workspace/paths.js'
 import { lstatAt, openForRead } from '../workspace/fd-tree.js'
 import { sortPaths, walkDirs } from './walk.js'
 import { objectSchema, optInt, optStr, str } from './args.js'
+import { isComplexGlob, matchInWorker } from './glob-match.js'
+import { regexBudget } from './grep/regex-worker.js'
 
 const GLOB_DEFAULT_MAX_RESULTS = 1000
 /** Entries collected before sorting; beyond it the walk stops and the result is marked truncated. */
@@ -14,6 +16,12 @@ const GLOB_SCAN_CAP = 200_000
 /** Directory entries visited (matching or not); beyond it the walk stops, truncated (bounds the work). */
 const GLOB_WALK_CAP = 2_000_000
 const SKIP_NAMES: ReadonlySet<string> = new Set(['.git', 'node_modules'])
+/**
+ * Matching time one call may spend on the event loop (glob-match.ts): past it, the paths still to
+ * come are matched in the regex workers, so a bounded pattern over many adversarial paths (each
+ * test up to ~1M steps) cannot hold the loop either.
+ */
+const GLOB_IN_PROCESS_MS = 100
 
 export interface GlobResult {
   pattern: string
@@ -118,21 +126,41 @@ export const globTool: BuiltinTool = {
     const maxDepth = rest.includes('**') ? undefined : rest.split('/').length
     const isMatch = picomatch(glob, { dot: true })
     const found: string[] = []
+    // Paths left to the regex workers: all of them for a pattern that may backtrack without bound,
+    // else those that come after GLOB_IN_PROCESS_MS of matching here.
+    const offloaded: string[] = []
+    let inWorker = isComplexGlob(glob)
+    let matchingMs = 0
     let truncated = false
     let walked = 0
     try {
       // Directory by directory (see walkDirs): entered by fd, never through a symlink; files only.
       truncated = await walkDirs(dir, { skip: SKIP_NAMES, signal: ctx.signal, ...(maxDepth !== undefined ? { maxDepth } : {}) }, (sub, entries) => {
         walked += entries.length
+        const started = inWorker ? 0 : performance.now()
         for (const d of entries) {
           if (!d.isFile()) continue
           const rel = prefix === '' ? (sub === '' ? d.name : `${sub}/${d.name}`) : (sub === '' ? `${prefix}/${d.name}` : `${prefix}/${sub}/${d.name}`)
+          if (inWorker) {
+            offloaded.push(rel)
+            if (offloaded.length >= GLOB_SCAN_CAP) return false
+            continue
+          }
           if (!isMatch(rel)) continue
           found.push(join(rel))
           if (found.length >= GLOB_SCAN_CAP) return false
         }
+        if (!inWorker) {
+          matchingMs += performance.now() - started
+          inWorker = matchingMs > GLOB_IN_PROCESS_MS
+        }
         return walked < GLOB_WALK_CAP
       })
+      if (offloaded.length > 0) {
+        const call = { tenant: ctx.workspace.tenant, budget: regexBudget(), signal: ctx.signal }
+        const matched = await matchInWorker(picomatch.makeRe(glob, { dot: true }), offloaded, call)
+        for (const rel of matched) found.push(join(rel))
+      }
     } finally {
       await dir.close().catch(() => {})
     }

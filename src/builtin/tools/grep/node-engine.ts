@@ -232,7 +232,10 @@ export async function nodeSearchDir (q: Query, c: Collector, base: FileHandle, d
   try {
     for await (const e of walkBytewise(base, { skip: SKIP_NAMES, signal: q.signal, onLeave: settle })) {
       if (e.kind !== 'file') continue
-      if (q.include !== undefined && !q.include(e.name)) continue
+      if (q.include !== undefined) {
+        const included = q.include(e.name)
+        if (included === false || (included !== true && !await included)) continue
+      }
       const disp = display === '.' ? e.rel : `${display}/${e.rel}`
       const { dir, name } = e
       await reads.take()

@@ -1,5 +1,4 @@
 /** What one grep call asks (Query) and what it gathers (Collector), whichever engine answers. */
-import type picomatch from 'picomatch'
 import type { RegexBudget } from './regex-worker.js'
 
 export interface GrepMatch { file: string, line: number, content: string }
@@ -9,7 +8,8 @@ export interface Query {
   flags: string
   pattern: string
   caseInsensitive: boolean
-  include: picomatch.Matcher | undefined
+  /** Whether a file name passes `include` (a promise when it is matched in the regex workers: glob-match.ts). */
+  include: ((name: string) => boolean | Promise<boolean>) | undefined
   includeGlob: string | undefined
   max: number
   signal: AbortSignal

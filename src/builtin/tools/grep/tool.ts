@@ -11,6 +11,7 @@ import type { BuiltinTool } from '../../tool.js'
 import { quoteInput } from '../../workspace/paths.js'
 import { openForRead } from '../../workspace/fd-tree.js'
 import { objectSchema, optBool, optInt, optStr, str } from '../args.js'
+import { includeInWorker, isComplexGlob } from '../glob-match.js'
 import { nodeSearchDir, nodeSearchFile } from './node-engine.js'
 import { Collector } from './query.js'
 import type { GrepMatch, Query } from './query.js'
@@ -85,12 +86,14 @@ export function createGrepTool (opts: GrepToolOptions = {}): BuiltinTool {
       } catch (err) {
         throw new ToolError(`Invalid regular expression (JavaScript syntax): ${(err as Error).message}`, 'invalid-arguments')
       }
-      let include: picomatch.Matcher | undefined
+      let include: Query['include']
       if (includeGlob !== undefined) {
         if (includeGlob.length === 0 || includeGlob.includes('/') || includeGlob.includes('\\') || includeGlob.includes('\0') || includeGlob.length > 1024) {
           throw new ToolError(`include must be a file-name glob without "/": ${quoteInput(includeGlob)}`, 'invalid-arguments')
         }
-        include = picomatch(includeGlob, { dot: true })
+        include = isComplexGlob(includeGlob)
+          ? includeInWorker(picomatch.makeRe(includeGlob, { dot: true }), { tenant: ctx.workspace.tenant, budget: regexBudget(), signal: ctx.signal })
+          : picomatch(includeGlob, { dot: true })
       }
       const q: Query = {
         source: pattern, flags, pattern, caseInsensitive, include, includeGlob, max, signal: ctx.signal, budget: regexBudget(), tenant: ctx.workspace.tenant

@@ -1,5 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import { mkdir, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import fg from 'fast-glob'
 import { globTool } from '../../../../src/builtin/tools/glob.js'
@@ -50,4 +51,23 @@ test('glob: cancellation is a clean error', async (t) => {
   const ac = new AbortController()
   ac.abort()
   await assert.rejects(globTool.run({ pattern: '**/*' }, { workspace: ws, signal: ac.signal }), /Cancelled/)
+})
+
+test('glob: a pattern that backtracks catastrophically on file names is matched off the event loop, bounded, and right', { timeout: 120_000 }, async (t) => {
+  const { root, run } = await searchTree(t)
+  // The attack: names of 200 'a's and `*a*a*a*a*a*a*a*a*b`. picomatch's RegExp ([^/]*?a[^/]*?a...b)
+  // tries C(200, 8) ways per name before failing: years on the event loop (2.7 s for 60 'a's and 6 stars).
+  await mkdir(path.join(root, 'evil'), { recursive: true })
+  for (let i = 0; i < 3; i++) await writeFile(path.join(root, 'evil', 'a'.repeat(200 - i)), '')
+  await writeFile(path.join(root, 'evil', 'ab'), '')
+  let ticks = 0
+  const timer = setInterval(() => { ticks++ }, 10)
+  t.after(() => { clearInterval(timer) })
+  await assert.rejects(run(globTool, { pattern: 'evil/*a*a*a*a*a*a*a*a*b' }), /took too long to evaluate/)
+  assert.ok(ticks > 0, 'the event loop kept turning while the pattern ran')
+  // A complex pattern that is fine on these names is matched right, off the loop too.
+  assert.deepEqual((await run(globTool, { pattern: 'evil/*a*b*' })).matches, ['evil/ab'])
+  assert.deepEqual((await run(globTool, { pattern: '**/*a*a*b' })).matches, [])
+  assert.equal(((await run(globTool, { pattern: 'evil/*a*' })).matches as string[]).length, 4)
+  assert.deepEqual((await run(globTool, { pattern: 'e*/*a*b*' })).matches, ['evil/ab'])
 })

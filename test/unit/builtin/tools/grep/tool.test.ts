@@ -165,3 +165,19 @@ test('grep: the ripgrep engine closes every directory and file its binary sniff 
   for (let i = 0; i < 5; i++) await run(rg, { pattern: 'TODO' })
   assert.equal((await readdir('/proc/self/fd')).length, before)
 })
+
+test('grep (Node engine): an include glob backtracking catastrophically on names is matched off the loop, bounded, right', { timeout: 120_000 }, async (t) => {
+  const { root, run } = await searchTree(t)
+  await mkdir(path.join(root, 'evil'), { recursive: true })
+  await writeFile(path.join(root, 'evil', 'a'.repeat(200)), 'TODO evil\n')
+  const node = createGrepTool({ engine: 'node' })
+  let ticks = 0
+  const timer = setInterval(() => { ticks++ }, 10)
+  t.after(() => { clearInterval(timer) })
+  // Before: picomatch's RegExp ran on the event loop, C(200, 8) ways per name.
+  await assert.rejects(run(node, { pattern: 'TODO', path: 'evil', include: '*a*a*a*a*a*a*a*a*b' }), /took too long to evaluate/)
+  assert.ok(ticks > 0, 'the event loop kept turning while the include ran')
+  const hit = await run(node, { pattern: 'TODO', path: 'evil', include: '*a*a*a*' })
+  assert.deepEqual((hit.matches as Array<{ file: string }>).map((m) => m.file), [`evil/${'a'.repeat(200)}`])
+  assert.deepEqual((await run(node, { pattern: 'TODO', include: '*x*y*z*' })).matches, [])
+})
