@@ -59,6 +59,10 @@ export const editTool: BuiltinTool = {
     if (n > 1 && !replaceAll) {
       throw new ToolError(`old_string is not unique — found ${n} occurrences in ${rel}. Provide more context or set replaceAll=true`)
     }
+    // The new content is bounded like the file read: a replaceAll of a million one-byte matches by
+    // 500 bytes would build a 500 MB string from a 1 MB file (and encode it again to write it).
+    const bytes = data.length + (replaceAll ? n : 1) * (Buffer.byteLength(newStr) - Buffer.byteLength(oldStr))
+    if (bytes > EDIT_MAX_BYTES) throw new ToolError(`The edit would make ${rel} ${bytes} bytes; edit works on files up to ${EDIT_MAX_BYTES} bytes`)
     // split/join, never String.prototype.replace with a string: '$&', '$1', "$'" must stay literal.
     const parts = original.split(oldStr)
     const updated = replaceAll

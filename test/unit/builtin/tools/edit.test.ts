@@ -34,3 +34,16 @@ test('edit keeps CRLF line endings and a BOM', async (t) => {
   await run(editTool, { path: 'w.txt', old_string: 'one\ntwo', new_string: 'uno\ndos' })
   assert.equal(await readFile(path.join(root, 'w.txt'), 'utf8'), '\uFEFFuno\r\ndos\r\nthree\r\n')
 })
+
+test('edit: a replaceAll that would grow the file past the 10 MiB edit works on is refused before the new content is made', async (t) => {
+  const { root, run } = await toolWorkspace(t)
+  // The attack: 1,000,000 one-byte matches, each replaced by 500 bytes: a 500 MB string built in the
+  // gateway (and encoded again to be written) from a 1 MB file, per call.
+  await writeFile(path.join(root, 'big.txt'), 'a'.repeat(1_000_000))
+  await toolError(run(editTool, { path: 'big.txt', old_string: 'a', new_string: 'x'.repeat(500), replaceAll: true }),
+    /^The edit would make big.txt 500000000 bytes; edit works on files up to 10485760 bytes$/)
+  assert.equal((await readFile(path.join(root, 'big.txt'), 'utf8')).length, 1_000_000, 'the file is unchanged')
+  // Up to the bound it works, in UTF-8 bytes (each 'é' is two).
+  assert.deepEqual(await run(editTool, { path: 'big.txt', old_string: 'a', new_string: 'éé', replaceAll: true }), { path: 'big.txt', replacements: 1_000_000 })
+  assert.equal((await readFile(path.join(root, 'big.txt'))).length, 4_000_000)
+})
