@@ -3,6 +3,7 @@ import type { ValidateFunction } from 'ajv'
 import { Ajv2019 } from 'ajv/dist/2019.js'
 import { Ajv2020 } from 'ajv/dist/2020.js'
 import addFormatsModule from 'ajv-formats'
+import { linearRegExp } from './linear-regexp.js'
 import type { JsonSchemaType, JsonSchemaValidator, jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js'
 
 // ajv-formats is CommonJS with a default export; under NodeNext its default import is the module object.
@@ -130,7 +131,8 @@ function dialectOf (schema: object): Dialect {
 }
 
 function newAjv (dialect: Dialect, addUsedSchema: boolean): Ajv {
-  const options = { strict: false, validateFormats: true, validateSchema: false, allErrors: true, addUsedSchema }
+  // Patterns in RE2's linear time: the server chose the schema and sends the data (linear-regexp.ts).
+  const options = { strict: false, validateFormats: true, validateSchema: false, allErrors: true, addUsedSchema, code: { regExp: linearRegExp } }
   const ajv = dialect === '2020-12' ? new Ajv2020(options) : dialect === '2019-09' ? new Ajv2019(options) : new Ajv(options)
   addFormats(ajv)
   return ajv

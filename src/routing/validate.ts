@@ -2,6 +2,7 @@ import { Ajv2020 } from 'ajv/dist/2020.js'
 import { Ajv } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { ErrorObject, ValidateFunction } from 'ajv'
+import { linearRegExp } from '../mcp/linear-regexp.js'
 import type { JsonSchema } from './types.js'
 
 // ajv-formats is CommonJS; under NodeNext its default export arrives wrapped.
@@ -51,8 +52,9 @@ export class ArgumentValidator {
   }
 
   #freshAjv (): void {
-    this.#draft07 = new Ajv({ strict: false, allErrors: true, validateFormats: true })
-    this.#draft2020 = new Ajv2020({ strict: false, allErrors: true, validateFormats: true })
+    // A server's schema and a tenant's arguments: patterns in RE2's linear time (src/mcp/linear-regexp.ts).
+    this.#draft07 = new Ajv({ strict: false, allErrors: true, validateFormats: true, code: { regExp: linearRegExp } })
+    this.#draft2020 = new Ajv2020({ strict: false, allErrors: true, validateFormats: true, code: { regExp: linearRegExp } })
     addFormats(this.#draft07)
     addFormats(this.#draft2020)
     this.#compilesOnAjv = 0

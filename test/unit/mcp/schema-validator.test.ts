@@ -133,3 +133,14 @@ test('the dialect is the schema\'s own: none or 2020-12 as 2020-12 (MCP\'s defau
   assert.equal(v.getValidator(d2019)({ card: '4111', cvv: '123' }).valid, true)
   assert.equal(v.stats().compiled, 4)
 })
+
+test('a server\'s outputSchema pattern is matched in linear time: its own structuredContent cannot hold the event loop', { timeout: 60_000 }, () => {
+  const v = new SharedSchemaValidator()
+  // The server publishes the pattern and sends the content: in V8's engine 28 `a`s and a `!` took
+  // 2 s, each one more doubling it. Both dialects, and a schema with an $id (an Ajv of its own).
+  for (const extra of [{}, { $schema: 'http://json-schema.org/draft-07/schema#' }, { $id: 'https://schemas.example/out.json' }]) {
+    const check = v.getValidator({ ...extra, type: 'object', properties: { s: { type: 'string', pattern: '^(a+)+$' } } } as Schema)
+    assert.equal(check({ s: `${'a'.repeat(5000)}!` }).valid, false)
+    assert.equal(check({ s: 'aaa' }).valid, true)
+  }
+})

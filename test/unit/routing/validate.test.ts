@@ -25,3 +25,19 @@ test('compiled schemas are bounded: past the limit the oldest are dropped and Aj
   assert.ok(stats.compilesOnCurrentAjv <= 100, `${stats.compilesOnCurrentAjv} compiles kept by the current Ajv instances`)
   assert.equal(stats.compiles, 400)
 })
+
+test('a server\'s pattern is matched in linear time: a backtracking pattern and a tenant\'s argument cannot hold the event loop', { timeout: 60_000 }, () => {
+  const v = new ArgumentValidator()
+  // The attack, both halves a tenant's (its own server's schema, its call's argument): in V8's
+  // engine 28 `a`s took 2 s and each one more doubles it; 5,000 would never end.
+  const schema = { type: 'object', properties: { s: { type: 'string', pattern: '^(a+)+$' } }, patternProperties: { '^k(a+)+$': { type: 'number' } } }
+  assert.equal(v.validate(schema, { s: `${'a'.repeat(5000)}!` }).ok, false)
+  assert.equal(v.validate(schema, { [`k${'a'.repeat(5000)}!`]: 'not checked: the key does not match' }).ok, true)
+  assert.equal(v.validate(schema, { [`k${'a'.repeat(5000)}`]: 'x' }).ok, false)
+  assert.equal(v.validate(schema, { s: 'aaaa' }).ok, true)
+  // ECMAScript syntax without a linear-time form (a lookahead) is left to the server.
+  assert.equal(v.validate({ type: 'object', properties: { s: { type: 'string', pattern: '^(?!foo)' } } }, { s: 'foobar' }).ok, true)
+  const dated = { type: 'object', properties: { s: { type: 'string', pattern: '\\d{4}-\\d{2}' }, n: { type: 'number' } } }
+  assert.equal(v.validate(dated, { s: 'x2026-12y', n: 1 }).ok, true)
+  assert.equal(v.validate({ type: 'object', properties: { s: { type: 'string', pattern: '^\\d{4}$' } } }, { s: '12345' }).ok, false)
+})
