@@ -190,7 +190,7 @@ export class ApprovalFacade {
 
 /** The result of a held call nobody decided within APPROVAL_TTL. */
 function expiredResult (record: ApprovalRecord, request: HeldRequest | undefined): InvokeResult {
-  return refusedResult(record, (request?.route ?? 'builtin') as Tier, 'approval-expired', `Nobody approved or denied the call before ${new Date(record.expiresAt).toISOString()} (APPROVAL_TTL); it did not run`)
+  return refusedResult(record, (request?.route ?? record.route ?? 'builtin') as Tier, 'approval-expired', `Nobody approved or denied the call before ${new Date(record.expiresAt).toISOString()} (APPROVAL_TTL); it did not run`)
 }
 
 /** The result of a held call that did not run (denied, expired, or refused when it was to run). */

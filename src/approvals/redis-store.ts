@@ -23,21 +23,41 @@ return 'ok'
 `
 
 /**
- * A new pending record's place in its tenant's index, refused (0) when the tenant already has
- * `max` pending, unexpired ones: the count and the add in one step, so racing instances never pass
- * the bound together. KEYS: the index. ARGV: now, max ('' = no bound), expiresAt, approvalId, keep until.
+ * A new pending record's place in its tenant's index, refused when the tenant already has `max`
+ * pending, unexpired ones: the count and the add in one step, so racing instances never pass the
+ * bound together. The members that expired leave the index first. Returns {1 admitted or 0, the
+ * expired approvalIds...} (their records are in other slots: the caller drops their requests).
+ * KEYS: the index. ARGV: now, max ('' = no bound), expiresAt, approvalId, keep until.
  */
 const ADMIT_SCRIPT = `
+local out = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-if ARGV[2] ~= '' and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+if ARGV[2] ~= '' and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
+  table.insert(out, 1, 0)
+  return out
+end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
 redis.call('PEXPIREAT', KEYS[1], ARGV[5])
+table.insert(out, 1, 1)
+return out
+`
+
+/**
+ * A record that expired undecided keeps its outcome, not its request (the whole call, up to
+ * BODY_LIMIT_BYTES, kept a day past the expiry). Only while it is still pending: a decision that
+ * raced the expiry keeps what its run reads. KEYS: the record. ARGV: now.
+ */
+const DROP_REQUEST_SCRIPT = `
+if redis.call('HGET', KEYS[1], 'status') == 'pending' and tonumber(redis.call('HGET', KEYS[1], 'expiresAt')) <= tonumber(ARGV[1]) then
+  redis.call('HDEL', KEYS[1], 'request')
+end
 return 1
 `
 
 interface DecideCommand {
   tgApprovalDecide: (numKeys: number, ...keysAndArgs: Array<string | number>) => Promise<string>
-  tgApprovalAdmit: (numKeys: number, ...keysAndArgs: Array<string | number>) => Promise<number>
+  tgApprovalAdmit: (numKeys: number, ...keysAndArgs: Array<string | number>) => Promise<[number, ...string[]]>
+  tgApprovalDropRequest: (numKeys: number, ...keysAndArgs: Array<string | number>) => Promise<number>
 }
 
 export interface RedisApprovalOptions {
@@ -81,6 +101,7 @@ export class RedisApprovalStore implements ApprovalStore {
     }) as RedisClient & DecideCommand
     this.#client.defineCommand('tgApprovalDecide', { lua: DECIDE_SCRIPT })
     this.#client.defineCommand('tgApprovalAdmit', { lua: ADMIT_SCRIPT })
+    this.#client.defineCommand('tgApprovalDropRequest', { lua: DROP_REQUEST_SCRIPT })
     this.#client.on('error', (err: Error) => opts.onError?.(err))
     this.migrated = this.#client.connect().then(async () => {
       if (target.kind !== 'single') return undefined
@@ -123,11 +144,17 @@ export class RedisApprovalStore implements ApprovalStore {
     // One step per slot; the record first, so an index member always has its record. A record the
     // index refuses is removed again: its approvalId was never given to anyone.
     await this.#client.multi().hset(key, fields).pexpireat(key, record.expiresAt + KEEP_AFTER_MS).exec()
-    const admitted = await this.#client.tgApprovalAdmit(1, index,
+    const [admitted, ...expired] = await this.#client.tgApprovalAdmit(1, index,
       record.createdAt, String(opts.maxPendingPerTenant ?? ''), record.expiresAt, record.approvalId, record.expiresAt + KEEP_AFTER_MS)
+    await this.#dropRequests(expired, record.createdAt)
     if (admitted === 1) return
     await this.#client.del(key)
     throw new TenantApprovalsFull(opts.maxPendingPerTenant ?? 0)
+  }
+
+  /** Drops the requests of records that left the index expired (one script per record: each in its own slot). */
+  async #dropRequests (approvalIds: readonly string[], now: number): Promise<void> {
+    await Promise.all(approvalIds.map(async (id) => await this.#client.tgApprovalDropRequest(1, this.#key(id), now)))
   }
 
   async get (approvalId: string): Promise<ApprovalRecord | undefined> {
@@ -137,8 +164,12 @@ export class RedisApprovalStore implements ApprovalStore {
 
   async listPending (userId: string, now: number, limit: number): Promise<ApprovalRecord[]> {
     const index = this.#index(userId)
-    // Expired members are dropped from the index as they are met; their records stay readable.
-    await this.#client.zremrangebyscore(index, '-inf', now)
+    // Expired members are dropped from the index as they are met; their records stay readable, without their requests.
+    const expired = await this.#client.zrangebyscore(index, '-inf', now)
+    if (expired.length > 0) {
+      await this.#client.zrem(index, ...expired)
+      await this.#dropRequests(expired, now)
+    }
     const ids = await this.#client.zrangebyscore(index, `(${now}`, '+inf', 'LIMIT', 0, limit)
     if (ids.length === 0) return []
     // One command per record, sent together: the records are in other slots than the index (a
@@ -193,6 +224,7 @@ function fromHash (h: Record<string, string> | null | undefined): ApprovalRecord
     ...(h.decidedAt !== undefined ? { decidedAt: num(h.decidedAt) as number } : {}),
     ...(h.decidedBy !== undefined ? { decidedBy: h.decidedBy } : {}),
     ...(h.reason !== undefined ? { reason: h.reason } : {}),
+    ...(h.route !== undefined ? { route: h.route } : {}),
     request: h.request ?? '',
     ...(h.result !== undefined ? { result: h.result } : {})
   }

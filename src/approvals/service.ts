@@ -112,6 +112,7 @@ export class ApprovalService {
       status: 'pending',
       createdAt,
       expiresAt: createdAt + this.#ttlMs,
+      route: facts.request.route,
       request: this.#box.sealValue(JSON.stringify(facts.request), `approval:${approvalId}:request`)
     }
     try {

@@ -17,7 +17,9 @@ export interface ApprovalRecord {
   /** keyId of the deciding key ('' in open mode). */
   decidedBy?: string
   reason?: string
-  /** The full request (arguments, allow, context, caller), sealed. */
+  /** The tier the call would run in (kept when the request is dropped: the outcome of an expired call names it). */
+  route?: string
+  /** The full request (arguments, allow, context, caller), sealed; '' once dropped (expired undecided, see `put`). */
   request: string
   /** The call's result once it ran (approved) or its refusal (denied), sealed. */
   result?: string
@@ -36,7 +38,9 @@ export interface ApprovalStore {
   /**
    * Stores a new pending record. With `maxPendingPerTenant`, a tenant already holding that many
    * pending, unexpired records is refused (TenantApprovalsFull, nothing kept), decided atomically
-   * with the record's admission: racing instances never pass the bound together.
+   * with the record's admission: racing instances never pass the bound together. The tenant's
+   * records that expired undecided lose their request (their outcome stays readable): each held
+   * the whole call for a day past its expiry.
    */
   put: (record: ApprovalRecord, opts?: { maxPendingPerTenant?: number }) => Promise<void>
   get: (approvalId: string) => Promise<ApprovalRecord | undefined>
@@ -68,6 +72,7 @@ export class MemoryApprovalStore implements ApprovalStore {
 
   async put (record: ApprovalRecord, opts: { maxPendingPerTenant?: number } = {}): Promise<void> {
     this.#sweep(record.createdAt)
+    this.#dropExpiredRequests(record.userId, record.createdAt)
     const max = opts.maxPendingPerTenant
     if (max !== undefined && this.#pendingOf(record.userId, record.createdAt, max) >= max) throw new TenantApprovalsFull(max)
     if (this.#records.size >= this.#max) {
@@ -123,6 +128,13 @@ export class MemoryApprovalStore implements ApprovalStore {
       if (r.userId === userId && r.status === 'pending' && r.expiresAt > now && ++n >= max) break
     }
     return n
+  }
+
+  /** The tenant's records that expired undecided keep their outcome, not their request. */
+  #dropExpiredRequests (userId: string, now: number): void {
+    for (const r of this.#records.values()) {
+      if (r.userId === userId && r.status === 'pending' && r.expiresAt <= now && r.request !== '') r.request = ''
+    }
   }
 
   /** Drops records past their keeping time (insertion order is creation order). */

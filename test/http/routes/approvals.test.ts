@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { Redis } from 'ioredis'
 import type { FastifyInstance } from 'fastify'
 import { buildTestApp } from '../../helpers/app.js'
 import { redisForTest, REDIS_URL } from '../../helpers/redis.js'
@@ -403,4 +404,47 @@ test('a tenant holds at most TENANT_MAX_PENDING_APPROVALS calls, with Redis, rac
   const apps = await instances(t, 2, { TENANT_MAX_PENDING_APPROVALS: '3' })
   if (apps === undefined) return
   await heldPastTheBound(t, apps)
+})
+
+/**
+ * Held calls that expired undecided keep their outcome, not their request: each kept the whole
+ * request (arguments up to BODY_LIMIT_BYTES) for a day past its expiry, so a tenant holding its
+ * TENANT_MAX_PENDING_APPROVALS every APPROVAL_TTL and letting them expire stored 25 x that.
+ * `stored` reads the request field as the store keeps it (null: not stored).
+ */
+async function expiredDropTheirRequests (t: TestContext, app: FastifyInstance, stored?: (approvalId: string) => Promise<string | null>): Promise<void> {
+  const path = await counterFile(t)
+  const first = [await hold(app, path, { arguments: { path, token: 'x'.repeat(50_000) } }), await hold(app, path)]
+  for (const h of first) {
+    assert.notEqual((await call(app, ACME, 'GET', `/approvals/${h.approvalId}`)).json.arguments, null)
+    if (stored !== undefined) assert.notEqual(await stored(h.approvalId), null)
+  }
+  await new Promise((resolve) => setTimeout(resolve, 400))
+  // The tenant's next hold sweeps them.
+  await hold(app, path)
+  for (const h of first) {
+    if (stored !== undefined) assert.equal(await stored(h.approvalId), null, 'the expired request is no longer stored')
+    const r = await call(app, ACME, 'GET', `/approvals/${h.approvalId}`)
+    assert.equal(r.json.status, 'expired')
+    assert.equal(r.json.arguments, null)
+    assert.equal(r.json.result.error.code, 'APPROVAL_EXPIRED')
+    assert.equal(r.json.result.route, 'function', 'the outcome keeps the tier it would have run in')
+  }
+}
+
+test('held calls that expired undecided keep their outcome, not their request (memory)', async (t) => {
+  const app = await buildTestApp(t, { env: { API_KEYS: KEYS, FUNCTIONS_DIR: 'test/fixtures/functions/approvals', APPROVAL_TTL: '300ms' } })
+  assert.equal((await call(app, ADMIN, 'PUT', '/users/acme/policy', { requireApproval: ['count_*'] })).status, 201)
+  await expiredDropTheirRequests(t, app)
+})
+
+test('held calls that expired undecided keep their outcome, not their request (Redis)', async (t) => {
+  const apps = await instances(t, 1, { APPROVAL_TTL: '300ms' })
+  if (apps === undefined) return
+  const redis = new Redis(REDIS_URL)
+  t.after(() => { redis.disconnect() })
+  await expiredDropTheirRequests(t, apps[0] as FastifyInstance, async (id) => {
+    const [key] = await redis.keys(`*{approval:${id}}:rec`)
+    return key === undefined ? null : await redis.hget(key, 'request')
+  })
 })
