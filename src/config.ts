@@ -240,6 +240,12 @@ export const ConfigSchema = Type.Object({
     default: 128 * 1024 * 1024,
     description: 'Bytes of remote MCP answers the instance holds in flight (received, not yet parsed) over all tenants; a call whose answer would pass it stops being read and is the tool error GW_UPSTREAM_BUDGET_EXHAUSTED'
   }),
+  mcpTenantListBytes: Type.Integer({
+    minimum: 65536,
+    env: 'MCP_TENANT_LIST_BYTES',
+    default: 32 * 1024 * 1024,
+    description: 'Bytes (as JSON) of the tool lists the instance keeps for one tenant\'s remote MCP servers together (each global server counts on its own); a listing that would pass it makes that server unavailable, saying so. At least MCP_MAX_MESSAGE_BYTES'
+  }),
   mcpResponseBudgetTenantBytes: Type.Integer({
     minimum: 64 * 1024,
     env: 'MCP_RESPONSE_BUDGET_TENANT_BYTES',

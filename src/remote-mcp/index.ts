@@ -18,6 +18,7 @@ import { RegistryDirectory } from './directory.js'
 import { McpClientPool } from './pool.js'
 import type { McpClientPoolStats, McpResilienceStats } from './pool.js'
 import { RemoteMcpSource } from './source.js'
+import { KeptLists } from './list-bounds.js'
 import { defaultMaxMessageBytes, ResponseBudget } from './response-limits.js'
 import { transportKind } from './transports.js'
 import type { SurfaceRequest } from '../routing/source.js'
@@ -120,6 +121,9 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
     })
 
     const maxMessageBytes = config.mcpMaxMessageBytes ?? defaultMaxMessageBytes(config.outputMaxChars)
+    if (maxMessageBytes > config.mcpTenantListBytes) {
+      throw new StartupError(`MCP_MAX_MESSAGE_BYTES (${maxMessageBytes}) <= MCP_TENANT_LIST_BYTES (${config.mcpTenantListBytes}) must hold: one server's tool list may be as large as one answer`)
+    }
     if (maxMessageBytes > config.mcpResponseBudgetTenantBytes || config.mcpResponseBudgetTenantBytes > config.mcpResponseBudgetBytes) {
       throw new StartupError(`MCP_MAX_MESSAGE_BYTES (${maxMessageBytes}) <= MCP_RESPONSE_BUDGET_TENANT_BYTES (${config.mcpResponseBudgetTenantBytes}) <= MCP_RESPONSE_BUDGET_BYTES (${config.mcpResponseBudgetBytes}) must hold: a budget smaller than one answer would refuse every large answer`)
     }
@@ -139,6 +143,8 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
       for (const listener of toolsChanged) listener(scope, serverId)
     }
     const sources: { user?: RemoteMcpSource, global?: RemoteMcpSource } = {}
+    // Each tenant's kept tool lists together; each global server is an owner of its own.
+    const lists = new KeptLists(config.mcpTenantListBytes)
     const poolOptions = {
       connectTimeoutMs: config.mcpConnectTimeoutMs,
       stdioFirstConnectTimeoutMs: config.mcpStdioFirstConnectMs,
@@ -159,7 +165,7 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
       tenant: new McpClientPool({
         ...poolOptions,
         fetch: tenantFetch,
-        responseLimits: { maxMessageBytes, budget, owner: tenantOwner },
+        responseLimits: { maxMessageBytes, budget, owner: tenantOwner, lists },
         onToolsChanged: (key) => {
           const parsed = parseUserServiceName(key)
           if (parsed !== undefined) emitToolsChanged({ kind: 'user', userId: parsed.userId }, parsed.serverId)
@@ -167,7 +173,7 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
       }),
       global: new McpClientPool({
         ...poolOptions,
-        responseLimits: { maxMessageBytes, budget, owner: (key) => `global:${callerKeyOf(key)}` },
+        responseLimits: { maxMessageBytes, budget, owner: (key) => `global:${callerKeyOf(key)}`, lists },
         onToolsChanged: (key) => { emitToolsChanged({ kind: 'global' }, key) }
       })
     }

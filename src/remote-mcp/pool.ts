@@ -12,6 +12,7 @@ import { RELAY_KEY_SUFFIX } from './relay.js'
 import { PooledClient } from './pooled-client.js'
 import type { CallToolOptions, ClientContext, UpstreamCallResult } from './pooled-client.js'
 import type { ConnectSpec, ConnectType, HttpTransportKind } from './transport.js'
+import type { KeptLists } from './list-bounds.js'
 import type { ResponseBudget } from './response-limits.js'
 import { FirstConnects } from './warm-start.js'
 import type { SurfaceRequest } from '../routing/source.js'
@@ -58,7 +59,7 @@ export interface McpClientPoolOptions {
    * of it a client key counts against (a tenant for `user_{u}_service_{s}`). Default: the
    * transport's bound per message, no budget.
    */
-  responseLimits?: { maxMessageBytes: number, budget?: ResponseBudget, owner: (key: string) => string }
+  responseLimits?: { maxMessageBytes: number, budget?: ResponseBudget, owner: (key: string) => string, lists?: KeptLists }
   /** A server told its client that its tool list changed (`key`: the client key); the cache is already stale. */
   onToolsChanged?: (key: string) => void
   /** OpenTelemetry (src/tracing/): a span per tools/call, the trace context in its headers and `_meta`. Default off. */
@@ -183,7 +184,9 @@ export class McpClientPool {
         ...(tracing !== undefined ? { traceHeaders: (headers: Record<string, string>) => { tracing.inject(headers) } } : {})
       },
       tracing,
-      limits: limits === undefined ? () => undefined : (key) => ({ maxMessageBytes: limits.maxMessageBytes, budget: limits.budget, owner: limits.owner(key) }),
+      limits: limits === undefined
+        ? () => undefined
+        : (key) => ({ maxMessageBytes: limits.maxMessageBytes, budget: limits.budget, owner: limits.owner(key), lists: limits.lists }),
       listTimeoutMs: options.listTimeoutMs,
       callTimeoutMs: options.callTimeoutMs,
       surfaceTtlMs: options.toolsTtlMs,

@@ -315,6 +315,8 @@ export class PooledClient {
     this.#closed = true
     this.#closing.abort()
     if (this.idleTimer !== undefined) clearTimeout(this.idleTimer)
+    const limits = this.#ctx.limits(this.key)
+    if (limits?.lists !== undefined && limits.owner !== undefined) limits.lists.release(limits.owner, this.id)
     this.#ctx.log.debug({ mcpClient: this.key, why }, 'closing MCP client')
     const conn = this.#conn
     this.#conn = undefined
@@ -338,28 +340,31 @@ export class PooledClient {
   }
 
   async #listPages (): Promise<Tool[]> {
-    let tools: Tool[]
     const conn = await this.connect()
     // The deadline is the listing's own: a connect has its own, and a caller waiting for both
     // has its signal. Counted from the connect, a slow first start would fail the listing too.
     const deadline = Date.now() + this.#ctx.listTimeoutMs
-    const maxBytes = this.#ctx.limits(this.key)?.maxMessageBytes
+    const limits = this.#ctx.limits(this.key)
+    const maxBytes = limits?.maxMessageBytes
+    let listed: { items: Tool[], bytes: number }
     try {
       try {
-        tools = await listAllPages(conn.client, deadline, maxBytes)
+        listed = await listAllPages(conn.client, deadline, maxBytes)
       } catch (err) {
         // tools/list is idempotent, so a stale session or a dropped connection is re-initialised
         // and the listing retried once (docs/ARCHITECTURE.md#mcp-pool). Anything else (timeout, server error) is final.
         if (!isDeadConnection(err) || this.#closed) throw err
         this.#drop(conn, 'tools/list failed on a dead connection; retrying once')
-        tools = await listAllPages((await this.connect()).client, deadline, maxBytes)
+        listed = await listAllPages((await this.connect()).client, deadline, maxBytes)
       }
     } catch (err) {
       this.#countFailure(err, 'list')
       throw err
     }
     this.#ctx.breakers.success(this.id)
-    return tools
+    // Charged while the client is open (the cache takes the list only then); close() gives it back.
+    if (!this.#closed && limits?.lists !== undefined && limits.owner !== undefined) limits.lists.keep(limits.owner, this.id, listed.bytes)
+    return listed.items
   }
 
   /** Tells the breaker about a failed operation of a client still in use (breaker-admission.ts). */

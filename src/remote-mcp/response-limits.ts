@@ -6,6 +6,7 @@
  * 128 MB to 994 MB RSS.
  */
 import type { GwCodes } from '../errors.js'
+import type { KeptLists } from './list-bounds.js'
 
 const MiB = 1024 * 1024
 
@@ -148,4 +149,6 @@ export interface ResponseLimits {
   budget?: ResponseBudget | undefined
   /** Whose budget this connection's answers count against (a tenant, or a global server's key). */
   owner?: string | undefined
+  /** The lists kept per owner (MCP_TENANT_LIST_BYTES); none = only each list's own bound. */
+  lists?: KeptLists | undefined
 }

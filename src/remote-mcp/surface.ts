@@ -30,14 +30,14 @@ export async function surfaceOnce (client: Client, req: SurfaceRequest, timeout:
   switch (req.method) {
     case 'resources/list':
       if (caps?.resources === undefined) return []
-      return keptList((await client.listResources(undefined, { ...options, cacheMode: 'bypass' })).resources, 'resources', maxListBytes)
+      return keptList((await client.listResources(undefined, { ...options, cacheMode: 'bypass' })).resources, 'resources', maxListBytes).items
     case 'resources/templates/list':
       if (caps?.resources === undefined) return []
       return keptList(
-        (await client.listResourceTemplates(undefined, { ...options, cacheMode: 'bypass' })).resourceTemplates, 'resource templates', maxListBytes)
+        (await client.listResourceTemplates(undefined, { ...options, cacheMode: 'bypass' })).resourceTemplates, 'resource templates', maxListBytes).items
     case 'prompts/list':
       if (caps?.prompts === undefined) return []
-      return keptList((await client.listPrompts(undefined, { ...options, cacheMode: 'bypass' })).prompts, 'prompts', maxListBytes)
+      return keptList((await client.listPrompts(undefined, { ...options, cacheMode: 'bypass' })).prompts, 'prompts', maxListBytes).items
     // A 2026-07-28 server's input_required is handed back as it came (the caller passes it on, or cannot ask).
     case 'resources/read':
       return await client.readResource(req.params as Parameters<Client['readResource']>[0], { ...options, cacheMode: 'bypass', allowInputRequired: true })

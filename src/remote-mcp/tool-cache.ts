@@ -69,9 +69,10 @@ export class ToolListCache {
  * `listMaxPages` (MAX_LIST_PAGES). Not written to the Client's response cache: the pool keeps
  * its own list (ToolListCache) and passes each tool's definition to callTool. Throws the SDK's
  * SdkError RequestTimeout once the deadline passes, UpstreamError past MAX_LIST_PAGES pages or past
- * what a kept list may hold (list-bounds.ts: `maxBytes` is MCP_MAX_MESSAGE_BYTES).
+ * what a kept list may hold (list-bounds.ts: `maxBytes` is MCP_MAX_MESSAGE_BYTES). Answers the
+ * tools and their size as JSON.
  */
-export async function listAllPages (client: Pick<Client, 'listTools'>, deadline: number, maxBytes = Infinity): Promise<Tool[]> {
+export async function listAllPages (client: Pick<Client, 'listTools'>, deadline: number, maxBytes = Infinity): Promise<{ items: Tool[], bytes: number }> {
   const timeout = deadline - Date.now()
   if (timeout <= 0) throw new SdkError(SdkErrorCode.RequestTimeout, 'Request timed out')
   // Each page request gets what is left of the deadline as its own timeout, and the signal

@@ -295,6 +295,29 @@ test('a server listing more than a listing may keep (6,000 tools; or, under a sm
   assert.match(listing.unavailable[0].reason, /tools take \d+ bytes as JSON \(all pages together\); at most 400000 \(MCP_MAX_MESSAGE_BYTES\)/, listing.unavailable[0].reason)
 })
 
+test('a tenant keeps at most MCP_TENANT_LIST_BYTES of tool lists: past it, unavailable saying why; a removed server gives room back', async (t) => {
+  const many = await faulty(t, 'many-tools')
+  // Each list ~320 KB (1,500 tools), within MCP_MAX_MESSAGE_BYTES; two fit the tenant's 700 KB, three do not.
+  const gw = await app(t, { MCP_LIST_TIMEOUT_MS: '30000', MCP_MAX_MESSAGE_BYTES: '400000', MCP_TENANT_LIST_BYTES: '700000', EGRESS_ALLOW: '127.0.0.1/32' })
+  for (const id of ['s1', 's2']) await register(gw, id, { type: 'http', url: `${many.url}?tools=1500&for=${id}` }, 'acme')
+  let listing = await listTools(gw, 'mcp=s1,s2&userId=acme')
+  assert.deepEqual(listing.unavailable, [])
+  assert.equal(listing.tools.length, 3000)
+  // The lists kept first stay kept (a new one waits for room: a server removed, a client idle).
+  await register(gw, 's3', { type: 'http', url: `${many.url}?tools=1500&for=s3` }, 'acme')
+  listing = await listTools(gw, 'mcp=s1,s2,s3&userId=acme')
+  assert.deepEqual(listing.unavailable.map((u: any) => u.serverId), ['s3'], JSON.stringify(listing.unavailable))
+  assert.match(listing.unavailable[0].reason, /the tenant's servers would keep \d+ bytes of lists together; at most 700000 \(MCP_TENANT_LIST_BYTES\)/)
+  // Another tenant has room of its own.
+  await register(gw, 's1', { type: 'http', url: `${many.url}?tools=1500&for=globex` }, 'globex')
+  assert.deepEqual((await listTools(gw, 'mcp=s1&userId=globex')).unavailable, [])
+  // A removed server's client closes and its list leaves the tenant's account.
+  assert.equal((await gw.inject({ method: 'DELETE', url: '/users/acme/mcp/servers/s1' })).statusCode, 200)
+  listing = await until(async () => await listTools(gw, 'mcp=s2,s3&userId=acme'), (l) => l.unavailable.length === 0)
+  assert.deepEqual(listing.unavailable, [])
+  assert.equal(listing.tools.length, 3000)
+})
+
 test('arguments nested 10,000 deep: the call fails at the gateway\'s MCP client, saying why; repeated, they do not open the server\'s breaker', async (t) => {
   const good = await goodFixture(t)
   const gw = await app(t)

@@ -84,14 +84,14 @@ test('ToolListCache: a failed refresh keeps the previous list; one whose client 
 
 test('listAllPages: every page of a real server, in order', async (t) => {
   const client = await connect(t, createPagedServer({ tools: 25, pageSize: 10 }))
-  const tools = await listAllPages(client, Date.now() + 10_000)
+  const tools = (await listAllPages(client, Date.now() + 10_000)).items
   assert.deepEqual(tools.map((x) => x.name), Array.from({ length: 25 }, (_, i) => `tool_${String(i).padStart(3, '0')}`))
 })
 
 test('listAllPages: a page that repeats its cursor and its tools ends the listing (the SDK\'s walk) instead of looping until the deadline', async (t) => {
   let served = 0
   const client = await connect(t, pagingServer((cursor) => { served++; return { tools: [tool(`t${cursor ?? 0}`)], nextCursor: 'x' } }))
-  const tools = await listAllPages(client, Date.now() + 10_000)
+  const tools = (await listAllPages(client, Date.now() + 10_000)).items
   assert.deepEqual(tools.map((x) => x.name), ['t0', 'tx'])
   assert.equal(served, 3)
 })
