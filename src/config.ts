@@ -244,7 +244,7 @@ export const ConfigSchema = Type.Object({
     minimum: 65536,
     env: 'MCP_TENANT_LIST_BYTES',
     default: 32 * 1024 * 1024,
-    description: 'Bytes (as JSON) of the tool lists the instance keeps for one tenant\'s remote MCP servers together (each global server counts on its own); a listing that would pass it makes that server unavailable, saying so. At least MCP_MAX_MESSAGE_BYTES'
+    description: 'Bytes (as JSON) of the lists (tools; resources, resource templates and prompts for /mcp) the instance keeps for one tenant\'s remote MCP servers together (each global server counts on its own); a listing that would pass it makes that server unavailable, saying so. At least MCP_MAX_MESSAGE_BYTES'
   }),
   mcpResponseBudgetTenantBytes: Type.Integer({
     minimum: 64 * 1024,

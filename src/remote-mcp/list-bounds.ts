@@ -26,8 +26,9 @@ export function keptList<T> (items: T[], what: 'tools' | 'resources' | 'resource
 }
 
 /**
- * The tool lists kept for one owner's servers together (a tenant; each global server is its own
- * owner), in bytes of JSON, bounded by MCP_TENANT_LIST_BYTES: each server's list is bounded, but
+ * The lists kept for one owner's servers together (a tenant; each global server is its own owner):
+ * tools, and resources, resource templates and prompts for /mcp, in bytes of JSON, bounded by
+ * MCP_TENANT_LIST_BYTES: each server's list is bounded, but
  * a tenant has up to TENANT_MAX_SERVERS of them, and the pool keeps one per client (200 lists of
  * 4 MB were ~2 GB of heap for one tenant). A client's list is charged when it is kept and given
  * back when the client closes (idle, evicted, its server removed or changed).
@@ -52,17 +53,19 @@ export class KeptLists {
     const held = this.#byOwner.get(owner)
     const total = this.bytesOf(owner) - (held?.get(holder) ?? 0) + bytes
     if (total > this.maxBytes) {
-      throw new UpstreamError('GW_UPSTREAM_ERROR', `The tool list was not kept: the tenant's servers would keep ${total} bytes of lists together; at most ${this.maxBytes} (MCP_TENANT_LIST_BYTES)`)
+      throw new UpstreamError('GW_UPSTREAM_ERROR', `The list was not kept: the tenant's servers would keep ${total} bytes of lists together; at most ${this.maxBytes} (MCP_TENANT_LIST_BYTES)`)
     }
     if (held === undefined) this.#byOwner.set(owner, new Map([[holder, bytes]]))
     else held.set(holder, bytes)
   }
 
-  /** `holder` keeps nothing any more. */
-  release (owner: string, holder: string): void {
+  /** `client` keeps nothing any more: its tool list (`holder` = its id) and its other lists (`<id>\n<method>`). */
+  release (owner: string, client: string): void {
     const held = this.#byOwner.get(owner)
     if (held === undefined) return
-    held.delete(holder)
+    for (const holder of held.keys()) {
+      if (holder === client || holder.startsWith(`${client}\n`)) held.delete(holder)
+    }
     if (held.size === 0) this.#byOwner.delete(owner)
   }
 }

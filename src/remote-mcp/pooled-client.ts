@@ -252,11 +252,10 @@ export class PooledClient {
     try {
       for (let attempt = 1; ; attempt++) {
         const conn = await this.waitFor(this.connect(), options.signal)
+        let result: unknown
         try {
-          const result = await surfaceOnce(conn.client, req, Math.max(1, deadline - Date.now()), signal, this.#ctx.limits(this.key)?.maxMessageBytes)
+          result = await surfaceOnce(conn.client, req, Math.max(1, deadline - Date.now()), signal, this.#ctx.limits(this.key)?.maxMessageBytes)
           this.#ctx.breakers.success(this.id)
-          if (list && !this.#closed) this.surfaceLists.set(req.method, result as unknown[])
-          return result
         } catch (err) {
           if (signal.aborted) throw new UpstreamError('GW_CANCELLED', `${req.method} was cancelled by the caller`)
           if (isDeadConnection(err)) {
@@ -267,6 +266,16 @@ export class PooledClient {
           if (isServerAnswer(err)) throw err
           throw toUpstreamError(err, list ? 'list' : 'call', options.timeoutMs, (e) => this.safeMessage(e), req.method)
         }
+        if (list && !this.#closed) {
+          // Counted with the tool lists against the owner's MCP_TENANT_LIST_BYTES (one slot per kind of
+          // list), after the breaker's verdict: a list refused here is the tenant's, not the server's failure.
+          const limits = this.#ctx.limits(this.key)
+          if (limits?.lists !== undefined && limits.owner !== undefined) {
+            limits.lists.keep(limits.owner, `${this.id}\n${req.method}`, Buffer.byteLength(JSON.stringify(result)))
+          }
+          this.surfaceLists.set(req.method, result as unknown[])
+        }
+        return result
       }
     } catch (err) {
       if (isServerAnswer(err)) throw err

@@ -94,6 +94,23 @@ async function assertServing (gw: FastifyInstance, serverId: string, marker: str
   assert.equal(health.statusCode, 200)
 }
 
+/** resources/list through the gateway's /mcp (a 2026-07-28 request: no session), for `query`'s allow-list. */
+async function mcpResources (gw: FastifyInstance, query: string): Promise<unknown[]> {
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientCapabilities': {},
+    'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' }
+  }
+  const res = await gw.inject({
+    method: 'POST',
+    url: `/mcp?${query}`,
+    headers: { accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'resources/list' },
+    payload: { jsonrpc: '2.0', id: 1, method: 'resources/list', params: { _meta: meta } }
+  })
+  assert.equal(res.statusCode, 200, res.body)
+  return res.json().result.resources
+}
+
 /** Polls `check` until it holds or `ms` elapse; returns the last value (outcome asserted by the caller). */
 async function until<T> (check: () => T | Promise<T>, ok: (v: T) => boolean, ms = 5000): Promise<T> {
   const end = Date.now() + ms
@@ -272,19 +289,7 @@ test('a server listing more than a listing may keep (6,000 tools; or, under a sm
   await assertServing(gw, 'good', 'good')
   // Its resources, through /mcp: the same bound (the good server has none).
   const asked = many.requests()
-  const meta = {
-    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-    'io.modelcontextprotocol/clientCapabilities': {},
-    'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' }
-  }
-  const res = await gw.inject({
-    method: 'POST',
-    url: '/mcp?mcp=many,good',
-    headers: { accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'resources/list' },
-    payload: { jsonrpc: '2.0', id: 1, method: 'resources/list', params: { _meta: meta } }
-  })
-  assert.equal(res.statusCode, 200, res.body)
-  assert.deepEqual(res.json().result.resources, [])
+  assert.deepEqual(await mcpResources(gw, 'mcp=many,good'), [])
   assert.ok(many.requests() >= asked + 6, 'its resources were read, every page')
 
   // Bytes: 3,000 tools, each page within MCP_MAX_MESSAGE_BYTES (~150 KB), the whole list (~450 KB) not.
@@ -316,6 +321,11 @@ test('a tenant keeps at most MCP_TENANT_LIST_BYTES of tool lists: past it, unava
   listing = await until(async () => await listTools(gw, 'mcp=s2,s3&userId=acme'), (l) => l.unavailable.length === 0)
   assert.deepEqual(listing.unavailable, [])
   assert.equal(listing.tools.length, 3000)
+  // /mcp's lists count too: s2's 1,500 resources (~150 KB) would take the tenant past its 700 KB.
+  const resources = async (allow: string): Promise<unknown[]> => await mcpResources(gw, `mcp=${allow}&userId=acme`)
+  assert.deepEqual(await resources('s2'), [])
+  assert.equal((await gw.inject({ method: 'DELETE', url: '/users/acme/mcp/servers/s3' })).statusCode, 200)
+  assert.equal((await until(async () => await resources('s2'), (r) => r.length > 0)).length, 1500)
 })
 
 test('arguments nested 10,000 deep: the call fails at the gateway\'s MCP client, saying why; repeated, they do not open the server\'s breaker', async (t) => {
