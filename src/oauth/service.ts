@@ -27,7 +27,7 @@ import type { UpstreamAuthorization } from '../remote-mcp/index.js'
 import { FlowProvider } from './provider.js'
 import type { ConnectionRecord } from './provider.js'
 import { ConnectionRecords } from './records.js'
-import { STATE_TTL_MS } from './store.js'
+import { scopeKey, STATE_TTL_MS } from './store.js'
 import type { OAuthStore } from './store.js'
 import { TokenKeeper, describe, flowFetch, unionScopes } from './tokens.js'
 
@@ -199,7 +199,7 @@ export class UpstreamOAuth {
       ...(returnTo !== undefined ? { returnTo } : {}),
       expiresAt
     }
-    await this.#o.store.putState(state, this.#o.box.sealValue(JSON.stringify(pending), STATE_AAD))
+    await this.#o.store.putState(state, this.#o.box.sealValue(JSON.stringify(pending), STATE_AAD), scopeKey(scope))
     return { authorizationUrl: provider.authorizationUrl.href, expiresAt: new Date(expiresAt).toISOString() }
   }
 

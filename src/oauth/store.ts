@@ -22,7 +22,8 @@ export interface OAuthStore {
   put: (scope: RegistryScope, serverId: string, sealed: string) => Promise<void>
   delete: (scope: RegistryScope, serverId: string) => Promise<void>
   /** Keeps a pending authorization under `state` for STATE_TTL_MS. */
-  putState: (state: string, sealed: string) => Promise<void>
+  /** `owner` is whose authorization it is (scopeKey): the memory store keeps MEMORY_STATES_PER_OWNER of each. */
+  putState: (state: string, sealed: string, owner: string) => Promise<void>
   /** The pending authorization of `state`, removed in the same step: a second take finds nothing. */
   takeState: (state: string) => Promise<string | undefined>
   close: () => Promise<void>
@@ -38,10 +39,16 @@ const stateId = (state: string): string => createHash('sha256').update(state).di
 
 /** Bounds of the memory store: pending authorizations past it drop the oldest (they expire anyway). */
 const MEMORY_MAX_STATES = 10_000
+/**
+ * Pending authorizations one owner (a tenant, or the global scope) keeps in the memory store; its
+ * next one drops its own oldest. Without it one tenant starting authorizations in a loop pushed
+ * every other tenant's pending one out of the instance's 10,000.
+ */
+const MEMORY_STATES_PER_OWNER = 100
 
 export class MemoryOAuthStore implements OAuthStore {
   readonly #records = new Map<string, string>()
-  readonly #states = new Map<string, { sealed: string, expiresAt: number }>()
+  readonly #states = new Map<string, { sealed: string, expiresAt: number, owner: string }>()
   readonly #now: () => number
 
   constructor (opts: { now?: () => number } = {}) {
@@ -60,13 +67,25 @@ export class MemoryOAuthStore implements OAuthStore {
     this.#records.delete(`${scopeKey(scope)}/${serverId}`)
   }
 
-  async putState (state: string, sealed: string): Promise<void> {
+  async putState (state: string, sealed: string, owner: string): Promise<void> {
     const now = this.#now()
+    let mine = 0
+    let oldestMine: string | undefined
     for (const [id, entry] of this.#states) {
-      if (entry.expiresAt > now && this.#states.size < MEMORY_MAX_STATES) break
+      if (entry.expiresAt <= now) {
+        this.#states.delete(id)
+      } else if (entry.owner === owner) {
+        oldestMine ??= id
+        mine++
+      }
+    }
+    if (mine >= MEMORY_STATES_PER_OWNER && oldestMine !== undefined) this.#states.delete(oldestMine)
+    // Insertion order is age: past the instance's bound, the oldest of anyone's go.
+    for (const id of this.#states.keys()) {
+      if (this.#states.size < MEMORY_MAX_STATES) break
       this.#states.delete(id)
     }
-    this.#states.set(stateId(state), { sealed, expiresAt: now + STATE_TTL_MS })
+    this.#states.set(stateId(state), { sealed, expiresAt: now + STATE_TTL_MS, owner })
   }
 
   async takeState (state: string): Promise<string | undefined> {
@@ -115,7 +134,8 @@ export class RedisOAuthStore implements OAuthStore {
     await this.#client.del(this.#record(scope, serverId))
   }
 
-  async putState (state: string, sealed: string): Promise<void> {
+  async putState (state: string, sealed: string, _owner: string): Promise<void> {
+    // Each state its own key with its TTL: bounded by the tenant's rate limit x STATE_TTL_MS, and never evicting another's.
     await this.#client.set(this.#state(state), sealed, 'PX', STATE_TTL_MS)
   }
 
