@@ -253,8 +253,10 @@ export class PooledClient {
       for (let attempt = 1; ; attempt++) {
         const conn = await this.waitFor(this.connect(), options.signal)
         let result: unknown
+        let listBytes = 0
         try {
-          result = await surfaceOnce(conn.client, req, Math.max(1, deadline - Date.now()), signal, this.#ctx.limits(this.key)?.maxMessageBytes)
+          const lists = { maxBytes: this.#ctx.limits(this.key)?.maxMessageBytes ?? Infinity, onBytes: (bytes: number) => { listBytes = bytes } }
+          result = await surfaceOnce(conn.client, req, Math.max(1, deadline - Date.now()), signal, lists)
           this.#ctx.breakers.success(this.id)
         } catch (err) {
           if (signal.aborted) throw new UpstreamError('GW_CANCELLED', `${req.method} was cancelled by the caller`)
@@ -267,12 +269,9 @@ export class PooledClient {
           throw toUpstreamError(err, list ? 'list' : 'call', options.timeoutMs, (e) => this.safeMessage(e), req.method)
         }
         if (list && !this.#closed) {
-          // Counted with the tool lists against the owner's MCP_TENANT_LIST_BYTES (one slot per kind of
-          // list), after the breaker's verdict: a list refused here is the tenant's, not the server's failure.
-          const limits = this.#ctx.limits(this.key)
-          if (limits?.lists !== undefined && limits.owner !== undefined) {
-            limits.lists.keep(limits.owner, `${this.id}\n${req.method}`, Buffer.byteLength(JSON.stringify(result)))
-          }
+          // Counted with the tool lists (one slot per kind of list), after the breaker's verdict: a list
+          // refused here is the tenant's, not the server's failure.
+          this.#keepList(`${this.id}\n${req.method}`, listBytes)
           this.surfaceLists.set(req.method, result as unknown[])
         }
         return result
@@ -325,7 +324,7 @@ export class PooledClient {
     this.#closing.abort()
     if (this.idleTimer !== undefined) clearTimeout(this.idleTimer)
     const limits = this.#ctx.limits(this.key)
-    if (limits?.lists !== undefined && limits.owner !== undefined) limits.lists.release(limits.owner, this.id)
+    if (limits?.owner !== undefined) limits.lists?.release(limits.owner, this.id)
     this.#ctx.log.debug({ mcpClient: this.key, why }, 'closing MCP client')
     const conn = this.#conn
     this.#conn = undefined
@@ -353,8 +352,7 @@ export class PooledClient {
     // The deadline is the listing's own: a connect has its own, and a caller waiting for both
     // has its signal. Counted from the connect, a slow first start would fail the listing too.
     const deadline = Date.now() + this.#ctx.listTimeoutMs
-    const limits = this.#ctx.limits(this.key)
-    const maxBytes = limits?.maxMessageBytes
+    const maxBytes = this.#ctx.limits(this.key)?.maxMessageBytes
     let listed: { items: Tool[], bytes: number }
     try {
       try {
@@ -372,8 +370,14 @@ export class PooledClient {
     }
     this.#ctx.breakers.success(this.id)
     // Charged while the client is open (the cache takes the list only then); close() gives it back.
-    if (!this.#closed && limits?.lists !== undefined && limits.owner !== undefined) limits.lists.keep(limits.owner, this.id, listed.bytes)
+    if (!this.#closed) this.#keepList(this.id, listed.bytes)
     return listed.items
+  }
+
+  /** Charges a list this client keeps to its owner's MCP_TENANT_LIST_BYTES (KeptLists); throws past it. */
+  #keepList (holder: string, bytes: number): void {
+    const limits = this.#ctx.limits(this.key)
+    if (limits?.owner !== undefined) limits.lists?.keep(limits.owner, holder, bytes)
   }
 
   /** Tells the breaker about a failed operation of a client still in use (breaker-admission.ts). */

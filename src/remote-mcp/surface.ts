@@ -19,25 +19,35 @@ export function isListRequest (req: SurfaceRequest): req is Extract<SurfaceReque
   return req.method === 'resources/list' || req.method === 'resources/templates/list' || req.method === 'prompts/list'
 }
 
+/** How a list is bounded: `maxBytes` (MCP_MAX_MESSAGE_BYTES) for the whole list, and who is told its size as JSON. */
+export interface ListLimits {
+  maxBytes: number
+  onBytes: (bytes: number) => void
+}
+
 /**
  * One request on the client within `timeout` ms (the whole walk, for a list), aborted by `signal`.
- * A list is bounded as a whole (list-bounds.ts; `maxListBytes` is MCP_MAX_MESSAGE_BYTES).
+ * A list is bounded as a whole (list-bounds.ts), and its size reported to `lists.onBytes`.
  */
-export async function surfaceOnce (client: Client, req: SurfaceRequest, timeout: number, signal: AbortSignal, maxListBytes = Infinity): Promise<unknown> {
+export async function surfaceOnce (client: Client, req: SurfaceRequest, timeout: number, signal: AbortSignal, lists?: ListLimits): Promise<unknown> {
   const caps = client.getServerCapabilities()
   const bounded = AbortSignal.any([signal, AbortSignal.timeout(timeout)])
   const options = { timeout, signal: bounded }
+  const kept = <T>(items: T[], what: Parameters<typeof keptList>[1]): T[] => {
+    const k = keptList(items, what, lists?.maxBytes ?? Infinity)
+    lists?.onBytes(k.bytes)
+    return k.items
+  }
   switch (req.method) {
     case 'resources/list':
       if (caps?.resources === undefined) return []
-      return keptList((await client.listResources(undefined, { ...options, cacheMode: 'bypass' })).resources, 'resources', maxListBytes).items
+      return kept((await client.listResources(undefined, { ...options, cacheMode: 'bypass' })).resources, 'resources')
     case 'resources/templates/list':
       if (caps?.resources === undefined) return []
-      return keptList(
-        (await client.listResourceTemplates(undefined, { ...options, cacheMode: 'bypass' })).resourceTemplates, 'resource templates', maxListBytes).items
+      return kept((await client.listResourceTemplates(undefined, { ...options, cacheMode: 'bypass' })).resourceTemplates, 'resource templates')
     case 'prompts/list':
       if (caps?.prompts === undefined) return []
-      return keptList((await client.listPrompts(undefined, { ...options, cacheMode: 'bypass' })).prompts, 'prompts', maxListBytes).items
+      return kept((await client.listPrompts(undefined, { ...options, cacheMode: 'bypass' })).prompts, 'prompts')
     // A 2026-07-28 server's input_required is handed back as it came (the caller passes it on, or cannot ask).
     case 'resources/read':
       return await client.readResource(req.params as Parameters<Client['readResource']>[0], { ...options, cacheMode: 'bypass', allowInputRequired: true })
