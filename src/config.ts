@@ -324,6 +324,12 @@ export const ConfigSchema = Type.Object({
     default: '7d',
     description: 'Journal entries older than this are not returned and are trimmed (e.g. 7d, 12h)'
   }),
+  journalTenantBytes: Type.Integer({
+    minimum: 1024 * 1024,
+    env: 'JOURNAL_TENANT_BYTES',
+    default: 32 * 1024 * 1024,
+    description: 'Journal entries kept per tenant by size (entry JSON, UTF-8 bytes; Redis and memory alike); past it the tenant\'s own oldest go first, its newest always stays'
+  }),
   journalMemoryBytes: Type.Integer({
     minimum: 1024 * 1024,
     env: 'JOURNAL_MEMORY_BYTES',

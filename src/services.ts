@@ -241,6 +241,7 @@ async function build (
     target: redisTarget,
     keyPrefix: config.redisKeyPrefix,
     maxEntriesPerTenant: config.journalMaxEntries,
+    maxBytesPerTenant: config.journalTenantBytes,
     retentionMs: parseDuration(config.journalRetention),
     memoryBytes: config.journalMemoryBytes,
     logger

@@ -18,6 +18,8 @@ export interface JournalSettings {
   redisUrl?: string | undefined
   keyPrefix: string
   maxEntriesPerTenant: number
+  /** JOURNAL_TENANT_BYTES: a tenant's entries kept by size, in either store. */
+  maxBytesPerTenant: number
   retentionMs: number
   /** JOURNAL_MEMORY_BYTES: the memory ring's total budget over all tenants. */
   memoryBytes: number
@@ -32,10 +34,13 @@ export function createJournal (s: JournalSettings): Journal {
       target,
       keyPrefix: s.keyPrefix,
       maxEntriesPerTenant: s.maxEntriesPerTenant,
+      maxBytesPerTenant: s.maxBytesPerTenant,
       retentionMs: s.retentionMs,
       // ioredis repeats connection errors while it reconnects; the journal's drop warning says enough.
       onError: () => {}
     })
-    : new MemoryJournalStore({ maxEntriesPerTenant: s.maxEntriesPerTenant, retentionMs: s.retentionMs, maxBytes: s.memoryBytes })
+    : new MemoryJournalStore({
+      maxEntriesPerTenant: s.maxEntriesPerTenant, maxBytesPerTenant: s.maxBytesPerTenant, retentionMs: s.retentionMs, maxBytes: s.memoryBytes
+    })
   return new Journal({ mode: s.mode, store, logger: s.logger })
 }

@@ -45,6 +45,8 @@ class Deque<T> {
 interface Ring {
   items: Deque<Item>
   byCall: Map<string, Item>
+  /** UTF-8 bytes of the live entries' JSON. */
+  bytes: number
 }
 
 export interface MemoryJournalOptions {
@@ -54,6 +56,12 @@ export interface MemoryJournalOptions {
   retentionMs: number
   /** UTF-8 bytes of entry JSON kept over all tenants (JOURNAL_MEMORY_BYTES): many tenants cannot grow memory without bound. */
   maxBytes: number
+  /**
+   * UTF-8 bytes of entry JSON kept per tenant (JOURNAL_TENANT_BYTES); past it the tenant's own oldest go (its newest
+   * entry always stays). Without it one tenant writing large entries would take the whole of maxBytes, and the
+   * shared budget's oldest-first eviction would push out every other tenant's journal. Default: no bound but maxBytes.
+   */
+  maxBytesPerTenant?: number
   now?: () => number
 }
 
@@ -65,6 +73,7 @@ export interface MemoryJournalOptions {
 export class MemoryJournalStore implements JournalStore {
   readonly backend = 'memory' as const
   readonly #opts: MemoryJournalOptions
+  readonly #maxTenantBytes: number
   readonly #now: () => number
   readonly #tenants = new Map<string, Ring>()
   readonly #global = new Deque<Item>()
@@ -75,6 +84,7 @@ export class MemoryJournalStore implements JournalStore {
 
   constructor (opts: MemoryJournalOptions) {
     this.#opts = opts
+    this.#maxTenantBytes = opts.maxBytesPerTenant ?? Number.POSITIVE_INFINITY
     this.#now = opts.now ?? Date.now
   }
 
@@ -109,7 +119,7 @@ export class MemoryJournalStore implements JournalStore {
     }
     let ring = this.#tenants.get(e.tenant)
     if (ring === undefined) {
-      ring = { items: new Deque(), byCall: new Map() }
+      ring = { items: new Deque(), byCall: new Map(), bytes: 0 }
       this.#tenants.set(e.tenant, ring)
     }
     ring.items.push(item)
@@ -117,9 +127,11 @@ export class MemoryJournalStore implements JournalStore {
     this.#global.push(item)
     this.#live++
     this.#bytes += item.json.length
+    ring.bytes += item.json.length
 
     const oldest = now - this.#opts.retentionMs
-    while (ring.items.length > this.#opts.maxEntriesPerTenant || (ring.items.length > 0 && ring.items.at(0).ms < oldest)) {
+    while (ring.items.length > this.#opts.maxEntriesPerTenant || (ring.items.length > 0 && ring.items.at(0).ms < oldest) ||
+      (ring.items.length > 1 && ring.bytes > this.#maxTenantBytes)) {
       this.#evict(ring, ring.items.shift() as Item)
     }
     while (this.#bytes > this.#opts.maxBytes && this.#global.length > 0) {
@@ -139,6 +151,7 @@ export class MemoryJournalStore implements JournalStore {
     item.live = false
     this.#live--
     this.#bytes -= item.json.length
+    ring.bytes -= item.json.length
     if (ring.byCall.get(item.callId) === item) ring.byCall.delete(item.callId)
     if (ring.items.length === 0) this.#tenants.delete(item.tenant)
   }

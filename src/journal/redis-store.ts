@@ -8,33 +8,62 @@ import type { JournalPage, JournalQuery, JournalStore, PendingEntry } from './st
  * A batch of one tenant's entries in one call (one command to encode, one round trip): the keys
  * of one tenant share a hash slot, so a Redis Cluster runs it; a batch of several tenants is one
  * call per tenant (see append). Per entry: XADD with approximate MAXLEN (cheap: whole stream nodes
- * are dropped), the callId index key with the retention as TTL, the call's place in the tenant's
- * list of calls, and an approximate MINID trim when the caller asks for one. Then the list is cut
- * to MAXLEN, and the index key of each call cut from it goes too (unless a newer entry of the same
- * callId took it over): the index holds what the stream holds, not every call of the retention.
- * Last, the TTLs renewed (a tenant that stops calling loses its journal after the retention,
- * without any sweeper). The cut keys are named from the tenant's call-key prefix: they share the
- * stream's hash tag, so its slot.
- * KEYS: stream, calls list, then the callId key of each entry; ARGV: MAXLEN, TTL (ms), call-key
- * prefix, then json, name, isError, minId, callId per entry.
+ * are dropped), the callId index key with the retention as TTL, the call's place and size in the
+ * tenant's list of calls and its byte count, and an approximate MINID trim when the caller asks
+ * for one. Then the list is cut to MAXLEN entries and to the tenant's byte budget (its newest entry
+ * always stays), and the index key of each call cut from it goes too (unless a newer entry of the
+ * same callId took it over): the index holds what the stream holds, not every call of the
+ * retention. A cut for bytes trims the stream exactly to the list's oldest call (MAXLEN alone is
+ * approximate, and would keep up to a stream node of large entries past the budget). Last, the
+ * TTLs renewed (a tenant that stops calling loses its journal after the retention, without any
+ * sweeper). The cut keys are named from the tenant's call-key prefix: they share the stream's hash
+ * tag, so its slot. A list item is `<stream id>:<bytes> <callId>` (`<stream id> <callId>` before
+ * the byte budget: counted as 0 bytes).
+ * KEYS: stream, calls list, bytes counter, then the callId key of each entry; ARGV: MAXLEN, TTL (ms),
+ * call-key prefix, byte budget, then json, name, isError, minId, callId per entry.
  */
 const APPEND_SCRIPT = `
 local stream = KEYS[1]
 local calls = KEYS[2]
+local bytesKey = KEYS[3]
+local maxLen = tonumber(ARGV[1])
+local maxBytes = tonumber(ARGV[4])
 local ids = {}
-for i = 0, #KEYS - 3 do
-  local a = 4 + 5 * i
+for i = 0, #KEYS - 4 do
+  local a = 5 + 5 * i
   local id = redis.call('XADD', stream, 'MAXLEN', '~', ARGV[1], '*', 'e', ARGV[a], 'n', ARGV[a + 1], 'x', ARGV[a + 2])
-  redis.call('SET', KEYS[3 + i], id, 'PX', ARGV[2])
-  redis.call('RPUSH', calls, id .. ' ' .. ARGV[a + 4])
+  redis.call('SET', KEYS[4 + i], id, 'PX', ARGV[2])
+  redis.call('RPUSH', calls, id .. ':' .. #ARGV[a] .. ' ' .. ARGV[a + 4])
+  redis.call('INCRBY', bytesKey, #ARGV[a])
   if ARGV[a + 3] ~= '' then redis.call('XTRIM', stream, 'MINID', '~', ARGV[a + 3]) end
   ids[#ids + 1] = id
 end
-for _ = 1, redis.call('LLEN', calls) - tonumber(ARGV[1]) do
+local bytes = tonumber(redis.call('GET', bytesKey))
+local length = redis.call('LLEN', calls)
+local cutForBytes = false
+while length > 1 and (length > maxLen or bytes > maxBytes) do
+  if length <= maxLen then cutForBytes = true end
   local item = redis.call('LPOP', calls)
+  length = length - 1
   local space = string.find(item, ' ', 1, true)
+  local head = string.sub(item, 1, space - 1)
+  local colon = string.find(head, ':', 1, true)
+  local id = head
+  if colon then
+    id = string.sub(head, 1, colon - 1)
+    bytes = bytes - tonumber(string.sub(head, colon + 1))
+  end
   local key = ARGV[3] .. string.sub(item, space + 1)
-  if redis.call('GET', key) == string.sub(item, 1, space - 1) then redis.call('DEL', key) end
+  if redis.call('GET', key) == id then redis.call('DEL', key) end
+end
+if bytes < 0 then bytes = 0 end
+redis.call('SET', bytesKey, bytes, 'PX', ARGV[2])
+if cutForBytes then
+  local first = redis.call('LINDEX', calls, 0)
+  local space = string.find(first, ' ', 1, true)
+  local colon = string.find(first, ':', 1, true)
+  local id = string.sub(first, 1, (colon and colon < space and colon or space) - 1)
+  redis.call('XTRIM', stream, 'MINID', id)
 end
 redis.call('PEXPIRE', stream, ARGV[2])
 redis.call('PEXPIRE', calls, ARGV[2])
@@ -54,6 +83,8 @@ export interface RedisJournalOptions {
   keyPrefix: string
   /** JOURNAL_MAX_ENTRIES: the approximate MAXLEN of each tenant's stream. */
   maxEntriesPerTenant: number
+  /** JOURNAL_TENANT_BYTES: UTF-8 bytes of entry JSON kept per tenant (its newest entry always stays). Default: no bound but the count. */
+  maxBytesPerTenant?: number
   /** JOURNAL_RETENTION in ms. */
   retentionMs: number
   /** Bound on every command. Default 2000. */
@@ -75,8 +106,9 @@ type StreamEntry = [id: string, fields: string[]]
  * with `p` the key prefix, every key of a tenant under its hash tag `{journal:<tenant>}`:
  * - `p{journal:<tenant>}:stream`: the stream; fields `e` (the entry's JSON), `n` (tool name), `x` (1 when isError)
  * - `p{journal:<tenant>}:call:<callId>`: the stream id of the call's latest entry, expiring with the retention
- * - `p{journal:<tenant>}:calls`: a list of `<stream id> <callId>` of the newest JOURNAL_MAX_ENTRIES entries,
- *   so that the index keys of the calls cut from it are deleted with them
+ * - `p{journal:<tenant>}:calls`: a list of `<stream id>:<bytes> <callId>` of the newest JOURNAL_MAX_ENTRIES entries
+ *   within JOURNAL_TENANT_BYTES, so that the index keys of the calls cut from it are deleted with them
+ * - `p{journal:<tenant>}:bytes`: the sum of the list's entry sizes (UTF-8 bytes of their JSON)
  * Before the tags they were `pjournal:<tenant>` and `pjournal:<tenant>:call:<callId>`: a
  * single-Redis store renames them once after its first connect (see #migrate).
  *
@@ -154,6 +186,10 @@ export class RedisJournalStore implements JournalStore {
     return taggedKey(this.#opts.keyPrefix, `journal:${tenant}`, 'calls')
   }
 
+  #bytesKey (tenant: string): string {
+    return taggedKey(this.#opts.keyPrefix, `journal:${tenant}`, 'bytes')
+  }
+
   async append (entries: PendingEntry[]): Promise<number> {
     if (entries.length === 0) return 0
     // One script call per tenant: a script may only touch one hash slot on a cluster. All sent at
@@ -177,8 +213,10 @@ export class RedisJournalStore implements JournalStore {
   async #appendTenant (entries: PendingEntry[]): Promise<number> {
     const now = this.#now()
     const tenant = (entries[0] as PendingEntry).tenant
-    const keys: string[] = [this.#stream(tenant), this.#callsList(tenant)]
-    const args: Array<string | number> = [this.#opts.maxEntriesPerTenant, this.#opts.retentionMs, this.#callKey(tenant, '')]
+    const keys: string[] = [this.#stream(tenant), this.#callsList(tenant), this.#bytesKey(tenant)]
+    const args: Array<string | number> = [
+      this.#opts.maxEntriesPerTenant, this.#opts.retentionMs, this.#callKey(tenant, ''), this.#opts.maxBytesPerTenant ?? Number.MAX_SAFE_INTEGER
+    ]
     for (const e of entries) {
       let minId = ''
       const last = this.#trimmed.get(tenant)

@@ -6,7 +6,7 @@ import type { JournalQuery, PendingEntry } from '../../src/journal/store.js'
 import { delay } from './redis-utils.js'
 import { prng as rng } from '../../scripts/lib/prng.js'
 
-export interface StoreOptions { maxEntriesPerTenant: number, retentionMs: number }
+export interface StoreOptions { maxEntriesPerTenant: number, retentionMs: number, maxBytesPerTenant?: number }
 /** Makes a fresh, empty store (undefined: skip, e.g. no Redis outside CI); closed by the suite. */
 export type MakeStore = (t: TestContext, opts: StoreOptions) => Promise<JournalStore | undefined>
 
@@ -104,6 +104,25 @@ export function journalStoreConformance (label: string, make: MakeStore): void {
     assert.ok(all.length >= 100 && all.length < 200, `${all.length} entries kept`)
     assert.equal(all[0], 'acme-999')
     assert.equal(all[all.length - 1], `acme-${1000 - all.length}`)
+  })
+
+  test(`${label}: a tenant past its byte budget (JOURNAL_TENANT_BYTES) loses its own oldest entries, never another's`, async (t) => {
+    const store = await make(t, { maxEntriesPerTenant: 10_000, retentionMs: 3_600_000, maxBytesPerTenant: 200_000 })
+    if (store === undefined) return
+    const sized = (tenant: string, i: number, pad: number): PendingEntry => ({ ...entry(tenant, i, 'read_file', false), json: JSON.stringify({ callId: `${tenant}-${i}`, pad: 'x'.repeat(pad) }) })
+    await store.append(Array.from({ length: 5 }, (_, i) => sized('quiet', i, 1000)))
+    // 1 MB of entries of ~10 KB, five times the budget, in the writer's batches.
+    for (let i = 0; i < 100; i += 10) await store.append(Array.from({ length: 10 }, (_, j) => sized('loud', i + j, 10_000)))
+    const loud = await walk(store, 'loud', { limit: 500 })
+    // The newest that fit: 19 of ~10,030 bytes in 200,000 (before: all 100, 1 MB).
+    assert.equal(loud.length, 19, `${loud.length} entries kept`)
+    assert.equal(loud[0], 'loud-99')
+    assert.equal(await store.get('loud', 'loud-80'), undefined)
+    assert.notEqual(await store.get('loud', 'loud-81'), undefined)
+    assert.deepEqual(await walk(store, 'quiet', { limit: 10 }), ['quiet-4', 'quiet-3', 'quiet-2', 'quiet-1', 'quiet-0'])
+    // An entry larger than the whole budget is still kept, alone: the newest call is always readable.
+    await store.append([sized('loud', 100, 250_000)])
+    assert.deepEqual(await walk(store, 'loud', { limit: 500 }), ['loud-100'])
   })
 
   test(`${label}: entries past the retention are not read`, async (t) => {

@@ -35,6 +35,17 @@ test('memory: a tenant past its own cap evicts only its own entries, and the boo
   assert.equal(page.next, null)
 })
 
+test('memory: one tenant writing large entries in a loop cannot push another tenant\'s entries out of the shared budget', async () => {
+  // JOURNAL_MEMORY_BYTES 1 MB for all tenants, JOURNAL_TENANT_BYTES 256 KB each. Before the per-tenant budget, the
+  // loud tenant's 5 MB went through the shared budget oldest first: the quiet tenant's journal was gone.
+  const store = new MemoryJournalStore({ maxEntriesPerTenant: 10_000, retentionMs: 3_600_000, maxBytes: 1_000_000, maxBytesPerTenant: 256_000 })
+  for (let i = 0; i < 20; i++) await store.append([{ tenant: 'quiet', callId: `q${i}`, name: 'bash', isError: false, json: json(`q${i}`, 1000) }])
+  for (let i = 0; i < 500; i++) await store.append([{ tenant: 'loud', callId: `l${i}`, name: 'bash', isError: false, json: json(`l${i}`, 10_000) }])
+  for (let i = 0; i < 20; i++) assert.notEqual(await store.get('quiet', `q${i}`), undefined, `quiet's q${i}`)
+  assert.ok(store.size.bytes <= 256_000 + 20 * 1100, `${store.size.bytes} bytes kept`)
+  assert.notEqual(await store.get('loud', 'l499'), undefined)
+})
+
 test('memory: a page never splits entries that share a millisecond', async () => {
   let now = 1_000_000
   const store = new MemoryJournalStore({ maxEntriesPerTenant: 100, retentionMs: 3_600_000, maxBytes: 1_000_000, now: () => now })

@@ -109,3 +109,25 @@ test('redis: the callId index is bounded like the stream: calls past JOURNAL_MAX
   assert.deepEqual(JSON.parse(await store.get('acme', 'c299') ?? 'null'), { callId: 'c299', i: 299 })
   assert.equal(await store.get('acme', 'c5'), undefined)
 })
+
+test('redis: a calls list written before the byte budget (items without a size) is cut as before, each counted as 0 bytes', async (t) => {
+  const r = await redisForTest(t)
+  if (r === undefined) return
+  const store = new RedisJournalStore({ url: REDIS_URL, keyPrefix: r.prefix, maxEntriesPerTenant: 5, maxBytesPerTenant: 1024 * 1024, retentionMs: 3_600_000 })
+  t.after(async () => await store.close())
+  while (store.status !== 'ready') await delay(5)
+  const entry = (i: number): PendingEntry => ({ tenant: 'acme', callId: `c${i}`, name: 'bash', isError: false, json: JSON.stringify({ callId: `c${i}` }) })
+  await store.append([0, 1, 2, 3, 4].map(entry))
+  // The list as the previous layout wrote it: `<stream id> <callId>`, and no byte counter.
+  const calls = `${r.prefix}{journal:acme}:calls`
+  const items = await r.redis.lrange(calls, 0, -1)
+  assert.match(items[0] as string, /^\d+-\d+:\d+ c0$/)
+  await r.redis.del(calls, `${r.prefix}{journal:acme}:bytes`)
+  await r.redis.rpush(calls, ...items.map((item) => item.replace(/:\d+ /, ' ')))
+  await store.append([5, 6, 7, 8, 9].map(entry))
+  assert.deepEqual((await r.redis.lrange(calls, 0, -1)).map((item) => item.slice(item.indexOf(' ') + 1)), ['c5', 'c6', 'c7', 'c8', 'c9'])
+  assert.equal(await store.get('acme', 'c4'), undefined)
+  assert.notEqual(await store.get('acme', 'c9'), undefined)
+  const bytes = Number(await r.redis.get(`${r.prefix}{journal:acme}:bytes`))
+  assert.equal(bytes, [5, 6, 7, 8, 9].reduce((n, i) => n + Buffer.byteLength(entry(i).json), 0))
+})
