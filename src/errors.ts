@@ -115,7 +115,7 @@ export const ERROR_CODES = {
   GW_REQUEST_TIMEOUT: http(408, 'The request body did not arrive within `REQUEST_TIMEOUT_MS`', true),
   GW_PAYLOAD_TOO_LARGE: http(
     413,
-    'A body over `BODY_LIMIT_BYTES`, a workspace upload past `WORKSPACE_QUOTA_BYTES` or `WORKSPACE_MAX_FILES`, or an MCP server config over 64 KiB as JSON'),
+    'A body over `BODY_LIMIT_BYTES` or holding a JSON object of more than 10,000 members (refused before it is parsed), a workspace upload past `WORKSPACE_QUOTA_BYTES` or `WORKSPACE_MAX_FILES`, or an MCP server config over 64 KiB as JSON'),
   GW_UNSUPPORTED_MEDIA_TYPE: http(
     415,
     'A body that is not JSON, or a JSON body with a `Content-Encoding` (it is not decompressed: send it plain); a workspace upload: a body that is neither ' +
@@ -158,7 +158,7 @@ export const ERROR_CODES = {
     true
   ),
   GW_UPSTREAM_TOO_LARGE: tool(
-    'A remote MCP server\'s answer (one JSON body or SSE event) passed `MCP_MAX_MESSAGE_BYTES`: the gateway stopped reading it and the call failed (the tool may have run); ask for less (a narrower query, a page)'
+    'A remote MCP server\'s answer (one JSON body or SSE event) passed `MCP_MAX_MESSAGE_BYTES`, or held a JSON object of more than 10,000 members: the gateway stopped reading it (or did not parse it) and the call failed (the tool may have run); ask for less (a narrower query, a page)'
   ),
   GW_UPSTREAM_BUDGET_EXHAUSTED: tool(
     'Too many remote MCP answers in flight: holding this one would pass the tenant\'s `MCP_RESPONSE_BUDGET_TENANT_BYTES` or the gateway\'s `MCP_RESPONSE_BUDGET_BYTES`; the answer was not read further (the tool may have run)',

@@ -35,8 +35,9 @@ import {
 } from './lean-wire.js'
 import { SseParser } from './sse-parser.js'
 import type { SseEvent } from './sse-parser.js'
-import { DEFAULT_MAX_MESSAGE_BYTES, isResponseLimitError, MessageTooLargeError } from './response-limits.js'
+import { DEFAULT_MAX_MESSAGE_BYTES, isResponseLimitError, MessageTooLargeError, MessageTooWideError } from './response-limits.js'
 import type { ResponseBudget } from './response-limits.js'
+import { hasObjectWiderThan, MAX_OBJECT_MEMBERS } from '../routing/wide-json.js'
 
 export { MessageTooLargeError, SseParser }
 export type { SseEvent }
@@ -113,6 +114,12 @@ interface StreamRead {
 // The output cap in UTF-8 plus room for the raw items a trace keeps (response-limits.ts): a larger
 // answer could only be cut afterwards, and holding it is what let a server inflate the gateway.
 const DEFAULT_MAX_MESSAGE = DEFAULT_MAX_MESSAGE_BYTES
+
+/** A JSON answer parsed, unless it holds an object too wide to parse (src/routing/wide-json.ts). */
+function parseAnswer (text: string): unknown {
+  if (hasObjectWiderThan(text, MAX_OBJECT_MEMBERS)) throw new MessageTooWideError(MAX_OBJECT_MEMBERS)
+  return JSON.parse(text)
+}
 const DEFAULT_RECONNECT = { initialDelayMs: 1000, maxDelayMs: 30_000, growFactor: 1.5, maxRetries: 2 }
 const DEFAULT_RESUME_ATTEMPTS = 3
 /** The SDK Transport for streamable HTTP over undici's request(). */
@@ -343,7 +350,7 @@ export class LeanHttpTransport implements Transport {
       if (essence === 'application/json') {
         const charge = this.#budget?.charge(this.#budgetOwner)
         try {
-          const data: unknown = JSON.parse((await readCapped(res.body, this.#maxBytes, charge)).toString('utf8'))
+          const data: unknown = parseAnswer((await readCapped(res.body, this.#maxBytes, charge)).toString('utf8'))
           const list = Array.isArray(data) ? data as unknown[] : [data]
           for (const m of list) {
             if (!isJsonRpcMessage(m)) throw new Error('The MCP server answered with something that is not a JSON-RPC message')
@@ -401,6 +408,8 @@ export class LeanHttpTransport implements Transport {
     const parser = new SseParser((ev) => {
       // Priming events (an id and an empty data line) carry no message.
       if (ev.event !== 'message' || ev.data === '') return
+      // Thrown out of the parser's push: the body's reader fails the stream's requests with it (finish below).
+      if (hasObjectWiderThan(ev.data, MAX_OBJECT_MEMBERS)) throw new MessageTooWideError(MAX_OBJECT_MEMBERS)
       let m: unknown
       try {
         m = JSON.parse(ev.data)

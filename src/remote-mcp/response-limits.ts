@@ -41,6 +41,15 @@ export class MessageTooLargeError extends Error {
   }
 }
 
+/** One answer holds an object wider than MAX_OBJECT_MEMBERS (src/routing/wide-json.ts): it was not parsed. */
+export class MessageTooWideError extends Error {
+  readonly code = 'GW_UPSTREAM_TOO_LARGE' satisfies GwCodes<'GW_UPSTREAM_TOO_LARGE'>
+  constructor (limit: number) {
+    super(`The MCP server's answer holds an object of more than ${limit} members; it was not parsed`)
+    this.name = 'MessageTooWideError'
+  }
+}
+
 /** Holding more of an answer would pass the owner's or the instance's budget; the rest was not read. */
 export class ResponseBudgetError extends Error {
   readonly code = 'GW_UPSTREAM_BUDGET_EXHAUSTED' satisfies GwCodes<'GW_UPSTREAM_BUDGET_EXHAUSTED'>
@@ -53,11 +62,11 @@ export class ResponseBudgetError extends Error {
   }
 }
 
-/** Either limit error: what classify.ts turns into its own code. */
-export type ResponseLimitError = MessageTooLargeError | ResponseBudgetError
+/** Any limit error: what classify.ts turns into its own code. */
+export type ResponseLimitError = MessageTooLargeError | MessageTooWideError | ResponseBudgetError
 
 export function isResponseLimitError (err: unknown): err is ResponseLimitError {
-  return err instanceof MessageTooLargeError || err instanceof ResponseBudgetError
+  return err instanceof MessageTooLargeError || err instanceof MessageTooWideError || err instanceof ResponseBudgetError
 }
 
 export interface ResponseBudgetOptions {

@@ -399,6 +399,38 @@ test('limits: a JSON answer past maxMessageBytes fails with GW_UPSTREAM_TOO_LARG
   assert.equal(textOf(await client.callTool({ name: 'x', arguments: {} })).length, size)
 })
 
+test('limits: an answer holding an object of more than 10,000 members is not parsed: its call fails with GW_UPSTREAM_TOO_LARGE, JSON or SSE', async (t) => {
+  // A tenant's server could answer a structuredContent of 200,000 distinct keys (2.4 MB, under MCP_MAX_MESSAGE_BYTES):
+  // hundreds of milliseconds of the event loop to parse it and walk it (output schema, guardrails, journal), for every call.
+  let members = 200_000
+  const answer = (id: unknown): string => {
+    const wide: Record<string, number> = {}
+    for (let i = 0; i < members; i++) wide[i.toString(36)] = 0
+    return JSON.stringify({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text: 'ok' }], structuredContent: wide } })
+  }
+  let sse = false
+  const srv = await rawServer(t, (_req, res, body) => {
+    if (sse) res.writeHead(200, { 'content-type': 'text/event-stream' }).end(`data: ${answer(body.id)}\n\n`)
+    else res.writeHead(200, { 'content-type': 'application/json' }).end(answer(body.id))
+  })
+  const client = new Client({ name: 't', version: '1' })
+  await client.connect(lean(srv.url))
+  t.after(() => client.close())
+  for (const asSse of [false, true]) {
+    sse = asSse
+    members = 200_000
+    const err = await client.callTool({ name: 'x', arguments: {} }).then(() => undefined, (e: unknown) => e)
+    assert.notEqual(err, undefined, `${asSse ? 'SSE' : 'JSON'}: the wide answer was parsed and passed on`)
+    const upstream = toUpstreamError(err, 'call', 1000, (e) => (e as Error).message)
+    assert.equal(upstream.code, 'GW_UPSTREAM_TOO_LARGE', `${asSse ? 'SSE' : 'JSON'}: ${upstream.message}`)
+    assert.match(upstream.message, /an object of more than 10000 members/)
+    assert.equal(breakerVerdict(err, 'call'), 'answered', 'the server answered: not a breaker failure')
+    members = 10_000
+    const ok = await client.callTool({ name: 'x', arguments: {} }) as { structuredContent: Record<string, number> }
+    assert.equal(Object.keys(ok.structuredContent).length, 10_000)
+  }
+})
+
 test('limits: the budget of answers in flight per owner and per instance; a call that cannot get budget fails at once with GW_UPSTREAM_BUDGET_EXHAUSTED; ' +
   'released after', async (t) => {
   const written = { bytes: 0, closed: 0 }
