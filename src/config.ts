@@ -246,6 +246,12 @@ export const ConfigSchema = Type.Object({
     default: 32 * 1024 * 1024,
     description: 'Bytes (as JSON) of the lists (tools; resources, resource templates and prompts for /mcp) the instance keeps for one tenant\'s remote MCP servers together (each global server counts on its own); a listing that would pass it makes that server unavailable, saying so. At least MCP_MAX_MESSAGE_BYTES'
   }),
+  mcpTenantListItems: Type.Integer({
+    minimum: 5000,
+    env: 'MCP_TENANT_LIST_ITEMS',
+    default: 10_000,
+    description: 'Tools the instance keeps of one tenant\'s remote MCP servers\' lists together, and as many of each other kind (resources, resource templates, prompts for /mcp); each global server counts on its own. A listing that would pass it makes that server unavailable, saying so. At least 5,000 (what one server may list)'
+  }),
   mcpResponseBudgetTenantBytes: Type.Integer({
     minimum: 64 * 1024,
     env: 'MCP_RESPONSE_BUDGET_TENANT_BYTES',

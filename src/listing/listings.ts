@@ -10,7 +10,7 @@ import { definitionChangeMessage } from '../routing/policy.js'
 import type { ToolPolicy } from '../routing/policy.js'
 import type { Unavailable } from '../routing/source.js'
 import { ToolIndex, toolDocument } from '../search/index.js'
-import type { Embedder } from '../search/index.js'
+import type { Embedder, ToolDocument } from '../search/index.js'
 import { describeRunToolsScript, RUN_TOOLS_SCRIPT } from '../code-mode/index.js'
 import { deferTools } from './deferral.js'
 import { describeToolSearch, findListed } from './search-mode.js'
@@ -241,15 +241,25 @@ export class Listings {
     if (hit) return hit
     let building = this.#building.get(listing)
     if (!building) {
-      const docs = listing.tools.map((t) => toolDocument(t.entry.spec, t.entry.source))
       // Not the first searcher's signal: the build is shared, and it is bounded by the embedder's own deadline.
-      building = ToolIndex.build(docs, this.#embedder, AbortSignal.timeout(60_000))
+      const embedder = this.#embedder
+      building = (async () => await ToolIndex.build(await documentsOf(listing), embedder, AbortSignal.timeout(60_000)))()
       this.#building.set(listing, building)
     }
     const index = await building
     if (listing.unavailable.length === 0) this.#indexes.set(key, version, index)
     return index
   }
+}
+
+/** The listing's tools as the search reads them, a thousand at a time between turns of the event loop (a listing may hold 100,000). */
+async function documentsOf (listing: PolicedListing): Promise<ToolDocument[]> {
+  const docs: ToolDocument[] = []
+  for (const t of listing.tools) {
+    if (docs.length > 0 && docs.length % 1000 === 0) await new Promise((resolve) => setImmediate(resolve))
+    docs.push(toolDocument(t.entry.spec, t.entry.source))
+  }
+  return docs
 }
 
 /** The working set of a search-mode listing: its tenant, API key, allow-list and pinned tools, as the query names them. */

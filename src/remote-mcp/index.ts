@@ -144,7 +144,7 @@ export async function createRemoteMcp (config: Config, logger: Logger, deps: Rem
     }
     const sources: { user?: RemoteMcpSource, global?: RemoteMcpSource } = {}
     // Each tenant's kept tool lists together; each global server is an owner of its own.
-    const lists = new KeptLists(config.mcpTenantListBytes)
+    const lists = new KeptLists(config.mcpTenantListBytes, config.mcpTenantListItems)
     const poolOptions = {
       connectTimeoutMs: config.mcpConnectTimeoutMs,
       stdioFirstConnectTimeoutMs: config.mcpStdioFirstConnectMs,

@@ -25,38 +25,56 @@ export function keptList<T> (items: T[], what: 'tools' | 'resources' | 'resource
   return { items, bytes }
 }
 
+/** A list a client keeps: its size as JSON and its items. */
+interface Kept { bytes: number, items: number }
+
 /**
  * The lists kept for one owner's servers together (a tenant; each global server is its own owner):
- * tools, and resources, resource templates and prompts for /mcp, in bytes of JSON, bounded by
- * MCP_TENANT_LIST_BYTES: each server's list is bounded, but
- * a tenant has up to TENANT_MAX_SERVERS of them, and the pool keeps one per client (200 lists of
- * 4 MB were ~2 GB of heap for one tenant). A client's list is charged when it is kept and given
- * back when the client closes (idle, evicted, its server removed or changed).
+ * tools, and resources, resource templates and prompts for /mcp, bounded by MCP_TENANT_LIST_BYTES
+ * of JSON in all and MCP_TENANT_LIST_ITEMS items of each kind. Each server's list is bounded, but a
+ * tenant has up to TENANT_MAX_SERVERS of them, and the pool keeps one per client: 200 lists of 4 MB
+ * were ~2 GB of heap for one tenant, and 20 lists of 5,000 small tools (100,000 tools in 32 MB) made
+ * each of its listings hold the event loop for over a second (every listing merges, polices, pins and
+ * renders each tool). A client's list is charged when it is kept and given back when the client
+ * closes (idle, evicted, its server removed or changed).
  */
 export class KeptLists {
   readonly maxBytes: number
-  readonly #byOwner = new Map<string, Map<string, number>>()
+  readonly maxItems: number
+  /** Per owner, per holder (a client's id for its tools, `<id>\n<method>` for its other lists): what it keeps. */
+  readonly #byOwner = new Map<string, Map<string, Kept>>()
 
-  constructor (maxBytes: number) {
+  constructor (maxBytes: number, maxItems: number = Number.POSITIVE_INFINITY) {
     this.maxBytes = maxBytes
+    this.maxItems = maxItems
   }
 
   /** Bytes kept for `owner` now. */
   bytesOf (owner: string): number {
     let sum = 0
-    for (const bytes of this.#byOwner.get(owner)?.values() ?? []) sum += bytes
+    for (const kept of this.#byOwner.get(owner)?.values() ?? []) sum += kept.bytes
     return sum
   }
 
-  /** `holder` (a client) keeps `bytes` for `owner` instead of what it kept; refused (UpstreamError, nothing changed) past the bound. */
-  keep (owner: string, holder: string, bytes: number): void {
+  /**
+   * `holder` (a client) keeps `bytes` of JSON holding `items` for `owner` instead of what it kept;
+   * refused (UpstreamError, nothing changed) past either bound.
+   */
+  keep (owner: string, holder: string, bytes: number, items = 0): void {
     const held = this.#byOwner.get(owner)
-    const total = this.bytesOf(owner) - (held?.get(holder) ?? 0) + bytes
+    const previous = held?.get(holder)
+    const total = this.bytesOf(owner) - (previous?.bytes ?? 0) + bytes
     if (total > this.maxBytes) {
       throw new UpstreamError('GW_UPSTREAM_ERROR', `The list was not kept: the tenant's servers would keep ${total} bytes of lists together; at most ${this.maxBytes} (MCP_TENANT_LIST_BYTES)`)
     }
-    if (held === undefined) this.#byOwner.set(owner, new Map([[holder, bytes]]))
-    else held.set(holder, bytes)
+    const kind = kindOf(holder)
+    let sameKind = items
+    for (const [other, kept] of held ?? []) if (other !== holder && kindOf(other) === kind) sameKind += kept.items
+    if (sameKind > this.maxItems) {
+      throw new UpstreamError('GW_UPSTREAM_ERROR', `The list was not kept: the tenant's servers would keep ${sameKind} ${KIND_NAMES[kind] ?? 'items'} together; at most ${this.maxItems} (MCP_TENANT_LIST_ITEMS)`)
+    }
+    if (held === undefined) this.#byOwner.set(owner, new Map([[holder, { bytes, items }]]))
+    else held.set(holder, { bytes, items })
   }
 
   /** `client` keeps nothing any more: its tool list (`holder` = its id) and its other lists (`<id>\n<method>`). */
@@ -68,4 +86,14 @@ export class KeptLists {
     }
     if (held.size === 0) this.#byOwner.delete(owner)
   }
+}
+
+const KIND_NAMES: Record<string, string> = {
+  'tools/list': 'tools', 'resources/list': 'resources', 'resources/templates/list': 'resource templates', 'prompts/list': 'prompts'
+}
+
+/** The kind of list a holder keeps: the method after its client's id, or tools/list for the id alone. */
+function kindOf (holder: string): string {
+  const newline = holder.indexOf('\n')
+  return newline < 0 ? 'tools/list' : holder.slice(newline + 1)
 }

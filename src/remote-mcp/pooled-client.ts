@@ -254,8 +254,12 @@ export class PooledClient {
         const conn = await this.waitFor(this.connect(), options.signal)
         let result: unknown
         let listBytes = 0
+        let listItems = 0
         try {
-          const lists = { maxBytes: this.#ctx.limits(this.key)?.maxMessageBytes ?? Infinity, onBytes: (bytes: number) => { listBytes = bytes } }
+          const lists = {
+            maxBytes: this.#ctx.limits(this.key)?.maxMessageBytes ?? Infinity,
+            onBytes: (bytes: number, items: number) => { listBytes = bytes; listItems = items }
+          }
           result = await surfaceOnce(conn.client, req, Math.max(1, deadline - Date.now()), signal, lists)
           this.#ctx.breakers.success(this.id)
         } catch (err) {
@@ -271,7 +275,7 @@ export class PooledClient {
         if (list && !this.#closed) {
           // Counted with the tool lists (one slot per kind of list), after the breaker's verdict: a list
           // refused here is the tenant's, not the server's failure.
-          this.#keepList(`${this.id}\n${req.method}`, listBytes)
+          this.#keepList(`${this.id}\n${req.method}`, listBytes, listItems)
           this.surfaceLists.set(req.method, result as unknown[])
         }
         return result
@@ -370,14 +374,14 @@ export class PooledClient {
     }
     this.#ctx.breakers.success(this.id)
     // Charged while the client is open (the cache takes the list only then); close() gives it back.
-    if (!this.#closed) this.#keepList(this.id, listed.bytes)
+    if (!this.#closed) this.#keepList(this.id, listed.bytes, listed.items.length)
     return listed.items
   }
 
-  /** Charges a list this client keeps to its owner's MCP_TENANT_LIST_BYTES (KeptLists); throws past it. */
-  #keepList (holder: string, bytes: number): void {
+  /** Charges a list this client keeps to its owner's MCP_TENANT_LIST_BYTES and MCP_TENANT_LIST_ITEMS (KeptLists); throws past either. */
+  #keepList (holder: string, bytes: number, items: number): void {
     const limits = this.#ctx.limits(this.key)
-    if (limits?.owner !== undefined) limits.lists?.keep(limits.owner, holder, bytes)
+    if (limits?.owner !== undefined) limits.lists?.keep(limits.owner, holder, bytes, items)
   }
 
   /** Tells the breaker about a failed operation of a client still in use (breaker-admission.ts). */

@@ -19,15 +19,15 @@ export function isListRequest (req: SurfaceRequest): req is Extract<SurfaceReque
   return req.method === 'resources/list' || req.method === 'resources/templates/list' || req.method === 'prompts/list'
 }
 
-/** How a list is bounded: `maxBytes` (MCP_MAX_MESSAGE_BYTES) for the whole list, and who is told its size as JSON. */
+/** How a list is bounded: `maxBytes` (MCP_MAX_MESSAGE_BYTES) for the whole list, and who is told its size as JSON and its items. */
 export interface ListLimits {
   maxBytes: number
-  onBytes: (bytes: number) => void
+  onBytes: (bytes: number, items: number) => void
 }
 
 /**
  * One request on the client within `timeout` ms (the whole walk, for a list), aborted by `signal`.
- * A list is bounded as a whole (list-bounds.ts), and its size reported to `lists.onBytes`.
+ * A list is bounded as a whole (list-bounds.ts), and its size and items reported to `lists.onBytes`.
  */
 export async function surfaceOnce (client: Client, req: SurfaceRequest, timeout: number, signal: AbortSignal, lists?: ListLimits): Promise<unknown> {
   const caps = client.getServerCapabilities()
@@ -35,7 +35,7 @@ export async function surfaceOnce (client: Client, req: SurfaceRequest, timeout:
   const options = { timeout, signal: bounded }
   const kept = <T>(items: T[], what: Parameters<typeof keptList>[1]): T[] => {
     const k = keptList(items, what, lists?.maxBytes ?? Infinity)
-    lists?.onBytes(k.bytes)
+    lists?.onBytes(k.bytes, k.items.length)
     return k.items
   }
   switch (req.method) {

@@ -59,6 +59,15 @@ const MAX_DESCRIPTION_TEXT = 4000
 /** Characters of a tool's parameter text kept: a huge schema must not dominate, nor cost the build. */
 const MAX_PARAMETER_TEXT = 4000
 const FIELDS = ['name', 'title', 'source', 'description', 'parameters', 'values'] as const
+/**
+ * Characters one index holds at most, over all its tools: past it each tool's text is cut to an equal share
+ * (fitDocuments). A tenant's kept lists may hold 32 MiB of definitions (MCP_TENANT_LIST_BYTES), whose index took
+ * ~12 s to build and ~400 MB of heap (too large for the listings' cache of indexes, so built again for every search).
+ */
+export const MAX_INDEX_CHARS = 4 * 1024 * 1024
+/** Text and tools indexed between two turns of the event loop while an index is built (~10-20 ms here). */
+const SLICE_CHARS = 64 * 1024
+const SLICE_DOCS = 1000
 
 /**
  * A full-text index over one listing's tools (MiniSearch: BM25+ per field, prefix and fuzzy
@@ -90,25 +99,50 @@ export class ToolIndex {
       },
       searchOptions: { boost: BOOST, combineWith: 'OR', bm25: { k: 1.2, b: 0.7, d: 0 } }
     })
-    let chars = 0
-    this.#search.addAll(docs.map((d, id) => {
-      chars += d.name.length + d.title.length + d.description.length + d.parameters.length + d.values.length + d.source.length
-      return { ...d, id }
-    }))
-    this.textChars = chars
+    this.textChars = docs.reduce((n, d) => n + documentChars(d), 0)
   }
 
-  /** The index of these documents; with an embedder, after their vectors are computed. */
+  /**
+   * The index of these documents (their text fitted to MAX_INDEX_CHARS); with an embedder, after
+   * their vectors are computed. Built a slice at a time, the event loop turning between slices: a
+   * tenant's catalog of thousands of tools took seconds of it at once (5,000 tools of ~900
+   * characters: ~0.8-1.2 s here; MiniSearch's own work).
+   */
   static async build (docs: readonly ToolDocument[], embedder?: Embedder, signal: AbortSignal = new AbortController().signal): Promise<ToolIndex> {
-    if (embedder === undefined) return new ToolIndex(docs, undefined, undefined)
-    const vectors = await embedder.embed(docs.map(documentText), signal)
-    if (vectors.length !== docs.length) throw new Error(`the embedder answered ${vectors.length} vectors for ${docs.length} tools`)
-    return new ToolIndex(docs, vectors, embedder)
+    const fitted = fitDocuments(docs, MAX_INDEX_CHARS)
+    let vectors: ReadonlyArray<ArrayLike<number>> | undefined
+    if (embedder !== undefined) {
+      vectors = await embedder.embed(fitted.map(documentText), signal)
+      if (vectors.length !== fitted.length) throw new Error(`the embedder answered ${vectors.length} vectors for ${fitted.length} tools`)
+    }
+    const index = new ToolIndex(fitted, vectors, embedder)
+    for (let from = 0; from < fitted.length;) {
+      if (from > 0) {
+        await new Promise((resolve) => setImmediate(resolve))
+        signal.throwIfAborted()
+      }
+      from = index.#addSlice(from)
+    }
+    return index
   }
 
-  /** The index without embeddings, built at once. */
+  /** The index without embeddings, built at once (benchmarks and tests; the gateway builds with `build`). */
   static buildNow (docs: readonly ToolDocument[]): ToolIndex {
-    return new ToolIndex(docs, undefined, undefined)
+    const index = new ToolIndex(fitDocuments(docs, MAX_INDEX_CHARS), undefined, undefined)
+    for (let from = 0; from < index.#docs.length;) from = index.#addSlice(from)
+    return index
+  }
+
+  /** Indexes the documents from `from` on, up to SLICE_CHARS of their text or SLICE_DOCS of them; answers where it stopped. */
+  #addSlice (from: number): number {
+    const docs = this.#docs
+    let to = from
+    let chars = 0
+    while (to < docs.length && to - from < SLICE_DOCS && (to === from || chars < SLICE_CHARS)) chars += documentChars(docs[to++] as ToolDocument)
+    const slice: Array<ToolDocument & { id: number }> = []
+    for (let id = from; id < to; id++) slice.push({ ...(docs[id] as ToolDocument), id })
+    this.#search.addAll(slice)
+    return to
   }
 
   get size (): number {
@@ -262,4 +296,48 @@ function fuse (a: readonly SearchHit[], b: readonly SearchHit[], limit: number):
     ranking.forEach((hit, rank) => scores.set(hit.index, (scores.get(hit.index) ?? 0) + 1 / (RRF_K + rank + 1)))
   }
   return [...scores].map(([index, score]) => ({ index, score })).sort((x, y) => y.score - x.score || x.index - y.index).slice(0, limit)
+}
+
+/** The characters of a document the index reads. */
+function documentChars (d: ToolDocument): number {
+  return d.name.length + d.title.length + d.description.length + d.parameters.length + d.values.length + d.source.length
+}
+
+/**
+ * The documents, fitted to `maxChars` in all: unchanged when they fit; else each document longer
+ * than an equal allowance (the largest for which the documents fit) is cut to it, its fields kept
+ * in order of what they say of the tool (name, title, source, description, parameters, values).
+ */
+function fitDocuments (docs: readonly ToolDocument[], maxChars: number): readonly ToolDocument[] {
+  const sizes = docs.map(documentChars)
+  if (sizes.reduce((a, b) => a + b, 0) <= maxChars) return docs
+  const within = (allowance: number): boolean => {
+    let total = 0
+    for (const size of sizes) if ((total += Math.min(size, allowance)) > maxChars) return false
+    return true
+  }
+  let lo = 0
+  let hi = 0
+  for (const size of sizes) if (size > hi) hi = size
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2)
+    if (within(mid)) lo = mid
+    else hi = mid - 1
+  }
+  return docs.map((d, i) => ((sizes[i] as number) <= lo ? d : cutDocument(d, lo)))
+}
+
+function cutDocument (d: ToolDocument, allowance: number): ToolDocument {
+  let left = allowance
+  const take = (text: string): string => {
+    const kept = text.slice(0, Math.max(0, left))
+    left -= kept.length
+    return kept
+  }
+  const name = take(d.name)
+  const title = take(d.title)
+  const source = take(d.source)
+  const description = take(d.description)
+  const parameters = take(d.parameters)
+  return { name, title, source, description, parameters, values: take(d.values), readOnly: d.readOnly }
 }

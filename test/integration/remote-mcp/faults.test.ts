@@ -328,6 +328,31 @@ test('a tenant keeps at most MCP_TENANT_LIST_BYTES of tool lists: past it, unava
   assert.equal((await until(async () => await resources('s2'), (r) => r.length > 0)).length, 1500)
 })
 
+test('a tenant keeps at most MCP_TENANT_LIST_ITEMS tools of its servers together (and as many of each other kind): ' +
+  'past it, unavailable saying why', async (t) => {
+  const many = await faulty(t, 'many-tools')
+  // 20 servers of 5,000 small tools (100,000 tools, 32 MB: within MCP_TENANT_LIST_BYTES) made each GET /tools of the tenant
+  // hold the event loop ~1.1-1.4 s (merging, policing, pinning and rendering 100,000 tools), and each of its searches too.
+  const gw = await app(t, { MCP_LIST_TIMEOUT_MS: '30000', MCP_TENANT_LIST_ITEMS: '5000', EGRESS_ALLOW: '127.0.0.1/32' })
+  // The lists kept first stay kept: s1's (a registration lists the server at once).
+  await register(gw, 's1', { type: 'http', url: `${many.url}?tools=3000&for=s1` }, 'acme')
+  assert.equal((await listTools(gw, 'mcp=s1&userId=acme')).tools.length, 3000)
+  await register(gw, 's2', { type: 'http', url: `${many.url}?tools=3000&for=s2` }, 'acme')
+  let listing = await listTools(gw, 'mcp=s1,s2&userId=acme')
+  assert.equal(listing.tools.length, 3000)
+  assert.deepEqual(listing.unavailable.map((u: any) => u.serverId), ['s2'], JSON.stringify(listing.unavailable))
+  assert.match(listing.unavailable[0].reason, /the tenant's servers would keep 6000 tools together; at most 5000 \(MCP_TENANT_LIST_ITEMS\)/)
+  // Another tenant has room of its own.
+  await register(gw, 's2', { type: 'http', url: `${many.url}?tools=3000&for=globex` }, 'globex')
+  assert.deepEqual((await listTools(gw, 'mcp=s2&userId=globex')).unavailable, [])
+  // Each kind of list has its own count: s1's 3,000 resources fit beside its 3,000 tools.
+  assert.equal((await mcpResources(gw, 'mcp=s1&userId=acme')).length, 3000)
+  // A removed server gives its room back.
+  assert.equal((await gw.inject({ method: 'DELETE', url: '/users/acme/mcp/servers/s1' })).statusCode, 200)
+  listing = await until(async () => await listTools(gw, 'mcp=s2&userId=acme'), (l) => l.unavailable.length === 0)
+  assert.equal(listing.tools.length, 3000)
+})
+
 test('arguments nested 10,000 deep: the call fails at the gateway\'s MCP client, saying why; repeated, they do not open the server\'s breaker', async (t) => {
   const good = await goodFixture(t)
   const gw = await app(t)

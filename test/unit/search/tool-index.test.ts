@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { ToolIndex, toolDocument } from '../../../src/search/index.js'
+import { MAX_INDEX_CHARS, ToolIndex, toolDocument } from '../../../src/search/index.js'
 import type { Embedder } from '../../../src/search/index.js'
 import { processTerm, synonymsOf, tokenize } from '../../../src/search/text.js'
 
@@ -84,4 +84,35 @@ test('the embeddings hook: vectors computed once at build, fused with the text r
   assert.equal(await top('open issues', semantic), 'create_issue', 'agreement keeps the text winner')
   const wrong: Embedder = { embed: async () => [[1]] }
   await assert.rejects(ToolIndex.build(docs, wrong), /answered 1 vectors for 4 tools/)
+})
+
+test('a catalog of thousands of long tools is indexed in slices, the event loop turning between them, and fitted to MAX_INDEX_CHARS', async () => {
+  // A tenant's kept lists may hold 32 MiB of definitions: 20,000 tools of ~900 characters took ~4 s of the event loop
+  // at once to index (MiniSearch's own work), and ~12 s for 50,000.
+  const words = ['alpha', 'beta', 'gamma', 'delta', 'omega', 'sigma']
+  const docs = Array.from({ length: 6000 }, (_, i) => toolDocument({
+    name: `tool_${i}`,
+    description: `unique${i} ` + Array.from({ length: 150 }, (_v, j) => `${words[(i + j) % words.length] as string}${(i * 7 + j) % 997}`).join(' ')
+  }, 'srv'))
+  const total = docs.reduce((n, d) => n + d.name.length + d.description.length + d.source.length, 0)
+  assert.ok(total > MAX_INDEX_CHARS, `${total} characters offered`)
+  let turns = 0
+  let turning = true
+  const turn = (): void => { if (turning) { turns++; setImmediate(turn) } }
+  setImmediate(turn)
+  const big = await ToolIndex.build(docs)
+  turning = false
+  // Before: built in one go (no turn of the loop until it was done) and holding every character.
+  assert.ok(turns >= 20, `the event loop turned ${turns} times during the build`)
+  assert.ok(big.textChars <= MAX_INDEX_CHARS && big.textChars > MAX_INDEX_CHARS * 0.99, String(big.textChars))
+  assert.equal(big.size, 6000)
+  // Every tool keeps its name and the head of its description: each is still found by them.
+  for (const i of [0, 2999, 5999]) {
+    assert.equal((await big.search(`tool_${i}`, 1))[0]?.index, i)
+    assert.equal((await big.search(`unique${i}`, 1))[0]?.index, i)
+  }
+  // A catalog that fits is indexed whole, as buildNow does it.
+  const small = docs.slice(0, 100)
+  assert.equal((await ToolIndex.build(small)).textChars, ToolIndex.buildNow(small).textChars)
+  assert.equal(ToolIndex.buildNow(small).textChars, small.reduce((n, d) => n + d.name.length + d.description.length + d.source.length, 0))
 })
