@@ -11,16 +11,30 @@ import { UpstreamError } from './errors.js'
 const MAX_LIST_ITEMS = 5000
 
 /**
+ * A list not kept because it passes a bound: the server's own list (too many items, too many bytes)
+ * or the tenant's lists together. The tool list cache remembers it like a list (tool-cache.ts): asking
+ * the server again would fetch and parse the whole list to refuse it again. `stillHolds` says whether
+ * the refusal still stands for reasons other than the list (the tenant's room).
+ */
+export class ListRefusedError extends UpstreamError {
+  readonly stillHolds: () => boolean
+  constructor (message: string, stillHolds: () => boolean = () => true) {
+    super('GW_UPSTREAM_ERROR', message)
+    this.stillHolds = stillHolds
+  }
+}
+
+/**
  * `items` and their size as JSON (bytes), or an UpstreamError naming the bound they pass:
  * MAX_LIST_ITEMS, or `maxBytes` of JSON for all pages together.
  */
 export function keptList<T> (items: T[], what: 'tools' | 'resources' | 'resource templates' | 'prompts', maxBytes: number): { items: T[], bytes: number } {
   if (items.length > MAX_LIST_ITEMS) {
-    throw new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server lists ${items.length} ${what}; at most ${MAX_LIST_ITEMS} are kept of one server`)
+    throw new ListRefusedError(`The MCP server lists ${items.length} ${what}; at most ${MAX_LIST_ITEMS} are kept of one server`)
   }
   const bytes = Buffer.byteLength(JSON.stringify(items))
   if (bytes > maxBytes) {
-    throw new UpstreamError('GW_UPSTREAM_ERROR', `The MCP server's ${what} take ${bytes} bytes as JSON (all pages together); at most ${maxBytes} (MCP_MAX_MESSAGE_BYTES) are kept`)
+    throw new ListRefusedError(`The MCP server's ${what} take ${bytes} bytes as JSON (all pages together); at most ${maxBytes} (MCP_MAX_MESSAGE_BYTES) are kept`)
   }
   return { items, bytes }
 }
@@ -43,6 +57,9 @@ export class KeptLists {
   readonly maxItems: number
   /** Per owner, per holder (a client's id for its tools, `<id>\n<method>` for its other lists): what it keeps. */
   readonly #byOwner = new Map<string, Map<string, Kept>>()
+  /** Per owner holding lists, when it last made room (a stamp of #stamp): a refusal before it no longer stands. */
+  readonly #madeRoom = new Map<string, number>()
+  #stamp = 0
 
   constructor (maxBytes: number, maxItems: number = Number.POSITIVE_INFINITY) {
     this.maxBytes = maxBytes
@@ -65,16 +82,24 @@ export class KeptLists {
     const previous = held?.get(holder)
     const total = this.bytesOf(owner) - (previous?.bytes ?? 0) + bytes
     if (total > this.maxBytes) {
-      throw new UpstreamError('GW_UPSTREAM_ERROR', `The list was not kept: the tenant's servers would keep ${total} bytes of lists together; at most ${this.maxBytes} (MCP_TENANT_LIST_BYTES)`)
+      throw this.#refusal(owner, `The list was not kept: the tenant's servers would keep ${total} bytes of lists together; at most ${this.maxBytes} (MCP_TENANT_LIST_BYTES)`)
     }
     const kind = kindOf(holder)
     let sameKind = items
     for (const [other, kept] of held ?? []) if (other !== holder && kindOf(other) === kind) sameKind += kept.items
     if (sameKind > this.maxItems) {
-      throw new UpstreamError('GW_UPSTREAM_ERROR', `The list was not kept: the tenant's servers would keep ${sameKind} ${KIND_NAMES[kind] ?? 'items'} together; at most ${this.maxItems} (MCP_TENANT_LIST_ITEMS)`)
+      const what = KIND_NAMES[kind] ?? 'items'
+      throw this.#refusal(owner, `The list was not kept: the tenant's servers would keep ${sameKind} ${what} together; at most ${this.maxItems} (MCP_TENANT_LIST_ITEMS)`)
     }
+    if (previous !== undefined && (bytes < previous.bytes || items < previous.items)) this.#madeRoom.set(owner, ++this.#stamp)
     if (held === undefined) this.#byOwner.set(owner, new Map([[holder, { bytes, items }]]))
     else held.set(holder, { bytes, items })
+  }
+
+  /** A refusal for `owner`'s room: it stands until the owner makes room (a list released or smaller). */
+  #refusal (owner: string, message: string): ListRefusedError {
+    const stamp = this.#stamp
+    return new ListRefusedError(message, () => this.#byOwner.has(owner) && (this.#madeRoom.get(owner) ?? 0) <= stamp)
   }
 
   /** `client` keeps nothing any more: its tool list (`holder` = its id) and its other lists (`<id>\n<method>`). */
@@ -84,7 +109,11 @@ export class KeptLists {
     for (const holder of held.keys()) {
       if (holder === client || holder.startsWith(`${client}\n`)) held.delete(holder)
     }
-    if (held.size === 0) this.#byOwner.delete(owner)
+    this.#madeRoom.set(owner, ++this.#stamp)
+    if (held.size === 0) {
+      this.#byOwner.delete(owner)
+      this.#madeRoom.delete(owner)
+    }
   }
 }
 

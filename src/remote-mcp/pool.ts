@@ -254,6 +254,12 @@ export class McpClientPool {
       const fresh = admission.probe ? undefined : entry.toolList.fresh(this.#opts.toolsTtlMs)
       if (fresh !== undefined) return fresh
       const previous = entry.toolList.tools
+      // A list refused for a bound is not fetched again to be refused again while the refusal holds (tool-cache.ts).
+      const refused = admission.probe ? undefined : entry.toolList.refusal(this.#opts.toolsTtlMs)
+      if (refused !== undefined) {
+        if (previous !== undefined) return previous
+        throw refused
+      }
       try {
         return await entry.waitFor(entry.refresh(), options.signal)
       } catch (err) {

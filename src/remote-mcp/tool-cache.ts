@@ -9,7 +9,7 @@ import { SdkError, SdkErrorCode } from '@modelcontextprotocol/client'
 import type { Client } from '@modelcontextprotocol/client'
 import type { Tool } from '@modelcontextprotocol/sdk/types.js'
 import { UpstreamError } from './errors.js'
-import { keptList } from './list-bounds.js'
+import { keptList, ListRefusedError } from './list-bounds.js'
 
 /**
  * A server that keeps paginating is cut off here (each page is a round trip within the listing's
@@ -24,6 +24,8 @@ export class ToolListCache {
   #version = 0
   #fetchedVersion = -1
   #refreshing: Promise<Tool[]> | undefined
+  /** The last refresh's refusal (a list past a bound), remembered as a list is: when, and at which version. */
+  #refused: { error: ListRefusedError, at: number, version: number } | undefined
 
   /** The last list fetched, fresh or not; undefined before the first successful refresh. */
   get tools (): Tool[] | undefined {
@@ -34,6 +36,16 @@ export class ToolListCache {
   fresh (ttlMs: number, now = Date.now()): Tool[] | undefined {
     if (this.#tools === undefined || this.#fetchedVersion !== this.#version || now - this.#fetchedAt >= ttlMs) return undefined
     return this.#tools
+  }
+
+  /**
+   * The refusal of the last refresh while it holds as a fresh list would (younger than `ttlMs`, no
+   * list_changed since) and its other reasons still stand: the list is not asked for again.
+   */
+  refusal (ttlMs: number, now = Date.now()): ListRefusedError | undefined {
+    const r = this.#refused
+    if (r === undefined || r.version !== this.#version || now - r.at >= ttlMs || !r.error.stillHolds()) return undefined
+    return r.error
   }
 
   /** notifications/tools/list_changed: the list (and any refresh already under way) is stale. */
@@ -52,7 +64,14 @@ export class ToolListCache {
 
   async #load (load: () => Promise<Tool[]>, keep: () => boolean): Promise<Tool[]> {
     const version = this.#version
-    const tools = await load()
+    let tools: Tool[]
+    try {
+      tools = await load()
+    } catch (err) {
+      if (err instanceof ListRefusedError && keep()) this.#refused = { error: err, at: Date.now(), version }
+      throw err
+    }
+    this.#refused = undefined
     if (keep()) {
       this.#tools = tools
       this.#fetchedAt = Date.now()

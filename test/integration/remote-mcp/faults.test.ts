@@ -342,6 +342,11 @@ test('a tenant keeps at most MCP_TENANT_LIST_ITEMS tools of its servers together
   assert.equal(listing.tools.length, 3000)
   assert.deepEqual(listing.unavailable.map((u: any) => u.serverId), ['s2'], JSON.stringify(listing.unavailable))
   assert.match(listing.unavailable[0].reason, /the tenant's servers would keep 6000 tools together; at most 5000 \(MCP_TENANT_LIST_ITEMS\)/)
+  // A refused list is remembered like a kept one (MCP_TOOLS_TTL_MS, a list change, or room made): the next listings do
+  // not fetch it again (before, each fetched and parsed the whole refused list, ~650 KB here, and refused it again).
+  const asked = many.requests()
+  for (let i = 0; i < 3; i++) assert.deepEqual((await listTools(gw, 'mcp=s1,s2&userId=acme')).unavailable.map((u: any) => u.serverId), ['s2'])
+  assert.equal(many.requests(), asked, 'the refused list was fetched again')
   // Another tenant has room of its own.
   await register(gw, 's2', { type: 'http', url: `${many.url}?tools=3000&for=globex` }, 'globex')
   assert.deepEqual((await listTools(gw, 'mcp=s2&userId=globex')).unavailable, [])

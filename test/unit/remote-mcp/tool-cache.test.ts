@@ -6,6 +6,7 @@ import { ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js'
 import type { ListToolsResult, Tool } from '@modelcontextprotocol/sdk/types.js'
 import { listAllPages, MAX_LIST_PAGES, ToolListCache } from '../../../src/remote-mcp/tool-cache.js'
 import { UpstreamError } from '../../../src/remote-mcp/errors.js'
+import { ListRefusedError } from '../../../src/remote-mcp/list-bounds.js'
 import { createPagedServer } from '../../../scripts/lib/mcp-fixtures/index.js'
 
 const tool = (name: string): Tool => ({ name, inputSchema: { type: 'object' } })
@@ -80,6 +81,29 @@ test('ToolListCache: a failed refresh keeps the previous list; one whose client 
   const late = await cache.refresh(async () => [tool('late')], () => false)
   assert.deepEqual(late.map((x) => x.name), ['late'], 'the caller still gets what was fetched')
   assert.equal(cache.tools, good)
+})
+
+test('ToolListCache: a list refused for a bound is remembered as a list is: within the TTL, until list_changed, while its reason stands', async () => {
+  const cache = new ToolListCache()
+  let stands = true
+  const refused = new ListRefusedError('too many', () => stands)
+  await assert.rejects(cache.refresh(async () => { throw refused }), /too many/)
+  assert.equal(cache.refusal(60_000), refused)
+  assert.equal(cache.refusal(60_000, Date.now() + 60_000), undefined, 'past the TTL it is asked again')
+  stands = false
+  assert.equal(cache.refusal(60_000), undefined, 'room was made: asked again')
+  stands = true
+  cache.changed()
+  assert.equal(cache.refusal(60_000), undefined, 'the list changed: asked again')
+  // Any other failure is not remembered, and a list that arrives ends the refusal.
+  await assert.rejects(cache.refresh(async () => { throw refused }), /too many/)
+  await assert.rejects(cache.refresh(async () => { throw new Error('boom') }), /boom/)
+  assert.equal(cache.refusal(60_000), refused)
+  await cache.refresh(async () => [tool('a')])
+  assert.equal(cache.refusal(60_000), undefined)
+  // A client closed during the refresh remembers nothing.
+  await assert.rejects(cache.refresh(async () => { throw refused }, () => false), /too many/)
+  assert.equal(cache.refusal(60_000), undefined)
 })
 
 test('listAllPages: every page of a real server, in order', async (t) => {
