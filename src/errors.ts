@@ -85,7 +85,7 @@ export const ERROR_CODES = {
   GW_TENANT_QUOTA_EXCEEDED: {
     kind: ['http', 'tool'] as Array<'http' | 'tool'>,
     status: 403,
-    meaning: 'The tenant is at `TENANT_MAX_WORKSPACES` (a new workspace, by a tool call or an upload), would pass `TENANT_QUOTA_BYTES` (its workspaces and checkpoints together: an upload or a checkpoint), is at `TENANT_MAX_SERVERS` (registering one more remote MCP server), or at `TENANT_MAX_PENDING_APPROVALS` (holding one more call for approval: it did not run); nothing was changed. Delete workspaces, checkpoints or servers, or decide held calls, to make room',
+    meaning: 'The tenant is at `TENANT_MAX_WORKSPACES` (a new workspace, by a tool call or an upload), would pass `TENANT_QUOTA_BYTES` (its workspaces and checkpoints together: an upload or a checkpoint), is at `TENANT_MAX_SERVERS` (registering one more remote MCP server), or at `TENANT_MAX_PENDING_APPROVALS` (holding one more call for approval: it did not run), or accepting definitions would pin more than 20,000 tools in one scope; nothing was changed. Delete workspaces, checkpoints or servers, or decide held calls, to make room',
     retryable: false
   },
   GW_WORKSPACE_NOT_FOUND: http(404, 'No workspace of that id for this tenant (never used, deleted, or expired past `WORKSPACE_IDLE_TTL`)'),

@@ -37,6 +37,13 @@ const DOCUMENT_DEFINITION_CHARS = 512 * 1024
 /** Servers per document (beyond: the least recently pinned is forgotten) and pinned tools per server (beyond: not pinned). */
 export const MAX_SERVERS = 200
 export const MAX_TOOLS_PER_SERVER = 5000
+/**
+ * Tools one scope pins at most, over its servers: a scope keeps ~2x what its servers may offer at once
+ * (MCP_TENANT_LIST_ITEMS, 10,000 by default). Without it, servers offering new names at each listing grew
+ * the document toward 200 x 5,000 pins (~150 MB, read and written whole at each change). Past it, new tools
+ * are not pinned (as past MAX_TOOLS_PER_SERVER); the pins held are never pushed out by new names.
+ */
+export const MAX_PINS_PER_SCOPE = 20_000
 
 export function serverKey (route: PinnedRoute, serverId: string): string {
   return `${route}:${serverId}`
@@ -58,13 +65,16 @@ export function parsePins (value: unknown): PinSet {
   const set: PinSet = new Map()
   const servers = (value as { servers?: unknown } | null)?.servers
   if (!Array.isArray(servers)) return set
+  let pinned = 0
   for (const raw of servers.slice(0, MAX_SERVERS)) {
     const s = raw as { route?: unknown, serverId?: unknown, tools?: unknown } | null
     if (s === null || typeof s !== 'object' || (s.route !== 'user_mcp' && s.route !== 'global_mcp')) continue
     if (typeof s.serverId !== 'string' || !Array.isArray(s.tools)) continue
     const tools = new Map<string, Pin>()
     for (const t of s.tools.slice(0, MAX_TOOLS_PER_SERVER)) {
+      if (pinned >= MAX_PINS_PER_SCOPE) break
       const pin = parsePin(t)
+      if (pin !== undefined && !tools.has(pin.name)) pinned++
       if (pin !== undefined) tools.set(pin.name, pin.pin)
     }
     set.set(serverKey(s.route, s.serverId), { route: s.route, serverId: s.serverId, tools })

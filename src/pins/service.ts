@@ -1,3 +1,4 @@
+import { HttpError } from '../errors.js'
 import type { Logger } from '../logger.js'
 import { DocumentCache } from '../registry/document-cache.js'
 import { scopeKey } from '../registry/scoped-cache.js'
@@ -6,7 +7,7 @@ import type { RegistryScope, RegistryStore } from '../registry/types.js'
 import type { CatalogEntry } from '../routing/source.js'
 import type { Digested } from './digest.js'
 import {
-  definitionChars, keptDefinition, MAX_SERVERS, MAX_TOOLS_PER_SERVER, parsePins, serializePins, serverKey
+  definitionChars, keptDefinition, MAX_PINS_PER_SCOPE, MAX_SERVERS, MAX_TOOLS_PER_SERVER, parsePins, serializePins, serverKey
 } from './document.js'
 import type { Pin, PinnedRoute, PinSet, ServerPins } from './document.js'
 
@@ -178,6 +179,12 @@ export class PinService {
         replaced.set(name, server.tools.get(name))
         tools.set(name, { digest: digested.digest, definition: keptDefinition(digested.json, budget), pinnedAt: now, pending: null })
       }
+      let others = 0
+      for (const [k, pinnedServer] of set) if (k !== key) others += pinnedServer.tools.size
+      if (others + tools.size > MAX_PINS_PER_SCOPE) {
+        throw new HttpError('GW_TENANT_QUOTA_EXCEEDED', `Accepting would pin ${others + tools.size} tools in this scope; at most ${MAX_PINS_PER_SCOPE} are pinned: ` +
+          'accept fewer tools (by name), or remove the servers no longer used')
+      }
       set.delete(key)
       set.set(key, { route, serverId, tools })
       trimServers(set)
@@ -229,6 +236,8 @@ function applyObservations (set: PinSet, observations: readonly Observation[], u
   const budget = { chars: definitionChars(set) }
   const now = new Date().toISOString()
   let changed = false
+  let pinned = 0
+  for (const server of set.values()) pinned += server.tools.size
   for (const { entry, digested } of observations) {
     const route = entry.route as PinnedRoute
     const key = serverKey(route, entry.source)
@@ -239,8 +248,9 @@ function applyObservations (set: PinSet, observations: readonly Observation[], u
         server = { route, serverId: entry.source, tools: new Map() }
         set.set(key, server)
       }
-      if (server.tools.size >= MAX_TOOLS_PER_SERVER) continue
+      if (server.tools.size >= MAX_TOOLS_PER_SERVER || pinned >= MAX_PINS_PER_SCOPE) continue
       server.tools.set(entry.spec.name, { digest: digested.digest, definition: keptDefinition(digested.json, budget), pinnedAt: now, pending: null })
+      pinned++
       changed = true
     } else if (pin.digest !== digested.digest && pin.pending?.digest !== digested.digest) {
       // Another instance may have recorded it meanwhile: then the digest matches and nothing is reported twice.
