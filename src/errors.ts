@@ -198,7 +198,7 @@ export const ERROR_CODES = {
     retryable: false
   },
   GW_SCRIPT_LIMIT: tool(
-    'A code-mode script passed a limit of its socket: more than `CODE_MODE_MAX_CALLS` tool calls (that call was not run), a frame too large or malformed, a flood, answers left unread; the script gets it as an exception, and a script the gateway cut off for it ends with it (SPEC 19)'
+    'A code-mode script passed a limit of its socket: more than `CODE_MODE_MAX_CALLS` tool calls (that call was not run), a frame too large, too wide (an object of more than 10,000 members) or malformed, a flood, answers left unread; the script gets it as an exception, and a script the gateway cut off for it ends with it (SPEC 19)'
   ),
   GW_APPROVAL_PENDING: tool(
     'The tool policy holds the call for a human\'s approval (`requireApproval`): it has not run; the message names the approvalId (`/mcp`; `POST /invoke` answers 202)'

@@ -5,6 +5,8 @@
  * refused from its header, before its body arrives.
  */
 
+import { hasObjectWiderThan, MAX_OBJECT_MEMBERS } from '../routing/wide-json.js'
+
 /** Bytes of a frame's length header. */
 const HEADER_BYTES = 4
 
@@ -45,6 +47,8 @@ export class FrameReader {
       if (length > this.#maxFrameBytes) return this.#fail(`a frame of ${length} bytes is over the limit of ${this.#maxFrameBytes}`)
       if (buf.length < HEADER_BYTES + length) break
       const text = buf.toString('utf8', HEADER_BYTES, HEADER_BYTES + length)
+      // As a request body is (plugins/json-body.ts): an object this wide costs more to parse and walk than any other JSON of its size.
+      if (hasObjectWiderThan(text, MAX_OBJECT_MEMBERS)) return this.#fail(`a frame holding an object of more than ${MAX_OBJECT_MEMBERS} members`)
       let message: unknown
       try {
         message = JSON.parse(text)

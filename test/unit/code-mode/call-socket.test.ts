@@ -75,6 +75,16 @@ test('frames: messages split across chunks are put together; a header over the l
   assert.equal(failed.push(encodeFrame({ a: 1 })).ok, false, 'a failed stream stays failed')
 })
 
+test('frames: a frame holding an object of more than 10,000 members fails the stream before it is parsed', () => {
+  // A script's frame may be 4 MiB: an object of 300,000 distinct keys in it cost the event loop what a wide HTTP body
+  // did (parsing a dictionary-mode object, then validating and journaling the call's arguments), body limits aside.
+  const wide = (members: number): Record<string, number> => Object.fromEntries(Array.from({ length: members }, (_, i) => [i.toString(36), 0]))
+  const call = (members: number): Buffer => encodeFrame({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x', arguments: wide(members) } })
+  assert.deepEqual(new FrameReader(4 << 20).push(call(10_001)), { ok: false, reason: 'a frame holding an object of more than 10000 members' })
+  const fine = new FrameReader(4 << 20).push(call(10_000))
+  assert.equal(fine.ok && fine.messages.length, 1)
+})
+
 test('the socket is the sandbox owner\'s alone (0600); calls are answered with the inner call\'s result and counted', async (t) => {
   const socket = await open(t)
   assert.equal((await stat(socket.path)).mode & 0o777, 0o600)
