@@ -1,5 +1,6 @@
 import { hash } from 'node:crypto'
 import { maskText } from '../secrets/detector.js'
+import { hasObjectWiderThan, MAX_OBJECT_MEMBERS } from '../routing/wide-json.js'
 import type { InvokeResult } from '../routing/router.js'
 import { prepareField, prepareText, utf8Head } from './redact.js'
 
@@ -71,10 +72,14 @@ export interface JournalEntry extends ResultFields {
   status: 'input_required' | 'definition_changed' | null
 }
 
-/** Arguments a model emitted as a JSON string are stored as the object they encode, when they do. */
+/**
+ * Arguments a model emitted as a JSON string are stored as the object they encode, when they do
+ * (and it is not too wide to parse: then, as the call refused them, the string itself).
+ */
 function argumentsValue (raw: unknown): unknown {
   if (typeof raw !== 'string') return raw ?? null
   if (raw.trim() === '') return {}
+  if (hasObjectWiderThan(raw, MAX_OBJECT_MEMBERS)) return raw
   try {
     return JSON.parse(raw)
   } catch {

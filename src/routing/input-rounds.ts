@@ -14,6 +14,7 @@ import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from '
 import { HttpError } from '../errors.js'
 import type { InvokeResult } from './router.js'
 import type { InputRound } from './types.js'
+import { hasObjectWiderThan, MAX_OBJECT_MEMBERS } from './wide-json.js'
 
 /** What a handle binds; `state` is the upstream server's own requestState (absent when it sent none). */
 export interface RoundClaims {
@@ -149,7 +150,8 @@ export function argumentsDigest (args: Record<string, unknown> | string | undefi
   let value: unknown = args ?? {}
   if (typeof value === 'string') {
     if (value.trim() === '') value = {}
-    else {
+    // Too wide to parse (wide-json.ts): the call refuses them; the string itself is what was sent.
+    else if (!hasObjectWiderThan(value, MAX_OBJECT_MEMBERS)) {
       try {
         value = JSON.parse(value)
       } catch {
