@@ -158,7 +158,7 @@ export const ERROR_CODES = {
     true
   ),
   GW_UPSTREAM_TOO_LARGE: tool(
-    'A remote MCP server\'s answer (one JSON body or SSE event) passed `MCP_MAX_MESSAGE_BYTES`, or held a JSON object of more than 10,000 members: the gateway stopped reading it (or did not parse it) and the call failed (the tool may have run); ask for less (a narrower query, a page)'
+    'A remote MCP server\'s answer (one JSON body or SSE event) passed `MCP_MAX_MESSAGE_BYTES`, held a JSON object of more than 10,000 members, or a call\'s stream carried more than 100,000 messages: the gateway stopped reading it (or did not parse it) and the call failed (the tool may have run); ask for less (a narrower query, a page)'
   ),
   GW_UPSTREAM_BUDGET_EXHAUSTED: tool(
     'Too many remote MCP answers in flight: holding this one would pass the tenant\'s `MCP_RESPONSE_BUDGET_TENANT_BYTES` or the gateway\'s `MCP_RESPONSE_BUDGET_BYTES`; the answer was not read further (the tool may have run)',

@@ -35,7 +35,7 @@ import {
 } from './lean-wire.js'
 import { SseParser } from './sse-parser.js'
 import type { SseEvent } from './sse-parser.js'
-import { DEFAULT_MAX_MESSAGE_BYTES, isResponseLimitError, MessageTooLargeError, MessageTooWideError } from './response-limits.js'
+import { DEFAULT_MAX_MESSAGE_BYTES, isResponseLimitError, MessageTooLargeError, MessageTooWideError, TooManyMessagesError } from './response-limits.js'
 import type { ResponseBudget } from './response-limits.js'
 import { hasObjectWiderThan, MAX_OBJECT_MEMBERS } from '../routing/wide-json.js'
 
@@ -114,6 +114,14 @@ interface StreamRead {
 // The output cap in UTF-8 plus room for the raw items a trace keeps (response-limits.ts): a larger
 // answer could only be cut afterwards, and holding it is what let a server inflate the gateway.
 const DEFAULT_MAX_MESSAGE = DEFAULT_MAX_MESSAGE_BYTES
+/**
+ * Messages a request's SSE stream may carry: past MAX_STREAM_NOTIFICATIONS its notifications (progress, log messages)
+ * are dropped unread by the Client, past MAX_STREAM_MESSAGES the stream is cut and its requests fail. A server
+ * streaming progress at loopback speed cost the gateway ~50-65 us per notification (the Client's validation and
+ * dispatch): 200,000 during one call were 10 s of its CPU.
+ */
+const MAX_STREAM_NOTIFICATIONS = 10_000
+const MAX_STREAM_MESSAGES = 100_000
 
 /** A JSON answer parsed, unless it holds an object too wide to parse (src/routing/wide-json.ts). */
 function parseAnswer (text: string): unknown {
@@ -405,9 +413,13 @@ export class LeanHttpTransport implements Transport {
     const pending = read.pending
     // A GET that resumes a POST's stream is ours to end once every answer arrived.
     const resuming = read.attempt > 0
+    // A request's stream: its messages are bounded (below); the standalone GET stream lives as long as the session.
+    let messages = 0
     const parser = new SseParser((ev) => {
       // Priming events (an id and an empty data line) carry no message.
       if (ev.event !== 'message' || ev.data === '') return
+      // Thrown out of the parser's push: the body's reader fails the stream's requests with it (finish below).
+      if (pending !== undefined && ++messages > MAX_STREAM_MESSAGES) throw new TooManyMessagesError(MAX_STREAM_MESSAGES)
       // Thrown out of the parser's push: the body's reader fails the stream's requests with it (finish below).
       if (hasObjectWiderThan(ev.data, MAX_OBJECT_MEMBERS)) throw new MessageTooWideError(MAX_OBJECT_MEMBERS)
       let m: unknown
@@ -424,6 +436,9 @@ export class LeanHttpTransport implements Transport {
       if (pending !== undefined && 'id' in m && !('method' in m)) {
         pending.delete(m.id as string | number)
         this.#waitingFor.delete(m.id as string | number)
+      } else if (pending !== undefined && !('id' in m) && messages > MAX_STREAM_NOTIFICATIONS) {
+        // A notification past the bound (progress, log messages) is dropped: it only tells, and each cost ~50-65 us.
+        return
       } else if ('method' in m && this.onrelated?.(m, read.tag) === true) return
       this.onmessage?.(m)
     }, (ms) => { read.retryMs = ms; this.#serverRetryMs = ms }, this.#maxBytes)

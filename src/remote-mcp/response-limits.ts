@@ -50,6 +50,15 @@ export class MessageTooWideError extends Error {
   }
 }
 
+/** A request's stream carried more messages than a call may (lean-http-transport.ts MAX_STREAM_MESSAGES): it was cut. */
+export class TooManyMessagesError extends Error {
+  readonly code = 'GW_UPSTREAM_TOO_LARGE' satisfies GwCodes<'GW_UPSTREAM_TOO_LARGE'>
+  constructor (limit: number) {
+    super(`The MCP server sent more than ${limit} messages on one call's stream; it was not read further`)
+    this.name = 'TooManyMessagesError'
+  }
+}
+
 /** Holding more of an answer would pass the owner's or the instance's budget; the rest was not read. */
 export class ResponseBudgetError extends Error {
   readonly code = 'GW_UPSTREAM_BUDGET_EXHAUSTED' satisfies GwCodes<'GW_UPSTREAM_BUDGET_EXHAUSTED'>
@@ -63,10 +72,10 @@ export class ResponseBudgetError extends Error {
 }
 
 /** Any limit error: what classify.ts turns into its own code. */
-export type ResponseLimitError = MessageTooLargeError | MessageTooWideError | ResponseBudgetError
+export type ResponseLimitError = MessageTooLargeError | MessageTooWideError | TooManyMessagesError | ResponseBudgetError
 
 export function isResponseLimitError (err: unknown): err is ResponseLimitError {
-  return err instanceof MessageTooLargeError || err instanceof MessageTooWideError || err instanceof ResponseBudgetError
+  return err instanceof MessageTooLargeError || err instanceof MessageTooWideError || err instanceof TooManyMessagesError || err instanceof ResponseBudgetError
 }
 
 export interface ResponseBudgetOptions {
