@@ -35,9 +35,11 @@ import {
 } from './lean-wire.js'
 import { SseParser } from './sse-parser.js'
 import type { SseEvent } from './sse-parser.js'
-import { DEFAULT_MAX_MESSAGE_BYTES, isResponseLimitError, MessageTooLargeError, MessageTooWideError, TooManyMessagesError } from './response-limits.js'
+import { DEFAULT_MAX_MESSAGE_BYTES, isResponseLimitError, MessageTooLargeError, TooManyMessagesError } from './response-limits.js'
 import type { ResponseBudget } from './response-limits.js'
-import { hasObjectWiderThan, MAX_OBJECT_MEMBERS } from '../routing/wide-json.js'
+import {
+  checkEventWidth, GET_STREAM_MESSAGES_PER_MINUTE, MAX_STREAM_MESSAGES, MAX_STREAM_NOTIFICATIONS, MinuteCount, parseAnswer, StreamFloodError
+} from './stream-bounds.js'
 
 export { MessageTooLargeError, SseParser }
 export type { SseEvent }
@@ -72,6 +74,8 @@ export interface LeanHttpTransportOptions {
   budgetOwner?: string | undefined
   /** GET stream reconnects (SDK defaults: 1000 ms, x1.5, at most 30 s, 2 retries). */
   reconnect?: { initialDelayMs: number, maxDelayMs: number, growFactor: number, maxRetries: number }
+  /** Messages the standalone GET stream may carry per minute (GET_STREAM_MESSAGES_PER_MINUTE unless set: tests). */
+  getStreamMessagesPerMinute?: number
   /**
    * Legacy servers: GETs with `Last-Event-ID` tried to resume one POST's SSE stream that ended
    * before its answers (each after the server's `retry:` delay, else the reconnect schedule).
@@ -114,20 +118,6 @@ interface StreamRead {
 // The output cap in UTF-8 plus room for the raw items a trace keeps (response-limits.ts): a larger
 // answer could only be cut afterwards, and holding it is what let a server inflate the gateway.
 const DEFAULT_MAX_MESSAGE = DEFAULT_MAX_MESSAGE_BYTES
-/**
- * Messages a request's SSE stream may carry: past MAX_STREAM_NOTIFICATIONS its notifications (progress, log messages)
- * are dropped unread by the Client, past MAX_STREAM_MESSAGES the stream is cut and its requests fail. A server
- * streaming progress at loopback speed cost the gateway ~50-65 us per notification (the Client's validation and
- * dispatch): 200,000 during one call were 10 s of its CPU.
- */
-const MAX_STREAM_NOTIFICATIONS = 10_000
-const MAX_STREAM_MESSAGES = 100_000
-
-/** A JSON answer parsed, unless it holds an object too wide to parse (src/routing/wide-json.ts). */
-function parseAnswer (text: string): unknown {
-  if (hasObjectWiderThan(text, MAX_OBJECT_MEMBERS)) throw new MessageTooWideError(MAX_OBJECT_MEMBERS)
-  return JSON.parse(text)
-}
 const DEFAULT_RECONNECT = { initialDelayMs: 1000, maxDelayMs: 30_000, growFactor: 1.5, maxRetries: 2 }
 const DEFAULT_RESUME_ATTEMPTS = 3
 /** The SDK Transport for streamable HTTP over undici's request(). */
@@ -160,6 +150,8 @@ export class LeanHttpTransport implements Transport {
   readonly #budget: ResponseBudget | undefined
   readonly #budgetOwner: string
   readonly #reconnect: NonNullable<LeanHttpTransportOptions['reconnect']>
+  /** The standalone GET stream's messages in the current minute (across its reconnects). */
+  readonly #getWindow: MinuteCount
   readonly #maxResume: number
   #abort: AbortController | undefined
   #sessionId: string | undefined
@@ -182,6 +174,7 @@ export class LeanHttpTransport implements Transport {
     this.#budget = options.budget
     this.#budgetOwner = options.budgetOwner ?? 'default'
     this.#reconnect = options.reconnect ?? DEFAULT_RECONNECT
+    this.#getWindow = new MinuteCount(options.getStreamMessagesPerMinute ?? GET_STREAM_MESSAGES_PER_MINUTE)
     this.#maxResume = options.maxResumeAttempts ?? DEFAULT_RESUME_ATTEMPTS
     // Lower-case once: our own names are lower-case, so the caller's win without duplicates.
     const extra: Record<string, string> = {}
@@ -420,8 +413,10 @@ export class LeanHttpTransport implements Transport {
       if (ev.event !== 'message' || ev.data === '') return
       // Thrown out of the parser's push: the body's reader fails the stream's requests with it (finish below).
       if (pending !== undefined && ++messages > MAX_STREAM_MESSAGES) throw new TooManyMessagesError(MAX_STREAM_MESSAGES)
+      // The standalone stream: closed past its minute's messages, and opened again after the minute (finish below).
+      if (pending === undefined && this.#getWindow.over()) throw new StreamFloodError(this.#getWindow.cap)
       // Thrown out of the parser's push: the body's reader fails the stream's requests with it (finish below).
-      if (hasObjectWiderThan(ev.data, MAX_OBJECT_MEMBERS)) throw new MessageTooWideError(MAX_OBJECT_MEMBERS)
+      checkEventWidth(ev.data)
       let m: unknown
       try {
         m = JSON.parse(ev.data)
@@ -473,6 +468,11 @@ export class LeanHttpTransport implements Transport {
         if (this.#resumeOrFail(read, parser.lastEventId)) return
         if (err !== undefined) this.onerror?.(new Error(`SSE stream disconnected: ${err.message}`))
         else this.onerror?.(new Error('SSE stream ended before the response'))
+        return
+      }
+      if (err instanceof StreamFloodError) {
+        this.onerror?.(err)
+        this.#scheduleReconnect(parser.lastEventId, 0, this.#getWindow.msLeft())
         return
       }
       if (err !== undefined) this.onerror?.(new Error(`SSE stream disconnected: ${err.message}`))
@@ -561,14 +561,15 @@ export class LeanHttpTransport implements Transport {
     this.#consumeSse(res.body, { pending: undefined, modern: false, attempt: 0, retryMs: undefined, requestSignal: undefined, onStreamEnd: undefined })
   }
 
-  #scheduleReconnect (lastEventId: string | undefined, attempt: number): void {
+  /** Opens the GET stream again on the reconnect schedule (the server's `retry:` first), not before `minDelayMs`. */
+  #scheduleReconnect (lastEventId: string | undefined, attempt: number, minDelayMs = 0): void {
     if (this.#abort?.signal.aborted !== false) return
     const r = this.#reconnect
     if (attempt >= r.maxRetries) {
       this.onerror?.(new Error(`Maximum reconnection attempts (${r.maxRetries}) exceeded.`))
       return
     }
-    const delay = this.#serverRetryMs ?? Math.min(r.initialDelayMs * Math.pow(r.growFactor, attempt), r.maxDelayMs)
+    const delay = Math.max(minDelayMs, this.#serverRetryMs ?? Math.min(r.initialDelayMs * Math.pow(r.growFactor, attempt), r.maxDelayMs))
     this.#reconnectTimer = setTimeout(() => {
       this.#reconnectTimer = undefined
       this.#openGetStream(lastEventId).catch((err: unknown) => {

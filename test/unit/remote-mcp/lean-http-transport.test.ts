@@ -471,6 +471,50 @@ test('limits: a call\'s stream delivers at most 10,000 notifications and carries
   assert.equal(toUpstreamError(cut.error.data, 'call', 1000, (e) => (e as Error).message).code, 'GW_UPSTREAM_TOO_LARGE')
 })
 
+test('limits: a standalone GET stream past its messages per minute is closed, and opened again only after the minute', async (t) => {
+  // A tenant's server flooding notifications/tools/list_changed on its GET stream took a whole gateway's CPU (17 s of
+  // CPU in 5 s of wall time, measured), for as long as the client lived: each one is dispatched, and refreshes the list.
+  let gets = 0
+  let closed = 0
+  const server = createServer((req, res) => {
+    if (req.method === 'GET') {
+      gets++
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write('retry: 0\n\n')
+      const events = `data: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' })}\n\n`.repeat(100)
+      let open = true
+      res.on('close', () => { open = false; closed++ })
+      const step = (): void => { if (!open) return; if (res.write(events)) setImmediate(step); else res.once('drain', step) }
+      step()
+      return
+    }
+    let raw = ''
+    req.on('data', (c: Buffer) => { raw += c.toString() })
+    req.on('end', () => {
+      const body = JSON.parse(raw) as { id?: unknown }
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: body.id, result: {} }))
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(async () => { await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections() }) })
+  const transport = lean(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, { getStreamMessagesPerMinute: 500 })
+  let delivered = 0
+  transport.onmessage = () => { delivered++ }
+  transport.onerror = () => {}
+  await transport.start()
+  t.after(async () => { await transport.close() })
+  // A notification after initialize opens the GET stream (as the SDK's transport does).
+  await transport.send({ jsonrpc: '2.0', method: 'notifications/initialized' })
+  for (let i = 0; i < 300; i++) {
+    if (closed > 0) break
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  assert.equal(closed, 1, 'the flooding stream was closed by the gateway')
+  assert.equal(delivered, 500, 'the messages within the minute were delivered, none after')
+  assert.equal(gets, 1, 'not opened again within the minute, whatever the server\'s retry')
+})
+
 test('limits: the budget of answers in flight per owner and per instance; a call that cannot get budget fails at once with GW_UPSTREAM_BUDGET_EXHAUSTED; ' +
   'released after', async (t) => {
   const written = { bytes: 0, closed: 0 }
