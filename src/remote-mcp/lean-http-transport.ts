@@ -411,11 +411,10 @@ export class LeanHttpTransport implements Transport {
     const parser = new SseParser((ev) => {
       // Priming events (an id and an empty data line) carry no message.
       if (ev.event !== 'message' || ev.data === '') return
-      // Thrown out of the parser's push: the body's reader fails the stream's requests with it (finish below).
+      // Each bound is thrown out of the parser's push, and the body's reader ends the stream with it (finish below): a
+      // request's stream fails its requests; the standalone stream, past its minute's messages, reopens after the minute.
       if (pending !== undefined && ++messages > MAX_STREAM_MESSAGES) throw new TooManyMessagesError(MAX_STREAM_MESSAGES)
-      // The standalone stream: closed past its minute's messages, and opened again after the minute (finish below).
       if (pending === undefined && this.#getWindow.over()) throw new StreamFloodError(this.#getWindow.cap)
-      // Thrown out of the parser's push: the body's reader fails the stream's requests with it (finish below).
       checkEventWidth(ev.data)
       let m: unknown
       try {
