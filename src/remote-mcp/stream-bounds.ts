@@ -57,13 +57,13 @@ export class MinuteCount {
   }
 }
 
-/** A JSON answer parsed, unless it holds an object too wide to parse (src/routing/wide-json.ts). */
-export function parseAnswer (text: string): unknown {
-  if (hasObjectWiderThan(text, MAX_OBJECT_MEMBERS)) throw new MessageTooWideError(MAX_OBJECT_MEMBERS)
-  return JSON.parse(text)
-}
-
-/** One SSE event's data checked before it is parsed: thrown (MessageTooWideError) when an object in it is too wide. */
+/** A message's text (a JSON body, an SSE event's data) checked before it is parsed: MessageTooWideError when an object in it is too wide. */
 export function checkEventWidth (data: string): void {
   if (hasObjectWiderThan(data, MAX_OBJECT_MEMBERS)) throw new MessageTooWideError(MAX_OBJECT_MEMBERS)
+}
+
+/** A JSON answer parsed, unless it holds an object too wide to parse (src/routing/wide-json.ts). */
+export function parseAnswer (text: string): unknown {
+  checkEventWidth(text)
+  return JSON.parse(text)
 }
