@@ -236,17 +236,24 @@ export class PooledClient {
   }
 
   /**
-   * A resources, templates or prompts list (from the cache while fresh, unless `fresh`), a
-   * resources/read, prompts/get or completion/complete (surface.ts). A list is retried once on a
-   * dead connection (idempotent); nothing else is replayed. The server's own JSON-RPC error is
-   * thrown as it is (the caller passes its code and data on); anything else as UpstreamError.
+   * A resources, templates or prompts list (from the cache while fresh; surface.ts's SurfaceLists: one
+   * fetch at a time, a `fresh` lookup at most once per FRESH_FLOOR_MS, a refusal remembered), a
+   * resources/read, prompts/get or completion/complete. The server's own JSON-RPC error is thrown
+   * as it is (the caller passes its code and data on); anything else as UpstreamError.
    */
   async surface (req: SurfaceRequest, options: { signal?: AbortSignal, timeoutMs: number }): Promise<unknown> {
+    if (!isListRequest(req)) return await this.#surfaceOnce(req, options)
+    const cached = this.surfaceLists.cached(req.method, this.#ctx.surfaceTtlMs, req.fresh === true)
+    if (cached !== undefined) return cached
+    // Shared by the callers of this list, so it runs on its own deadline and each caller waits with its own signal.
+    const fetch = async (): Promise<unknown[]> => await this.#surfaceOnce(req, { timeoutMs: options.timeoutMs }) as unknown[]
+    const shared = this.surfaceLists.load(req.method, fetch, () => !this.#closed)
+    return await this.waitFor(shared, options.signal)
+  }
+
+  /** One surface request on the connection; a list is retried once on a dead connection (idempotent), nothing else is replayed. */
+  async #surfaceOnce (req: SurfaceRequest, options: { signal?: AbortSignal, timeoutMs: number }): Promise<unknown> {
     const list = isListRequest(req)
-    if (list && req.fresh !== true) {
-      const cached = this.surfaceLists.get(req.method, this.#ctx.surfaceTtlMs)
-      if (cached !== undefined) return cached
-    }
     const signal = options.signal ?? new AbortController().signal
     const deadline = Date.now() + options.timeoutMs
     try {
@@ -272,12 +279,9 @@ export class PooledClient {
           if (isServerAnswer(err)) throw err
           throw toUpstreamError(err, list ? 'list' : 'call', options.timeoutMs, (e) => this.safeMessage(e), req.method)
         }
-        if (list && !this.#closed) {
-          // Counted with the tool lists (one slot per kind of list), after the breaker's verdict: a list
-          // refused here is the tenant's, not the server's failure.
-          this.#keepList(`${this.id}\n${req.method}`, listBytes, listItems)
-          this.surfaceLists.set(req.method, result as unknown[])
-        }
+        // Counted with the tool lists (one slot per kind of list), after the breaker's verdict: a list
+        // refused here is the tenant's, not the server's failure.
+        if (list && !this.#closed) this.#keepList(`${this.id}\n${req.method}`, listBytes, listItems)
         return result
       }
     } catch (err) {

@@ -8,7 +8,7 @@
 import { CLIENT_CAPABILITIES_META_KEY } from '@modelcontextprotocol/client'
 import type { Client } from '@modelcontextprotocol/client'
 import * as z from 'zod'
-import { keptList } from './list-bounds.js'
+import { keptList, ListRefusedError } from './list-bounds.js'
 import { encodeHeaderValue } from './mcp-headers.js'
 import { TASKS_EXTENSION } from '../routing/tasks-extension.js'
 import type { SurfaceRequest } from '../routing/source.js'
@@ -70,16 +70,55 @@ export async function surfaceOnce (client: Client, req: SurfaceRequest, timeout:
 /** The task methods' results are passed on as the server sent them (the SDK has no schema of them). */
 const ANY_RESULT = z.looseObject({})
 
-/** The last lists of one client, each reused for `ttlMs` (reads route by them; a miss asks again with `fresh`). */
-export class SurfaceLists {
-  readonly #lists = new Map<ListMethod, { at: number, items: unknown[] }>()
+/**
+ * A list asked for `fresh` (by a read that missed the cached lists: the server may have added the
+ * resource or prompt since) is asked of the server only when it is older than this. Otherwise a client
+ * reading unknown URIs in a loop made every server of its allow-list, global ones included, send its
+ * whole lists at each read, for the gateway to parse and measure.
+ */
+export const FRESH_FLOOR_MS = 5000
 
-  get (method: ListMethod, ttlMs: number, now = Date.now()): unknown[] | undefined {
-    const hit = this.#lists.get(method)
-    return hit !== undefined && now - hit.at < ttlMs ? hit.items : undefined
+/** One kept list: its items, or the refusal of the last fetch for a bound (list-bounds.ts), and when. */
+interface Slot { at: number, items?: unknown[], refused?: ListRefusedError }
+
+/**
+ * The last lists of one client, each reused for `ttlMs` (reads route by them; a miss asks again with
+ * `fresh`, at most once per FRESH_FLOOR_MS). One fetch of a list at a time, shared by its callers; a
+ * list refused for a bound is remembered as a list is, so it is not fetched and parsed whole again
+ * only to be refused again (as the tool list's refusal, tool-cache.ts).
+ */
+export class SurfaceLists {
+  readonly #lists = new Map<ListMethod, Slot>()
+  readonly #loading = new Map<ListMethod, Promise<unknown[]>>()
+
+  /** The list while young enough (`ttlMs`, FRESH_FLOOR_MS at most when `fresh`); a remembered refusal that still holds is thrown. */
+  cached (method: ListMethod, ttlMs: number, fresh: boolean, now = Date.now()): unknown[] | undefined {
+    const slot = this.#lists.get(method)
+    if (slot === undefined || now - slot.at >= (fresh ? Math.min(ttlMs, FRESH_FLOOR_MS) : ttlMs)) return undefined
+    if (slot.refused === undefined) return slot.items
+    if (slot.refused.stillHolds()) throw slot.refused
+    return undefined
   }
 
-  set (method: ListMethod, items: unknown[]): void {
-    this.#lists.set(method, { at: Date.now(), items })
+  /** Single-flight fetch of a list; the list (or its refusal) is kept when `keep()` still holds once it lands. */
+  load (method: ListMethod, fetch: () => Promise<unknown[]>, keep: () => boolean): Promise<unknown[]> {
+    let loading = this.#loading.get(method)
+    if (loading === undefined) {
+      loading = this.#load(method, fetch, keep).finally(() => { this.#loading.delete(method) })
+      this.#loading.set(method, loading)
+    }
+    return loading
+  }
+
+  async #load (method: ListMethod, fetch: () => Promise<unknown[]>, keep: () => boolean): Promise<unknown[]> {
+    let items: unknown[]
+    try {
+      items = await fetch()
+    } catch (err) {
+      if (err instanceof ListRefusedError && keep()) this.#lists.set(method, { at: Date.now(), refused: err })
+      throw err
+    }
+    if (keep()) this.#lists.set(method, { at: Date.now(), items })
+    return items
   }
 }

@@ -51,11 +51,17 @@ async function listen (t: TestContext, handle: (req: IncomingMessage, res: Serve
   return `http://127.0.0.1:${address.port}${path}`
 }
 
-/** A legacy-only server on the SDK v1 (stateless streamable HTTP): `mem://{marker}/readme`, a prompt `greet`, completion echoing its ref. */
-async function startLegacy (t: TestContext, marker: string): Promise<Fixture> {
+/**
+ * A legacy-only server on the SDK v1 (stateless streamable HTTP): `mem://{marker}/readme`, a prompt `greet`, completion echoing its ref;
+ * `extraResources` more resources `mem://{marker}/r{i}`.
+ */
+async function startLegacy (t: TestContext, marker: string, opts: { extraResources?: number } = {}): Promise<Fixture> {
   const methods: string[] = []
   const build = (): V1McpServer => {
     const server = new V1McpServer({ name: `legacy-${marker}`, version: '1.0.0' }, { capabilities: { completions: {} } })
+    for (let i = 0; i < (opts.extraResources ?? 0); i++) {
+      server.registerResource(`r${i}`, `mem://${marker}/r${i}`, {}, async (uri) => ({ contents: [{ uri: uri.href, text: String(i) }] }))
+    }
     server.registerResource('readme', `mem://${marker}/readme`, { mimeType: 'text/plain' },
       async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: `readme of ${marker}` }] }))
     server.registerResource('note', new V1Template(`mem://${marker}/notes/{id}`, { list: undefined }), { mimeType: 'text/plain' },
@@ -517,4 +523,43 @@ test('tenancy: one serverId for two tenants and globally: each tenant gets its o
   const consulted = global.methods.filter((m) => m === 'resources/read' || m === 'prompts/get')
   assert.deepEqual(consulted, [], 'the global docs was never read for a tenant')
   assert.equal(acme.methods.filter((m) => m === 'resources/read').length, 0)
+})
+
+test('a client reading unknown URIs and prompts in a loop makes each server list its resources and prompts at most once more per refresh floor', async (t) => {
+  // Each read that misses the cached lists used to list every allow-listed server again (resources, templates, prompts):
+  // one small request of a tenant made every server of its allow-list (global ones too) send, and the gateway parse, whole lists.
+  const acme = await startLegacy(t, 'acme')
+  const gw = await startGateway(t)
+  assert.equal(await gw.put('/users/acme/mcp/servers/docs', ACME, { type: 'streamable_http', url: acme.url }), 201)
+  const client = await gw.client('legacy', 'mcp=docs', ACME)
+  // Concurrent first lookups share one listing of each list.
+  const misses = await Promise.all(Array.from({ length: 8 }, async (_, i) => await rpcError(client.readResource({ uri: `mem://acme/nope-${i}` }))))
+  assert.deepEqual(misses.map((m) => m.code), Array(8).fill(-32602))
+  for (let i = 0; i < 12; i++) {
+    assert.equal((await rpcError(client.readResource({ uri: `mem://acme/missing-${i}` }))).code, -32602)
+    assert.equal((await rpcError(client.getPrompt({ name: `user_acme_prompt_nope${i}` }))).code, -32602)
+  }
+  const count = (method: string): number => acme.methods.filter((m) => m === method).length
+  // The cached lookup's listing, and at most one fresh listing within the floor (the loop takes well under it).
+  assert.ok(count('resources/list') <= 2, `resources/list asked ${count('resources/list')} times`)
+  assert.ok(count('resources/templates/list') <= 2, `resources/templates/list asked ${count('resources/templates/list')} times`)
+  assert.ok(count('prompts/list') <= 2, `prompts/list asked ${count('prompts/list')} times`)
+  // What the server has is still found.
+  assert.equal((await client.readResource({ uri: 'mem://acme/readme' })).contents.length, 1)
+})
+
+test('a resources list refused for its size is not fetched again to be refused again while the refusal holds', async (t) => {
+  const big = await startLegacy(t, 'big', { extraResources: 5001 })
+  const gw = await startGateway(t)
+  assert.equal(await gw.put('/users/acme/mcp/servers/big', ACME, { type: 'streamable_http', url: big.url }), 201)
+  const client = await gw.client('legacy', 'mcp=big', ACME)
+  for (let i = 0; i < 5; i++) {
+    const resources = (await client.listResources()).resources
+    assert.deepEqual(resources, [], 'a refused list lists nothing of that server')
+    const unknown = await rpcError(client.readResource({ uri: `mem://big/nope-${i}` }))
+    assert.equal(unknown.code, -32603)
+    assert.match(unknown.message, /could not be listed: big/)
+  }
+  const lists = big.methods.filter((m) => m === 'resources/list').length
+  assert.equal(lists, 1, `the refused list was fetched ${lists} times`)
 })
