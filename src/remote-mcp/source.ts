@@ -127,6 +127,8 @@ export class RemoteMcpSource implements ToolSource {
   readonly #connector: McpConnector
   readonly #opts: RemoteSourceOptions
   readonly #indexes = new Map<string, ScopeIndex>()
+  /** Entries per listed tool object (#entry), with what they were made for. */
+  readonly #entries = new WeakMap<Tool, { entry: CatalogEntry, server: RemoteServer, user: string | undefined }>()
   /** TierTraits.tenantScoped: the tenant's own servers (else the global ones). */
   readonly #tenantScoped: boolean
   /** TierTraits.encodedNames: its tools are named user_{u}_tool_{t}. */
@@ -191,7 +193,24 @@ export class RemoteMcpSource implements ToolSource {
     return { listed, unavailable }
   }
 
+  /**
+   * The catalog entry of a listed tool, made once per tool object (the pool keeps a server's list, its
+   * tool objects with it, while it is unchanged) and registry snapshot (its server object): a listing
+   * then reuses the entries, and their specs, whose definition digests (pins) and rendered forms are
+   * kept per spec object. Made anew per listing, they cost a 10,000-tool listing ~2.5 s of CPU in 30
+   * listings for the digests alone.
+   */
   #entry (scope: SourceScope, server: RemoteServer, tool: Tool): CatalogEntry {
+    // A tenant's tool objects come from its own clients only; the check keeps it so whatever the pool does.
+    const user = this.#tenantScoped ? scope.userId : undefined
+    const known = this.#entries.get(tool)
+    if (known !== undefined && known.server === server && known.user === user) return known.entry
+    const entry = this.#newEntry(scope, server, tool)
+    this.#entries.set(tool, { entry, server, user })
+    return entry
+  }
+
+  #newEntry (scope: SourceScope, server: RemoteServer, tool: Tool): CatalogEntry {
     const name = this.#encodedNames && scope.userId !== undefined ? encodeUserToolName(scope.userId, tool.name) : tool.name
     return {
       route: this.tier,
@@ -236,13 +255,13 @@ export class RemoteMcpSource implements ToolSource {
     const bare = this.#encodedNames ? parseUserToolName(name)?.toolName ?? name : name
     const sep = bare.indexOf('__')
     const server = sep > 0 ? index.unlisted.get(bare.slice(0, sep)) : undefined
-    if (server && bare.length > sep + 2) return this.#entry(scope, server, { name: bare.slice(sep + 2), inputSchema: { type: 'object' } })
+    if (server && bare.length > sep + 2) return this.#newEntry(scope, server, { name: bare.slice(sep + 2), inputSchema: { type: 'object' } })
     // A name the model was given while the server was connected, now that the user must connect it
     // again (disconnected, refresh failed): when one server alone waits for that, the call goes there
     // and answers GW_OAUTH_REQUIRED, which tells the model what to do, rather than "no such tool".
     const [only, ...others] = index.awaitingUser
     const waiting = only !== undefined && others.length === 0 ? index.unlisted.get(only) : undefined
-    return waiting === undefined ? undefined : this.#entry(scope, waiting, { name: bare, inputSchema: { type: 'object' } })
+    return waiting === undefined ? undefined : this.#newEntry(scope, waiting, { name: bare, inputSchema: { type: 'object' } })
   }
 
   /**

@@ -49,3 +49,30 @@ test('the catalog token stays the same across index rebuilds while the lists and
   assert.notEqual(third, second)
   assert.deepEqual((await source.list('all', scope)).tools.map((e) => e.spec.name).sort(), ['four', 'one'])
 })
+
+test('a listed tool keeps its catalog entry (and spec) across listings while its list and its server are the same; a tenant\'s are its own', async () => {
+  const lists = new Map<string, Tool[]>([['a', [tool('one'), tool('two')]]])
+  let servers: RemoteServer[] = [{ serverId: 'a', config: {} }]
+  const connector: McpConnector = {
+    listTools: async (key, server) => lists.get(`${key}|${server.serverId}`) ?? lists.get(server.serverId) ?? [],
+    callTool: async () => { throw new Error('not called') }
+  }
+  const source = new RemoteMcpSource('user_mcp', { list: async () => servers }, connector, { listDeadlineMs: 5000, callTimeoutMs: 5000 })
+  const acme = { userId: 'acme', signal: new AbortController().signal }
+  const first = (await source.list('all', acme)).tools
+  const again = (await source.list('all', acme)).tools
+  assert.equal(again.length, 2)
+  again.forEach((entry, i) => { assert.equal(entry, first[i], 'the same entry object: its definition digest and renderings are kept per spec') })
+  // Another tenant listing the very same tool objects (no pool does: the check holds whatever it does) gets its own entries.
+  const globex = (await source.list('all', { userId: 'globex', signal: acme.signal })).tools
+  assert.notEqual(globex[0], first[0])
+  assert.equal(globex[0]?.name, 'user_globex_tool_one')
+  assert.equal((await source.list('all', acme)).tools[0]?.name, 'user_acme_tool_one')
+  // A new registry snapshot (the server's config read again) makes new entries; so does a new list.
+  servers = [{ serverId: 'a', config: { priority: 3 } }]
+  const moved = (await source.list('all', acme)).tools
+  assert.notEqual(moved[0], first[0])
+  assert.equal(moved[0]?.priority, 3)
+  lists.set('a', [tool('one'), tool('two')])
+  assert.notEqual((await source.list('all', acme)).tools[0], moved[0])
+})
