@@ -84,7 +84,7 @@ export class ServerRegistry {
         // A masked value means "keep the stored secret" only where that secret was meant to go.
         const moved = maskedSecretsChangingOrigin(config, opened.config)
         if (moved.length > 0) {
-          return fail('GW_SECRET_ORIGIN_CHANGED', `${moved.join(', ')}: a masked value (such as "Bearer ****") keeps the stored secret only while the server's origin (scheme, host and port) stays the same, and this URL changes it; send the actual value, or leave the header out`)
+          return fail('GW_SECRET_ORIGIN_CHANGED', `${moved.join(', ')}: a masked value (such as "Bearer ****") keeps the stored secret only while the place it is sent to stays the same (the server's origin: scheme, host and port; for auth.clientSecret also auth.authorizationServer), and this change moves it; send the actual value, or leave the field out`)
         }
         config = restoreMaskedSecrets(config, opened.config)
       }

@@ -215,6 +215,17 @@ function priorSecret (previous: ServerConfig, prevHeaders: Map<string, string>, 
   return previous.auth?.clientSecret
 }
 
+/** The configured issuer, as a URL with its default port and trailing slash folded; '' when the server's metadata names it. */
+function issuerOf (config: ServerConfig): string {
+  const issuer = config.auth?.authorizationServer
+  if (issuer === undefined) return ''
+  try {
+    return new URL(issuer).href.replace(/\/$/, '')
+  } catch {
+    return issuer
+  }
+}
+
 /** `scheme://host:port` of a URL (default ports folded), or undefined without a valid URL. */
 function originOf (url: string | undefined): string | undefined {
   if (url === undefined) return undefined
@@ -227,16 +238,22 @@ function originOf (url: string | undefined): string | undefined {
 
 /**
  * The fields (`header Authorization`) whose masked value in `incoming` would get the stored
- * value of `previous` back (restoreMaskedSecrets) although the server's origin (scheme, host,
- * port) changed. Such a restore would send a secret to a place its owner never chose (a tenant
- * re-pointing an operator-provisioned server at its own URL), so the caller must refuse it:
- * a new origin needs the secret's actual value. Another path or query on the same origin is fine.
+ * value of `previous` back (restoreMaskedSecrets) although the place it is sent to changed: the
+ * server's origin (scheme, host, port) for headers and env, and for the OAuth client secret, which
+ * goes to the authorization server's token and revocation endpoints, the server's origin and
+ * `auth.authorizationServer` (the issuer, or its absence: then the server's metadata names it). Such
+ * a restore would send a secret to a place its owner never chose (a tenant re-pointing an
+ * operator-provisioned server, or its issuer, at its own URL), so the caller must refuse it: a new
+ * place needs the secret's actual value. Another path or query on the same origin is fine.
  */
 export function maskedSecretsChangingOrigin (incoming: ServerConfig, previous: ServerConfig): string[] {
-  if (originOf(incoming.url) === originOf(previous.url)) return []
+  const sameServer = originOf(incoming.url) === originOf(previous.url)
+  const sameIssuer = sameServer && issuerOf(incoming) === issuerOf(previous)
+  if (sameServer && sameIssuer) return []
   const prevHeaders = new Map(Object.entries(previous.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v]))
   const fields: string[] = []
   mapSecrets(incoming, (kind, name, value) => {
+    if (kind === 'oauth' ? sameIssuer : sameServer) return value
     const prior = priorSecret(previous, prevHeaders, kind, name)
     if (prior !== undefined && prior !== '' && value === maskValue(kind, prior)) fields.push(`${kind} ${name}`)
     return value

@@ -66,3 +66,21 @@ test('maskedSecretsChangingOrigin: a masked value may stay only on the same sche
   // A new origin with real values (or no masked one) is the caller's own choice.
   assert.deepEqual(maskedSecretsChangingOrigin(at('https://evil.example.net/mcp', { Authorization: 'Bearer mine-654321' }), stored), [])
 })
+
+test('maskedSecretsChangingOrigin: a masked OAuth client secret stays only with the same server origin and the same authorization server', () => {
+  // The client secret goes to the issuer's token and revocation endpoints, not to the server's URL.
+  const auth = { type: 'oauth', grant: 'authorization_code', clientId: 'operator-app', clientSecret: 'operator-client-secret-1', authorizationServer: 'https://login.example.com' } as const
+  const stored: ServerConfig = { type: 'streamable_http', enabled: true, priority: 0, url: 'https://api.example.com/mcp', headers: { Authorization: 'Bearer sk-operator-123456' }, auth }
+  const withAuth = (auth: Partial<NonNullable<ServerConfig['auth']>>, url = stored.url): ServerConfig =>
+    ({ ...stored, url, headers: { authorization: 'Bearer ****' }, auth: { ...stored.auth, ...auth } as NonNullable<ServerConfig['auth']> })
+  assert.deepEqual(maskedSecretsChangingOrigin(withAuth({ clientSecret: '****' }), stored), [])
+  assert.deepEqual(maskedSecretsChangingOrigin(withAuth({ clientSecret: '****', authorizationServer: 'https://login.example.com:443/' }), stored), [])
+  for (const issuer of ['https://evil.example.net', 'http://login.example.com', 'https://login.example.com/tenant-b', undefined]) {
+    const moved = withAuth({ clientSecret: '****', authorizationServer: issuer })
+    assert.deepEqual(maskedSecretsChangingOrigin(moved, stored), ['oauth clientSecret'], String(issuer))
+  }
+  // The server's header may stay while only the issuer moves; both are named when the server moves.
+  assert.deepEqual(maskedSecretsChangingOrigin(withAuth({ clientSecret: '****' }, 'https://evil.example.net/mcp'), stored), ['header authorization', 'oauth clientSecret'])
+  // A new issuer with the secret's actual value is the caller's own choice.
+  assert.deepEqual(maskedSecretsChangingOrigin(withAuth({ clientSecret: 'mine-654321', authorizationServer: 'https://evil.example.net' }), stored), [])
+})
