@@ -35,10 +35,10 @@ import {
 } from './lean-wire.js'
 import { SseParser } from './sse-parser.js'
 import type { SseEvent } from './sse-parser.js'
-import { DEFAULT_MAX_MESSAGE_BYTES, isResponseLimitError, MessageTooLargeError, TooManyMessagesError } from './response-limits.js'
+import { DEFAULT_MAX_MESSAGE_BYTES, isResponseLimitError, MessageTooLargeError } from './response-limits.js'
 import type { ResponseBudget } from './response-limits.js'
 import {
-  checkEventWidth, GET_STREAM_MESSAGES_PER_MINUTE, MAX_STREAM_MESSAGES, MAX_STREAM_NOTIFICATIONS, MinuteCount, parseAnswer, StreamFloodError
+  CallStreamCount, checkEventWidth, GET_STREAM_MESSAGES_PER_MINUTE, GetStreamWindows, parseAnswer, StreamFloodError
 } from './stream-bounds.js'
 
 export { MessageTooLargeError, SseParser }
@@ -151,7 +151,7 @@ export class LeanHttpTransport implements Transport {
   readonly #budgetOwner: string
   readonly #reconnect: NonNullable<LeanHttpTransportOptions['reconnect']>
   /** The standalone GET stream's messages in the current minute (across its reconnects). */
-  readonly #getWindow: MinuteCount
+  readonly #getWindow: GetStreamWindows
   readonly #maxResume: number
   #abort: AbortController | undefined
   #sessionId: string | undefined
@@ -174,7 +174,7 @@ export class LeanHttpTransport implements Transport {
     this.#budget = options.budget
     this.#budgetOwner = options.budgetOwner ?? 'default'
     this.#reconnect = options.reconnect ?? DEFAULT_RECONNECT
-    this.#getWindow = new MinuteCount(options.getStreamMessagesPerMinute ?? GET_STREAM_MESSAGES_PER_MINUTE)
+    this.#getWindow = new GetStreamWindows(options.getStreamMessagesPerMinute ?? GET_STREAM_MESSAGES_PER_MINUTE)
     this.#maxResume = options.maxResumeAttempts ?? DEFAULT_RESUME_ATTEMPTS
     // Lower-case once: our own names are lower-case, so the caller's win without duplicates.
     const extra: Record<string, string> = {}
@@ -406,15 +406,14 @@ export class LeanHttpTransport implements Transport {
     const pending = read.pending
     // A GET that resumes a POST's stream is ours to end once every answer arrived.
     const resuming = read.attempt > 0
-    // A request's stream: its messages are bounded (below); the standalone GET stream lives as long as the session.
-    let messages = 0
+    // A request's stream bounds its messages and requests; the standalone GET stream, which lives as long as the session, per minute.
+    const count = pending === undefined ? this.#getWindow : new CallStreamCount()
     const parser = new SseParser((ev) => {
       // Priming events (an id and an empty data line) carry no message.
       if (ev.event !== 'message' || ev.data === '') return
       // Each bound is thrown out of the parser's push, and the body's reader ends the stream with it (finish below): a
       // request's stream fails its requests; the standalone stream, past its minute's messages, reopens after the minute.
-      if (pending !== undefined && ++messages > MAX_STREAM_MESSAGES) throw new TooManyMessagesError(MAX_STREAM_MESSAGES)
-      if (pending === undefined && this.#getWindow.over()) throw new StreamFloodError(this.#getWindow.cap)
+      count.message()
       checkEventWidth(ev.data)
       let m: unknown
       try {
@@ -427,10 +426,11 @@ export class LeanHttpTransport implements Transport {
         this.onerror?.(new Error('The MCP server sent an event that is not a JSON-RPC message'))
         return
       }
+      if (isRequest(m)) count.request()
       if (pending !== undefined && 'id' in m && !('method' in m)) {
         pending.delete(m.id as string | number)
         this.#waitingFor.delete(m.id as string | number)
-      } else if (pending !== undefined && !('id' in m) && messages > MAX_STREAM_NOTIFICATIONS) {
+      } else if (!('id' in m) && count.dropsNotifications()) {
         // A notification past the bound (progress, log messages) is dropped: it only tells, and each cost ~50-65 us.
         return
       } else if ('method' in m && this.onrelated?.(m, read.tag) === true) return
@@ -471,7 +471,7 @@ export class LeanHttpTransport implements Transport {
       }
       if (err instanceof StreamFloodError) {
         this.onerror?.(err)
-        this.#scheduleReconnect(parser.lastEventId, 0, this.#getWindow.msLeft())
+        this.#scheduleReconnect(parser.lastEventId, 0, err.retryInMs)
         return
       }
       if (err !== undefined) this.onerror?.(new Error(`SSE stream disconnected: ${err.message}`))

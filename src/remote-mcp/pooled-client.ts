@@ -18,7 +18,7 @@ import type { InputRound } from '../routing/types.js'
 import { answersWithinCall, INPUT_CAPABILITIES, JsonRpcError } from '../routing/client-relay.js'
 import { isListRequest, SurfaceLists, surfaceOnce } from './surface.js'
 import { closeConnection, openConnection, watchToolChanges } from './connection.js'
-import { answerInputRequests, callerKeyOf, MAX_ROUNDS } from './relay.js'
+import { answerInputRequests, boundedInputRequests, callerKeyOf, MAX_ROUNDS } from './relay.js'
 import type { RelayedCall } from './relay.js'
 import type { Connection, ConnectionOptions } from './connection.js'
 import { InputUnavailableError, redactSecrets, UpstreamError } from './errors.js'
@@ -505,9 +505,9 @@ async function callOnce (
     const options = { timeout, signal, allowInputRequired: true, ...(toolDefinition !== undefined ? { toolDefinition: toolDefinition as ClientTool } : {}) }
     // A server that runs the call as a task: the task as it came, when the caller declared the Tasks extension.
     const takesTask = conn.tasks === true && (tasks || declaredTasks(input?.capabilities) !== undefined)
-    let result: unknown = traced === undefined
+    let result: unknown = boundedInputRequests(traced === undefined
       ? await conn.client.callTool(params as { name: string }, options)
-      : await tracedCall(traced, name, params, async () => await conn.client.callTool(params as { name: string }, options))
+      : await tracedCall(traced, name, params, async () => await conn.client.callTool(params as { name: string }, options)))
     const task = taskOf(result, conn, takesTask)
     if (task !== undefined) return task
     // A caller that answers within the call: each round's questions asked of its client, the
@@ -520,9 +520,9 @@ async function callOnce (
       params.inputResponses = await answerInputRequests(asked.inputRequests, relayed, signal)
       if (asked.requestState !== undefined) params.requestState = asked.requestState
       else delete params.requestState
-      result = traced === undefined
+      result = boundedInputRequests(traced === undefined
         ? await conn.client.callTool(params as { name: string }, options)
-        : await tracedCall(traced, name, params, async () => await conn.client.callTool(params as { name: string }, options))
+        : await tracedCall(traced, name, params, async () => await conn.client.callTool(params as { name: string }, options)))
       const later = taskOf(result, conn, takesTask)
       if (later !== undefined) return later
     }

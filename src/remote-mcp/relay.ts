@@ -20,12 +20,30 @@ import type { JSONRPCMessage, Transport } from '@modelcontextprotocol/client'
 import { JsonRpcError, METHOD_NOT_FOUND, capabilityFor, declares } from '../routing/client-relay.js'
 import type { ClientRelay, ClientRequest } from '../routing/client-relay.js'
 import type { InputRound } from '../routing/types.js'
+import { UpstreamError } from './errors.js'
+import { MAX_STREAM_REQUESTS } from './stream-bounds.js'
 
 /** A URL-mode elicitation's completion (2025-11-25): a notification for the client that answered it. */
 const ELICITATION_COMPLETE = 'notifications/elicitation/complete'
 
 /** Rounds of a 2026-07-28 server's `input_required` one call answers before it gives up (the SDK's default). */
 export const MAX_ROUNDS = 8
+
+/**
+ * Questions one `input_required` may ask: as many as a call's stream may carry requests (stream-bounds.ts). Each is
+ * asked of the call's client at once (and held while it answers) or handed to a REST caller; a server asking 10,000
+ * filled the instance's questions waiting for /mcp clients alone.
+ */
+const MAX_INPUT_REQUESTS = MAX_STREAM_REQUESTS
+
+/** `result` when it is not an `input_required` asking more than MAX_INPUT_REQUESTS questions (GW_UPSTREAM_TOO_LARGE: not asked, not handed on). */
+export function boundedInputRequests<T> (result: T): T {
+  const asked = result as { resultType?: unknown, inputRequests?: unknown } | null
+  if (asked?.resultType !== 'input_required' || asked.inputRequests === null || typeof asked.inputRequests !== 'object') return result
+  const count = Object.keys(asked.inputRequests).length
+  if (count <= MAX_INPUT_REQUESTS) return result
+  throw new UpstreamError('GW_UPSTREAM_TOO_LARGE', `The MCP server asked ${count} questions at once (input_required); at most ${MAX_INPUT_REQUESTS} are asked`)
+}
 
 /** The pool key of the connections of calls that can answer (see above): the caller key plus this. */
 export const RELAY_KEY_SUFFIX = '~relay'

@@ -50,11 +50,11 @@ export class MessageTooWideError extends Error {
   }
 }
 
-/** A request's stream carried more messages than a call may (lean-http-transport.ts MAX_STREAM_MESSAGES): it was cut. */
+/** A request's stream carried more messages (or server requests) than a call may (stream-bounds.ts): it was cut. */
 export class TooManyMessagesError extends Error {
   readonly code = 'GW_UPSTREAM_TOO_LARGE' satisfies GwCodes<'GW_UPSTREAM_TOO_LARGE'>
-  constructor (limit: number) {
-    super(`The MCP server sent more than ${limit} messages on one call's stream; it was not read further`)
+  constructor (limit: number, what: 'messages' | 'requests' = 'messages') {
+    super(`The MCP server sent more than ${limit} ${what} on one call's stream; it was not read further`)
     this.name = 'TooManyMessagesError'
   }
 }

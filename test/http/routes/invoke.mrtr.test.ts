@@ -73,6 +73,12 @@ async function startUpstream (t: TestContext): Promise<ModernUpstream> {
         requestState: STATE_1
       })
     })
+    server.registerTool('many', { description: 'asks `count` questions at once', inputSchema: anyObject }, async (args, ctx) => {
+      record('many', ctx)
+      const count = (args as { count?: number }).count ?? 1
+      const inputRequests = Object.fromEntries(Array.from({ length: count }, (_, i) => [`q${i}`, ASK_NAME]))
+      return inputRequired({ inputRequests: inputRequests as never, requestState: STATE_1 })
+    })
     server.registerTool('plain', { description: 'answers at once', inputSchema: anyObject }, async (_args, ctx) => {
       record('plain', ctx)
       return { content: [{ type: 'text', text: 'plain' }] }
@@ -398,4 +404,21 @@ test('/mcp rounds share the REST handles\' rules: one callId across rounds in th
   const mcpCallId = entries.at(-1)?.callId as string
   const mcpRounds = await journalOf(app, mcpCallId)
   assert.deepEqual(mcpRounds.map((e) => e.status), ['input_required', null], 'the /mcp retry is journaled under the first round\'s callId')
+})
+
+test('a server asking more than 100 questions at once is refused: its call fails with GW_UPSTREAM_TOO_LARGE, nothing is handed on', async (t) => {
+  // Each question is asked of the call's client at once and held while it answers, or handed to a REST caller: a server
+  // asking 10,000 filled the instance's questions waiting for /mcp clients (an audit).
+  const upstream = await startUpstream(t)
+  const app = await gateway(t, upstream)
+  const caps = { elicitation: { form: {} } }
+  const hundred = await invoke(app, { name: 'many', arguments: { count: 100 }, clientCapabilities: caps })
+  assert.equal(hundred.json.status, 'input_required', hundred.text)
+  assert.equal(Object.keys(hundred.json.inputRequests).length, 100)
+  const more = await invoke(app, { name: 'many', arguments: { count: 101 }, clientCapabilities: caps })
+  assert.equal(more.status, 200, more.text)
+  assert.equal(more.json.isError, true)
+  assert.equal(more.json.error?.code, 'GW_UPSTREAM_TOO_LARGE', more.text)
+  assert.match(more.json.output, /asked 101 questions at once/)
+  assert.ok(!('inputRequests' in more.json) && !('requestState' in more.json))
 })

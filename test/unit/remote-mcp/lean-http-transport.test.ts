@@ -471,6 +471,88 @@ test('limits: a call\'s stream delivers at most 10,000 notifications and carries
   assert.equal(toUpstreamError(cut.error.data, 'call', 1000, (e) => (e as Error).message).code, 'GW_UPSTREAM_TOO_LARGE')
 })
 
+test('limits: a call\'s stream carries at most 100 requests of the server (each is answered or held), then fails its call', async (t) => {
+  // Each request a server sends on a call's stream makes the gateway answer it (a POST back, on a connection of its
+  // own while the others are busy) or hold it for the call's client: 20,000 pings on one call opened 15,000-19,000
+  // sockets and took ~15 s of the gateway's CPU; 30,000 questions held for a REST caller took 4.7 s (an audit).
+  let requests = 0
+  const srv = await rawServer(t, (_req, res, body) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    let events = ''
+    for (let i = 0; i < requests; i++) events += `data: ${JSON.stringify({ jsonrpc: '2.0', id: `s${i}`, method: 'ping' })}\n\n`
+    res.end(`${events}data: ${toolResult(body.id, 'done')}\n\n`)
+  })
+  const transport = lean(srv.url)
+  const got: { requests: number, answers: any[] } = { requests: 0, answers: [] }
+  transport.onmessage = (m) => { if ('method' in m) got.requests++; else got.answers.push(m) }
+  transport.onerror = () => {}
+  await transport.start()
+  t.after(async () => { await transport.close() })
+  const call = async (id: number): Promise<any> => {
+    got.requests = 0
+    got.answers = []
+    await transport.send({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'x', arguments: {} } })
+    for (let i = 0; i < 3000 && got.answers.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10))
+    return got.answers[0]
+  }
+  requests = 100
+  assert.equal((await call(1))?.result?.content?.[0]?.text, 'done')
+  assert.equal(got.requests, 100)
+  requests = 5000
+  const cut = await call(2)
+  assert.match(cut?.error?.message ?? '', /more than 100 requests on one call's stream/)
+  assert.equal(got.requests, 100, 'no request past the bound was delivered')
+  assert.equal(toUpstreamError(cut.error.data, 'call', 1000, (e) => (e as Error).message).code, 'GW_UPSTREAM_TOO_LARGE')
+})
+
+test('limits: a standalone GET stream past 300 requests of the server in a minute is closed, and not opened again within it', async (t) => {
+  let gets = 0
+  let closed = 0
+  const server = createServer((req, res) => {
+    if (req.method === 'GET') {
+      gets++
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write('retry: 0\n\n')
+      let n = 0
+      let open = true
+      res.on('close', () => { open = false; closed++ })
+      const step = (): void => {
+        if (!open) return
+        let events = ''
+        for (let i = 0; i < 50; i++) events += `data: ${JSON.stringify({ jsonrpc: '2.0', id: `g${n++}`, method: 'ping' })}\n\n`
+        if (res.write(events)) setImmediate(step)
+        else res.once('drain', step)
+      }
+      step()
+      return
+    }
+    let raw = ''
+    req.on('data', (c: Buffer) => { raw += c.toString() })
+    req.on('end', () => {
+      const body = JSON.parse(raw) as { id?: unknown }
+      if (body.id === undefined) { res.writeHead(202).end(); return }
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: body.id, result: {} }))
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(async () => { await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections() }) })
+  const transport = lean(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`)
+  let delivered = 0
+  transport.onmessage = () => { delivered++ }
+  transport.onerror = () => {}
+  await transport.start()
+  t.after(async () => { await transport.close() })
+  await transport.send({ jsonrpc: '2.0', method: 'notifications/initialized' })
+  for (let i = 0; i < 300; i++) {
+    if (closed > 0) break
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  assert.equal(closed, 1, 'the stream was closed by the gateway')
+  assert.equal(delivered, 300, 'the requests within the minute were delivered, none after')
+  assert.equal(gets, 1, 'not opened again within the minute')
+})
+
 test('limits: a standalone GET stream past its messages per minute is closed, and opened again only after the minute', async (t) => {
   // A tenant's server flooding notifications/tools/list_changed on its GET stream took a whole gateway's CPU (17 s of
   // CPU in 5 s of wall time, measured), for as long as the client lived: each one is dispatched, and refreshes the list.
