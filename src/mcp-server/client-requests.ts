@@ -59,6 +59,8 @@ export class ClientRequests {
   readonly #forward: ClientRequestsOptions['forward']
   readonly #onError: NonNullable<ClientRequestsOptions['onError']>
   readonly #waiting = new Map<string, Waiting>()
+  /** Questions waiting per tenant: one tenant holds at most a tenth of the instance's (its servers could fill it). */
+  readonly #perTenant = new Map<string, number>()
 
   constructor (opts: ClientRequestsOptions) {
     this.#instanceId = opts.instanceId
@@ -82,11 +84,23 @@ export class ClientRequests {
     if (this.#waiting.size >= this.#maxWaiting) {
       throw new JsonRpcError(-32603, `The gateway has ${this.#maxWaiting} questions waiting for their clients' answers; the server's request was not sent`)
     }
+    const share = Math.max(1, Math.floor(this.#maxWaiting / 10))
+    const held = this.#perTenant.get(owner.tenant) ?? 0
+    if (held >= share) {
+      throw new JsonRpcError(-32603, `This tenant has ${share} questions waiting for its clients' answers; the server's request was not sent`)
+    }
+    this.#perTenant.set(owner.tenant, held + 1)
     const id = `${PREFIX}:${this.#instanceId}:${randomUUID()}`
     return await new Promise<unknown>((resolve, reject) => {
+      let settled = false
       const done = (): void => {
+        if (settled) return
+        settled = true
         this.#waiting.delete(id)
         signal.removeEventListener('abort', onAbort)
+        const left = (this.#perTenant.get(owner.tenant) ?? 1) - 1
+        if (left > 0) this.#perTenant.set(owner.tenant, left)
+        else this.#perTenant.delete(owner.tenant)
       }
       const onAbort = (): void => {
         done()

@@ -480,9 +480,12 @@ async function callOnce (
   // within the call's timeout. A call that relays has a token in any case: it tags the call's
   // response stream, so what a legacy server sends on it reaches this call's client (relay.ts).
   const progress = onProgress !== undefined || relayed !== undefined ? trackProgress(conn.client, onProgress ?? ignoreProgress) : undefined
-  if (relayed !== undefined && progress !== undefined) {
+  // The questions a server asks the call's client end with the call: one it left behind would otherwise wait for an
+  // answer (and hold one of the instance's waiting slots) for as long as the client never gives one.
+  const ended = relayed !== undefined ? new AbortController() : undefined
+  if (relayed !== undefined && progress !== undefined && ended !== undefined) {
     conn.relays ??= new Map()
-    conn.relays.set(progress.token, { input: relayed, signal })
+    conn.relays.set(progress.token, { input: relayed, signal: AbortSignal.any([signal, ended.signal]) })
   }
   try {
     const meta: Record<string, unknown> = {}
@@ -535,6 +538,7 @@ async function callOnce (
   } finally {
     progress?.end()
     if (progress !== undefined) conn.relays?.delete(progress.token)
+    ended?.abort(new UpstreamError('GW_CANCELLED', 'The call ended before its client answered'))
   }
 }
 

@@ -2,7 +2,8 @@
  * A legacy (2025-11-25, v1 SDK, session mode) MCP server whose tools ask their client while they
  * run, on the call's own stream: `ask_name` logs a line and asks for a name (elicitation/create),
  * `sample {prompt}` asks the client's model (sampling/createMessage), `roots` lists the client's
- * roots (roots/list); `chatty` logs a debug and an info line; `wait` waits until it is cancelled. For the gateway's relay of a server's requests (issue 30).
+ * roots (roots/list); `chatty` logs a debug and an info line; `wait` waits until it is cancelled;
+ * `ask_and_go` asks for a name and answers without waiting (how its question ended is kept). For the gateway's relay of a server's requests (issue 30).
  */
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { CreateMessageResultSchema, ElicitResultSchema, ListRootsResultSchema } from '@modelcontextprotocol/sdk/types.js'
@@ -12,13 +13,15 @@ import type { HttpFixture } from './http-servers.js'
 
 const NAME_SCHEMA = { type: 'object' as const, properties: { name: { type: 'string' as const } }, required: ['name'] }
 
-/** The fixture, and how many `wait` calls it has seen cancelled (and begun). */
+/** The fixture, how many `wait` calls it has seen cancelled (and begun), and how the questions `ask_and_go` left behind ended. */
 export interface AskingFixture extends HttpFixture {
   waits: { started: number, cancelled: number }
+  leftBehind: string[]
 }
 
 export async function startAskingFixture (options: { port?: number } = {}): Promise<AskingFixture> {
   const waits = { started: 0, cancelled: 0 }
+  const leftBehind: string[] = []
   const fixture = await startStreamableHttpFixture({
     ...(options.port !== undefined ? { port: options.port } : {}),
     factory: () => {
@@ -28,6 +31,14 @@ export async function startAskingFixture (options: { port?: number } = {}): Prom
         const params = { message: 'Your name?', requestedSchema: NAME_SCHEMA }
         const answer = await extra.sendRequest({ method: 'elicitation/create', params }, ElicitResultSchema)
         return { content: [{ type: 'text', text: answer.action === 'accept' ? `hello ${String(answer.content?.name)}` : `no name (${answer.action})` }] }
+      })
+      server.registerTool('ask_and_go', { description: 'asks for a name and answers at once, without waiting for it' }, async (extra) => {
+        const params = { message: 'Your name?', requestedSchema: NAME_SCHEMA }
+        extra.sendRequest({ method: 'elicitation/create', params }, ElicitResultSchema).then(
+          (answer) => { leftBehind.push(`answered: ${answer.action}`) },
+          (err: unknown) => { leftBehind.push(`failed: ${err instanceof Error ? err.message : String(err)}`) }
+        )
+        return { content: [{ type: 'text', text: 'gone' }] }
       })
       server.registerTool('sample', { description: 'asks the client\'s model', inputSchema: { prompt: z.string() } }, async ({ prompt }, extra) => {
         const answer = await extra.sendRequest({
@@ -64,5 +75,5 @@ export async function startAskingFixture (options: { port?: number } = {}): Prom
       return server
     }
   })
-  return Object.assign(fixture, { waits })
+  return Object.assign(fixture, { waits, leftBehind })
 }

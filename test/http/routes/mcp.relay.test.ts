@@ -26,9 +26,13 @@ const GLOBEX = 'globex-key-0123456789'
 const NAME_SCHEMA = { type: 'object' as const, properties: { name: { type: 'string' as const } }, required: ['name'] }
 
 async function startLegacyAsker (t: TestContext): Promise<string> {
+  return (await startAsker(t)).url
+}
+
+async function startAsker (t: TestContext): Promise<Awaited<ReturnType<typeof startAskingFixture>>> {
   const fixture = await startAskingFixture()
   t.after(async () => await fixture.close())
-  return fixture.url
+  return fixture
 }
 
 async function startGateway (t: TestContext, env: Record<string, string> = {}): Promise<string> {
@@ -243,4 +247,24 @@ test('a person may take longer to answer than MCP_CALL_TIMEOUT_MS: a call that c
   const ask = tools.tools.find((tool) => tool.name.endsWith('ask_name'))
   assert.ok(ask !== undefined)
   assert.equal(text(await client.callTool({ name: ask.name, arguments: {} })), 'hello Slow')
+})
+
+test('a question its server left behind when the call ended is settled with the call: it does not wait for the client (and hold a slot) forever', async (t) => {
+  // The instance's questions waiting for /mcp clients are bounded (10,000): questions of ended calls that stayed
+  // there until an answer that never came filled it for every tenant, until a restart (an audit).
+  const asker = await startAsker(t)
+  const base = await startGateway(t)
+  await register(base, 'acme', 'asker', asker.url)
+  const client = await legacyClient(t, `${base}/mcp?mcp=user_acme_service_asker`, ACME, { elicitation: {} })
+  let asked = 0
+  // A client that never answers.
+  client.setRequestHandler(ElicitRequestSchema, async () => { asked++; return await new Promise<never>(() => {}) })
+  const tools = await client.listTools()
+  const go = tools.tools.find((tool) => tool.name.endsWith('ask_and_go'))
+  assert.ok(go !== undefined)
+  assert.equal(text(await client.callTool({ name: go.name, arguments: {} })), 'gone')
+  for (let i = 0; i < 100 && asker.leftBehind.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 20))
+  assert.equal(asker.leftBehind.length, 1, 'the question left behind was not settled when its call ended')
+  assert.match(asker.leftBehind[0] ?? '', /^failed: .*did not answer/)
+  assert.ok(asked <= 1)
 })
