@@ -8,6 +8,8 @@ import type { ExchangeState } from './server.js'
 
 /** The SDK transport's SSE keep-alive period (its DEFAULT_SSE_KEEP_ALIVE_MS), kept so a slow call's stream looks the same. */
 const KEEP_ALIVE_MS = 15_000
+/** Bytes of a request's event stream that may wait in memory for its client to read them before events are dropped. */
+export const MAX_BUFFERED_EVENT_BYTES = 1024 * 1024
 
 /** The head of an answer that is an event stream, as the SDK's streamable HTTP transports write it. */
 const SSE_HEAD = {
@@ -123,11 +125,18 @@ export class LeanAnswer {
     if (this.#mode === 'legacy') this.#keepAliveEvery()
   }
 
-  /** A message the server sends for the request before its response (progress, log lines, a request of the client). */
-  event (message: JSONRPCMessage): void {
-    if (this.#mode === 'json' || this.#ended || this.#res.destroyed) return
+  /**
+   * A message the server sends for the request before its response (progress, log lines, a request of the
+   * client); false when it was not written. Past MAX_BUFFERED_EVENT_BYTES of the stream waiting in memory for a
+   * client that does not read, nothing more is written but the response: a tenant's server sending 1 MB progress
+   * notifications to its own client that stopped reading grew the gateway by gigabytes, up to a crash (an audit).
+   */
+  event (message: JSONRPCMessage): boolean {
+    if (this.#mode === 'json' || this.#ended || this.#res.destroyed) return false
+    if (this.#res.writableLength > MAX_BUFFERED_EVENT_BYTES) return false
     this.#openStream()
     this.#res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`)
+    return true
   }
 
   /** The response (its id the client's): JSON at `status` unless the stream is already open. */
@@ -250,7 +259,8 @@ export class SharedTransport extends PerRequestHTTPServerTransport {
     const pending = typeof related === 'number' ? this.#pending.get(related) : undefined
     if (pending === undefined) return
     if (!isResponse) {
-      pending.answer.event(message)
+      // A request of the client that could not be written is refused to its asker; a notification is dropped.
+      if (!pending.answer.event(message) && m.id !== undefined) throw new Error('The client is not reading its stream: the request was not sent')
       return
     }
     this.#pending.delete(related as number)

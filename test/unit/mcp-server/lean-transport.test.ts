@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Server } from '@modelcontextprotocol/server'
 import type { JSONRPCRequest } from '@modelcontextprotocol/server'
-import { LeanAnswer, SharedTransport } from '../../../src/mcp-server/lean-transport.js'
+import { LeanAnswer, MAX_BUFFERED_EVENT_BYTES, SharedTransport } from '../../../src/mcp-server/lean-transport.js'
 import type { ExchangeState } from '../../../src/mcp-server/server.js'
 
 /** What a test exchange carries instead of the gateway's options: a name and how long its handler takes. */
@@ -68,4 +68,35 @@ test('exchanges whose requests share an id each get their own state and their ow
   assert.equal(unknown.status, 418)
   assert.deepEqual(refused, ['prompts/list'])
   assert.throws(() => transport.exchangeOf(1), /over/, 'no exchange is kept once answered')
+})
+
+test('a client that does not read its stream: past MAX_BUFFERED_EVENT_BYTES waiting in memory, events are not written; the response still is', async (t) => {
+  // A tenant's server sending 1 MB progress notifications to its own client that stopped reading grew the gateway by
+  // gigabytes, up to a crash (an audit): every event was written whatever the socket's buffer held.
+  const note = { jsonrpc: '2.0' as const, method: 'notifications/progress', params: { progressToken: 1, progress: 1, message: 'x'.repeat(100_000) } }
+  const seen: { written: number, buffered: number, request: boolean | undefined } = { written: 0, buffered: 0, request: undefined }
+  const http = createServer((_req, res) => {
+    const answer = new LeanAnswer(res, 'legacy')
+    for (let i = 0; i < 300; i++) if (answer.event(note)) seen.written++
+    seen.buffered = res.writableLength
+    seen.request = answer.event({ jsonrpc: '2.0', id: 'gwq:x', method: 'elicitation/create', params: {} })
+    answer.answer({ jsonrpc: '2.0', id: 1, result: { content: [] } }, 200)
+  })
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
+  t.after(async () => { http.closeAllConnections(); await new Promise<void>((resolve) => http.close(() => resolve())) })
+  const { connect } = await import('node:net')
+  const socket = connect((http.address() as AddressInfo).port, '127.0.0.1')
+  socket.pause()
+  t.after(() => { socket.destroy() })
+  socket.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}')
+  for (let i = 0; i < 200 && seen.request === undefined; i++) await sleep(10)
+  assert.ok(seen.written > 0 && seen.written < 300, `${seen.written} of 300 events written to a client that does not read`)
+  assert.ok(seen.buffered <= MAX_BUFFERED_EVENT_BYTES + 2 * 110_000, `${seen.buffered} bytes wait in memory`)
+  assert.equal(seen.request, false, 'a request of the client is not written either (its asker is told)')
+  // Once the client reads, it gets what was written, then the response.
+  socket.resume()
+  let text = ''
+  socket.on('data', (c: Buffer) => { text += c.toString('latin1') })
+  for (let i = 0; i < 500 && !text.includes('"result"'); i++) await sleep(10)
+  assert.match(text, /"id":1,"result":\{"content":\[\]\}|"result":\{"content":\[\]\}/)
 })
