@@ -426,6 +426,11 @@ export class McpEndpoint {
 
   /** A failure after the response was handed to the SDK: logged; a 500 if nothing was sent yet. */
   #fail (res: ServerResponse, err: unknown, body?: unknown): void {
+    // A refusal of the gateway's own (a tenant's streams watching too many listings): its code and message.
+    if (err instanceof HttpError && err.code === 'GW_RATE_LIMITED' && !res.headersSent) {
+      refuse(res, err, { 'retry-after': '60' }, body)
+      return
+    }
     this.#onError(err, 'MCP exchange failed')
     // Whatever failed, a bug to the client: GW_INTERNAL, its message hidden (the log has it).
     if (!res.headersSent) refuse(res, new HttpError('GW_INTERNAL', 'MCP exchange failed'), {}, body)

@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto'
 import type { Gateway } from '../gateway.js'
+import { HttpError } from '../errors.js'
 import type { ListingChange, ListingListener } from '../registry/types.js'
 import type { Caller } from '../routing/types.js'
 import { mcpListingQuery } from './json-rpc.js'
@@ -30,7 +32,11 @@ interface Group {
   caller: Caller
   serverIds: Set<string>
   targets: Set<ListChangedTarget>
+  /** A digest of the listing's tools as JSON, and the listing object it was taken of (a cached listing is the same object). */
   fingerprint: string | undefined
+  listing: WeakRef<object> | undefined
+  /** The timer's checks skip the group until then: a check that took long is not repeated at every poll. */
+  nextPollAt: number
   checking: Promise<void> | undefined
   again: boolean
   /** An upstream server of the listing announced a change: notify after the next check even if the listing looks the same. */
@@ -76,6 +82,13 @@ export class ListChangedNotifier {
     const key = groupKey(scope, tenant, caller)
     let group = this.#groups.get(key)
     if (!group) {
+      const owner = ownerOf(tenant, caller)
+      let watched = 0
+      for (const g of this.#groups.values()) if (ownerOf(g.tenant, g.caller) === owner) watched++
+      if (watched >= MAX_GROUPS_PER_TENANT) {
+        throw new HttpError('GW_RATE_LIMITED', `This tenant's notification streams already watch ${MAX_GROUPS_PER_TENANT} different listings on this instance ` +
+          '(allow-list, mode, pinned); open streams for one of them, or close one')
+      }
       group = {
         scope,
         tenant,
@@ -83,6 +96,8 @@ export class ListChangedNotifier {
         serverIds: new Set(serverIds),
         targets: new Set(),
         fingerprint: undefined,
+        listing: undefined,
+        nextPollAt: 0,
         checking: undefined,
         again: false,
         forced: false,
@@ -113,9 +128,10 @@ export class ListChangedNotifier {
     if (group !== undefined) await this.#check(group, true)
   }
 
-  /** Checks every watched listing now (also what the timer does). */
-  async checkAll (): Promise<void> {
-    await Promise.all([...this.#groups.values()].map(async (g) => await this.#check(g, true)))
+  /** Checks every watched listing now; for the timer, those whose last check was not long ago. */
+  async checkAll (timer = false): Promise<void> {
+    const now = Date.now()
+    await Promise.all([...this.#groups.values()].filter((g) => !timer || g.nextPollAt <= now).map(async (g) => await this.#check(g, true)))
   }
 
   #onChange (change: ListingChange): void {
@@ -137,14 +153,22 @@ export class ListChangedNotifier {
     group.checking = (async () => {
       do {
         group.again = false
+        const started = performance.now()
         let fingerprint: string
         try {
           const listing = await this.#opts.gateway.listTools(mcpListingQuery(group.scope), group.caller, this.#abort.signal)
-          fingerprint = JSON.stringify(listing.tools)
+          // A cached listing is the same object: serialising and comparing 4 MB of tools every poll of every group
+          // held the event loop for seconds with 100 streams of distinct allow-lists (an audit).
+          if (group.listing?.deref() === listing && group.fingerprint !== undefined) fingerprint = group.fingerprint
+          else fingerprint = createHash('sha256').update(JSON.stringify(listing.tools)).digest('base64')
+          group.listing = new WeakRef(listing)
         } catch (err) {
           // Keep the last known listing: the next check tries again.
           if (!this.#closed) this.#opts.onError?.(err, group.scope)
           return
+        } finally {
+          // A check costs what a listing costs (nothing when cached; a render when not): the timer's next one waits in proportion.
+          group.nextPollAt = Date.now() + POLL_BACKOFF * (performance.now() - started)
         }
         const previous = group.fingerprint
         group.fingerprint = fingerprint
@@ -166,7 +190,7 @@ export class ListChangedNotifier {
 
   #start (): void {
     if (this.#timer === undefined) {
-      this.#timer = setInterval(() => { this.checkAll().catch(() => {}) }, this.#opts.pollMs)
+      this.#timer = setInterval(() => { this.checkAll(true).catch(() => {}) }, this.#opts.pollMs)
       this.#timer.unref()
     }
     if (this.#unsubscribe === undefined && this.#opts.subscribe) {
@@ -188,6 +212,15 @@ export class ListChangedNotifier {
     for (const group of this.#groups.values()) group.unwatchServers()
     this.#groups.clear()
   }
+}
+
+/** Different listings one tenant's (or admin key's) streams may watch on an instance: each is checked at every poll. */
+const MAX_GROUPS_PER_TENANT = 10
+/** A timer's check of a group waits this many times the last check's duration (its CPU, mostly) after it. */
+const POLL_BACKOFF = 20
+
+function ownerOf (tenant: string | undefined, caller: Caller): string {
+  return tenant !== undefined ? `t:${tenant}` : `k:${caller.keyId ?? ''}`
 }
 
 /** Whether a change can change a listing: its tenant's scope or the global one, and a server it names. */
