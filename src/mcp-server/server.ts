@@ -8,6 +8,7 @@ import type { SurfaceHandlers } from './surface-handlers.js'
 import type { CallBudget } from './budget.js'
 import type { GatewayMcpHandlers, GatewayMcpServerOptions, LegacyClient, McpEra, ToolCallRound } from './handlers.js'
 import { VERSION } from '../version.js'
+import { HttpError } from '../errors.js'
 
 export const SERVER_INFO = { name: 'tool-gateway', version: VERSION } as const
 /** The 2026-07-28 revision: the one modern revision the SDK serves. */
@@ -29,7 +30,16 @@ export interface ExchangeState {
   /** Built at the exchange's first request (a batch's requests share them: one surface selection). */
   handlers?: GatewayMcpHandlers
   surface?: SurfaceHandlers
+  /** Listings (tools, resources, templates, prompts) the exchange answered: MAX_LISTINGS_PER_EXCHANGE at most. */
+  listings?: number
 }
+
+/**
+ * Listings one exchange answers (a batch of them: the SDK answers a batch as one JSON text). A 4.8 KB batch of 100
+ * tools/list over a 4 MB listing was answered with 418 MB (an audit); a listing past this is a JSON-RPC error
+ * (GW_RATE_LIMITED), the rest of the batch runs.
+ */
+const MAX_LISTINGS_PER_EXCHANGE = 4
 
 /** The exchange a request belongs to (shared servers look it up by the request's id); throws when it is over. */
 type ExchangeOf = (ctx: ServerContext) => ExchangeState
@@ -113,7 +123,15 @@ function registerHandlers (server: Server, era: McpEra, exchangeOf: ExchangeOf, 
     state.surface ??= surfaceHandlers(state.opts, state.budget)
     return state.surface
   }
-  server.setRequestHandler('tools/list', async (_request, ctx) => await handlers(ctx).tools.listTools(signalOf(ctx)))
+  /** Counts a listing of the exchange; a JSON-RPC error past MAX_LISTINGS_PER_EXCHANGE. */
+  const listing = (ctx: ServerContext): void => {
+    const state = exchangeOf(ctx)
+    state.listings = (state.listings ?? 0) + 1
+    if (state.listings > MAX_LISTINGS_PER_EXCHANGE) {
+      throw toJsonRpcError(new HttpError('GW_RATE_LIMITED', `A batch gets at most ${MAX_LISTINGS_PER_EXCHANGE} listings answered; this one was not run`))
+    }
+  }
+  server.setRequestHandler('tools/list', async (_request, ctx) => { listing(ctx); return await handlers(ctx).tools.listTools(signalOf(ctx)) })
   server.setRequestHandler('tools/call', async (request, ctx) => {
     const { state, tools } = handlers(ctx)
     const notify = async (n: { method: string, params: Record<string, unknown> }): Promise<void> => {
@@ -125,11 +143,14 @@ function registerHandlers (server: Server, era: McpEra, exchangeOf: ExchangeOf, 
   })
   // Stateless: a level cannot be kept between requests; the calls' log messages are passed on as the servers send them.
   server.setRequestHandler('logging/setLevel', async () => ({}))
-  server.setRequestHandler('resources/list', async (_request, ctx) => await surface(ctx).listResources(signalOf(ctx)))
-  server.setRequestHandler('resources/templates/list', async (_request, ctx) => await surface(ctx).listResourceTemplates(signalOf(ctx)))
+  server.setRequestHandler('resources/list', async (_request, ctx) => { listing(ctx); return await surface(ctx).listResources(signalOf(ctx)) })
+  server.setRequestHandler('resources/templates/list', async (_request, ctx) => {
+    listing(ctx)
+    return await surface(ctx).listResourceTemplates(signalOf(ctx))
+  })
   server.setRequestHandler('resources/read', async (request, ctx) =>
     await surface(ctx).readResource(request.params, signalOf(ctx), era === 'modern' ? callRound(ctx) : undefined))
-  server.setRequestHandler('prompts/list', async (_request, ctx) => await surface(ctx).listPrompts(signalOf(ctx)))
+  server.setRequestHandler('prompts/list', async (_request, ctx) => { listing(ctx); return await surface(ctx).listPrompts(signalOf(ctx)) })
   server.setRequestHandler('prompts/get', async (request, ctx) =>
     await surface(ctx).getPrompt(request.params, signalOf(ctx), era === 'modern' ? callRound(ctx) : undefined))
   server.setRequestHandler('completion/complete', async (request, ctx) => await surface(ctx).complete(request.params, signalOf(ctx)))
