@@ -12,6 +12,7 @@ import type {
   StoredOAuthClientInformation,
   StoredOAuthTokens
 } from '@modelcontextprotocol/client'
+import { compactClient, compactDiscovery } from './compact.js'
 
 /** What the gateway holds of one tenant's (or a global) OAuth connection to one server. */
 export interface ConnectionRecord {
@@ -76,7 +77,7 @@ export class FlowProvider implements OAuthClientProvider {
 
   saveClientInformation (info: StoredOAuthClientInformation): void {
     // A pre-registered client stays the config's (the SDK only stamps its issuer on it).
-    if (this.#o.preRegistered === undefined) this.record.client = info
+    if (this.#o.preRegistered === undefined) this.record.client = compactClient(info)
   }
 
   tokens (): StoredOAuthTokens | undefined {
@@ -111,7 +112,7 @@ export class FlowProvider implements OAuthClientProvider {
   }
 
   saveDiscoveryState (state: OAuthDiscoveryState): void {
-    this.record.discovery = state
+    this.record.discovery = compactDiscovery(state)
   }
 
   discoveryState (): OAuthDiscoveryState | undefined {
