@@ -382,6 +382,12 @@ export interface GuardedFetchOptions {
   maxOriginsPerAgent?: number
   /** How long a hostname's DNS answer serves further connects (each still checked); 0 resolves every connect. Default 2000. */
   dnsCacheMs?: number
+  /**
+   * Connections to one origin at once; more requests wait for one. Default 128: a tenant's server that keeps its
+   * answers (and makes the gateway send it requests: its replies to the server's own requests) could otherwise make
+   * the gateway open a socket per request, 15,000-19,000 of them in one call (an audit).
+   */
+  connectionsPerOrigin?: number
 }
 
 /** A fetch for tenant servers. `close()` releases its connection pools. */
@@ -411,6 +417,7 @@ export function guardedFetch (policy: EgressPolicy, options: GuardedFetchOptions
   const lookup = guardedLookup(policy, { ttlMs: options.dnsCacheMs ?? 2000 })
   const newAgent = (): Agent => new Agent({
     connect: { lookup, timeout: options.connectTimeoutMs ?? 10_000 },
+    connections: options.connectionsPerOrigin ?? 128,
     maxRedirections: 0
   })
   // undici's Agent keeps a pool per origin it ever dispatched to and never drops it (~20 KiB

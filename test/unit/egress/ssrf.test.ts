@@ -293,3 +293,26 @@ test('guardedFetch: connects to one host within dnsCacheMs share one DNS answer 
   assert.equal(await (await recovering(`http://flaky.test:${port}/`)).text(), 'ok')
   assert.equal(flaky.calls(), 2)
 })
+
+test('guardedFetch opens at most connectionsPerOrigin sockets to one origin; more requests wait for one', { timeout: 30_000 }, async (t) => {
+  // A server that keeps its answers: each request the gateway sends it would otherwise take a socket of its own.
+  let connections = 0
+  const held: Array<() => void> = []
+  const { server, port } = await listen((_req, res) => { held.push(() => res.end('ok')) })
+  server.on('connection', () => { connections++ })
+  const fetch = guardedFetch(createEgressPolicy(['127.0.0.1/32']), { connectionsPerOrigin: 4 })
+  t.after(async () => {
+    for (const done of held.splice(0)) done()
+    await fetch.close()
+    await closeServer(server)
+  })
+  const requests = Array.from({ length: 20 }, async () => await (await fetch(`http://127.0.0.1:${port}/`)).text())
+  for (let i = 0; i < 100 && held.length < 4; i++) await new Promise((resolve) => setTimeout(resolve, 10))
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  assert.equal(connections, 4, `${connections} sockets for 20 requests held by the server`)
+  // As the server answers, the waiting requests go out on the same sockets.
+  const release = setInterval(() => { for (const done of held.splice(0)) done() }, 5)
+  t.after(() => { clearInterval(release) })
+  assert.deepEqual(await Promise.all(requests), Array(20).fill('ok'))
+  assert.equal(connections, 4)
+})
