@@ -1,4 +1,5 @@
 import { test } from 'node:test'
+import type { TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import { createServer } from 'node:http'
 import type { IncomingMessage, ServerResponse } from 'node:http'
@@ -431,6 +432,27 @@ test('limits: an answer holding an object of more than 10,000 members is not par
   }
 })
 
+/**
+ * A lean transport on `url` whose `call(id)` sends a tools/call and answers what came back for it (within 30 s);
+ * `delivered()` counts the messages with a method (notifications, the server's requests) the last call's stream delivered.
+ */
+async function countingCaller (t: TestContext, url: string): Promise<{ call: (id: number) => Promise<any>, delivered: () => number }> {
+  const transport = lean(url)
+  const got: { methods: number, answers: any[] } = { methods: 0, answers: [] }
+  transport.onmessage = (m) => { if ('method' in m) got.methods++; else got.answers.push(m) }
+  transport.onerror = () => {}
+  await transport.start()
+  t.after(async () => { await transport.close() })
+  const call = async (id: number): Promise<any> => {
+    got.methods = 0
+    got.answers = []
+    await transport.send({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'x', arguments: {} } })
+    for (let i = 0; i < 3000 && got.answers.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10))
+    return got.answers[0]
+  }
+  return { call, delivered: () => got.methods }
+}
+
 test('limits: a call\'s stream delivers at most 10,000 notifications and carries at most 100,000 messages, then fails its call', async (t) => {
   // A server streaming progress at loopback speed cost the gateway ~50-65 us of CPU per notification (the Client's
   // validation and dispatch): 200,000 during one call were 10 s of it, and a tenant runs 32 calls at once.
@@ -448,23 +470,11 @@ test('limits: a call\'s stream delivers at most 10,000 notifications and carries
     }
     step()
   })
-  const transport = lean(srv.url)
-  const got: { notes: number, answers: any[] } = { notes: 0, answers: [] }
-  transport.onmessage = (m) => { if ('method' in m) got.notes++; else got.answers.push(m) }
-  transport.onerror = () => {}
-  await transport.start()
-  t.after(async () => { await transport.close() })
-  const call = async (id: number): Promise<any> => {
-    got.notes = 0
-    got.answers = []
-    await transport.send({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'x', arguments: {} } })
-    for (let i = 0; i < 3000 && got.answers.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10))
-    return got.answers[0]
-  }
+  const { call, delivered } = await countingCaller(t, srv.url)
   notes = 12_000
   const answered = await call(1)
   assert.equal(answered?.result?.content?.[0]?.text, 'done')
-  assert.equal(got.notes, 10_000, 'the notifications past 10,000 were dropped')
+  assert.equal(delivered(), 10_000, 'the notifications past 10,000 were dropped')
   notes = 100_000
   const cut = await call(2)
   assert.match(cut?.error?.message ?? '', /more than 100000 messages on one call's stream/)
@@ -482,26 +492,14 @@ test('limits: a call\'s stream carries at most 100 requests of the server (each 
     for (let i = 0; i < requests; i++) events += `data: ${JSON.stringify({ jsonrpc: '2.0', id: `s${i}`, method: 'ping' })}\n\n`
     res.end(`${events}data: ${toolResult(body.id, 'done')}\n\n`)
   })
-  const transport = lean(srv.url)
-  const got: { requests: number, answers: any[] } = { requests: 0, answers: [] }
-  transport.onmessage = (m) => { if ('method' in m) got.requests++; else got.answers.push(m) }
-  transport.onerror = () => {}
-  await transport.start()
-  t.after(async () => { await transport.close() })
-  const call = async (id: number): Promise<any> => {
-    got.requests = 0
-    got.answers = []
-    await transport.send({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'x', arguments: {} } })
-    for (let i = 0; i < 3000 && got.answers.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10))
-    return got.answers[0]
-  }
+  const { call, delivered } = await countingCaller(t, srv.url)
   requests = 100
   assert.equal((await call(1))?.result?.content?.[0]?.text, 'done')
-  assert.equal(got.requests, 100)
+  assert.equal(delivered(), 100)
   requests = 5000
   const cut = await call(2)
   assert.match(cut?.error?.message ?? '', /more than 100 requests on one call's stream/)
-  assert.equal(got.requests, 100, 'no request past the bound was delivered')
+  assert.equal(delivered(), 100, 'no request past the bound was delivered')
   assert.equal(toUpstreamError(cut.error.data, 'call', 1000, (e) => (e as Error).message).code, 'GW_UPSTREAM_TOO_LARGE')
 })
 
