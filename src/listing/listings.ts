@@ -106,6 +106,9 @@ export function listingJson (response: ListToolsResponse): Buffer {
   return bytes
 }
 
+/** The part of each listings cache one tenant may hold. */
+const OWNER_SHARE = 0.25
+
 /** What an index weighs for the cache, per indexed character (bench row 7.3: ~2.1 KB of heap for a tool of ~240 characters). */
 const INDEX_BYTES_PER_CHAR = 9
 
@@ -122,11 +125,20 @@ export class Listings {
   readonly #router: ToolRouter
   readonly #embedder: Embedder | undefined
   readonly #workingSets: WorkingSetStore
-  readonly #policed = new VersionedCache<PolicedListing>({ maxEntries: 1000 })
+  // Each cache is shared by all tenants, and one tenant holds at most a quarter of it (OWNER_SHARE): listing many
+  // allow-lists, it pushes out its own older listings, not everyone else's (listings without a tenant are not counted so).
+  readonly #policed = new VersionedCache<PolicedListing>({ maxEntries: 1000, ownerShare: OWNER_SHARE })
+
   // 1,000 listings or 64 MiB of their JSON, whichever comes first (a listing can be 200 KiB).
-  readonly #rendered = new VersionedCache<ListToolsResponse>({ maxEntries: 1000, maxBytes: 64 * 1024 * 1024, sizeOf: (r) => listingJson(r).length })
+  readonly #rendered = new VersionedCache<ListToolsResponse>({
+    maxEntries: 1000, maxBytes: 64 * 1024 * 1024, sizeOf: (r) => listingJson(r).length, ownerShare: OWNER_SHARE
+  })
+
   // An index of 1,000 tools weighs a few MiB: 128 MiB of them, at most 500.
-  readonly #indexes = new VersionedCache<ToolIndex>({ maxEntries: 500, maxBytes: 128 * 1024 * 1024, sizeOf: (i) => i.textChars * INDEX_BYTES_PER_CHAR })
+  readonly #indexes = new VersionedCache<ToolIndex>({
+    maxEntries: 500, maxBytes: 128 * 1024 * 1024, sizeOf: (i) => i.textChars * INDEX_BYTES_PER_CHAR, ownerShare: OWNER_SHARE
+  })
+
   /** Index builds under way, per listing: concurrent cold searches share one. */
   readonly #building = new WeakMap<PolicedListing, Promise<ToolIndex>>()
 
@@ -183,7 +195,7 @@ export class Listings {
         tools = renderTools(shown, format)
       }
       response = { tools, unresolved, unavailable: listing.unavailable, diagnostics: listing.diagnostics }
-      this.#rendered.set(renderKey, version, response)
+      this.#rendered.set(renderKey, version, response, scope.userId)
     }
     if (query.strict === true) {
       // Denied tools, and changed definitions held under `pinning: hold`.
@@ -206,7 +218,7 @@ export class Listings {
   async search (query: string, limit: number, allow: AllowList, scope: ListingScope): Promise<{ matches: SearchMatch[], listing: PolicedListing }> {
     const { listing, key, version } = await this.#listing({ functions: [...allow.functions ?? []], mcp: [...allow.mcp ?? []] }, scope)
     if (listing.tools.length === 0) return { matches: [], listing }
-    const index = await this.#index(listing, key, version)
+    const index = await this.#index(listing, key, version, scope.userId)
     const hits = await index.search(query, limit, scope.signal)
     return { matches: hits.map((h) => ({ tool: listing.tools[h.index] as ListedTool, score: h.score })), listing }
   }
@@ -245,13 +257,13 @@ export class Listings {
       }
       if (!listing) {
         listing = police(listed, scope.policy)
-        this.#policed.set(key, version, listing)
+        this.#policed.set(key, version, listing, scope.userId)
       }
     }
     return { listing, key, version }
   }
 
-  async #index (listing: PolicedListing, key: string, version: unknown[]): Promise<ToolIndex> {
+  async #index (listing: PolicedListing, key: string, version: unknown[], owner: string | undefined): Promise<ToolIndex> {
     const hit = this.#indexes.get(key, version)
     if (hit) return hit
     let building = this.#building.get(listing)
@@ -262,7 +274,7 @@ export class Listings {
       this.#building.set(listing, building)
     }
     const index = await building
-    this.#indexes.set(key, version, index)
+    this.#indexes.set(key, version, index, owner)
     return index
   }
 }

@@ -4,6 +4,12 @@ export interface VersionedCacheOptions<T> {
   /** Budget for the sum of sizeOf over the entries; unbounded without sizeOf. */
   maxBytes?: number
   sizeOf?: (value: T) => number
+  /**
+   * What one owner's entries (set's `owner`: a tenant) may hold together, as a fraction of maxEntries and maxBytes:
+   * past it that owner's own oldest entries go first (its newest is kept, however large), so one owner's many listings
+   * cannot push out everyone else's.
+   */
+  ownerShare?: number
 }
 
 /**
@@ -13,8 +19,10 @@ export interface VersionedCacheOptions<T> {
  */
 export class VersionedCache<T> {
   readonly #opts: VersionedCacheOptions<T>
-  readonly #entries = new Map<string, { version: unknown[], value: T, bytes: number }>()
+  readonly #entries = new Map<string, { version: unknown[], value: T, bytes: number, owner: string | undefined }>()
   #bytes = 0
+  /** Per owner: its entries and their bytes. */
+  readonly #owners = new Map<string, { entries: number, bytes: number }>()
 
   constructor (opts: VersionedCacheOptions<T>) {
     this.#opts = opts
@@ -30,15 +38,32 @@ export class VersionedCache<T> {
     return hit.value
   }
 
-  set (key: string, version: unknown[], value: T): void {
+  set (key: string, version: unknown[], value: T, owner?: string): void {
     this.#delete(key)
     const bytes = this.#opts.sizeOf?.(value) ?? 0
     const maxBytes = this.#opts.maxBytes ?? Infinity
+    const share = owner === undefined ? 1 : this.#opts.ownerShare ?? 1
     if (bytes > maxBytes) return
-    this.#entries.set(key, { version, value, bytes })
+    this.#entries.set(key, { version, value, bytes, owner })
     this.#bytes += bytes
+    if (owner !== undefined) {
+      const held = this.#owners.get(owner) ?? { entries: 0, bytes: 0 }
+      held.entries++
+      held.bytes += bytes
+      this.#owners.set(owner, held)
+      const [ownerBytes, ownerEntries] = [maxBytes * share, this.#opts.maxEntries * share]
+      if (held.entries > ownerEntries || held.bytes > ownerBytes) this.#trimOwner(owner, key, held, ownerBytes, ownerEntries)
+    }
     while (this.#entries.size > this.#opts.maxEntries || this.#bytes > maxBytes) {
       this.#delete(this.#entries.keys().next().value as string)
+    }
+  }
+
+  /** Drops `owner`'s oldest entries until it holds at most its share, or only its newest (`kept`: one listing may be larger). */
+  #trimOwner (owner: string, kept: string, held: { entries: number, bytes: number }, maxBytes: number, maxEntries: number): void {
+    for (const [key, entry] of this.#entries) {
+      if (held.entries <= maxEntries && held.bytes <= maxBytes) return
+      if (entry.owner === owner && key !== kept) this.#delete(key)
     }
   }
 
@@ -52,5 +77,11 @@ export class VersionedCache<T> {
     if (hit === undefined) return
     this.#entries.delete(key)
     this.#bytes -= hit.bytes
+    if (hit.owner === undefined) return
+    const held = this.#owners.get(hit.owner)
+    if (held === undefined) return
+    held.entries--
+    held.bytes -= hit.bytes
+    if (held.entries === 0) this.#owners.delete(hit.owner)
   }
 }
