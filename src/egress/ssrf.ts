@@ -383,9 +383,10 @@ export interface GuardedFetchOptions {
   /** How long a hostname's DNS answer serves further connects (each still checked); 0 resolves every connect. Default 2000. */
   dnsCacheMs?: number
   /**
-   * Connections to one origin at once; more requests wait for one. Default 128: a tenant's server that keeps its
-   * answers (and makes the gateway send it requests: its replies to the server's own requests) could otherwise make
-   * the gateway open a socket per request, 15,000-19,000 of them in one call (an audit).
+   * Connections to one origin at once (all tenants: an origin may be a host many tenants' servers share); more
+   * requests wait for one. Default 1024, a backstop for the gateway's descriptors: a tenant's server that kept the
+   * gateway's replies to its own requests unanswered made it open a socket per reply, 15,000-19,000 in one call (an
+   * audit). What keeps it far below that: 100 server requests per call stream, 10 s per reply (stream-bounds.ts).
    */
   connectionsPerOrigin?: number
 }
@@ -417,7 +418,7 @@ export function guardedFetch (policy: EgressPolicy, options: GuardedFetchOptions
   const lookup = guardedLookup(policy, { ttlMs: options.dnsCacheMs ?? 2000 })
   const newAgent = (): Agent => new Agent({
     connect: { lookup, timeout: options.connectTimeoutMs ?? 10_000 },
-    connections: options.connectionsPerOrigin ?? 128,
+    connections: options.connectionsPerOrigin ?? 1024,
     maxRedirections: 0
   })
   // undici's Agent keeps a pool per origin it ever dispatched to and never drops it (~20 KiB

@@ -38,8 +38,9 @@ import type { SseEvent } from './sse-parser.js'
 import { DEFAULT_MAX_MESSAGE_BYTES, isResponseLimitError, MessageTooLargeError } from './response-limits.js'
 import type { ResponseBudget } from './response-limits.js'
 import {
-  CallStreamCount, checkEventWidth, GET_STREAM_MESSAGES_PER_MINUTE, GetStreamWindows, parseAnswer, StreamFloodError
+  CallStreamCount, checkEventWidth, GET_STREAM_MESSAGES_PER_MINUTE, GetStreamWindows, parseAnswer, StreamFloodError, TELL_TIMEOUTS, tellsOnly
 } from './stream-bounds.js'
+import type { PostTiming } from './stream-bounds.js'
 
 export { MessageTooLargeError, SseParser }
 export type { SseEvent }
@@ -222,16 +223,16 @@ export class LeanHttpTransport implements Transport {
     method: 'POST' | 'GET' | 'DELETE',
     headers: Record<string, string>,
     body?: string,
-    streaming = false,
+    timing: PostTiming = 'call',
     requestSignal?: AbortSignal
   ): Promise<Dispatcher.ResponseData> {
     const auth = this.#o.authorization
-    if (auth === undefined) return await this.#dispatch(method, headers, body, streaming, requestSignal)
+    if (auth === undefined) return await this.#dispatch(method, headers, body, timing, requestSignal)
     const send = async (): Promise<{ res: Dispatcher.ResponseData, sent: string | undefined }> => {
       const sent = await auth.header(this.#url)
       if (sent !== undefined) headers.authorization = sent
       else delete headers.authorization
-      return { res: await this.#dispatch(method, headers, body, streaming, requestSignal), sent }
+      return { res: await this.#dispatch(method, headers, body, timing, requestSignal), sent }
     }
     let { res, sent } = await send()
     for (const again of [false, true]) {
@@ -254,7 +255,7 @@ export class LeanHttpTransport implements Transport {
     method: 'POST' | 'GET' | 'DELETE',
     headers: Record<string, string>,
     body: string | undefined,
-    streaming: boolean,
+    timing: PostTiming,
     requestSignal: AbortSignal | undefined
   ): Promise<Dispatcher.ResponseData> {
     const own = this.#abort?.signal
@@ -270,8 +271,8 @@ export class LeanHttpTransport implements Transport {
         headers,
         ...(body !== undefined ? { body } : {}),
         ...(signal !== undefined ? { signal } : {}),
-        // A long-lived GET stream may be silent for long; liveness is the pool's ping.
-        ...(streaming ? { bodyTimeout: 0 } : {})
+        // A long-lived GET stream may be silent for long (liveness is the pool's ping); a POST that only tells is quick.
+        ...(timing === 'stream' ? { bodyTimeout: 0 } : timing === 'tell' ? TELL_TIMEOUTS : {})
       })
     } catch (err) {
       throw requestFailed(err)
@@ -306,7 +307,7 @@ export class LeanHttpTransport implements Transport {
           if (!RESERVED_HEADERS.has(lower)) headers[lower] = v
         }
       }
-      const posted = this.#request('POST', headers, JSON.stringify(message), false, requestSignal)
+      const posted = this.#request('POST', headers, JSON.stringify(message), tellsOnly(message) ? 'tell' : 'call', requestSignal)
       // Only the GET goes beside notifications/initialized. Its send still settles at the 202, which
       // the Client's connect awaits before any request: over HTTP two POSTs have no order, and real
       // servers refuse a request that arrives before notifications/initialized (the Python SDK's
@@ -540,7 +541,7 @@ export class LeanHttpTransport implements Transport {
   async #resume (read: StreamRead, lastEventId: string): Promise<void> {
     const headers = this.#headers('text/event-stream', false)
     headers['last-event-id'] = lastEventId
-    const res = await this.#request('GET', headers, undefined, true)
+    const res = await this.#request('GET', headers, undefined, 'stream')
     if (res.statusCode < 200 || res.statusCode >= 300) {
       res.body.dump().catch(() => {})
       throw new SdkHttpError(SdkErrorCode.ClientHttpFailedToOpenStream, `HTTP ${res.statusCode}`, { status: res.statusCode })
@@ -551,7 +552,7 @@ export class LeanHttpTransport implements Transport {
   async #openGetStream (lastEventId: string | undefined): Promise<void> {
     const headers = this.#headers('text/event-stream', false)
     if (lastEventId !== undefined) headers['last-event-id'] = lastEventId
-    const res = await this.#request('GET', headers, undefined, true)
+    const res = await this.#request('GET', headers, undefined, 'stream')
     if (res.statusCode < 200 || res.statusCode >= 300) {
       res.body.dump().catch(() => {})
       if (res.statusCode === 405) return

@@ -5,6 +5,8 @@
  * tenant's server could otherwise put on the gateway's event loop at will.
  */
 import { hasObjectWiderThan, MAX_OBJECT_MEMBERS } from '../routing/wide-json.js'
+import type { JSONRPCMessage } from '@modelcontextprotocol/client'
+import { isRequest } from './lean-wire.js'
 import { MessageTooWideError, TooManyMessagesError } from './response-limits.js'
 
 /**
@@ -126,4 +128,18 @@ export function checkEventWidth (data: string): void {
 export function parseAnswer (text: string): unknown {
   checkEventWidth(text)
   return JSON.parse(text)
+}
+
+/** How long a request waits: a stream (no body timeout), a call (undici's defaults: the call's own deadline ends it), a POST that only tells. */
+export type PostTiming = 'stream' | 'call' | 'tell'
+
+/**
+ * A POST that only tells (the gateway's answer to a server's own request, a notification) waits at most 10 s for the
+ * server's 202: a server that keeps them unanswered would otherwise hold a socket each for undici's 300 s.
+ */
+export const TELL_TIMEOUTS = { headersTimeout: 10_000, bodyTimeout: 10_000 }
+
+/** Whether a message (or batch) carries no request: nothing of it is answered on its POST's response. */
+export function tellsOnly (message: JSONRPCMessage | JSONRPCMessage[]): boolean {
+  return Array.isArray(message) ? !message.some(isRequest) : !isRequest(message)
 }

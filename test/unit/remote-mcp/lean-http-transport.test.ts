@@ -503,6 +503,27 @@ test('limits: a call\'s stream carries at most 100 requests of the server (each 
   assert.equal(toUpstreamError(cut.error.data, 'call', 1000, (e) => (e as Error).message).code, 'GW_UPSTREAM_TOO_LARGE')
 })
 
+test('limits: a POST that only tells (a reply to the server\'s request, a notification) waits 10 s at most for the server\'s 202', {
+  timeout: 40_000
+}, async (t) => {
+  // A server that keeps the gateway's replies unanswered held a socket per reply for undici's 300 s (an audit).
+  const srv = await rawServer(t, (_req, res, body) => {
+    // A request is answered; anything else (the reply below) is held, never answered.
+    if (body.id !== undefined && body.method !== undefined) res.writeHead(200, { 'content-type': 'application/json' }).end(toolResult(body.id, 'ok'))
+  })
+  const transport = lean(srv.url)
+  transport.onerror = () => {}
+  await transport.start()
+  t.after(async () => { await transport.close() })
+  const started = Date.now()
+  const err = await transport.send({ jsonrpc: '2.0', id: 's1', result: {} }).then(() => undefined, (e: unknown) => e)
+  const waited = Date.now() - started
+  assert.ok(err !== undefined, 'the unanswered reply did not fail')
+  assert.ok(waited >= 9_000 && waited < 20_000, `the reply waited ${waited} ms`)
+  // A call (which expects its answer) is not bounded so: it answers as usual.
+  await transport.send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'x', arguments: {} } })
+})
+
 test('limits: a standalone GET stream past 300 requests of the server in a minute is closed, and not opened again within it', async (t) => {
   let gets = 0
   let closed = 0
