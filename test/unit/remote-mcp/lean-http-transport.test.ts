@@ -524,24 +524,26 @@ test('limits: a POST that only tells (a reply to the server\'s request, a notifi
   await transport.send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'x', arguments: {} } })
 })
 
-test('limits: a standalone GET stream past 300 requests of the server in a minute is closed, and not opened again within it', async (t) => {
-  let gets = 0
-  let closed = 0
+/**
+ * A server whose GET stream sends `batch(n)` (50-100 events, `n` counting batches) as fast as the gateway reads, and a
+ * lean transport that opens that stream: what it delivered, and how often the stream was opened and closed, half a
+ * second after the gateway first closed it.
+ */
+async function floodedGetStream (
+  t: TestContext,
+  batch: (n: number) => string,
+  options: Parameters<typeof lean>[1] = {}
+): Promise<{ gets: number, closed: number, delivered: number }> {
+  const seen = { gets: 0, closed: 0, delivered: 0 }
   const server = createServer((req, res) => {
     if (req.method === 'GET') {
-      gets++
+      seen.gets++
       res.writeHead(200, { 'content-type': 'text/event-stream' })
       res.write('retry: 0\n\n')
       let n = 0
       let open = true
-      res.on('close', () => { open = false; closed++ })
-      const step = (): void => {
-        if (!open) return
-        let events = ''
-        for (let i = 0; i < 50; i++) events += `data: ${JSON.stringify({ jsonrpc: '2.0', id: `g${n++}`, method: 'ping' })}\n\n`
-        if (res.write(events)) setImmediate(step)
-        else res.once('drain', step)
-      }
+      res.on('close', () => { open = false; seen.closed++ })
+      const step = (): void => { if (!open) return; if (res.write(batch(n++))) setImmediate(step); else res.once('drain', step) }
       step()
       return
     }
@@ -555,65 +557,37 @@ test('limits: a standalone GET stream past 300 requests of the server in a minut
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   t.after(async () => { await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections() }) })
-  const transport = lean(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`)
-  let delivered = 0
-  transport.onmessage = () => { delivered++ }
-  transport.onerror = () => {}
-  await transport.start()
-  t.after(async () => { await transport.close() })
-  await transport.send({ jsonrpc: '2.0', method: 'notifications/initialized' })
-  for (let i = 0; i < 300; i++) {
-    if (closed > 0) break
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-  await new Promise((resolve) => setTimeout(resolve, 500))
-  assert.equal(closed, 1, 'the stream was closed by the gateway')
-  assert.equal(delivered, 300, 'the requests within the minute were delivered, none after')
-  assert.equal(gets, 1, 'not opened again within the minute')
-})
-
-test('limits: a standalone GET stream past its messages per minute is closed, and opened again only after the minute', async (t) => {
-  // A tenant's server flooding notifications/tools/list_changed on its GET stream took a whole gateway's CPU (17 s of
-  // CPU in 5 s of wall time, measured), for as long as the client lived: each one is dispatched, and refreshes the list.
-  let gets = 0
-  let closed = 0
-  const server = createServer((req, res) => {
-    if (req.method === 'GET') {
-      gets++
-      res.writeHead(200, { 'content-type': 'text/event-stream' })
-      res.write('retry: 0\n\n')
-      const events = `data: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' })}\n\n`.repeat(100)
-      let open = true
-      res.on('close', () => { open = false; closed++ })
-      const step = (): void => { if (!open) return; if (res.write(events)) setImmediate(step); else res.once('drain', step) }
-      step()
-      return
-    }
-    let raw = ''
-    req.on('data', (c: Buffer) => { raw += c.toString() })
-    req.on('end', () => {
-      const body = JSON.parse(raw) as { id?: unknown }
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', id: body.id, result: {} }))
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.after(async () => { await new Promise<void>((resolve) => { server.close(() => resolve()); server.closeAllConnections() }) })
-  const transport = lean(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, { getStreamMessagesPerMinute: 500 })
-  let delivered = 0
-  transport.onmessage = () => { delivered++ }
+  const transport = lean(`http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, options)
+  transport.onmessage = () => { seen.delivered++ }
   transport.onerror = () => {}
   await transport.start()
   t.after(async () => { await transport.close() })
   // A notification after initialize opens the GET stream (as the SDK's transport does).
   await transport.send({ jsonrpc: '2.0', method: 'notifications/initialized' })
   for (let i = 0; i < 300; i++) {
-    if (closed > 0) break
+    if (seen.closed > 0) break
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
   await new Promise((resolve) => setTimeout(resolve, 500))
-  assert.equal(closed, 1, 'the flooding stream was closed by the gateway')
-  assert.equal(delivered, 500, 'the messages within the minute were delivered, none after')
-  assert.equal(gets, 1, 'not opened again within the minute, whatever the server\'s retry')
+  return seen
+}
+
+test('limits: a standalone GET stream past 300 requests of the server in a minute is closed, and not opened again within it', async (t) => {
+  const ping = (id: string): string => `data: ${JSON.stringify({ jsonrpc: '2.0', id, method: 'ping' })}\n\n`
+  const seen = await floodedGetStream(t, (n) => Array.from({ length: 50 }, (_, i) => ping(`g${n}-${i}`)).join(''))
+  assert.equal(seen.closed, 1, 'the stream was closed by the gateway')
+  assert.equal(seen.delivered, 300, 'the requests within the minute were delivered, none after')
+  assert.equal(seen.gets, 1, 'not opened again within the minute')
+})
+
+test('limits: a standalone GET stream past its messages per minute is closed, and opened again only after the minute', async (t) => {
+  // A tenant's server flooding notifications/tools/list_changed on its GET stream took a whole gateway's CPU (17 s of
+  // CPU in 5 s of wall time, measured), for as long as the client lived: each one is dispatched, and refreshes the list.
+  const events = `data: ${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' })}\n\n`.repeat(100)
+  const seen = await floodedGetStream(t, () => events, { getStreamMessagesPerMinute: 500 })
+  assert.equal(seen.closed, 1, 'the flooding stream was closed by the gateway')
+  assert.equal(seen.delivered, 500, 'the messages within the minute were delivered, none after')
+  assert.equal(seen.gets, 1, 'not opened again within the minute, whatever the server\'s retry')
 })
 
 test('limits: the budget of answers in flight per owner and per instance; a call that cannot get budget fails at once with GW_UPSTREAM_BUDGET_EXHAUSTED; ' +
