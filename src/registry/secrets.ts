@@ -248,8 +248,9 @@ function originOf (url: string | undefined): string | undefined {
  */
 export function maskedSecretsChangingOrigin (incoming: ServerConfig, previous: ServerConfig): string[] {
   const sameServer = originOf(incoming.url) === originOf(previous.url)
+  // The client secret goes to the issuer, which the server's metadata names when the config does not: both must stay.
   const sameIssuer = sameServer && issuerOf(incoming) === issuerOf(previous)
-  if (sameServer && sameIssuer) return []
+  if (sameIssuer) return []
   const prevHeaders = new Map(Object.entries(previous.headers ?? {}).map(([k, v]) => [k.toLowerCase(), v]))
   const fields: string[] = []
   mapSecrets(incoming, (kind, name, value) => {

@@ -42,7 +42,6 @@ export class VersionedCache<T> {
     this.#delete(key)
     const bytes = this.#opts.sizeOf?.(value) ?? 0
     const maxBytes = this.#opts.maxBytes ?? Infinity
-    const share = owner === undefined ? 1 : this.#opts.ownerShare ?? 1
     if (bytes > maxBytes) return
     this.#entries.set(key, { version, value, bytes, owner })
     this.#bytes += bytes
@@ -51,6 +50,7 @@ export class VersionedCache<T> {
       held.entries++
       held.bytes += bytes
       this.#owners.set(owner, held)
+      const share = this.#opts.ownerShare ?? 1
       const [ownerBytes, ownerEntries] = [maxBytes * share, this.#opts.maxEntries * share]
       if (held.entries > ownerEntries || held.bytes > ownerBytes) this.#trimOwner(owner, key, held, ownerBytes, ownerEntries)
     }
