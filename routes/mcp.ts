@@ -12,7 +12,7 @@ import type { McpQueryT } from '../src/mcp-server/json-rpc.js'
 import jsonBodyPlugin from '../plugins/json-body.js'
 import { loggedInput } from '../plugins/request-log.js'
 
-export type McpRoutesOptions = Pick<McpEndpointOptions, 'pollMs' | 'maxStreams' | 'maxStreamsPerTenant' | 'lean'>
+export type McpRoutesOptions = Pick<McpEndpointOptions, 'pollMs' | 'maxStreams' | 'maxStreamsPerTenant' | 'lean' | 'answerBytes'>
 
 const SCOPE =
   'The endpoint URL carries the allow-list and tenant of GET /tools (functions, mcp, userId; a tenant key acts as its own userId), so tools/list is exactly GET /tools?format=mcp for the same query and tools/call is POST /invoke with that allow-list.'

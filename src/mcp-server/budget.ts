@@ -76,3 +76,57 @@ export class CallBudget {
     }
   }
 }
+
+/** Bytes of whole-text listing answers a tenant, and the instance, may have in flight (AnswerBytes). */
+export interface AnswerByteLimits {
+  tenant: number
+  instance: number
+}
+
+const DEFAULT_ANSWER_BYTES: AnswerByteLimits = { tenant: 16 * 1024 * 1024, instance: 128 * 1024 * 1024 }
+
+/**
+ * Listings answered by the SDK's path (a batch, or `MCP_HTTP_TRANSPORT=sdk`): the SDK writes each
+ * answer as one JSON text, a copy of the listing per answer held until the client has read it. 25
+ * concurrent batches of 4 tools/list over a 4 MB listing took the gateway to 1.2 GB of RSS (an audit).
+ * A listing's bytes are held from its answer until its exchange ends; past a tenant's share, or the
+ * instance's, the listing is refused (GW_RATE_LIMITED), unless nothing of that tenant is in flight (a
+ * listing larger than the share is still answered, one at a time). The lean path writes a cached
+ * listing's own bytes (known-json.ts): no copy, nothing held.
+ */
+export class AnswerBytes {
+  readonly #limits: AnswerByteLimits
+  readonly #byTenant = new Map<string, number>()
+  #total = 0
+
+  constructor (limits: AnswerByteLimits = DEFAULT_ANSWER_BYTES) {
+    this.#limits = limits
+  }
+
+  /**
+   * What an exchange of `tenant` holds, given back all at once by the function returned with it
+   * (call it when the exchange ends): `hold(bytes)` throws GW_RATE_LIMITED past the limits.
+   */
+  exchange (tenant: string): { hold: (bytes: number) => void, release: () => void } {
+    let held = 0
+    const hold = (bytes: number): void => {
+      const mine = this.#byTenant.get(tenant) ?? 0
+      if (mine > 0 && (mine + bytes > this.#limits.tenant || this.#total + bytes > this.#limits.instance)) {
+        throw new HttpError('GW_RATE_LIMITED', `This tenant's listings waiting to be sent take ${mine} bytes as JSON; ` +
+          'this one was not answered: retry once they are read (or ask for one listing per request)')
+      }
+      held += bytes
+      this.#total += bytes
+      this.#byTenant.set(tenant, mine + bytes)
+    }
+    const release = (): void => {
+      if (held === 0) return
+      this.#total -= held
+      const left = (this.#byTenant.get(tenant) ?? 0) - held
+      if (left > 0) this.#byTenant.set(tenant, left)
+      else this.#byTenant.delete(tenant)
+      held = 0
+    }
+    return { hold, release }
+  }
+}

@@ -23,9 +23,9 @@ import { randomUUID } from 'node:crypto'
 import { checkParamHeaders, paramHeadersOf } from './param-headers.js'
 import type { ParamHeader } from './param-headers.js'
 import type { ListenOptions } from './modern.js'
-import { isListenRequest } from './budget.js'
+import { AnswerBytes, isListenRequest } from './budget.js'
 import type { McpQueryT } from './json-rpc.js'
-import type { CallLimits } from './budget.js'
+import type { AnswerByteLimits, CallLimits } from './budget.js'
 import { fanOutAbortController } from '../routing/signals.js'
 import { RequestStateSealer } from './request-state.js'
 
@@ -53,6 +53,8 @@ export interface McpEndpointOptions {
    * sends every POST through the SDK's per-request servers and transports (the tests compare both).
    */
   lean?: boolean
+  /** Bytes of listings the SDK's path may have in flight per tenant and in all (budget.ts AnswerBytes); default DEFAULT_ANSWER_BYTES. */
+  answerBytes?: AnswerByteLimits
 }
 
 /** One checked request: who acts for which tenant with which allow-list. */
@@ -121,6 +123,7 @@ export class McpEndpoint {
   readonly #onError: (err: unknown, what: string) => void
   readonly #modern: ModernMcp
   readonly #requestState: RequestStateSealer
+  readonly #answerBytes: AnswerBytes
   readonly #clientRequests: ClientRequests
   /** The x-mcp-header parameters of each listed tool, per listing (a cached listing is the same array). */
   readonly #declared = new WeakMap<unknown[], Map<string, ParamHeader[]>>()
@@ -136,6 +139,7 @@ export class McpEndpoint {
     this.#maxStreamsPerTenant = opts.maxStreamsPerTenant ?? streamShare(this.#maxStreams)
     this.#onError = opts.onError ?? (() => {})
     this.#requestState = opts.requestState ?? new RequestStateSealer()
+    this.#answerBytes = new AnswerBytes(opts.answerBytes)
     this.#clientRequests = opts.clientRequests ?? new ClientRequests({ instanceId: randomUUID(), onError: this.#onError })
     this.#notifier = new ListChangedNotifier({
       gateway: opts.gateway,
@@ -216,7 +220,7 @@ export class McpEndpoint {
         if (isListenRequest(body)) await this.#listen(toWebRequest(req, gone.signal), res, body, ex, opts, hooks.tenantKey ?? tenantKeyOf(ex))
         else if (!await this.#paramHeadersAgree(req, res, body, ex, gone.signal)) return
         else if (!await this.#lean(this.#sharedModern, leanModernRequest(req, route), res, 'modern', exchangeState(opts), route)) {
-          await this.#modern.post(toWebRequest(req, gone.signal), res, body, opts)
+          await this.#modern.post(toWebRequest(req, gone.signal), res, body, this.#holdingAnswers(opts, ex, res))
         }
         return
       }
@@ -234,7 +238,9 @@ export class McpEndpoint {
       const request = toWebRequest(req, gone.signal)
       const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !oneCall && !wantsProgress(body) })
       const send: Send = transport.send.bind(transport)
-      server = createGatewayMcpServer(oneCall ? { ...opts, legacyClient: this.#legacyClient(request.headers.get('mcp-session-id'), ex, send) } : opts, 'legacy')
+      const sdkOpts = this.#holdingAnswers(opts, ex, res)
+      const legacyClient = oneCall ? this.#legacyClient(request.headers.get('mcp-session-id'), ex, send) : undefined
+      server = createGatewayMcpServer(legacyClient !== undefined ? { ...sdkOpts, legacyClient } : sdkOpts, 'legacy')
       await server.connect(transport)
       const response = await transport.handleRequest(request, { parsedBody: body })
       if (oneCall) await writeAdaptiveResponse(response, res, gone.signal)
@@ -242,6 +248,13 @@ export class McpEndpoint {
     } catch (err) {
       this.#fail(res, err, body)
     }
+  }
+
+  /** `opts` for the SDK's path: the exchange's listings held (AnswerBytes) until its response is over. */
+  #holdingAnswers<T extends GatewayMcpServerOptions> (opts: T, ex: McpExchange, res: ServerResponse): T {
+    const { hold, release } = this.#answerBytes.exchange(tenantKeyOf(ex))
+    res.once('close', release)
+    return { ...opts, holdAnswer: hold }
   }
 
   /**

@@ -16,6 +16,7 @@ import { foundByToolSearch, TOOL_SEARCH } from '../listing/tool-search.js'
 import type { McpQueryT } from './json-rpc.js'
 import type { RequestStateSealer } from './request-state.js'
 import { sealedTaskResult } from './tasks.js'
+import { jsonOnce } from './known-json.js'
 
 /** What one tools/call did, for the HTTP layer's log line and overhead accounting. */
 export type McpCallRecord =
@@ -46,6 +47,11 @@ export interface GatewayMcpServerOptions {
   legacyClient?: LegacyClient | undefined
   /** Search mode: a `tool_search` call added tools to this client's listing (its list_changed streams are told). */
   onListingChanged?: () => void
+  /**
+   * Set on the SDK's path, which writes each answer as one JSON text (budget.ts AnswerBytes): holds a
+   * listing's bytes until the exchange ends; throws GW_RATE_LIMITED past the tenant's share.
+   */
+  holdAnswer?: (bytes: number) => void
 }
 
 /** What a legacy client declared, and how a call of it reaches it while the call runs. */
@@ -108,7 +114,10 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
     async listTools (signal) {
       try {
         const listing = await gateway.listTools(mcpListingQuery(scope), caller, withSignal(signal, opts.signal))
-        return { tools: listing.tools as Tool[] }
+        const tools = era === 'modern' ? withoutExecution(listing.tools) : listing.tools
+        // Serialised once per cached listing: the lean transport writes these bytes (known-json.ts).
+        jsonOnce(tools)
+        return { tools: tools as Tool[] }
       } catch (err) {
         throw report(err)
       }
@@ -199,6 +208,23 @@ export function gatewayMcpHandlers (opts: GatewayMcpServerOptions, era: McpEra, 
       return toCallToolResult(outcome.result, era)
     }
   }
+}
+
+/** A cached listing's tools as 2026-07-28 lists them, made once per listing. */
+const modernTools = new WeakMap<readonly unknown[], readonly unknown[]>()
+
+/**
+ * The tools without `execution` (the legacy Tasks' taskSupport), which 2026-07-28 deleted: the SDK
+ * strips it from each tool of every answer (a new array per answer, never the cached one).
+ */
+function withoutExecution (tools: readonly unknown[]): readonly unknown[] {
+  let modern = modernTools.get(tools)
+  if (modern === undefined) {
+    const has = (tool: unknown): tool is { execution?: unknown } => tool !== null && typeof tool === 'object' && 'execution' in tool
+    modern = tools.some(has) ? tools.map((tool) => { if (!has(tool)) return tool; const { execution: _, ...rest } = tool; return rest }) : tools
+    modernTools.set(tools, modern)
+  }
+  return modern
 }
 
 const MCP_ERROR_PREFIX = /^MCP error -?\d+: /

@@ -4,6 +4,7 @@ import type {
   InboundClassificationOutcome, JSONRPCMessage, JSONRPCRequest, MessageClassification, MessageExtraInfo, TransportSendOptions
 } from '@modelcontextprotocol/server'
 import { MODERN_REVISION, SHARED_METHODS } from './server.js'
+import { responseChunks } from './known-json.js'
 import type { ExchangeState } from './server.js'
 
 /** The SDK transport's SSE keep-alive period (its DEFAULT_SSE_KEEP_ALIVE_MS), kept so a slow call's stream looks the same. */
@@ -145,13 +146,30 @@ export class LeanAnswer {
     this.#ended = true
     clearInterval(this.#keepAlive)
     this.#res.once('finish', () => this.#settle())
+    // A cached listing's tools are written as the bytes they already have (known-json.ts), never serialised again.
+    const chunks = responseChunks(message)
     if (!this.#streaming) {
-      this.#res.writeHead(status, { 'content-type': 'application/json' })
-      this.#res.end(JSON.stringify(message))
+      if (chunks === undefined) {
+        this.#res.writeHead(status, { 'content-type': 'application/json' })
+        this.#res.end(JSON.stringify(message))
+        return
+      }
+      const length = chunks.reduce((n, chunk) => n + (typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length), 0)
+      this.#res.writeHead(status, { 'content-type': 'application/json', 'content-length': length })
+      this.#writeAll(chunks)
+      this.#res.end()
       return
     }
-    this.#res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`)
+    if (chunks === undefined) this.#res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`)
+    else this.#writeAll(['event: message\ndata: ', ...chunks, '\n\n'])
     this.#res.end()
+  }
+
+  /** One writev for the chunks: the Buffers are handed to the socket as they are (shared, not copied). */
+  #writeAll (chunks: Array<string | Buffer>): void {
+    this.#res.cork()
+    for (const chunk of chunks) this.#res.write(chunk)
+    process.nextTick(() => this.#res.uncork())
   }
 
   #openStream (): void {

@@ -9,6 +9,7 @@ import type { CallBudget } from './budget.js'
 import type { GatewayMcpHandlers, GatewayMcpServerOptions, LegacyClient, McpEra, ToolCallRound } from './handlers.js'
 import { VERSION } from '../version.js'
 import { HttpError } from '../errors.js'
+import { jsonOnce } from './known-json.js'
 
 export const SERVER_INFO = { name: 'tool-gateway', version: VERSION } as const
 /** The 2026-07-28 revision: the one modern revision the SDK serves. */
@@ -123,15 +124,29 @@ function registerHandlers (server: Server, era: McpEra, exchangeOf: ExchangeOf, 
     state.surface ??= surfaceHandlers(state.opts, state.budget)
     return state.surface
   }
-  /** Counts a listing of the exchange; a JSON-RPC error past MAX_LISTINGS_PER_EXCHANGE. */
-  const listing = (ctx: ServerContext): void => {
+  /**
+   * A listing of the exchange (a JSON-RPC error past MAX_LISTINGS_PER_EXCHANGE), its bytes held
+   * while the SDK's path writes them (`holdAnswer`); `list` makes it.
+   */
+  const listing = async <T extends object>(ctx: ServerContext, list: () => Promise<T>): Promise<T> => {
     const state = exchangeOf(ctx)
     state.listings = (state.listings ?? 0) + 1
     if (state.listings > MAX_LISTINGS_PER_EXCHANGE) {
       throw toJsonRpcError(new HttpError('GW_RATE_LIMITED', `A batch gets at most ${MAX_LISTINGS_PER_EXCHANGE} listings answered; this one was not run`))
     }
+    const result = await list()
+    const hold = state.opts.holdAnswer
+    if (hold !== undefined) {
+      const tools = (result as { tools?: unknown }).tools
+      try {
+        hold(Array.isArray(tools) ? jsonOnce(tools).length : JSON.stringify(result).length)
+      } catch (err) {
+        throw toJsonRpcError(err)
+      }
+    }
+    return result
   }
-  server.setRequestHandler('tools/list', async (_request, ctx) => { listing(ctx); return await handlers(ctx).tools.listTools(signalOf(ctx)) })
+  server.setRequestHandler('tools/list', async (_request, ctx) => await listing(ctx, async () => await handlers(ctx).tools.listTools(signalOf(ctx))))
   server.setRequestHandler('tools/call', async (request, ctx) => {
     const { state, tools } = handlers(ctx)
     const notify = async (n: { method: string, params: Record<string, unknown> }): Promise<void> => {
@@ -143,14 +158,12 @@ function registerHandlers (server: Server, era: McpEra, exchangeOf: ExchangeOf, 
   })
   // Stateless: a level cannot be kept between requests; the calls' log messages are passed on as the servers send them.
   server.setRequestHandler('logging/setLevel', async () => ({}))
-  server.setRequestHandler('resources/list', async (_request, ctx) => { listing(ctx); return await surface(ctx).listResources(signalOf(ctx)) })
-  server.setRequestHandler('resources/templates/list', async (_request, ctx) => {
-    listing(ctx)
-    return await surface(ctx).listResourceTemplates(signalOf(ctx))
-  })
+  server.setRequestHandler('resources/list', async (_request, ctx) => await listing(ctx, async () => await surface(ctx).listResources(signalOf(ctx))))
+  server.setRequestHandler('resources/templates/list', async (_request, ctx) =>
+    await listing(ctx, async () => await surface(ctx).listResourceTemplates(signalOf(ctx))))
   server.setRequestHandler('resources/read', async (request, ctx) =>
     await surface(ctx).readResource(request.params, signalOf(ctx), era === 'modern' ? callRound(ctx) : undefined))
-  server.setRequestHandler('prompts/list', async (_request, ctx) => { listing(ctx); return await surface(ctx).listPrompts(signalOf(ctx)) })
+  server.setRequestHandler('prompts/list', async (_request, ctx) => await listing(ctx, async () => await surface(ctx).listPrompts(signalOf(ctx))))
   server.setRequestHandler('prompts/get', async (request, ctx) =>
     await surface(ctx).getPrompt(request.params, signalOf(ctx), era === 'modern' ? callRound(ctx) : undefined))
   server.setRequestHandler('completion/complete', async (request, ctx) => await surface(ctx).complete(request.params, signalOf(ctx)))

@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { CallBudget, countToolCalls } from '../../../src/mcp-server/budget.js'
+import { AnswerBytes, CallBudget, countToolCalls } from '../../../src/mcp-server/budget.js'
 
 test('a POST /mcp body counts its tools/call: one message or each of a batch, nothing else', () => {
   const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'x' } }
@@ -33,4 +33,27 @@ test('an exchange\'s budget refuses calls past its minute\'s allowance and runs 
     running--
   })))
   assert.equal(most, 1)
+})
+
+test('whole-text listing answers: a tenant holds at most its share, its first always answered; an exchange gives back all it held', () => {
+  const bytes = new AnswerBytes({ tenant: 100, instance: 250 })
+  const a = bytes.exchange('t:a')
+  a.hold(60)
+  a.hold(40)
+  assert.throws(() => a.hold(1), (err: Error & { code?: string }) => err.code === 'GW_RATE_LIMITED' && /100 bytes/.test(err.message))
+  const a2 = bytes.exchange('t:a')
+  assert.throws(() => a2.hold(1), { code: 'GW_RATE_LIMITED' }, 'another exchange of the same tenant shares its share')
+  // Another tenant's first listing is answered however large; its next one is within its own share and the instance's.
+  const b = bytes.exchange('t:b')
+  b.hold(500)
+  assert.throws(() => b.hold(1), { code: 'GW_RATE_LIMITED' })
+  const c = bytes.exchange('t:c')
+  c.hold(10)
+  assert.throws(() => c.hold(10), { code: 'GW_RATE_LIMITED' }, 'the instance holds 610 of 250')
+  b.release()
+  b.release()
+  c.hold(10)
+  a.release()
+  a2.hold(100)
+  assert.throws(() => a2.hold(1), { code: 'GW_RATE_LIMITED' })
 })

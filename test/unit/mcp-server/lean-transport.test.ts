@@ -12,6 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { Server } from '@modelcontextprotocol/server'
 import type { JSONRPCRequest } from '@modelcontextprotocol/server'
 import { LeanAnswer, MAX_BUFFERED_EVENT_BYTES, SharedTransport } from '../../../src/mcp-server/lean-transport.js'
+import { jsonOnce } from '../../../src/mcp-server/known-json.js'
 import type { ExchangeState } from '../../../src/mcp-server/server.js'
 
 /** What a test exchange carries instead of the gateway's options: a name and how long its handler takes. */
@@ -99,4 +100,32 @@ test('a client that does not read its stream: past MAX_BUFFERED_EVENT_BYTES wait
   socket.on('data', (c: Buffer) => { text += c.toString('latin1') })
   for (let i = 0; i < 500 && !text.includes('"result"'); i++) await sleep(10)
   assert.match(text, /"id":1,"result":\{"content":\[\]\}|"result":\{"content":\[\]\}/)
+})
+
+test('a cached listing is written as the bytes it already has: the same Buffer to every client, as JSON or on a stream', async (t) => {
+  // A tools/list answer was JSON.stringify of the whole listing per request: 100 concurrent answers of a 4 MB
+  // listing were a new 4 MB string each (RSS +300 MB, 3.8 s of CPU for 300; an audit).
+  const tools = Array.from({ length: 50 }, (_, i) => ({ name: `t${i}`, description: 'd'.repeat(100) }))
+  const bytes = jsonOnce(tools)
+  const handed: unknown[] = []
+  const http = createServer((req, res) => {
+    const write = res.write.bind(res) as (chunk: unknown) => boolean
+    res.write = ((chunk: unknown) => { handed.push(chunk); return write(chunk) }) as typeof res.write
+    const answer = new LeanAnswer(res, req.url === '/stream' ? 'modern' : 'json')
+    if (req.url === '/stream') answer.event({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: 1 } })
+    answer.answer({ jsonrpc: '2.0', id: 7, result: { tools, ttlMs: 0 } }, 200)
+  })
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve))
+  t.after(async () => { http.closeAllConnections(); await new Promise<void>((resolve) => http.close(() => resolve())) })
+  const base = `http://127.0.0.1:${(http.address() as AddressInfo).port}`
+  const expected = JSON.stringify({ jsonrpc: '2.0', id: 7, result: { tools, ttlMs: 0 } })
+  for (const path of ['/json', '/json']) {
+    const res = await fetch(base + path, { method: 'POST', body: '{}' })
+    assert.equal(res.headers.get('content-type'), 'application/json')
+    assert.equal(res.headers.get('content-length'), String(Buffer.byteLength(expected)))
+    assert.equal(await res.text(), expected)
+  }
+  const streamed = await (await fetch(`${base}/stream`, { method: 'POST', body: '{}' })).text()
+  assert.ok(streamed.endsWith(`event: message\ndata: ${expected}\n\n`), streamed.slice(-200))
+  assert.equal(handed.filter((chunk) => chunk === bytes).length, 3, 'the listing\'s Buffer itself, once per answer')
 })
