@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import Fastify, { LogController } from 'fastify'
 import type { FastifyInstance, FastifyServerOptions } from 'fastify'
+import type { DestinationStream } from 'pino'
 import { Ajv } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { Config } from './config.js'
@@ -47,6 +48,8 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv) => void
 export interface BuildOptions {
   /** Fastify logger option; tests pass false. */
   logger?: FastifyServerOptions['logger']
+  /** Where the default logger writes its lines (server.ts: stdout, a few lines per write); default stdout, a write per line. */
+  logStream?: DestinationStream
   /** Prebuilt services (tests), or overrides for the ones built from the config. */
   services?: Services
   overrides?: ServiceOverrides
@@ -72,7 +75,8 @@ export async function buildApp (config: Config, opts: BuildOptions = {}): Promis
       // The paths pino's `redact` took (req.headers authorization, x-api-key and the cluster
       // token; headers.authorization; *.headers.authorization, *.secretsKey, *.apiKeys), checked
       // per line and copied only when present: `redact` ran every value of every line through its redactor.
-      formatters: { log: redactLogLine, bindings: redactLogLine }
+      formatters: { log: redactLogLine, bindings: redactLogLine },
+      ...(opts.logStream !== undefined ? { stream: opts.logStream } : {})
     },
     // plugins/request-log.ts writes one line per request instead.
     logController: new LogController({ disableRequestLogging: true }),

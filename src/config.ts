@@ -197,7 +197,7 @@ export const ConfigSchema = Type.Object({
   logLevel: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), {
     env: 'LOG_LEVEL',
     default: 'info',
-    description: 'pino log level'
+    description: 'pino log level (the lines go to stdout, a few per write: see Deploying)'
   }),
   bodyLimitBytes: Type.Integer({ minimum: 1024, env: 'BODY_LIMIT_BYTES', default: 2 * 1024 * 1024, description: 'Largest request body accepted (413 beyond)' }),
   requestTimeoutMs: Type.Integer({

@@ -7,6 +7,7 @@ import { DiscoveryError } from './discovery/modules.js'
 import { StartupError } from './errors.js'
 import { closeInheritedDescriptors } from './builtin/index.js'
 import { createTracing } from './tracing/index.js'
+import { stdoutLogStream } from './logger.js'
 import type { Tracing } from './tracing/index.js'
 
 /**
@@ -32,7 +33,7 @@ async function main (): Promise<void> {
 
   let app: Awaited<ReturnType<typeof buildApp>>
   try {
-    app = await buildApp(config, { overrides: { tracing } })
+    app = await buildApp(config, { overrides: { tracing }, logStream: stdoutLogStream() })
   } catch (err) {
     // Discovery, sandbox probe, workspace and registry problems: say what is wrong, no stack.
     const detail = err instanceof DiscoveryError || err instanceof ConfigError ? '' : `\n${(err as Error)?.stack ?? ''}`
