@@ -34,6 +34,8 @@ interface Group {
   targets: Set<ListChangedTarget>
   /** A digest of the listing's tools as JSON, and the listing object it was taken of (a cached listing is the same object). */
   fingerprint: string | undefined
+  /** The listing's tools as JSON, in bytes (UTF-16 units): what watching it weighs. */
+  bytes: number
   listing: WeakRef<object> | undefined
   /** The timer's checks skip the group until then: a check that took long is not repeated at every poll. */
   nextPollAt: number
@@ -84,10 +86,16 @@ export class ListChangedNotifier {
     if (!group) {
       const owner = ownerOf(tenant, caller)
       let watched = 0
-      for (const g of this.#groups.values()) if (ownerOf(g.tenant, g.caller) === owner) watched++
-      if (watched >= MAX_GROUPS_PER_TENANT) {
-        throw new HttpError('GW_RATE_LIMITED', `This tenant's notification streams already watch ${MAX_GROUPS_PER_TENANT} different listings on this instance ` +
-          '(allow-list, mode, pinned); open streams for one of them, or close one')
+      let bytes = 0
+      for (const g of this.#groups.values()) {
+        if (ownerOf(g.tenant, g.caller) !== owner) continue
+        watched++
+        bytes += g.bytes
+      }
+      if (watched >= MAX_GROUPS_PER_TENANT || bytes >= MAX_WATCHED_BYTES_PER_TENANT) {
+        throw new HttpError('GW_RATE_LIMITED', `This tenant's notification streams already watch ${watched} different listings ` +
+          `(${(bytes / 1048576).toFixed(1)} MiB of tools) on this instance; at most ${MAX_GROUPS_PER_TENANT}, or ` +
+          `${MAX_WATCHED_BYTES_PER_TENANT / 1048576} MiB: open streams for one of them (allow-list, mode, pinned), or close one`)
       }
       group = {
         scope,
@@ -96,6 +104,7 @@ export class ListChangedNotifier {
         serverIds: new Set(serverIds),
         targets: new Set(),
         fingerprint: undefined,
+        bytes: 0,
         listing: undefined,
         nextPollAt: 0,
         checking: undefined,
@@ -160,7 +169,11 @@ export class ListChangedNotifier {
           // A cached listing is the same object: serialising and comparing 4 MB of tools every poll of every group
           // held the event loop for seconds with 100 streams of distinct allow-lists (an audit).
           if (group.listing?.deref() === listing && group.fingerprint !== undefined) fingerprint = group.fingerprint
-          else fingerprint = createHash('sha256').update(JSON.stringify(listing.tools)).digest('base64')
+          else {
+            const json = JSON.stringify(listing.tools)
+            fingerprint = createHash('sha256').update(json).digest('base64')
+            group.bytes = json.length
+          }
           group.listing = new WeakRef(listing)
         } catch (err) {
           // Keep the last known listing: the next check tries again.
@@ -214,8 +227,16 @@ export class ListChangedNotifier {
   }
 }
 
-/** Different listings one tenant's (or admin key's) streams may watch on an instance: each is checked at every poll. */
-const MAX_GROUPS_PER_TENANT = 10
+/**
+ * Different listings one tenant's (or admin key's) streams may watch on an instance, each checked at
+ * every poll: at most 100 (a tenant's share of the streams), and no new one once those it watches
+ * weigh 8 MiB of tools as JSON together. A cached listing costs a lookup per check; one the listing
+ * caches no longer hold is rendered again: 100 streams of distinct allow-lists over a 4 MB listing
+ * held the event loop 8-12 s at a time (an audit). 8 MiB stays within a tenant's share of the caches,
+ * while a multi-agent tenant with many small allow-lists is not refused at its eleventh.
+ */
+const MAX_GROUPS_PER_TENANT = 100
+const MAX_WATCHED_BYTES_PER_TENANT = 8 * 1024 * 1024
 /** A timer's check of a group waits this many times the last check's duration (its CPU, mostly) after it. */
 const POLL_BACKOFF = 20
 
