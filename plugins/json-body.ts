@@ -10,14 +10,35 @@ export interface JsonBodyOptions {
   emptyIsMalformed?: (request: FastifyRequest) => boolean
 }
 
+const PROTOTYPE_KEY = 'The body holds a "__proto__" member, or a "constructor" member whose object has a "prototype" one: ' +
+  'refused, such keys can change object prototypes; rename the key'
+
+/**
+ * Whether `text` is a JSON text. Asked only of a text Fastify's parser refused: one that parses is
+ * refused for a prototype key (Fastify's parser words both refusals alike). JSON.parse makes a
+ * `__proto__` member an own property of the object it returns, which is dropped at once.
+ */
+function isJson (text: string): boolean {
+  try {
+    JSON.parse(text)
+    return true
+  } catch {
+    return false
+  }
+}
+
 /**
  * The gateway's application/json parser, in the context it is registered in (the app, or the
- * /mcp routes): Fastify's own parser (prototype poisoning refused), with an empty body read as
- * no body, so `curl -X DELETE -H 'content-type: application/json'` is not malformed JSON (a route
- * that needs a body still refuses it by schema), and a malformed body a 400 GW_MALFORMED_JSON
- * whose message starts as the context wants it (/mcp: `Parse error`, answered as JSON-RPC -32700). A body
- * holding an object wider than MAX_OBJECT_MEMBERS is 413 GW_PAYLOAD_TOO_LARGE, before it is parsed
- * (src/routing/wide-json.ts).
+ * /mcp routes): Fastify's own parser, with an empty body read as no body, so `curl -X DELETE -H
+ * 'content-type: application/json'` is not malformed JSON (a route that needs a body still refuses
+ * it by schema), and a malformed body a 400 GW_MALFORMED_JSON whose message starts as the context
+ * wants it (/mcp: `Parse error`, answered as JSON-RPC -32700). A body holding an object wider than
+ * MAX_OBJECT_MEMBERS is 413 GW_PAYLOAD_TOO_LARGE, before it is parsed
+ * (src/routing/wide-json.ts). A body holding a prototype key (`__proto__`, or `constructor` holding
+ * `prototype`, at any depth) is valid JSON, refused whole as 400 GW_PROTOTYPE_KEY (on /mcp JSON-RPC
+ * -32600), not as malformed: kept as an own property, the key would reach every consumer of the
+ * arguments (tools, user functions, upstream servers) that may merge objects; dropped, the call would
+ * run with arguments other than the caller's.
  */
 export default fp(async function jsonBodyPlugin (app: FastifyInstance, opts: JsonBodyOptions) {
   const malformed = opts.malformed ?? 'Malformed JSON body'
@@ -43,7 +64,8 @@ export default fp(async function jsonBodyPlugin (app: FastifyInstance, opts: Jso
       return
     }
     jsonParser(request, text, (err, value) => {
-      done(err ? new HttpError('GW_MALFORMED_JSON', `${malformed}: ${err.message}`) : null, value)
+      if (err === null) done(null, value)
+      else done(isJson(text) ? new HttpError('GW_PROTOTYPE_KEY', PROTOTYPE_KEY) : new HttpError('GW_MALFORMED_JSON', `${malformed}: ${err.message}`), undefined)
     })
   })
 }, { name: 'gateway-json-body' })

@@ -1,13 +1,13 @@
 import { performance } from 'node:perf_hooks'
 import { Type } from '@sinclair/typebox'
 import fp from 'fastify-plugin'
-import type { FastifyError, FastifyInstance } from 'fastify'
-import { HttpError } from '../src/errors.js'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { HttpError } from '../src/errors.js'
 import { LOG_CENSOR } from '../src/logger.js'
 import { maskText } from '../src/secrets/detector.js'
 import { McpEndpoint } from '../src/mcp-server/endpoint.js'
 import type { McpEndpointOptions } from '../src/mcp-server/endpoint.js'
-import { JsonRpcErrorResponse, McpQuery, jsonRpcRefusalBody } from '../src/mcp-server/json-rpc.js'
+import { JsonRpcErrorResponse, MCP_METHODS, McpQuery, jsonRpcRefusalBody, methodNotAllowed } from '../src/mcp-server/json-rpc.js'
 import type { McpQueryT } from '../src/mcp-server/json-rpc.js'
 import jsonBodyPlugin from '../plugins/json-body.js'
 import { loggedInput } from '../plugins/request-log.js'
@@ -18,10 +18,23 @@ const SCOPE =
   'The endpoint URL carries the allow-list and tenant of GET /tools (functions, mcp, userId; a tenant key acts as its own userId), so tools/list is exactly GET /tools?format=mcp for the same query and tools/call is POST /invoke with that allow-list.'
 const errors = (...codes: number[]): Record<number, typeof JsonRpcErrorResponse> => Object.fromEntries(codes.map((c) => [c, JsonRpcErrorResponse]))
 
+/** The methods with a route of their own: those /mcp serves (MCP_METHODS), and DELETE (documented: a legacy session's end). */
+const ROUTED = new Set(['GET', 'POST', 'DELETE'])
+
 /**
- * POST/GET/DELETE /mcp: the gateway itself as an MCP server over streamable HTTP (the SDK's
- * transport on the raw request/response). Every error on these routes is a JSON-RPC error
- * body, so MCP clients can read it, with the HTTP status of the other routes.
+ * Every method /mcp does not take: 405 with MCP_METHODS in its Allow header and message, a JSON-RPC
+ * body (the routes' error handler). After the key and the rate limit, as on every route (DELETE's
+ * documented 401 and 429).
+ */
+async function notAllowed (request: FastifyRequest, reply: FastifyReply): Promise<never> {
+  reply.header('allow', MCP_METHODS)
+  throw methodNotAllowed(request.method, MCP_METHODS, request.method === 'DELETE' ? ' (the endpoint is stateless: there is no session to terminate)' : '')
+}
+
+/**
+ * POST/GET /mcp, and a 405 for every other method: the gateway itself as an MCP server over
+ * streamable HTTP (the SDK's transport on the raw request/response). Every error on these routes
+ * is a JSON-RPC error body, so MCP clients can read it, with the HTTP status of the other routes.
  */
 async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise<void> {
   const endpoint = new McpEndpoint({
@@ -108,13 +121,15 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
   })
 
   app.get<{ Querystring: McpQueryT }>('/mcp', {
+    // HEAD is no stream: refused with the other methods below.
+    exposeHeadRoute: false,
     schema: {
       operationId: 'mcpStream',
-      summary: 'MCP (streamable HTTP): SSE stream of notifications/tools/list_changed',
-      description: `${SCOPE} The stream sends notifications/tools/list_changed when the listing for the same key and URL changes (a registry change, a remote server's own tool list); nothing else. Send Accept: text/event-stream.`,
+      summary: 'MCP (streamable HTTP, revisions 2025-11-25 and earlier): SSE stream of notifications/tools/list_changed',
+      description: `${SCOPE} The stream sends notifications/tools/list_changed when the listing for the same key and URL changes (a registry change, a remote server's own tool list); nothing else. Send Accept: text/event-stream. The 2026-07-28 revision has no GET stream: a GET with MCP-Protocol-Version 2026-07-28 is 405 (Allow: POST), its client POSTs subscriptions/listen instead.`,
       tags: ['mcp'],
       querystring: McpQuery,
-      response: { 200: Type.Unknown({ description: 'text/event-stream' }), ...errors(400, 401, 403, 406, 429) }
+      response: { 200: Type.Unknown({ description: 'text/event-stream' }), ...errors(400, 401, 403, 405, 406, 429) }
     }
   }, async (request, reply) => {
     const exchange = endpoint.exchange(request.query, request.caller)
@@ -127,14 +142,14 @@ async function mcpRoutes (app: FastifyInstance, opts: McpRoutesOptions): Promise
     schema: {
       operationId: 'mcpDeleteSession',
       summary: 'MCP session termination: not used (the endpoint is stateless)',
-      description: 'The endpoint issues no Mcp-Session-Id, so there is no session to end: always 405.',
+      description: `The endpoint issues no Mcp-Session-Id, so there is no session to end: always 405 (Allow: ${MCP_METHODS}), as every method /mcp does not take.`,
       tags: ['mcp'],
       response: errors(401, 405, 429)
     }
-  }, async (_request, reply) => {
-    reply.header('allow', 'GET, POST')
-    throw new HttpError('GW_METHOD_NOT_ALLOWED', 'Stateless MCP endpoint: there is no session to terminate')
-  })
+  }, notAllowed)
+
+  // Fastify's other methods (HEAD, PUT, PATCH, OPTIONS, ...): the 404 handler's 405 was the gateway's plain body.
+  app.route({ method: app.supportedMethods.filter((m) => !ROUTED.has(m)), url: '/mcp', schema: { hide: true }, handler: notAllowed })
 }
 
 // Encapsulated like a plain plugin (what it sets up stays with its routes); fp adds the name and

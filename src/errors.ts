@@ -37,6 +37,14 @@ const internal = (meaning: string, retryable = false): Row<'internal'> => ({ kin
 export const ERROR_CODES = {
   GW_BAD_REQUEST: http(400, 'An invalid body, query or header; the message names the field'),
   GW_MALFORMED_JSON: http(400, 'The body is not parsable JSON (on `/mcp`: JSON-RPC `-32700`)'),
+  GW_PROTOTYPE_KEY: http(
+    400,
+    'A JSON body holding a `__proto__` member, or a `constructor` member whose object has a `prototype` one, at any depth: refused whole, before any of it is used (such keys can change object prototypes); rename the key. On `/mcp`: JSON-RPC `-32600`'
+  ),
+  GW_DUPLICATE_REQUEST_ID: http(
+    400,
+    'A JSON-RPC batch on `/mcp` holding two requests of the same id (JSON-RPC `-32600`): refused whole, none of its requests ran (their answers could not be told apart); give each request its own id'
+  ),
   GW_INVALID_ARGUMENTS_TYPE: http(400, 'Reserved, not sent by this version (arguments that fail a tool\'s schema are the tool-level `GW_INVALID_ARGUMENTS`)'),
   GW_UNRESOLVED: http(400, '`strict=true` and some requested names resolve to no tool'),
   GW_SECRET_ORIGIN_CHANGED: http(400, 'A masked secret (`Bearer ****`) sent back with a server URL of another origin: it would carry the stored secret there'),
@@ -111,7 +119,7 @@ export const ERROR_CODES = {
     true
   ),
   GW_METHOD_NOT_ALLOWED: http(405,
-    'A method the path does not take (the `Allow` header lists those it does); `DELETE /mcp`: the MCP endpoint is stateless, there is no session to end'),
+    'A method the path does not take (the `Allow` header lists those it does); `/mcp` takes `GET` and `POST` (`DELETE`: the endpoint is stateless, there is no session to end; a `GET` of the 2026-07-28 revision, `Allow: POST`: it has no GET stream, POST `subscriptions/listen`)'),
   GW_REQUEST_TIMEOUT: http(408, 'The request body did not arrive within `REQUEST_TIMEOUT_MS`', true),
   GW_PAYLOAD_TOO_LARGE: http(
     413,
@@ -304,6 +312,7 @@ export const INTERNAL_MESSAGE = 'Internal error; the request id is in the logs'
 /** JSON-RPC error codes the gateway answers with (MCP's own, from the JSON-RPC 2.0 spec, and -32000). */
 export const JSON_RPC_CODES = {
   parseError: -32700,
+  invalidRequest: -32600,
   invalidParams: -32602,
   internalError: -32603,
   /** The gateway refused the HTTP request (auth, tenancy, size, rate): the HTTP status says which. */
@@ -377,8 +386,15 @@ export function toJsonRpcRefusal (err: unknown): HttpFailure & { rpcCode: number
   return {
     ...failure,
     message: failure.statusCode >= 500 ? INTERNAL_MESSAGE : failure.message,
-    rpcCode: failure.code === 'GW_MALFORMED_JSON' ? JSON_RPC_CODES.parseError : JSON_RPC_CODES.refused
+    rpcCode: REFUSAL_RPC_CODES[failure.code] ?? JSON_RPC_CODES.refused
   }
+}
+
+/** The refusals that are JSON-RPC's own errors (a body no message can be read from, or a message refused as it is); the others are -32000. */
+const REFUSAL_RPC_CODES: Partial<Record<HttpErrorCode, number>> = {
+  GW_MALFORMED_JSON: JSON_RPC_CODES.parseError,
+  GW_PROTOTYPE_KEY: JSON_RPC_CODES.invalidRequest,
+  GW_DUPLICATE_REQUEST_ID: JSON_RPC_CODES.invalidRequest
 }
 
 /** The JSON-RPC error answering one MCP request (tools/list, tools/call). */

@@ -7,8 +7,8 @@ import { parseServerSelection, splitComma } from '../routing/allow-list.js'
 import { toolRequestTenant } from '../routing/tenancy.js'
 import type { Caller } from '../routing/types.js'
 import { ListChangedNotifier } from './notifier.js'
-import { HttpError } from '../errors.js'
-import { jsonRpcRefusalBody, mcpListingQuery } from './json-rpc.js'
+import { HttpError, quoted } from '../errors.js'
+import { duplicateRequestId, jsonRpcRefusalBody, mcpListingQuery, methodNotAllowed } from './json-rpc.js'
 import { MODERN_REVISION, createGatewayMcpServer, createSharedMcpServer, exchangeState } from './server.js'
 import type { ExchangeState } from './server.js'
 import type { GatewayMcpServerOptions, LegacyClient, McpCallRecord } from './handlers.js'
@@ -28,6 +28,7 @@ import type { McpQueryT } from './json-rpc.js'
 import type { AnswerByteLimits, CallLimits } from './budget.js'
 import { fanOutAbortController } from '../routing/signals.js'
 import { RequestStateSealer } from './request-state.js'
+import { longRevisions, withRevisionsCut } from './revision-quotes.js'
 
 export interface McpEndpointOptions {
   gateway: Gateway
@@ -224,6 +225,13 @@ export class McpEndpoint {
         }
         return
       }
+      const duplicate = route.reason === 'batch' ? duplicateRequestId(body as unknown[]) : undefined
+      if (duplicate !== undefined) {
+        // Refused whole: an answer per request could not be told apart, and the SDK would lose one silently.
+        const message = `Invalid Request: the batch holds two requests of id ${quoted(JSON.stringify(duplicate))}: none of its requests ran; give each its own id`
+        refuse(res, new HttpError('GW_DUPLICATE_REQUEST_ID', message))
+        return
+      }
       // A single tools/call may send things before its result (progress, its servers' log messages
       // and questions for the client): its answer is a stream, sent as plain JSON when the result
       // comes first (writeAdaptiveResponse). Anything else is answered JSON, unless it asks for progress.
@@ -242,7 +250,8 @@ export class McpEndpoint {
       const legacyClient = oneCall ? this.#legacyClient(request.headers.get('mcp-session-id'), ex, send) : undefined
       server = createGatewayMcpServer(legacyClient !== undefined ? { ...sdkOpts, legacyClient } : sdkOpts, 'legacy')
       await server.connect(transport)
-      const response = await transport.handleRequest(request, { parsedBody: body })
+      const answer = await transport.handleRequest(request, { parsedBody: body })
+      const response = await withRevisionsCut(answer, longRevisions(request.headers.get('mcp-protocol-version'), body))
       if (oneCall) await writeAdaptiveResponse(response, res, gone.signal)
       else await writeWebResponse(withSession(response, body), res, gone.signal)
     } catch (err) {
@@ -358,6 +367,12 @@ export class McpEndpoint {
    * a tenant, or an admin key); by default the exchange's tenant.
    */
   async get (req: IncomingMessage, res: ServerResponse, ex: McpExchange, tenantKey = tenantKeyOf(ex)): Promise<void> {
+    // The 2026-07-28 revision is POST only: its client listens with subscriptions/listen (the SDK's modern entry answers a GET 405 too).
+    if (headerOf(req, 'mcp-protocol-version')?.trim() === MODERN_REVISION) {
+      const why = ` in protocol revision ${MODERN_REVISION}, which has no GET stream: open a notification stream with a POST of subscriptions/listen`
+      refuse(res, methodNotAllowed('GET', 'POST', why), { allow: 'POST' })
+      return
+    }
     const leave = this.#admit(res, tenantKey)
     if (leave === undefined) return
     const server = createGatewayMcpServer({ gateway: this.#gateway, scope: ex.scope, caller: ex.caller }, 'legacy')
@@ -380,7 +395,8 @@ export class McpEndpoint {
       unwatch = await this.#notifier.watch(ex.scope, ex.tenant, ex.caller, server, ex.serverIds)
       if (closed) unwatch()
       await server.connect(transport)
-      await writeWebResponse(await transport.handleRequest(toWebRequest(req, gone.signal)), res, gone.signal)
+      const response = await transport.handleRequest(toWebRequest(req, gone.signal))
+      await writeWebResponse(await withRevisionsCut(response, longRevisions(headerOf(req, 'mcp-protocol-version'), undefined)), res, gone.signal)
     } catch (err) {
       this.#streams.delete(stream)
       leave()

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { Static } from '@sinclair/typebox'
-import { toJsonRpcRefusal } from '../errors.js'
+import { HttpError, toJsonRpcRefusal } from '../errors.js'
 import { ToolsQuery } from '../api/tools.js'
 import type { ListToolsRequest } from '../listing/listings.js'
 
@@ -20,6 +20,18 @@ export type McpQueryT = Static<typeof McpQuery>
  */
 export function mcpListingQuery (scope: McpQueryT): ListToolsRequest {
   return { ...scope, format: 'mcp', withFound: true }
+}
+
+/**
+ * The methods /mcp serves: POST (JSON-RPC messages, both revisions) and GET (the legacy revisions'
+ * notification stream). Every 405 of /mcp names them, in its message and its Allow header; a
+ * 2026-07-28 GET's names POST only (its revision has no GET stream: endpoint.ts).
+ */
+export const MCP_METHODS = 'GET, POST'
+
+/** The 405 of `method` on /mcp (GW_METHOD_NOT_ALLOWED) when the endpoint takes `allow`; `why` follows. */
+export function methodNotAllowed (method: string, allow: string = MCP_METHODS, why = ''): HttpError {
+  return new HttpError('GW_METHOD_NOT_ALLOWED', `${method} is not allowed on /mcp: it takes ${allow}${why}`)
 }
 
 /** A JSON-RPC error response: how /mcp refuses a request, at any stage. */
@@ -52,6 +64,23 @@ export interface JsonRpcErrorBody {
 export function jsonRpcRefusalBody (err: unknown, body?: unknown): JsonRpcErrorBody {
   const { statusCode, code, message, rpcCode } = toJsonRpcRefusal(err)
   return { jsonrpc: '2.0', id: requestIdOf(body), error: { code: rpcCode, message, data: { statusCode, code } } }
+}
+
+/**
+ * The first id two requests of a batch share, else undefined. Answers are matched to requests by
+ * id (JSON-RPC: exactly, so 1 and "1" are two ids): the SDK's transport answered the first request
+ * of such an id alone, ran the other and dropped its answer.
+ */
+export function duplicateRequestId (batch: readonly unknown[]): string | number | undefined {
+  const seen = new Set<string | number>()
+  for (const message of batch) {
+    if (message === null || typeof message !== 'object' || typeof (message as { method?: unknown }).method !== 'string') continue
+    const id = (message as { id?: unknown }).id
+    if (typeof id !== 'string' && typeof id !== 'number') continue
+    if (seen.has(id)) return id
+    seen.add(id)
+  }
+  return undefined
 }
 
 /** The id of a single JSON-RPC request (a string or a number), else null. */

@@ -5,6 +5,7 @@ import type { ListChangedTarget } from './notifier.js'
 import type { GatewayMcpServerOptions } from './handlers.js'
 import { createGatewayMcpServer } from './server.js'
 import { writeWebResponse } from './web.js'
+import { longRevisions, withRevisionsCut } from './revision-quotes.js'
 
 /**
  * The /mcp endpoint's 2026-07-28 leg: the SDK's per-request entry (`createMcpHandler`, strict
@@ -42,8 +43,13 @@ export class ModernMcp {
    */
   async post (request: Request, res: ServerResponse, body: unknown, opts: GatewayMcpServerOptions & { signal: AbortSignal }): Promise<void> {
     this.#exchanges.set(request, opts)
-    const response = await this.#handler.fetch(request, { parsedBody: body })
-    await writeWebResponse(response, res, opts.signal)
+    await this.#answer(this.#handler, request, res, body, opts.signal)
+  }
+
+  /** The entry's answer to `request`, the revisions it quotes cut (revision-quotes.ts), written on `res`. */
+  async #answer (handler: McpHttpHandler, request: Request, res: ServerResponse, body: unknown, signal: AbortSignal): Promise<void> {
+    const response = await handler.fetch(request, { parsedBody: body })
+    await writeWebResponse(await withRevisionsCut(response, longRevisions(request.headers.get('mcp-protocol-version'), body)), res, signal)
   }
 
   /**
@@ -65,7 +71,7 @@ export class ModernMcp {
       // The current listing is known before the stream opens: a change after it is notified.
       unwatch = await watch({ sendToolListChanged: async () => { bus.publish({ kind: 'tools_list_changed' }) } })
       this.#exchanges.set(request, opts)
-      await writeWebResponse(await handler.fetch(request, { parsedBody: body }), res, opts.signal)
+      await this.#answer(handler, request, res, body, opts.signal)
     } finally {
       unwatch?.()
       await handler.close()

@@ -1,5 +1,5 @@
 import { CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, SUPPORTED_PROTOCOL_VERSIONS, Server } from '@modelcontextprotocol/server'
-import type { ServerContext } from '@modelcontextprotocol/server'
+import type { JSONRPCRequest, Result, ServerContext } from '@modelcontextprotocol/server'
 import { exchangeBudget, gatewayMcpHandlers, toJsonRpcError } from './handlers.js'
 import { registerTaskMethods } from './tasks.js'
 import { TASKS_EXTENSION } from '../routing/tasks-extension.js'
@@ -10,6 +10,7 @@ import type { GatewayMcpHandlers, GatewayMcpServerOptions, LegacyClient, McpEra,
 import { VERSION } from '../version.js'
 import { HttpError } from '../errors.js'
 import { jsonOnce } from './known-json.js'
+import { withInvalidParams } from './invalid-params.js'
 
 export const SERVER_INFO = { name: 'tool-gateway', version: VERSION } as const
 /** The 2026-07-28 revision: the one modern revision the SDK serves. */
@@ -85,8 +86,22 @@ export const SHARED_METHODS: ReadonlySet<string> = new Set([
   'tools/list', 'tools/call', 'resources/list', 'resources/templates/list', 'resources/read', 'prompts/list', 'prompts/get', 'completion/complete'
 ])
 
+/** A request handler as the SDK's Protocol stores it. */
+type StoredHandler = (request: JSONRPCRequest, ctx: ServerContext) => Promise<Result>
+
+/**
+ * The SDK's Server, its params checks answered as the caller's mistake (-32602, invalid-params.ts)
+ * instead of an internal error: `_wrapHandler` is the SDK's hook for subclasses around every
+ * handler registered, its own included (initialize, server/discover).
+ */
+class GatewayServer extends Server {
+  protected override _wrapHandler (method: string, handler: StoredHandler): StoredHandler {
+    return super._wrapHandler(method, withInvalidParams(method, handler))
+  }
+}
+
 function newServer (era: McpEra): Server {
-  return new Server(SERVER_INFO, {
+  return new GatewayServer(SERVER_INFO, {
     // No resources.subscribe: the endpoint is stateless (nothing could hold a subscription).
     // logging: an upstream server's log messages of a call reach the client that made it (legacy clients).
     capabilities: {

@@ -28,10 +28,33 @@ test('on the app: an empty JSON body is no body, a malformed one is 400 GW_MALFO
   assert.deepEqual(Object.keys(bad.json()).sort(), ['code', 'error', 'message', 'statusCode'])
   assert.equal(bad.json().code, 'GW_MALFORMED_JSON')
   assert.match(bad.json().message, /^Malformed JSON body: /)
-  // Fastify's parser, prototype poisoning refused.
-  const poisoned = await post(app, '/invoke', '{"name":"calculate","__proto__":{"admin":true}}')
-  assert.equal(poisoned.statusCode, 400)
-  assert.equal(poisoned.json().code, 'GW_MALFORMED_JSON')
+})
+
+test('a body with a __proto__ key (or constructor.prototype) is refused as such, not as malformed JSON: 400 GW_PROTOTYPE_KEY, on /mcp -32600', async (t) => {
+  const app = await buildTestApp(t)
+  // Valid JSON texts that Fastify's parser refused as "Body is not valid JSON": never parsed into an object the
+  // gateway could merge into another (prototype poisoning), and told apart from a syntax error.
+  const keys = [
+    '{"name":"calculate","arguments":{"expression":"1+1","__proto__":{"admin":true}}}',
+    '{"name":"calculate","__proto__":{"admin":true},"arguments":{"expression":"1+1"}}',
+    '{"name":"calculate","arguments":{"expression":"1+1","x":[{"constructor":{"prototype":{"admin":true}}}]}}'
+  ]
+  for (const payload of keys) {
+    const res = await post(app, '/invoke', payload)
+    assert.equal(res.statusCode, 400, res.body)
+    assert.equal(res.json().code, 'GW_PROTOTYPE_KEY')
+    assert.match(res.json().message, /__proto__.*constructor.*prototype/)
+    const rpc = await post(app, '/mcp', `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":${payload}}`)
+    assert.equal(rpc.statusCode, 400, rpc.body)
+    assert.equal(rpc.json().error.code, -32600)
+    assert.equal(rpc.json().error.message, res.json().message)
+    assert.deepEqual(rpc.json().error.data, { statusCode: 400, code: 'GW_PROTOTYPE_KEY' })
+  }
+  assert.equal(({} as Record<string, unknown>).admin, undefined, 'no prototype was changed')
+  // Malformed JSON that holds the key is still malformed; a plain "constructor" member is no prototype key.
+  assert.equal((await post(app, '/invoke', '{"__proto__":{"a":1},')).json().code, 'GW_MALFORMED_JSON')
+  const plain = await post(app, '/invoke', '{"name":"calculate","arguments":{"expression":"1+1","constructor":"x"}}')
+  assert.equal(plain.statusCode, 200, plain.body)
 })
 
 test('on /mcp: a malformed or empty POST body is a JSON-RPC parse error (-32700) with the HTTP status 400', async (t) => {

@@ -139,7 +139,37 @@ test('legacy requests: the lean path answers every one as the SDK\'s transport d
   await same(gw, 'prompts/list', (b) => legacy(b, { id: 9, method: 'prompts/list' }))
   await same(gw, 'an unsupported protocol version', async (b) =>
     await post(b + QUERY, { 'mcp-protocol-version': '1999-01-01' }, { jsonrpc: '2.0', id: 10, method: 'tools/list' }))
+  // Params the SDK validates before any handler runs: -32602 with what is wrong, not -32603 with the validator's raw text.
+  const level = await same(gw, 'logging/setLevel with an unknown level', (b) => legacy(b, { id: 11, method: 'logging/setLevel', params: { level: 'loud' } }))
+  assertInvalidParams(level, 11, /^Invalid params for logging\/setLevel: params\.level: expected one of "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"$/)
+  const ref = await same(gw, 'completion/complete with an unknown ref.type', (b) =>
+    legacy(b, { id: 12, method: 'completion/complete', params: { ref: { type: 'ref/tool', name: 'x' }, argument: { name: 'a', value: '' } } }))
+  assertInvalidParams(ref, 12, /^Invalid params for completion\/complete: params\.ref\.type: expected one of "ref\/prompt", "ref\/resource"$/)
+  // An unsupported MCP-Protocol-Version header is quoted cut, whichever check refuses it (a 5 KB header came back 5 KB, twice).
+  for (const version of ['1999-01-01'.padEnd(5000, '9'), 'x'.repeat(5000)]) {
+    const long = await same(gw, 'a long unsupported protocol version', async (b) =>
+      await post(b + QUERY, { 'mcp-protocol-version': version }, { jsonrpc: '2.0', id: 13, method: 'tools/list' }))
+    assertQuotedCut(long, version)
+  }
 })
+
+/** A JSON-RPC -32602 answer (HTTP 200) to request `id`, its message matching `message`, with the gateway's code. */
+function assertInvalidParams (answer: Answer, id: number, message: RegExp): void {
+  assert.equal(answer.status, 200)
+  const { error, id: answered } = JSON.parse(answer.body)
+  assert.equal(answered, id)
+  assert.equal(error.code, -32602, answer.body)
+  assert.match(error.message, message)
+  assert.equal(error.data.code, 'GW_BAD_REQUEST')
+}
+
+/** A 400 refusal that quotes at most the first 200 characters of `version`, marked as cut. */
+function assertQuotedCut (answer: Answer, version: string): void {
+  assert.equal(answer.status, 400, answer.body.slice(0, 300))
+  assert.ok(answer.body.length < 1500, `the refusal is ${answer.body.length} bytes`)
+  assert.ok(answer.body.includes(`${version.slice(0, 200)}...`), answer.body)
+  assert.ok(!answer.body.includes(version.slice(0, 201)), answer.body)
+}
 
 test('2026-07-28 requests: the lean path answers every one as the SDK\'s entry does, byte for byte', async (t) => {
   const gw = await setup(t)
@@ -173,6 +203,20 @@ test('2026-07-28 requests: the lean path answers every one as the SDK\'s entry d
     await post(b + QUERY, { 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call' }, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: bare }))
   await same(gw, 'server/discover', (b) => modern(b, { method: 'server/discover' }))
   await same(gw, 'resources/list', (b) => modern(b, { method: 'resources/list' }))
+  const ref = await same(gw, 'completion/complete with an unknown ref.type', (b) =>
+    modern(b, { id: 20, method: 'completion/complete', params: { ref: { type: 'ref/tool', name: 'x' }, argument: { name: 'a', value: '' } } }))
+  assertInvalidParams(ref, 20, /^Invalid params for completion\/complete: params\.ref\.type: expected one of "ref\/prompt", "ref\/resource"$/)
+  // A long revision, in the header and the envelope alike, or in the envelope alone: quoted cut.
+  const version = '2099-01-01'.padEnd(5000, '9')
+  const long = await same(gw, 'a long unsupported revision', (b) =>
+    modern(b, { id: 21, method: 'tools/list' }, { 'mcp-protocol-version': version }, { 'io.modelcontextprotocol/protocolVersion': version }))
+  assertQuotedCut(long, version)
+  assert.equal(JSON.parse(long.body).error.code, -32022)
+  const claimed = await same(gw, 'a long revision in the envelope only', async (b) => {
+    const meta = { 'io.modelcontextprotocol/protocolVersion': version, 'io.modelcontextprotocol/clientCapabilities': {} }
+    return await post(b + QUERY, { 'mcp-method': 'tools/list' }, { jsonrpc: '2.0', id: 22, method: 'tools/list', params: { _meta: meta } })
+  })
+  assertQuotedCut(claimed, version)
 })
 
 test('a call cancelled by closing its request is cancelled upstream on the lean path too, in both eras', async (t) => {

@@ -346,3 +346,30 @@ test('2026-07-28 Mcp-Param headers are checked against the tool\'s x-mcp-header 
   // No argument, no header expected.
   assert.equal((await call(7, undefined, {})).status, 200)
 })
+
+test('GET /mcp in the 2026-07-28 revision is 405 naming subscriptions/listen (it has no GET stream); an unknown revision is quoted cut', async (t) => {
+  const gw = await startGateway(t)
+  // The revision server/discover advertises was refused as "Unsupported protocol version" by the legacy stream's transport.
+  const get = async (version: string): Promise<{ status: number, allow: string | null, json: any }> => {
+    const res = await fetch(`${gw.base}/mcp?functions=calculate`, {
+      headers: { authorization: `Bearer ${ACME}`, accept: 'text/event-stream', 'mcp-protocol-version': version }
+    })
+    return { status: res.status, allow: res.headers.get('allow'), json: await res.json() }
+  }
+  const modern = await get(MODERN)
+  assert.equal(modern.status, 405)
+  assert.equal(modern.allow, 'POST')
+  assert.equal(modern.json.jsonrpc, '2.0')
+  assert.equal(modern.json.id, null)
+  assert.equal(modern.json.error.code, -32000)
+  assert.deepEqual(modern.json.error.data, { statusCode: 405, code: 'GW_METHOD_NOT_ALLOWED' })
+  assert.match(modern.json.error.message, /2026-07-28.*POST.*subscriptions\/listen/)
+  const discover = await gw.rpc('functions=calculate', ACME, { method: 'server/discover' })
+  assert.ok(discover.json.result.supportedVersions.includes(MODERN), JSON.stringify(discover.json))
+  // A revision the gateway does not serve at all: 400, the header quoted at most 200 characters (a 5 KB one came back whole).
+  const version = '1999-01-01'.padEnd(5000, '9')
+  const unknown = await get(version)
+  assert.equal(unknown.status, 400)
+  const message: string = unknown.json.error.message
+  assert.ok(message.includes(`${version.slice(0, 200)}...`) && message.length < 500, message)
+})

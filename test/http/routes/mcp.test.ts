@@ -342,3 +342,66 @@ test('malformed JSON, invalid JSON-RPC, unknown methods, oversized bodies, wrong
   assert.match(list.headers.get('x-gateway-overhead-ms') ?? '', /^\d+\.\d{3}$/)
   assert.equal(JSON.parse(text(await client.callTool({ name: 'calculate', arguments: { expression: '6 * 7' } }))).result, 42)
 })
+
+test('every method /mcp does not take is 405 with a JSON-RPC error body and the same Allow header, which its message names', async (t) => {
+  const gw = await startGateway(t, { API_KEYS: KEYS })
+  // PUT and OPTIONS were answered with the gateway's plain error body; HEAD's Allow said DELETE while DELETE's said GET, POST.
+  // (fetch sends no TRACE: inject does, below.)
+  for (const method of ['PUT', 'PATCH', 'OPTIONS', 'DELETE', 'HEAD', 'QUERY']) {
+    const res = await fetch(`${gw.base}/mcp`, { method, headers: { authorization: `Bearer ${ACME}`, 'content-type': 'application/json' } })
+    const text = await res.text()
+    assert.equal(res.status, 405, `${method}: ${text}`)
+    assert.equal(res.headers.get('allow'), 'GET, POST', method)
+    assert.match(res.headers.get('content-type') ?? '', /^application\/json/, method)
+    if (method === 'HEAD') {
+      assert.equal(text, '')
+      continue
+    }
+    const body = JSON.parse(text)
+    assert.equal(body.jsonrpc, '2.0', method)
+    assert.equal(body.id, null)
+    assert.equal(body.error.code, -32000)
+    assert.deepEqual(body.error.data, { statusCode: 405, code: 'GW_METHOD_NOT_ALLOWED' })
+    assert.match(body.error.message, new RegExp(`^${method} is not allowed on /mcp: it takes GET, POST`))
+  }
+  // With a body too; without a key, a 401 first, as on every route.
+  const put = await gw.http('PUT', '/mcp', { key: ACME, body: { jsonrpc: '2.0', id: 1, method: 'tools/list' } })
+  assert.equal(put.status, 405)
+  assert.equal(put.json.error.data.code, 'GW_METHOD_NOT_ALLOWED')
+  assert.equal((await gw.http('PUT', '/mcp', { body: {} })).status, 401)
+  const del = await gw.http('DELETE', '/mcp', { key: ACME })
+  assert.match(del.json.error.message, /stateless: there is no session to terminate/)
+  const trace = await gw.app.inject({ method: 'TRACE', url: '/mcp', headers: { authorization: `Bearer ${ACME}` } })
+  assert.equal(trace.statusCode, 405)
+  assert.equal(trace.headers.allow, 'GET, POST')
+  assert.equal(trace.json().error.data.code, 'GW_METHOD_NOT_ALLOWED')
+})
+
+test('a batch with two requests of one id is refused whole with -32600, before any of them runs: no request is lost silently', async (t) => {
+  const gw = await startGateway(t)
+  const headers = { accept: 'application/json, text/event-stream' }
+  const call = (id: unknown, expression: string): Record<string, unknown> =>
+    ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'calculate', arguments: { expression } } })
+  // The SDK matched answers to requests by id: the first answer of id 1 was sent alone (not even as an array), the
+  // other request ran all the same and its answer was dropped.
+  let calls = 0
+  gw.app.services.gateway.calls.subscribe(() => { calls++ })
+  for (const batch of [
+    [{ jsonrpc: '2.0', id: 1, method: 'tools/list' }, call(1, '1+1')],
+    [call('a', '1+1'), call(2, '2+2'), call('a', '3+3'), { jsonrpc: '2.0', method: 'notifications/initialized' }]
+  ]) {
+    const res = await gw.http('POST', '/mcp?functions=calculate', { body: batch, headers })
+    assert.equal(res.status, 400, JSON.stringify(res.json))
+    assert.equal(res.json.jsonrpc, '2.0')
+    assert.equal(res.json.id, null)
+    assert.equal(res.json.error.code, -32600)
+    assert.deepEqual(res.json.error.data, { statusCode: 400, code: 'GW_DUPLICATE_REQUEST_ID' })
+    assert.match(res.json.error.message, /^Invalid Request: the batch holds two requests of id (1|"a"): none of its requests ran/)
+  }
+  assert.equal(calls, 0, 'no tools/call of a refused batch ran')
+  // The same id as a number and as a string are two ids (JSON-RPC matches them exactly), and a notification has none.
+  const distinct = await gw.http('POST', '/mcp?functions=calculate', { body: [call(1, '1+1'), call('1', '2+2')], headers })
+  assert.equal(distinct.status, 200)
+  assert.deepEqual(distinct.json.map((a: { id: unknown }) => a.id).sort(), [1, '1'].sort())
+  assert.equal(calls, 2)
+})
