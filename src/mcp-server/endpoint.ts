@@ -13,7 +13,7 @@ import { MODERN_REVISION, createGatewayMcpServer, createSharedMcpServer, exchang
 import type { ExchangeState } from './server.js'
 import type { GatewayMcpServerOptions, LegacyClient, McpCallRecord } from './handlers.js'
 import { ModernMcp } from './modern.js'
-import { toWebRequest, writeAdaptiveResponse, writeWebResponse } from './web.js'
+import { asBatchAnswer, toWebRequest, writeAdaptiveResponse, writeWebResponse } from './web.js'
 import { ClientRequests } from './client-requests.js'
 import { LeanAnswer, SharedTransport, leanLegacyRequest, leanModernRequest } from './lean-transport.js'
 import type { AnswerMode } from './lean-transport.js'
@@ -253,7 +253,7 @@ export class McpEndpoint {
       const answer = await transport.handleRequest(request, { parsedBody: body })
       const response = await withRevisionsCut(answer, longRevisions(request.headers.get('mcp-protocol-version'), body))
       if (oneCall) await writeAdaptiveResponse(response, res, gone.signal)
-      else await writeWebResponse(withSession(response, body), res, gone.signal)
+      else await writeWebResponse(await asBatchAnswer(withSession(response, body), body), res, gone.signal)
     } catch (err) {
       this.#fail(res, err, body)
     }

@@ -120,3 +120,17 @@ function firstEventData (block: string): string | undefined {
   const lines = block.split('\n').filter((line) => line.startsWith('data:')).map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
   return lines.length > 0 ? lines.join('\n') : undefined
 }
+
+/**
+ * The answer to a JSON-RPC batch as JSON-RPC 2.0 says it is: an array of the responses, one
+ * response included. The SDK's transport answers a batch holding one request with the bare
+ * response object (so did the Go SDK's until its #1211); a client that matches a batch's answers
+ * by array finds none. `response` as it is for anything but a batch's JSON answer.
+ */
+export async function asBatchAnswer (response: Response, body: unknown): Promise<Response> {
+  if (!Array.isArray(body) || response.status !== 200 || response.headers.get('content-type')?.startsWith('application/json') !== true) return response
+  const text = await response.text()
+  const headers = new Headers(response.headers)
+  headers.delete('content-length')
+  return new Response(text.trimStart().startsWith('{') ? `[${text}]` : text, { status: 200, headers })
+}

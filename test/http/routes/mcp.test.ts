@@ -405,3 +405,23 @@ test('a batch with two requests of one id is refused whole with -32600, before a
   assert.deepEqual(distinct.json.map((a: { id: unknown }) => a.id).sort(), [1, '1'].sort())
   assert.equal(calls, 2)
 })
+
+test('a batch is answered with an array, one of one request included (JSON-RPC 2.0); a single request with the response alone', async (t) => {
+  const gw = await startGateway(t)
+  const headers = { accept: 'application/json, text/event-stream' }
+  // The SDK's transport answered a batch of one request with the bare response object.
+  for (const batch of [
+    [{ jsonrpc: '2.0', id: 7, method: 'ping' }],
+    [{ jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'calculate', arguments: { expression: '1+2' } } }],
+    [{ jsonrpc: '2.0', method: 'notifications/initialized' }, { jsonrpc: '2.0', id: 9, method: 'tools/list' }]
+  ]) {
+    const res = await gw.http('POST', '/mcp?functions=calculate', { body: batch, headers })
+    assert.equal(res.status, 200, JSON.stringify(res.json))
+    assert.ok(Array.isArray(res.json), JSON.stringify(res.json).slice(0, 300))
+    assert.equal(res.json.length, 1)
+    assert.equal(res.json[0].id, batch.at(-1)?.id)
+    assert.ok(res.json[0].result !== undefined)
+  }
+  const single = await gw.http('POST', '/mcp?functions=calculate', { body: { jsonrpc: '2.0', id: 10, method: 'ping' }, headers })
+  assert.deepEqual(single.json, { result: {}, jsonrpc: '2.0', id: 10 })
+})
