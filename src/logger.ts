@@ -112,7 +112,13 @@ export function stdoutLogStream (): DestinationStream {
     waiting = false
     boom.flush()
   }, LOG_FLUSH_MS).unref()
-  process.once('exit', () => { boom.flushSync() })
+  process.once('exit', () => {
+    try {
+      boom.flushSync()
+    } catch {
+      // stdout is gone (a closed pipe): nothing can be written any more.
+    }
+  })
   return {
     write (line: string) {
       waiting = true

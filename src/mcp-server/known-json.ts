@@ -25,7 +25,7 @@ export function jsonOnce (value: readonly unknown[]): Buffer {
 export function responseChunks (message: object): Array<string | Buffer> | undefined {
   const result = (message as { result?: unknown }).result
   if (result === null || typeof result !== 'object' || Array.isArray(result)) return undefined
-  if (!Object.values(result).some((value) => value !== null && typeof value === 'object' && known.has(value))) return undefined
+  if (!holdsKnown(result as Record<string, unknown>)) return undefined
   const chunks: Array<string | Buffer> = []
   let text = '{'
   /** Appends `"key":` and the value's JSON (a known one as its bytes); false when JSON leaves the value out. */
@@ -55,4 +55,13 @@ export function responseChunks (message: object): Array<string | Buffer> | undef
   }
   chunks.push(`${text}}`)
   return chunks
+}
+
+/** Whether a field of `result` has bytes jsonOnce made (every lean answer is asked: no array of its values made). */
+function holdsKnown (result: Record<string, unknown>): boolean {
+  for (const key in result) {
+    const value = result[key]
+    if (value !== null && typeof value === 'object' && known.has(value)) return true
+  }
+  return false
 }
