@@ -97,17 +97,23 @@ function jsonNumber (n: number): string {
   return Number.isFinite(n) ? String(n) : 'null'
 }
 
-// Entries are built in batches on one turn of the event loop: most end in the millisecond the last one did.
-let isoMs = Number.NaN
-let isoText = ''
+// Entries end a few per millisecond under load, thousands per second: the date and time up to the second are
+// made once per second ('2026-12-07T18:53:38.'), the milliseconds written onto them.
+let isoSecond = Number.NaN
+let isoPrefix = ''
 
-/** `new Date(ms).toISOString()`, remembered for the last millisecond asked. */
+/** `new Date(ms).toISOString()`; its text up to the second remembered for the last second asked. */
 function isoTime (ms: number): string {
-  if (ms !== isoMs) {
-    isoText = new Date(ms).toISOString()
-    isoMs = ms
+  if (!Number.isSafeInteger(ms) || ms < 0) return new Date(ms).toISOString()
+  const milli = ms % 1000
+  const second = ms - milli
+  if (second !== isoSecond) {
+    const text = new Date(second).toISOString()
+    // Everything before the milliseconds and the Z (a year past 9999 is written longer).
+    isoPrefix = text.slice(0, -4)
+    isoSecond = second
   }
-  return isoText
+  return isoPrefix + (milli < 10 ? '00' : milli < 100 ? '0' : '') + String(milli) + 'Z'
 }
 
 /**

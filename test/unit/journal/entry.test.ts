@@ -186,6 +186,14 @@ test('an entry ending in another millisecond has its own time', () => {
   assert.deepEqual([a.ts, b.ts, c.ts], ['2026-12-06T19:28:57.369Z', '2026-12-06T19:28:57.370Z', '2026-12-06T19:28:57.369Z'])
 })
 
+test('an entry\'s time is the ISO text of its end, across seconds, days and years, in whatever order entries come', () => {
+  const ends = [0, 1, 999, 1000, 1_796_585_337_009, 1_796_585_337_099, 1_796_585_337_999, 1_796_585_338_000, 1_796_585_337_500,
+    Date.UTC(2026, 11, 31, 23, 59, 59, 999), Date.UTC(2027, 0, 1), Date.UTC(10000, 0, 1, 0, 0, 0, 7), 1_796_585_337_369.5]
+  for (const endedAt of [...ends, ...ends.reverse()]) {
+    assert.equal(buildEntry(record({ endedAt }), 'meta', 'test').ts, new Date(endedAt).toISOString(), String(endedAt))
+  }
+})
+
 test('arguments sent as a JSON string holding an object of more than 10,000 members are journaled as the string, not parsed', () => {
   // Parsing it (and masking and serialising the object) cost the journal's turn of the event loop ~300 ms per 150,000 keys.
   // Indented: the string's own text, not the object written again, is what is stored.
