@@ -373,6 +373,13 @@ export class McpEndpoint {
       refuse(res, methodNotAllowed('GET', 'POST', why), { allow: 'POST' })
       return
     }
+    // What the SDK's transport refuses (no event stream accepted, a revision it does not speak) is refused
+    // before a stream is counted or the listing watched: each such GET built the listing for nothing.
+    const accept = req.headers.accept
+    if (accept === undefined || !accept.includes('text/event-stream') || !this.#sharedLegacy.speaks(req.headers['mcp-protocol-version'])) {
+      await this.#refusedGet(req, res, ex)
+      return
+    }
     const leave = this.#admit(res, tenantKey)
     if (leave === undefined) return
     const server = createGatewayMcpServer({ gateway: this.#gateway, scope: ex.scope, caller: ex.caller }, 'legacy')
@@ -403,6 +410,28 @@ export class McpEndpoint {
       unwatch?.()
       await server.close().catch(() => {})
       this.#fail(res, err)
+    }
+  }
+
+  /** The SDK transport's own refusal of a GET (its status and words), with no stream behind it; 400 should it open one. */
+  async #refusedGet (req: IncomingMessage, res: ServerResponse, ex: McpExchange): Promise<void> {
+    const server = createGatewayMcpServer({ gateway: this.#gateway, scope: ex.scope, caller: ex.caller }, 'legacy')
+    const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined })
+    const gone = new AbortController()
+    res.once('close', () => { gone.abort() })
+    try {
+      await server.connect(transport)
+      const response = await transport.handleRequest(toWebRequest(req, gone.signal))
+      if (response.status < 400) {
+        await response.body?.cancel()
+        refuse(res, new HttpError('GW_BAD_REQUEST', 'GET /mcp opens an event stream: send Accept: text/event-stream and a revision it speaks'))
+        return
+      }
+      await writeWebResponse(await withRevisionsCut(response, longRevisions(headerOf(req, 'mcp-protocol-version'), undefined)), res, gone.signal)
+    } catch (err) {
+      this.#fail(res, err)
+    } finally {
+      await server.close().catch(() => {})
     }
   }
 

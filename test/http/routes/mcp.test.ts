@@ -425,3 +425,23 @@ test('a batch is answered with an array, one of one request included (JSON-RPC 2
   const single = await gw.http('POST', '/mcp?functions=calculate', { body: { jsonrpc: '2.0', id: 10, method: 'ping' }, headers })
   assert.deepEqual(single.json, { result: {}, jsonrpc: '2.0', id: 10 })
 })
+
+test('a GET /mcp the SDK refuses (no event stream accepted, a revision it does not speak) builds no listing and counts no stream', async (t) => {
+  const gw = await startGateway(t)
+  const gateway = gw.app.services.gateway
+  let listings = 0
+  const listTools = gateway.listTools.bind(gateway)
+  gateway.listTools = async (...args) => { listings++; return await listTools(...args) }
+  const refused: Array<Record<string, string>> = [{ accept: 'application/json' }, { accept: 'text/event-stream', 'mcp-protocol-version': '1999-01-01' }]
+  for (const headers of refused) {
+    const res = await gw.http('GET', '/mcp?functions=calculate', { headers })
+    assert.ok(res.status === 406 || res.status === 400, `${res.status} ${JSON.stringify(res.json)}`)
+    assert.equal(res.json.jsonrpc, '2.0')
+  }
+  assert.equal(listings, 0, 'a refused GET built the listing')
+  // An accepted GET still watches its listing (the stream is closed by the test's end).
+  const open = await fetch(`${gw.base}/mcp?functions=calculate`, { headers: { accept: 'text/event-stream' } })
+  assert.equal(open.status, 200)
+  assert.equal(listings, 1)
+  await open.body?.cancel()
+})
