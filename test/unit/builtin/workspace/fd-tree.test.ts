@@ -21,7 +21,7 @@ const HAS_PERL = spawnSync('perl', ['-e', '1']).status === 0
 
 async function setup (t: { after: (fn: () => Promise<void>) => void }) {
   const dir = await realpath(await mkdtemp(path.join(os.tmpdir(), 'tg-tree-')))
-  t.after(() => rm(dir, { recursive: true, force: true }))
+  t.after(() => rm(dir, { recursive: true, force: true, maxRetries: 5 }))
   const root = path.join(dir, 'ws')
   const outside = path.join(dir, 'outside')
   const ro = path.join(dir, 'ro')
@@ -127,7 +127,13 @@ test('a symlink-swap loop beside the calls never lets a read, write, delete or w
   // The names go through variables: perl's syscall() dies on literal strings ("Modification of a
   // read-only value"), which would leave a loop that never swaps and a test that proves nothing.
   const loop = spawn('perl', ['-e', `chdir $ARGV[0] or die; my ($a, $b) = ("e", "swap"); while (1) { syscall(${RENAMEAT2}, -100, $a, -100, $b, 2) }`, root], { stdio: 'ignore' })
-  t.after(() => { loop.kill('SIGKILL') })
+  // Killed and gone before the tree is removed (setup's after hook): a loop still renaming made rm fail (ENOTEMPTY).
+  const exited = new Promise<void>((resolve) => { loop.once('exit', () => resolve()) })
+  const stop = async (): Promise<void> => {
+    if (loop.exitCode === null && loop.signalCode === null) loop.kill('SIGKILL')
+    await exited
+  }
+  t.after(stop)
 
   let escapes = 0
   let successes = 0
@@ -155,7 +161,7 @@ test('a symlink-swap loop beside the calls never lets a read, write, delete or w
     await Promise.allSettled(ops)
   }
   assert.equal(loop.exitCode, null, 'the swap loop exited early: nothing was swapped')
-  loop.kill('SIGKILL')
+  await stop()
   assert.equal(escapes, 0)
   assert.ok(successes > 0, 'the calls must sometimes win the race, or the test proves nothing')
   assert.equal(await readFile(path.join(outside, 'x'), 'utf8'), 'OUTSIDE X\n', 'the outside file was deleted or changed')
