@@ -39,6 +39,8 @@ export class PoolConnector implements McpConnector {
   readonly #globalPool: McpClientPool
 
   readonly #authorizationFor: AuthorizationFor | undefined
+  readonly #specs = new WeakMap<ServerConfig, ConnectSpec>()
+  readonly #relaySpecs = new WeakMap<ConnectSpec, ConnectSpec>()
 
   constructor (pools: { tenant: McpClientPool, global: McpClientPool }, authorizationFor?: AuthorizationFor) {
     this.#tenantPool = pools.tenant
@@ -49,7 +51,25 @@ export class PoolConnector implements McpConnector {
   #spec (server: RemoteServer): ConnectSpec {
     const config = server.config as ServerConfig
     const authorization = config.auth !== undefined && server.scope !== undefined ? this.#authorizationFor?.(server.scope, server.serverId, config) : undefined
-    return toConnectSpec(config, authorization)
+    if (authorization !== undefined) return toConnectSpec(config, authorization)
+    // One spec object per config object (the registry's, never changed once made): the pool knows its client by it
+    // without hashing the config again on every call (pool.ts clientId).
+    let spec = this.#specs.get(config)
+    if (spec === undefined) {
+      spec = toConnectSpec(config)
+      this.#specs.set(config, spec)
+    }
+    return spec
+  }
+
+  /** The spec of a call whose client can be asked: the server's, declaring what a relay carries (relay.ts); one per spec. */
+  #relaySpec (spec: ConnectSpec): ConnectSpec {
+    let relay = this.#relaySpecs.get(spec)
+    if (relay === undefined) {
+      relay = { ...spec, clientCapabilities: RELAY_CAPABILITIES }
+      this.#relaySpecs.set(spec, relay)
+    }
+    return relay
   }
 
   #pool (server: RemoteServer): McpClientPool {
@@ -98,7 +118,7 @@ export class PoolConnector implements McpConnector {
     const spec = this.#spec(server)
     // A call whose client can be asked the server's questions: on a connection that declares it can (relay.ts).
     if (opts.input?.relay?.ask !== undefined) {
-      return await this.#pool(server).callTool(`${key}${RELAY_KEY_SUFFIX}`, { ...spec, clientCapabilities: RELAY_CAPABILITIES }, name, args, opts)
+      return await this.#pool(server).callTool(`${key}${RELAY_KEY_SUFFIX}`, this.#relaySpec(spec), name, args, opts)
     }
     return await this.#pool(server).callTool(key, spec, name, args, opts)
   }

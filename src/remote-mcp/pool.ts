@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 import type { FetchLike, jsonSchemaValidator } from '@modelcontextprotocol/client'
 import type { CallToolResult, Implementation, Tool } from '@modelcontextprotocol/sdk/types.js'
 import { SharedSchemaValidator } from '../mcp/schema-validator.js'
@@ -105,11 +105,23 @@ function clientId (key: string, spec: ConnectSpec): string {
   return `${key}#${hashConnectSpec(spec)}`
 }
 
+/**
+ * The hash of each spec object met: a connector hands the same object for the same config on every call
+ * (connector.ts), and the canonical JSON and SHA-256 of it were, twice per call, the pool's largest cost.
+ * Specs are never changed once made.
+ */
+const specHashes = new WeakMap<ConnectSpec, string>()
+
 /** Stable hash of a spec: the same config always gives the same hash, any change a new one. */
 function hashConnectSpec (spec: ConnectSpec): string {
-  // The OAuth hook is behaviour, not config: the same server config (auth included) is one client.
-  const { authorization: _hook, ...config } = spec
-  return createHash('sha256').update(canonicalJson(config)).digest('hex').slice(0, 16)
+  let hashed = specHashes.get(spec)
+  if (hashed === undefined) {
+    // The OAuth hook is behaviour, not config: the same server config (auth included) is one client.
+    const { authorization: _hook, ...config } = spec
+    hashed = hash('sha256', canonicalJson(config), 'hex').slice(0, 16)
+    specHashes.set(spec, hashed)
+  }
+  return hashed
 }
 
 function canonicalJson (value: unknown): string {
@@ -229,7 +241,7 @@ export class McpClientPool {
     const id = clientId(key, spec)
     const admission = this.#breakers.tryAdmit(id)
     if (!admission.ok) return
-    const entry = this.#acquire(key, spec)
+    const entry = this.#acquire(key, spec, id)
     try {
       if (entry.toolList.tools !== undefined && entry.connected) return
       await entry.refresh()
@@ -249,7 +261,7 @@ export class McpClientPool {
   async listTools (key: string, spec: ConnectSpec, options: ListToolsOptions = {}): Promise<Tool[]> {
     const id = clientId(key, spec)
     const admission = this.#admit(id)
-    const entry = this.#acquire(key, spec)
+    const entry = this.#acquire(key, spec, id)
     try {
       const fresh = admission.probe ? undefined : entry.toolList.fresh(this.#opts.toolsTtlMs)
       if (fresh !== undefined) return fresh
@@ -305,7 +317,7 @@ export class McpClientPool {
   ): Promise<UpstreamCallResult> {
     const id = clientId(key, spec)
     const admission = this.#admit(id)
-    const entry = this.#acquire(key, spec)
+    const entry = this.#acquire(key, spec, id)
     try {
       return await entry.call(name, args, options)
     } finally {
@@ -322,7 +334,7 @@ export class McpClientPool {
   async surface (key: string, spec: ConnectSpec, req: SurfaceRequest, options: { signal?: AbortSignal, timeoutMs: number }): Promise<unknown> {
     const id = clientId(key, spec)
     const admission = this.#admit(id)
-    const entry = this.#acquire(key, spec)
+    const entry = this.#acquire(key, spec, id)
     try {
       return await entry.surface(req, options)
     } finally {
@@ -409,9 +421,8 @@ export class McpClientPool {
     return this.#breakers.admit(id)
   }
 
-  #acquire (key: string, spec: ConnectSpec): PooledClient {
+  #acquire (key: string, spec: ConnectSpec, id = clientId(key, spec)): PooledClient {
     if (this.#closed) throw new UpstreamError('GW_UPSTREAM_ERROR', 'The MCP client pool is closed')
-    const id = clientId(key, spec)
     let entry = this.#entries.get(id)
     if (entry === undefined) {
       // Same key, other config: that client belongs to a config that no longer exists.

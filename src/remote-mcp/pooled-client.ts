@@ -482,10 +482,12 @@ async function callOnce (
   const progress = onProgress !== undefined || relayed !== undefined ? trackProgress(conn.client, onProgress ?? ignoreProgress) : undefined
   // The questions a server asks the call's client end with the call: one it left behind would otherwise wait for an
   // answer (and hold one of the instance's waiting slots) for as long as the client never gives one.
-  const ended = relayed !== undefined ? new AbortController() : undefined
-  if (relayed !== undefined && progress !== undefined && ended !== undefined) {
+  // A client that cannot be asked (it declared none of the capabilities: most /mcp clients) only hears the call's log
+  // messages: nothing waits for it, so there is nothing to end (no controller, combined signal and error per call).
+  const ended = relayed?.relay.ask !== undefined ? new AbortController() : undefined
+  if (relayed !== undefined && progress !== undefined) {
     conn.relays ??= new Map()
-    conn.relays.set(progress.token, { input: relayed, signal: AbortSignal.any([signal, ended.signal]) })
+    conn.relays.set(progress.token, { input: relayed, signal: ended !== undefined ? AbortSignal.any([signal, ended.signal]) : signal })
   }
   try {
     const meta: Record<string, unknown> = {}
