@@ -10,8 +10,9 @@
  * otherwise), unless the config's verdict is known (era-verdicts.ts): then `connect({ prior })`
  * skips the probe. The verdict of a successful connect is remembered; a failed connect forgets it.
  */
-import { Client, ProtocolError, SdkError, SdkErrorCode } from '@modelcontextprotocol/client'
-import type { FetchLike, Implementation, jsonSchemaValidator } from '@modelcontextprotocol/client'
+import { ProtocolError, SdkError, SdkErrorCode } from '@modelcontextprotocol/client'
+import type { Client, FetchLike, Implementation, jsonSchemaValidator } from '@modelcontextprotocol/client'
+import { GatewayClient } from './gateway-client.js'
 import type { Logger } from '../logger.js'
 import { isStaleSocket } from './classify.js'
 import { EraVerdicts } from './era-verdicts.js'
@@ -133,7 +134,7 @@ async function tryConnect (o: ConnectionOptions, timeoutMs: number): Promise<Con
   const kind = transportKind(o.spec.type)
   // The server config's own choice (`protocol`), else the transport's default.
   const era = o.spec.protocol ?? kind.era
-  const client = new Client(o.clientInfo, {
+  const client = new GatewayClient(o.clientInfo, {
     // Only a relay connection's Client says it can answer a server's questions (relay.ts).
     capabilities: o.spec.clientCapabilities ?? {},
     jsonSchemaValidator: o.schemaValidator,
