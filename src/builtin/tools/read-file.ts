@@ -257,7 +257,11 @@ async function readSlice (fh: FileHandle, st: FileId, rel: string, start: number
         first = false
         if (looksBinary(buf, bytesRead)) throw binaryError(rel)
       }
-      const text = bytesRead === 0 ? decoder.end() : decoder.write(buf.subarray(0, bytesRead))
+      // A short read that reached the size the file had when opened is its end: no second read to be told so (each
+      // read is a round trip to libuv's threadpool; most files fit in one chunk).
+      const ended = bytesRead === 0 || (bytesRead < CHUNK_BYTES && pos >= st.size)
+      const read = bytesRead === 0 ? '' : decoder.write(buf.subarray(0, bytesRead))
+      const text = ended ? read + decoder.end() : read
       let from = 0
       for (;;) {
         const nl = text.indexOf('\n', from)
@@ -279,7 +283,7 @@ async function readSlice (fh: FileHandle, st: FileId, rel: string, start: number
         truncated = true
         break
       }
-      if (bytesRead === 0) {
+      if (ended) {
         if (partial.length > 0) {
           if (partial.endsWith('\r')) partial = partial.slice(0, -1)
           take(partial)
@@ -289,6 +293,7 @@ async function readSlice (fh: FileHandle, st: FileId, rel: string, start: number
     }
     return { path: rel, content, startLine: start, endLine: lastIncluded, truncated }
   } finally {
-    await fh.close()
+    // Not waited for: the answer does not depend on it (a round trip to the threadpool).
+    fh.close().catch(() => {})
   }
 }

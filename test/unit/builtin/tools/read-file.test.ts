@@ -134,3 +134,26 @@ test('read_file line-offset index: repeated deep reads agree with a cold read, a
   for (let i = 0; i < 33; i++) assert.equal((await run(readFileTool, { path: `small${i}.txt`, startLine: 70_000 })).content, 'a')
   assert.deepEqual(lineIndexCacheInfo(), { files: 32, checkpoints: 64 })
 })
+
+test('read_file ends at a short read that reaches the file\'s size: the last line, a cut character and the chunk boundaries are all there', async (t) => {
+  const { root, ws, run } = await toolWorkspace(t)
+  ws.limits.readMaxChars = 200_000
+  const chunk = 64 * 1024
+  const line = (n: number): string => `${String(n).padStart(6, '0')} ${'x'.repeat(56)}\n`
+  const body = (bytes: number): Buffer => Buffer.from(Array.from({ length: Math.ceil(bytes / 64) }, (_, i) => line(i)).join('').slice(0, bytes))
+  const cases: Record<string, Buffer> = {
+    empty: Buffer.alloc(0),
+    'no-newline': Buffer.from('a\r\nb\nlast, no newline'),
+    // An incomplete UTF-8 sequence at the very end is U+FFFD, as a decoder's end gives it.
+    'cut-character': Buffer.concat([Buffer.from('é\nend '), Buffer.from([0xe2, 0x82])]),
+    'one-chunk': body(chunk),
+    'one-chunk-and-a-byte': Buffer.concat([body(chunk), Buffer.from('z')]),
+    'two-chunks-less-a-byte': body(2 * chunk - 1)
+  }
+  for (const [name, bytes] of Object.entries(cases)) {
+    await writeFile(path.join(root, name), bytes)
+    const r = await run(readFileTool, { path: name, maxChars: 200_000 })
+    assert.deepEqual(r, { path: name, startLine: 1, ...expectedSlice(bytes, 1, Infinity, 200_000) }, name)
+  }
+  assert.match(String((await run(readFileTool, { path: 'cut-character' })).content), /end \ufffd$/)
+})
