@@ -25,7 +25,7 @@ const KEPT: ReadonlySet<string> = new Set(['tools/call'])
 const validators = new WeakMap<object, Map<string, StandardSchemaV1>>()
 
 /** The SDK's codecResultValidator for `method`, made once per codec. */
-export function keptResultValidator (codec: ResultCodec, method: string): StandardSchemaV1 {
+function keptResultValidator (codec: ResultCodec, method: string): StandardSchemaV1 {
   let byMethod = validators.get(codec)
   if (byMethod === undefined) {
     byMethod = new Map()

@@ -108,7 +108,7 @@ export function isProtected (segments: readonly string[]): boolean {
  * and a walk waited for one per component, a read for one more before it answered. Only for fds whose close
  * decides nothing (a directory walked through, a file read); an fd written to is closed and waited for.
  */
-export function release (fh: FileHandle): void {
+function release (fh: FileHandle): void {
   fh.close().catch(() => {})
 }
 
