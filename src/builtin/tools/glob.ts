@@ -76,25 +76,27 @@ export const globTool: BuiltinTool = {
 
     // The base directory is opened beneath the root with no symlink followed out of it (docs/ARCHITECTURE.md#fd-layer):
     // an escape is refused here, and the walk below only ever goes down by directory fd.
-    const base = await openForRead(ctx.workspace, baseInput, { allowDirectory: true })
-    const baseRel = base.rel
-    await base.fh.close()
-    const join = (rel: string): string => (baseRel === '.' ? rel : path.posix.join(baseRel, rel))
-
     const scan = picomatch.scan(glob)
     const prefix = scan.isGlob ? unescapeGlob(scan.base) : ''
+    // A literal path: one entry, listed when it is a regular file (not a link to one).
+    const literal = scan.isGlob ? '' : unescapeGlob(glob).replace(/\/+$/, '')
+    const slash = literal.lastIndexOf('/')
+    const parentRel = slash === -1 ? '' : literal.slice(0, slash)
+    // The directory the search starts in is the base itself (`**/*.ts`, `a.txt`): the base stays open for it
+    // instead of being opened a second time (each open is a walk from the root, several round trips).
+    const startsAtBase = scan.isGlob ? prefix === '' : parentRel === ''
+    const base = await openForRead(ctx.workspace, baseInput, { allowDirectory: true })
+    const baseRel = base.rel
+    if (!startsAtBase) await base.fh.close()
+    const join = (rel: string): string => (baseRel === '.' ? rel : path.posix.join(baseRel, rel))
     const inBase = (sub: string): string => path.posix.join(baseRel, sub)
 
     if (!scan.isGlob) {
-      // A literal path: one entry, listed when it is a regular file (not a link to one).
-      const literal = unescapeGlob(glob).replace(/\/+$/, '')
-      const slash = literal.lastIndexOf('/')
-      const parentRel = slash === -1 ? '' : literal.slice(0, slash)
       const name = literal.slice(slash + 1)
       const none = { pattern, path: baseRel, matches: [], count: 0, truncated: false }
       let parent
       try {
-        parent = await openForRead(ctx.workspace, parentRel === '' ? baseInput : inBase(parentRel), { allowDirectory: true })
+        parent = startsAtBase ? base : await openForRead(ctx.workspace, inBase(parentRel), { allowDirectory: true })
       } catch (err) {
         if (isMissing(err)) return none
         throw err
@@ -111,7 +113,7 @@ export const globTool: BuiltinTool = {
 
     let dir: FileHandle
     try {
-      const opened = await openForRead(ctx.workspace, prefix === '' ? baseInput : inBase(prefix), { allowDirectory: true })
+      const opened = startsAtBase ? base : await openForRead(ctx.workspace, inBase(prefix), { allowDirectory: true })
       if (!opened.st.isDirectory()) {
         await opened.fh.close()
         return { pattern, path: baseRel, matches: [], count: 0, truncated: false }

@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdir, writeFile } from 'node:fs/promises'
+import { mkdir, symlink, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import fg from 'fast-glob'
 import { globTool } from '../../../../src/builtin/tools/glob.js'
@@ -24,6 +24,23 @@ test('glob: standard globstar, sorted, files only, skips .git/node_modules, no s
   assert.equal(limited.count, 2)
   assert.equal(limited.truncated, true)
   assert.deepEqual(limited.matches, matches.slice(0, 2))
+})
+
+test('glob: a search that starts at the base (a literal at it, a pattern without a literal prefix) on a directory, a file and a link as base', async (t) => {
+  const { root, run } = await searchTree(t)
+  assert.deepEqual((await run(globTool, { pattern: 'a.ts' })).matches, ['a.ts'])
+  assert.deepEqual((await run(globTool, { pattern: 'c.ts', path: 'src' })).matches, ['src/c.ts'])
+  assert.deepEqual((await run(globTool, { pattern: 'nope.ts', path: 'src' })).matches, [])
+  assert.deepEqual((await run(globTool, { pattern: '*.ts', path: 'src' })).matches, ['src/c.ts'])
+  // A base that is a file: nothing below it, for a pattern as for a literal.
+  assert.deepEqual(await run(globTool, { pattern: '**/*', path: 'a.ts' }), { pattern: '**/*', path: 'a.ts', matches: [], count: 0, truncated: false })
+  assert.deepEqual((await run(globTool, { pattern: 'x', path: 'a.ts' })).matches, [])
+  // A base that is a link to a directory in the tree is followed as a read is; one leading out is refused.
+  await writeFile(path.join(root, 'src', 'deep', 'f.ts'), '')
+  await symlink('src/deep', path.join(root, 'deeplink'))
+  assert.deepEqual((await run(globTool, { pattern: '*.ts', path: 'deeplink' })).matches, ['deeplink/d.ts', 'deeplink/f.ts'])
+  await symlink('/etc', path.join(root, 'out'))
+  await assert.rejects(run(globTool, { pattern: '*', path: 'out' }), /escapes/)
 })
 
 test('glob: refuses absolute and .. patterns', async (t) => {
