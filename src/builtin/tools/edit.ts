@@ -1,6 +1,7 @@
 import { ToolError } from '../types.js'
-import type { BuiltinTool } from '../tool.js'
-import { locateWritable, readFileCapped, writeFileAtomic } from '../workspace/fd-tree.js'
+import type { BuiltinCallContext, BuiltinTool } from '../tool.js'
+import { locateWritable, readFileCapped, readFileCappedAt, writeFileAtomicAt } from '../workspace/fd-tree.js'
+import type { Location } from '../workspace/fd-tree.js'
 import { withQuota } from '../workspace/usage.js'
 import { looksBinary, objectSchema, optBool, str } from './args.js'
 
@@ -29,48 +30,58 @@ export const editTool: BuiltinTool = {
   mutates: () => true,
   async run (args, ctx): Promise<EditResult> {
     const input = str(args, 'path')
-    let oldStr = str(args, 'old_string')
-    let newStr = str(args, 'new_string')
+    const oldStr = str(args, 'old_string')
+    const newStr = str(args, 'new_string')
     const replaceAll = optBool(args, 'replaceAll') ?? false
     if (oldStr.length === 0) throw new ToolError('old_string must not be empty', 'invalid-arguments')
     if (oldStr === newStr) throw new ToolError('old_string and new_string must be different', 'invalid-arguments')
     // Text tools edit text: a NUL would turn the file binary (and is how a model's output gets mangled).
     if (oldStr.includes('\0') || newStr.includes('\0')) throw new ToolError('old_string and new_string must not contain NUL bytes', 'invalid-arguments')
 
-    // Refuse read roots and protected paths before reading anything.
-    await (await locateWritable(ctx.workspace, input)).close()
-    const { data, rel } = await readFileCapped(ctx.workspace, input, EDIT_MAX_BYTES, 'edit')
-    const original = decodeText(data, rel)
-
-    let n = count(original, oldStr)
-    // A model usually sends '\n'; in a CRLF file, retry with CRLF so the file keeps its line endings.
-    if (n === 0 && original.includes('\r\n') && oldStr.includes('\n') && !oldStr.includes('\r')) {
-      const crlfOld = oldStr.replace(/\n/g, '\r\n')
-      const crlfCount = count(original, crlfOld)
-      if (crlfCount > 0) {
-        oldStr = crlfOld
-        newStr = newStr.replace(/\r?\n/g, '\r\n')
-        n = crlfCount
-      }
+    // Refuse read roots and protected paths before reading anything. The location found is read and written
+    // through its directory's fd: one walk from the root for the edit, not three.
+    const loc = await locateWritable(ctx.workspace, input)
+    try {
+      return await editAt(ctx, loc, input, oldStr, newStr, replaceAll)
+    } finally {
+      loc.close().catch(() => {})
     }
-    if (n === 0) {
-      throw new ToolError(`old_string not found in file: ${rel}. Ensure whitespace and indentation match exactly.`)
-    }
-    if (n > 1 && !replaceAll) {
-      throw new ToolError(`old_string is not unique — found ${n} occurrences in ${rel}. Provide more context or set replaceAll=true`)
-    }
-    // The new content is bounded like the file read: a replaceAll of a million one-byte matches by
-    // 500 bytes would build a 500 MB string from a 1 MB file (and encode it again to write it).
-    const bytes = data.length + (replaceAll ? n : 1) * (Buffer.byteLength(newStr) - Buffer.byteLength(oldStr))
-    if (bytes > EDIT_MAX_BYTES) throw new ToolError(`The edit would make ${rel} ${bytes} bytes; edit works on files up to ${EDIT_MAX_BYTES} bytes`)
-    // split/join, never String.prototype.replace with a string: '$&', '$1', "$'" must stay literal.
-    const parts = original.split(oldStr)
-    const updated = replaceAll
-      ? parts.join(newStr)
-      : (parts[0] ?? '') + newStr + parts.slice(1).join(oldStr)
-    await withQuota(ctx.usage, ctx.workspace, async (quota) => await writeFileAtomic(ctx.workspace, input, updated, { ...quota, signal: ctx.signal }))
-    return { path: rel, replacements: replaceAll ? n : 1 }
   }
+}
+
+async function editAt (ctx: BuiltinCallContext, loc: Location, input: string, oldStr: string, newStr: string, replaceAll: boolean): Promise<EditResult> {
+  // A symlink (an in-tree one): read where it points, by its path, as before; the write refuses it.
+  const { data, rel } = await readFileCappedAt(loc, EDIT_MAX_BYTES, 'edit') ?? await readFileCapped(ctx.workspace, input, EDIT_MAX_BYTES, 'edit')
+  const original = decodeText(data, rel)
+
+  let n = count(original, oldStr)
+  // A model usually sends '\n'; in a CRLF file, retry with CRLF so the file keeps its line endings.
+  if (n === 0 && original.includes('\r\n') && oldStr.includes('\n') && !oldStr.includes('\r')) {
+    const crlfOld = oldStr.replace(/\n/g, '\r\n')
+    const crlfCount = count(original, crlfOld)
+    if (crlfCount > 0) {
+      oldStr = crlfOld
+      newStr = newStr.replace(/\r?\n/g, '\r\n')
+      n = crlfCount
+    }
+  }
+  if (n === 0) {
+    throw new ToolError(`old_string not found in file: ${rel}. Ensure whitespace and indentation match exactly.`)
+  }
+  if (n > 1 && !replaceAll) {
+    throw new ToolError(`old_string is not unique — found ${n} occurrences in ${rel}. Provide more context or set replaceAll=true`)
+  }
+  // The new content is bounded like the file read: a replaceAll of a million one-byte matches by
+  // 500 bytes would build a 500 MB string from a 1 MB file (and encode it again to write it).
+  const bytes = data.length + (replaceAll ? n : 1) * (Buffer.byteLength(newStr) - Buffer.byteLength(oldStr))
+  if (bytes > EDIT_MAX_BYTES) throw new ToolError(`The edit would make ${rel} ${bytes} bytes; edit works on files up to ${EDIT_MAX_BYTES} bytes`)
+  // split/join, never String.prototype.replace with a string: '$&', '$1', "$'" must stay literal.
+  const parts = original.split(oldStr)
+  const updated = replaceAll
+    ? parts.join(newStr)
+    : (parts[0] ?? '') + newStr + parts.slice(1).join(oldStr)
+  await withQuota(ctx.usage, ctx.workspace, async (quota) => await writeFileAtomicAt(ctx.workspace, loc, updated, { ...quota, signal: ctx.signal }))
+  return { path: rel, replacements: replaceAll ? n : 1 }
 }
 
 function decodeText (buf: Buffer, rel: string): string {

@@ -393,6 +393,23 @@ async function openEntry (loc: Location, linkIsMiss: boolean): Promise<FileHandl
 /** Reads a whole regular file, refusing one larger than `maxBytes` (checked on the fd). */
 export async function readFileCapped (ws: Workspace, input: string, maxBytes: number, what = 'read'): Promise<{ data: Buffer, rel: string }> {
   const { fh, st, rel } = await openForRead(ws, input)
+  return await readOpened(fh, st, rel, maxBytes, what)
+}
+
+/** readFileCapped of a writable location's entry (locateWritable) without a second walk; undefined for a symlink (read it by path). */
+export async function readFileCappedAt (loc: Location, maxBytes: number, what = 'read'): Promise<{ data: Buffer, rel: string } | undefined> {
+  const fh = await openEntry(loc, true)
+  if (fh === undefined) return undefined
+  const st = await fh.stat().catch((err: unknown) => { release(fh); throw fsError(err, loc.rel) })
+  if (!st.isFile()) {
+    release(fh)
+    throw new ToolError(st.isDirectory() ? `Path is a directory: ${loc.rel}` : `Not a regular file: ${loc.rel}`)
+  }
+  return await readOpened(fh, st, loc.rel, maxBytes, what)
+}
+
+/** Reads an opened regular file whole, at most `maxBytes`; closes it. */
+async function readOpened (fh: FileHandle, st: Stats, rel: string, maxBytes: number, what: string): Promise<{ data: Buffer, rel: string }> {
   try {
     if (st.size > maxBytes) throw new ToolError(`File is too large to ${what} (${st.size} bytes, max ${maxBytes}): ${rel}`)
     // Read at most maxBytes + 1 whatever the size says now: the file may grow under us.
@@ -454,6 +471,11 @@ export async function writeFileAtomic (
   } finally {
     loc.close().catch(() => {})
   }
+}
+
+/** writeFileAtomic to a location held from locateWritable, into the directory its fd is (no second walk); the caller closes `loc`. */
+export async function writeFileAtomicAt (ws: Workspace, loc: Location, data: string, opts: WriteOptions): Promise<{ created: boolean, bytesWritten: number }> {
+  return await writeAt(ws, loc, data, opts).catch((err: unknown) => { throw fsError(err, loc.rel) })
 }
 
 async function writeAt (ws: Workspace, loc: Location, data: string | Buffer, opts: WriteOptions): Promise<{ created: boolean, bytesWritten: number }> {

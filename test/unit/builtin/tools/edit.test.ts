@@ -1,6 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { readFile, writeFile } from 'node:fs/promises'
+import { execFileSync } from 'node:child_process'
+import { mkdir, readdir, readFile, symlink, writeFile } from 'node:fs/promises'
 import path from 'node:path'
 import { editTool } from '../../../../src/builtin/tools/edit.js'
 import { assertClosedSchema, toolError, toolWorkspace } from '../../../helpers/tool-workspace.js'
@@ -46,4 +47,23 @@ test('edit: a replaceAll that would grow the file past the 10 MiB edit works on 
   // Up to the bound it works, in UTF-8 bytes (each 'é' is two).
   assert.deepEqual(await run(editTool, { path: 'big.txt', old_string: 'a', new_string: 'éé', replaceAll: true }), { path: 'big.txt', replacements: 1_000_000 })
   assert.equal((await readFile(path.join(root, 'big.txt'))).length, 4_000_000)
+})
+
+test('edit reads and writes through the one location it resolved: a nested file, a directory, a FIFO, an in-tree link, a link out', async (t) => {
+  const { root, run } = await toolWorkspace(t)
+  await mkdir(path.join(root, 'a', 'b'), { recursive: true })
+  await writeFile(path.join(root, 'a', 'b', 'n.txt'), 'one two\n')
+  assert.deepEqual(await run(editTool, { path: 'a/b/n.txt', old_string: 'two', new_string: '2' }), { path: 'a/b/n.txt', replacements: 1 })
+  assert.equal(await readFile(path.join(root, 'a', 'b', 'n.txt'), 'utf8'), 'one 2\n')
+  await toolError(run(editTool, { path: 'a/b', old_string: 'x', new_string: 'y' }), /^Path is a directory: a\/b$/)
+  execFileSync('mkfifo', [path.join(root, 'fifo')])
+  await toolError(run(editTool, { path: 'fifo', old_string: 'x', new_string: 'y' }), /^Not a regular file: fifo$/)
+  // A link in the tree is read where it points (as a read is) and never written through: the target is unchanged.
+  await symlink('a/b/n.txt', path.join(root, 'link.txt'))
+  await toolError(run(editTool, { path: 'link.txt', old_string: 'one', new_string: '1' }), /Refusing to write through a symbolic link: link.txt/)
+  assert.equal(await readFile(path.join(root, 'a', 'b', 'n.txt'), 'utf8'), 'one 2\n')
+  // A link out of the tree: refused, nothing read.
+  await symlink('/etc/hostname', path.join(root, 'out.txt'))
+  await toolError(run(editTool, { path: 'out.txt', old_string: 'a', new_string: 'b' }), /escapes workspace root|Refusing to write/)
+  assert.equal(await readdir(root).then((names) => names.some((n) => n.endsWith('.tg-tmp'))), false)
 })
