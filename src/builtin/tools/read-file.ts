@@ -4,7 +4,7 @@ import { setImmediate as yieldToLoop } from 'node:timers/promises'
 import { ToolError } from '../types.js'
 import type { BuiltinTool } from '../tool.js'
 import { tenantIo } from '../workspace/io-gate.js'
-import { openForRead } from '../workspace/fd-tree.js'
+import { openForRead, release } from '../workspace/fd-tree.js'
 import { BINARY_SNIFF_BYTES, looksBinary, objectSchema, optInt, str } from './args.js'
 
 const CHUNK_BYTES = 64 * 1024
@@ -293,7 +293,6 @@ async function readSlice (fh: FileHandle, st: FileId, rel: string, start: number
     }
     return { path: rel, content, startLine: start, endLine: lastIncluded, truncated }
   } finally {
-    // Not waited for: the answer does not depend on it (a round trip to the threadpool).
-    fh.close().catch(() => {})
+    release(fh)
   }
 }

@@ -108,7 +108,7 @@ export function isProtected (segments: readonly string[]): boolean {
  * and a walk waited for one per component, a read for one more before it answered. Only for fds whose close
  * decides nothing (a directory walked through, a file read); an fd written to is closed and waited for.
  */
-function release (fh: FileHandle): void {
+export function release (fh: FileHandle): void {
   fh.close().catch(() => {})
 }
 
@@ -363,8 +363,7 @@ export async function openForRead (ws: Workspace, input: string, opts: { allowDi
     try {
       const st = await fh.stat()
       if (!st.isDirectory() && namesDirectory(input)) throw new ToolError(`Not a directory: ${quoteInput(input)}`)
-      if (st.isDirectory() && opts.allowDirectory !== true) throw new ToolError(`Path is a directory: ${loc.rel}`)
-      if (!st.isFile() && !st.isDirectory()) throw new ToolError(`Not a regular file: ${loc.rel}`)
+      checkOpened(st, loc.rel, opts.allowDirectory === true)
       return { fh, st, rel: loc.rel, readOnly: loc.readOnly, chain: loc.chain }
     } catch (err) {
       await fh.close()
@@ -403,9 +402,15 @@ export async function readFileCappedAt (loc: Location, maxBytes: number, what = 
   const st = await fh.stat().catch((err: unknown) => { release(fh); throw fsError(err, loc.rel) })
   if (!st.isFile()) {
     release(fh)
-    throw new ToolError(st.isDirectory() ? `Path is a directory: ${loc.rel}` : `Not a regular file: ${loc.rel}`)
+    checkOpened(st, loc.rel, false)
   }
   return await readOpened(fh, st, loc.rel, maxBytes, what)
+}
+
+/** Refuses an opened entry that is not a regular file (or a directory, when `allowDirectory`), in AI4J's words. */
+function checkOpened (st: Stats, rel: string, allowDirectory: boolean): void {
+  if (st.isDirectory() && !allowDirectory) throw new ToolError(`Path is a directory: ${rel}`)
+  if (!st.isFile() && !st.isDirectory()) throw new ToolError(`Not a regular file: ${rel}`)
 }
 
 /** Reads an opened regular file whole, at most `maxBytes`; closes it. */
