@@ -117,28 +117,49 @@ function isoTime (ms: number): string {
 }
 
 /**
+ * Where an entry's argumentsSha256 is still to be written (a store that writes it when the entry is read: the memory
+ * ring): the entry holds `null` at `at`, and the stored arguments, `from`..`to`, are the text the hash is of.
+ */
+export interface DeferredHash { from: number, to: number, at: number }
+
+/**
  * The stored form of a call (a JournalEntry: masked, capped, and stripped to metadata with `meta`)
  * as the JSON text the stores keep. Written field by field from each field's own JSON, so the
  * arguments are serialised once (their text is what argumentsSha256 hashes, and what is stored
  * when masking their strings found nothing), and no entry object is made per call.
  */
 export function entryJson (record: CallRecord, mode: Exclude<JournalMode, 'off'>, instance: string): string {
+  return entryText(record, mode, instance, false).json
+}
+
+/**
+ * entryJson; with `deferHash`, when the entry stores the very text argumentsSha256 is of (JOURNAL=full, no string
+ * of the arguments masked, not capped), the hash is left for the reader (`hashLater`, fillHash): an entry is
+ * written on every call and read by few, and the hash was a sixth of the memory journal's CPU per entry.
+ */
+export function entryText (
+  record: CallRecord, mode: Exclude<JournalMode, 'off'>, instance: string, deferHash: boolean
+): { json: string, hashLater?: DeferredHash } {
   const args = prepareField(argumentsValue(record.arguments), CAPS.arguments)
   const full = mode === 'full'
   const error = record.error === null
     ? 'null'
     : '{"code":' + JSON.stringify(record.error.code) + ',"message":' + JSON.stringify(maskText(utf8Head(record.error.message, CAPS.output))) + '}'
   const trace = full && record.trace !== null && record.trace !== undefined ? prepareField(record.trace, CAPS.trace).storedJson : 'null'
-  return '{"callId":' + JSON.stringify(record.callId) +
+  const stored = full ? args.storedJson : 'null'
+  const head = '{"callId":' + JSON.stringify(record.callId) +
     ',"ts":"' + isoTime(record.endedAt) +
     '","userId":' + jsonText(record.userId ?? null) +
     ',"name":' + JSON.stringify(record.name) +
     ',"route":' + jsonText(record.route) +
     ',"serverId":' + jsonText(record.serverId) +
-    ',"arguments":' + (full ? args.storedJson : 'null') +
+    ',"arguments":' + stored +
+    ',"argumentsSha256":'
+  const later = deferHash && full && args.storedJson === args.json
+  const json = head +
     // One-shot hash (Node >= 20.12): no Hash object per entry.
-    ',"argumentsSha256":"' + hash('sha256', args.json, 'hex') +
-    '","output":' + (full ? JSON.stringify(prepareText(record.output, CAPS.output)) : 'null') +
+    (later ? 'null' : '"' + hash('sha256', args.json, 'hex') + '"') +
+    ',"output":' + (full ? JSON.stringify(prepareText(record.output, CAPS.output)) : 'null') +
     ',"isError":' + String(record.isError) +
     ',"error":' + error +
     ',"truncated":' + String(record.truncated) +
@@ -151,4 +172,14 @@ export function entryJson (record: CallRecord, mode: Exclude<JournalMode, 'off'>
     ',"approvalId":' + jsonText(record.approvalId) +
     ',"parentCallId":' + jsonText(record.parentCallId ?? null) +
     ',"status":' + jsonText(record.status ?? null) + '}'
+  if (!later) return { json }
+  const from = head.length - ARGUMENTS_SHA_KEY.length - stored.length
+  return { json, hashLater: { from, to: from + stored.length, at: head.length } }
+}
+
+const ARGUMENTS_SHA_KEY = ',"argumentsSha256":'
+
+/** An entry whose hash was left for the reader (entryText's `hashLater`), with it written: the SHA-256 of its stored arguments. */
+export function fillHash (json: string, later: DeferredHash): string {
+  return json.slice(0, later.at) + '"' + hash('sha256', json.slice(later.from, later.to), 'hex') + '"' + json.slice(later.at + 4)
 }

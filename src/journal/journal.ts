@@ -7,8 +7,8 @@ import type { CallEvent } from '../routing/call-events.js'
 import type { InvokeOutcome } from '../routing/router.js'
 import { actingUserId } from '../routing/tenancy.js'
 import type { Caller } from '../routing/types.js'
-import { entryJson, GLOBAL_TENANT } from './entry.js'
-import type { CallRecord, JournalMode } from './entry.js'
+import { entryText, GLOBAL_TENANT } from './entry.js'
+import type { CallRecord, DeferredHash, JournalMode } from './entry.js'
 import { decodeCursor, encodeCursor } from './store.js'
 import type { JournalQuery, JournalStore, PendingEntry } from './store.js'
 
@@ -205,10 +205,12 @@ export class Journal {
     const calls = this.#raw
     this.#raw = []
     if (this.mode === 'off') return
+    const deferHash = this.#store.fillsHash === true
     for (const call of calls) {
       let json: string
+      let hashLater: DeferredHash | undefined
       try {
-        json = entryJson(call, this.mode, this.#instance)
+        ({ json, hashLater } = entryText(call, this.mode, this.#instance, deferHash))
       } catch (err) {
         this.#drop(1, err)
         continue
@@ -217,7 +219,7 @@ export class Journal {
         this.#drop(1, undefined)
         continue
       }
-      this.#pending.push({ tenant: call.userId ?? GLOBAL_TENANT, callId: call.callId, name: call.name, isError: call.isError, json })
+      this.#pending.push({ tenant: call.userId ?? GLOBAL_TENANT, callId: call.callId, name: call.name, isError: call.isError, json, hashLater })
       this.#pendingChars += json.length
     }
     this.#kick()

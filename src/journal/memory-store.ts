@@ -1,3 +1,4 @@
+import { fillHash } from './entry.js'
 import { matches, parseId, SCAN_BUDGET } from './store.js'
 import type { JournalPage, JournalQuery, JournalStore, PendingEntry } from './store.js'
 
@@ -13,6 +14,10 @@ interface Item {
   slab: Slab
   at: number
   size: number
+  /** Where its argumentsSha256 is still to be written (entry.ts DeferredHash); hashAt -1: written. */
+  hashFrom: number
+  hashTo: number
+  hashAt: number
   /** False once evicted (by the tenant's cap or retention) while still queued in the global order. */
   live: boolean
 }
@@ -107,6 +112,7 @@ export interface MemoryJournalOptions {
  */
 export class MemoryJournalStore implements JournalStore {
   readonly backend = 'memory' as const
+  readonly fillsHash = true
   readonly #opts: MemoryJournalOptions
   readonly #maxTenantBytes: number
   readonly #now: () => number
@@ -154,6 +160,9 @@ export class MemoryJournalStore implements JournalStore {
       slab: NO_SLAB,
       at: 0,
       size: 0,
+      hashFrom: e.hashLater?.from ?? 0,
+      hashTo: e.hashLater?.to ?? 0,
+      hashAt: e.hashLater?.at ?? -1,
       live: true
     }
     let ring = this.#tenants.get(e.tenant)
@@ -272,8 +281,10 @@ function place (ring: Ring, item: Item, text: string): number {
   return made
 }
 
+/** An entry's JSON as it was appended, its argumentsSha256 written if it was left for the reader. */
 function textOf (item: Item): string {
-  return item.slab.bytes.toString('utf8', item.at, item.at + item.size)
+  const json = item.slab.bytes.toString('utf8', item.at, item.at + item.size)
+  return item.hashAt < 0 ? json : fillHash(json, { from: item.hashFrom, to: item.hashTo, at: item.hashAt })
 }
 
 /** The last index whose item satisfies `before` (items are ordered, `before` true then false); -1 if none. */

@@ -1,4 +1,5 @@
 import { HttpError } from '../errors.js'
+import type { DeferredHash } from './entry.js'
 
 /** One entry ready to append: its tenant (GLOBAL_TENANT for none), callId and JSON text. */
 export interface PendingEntry {
@@ -8,6 +9,8 @@ export interface PendingEntry {
   name: string
   isError: boolean
   json: string
+  /** Its argumentsSha256, left for a store that writes it on read (`fillsHash`; entry.ts entryText). */
+  hashLater?: DeferredHash | undefined
 }
 
 /** Which entries a page reads. Times are epoch ms, inclusive; `before` is a position (exclusive). */
@@ -35,6 +38,8 @@ export interface JournalPage {
  */
 export interface JournalStore {
   readonly backend: 'redis' | 'memory'
+  /** Writes an entry's argumentsSha256 when it is read (PendingEntry.hashLater): the journal may leave it. */
+  readonly fillsHash?: boolean
   /** How long the writer may wait to gather a larger batch (stores with a round trip per append). */
   readonly lingerMs?: number
   /** Appends a batch; resolves to how many were written, rejects when the store cannot be reached. */

@@ -1,6 +1,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { CAPS, entryJson } from '../../../src/journal/entry.js'
+import { CAPS, entryJson, entryText, fillHash } from '../../../src/journal/entry.js'
+import { MemoryJournalStore } from '../../../src/journal/memory-store.js'
 import type { CallRecord, JournalEntry } from '../../../src/journal/entry.js'
 
 /** An entry as a store keeps it, read back. */
@@ -140,11 +141,23 @@ test('the entry is one JSON object with every field, in the documented order, wh
     record({
       arguments: 'not json', isError: true, error: { code: 'GW_X', message: odd }, truncated: true, durationMs: Number.NaN, toolMs: Number.POSITIVE_INFINITY
     }),
-    record({ arguments: { token: 'ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8', deep: { password: 'hunter2-Secret!' } }, trace: cyclic })
+    record({ arguments: { token: 'ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8', deep: { password: 'hunter2-Secret!' } }, trace: cyclic }),
+    record({ arguments: { note: 'export API_TOKEN=ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8' } }),
+    record({ arguments: { text: 'z'.repeat(CAPS.arguments + 10) } })
   ]
+  let deferred = 0
   for (const r of records) {
     for (const mode of ['full', 'meta'] as const) {
       const text = entryJson(r, mode, odd)
+      // A hash left for the reader is the same hash, and the same entry, once written.
+      const later = entryText(r, mode, odd, true)
+      if (later.hashLater !== undefined) {
+        deferred++
+        assert.equal(JSON.parse(later.json).argumentsSha256, null)
+        assert.equal(fillHash(later.json, later.hashLater), text)
+      } else {
+        assert.equal(later.json, text)
+      }
       const entry = JSON.parse(text) as Record<string, unknown>
       assert.deepEqual(Object.keys(entry), fields, text)
       assert.equal(entry.callId, r.callId)
@@ -159,6 +172,9 @@ test('the entry is one JSON object with every field, in the documented order, wh
       assert.ok(!text.includes('hunter2-Secret!') && !text.includes('ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8'), text)
     }
   }
+  // Left only where the entry stores the text the hash is of: full mode, no string of the arguments masked (6) and
+  // the arguments not capped (7); masking by key (5) is in the hashed text too.
+  assert.equal(deferred, 6)
   // The values themselves, as JSON gives them back.
   const odd2 = JSON.parse(entryJson(records[2] as CallRecord, 'full', 'test')) as Record<string, unknown>
   assert.deepEqual(odd2.arguments, { text: odd, n: 0, big: 1e300, small: 5e-324, nested: [null, true, { x: odd }] })
@@ -204,4 +220,21 @@ test('arguments sent as a JSON string holding an object of more than 10,000 memb
   assert.ok(stored.head?.startsWith(wide.slice(0, 100)), 'the string itself, capped')
   // A JSON string of an ordinary object is stored as the object, as before.
   assert.deepEqual(buildEntry(record({ arguments: '{"a": 1}' }), 'full', 'test').arguments, { a: 1 })
+})
+
+test('the memory ring writes a hash left for the reader when the entry is read, in pages and by callId', async () => {
+  const store = new MemoryJournalStore({ maxEntriesPerTenant: 100, retentionMs: 3_600_000, maxBytes: 1_000_000 })
+  const odd = 'é 中 \u{1F600} lone \ud800 "q"'
+  const records = [
+    record({ callId: 'a', arguments: { text: odd } }),
+    record({ callId: 'b', arguments: { password: 'hunter2-Secret!' } }),
+    record({ callId: 'c', arguments: { note: 'API_TOKEN=ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8' } })
+  ]
+  for (const r of records) {
+    const { json, hashLater } = entryText(r, 'full', 'test', true)
+    await store.append([{ tenant: 't', callId: r.callId, name: r.name, isError: false, json, hashLater }])
+  }
+  const page = await store.page('t', { limit: 10 })
+  assert.deepEqual(page.entries, records.map((r) => entryJson(r, 'full', 'test')).reverse())
+  for (const r of records) assert.equal(await store.get('t', r.callId), entryJson(r, 'full', 'test'))
 })
