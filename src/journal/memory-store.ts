@@ -26,7 +26,7 @@ interface Item {
  * Where a tenant's entries' JSON is kept: UTF-8 off the JS heap (entries that live until evicted were most of the
  * garbage collector's work on a busy gateway: each was copied twice and promoted; a Buffer's bytes are never copied),
  * in buffers each tenant fills in append order rather than one buffer per entry (an allocation, an ArrayBuffer and
- * its backing store per call: a third of the memory journal's CPU per entry, bench row 16.1). A tenant's entries go
+ * its backing store per call: 12-20% of the memory journal's CPU per entry, bench row 16.1). A tenant's entries go
  * oldest first (its cap, retention, and the shared budget's oldest-first order all take its oldest), so its buffers
  * empty in the order they were filled and each is let go when its last entry goes; no buffer is shared between
  * tenants, so no tenant's entries keep another's memory alive.
@@ -268,7 +268,7 @@ function place (ring: Ring, item: Item, text: string): number {
     if (slab === undefined || slab.bytes.length - slab.used < size) {
       const shared = size <= SLAB_ENTRY_MAX
       // Memory of its own: Buffer.from and Buffer.allocUnsafe cut small buffers out of Node's shared 8 KiB pool, which any of them keeps alive.
-      slab = { bytes: Buffer.allocUnsafeSlow(shared ? Math.max(size, Math.min(SLAB_MAX, ring.bytes >>> 2)) : size), used: 0, live: 0, shared }
+      slab = { bytes: Buffer.allocUnsafeSlow(shared ? Math.max(size, Math.min(SLAB_MAX, Math.floor(ring.bytes / 4))) : size), used: 0, live: 0, shared }
       if (shared) ring.slabs.push(slab)
       made = slab.bytes.length
     }
