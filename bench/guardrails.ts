@@ -103,6 +103,19 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
     capText.push(await cpuPerCall(10, async () => await checkResult(atCap)))
     capStrings.push(await cpuPerCall(10, async () => await checkResult(manyStrings)))
   }
+  // Prose: 10 KiB of a project's README, as a one-byte string (V8's representation of a text whose characters are all
+  // under U+0100), and the same text with an em dash at its end: a single character over U+00FF makes the whole string
+  // two-byte, where lower-casing and character-class scans cost several times as much.
+  const readme = (await readFile(path.join(REPO_ROOT, 'bench/fixtures/replay/picomatch/README.md'), 'utf8')).slice(0, 10 * 1024 - 1)
+  const latin1 = Buffer.from(readme, 'latin1').toString('latin1')
+  const proseOneByte = { text: latin1 + '-', structuredContent: undefined }
+  const prose = { text: latin1 + '\u2014', structuredContent: undefined }
+  const proseRuns: number[] = []
+  const proseOneByteRuns: number[] = []
+  for (let round_ = 0; round_ < 5 && !signal.aborted; round_++) {
+    proseRuns.push(await cpuPerCall(100, async () => await checkResult(prose)))
+    proseOneByteRuns.push(await cpuPerCall(100, async () => await checkResult(proseOneByte)))
+  }
   const reports = await engine.result(RULES.filter((r) => r.on === 'result'), { entry: ENTRY, name: 'post_note', userId: 'bench', value: checked, signal })
   ctx.log(`guardrails on 10 KiB: ${JSON.stringify(reports.reports.map((r) => [r.check, r.outcome, r.kinds]))}`)
 
@@ -121,7 +134,8 @@ export async function run (ctx: BenchContext): Promise<Row[]> {
         `per result check alone, us: ${perCheck.join(', ')}; the three result checks with a structuredContent mirroring the text ` +
         `(its lines as an array): ${round(median(withStructured))} us vs ${round(median(textOnly))} us on the text alone; ` +
         `a structuredContent at the bound (${manyStrings.structuredContent.length} short strings): ${round(median(capStrings))} us vs ` +
-        `${round(median(capText))} us for a text at the 100,000 cap; runs ${on.map(round).join(', ')}`
+        `${round(median(capText))} us for a text at the 100,000 cap; on 10 KiB of prose (a README) ` +
+        `${round(median(proseOneByteRuns))} us, the same ending in an em dash (a two-byte string) ${round(median(proseRuns))} us; runs ${on.map(round).join(', ')}`
     }),
     makeRow({
       id: '18.2',
