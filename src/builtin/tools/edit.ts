@@ -1,6 +1,6 @@
 import { ToolError } from '../types.js'
 import type { BuiltinCallContext, BuiltinTool } from '../tool.js'
-import { locateWritable, readFileCapped, readFileCappedAt, writeFileAtomicAt } from '../workspace/fd-tree.js'
+import { locateWritable, readFileCapped, readFileCappedAt, release, writeFileAtomicAt } from '../workspace/fd-tree.js'
 import type { Location } from '../workspace/fd-tree.js'
 import { withQuota } from '../workspace/usage.js'
 import { looksBinary, objectSchema, optBool, str } from './args.js'
@@ -44,7 +44,7 @@ export const editTool: BuiltinTool = {
     try {
       return await editAt(ctx, loc, input, oldStr, newStr, replaceAll)
     } finally {
-      loc.close().catch(() => {})
+      release(loc)
     }
   }
 }

@@ -104,11 +104,11 @@ export function isProtected (segments: readonly string[]): boolean {
 }
 
 /**
- * Closes an fd its user is done with, without waiting for it: each close is a round trip to libuv's threadpool,
+ * Closes an fd (or a Location's) its user is done with, without waiting: each close is a round trip to libuv's threadpool,
  * and a walk waited for one per component, a read for one more before it answered. Only for fds whose close
  * decides nothing (a directory walked through, a file read); an fd written to is closed and waited for.
  */
-export function release (fh: FileHandle): void {
+export function release (fh: { close: () => Promise<unknown> }): void {
   fh.close().catch(() => {})
 }
 
@@ -356,7 +356,7 @@ export async function openForRead (ws: Workspace, input: string, opts: { allowDi
   try {
     let fh = await openEntry(loc, true)
     if (fh === undefined) {
-      loc.close().catch(() => {})
+      release(loc)
       loc = await locate(ws, input, 'read')
       fh = await openEntry(loc, false)
     }
@@ -370,7 +370,7 @@ export async function openForRead (ws: Workspace, input: string, opts: { allowDi
       throw err
     }
   } finally {
-    loc.close().catch(() => {})
+    release(loc)
   }
 }
 
@@ -474,7 +474,7 @@ export async function writeFileAtomic (
     await removeMade(ws, loc.made)
     throw fsError(err, loc.rel)
   } finally {
-    loc.close().catch(() => {})
+    release(loc)
   }
 }
 
